@@ -1,0 +1,66 @@
+"""The ctxengine error tree.
+
+Every error the library raises derives from :class:`CtxEngineError`. Errors that describe a bad
+argument also derive from :class:`ValueError`, so callers that already catch ``ValueError`` keep
+working. The Rust core raises these same classes (it imports them from this module), so there is
+exactly one tree whichever side of the boundary failed.
+"""
+
+from __future__ import annotations
+
+__all__ = (
+    "AdapterError",
+    "BudgetError",
+    "ContextOverflowError",
+    "CtxEngineError",
+    "EncodingError",
+    "FoldError",
+    "GrainError",
+    "PluginError",
+    "StoreError",
+    "TranscriptError",
+)
+
+
+class CtxEngineError(Exception):
+    """Root of every error raised by ctxengine."""
+
+
+class EncodingError(CtxEngineError, ValueError):
+    """Unknown model or encoding name, or text that cannot be encoded (e.g. a lone surrogate)."""
+
+
+class GrainError(CtxEngineError, ValueError):
+    """A :class:`~ctxengine.ContextGrain` field holds an invalid value."""
+
+
+class BudgetError(CtxEngineError):
+    """The budget cannot be met: protected grains alone exceed it, or the budget is invalid."""
+
+
+class FoldError(CtxEngineError):
+    """The grain tree is malformed (cycle, missing parent) and cannot be folded."""
+
+
+class PluginError(CtxEngineError):
+    """A plugin is invalid, refused, or failed. ``.plugin`` names it."""
+
+    def __init__(self, message: str, *, plugin: str | None = None) -> None:
+        super().__init__(message)
+        self.plugin = plugin
+
+
+class AdapterError(CtxEngineError, ValueError):
+    """A payload cannot be rendered for (or parsed from) the requested provider."""
+
+
+class TranscriptError(CtxEngineError, ValueError):
+    """A transcript cannot be loaded: unknown format or a broken line/entry."""
+
+
+class StoreError(CtxEngineError):
+    """The session store failed to read or write."""
+
+
+class ContextOverflowError(CtxEngineError):
+    """The provider still rejects the context as too long after every recovery step."""

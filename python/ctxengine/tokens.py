@@ -1,0 +1,139 @@
+"""Token counting (DESIGN.md §8): exact for OpenAI encodings, calibrated estimates elsewhere.
+
+Counting runs in Rust: `bpe-openai` for counts (identical to tiktoken's), `tiktoken-rs` for token
+ids. Both vocabularies are compiled in, load lazily, and never download anything. Counts of texts
+of 256 bytes or more are cached by a 128-bit content hash; see :func:`cache_info`.
+
+Model → encoding:
+
+- gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o1/o3/o4 → ``o200k_base`` (exact)
+- gpt-4, gpt-3.5-turbo, text-embedding-3 → ``cl100k_base`` (exact)
+- claude-* → ``o200k_base`` count × 1.20 (estimate, ``exact=False``)
+- gemini-* → ``o200k_base`` count × 1.08 (estimate, ``exact=False``)
+
+With neither ``model`` nor ``encoding``, ``o200k_base`` is used.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from . import _core
+from ._core import Tokenizer, cache_info, clear_cache, set_cache_capacity
+
+__all__ = (
+    "Tokenizer",
+    "cache_info",
+    "clear_cache",
+    "count_messages",
+    "count_many",
+    "count_tokens",
+    "get_tokenizer",
+    "set_cache_capacity",
+    "truncate_tokens",
+)
+
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING = 3
+
+
+@lru_cache(maxsize=256)
+def get_tokenizer(model_or_encoding: str) -> Tokenizer:
+    """Return a reusable tokenizer for a model or encoding name.
+
+    The tokenizer has ``.count(text)``, ``.count_many(texts)``, ``.encode(text)``,
+    ``.decode(ids)``, ``.truncate(text, max_tokens)``, ``.name`` and ``.exact``.
+
+    Raises:
+        EncodingError: the name is neither a known model family nor an encoding.
+    """
+    return _core.Tokenizer(model_or_encoding)
+
+
+def _resolve(model: str | None, encoding: str | None) -> Tokenizer:
+    return get_tokenizer(encoding if encoding is not None else (model or "o200k_base"))
+
+
+def count_tokens(text: str, *, model: str | None = None, encoding: str | None = None) -> int:
+    """Count the tokens of ``text``; special-token text counts as ordinary text.
+
+    Raises:
+        EncodingError: unknown model/encoding, or text with lone surrogates.
+    """
+    return _resolve(model, encoding).count(text)
+
+
+def count_many(
+    texts: Iterable[str], *, model: str | None = None, encoding: str | None = None
+) -> list[int]:
+    """Count a batch of texts in parallel on every core, with the GIL released.
+
+    Raises:
+        EncodingError: unknown model/encoding, or a text with lone surrogates (named by index).
+        TypeError: an item is not a ``str``.
+    """
+    seq = texts if isinstance(texts, (list, tuple)) else list(texts)
+    return _resolve(model, encoding).count_many(seq)
+
+
+def truncate_tokens(
+    text: str, max_tokens: int, *, model: str | None = None, encoding: str | None = None
+) -> str:
+    """Return the longest prefix of ``text`` that fits ``max_tokens``.
+
+    The cut falls on a token boundary and never inside a UTF-8 character.
+
+    Raises:
+        EncodingError: unknown model/encoding, or text with lone surrogates.
+        OverflowError: ``max_tokens`` is negative.
+    """
+    return _resolve(model, encoding).truncate(text, max_tokens)
+
+
+def _message_strings(message: Mapping[str, Any]) -> tuple[list[str], int]:
+    """Strings counted for one message, and the fixed overhead it adds."""
+    strings: list[str] = []
+    overhead = TOKENS_PER_MESSAGE
+    for key, value in message.items():
+        if key == "tool_calls" and isinstance(value, Sequence):
+            for call in value:
+                fn = call.get("function", {}) if isinstance(call, Mapping) else {}
+                strings += [str(fn.get("name", "")), str(fn.get("arguments", ""))]
+        elif key == "function_call" and isinstance(value, Mapping):
+            strings += [str(value.get("name", "")), str(value.get("arguments", ""))]
+        elif isinstance(value, str):
+            strings.append(value)
+            overhead += TOKENS_PER_NAME if key == "name" else 0
+        elif isinstance(value, list):  # content parts
+            for part in value:
+                if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                    strings.append(part["text"])
+        elif value is not None:
+            strings.append(json.dumps(value, ensure_ascii=False, sort_keys=True))
+    return strings, overhead
+
+
+def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
+    """Count the prompt tokens of OpenAI-style chat messages.
+
+    Follows OpenAI's documented rule for current chat models: every message costs 3 tokens of
+    framing plus the tokens of each of its string values (role, content, name...); a ``name``
+    costs 1 more; the reply is primed with 3 tokens. Tool calls are counted from their function
+    name and JSON arguments; content parts from their text. Non-OpenAI models get the same rule
+    over their estimator (``exact=False``).
+
+    Raises:
+        EncodingError: ``model`` is unknown.
+    """
+    tokenizer = get_tokenizer(model)
+    strings: list[str] = []
+    total = REPLY_PRIMING
+    for message in messages:
+        parts, overhead = _message_strings(message)
+        strings += parts
+        total += overhead
+    return total + sum(tokenizer.count_many(strings))

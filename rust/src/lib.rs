@@ -1,0 +1,25 @@
+//! ctxengine's Rust core: the pure algorithms (`tokens`, ...) plus one binding module (`py`,
+//! behind the default `python` feature) that exposes them as `ctxengine._core`.
+//!
+//! `cargo test --no-default-features` builds and tests the algorithms without Python.
+
+pub mod errors;
+pub mod tokens;
+
+#[cfg(feature = "python")]
+mod py;
+
+/// The native module `ctxengine._core`; see `python/ctxengine/_core.pyi` for its surface.
+#[cfg(feature = "python")]
+#[pyo3::pymodule(gil_used = false)]
+mod _core {
+    use pyo3::prelude::*;
+
+    #[pymodule_export]
+    use crate::py::tokens::{cache_info, clear_cache, set_cache_capacity, PyTokenizer};
+
+    #[pymodule_init]
+    fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add("__version__", env!("CARGO_PKG_VERSION"))
+    }
+}

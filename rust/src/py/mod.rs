@@ -1,0 +1,4 @@
+//! Every PyO3 item lives below this module; the algorithms above it never see Python.
+
+pub mod errors;
+pub mod tokens;
