@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from ._core import __version__
+from .budget import Budget
+from .engine import ContextEngine, RenderedContext, Session
 from .errors import (
     AdapterError,
     BudgetError,
@@ -16,6 +18,10 @@ from .errors import (
     TranscriptError,
 )
 from .grain import ContextGrain
+from .plugins import AbstractContextProvider
+from .report import GrainDecision, RenderReport
+from .scene import ContextScene
+from .summarize import ExtractiveSummarizer, Summarizer
 from .tokens import (
     Tokenizer,
     cache_info,
@@ -29,16 +35,26 @@ from .tokens import (
 )
 
 __all__ = (
+    "AbstractContextProvider",
     "AdapterError",
+    "Budget",
     "BudgetError",
+    "ContextEngine",
     "ContextGrain",
     "ContextOverflowError",
+    "ContextScene",
     "CtxEngineError",
     "EncodingError",
+    "ExtractiveSummarizer",
     "FoldError",
+    "GrainDecision",
     "GrainError",
     "PluginError",
+    "RenderReport",
+    "RenderedContext",
+    "Session",
     "StoreError",
+    "Summarizer",
     "Tokenizer",
     "TranscriptError",
     "__version__",

@@ -48,3 +48,118 @@ def set_cache_capacity(capacity: int) -> None:
 
 def clear_cache() -> None:
     """Empty the cache and reset its counters."""
+
+@final
+class Plan:
+    """The decisions of one :meth:`Assembly.plan`; Rust vectors turned into Python on access.
+
+    Status codes: 0 kept, 1 trimmed, 2 cleared, 3 folded, 4 dropped. Stage codes: 0 none,
+    1 guard, 2 soft, 3 hard, 4 fold, 5 compaction.
+    """
+
+    @property
+    def budget(self) -> int:
+        """The budget given to ``plan``."""
+    @property
+    def available(self) -> int:
+        """Budget minus the reserve window's share."""
+    @property
+    def target(self) -> int:
+        """``min(pretrim_ratio * budget, available)``: what the ladder aims at."""
+    @property
+    def total_before(self) -> int:
+        """Tokens of every live item before the ladder."""
+    @property
+    def total_after(self) -> int:
+        """Tokens rendered after the ladder (replacements and placeholder included)."""
+    @property
+    def fits(self) -> bool:
+        """``total_after <= target``."""
+    @property
+    def context_order(self) -> list[str]:
+        """Rendered context grains (kind 0) by (priority, rank, seq); a folded branch appears
+        once, as its first member (whose replacement is the branch stand-in)."""
+    @property
+    def history_order(self) -> list[str]:
+        """Rendered history items (kinds 1-2) in seq order, with ``hist.removed`` where
+        hard trim removed turns."""
+    @property
+    def replacements(self) -> dict[str, str]:
+        """node_id -> text rendered instead (trimmed, cleared, stand-in, ``hist.removed``)."""
+    @property
+    def windows(self) -> list[tuple[str, int, int, int]]:
+        """``(name, demand, alloc, used)`` per window, in window order."""
+    @property
+    def compaction_turns(self) -> list[int]:
+        """Turn groups to summarize before planning again (oldest first); empty when none."""
+    @property
+    def compaction_tokens(self) -> int:
+        """Tokens those turn groups hold."""
+    @property
+    def timings(self) -> dict[str, float]:
+        """Seconds per stage: allocate, soft, hard, fold, compaction, order."""
+    def decisions(
+        self,
+    ) -> tuple[list[str], list[int], list[int], list[str], list[int], list[int], list[int]]:
+        """Columns for every live item: node_ids, status, stage, reason, tokens_before,
+        tokens_after, window."""
+    def changed(self) -> list[str]:
+        """node_ids whose status is not kept."""
+
+@final
+class Assembly:
+    """The items of a session kept in Rust between renders, and the planner that fits them into
+    a budget (soft trim, hard trim, folding, compaction request).
+
+    Raises EncodingError for an unknown model and ValueError for invalid windows or options.
+    """
+
+    def __new__(
+        cls,
+        model_or_encoding: str,
+        windows: Sequence[tuple[str, float]],
+        *,
+        reserve: str | None = "reserve",
+        pretrim_ratio: float = 0.8,
+        weights: tuple[float, float, float, float] = (0.25, 0.3, 0.35, 0.1),
+        soft_trim_chars: int = 4000,
+        soft_keep_chars: int = 1500,
+        protect_last_assistant: int = 3,
+        hard_trim_max_score: float = 0.6,
+    ) -> Assembly: ...
+    def upsert(
+        self,
+        node_ids: Sequence[str],
+        texts: Sequence[str],
+        windows: Sequence[int],
+        priorities: Sequence[int],
+        ranks: Sequence[int],
+        seqs: Sequence[int],
+        kinds: Sequence[int],
+        roles: Sequence[int],
+        turns: Sequence[int],
+        flags: Sequence[int],
+        overheads: Sequence[int],
+        labels: Sequence[str],
+        summaries: Sequence[str | None],
+    ) -> list[int]:
+        """Insert or replace items given as columns; returns each one's tokens (count +
+        overhead). Kinds: 0 context grain, 1 message, 2 tool result. Roles: 0 system, 1 user,
+        2 assistant, 3 tool. Flags: 1 has tool call, 2 feedback, 4 structural, 8 image,
+        16 protected. Raises ValueError naming the column when lengths differ or a value is
+        invalid."""
+    def remove(self, node_ids: Sequence[str]) -> int:
+        """Remove items by node id; returns how many existed."""
+    def __len__(self) -> int: ...
+    def tokens(self, node_id: str) -> int | None:
+        """Tokens of a live item (count + overhead), or None."""
+    def plan(self, budget: int) -> Plan:
+        """Plan the render within ``budget`` tokens. Raises BudgetError when protected items
+        (PROTECTED flag, the latest user message's turn) alone exceed the budget minus the
+        reserve."""
+
+def fuse(
+    node_ids: Sequence[str], priorities: Sequence[int], ranks: Sequence[int], seqs: Sequence[int]
+) -> tuple[list[int], list[int]]:
+    """Fuse the grains of one render: (index of the winner of each input's node_id group,
+    winner indices in render order). Lowest priority wins, then lowest rank, then lowest seq."""

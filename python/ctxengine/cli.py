@@ -13,6 +13,7 @@ from rich.table import Table
 
 from . import __version__
 from .errors import CtxEngineError
+from .cli_replay import add_commands
 from .tokens import cache_info, get_tokenizer
 
 __all__ = ("main",)
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     count.add_argument("--encoding", help="encoding name instead of a model")
     count.add_argument("--json", action="store_true", help='print {"tokens": N, ...}')
     count.set_defaults(run=_count)
+    add_commands(sub)
     return parser
 
 

@@ -8,8 +8,10 @@ Model → encoding:
 
 - gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o1/o3/o4 → ``o200k_base`` (exact)
 - gpt-4, gpt-3.5-turbo, text-embedding-3 → ``cl100k_base`` (exact)
-- claude-* → ``o200k_base`` count × 1.20 (estimate, ``exact=False``)
-- gemini-* → ``o200k_base`` count × 1.08 (estimate, ``exact=False``)
+- claude-* → ``o200k_base`` count × 1.38 (estimate, ``exact=False``; calibrated on billed usage)
+- gemini-* → ``o200k_base`` count × 1.08 (estimate, ``exact=False``; not calibrated)
+
+See docs/tokens.md for how the factors were obtained.
 
 With neither ``model`` nor ``encoding``, ``o200k_base`` is used.
 """
@@ -28,8 +30,8 @@ __all__ = (
     "Tokenizer",
     "cache_info",
     "clear_cache",
-    "count_messages",
     "count_many",
+    "count_messages",
     "count_tokens",
     "get_tokenizer",
     "set_cache_capacity",
@@ -55,7 +57,9 @@ def get_tokenizer(model_or_encoding: str) -> Tokenizer:
 
 
 def _resolve(model: str | None, encoding: str | None) -> Tokenizer:
-    return get_tokenizer(encoding if encoding is not None else (model or "o200k_base"))
+    if encoding is not None:
+        return get_tokenizer(encoding)
+    return get_tokenizer(model if model is not None else "o200k_base")
 
 
 def count_tokens(text: str, *, model: str | None = None, encoding: str | None = None) -> int:

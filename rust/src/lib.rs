@@ -3,6 +3,7 @@
 //!
 //! `cargo test --no-default-features` builds and tests the algorithms without Python.
 
+pub mod assemble;
 pub mod errors;
 pub mod tokens;
 
@@ -15,6 +16,8 @@ mod py;
 mod _core {
     use pyo3::prelude::*;
 
+    #[pymodule_export]
+    use crate::py::assemble::{fuse, PyAssembly, PyPlan};
     #[pymodule_export]
     use crate::py::tokens::{cache_info, clear_cache, set_cache_capacity, PyTokenizer};
 

@@ -1,0 +1,152 @@
+"""Render benchmarks, side by side with LangChain's ``trim_messages`` in the same run.
+
+- cold: a ~1,000-message real session (pi/OpenClaw, 914 messages) into 32k tokens, counts not
+  cached, vs ``trim_messages`` with an exact tiktoken counter;
+- warm: one new message on that session, then render;
+- scaling: warm renders of synthetic sessions of 1k, 10k and 100k grains.
+
+Run ``pytest benches/test_bench_engine.py --benchmark-enable --benchmark-only`` and compare the
+``mean`` columns inside each group.
+"""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from langchain_core.messages import convert_to_messages, trim_messages
+from offline_tiktoken import TRANSCRIPTS, encoding
+
+from ctxengine import Budget, ContextEngine, clear_cache
+from ctxengine.transcript import Message, ToolCall, load
+
+SESSION = TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl"
+BUDGET = 32_000
+
+
+@pytest.fixture(scope="module")
+def transcript():  # type: ignore[no-untyped-def]
+    return load(SESSION)
+
+
+def _tiktoken_counter():  # type: ignore[no-untyped-def]
+    enc = encoding("o200k_base")
+
+    def count(messages) -> int:  # type: ignore[no-untyped-def]
+        total = 3
+        for m in messages:
+            content = m.content if isinstance(m.content, str) else str(m.content)
+            total += 4 + len(enc.encode_ordinary(content))
+            for call in getattr(m, "tool_calls", None) or []:
+                total += len(enc.encode_ordinary(call["name"] + str(call["args"])))
+        return total
+
+    return count
+
+
+class Runner:
+    """Keeps one event loop for a whole benchmark, so rounds measure the render only."""
+
+    def __init__(self) -> None:
+        self.portal_cm = anyio.from_thread.start_blocking_portal()
+        self.portal = self.portal_cm.__enter__()
+
+    def call(self, fn, *args):  # type: ignore[no-untyped-def]
+        return self.portal.call(fn, *args)
+
+    def close(self) -> None:
+        self.portal_cm.__exit__(None, None, None)
+
+
+@pytest.fixture
+def runner():  # type: ignore[no-untyped-def]
+    r = Runner()
+    yield r
+    r.close()
+
+
+async def _open(engine: ContextEngine, messages):  # type: ignore[no-untyped-def]
+    cm = engine.session("bench")
+    session = await cm.__aenter__()
+    session.extend(messages)
+    await session.user_message("What is the status of the task?")
+    return cm, session
+
+
+@pytest.mark.benchmark(group="render-cold-1k-messages-32k")
+def test_langchain_trim_messages_cold(benchmark, transcript) -> None:  # type: ignore[no-untyped-def]
+    lc_messages = convert_to_messages(transcript.to("openai")["messages"])
+    counter = _tiktoken_counter()
+
+    def run():  # type: ignore[no-untyped-def]
+        return trim_messages(
+            lc_messages, max_tokens=BUDGET, token_counter=counter, strategy="last",
+            include_system=True, start_on="human",
+        )
+
+    kept = benchmark(run)
+    assert 0 < len(kept) < len(lc_messages)
+
+
+@pytest.mark.benchmark(group="render-cold-1k-messages-32k")
+def test_ctxengine_render_cold(benchmark, transcript, runner) -> None:  # type: ignore[no-untyped-def]
+    async def cold():  # type: ignore[no-untyped-def]
+        clear_cache()
+        engine = ContextEngine("gpt-4o", Budget(total=BUDGET))
+        _, session = await _open(engine, transcript)
+        return await session.render()
+
+    out = benchmark(runner.call, cold)
+    assert out.tokens <= BUDGET
+
+
+@pytest.mark.benchmark(group="render-warm-1k-messages-32k")
+def test_langchain_trim_messages_warm(benchmark, transcript) -> None:  # type: ignore[no-untyped-def]
+    # LangChain keeps no state between calls: a "warm" trim is the same full pass plus one message.
+    lc_messages = convert_to_messages(transcript.to("openai")["messages"])
+    lc_messages += convert_to_messages([{"role": "user", "content": "one more question"}])
+    counter = _tiktoken_counter()
+    kept = benchmark(trim_messages, lc_messages, max_tokens=BUDGET, token_counter=counter,
+                     strategy="last", include_system=True, start_on="human")
+    assert kept
+
+
+@pytest.mark.benchmark(group="render-warm-1k-messages-32k")
+def test_ctxengine_render_warm(benchmark, transcript, runner) -> None:  # type: ignore[no-untyped-def]
+    engine = ContextEngine("gpt-4o", Budget(total=BUDGET))
+    _, session = runner.call(_open, engine, transcript)
+    runner.call(session.render)
+
+    async def warm():  # type: ignore[no-untyped-def]
+        session.extend([Message.assistant("ok"), Message.user("one more question")])
+        return await session.render()
+
+    out = benchmark(runner.call, warm)
+    assert out.tokens <= BUDGET
+
+
+def _synthetic(n_grains: int) -> list[Message]:
+    messages: list[Message] = []
+    i = 0
+    while len(messages) < n_grains:
+        messages.append(Message.user(f"request {i}: check module_{i}.py for the bug"))
+        call = ToolCall(f"c{i}", "read", {"path": f"module_{i}.py"})
+        messages.append(Message.assistant(f"looking at module_{i}", [call]))
+        messages.append(Message.tool(f"c{i}", f"def f_{i}():\n    return {i}\n" * 5))
+        messages.append(Message.assistant(f"module_{i} is fine"))
+        i += 1
+    return messages
+
+
+@pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
+@pytest.mark.benchmark(group="render-warm-scaling")
+def test_ctxengine_warm_scaling(benchmark, runner, n: int) -> None:  # type: ignore[no-untyped-def]
+    engine = ContextEngine("gpt-4o", Budget(total=BUDGET))
+    _, session = runner.call(_open, engine, _synthetic(n))
+    runner.call(session.render)
+
+    async def warm():  # type: ignore[no-untyped-def]
+        session.extend([Message.assistant("ok"), Message.user("next")])
+        return await session.render()
+
+    out = benchmark(runner.call, warm)
+    assert out.tokens <= BUDGET

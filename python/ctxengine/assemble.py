@@ -1,0 +1,364 @@
+"""One render, step by step: collect → fuse → before_render → sync → plan → compact → inject.
+
+The heavy steps (counting, scoring, allocation, the trim ladder, ordering) run in the Rust
+:class:`~ctxengine._core.Assembly` with the GIL released; this module moves only what changed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from . import _core
+from .events import AfterRender, BeforeRender, OverBudget
+from .grain import ContextGrain
+from .history import FLAG, KIND, HistoryItem
+from .render import compose, payload_tokens
+from .report import GrainDecision, RenderReport
+from .scene import ContextScene
+from .tokens import count_many
+from .transcript.providers import check_provider
+from .transcript.render import render as render_payload
+
+if TYPE_CHECKING:
+    from .engine import RenderedContext, Session, _TurnState
+
+__all__ = ("run_render",)
+
+FRAMING_TOKENS = 8  # reply priming (3) + system message framing (4) + 1 spare
+CONTEXT_OVERHEAD = 2  # separator between grains in the system message
+HISTORY_PRIORITY = 100
+MAX_COMPACTIONS = 3
+
+
+def _latest_user_text(session: Session) -> str:
+    for message in reversed(session.messages):
+        if message.role == "user":
+            return message.text
+    return ""
+
+
+async def _collect(session: Session, provider: str, state: _TurnState) -> list[ContextGrain]:
+    engine = session.engine
+    scene = ContextScene(
+        session_id=session.id,
+        turn=session.turn,
+        user_message=_latest_user_text(session),
+        transcript=session.messages,
+        model=engine.model,
+        provider=provider,
+        budget=engine.budget,
+        task_id=session.task_id,
+    )
+    outcome = await session.dispatcher.collect(scene)
+    state.faults.extend(outcome.faults)
+    queued, session._queued = session._queued, []
+    stored = [s.grain for s in session._stored.values()]
+    return queued + list(outcome.grains) + stored
+
+
+def _fuse(session: Session, grains: list[ContextGrain], state: _TurnState) -> list[ContextGrain]:
+    """Merge grains sharing a node_id: the lower priority wins, the others are shadowed."""
+    if not grains:
+        return []
+    ranks = [session._rank(g.origin) for g in grains]
+    winner_of, order = _core.fuse(
+        [g.node_id for g in grains],
+        [g.priority for g in grains],
+        ranks,
+        list(range(len(grains))),
+    )
+    for i, w in enumerate(winner_of):
+        if w == i:
+            continue
+        loser, winner = grains[i], grains[w]
+        entry = {"node_id": loser.node_id, "origin": loser.origin, "priority": loser.priority}
+        shadowed = winner.meta.setdefault("shadowed", [])
+        if entry not in shadowed:
+            shadowed.append(entry)
+        state.shadowed.append({**entry, "winner": winner.origin})
+        state.extra.append(_shadowed_decision(loser, winner, session))
+    return [grains[i] for i in order]
+
+
+def _shadowed_decision(
+    loser: ContextGrain, winner: ContextGrain, session: Session
+) -> GrainDecision:
+    window = session.engine.budget.window_of(loser.node_id, loser.window)
+    return GrainDecision(
+        loser.node_id,
+        loser.origin,
+        window,
+        "shadowed",
+        "shadowed",
+        "fuse",
+        f"shadowed by {winner.origin} (priority {winner.priority} < {loser.priority})",
+        0,
+        0,
+    )
+
+
+def _apply_overrides(
+    session: Session, grains: list[ContextGrain], state: _TurnState
+) -> list[ContextGrain]:
+    """A plugin grain with a history node_id (e.g. a compressed tool result) replaces the
+    history item's content when it is more important; otherwise it is shadowed."""
+    context: list[ContextGrain] = []
+    overrides: dict[str, ContextGrain] = {}
+    for grain in grains:
+        item = session._items.get(grain.node_id)
+        if item is None:
+            context.append(grain)
+        elif grain.priority <= HISTORY_PRIORITY:
+            overrides[grain.node_id] = grain
+            grain.meta.setdefault("shadowed", []).append(
+                {"node_id": grain.node_id, "origin": "transcript", "priority": HISTORY_PRIORITY}
+            )
+        else:
+            state.extra.append(_shadowed_decision(grain, item.grain, session))
+    changed = overrides.keys() | session._overrides.keys()
+    session._overrides = overrides
+    for node_id in changed:
+        session._dirty.add(node_id)
+    return context
+
+
+def _item_text(session: Session, item: HistoryItem) -> str:
+    override = session._overrides.get(item.node_id)
+    return (override or item.grain).text
+
+
+def _sync_history(session: Session, scan: bool) -> None:
+    """Upsert new history items and those whose content changed since the last render."""
+    items = list(session._pending)
+    session._pending.clear()
+    candidates = (
+        session._items.values()
+        if scan
+        else (session._items[n] for n in session._dirty if n in session._items)
+    )
+    seen = {id(i) for i in items}
+    for item in candidates:
+        if id(item) not in seen and _item_text(session, item) is not item.text:
+            items.append(item)
+    session._dirty.clear()
+    if not items:
+        return
+    texts = [_item_text(session, i) for i in items]
+    extra = count_many([t for i in items for t in i.overhead_texts], model=session.engine.model)
+    overheads, k = [], 0
+    for item in items:
+        n = len(item.overhead_texts)
+        overheads.append(item.overhead + sum(extra[k : k + n]))
+        k += n
+    windows = session._window_index
+    session._asm.upsert(
+        [i.node_id for i in items],
+        texts,
+        [windows[session.engine.budget.window_of(i.node_id)] for i in items],
+        [0 if i.kind == KIND["context"] else HISTORY_PRIORITY for i in items],
+        [0] * len(items),
+        [i.index * 1024 + max(i.result, 0) for i in items],
+        [i.kind for i in items],
+        [i.role for i in items],
+        [i.turn for i in items],
+        [i.flags for i in items],
+        overheads,
+        [i.label for i in items],
+        [None] * len(items),
+    )
+    for item, text in zip(items, texts, strict=True):
+        item.text = text
+
+
+def _context_key(grain: ContextGrain) -> tuple[Any, ...]:
+    return (id(grain), id(grain.content), grain.priority, grain.protected, grain.window)
+
+
+def _sync_context(session: Session, grains: list[ContextGrain]) -> None:
+    """Upsert context grains that are new or changed; remove those no longer present."""
+    budget = session.engine.budget
+    present = {g.node_id: g for g in grains}
+    gone = [n for n in session._in_asm if n not in present]
+    if gone:
+        session._asm.remove(gone)
+        for n in gone:
+            del session._in_asm[n]
+    fresh = [g for g in present.values() if session._in_asm.get(g.node_id) != _context_key(g)]
+    if not fresh:
+        return
+    windows = session._window_index
+    session._asm.upsert(
+        [g.node_id for g in fresh],
+        [g.text for g in fresh],
+        [windows[budget.window_of(g.node_id, g.window)] for g in fresh],
+        [g.priority for g in fresh],
+        [session._rank(g.origin) for g in fresh],
+        [session._order.get(g.node_id, 0) for g in fresh],
+        [KIND["context"]] * len(fresh),
+        [0] * len(fresh),
+        [0] * len(fresh),
+        [FLAG["protected"] if g.protected else 0 for g in fresh],
+        [CONTEXT_OVERHEAD] * len(fresh),
+        [str(g.meta.get("label", f"{g.origin} grain")) for g in fresh],
+        [g.meta.get("summary") if isinstance(g.meta.get("summary"), str) else None for g in fresh],
+    )
+    for g in fresh:
+        session._in_asm[g.node_id] = _context_key(g)
+
+
+async def _run_tree_hook(session: Session, event: Any, state: _TurnState) -> None:
+    outcome = await session.dispatcher.fire(event)
+    state.faults.extend(outcome.faults)
+
+
+async def _compact(session: Session, turns: list[int], state: _TurnState) -> bool:
+    """Summarize the history turns the plan could not keep into the session summary grain.
+
+    On failure nothing is written: the turns stay dropped for this render only.
+    """
+    engine = session.engine
+    doomed = [i for i in session._items.values() if i.turn in set(turns) and i.kind != 0]
+    indexes = sorted({i.index for i in doomed})
+    messages = [session.messages[i] for i in indexes]
+    previous = session._summary.text if session._summary is not None else ""
+    try:
+        text = await engine.summarizer.summarize(messages, previous)
+    except Exception as exc:  # a summarizer fault is reported, never fatal
+        state.compactions.append({"turns": turns, "ok": False, "error": repr(exc)})
+        return False
+    if previous:
+        text = previous + "\n" + text
+    summary = ContextGrain(
+        "mem.summary",
+        "compaction",
+        text,
+        priority=50,
+        lifespan="session",
+        meta={"label": "summary of earlier turns", "turns": len(turns)},
+    )
+    session._summary = summary
+    session.add(summary)
+    ids = [i.node_id for i in doomed]
+    session._asm.remove(ids)
+    for node_id in ids:
+        del session._items[node_id]
+    state.compactions.append(
+        {"turns": turns, "ok": True, "messages": len(messages), "summary_chars": len(text)}
+    )
+    return True
+
+
+async def run_render(session: Session, provider: str, **options: Any) -> RenderedContext:
+    """The body of :meth:`Session.render`."""
+    from .engine import RenderedContext, _TurnState
+
+    check_provider(provider)
+    started = time.perf_counter()
+    state = _TurnState()
+    state.faults.extend(session._faults)
+    session._faults = []
+    grains = _apply_overrides(
+        session, _fuse(session, await _collect(session, provider, state), state), state
+    )
+    timings = {"collect": time.perf_counter() - started}
+    tree = grains + [i.grain for i in session._items.values()]
+    hooks = session.has_hook
+    if hooks("on_before_render"):
+        await _run_tree_hook(session, BeforeRender(tree), state)
+    context = [g for g in tree if g.node_id not in session._items]
+    session._order = {g.node_id: n for n, g in enumerate(context)}
+    _sync_context(session, context)
+    _sync_history(session, scan=hooks("on_before_render") or hooks("on_over_budget"))
+    budget = session.engine.tokens_total - FRAMING_TOKENS
+    plan = session._asm.plan(budget)
+    if plan.total_before > plan.target and hooks("on_over_budget"):
+        await _run_tree_hook(
+            session, OverBudget(tree, session.engine.budget, plan.total_before - plan.target), state
+        )
+        context = [g for g in tree if g.node_id not in session._items]
+        _sync_context(session, context)
+        _sync_history(session, scan=True)
+        plan = session._asm.plan(budget)
+    for _ in range(MAX_COMPACTIONS):
+        if not plan.compaction_turns or not await _compact(session, plan.compaction_turns, state):
+            break
+        _sync_context(session, context + [session._summary] if session._summary else context)
+        plan = session._asm.plan(budget)
+    timings.update({f"core.{k}": v for k, v in plan.timings.items()})
+    by_id = {g.node_id: g for g in context}
+    if session._summary is not None:
+        by_id.setdefault(session._summary.node_id, session._summary)
+    injected = render_payload(compose(session, plan, by_id), provider, **options)
+    payload, transcript = injected.payload, injected.transcript
+    tokens = payload_tokens(payload, provider, session.engine.model)
+    timings["total"] = time.perf_counter() - started
+    report = _report(session, provider, plan, tokens, by_id, state, timings)
+    injected_info = injected.to_dict()
+    report.hygiene = injected_info.get("hygiene", {})
+    report.cache_breakpoints = injected_info.get("cache_breakpoints", [])
+    rendered_tree = [by_id[n] for n in plan.context_order if n in by_id] + [
+        session._items[n].grain for n in plan.history_order if n in session._items
+    ]
+    rendered = RenderedContext(payload, tokens, rendered_tree, report, transcript)
+    if hooks("on_after_render"):
+        outcome = await session.dispatcher.fire(AfterRender(payload, tokens, report))
+        report.faults.extend(f.to_dict() for f in outcome.faults)
+    session.turn += 1
+    return rendered
+
+
+def _report(
+    session: Session,
+    provider: str,
+    plan: Any,
+    tokens: int,
+    by_id: dict[str, ContextGrain],
+    state: _TurnState,
+    timings: dict[str, float],
+) -> RenderReport:
+    origins = {n: g.origin for n, g in by_id.items()}
+    windows = [
+        {"window": name, "demand": demand, "alloc": alloc, "used": used}
+        for name, demand, alloc, used in plan.windows
+    ]
+    return RenderReport(
+        provider=provider,
+        model=session.engine.model,
+        budget=session.engine.tokens_total,
+        target=plan.target,
+        tokens=tokens,
+        tokens_estimated=plan.total_after + FRAMING_TOKENS,
+        fits=tokens <= session.engine.tokens_total,
+        windows=windows,
+        timings=timings,
+        faults=[f.to_dict() for f in state.faults],
+        shadowed=state.shadowed,
+        compactions=state.compactions,
+        _columns=_LazyColumns(plan),
+        _origins=_Origins(origins),
+        _window_names=session.engine.windows,
+        _extra=state.extra,
+    )
+
+
+class _LazyColumns:
+    """Fetches the plan's per-grain columns only when the report is read."""
+
+    __slots__ = ("_plan",)
+
+    def __init__(self, plan: Any) -> None:
+        self._plan = plan
+
+    def __iter__(self) -> Any:
+        return iter(self._plan.decisions())
+
+
+class _Origins(dict[str, str]):
+    """Origins of context grains; anything else came from the transcript."""
+
+    def __missing__(self, key: str) -> str:
+        return "transcript"
+
+    def get(self, key: str, default: str | None = None) -> str:  # type: ignore[override]
+        return self[key]

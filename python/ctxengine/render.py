@@ -1,0 +1,126 @@
+"""Inject: turn a plan into a neutral transcript, and count the payload rendered from it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from .grain import ContextGrain
+from .history import KIND
+from .tokens import count_messages, get_tokenizer
+from .transcript import Message, Text, Transcript
+
+if TYPE_CHECKING:
+    from .engine import Session
+
+__all__ = ("compose", "payload_tokens")
+
+SEPARATOR: Final = "\n\n"
+_SKIP_KEYS: Final = frozenset(
+    {"type", "role", "cache_control", "media_type", "mime_type", "mimeType", "signature", "data"}
+)
+_MESSAGE_OVERHEAD: Final = 4
+_REPLY_PRIMING: Final = 3
+
+
+def _context_texts(session: Session, plan: Any, by_id: Mapping[str, ContextGrain]) -> list[str]:
+    """System-message texts: stable grains first (cache-friendly), per-turn grains last."""
+    replacements = plan.replacements
+    stable: list[str] = []
+    volatile: list[str] = []
+    for node_id in plan.context_order:
+        grain = by_id.get(node_id)
+        item = session._items.get(node_id)
+        text = replacements.get(node_id)
+        if text is None:
+            text = grain.text if grain is not None else item.text if item is not None else ""
+        if not text:
+            continue
+        turn_only = grain is not None and grain.lifespan == "turn" and grain.branch != "sys"
+        (volatile if turn_only else stable).append(text)
+    return stable + volatile
+
+
+def _with_text(message: Message, text: str) -> Message:
+    """``message`` with its text blocks replaced by one block holding ``text``."""
+    blocks: list[Any] = []
+    placed = False
+    for block in message.blocks:
+        if isinstance(block, Text):
+            if not placed:
+                blocks.append(Text(text))
+                placed = True
+            continue
+        blocks.append(block)
+    if not placed:
+        blocks.insert(0, Text(text))
+    return dataclasses.replace(message, blocks=tuple(blocks))
+
+
+def _history(session: Session, plan: Any) -> Iterator[Message]:
+    replacements = plan.replacements
+    for node_id in plan.history_order:
+        item = session._items.get(node_id)
+        if item is None:  # a placeholder standing for removed turns
+            yield Message.user(replacements.get(node_id, f"[{node_id}]"))
+            continue
+        message = session.messages[item.index]
+        text = replacements.get(node_id, item.text)
+        if item.kind == KIND["tool_result"]:
+            result = message.tool_results[item.result]
+            if text is not item.grain.content or node_id in replacements:
+                result = dataclasses.replace(result, content=(Text(text),))
+            yield dataclasses.replace(message, blocks=(result,))
+        elif text is message.text or text == message.text:
+            yield message
+        else:
+            yield _with_text(message, text)
+
+
+def compose(session: Session, plan: Any, by_id: Mapping[str, ContextGrain]) -> Transcript:
+    """The neutral transcript of a render: one system message, then the kept history."""
+    texts = _context_texts(session, plan, by_id)
+    messages = [Message.system(SEPARATOR.join(texts))] if texts else []
+    messages.extend(_history(session, plan))
+    return Transcript(tuple(messages), source_format="render")
+
+
+def _strings(value: Any, key: str = "") -> Iterator[str]:
+    if key in _SKIP_KEYS:
+        return
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        if key in {"input", "args", "arguments"}:
+            yield json.dumps(value, ensure_ascii=False)
+            return
+        for k, v in value.items():
+            yield from _strings(v, k)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v, key)
+    elif value is not None and not isinstance(value, bool):
+        yield str(value)
+
+
+def payload_tokens(payload: Mapping[str, Any], provider: str, model: str) -> int:
+    """Tokens of a rendered payload.
+
+    OpenAI Chat Completions: exact, by OpenAI's documented per-message rule
+    (:func:`~ctxengine.count_messages`). Other shapes: every text leaf counted (ids, types and
+    binary data excluded), plus 4 tokens per message and 3 for the reply.
+    """
+    if provider == "openai":
+        return count_messages(payload.get("messages", []), model=model)
+    items = payload.get("messages") or payload.get("input") or payload.get("contents") or []
+    texts = [
+        s
+        for k, v in payload.items()
+        if k not in {"messages", "input", "contents"}
+        for s in _strings(v, k)
+    ]
+    texts += [s for item in items for s in _strings(item)]
+    counts = get_tokenizer(model).count_many(texts)
+    return sum(counts) + _MESSAGE_OVERHEAD * (len(items) + 1) + _REPLY_PRIMING

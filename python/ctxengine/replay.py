@@ -1,0 +1,70 @@
+"""Replay a recorded agent session through the engine, rendering at every model call."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .engine import ContextEngine, RenderedContext, Session
+from .transcript import Message, Transcript, load
+
+__all__ = ("ReplayStep", "demo_transcript_path", "replay")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayStep:
+    """One model call of the replay: how far the session was, and what was rendered."""
+
+    call: int
+    messages: int
+    rendered: RenderedContext
+
+
+def demo_transcript_path() -> Path:
+    """The bundled real session used by ``ctxengine demo`` (MIT, see ``data/NOTICE.md``)."""
+    return Path(str(resources.files("ctxengine") / "data" / "demo_session.jsonl"))
+
+
+async def _feed(session: Session, message: Message) -> None:
+    """Append one message the way a live agent loop would (firing the matching events)."""
+    if message.role == "user" and len(message.blocks) == 1 and message.text:
+        await session.user_message(message.text)
+    elif message.role == "tool":
+        for result in message.tool_results:
+            await session.tool_result(
+                result.call_id, result.text, name=result.name, is_error=result.is_error
+            )
+    else:
+        session.extend([message])
+
+
+async def replay(
+    transcript: Transcript | str | Path,
+    engine: ContextEngine,
+    *,
+    provider: str = "openai",
+    session_id: str = "replay",
+    fmt: str = "auto",
+) -> AsyncIterator[ReplayStep]:
+    """Feed ``transcript`` message by message; render before every assistant turn.
+
+    Yields a :class:`ReplayStep` per render (one per model call in the recording).
+
+    Raises:
+        TranscriptError: the file cannot be loaded. BudgetError: protected content alone
+            exceeds the budget.
+    """
+    if not isinstance(transcript, Transcript):
+        transcript = load(transcript, format=fmt)
+    call = 0
+    async with engine.session(session_id) as session:
+        previous = None
+        for message in transcript:
+            if message.role == "assistant" and previous != "assistant" and len(session.messages):
+                yield ReplayStep(call, len(session.messages), await session.render(provider))
+                call += 1
+            await _feed(session, message)
+            previous = message.role
+        yield ReplayStep(call, len(session.messages), await session.render(provider))

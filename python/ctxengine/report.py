@@ -1,0 +1,144 @@
+"""The render manifest: what happened to every grain, and why (DESIGN.md §2, issue "manifest")."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+__all__ = ("GrainDecision", "RenderReport")
+
+STATUS: Final = ("kept", "trimmed", "cleared", "folded", "dropped")
+STAGE: Final = (None, "guard", "soft", "hard", "fold", "compaction")
+#: The four decisions of the manifest; trimmed and cleared grains count as folded.
+DECISION: Final = {"kept": "kept", "trimmed": "folded", "cleared": "folded", "folded": "folded"}
+
+
+@dataclass(frozen=True, slots=True)
+class GrainDecision:
+    """One grain's fate in a render."""
+
+    node_id: str
+    origin: str
+    window: str
+    decision: str  # kept / folded / dropped / shadowed
+    status: str  # kept / trimmed / cleared / folded / dropped / shadowed
+    stage: str | None
+    reason: str
+    tokens_before: int
+    tokens_after: int
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the grain occupies in the rendered context."""
+        return self.tokens_after
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serializable dict."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+@dataclass(slots=True)
+class RenderReport:
+    """The manifest of one render. Iterating yields a :class:`GrainDecision` per input grain.
+
+    Per-grain entries are built on first access from the core's columns, so a render whose
+    report nobody reads does not pay for them.
+    """
+
+    provider: str
+    model: str
+    budget: int
+    target: int
+    tokens: int
+    tokens_estimated: int
+    fits: bool
+    windows: list[dict[str, Any]]
+    timings: dict[str, float]
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    shadowed: list[dict[str, Any]] = field(default_factory=list)
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    cache_breakpoints: list[dict[str, Any]] = field(default_factory=list)
+    hygiene: dict[str, Any] = field(default_factory=dict)
+    _columns: Any = None
+    _origins: Mapping[str, str] = field(default_factory=dict)
+    _window_names: Sequence[str] = ()
+    _extra: list[GrainDecision] = field(default_factory=list)
+    _grains: list[GrainDecision] | None = None
+
+    @property
+    def grains(self) -> list[GrainDecision]:
+        """Every input grain's decision (including shadowed and compacted ones)."""
+        if self._grains is None:
+            self._grains = self._build() + self._extra
+        return self._grains
+
+    def _build(self) -> list[GrainDecision]:
+        if self._columns is None:
+            return []
+        ids, status, stage, reason, before, after, window = self._columns
+        names = self._window_names
+        origins = self._origins
+        out = []
+        for i, node_id in enumerate(ids):
+            s = STATUS[status[i]]
+            out.append(
+                GrainDecision(
+                    node_id,
+                    origins.get(node_id, ""),
+                    names[window[i]] if window[i] < len(names) else str(window[i]),
+                    DECISION.get(s, "dropped"),
+                    s,
+                    STAGE[stage[i]],
+                    reason[i],
+                    before[i],
+                    after[i],
+                )
+            )
+        return out
+
+    def __iter__(self) -> Iterator[GrainDecision]:
+        return iter(self.grains)
+
+    def __len__(self) -> int:
+        return len(self.grains)
+
+    def get(self, node_id: str) -> GrainDecision | None:
+        """The decision for ``node_id``, if it was an input of this render."""
+        return next((g for g in self.grains if g.node_id == node_id), None)
+
+    def counts(self) -> dict[str, int]:
+        """Number of grains per decision."""
+        out: dict[str, int] = {}
+        for g in self.grains:
+            out[g.decision] = out.get(g.decision, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole manifest as JSON-serializable data."""
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "budget": self.budget,
+            "target": self.target,
+            "tokens": self.tokens,
+            "tokens_estimated": self.tokens_estimated,
+            "fits": self.fits,
+            "windows": self.windows,
+            "timings": self.timings,
+            "counts": self.counts(),
+            "grains": [g.to_dict() for g in self.grains],
+            "faults": self.faults,
+            "shadowed": self.shadowed,
+            "compactions": self.compactions,
+            "cache_breakpoints": self.cache_breakpoints,
+            "hygiene": self.hygiene,
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        """The manifest as a JSON string."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, **kwargs)

@@ -1,0 +1,346 @@
+"""``load`` / ``load_all``: any supported source to :class:`Transcript`, with auto-detection."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final, Literal, get_args
+
+from ..errors import TranscriptError
+from ._agents import load_openhands_events, load_swe_agent_history
+from ._aider import load_aider
+from ._anthropic import load_anthropic, system_messages
+from ._claude_code import load_claude_code
+from ._common import Loc, fill_result_names, read_jsonl, short
+from ._gemini import load_gemini, system_instruction
+from ._openai import load_openai
+from ._pi import load_pi
+from ._responses import load_responses
+from .model import Message, Text, Transcript
+
+__all__ = ("FORMATS", "Format", "detect_format", "load", "load_all")
+
+Format = Literal[
+    "openai",
+    "openai-responses",
+    "anthropic",
+    "gemini",
+    "pi",
+    "claude-code",
+    "swe-agent",
+    "openhands",
+    "aider",
+]
+FORMATS: Final[tuple[str, ...]] = get_args(Format)
+_FILE_ONLY: Final = frozenset({"pi", "claude-code", "aider"})
+_CLAUDE_TYPES: Final = frozenset(
+    {
+        "user",
+        "assistant",
+        "progress",
+        "system",
+        "summary",
+        "file-history-snapshot",
+        "queue-operation",
+    }
+)
+
+
+def load(
+    source: object, format: str = "auto", *, view: str = "full", session: int = 0
+) -> Transcript:
+    """Load one transcript.
+
+    Args:
+        source: A path (``str`` or :class:`~pathlib.Path`), a list of message/item dicts, a
+            request payload dict (``{"messages": ..., "system": ...}``, ``{"input": ...}``,
+            ``{"contents": ...}``, a ``.traj`` object...), or official SDK objects (pydantic
+            models are dumped; TypedDicts are dicts).
+        format: One of :data:`FORMATS`, or ``"auto"`` to detect it from extension and content.
+        view: ``"full"`` (the whole conversation across compactions) or ``"model"`` (from the
+            latest compaction summary on, as the model saw it); pi and Claude Code only.
+        session: Which session of a multi-session source (OpenHands ``output.jsonl`` holds one
+            instance per line, an aider log one session per launch): an index into
+            :func:`load_all`, negative from the end. Default: the first.
+
+    Returns:
+        The transcript, with tool results named after their calls.
+
+    Raises:
+        TranscriptError: unknown format, undetectable or broken input (the message names the
+            file, the line or index, the value and what was expected), or no such session.
+    """
+    items = load_all(source, format, view=view)
+    if not items:
+        raise TranscriptError(f"{_label(source)}: no transcript found; expected at least one")
+    try:
+        return items[session]
+    except IndexError:
+        raise TranscriptError(
+            f"{_label(source)}: session is {session}; expected an index below {len(items)}"
+        ) from None
+
+
+def load_all(source: object, format: str = "auto", *, view: str = "full") -> list[Transcript]:
+    """Load every transcript of a source (one per OpenHands instance or aider session).
+
+    Args and raises are as for :func:`load`.
+    """
+    if format != "auto" and format not in FORMATS:
+        raise TranscriptError(
+            f"unknown format {format!r}; expected 'auto' or one of {list(FORMATS)}"
+        )
+    if view not in ("full", "model"):
+        raise TranscriptError(f"view is {view!r}; expected 'full' or 'model'")
+    if isinstance(source, (str, Path)):
+        return _load_path(Path(source), format, view)
+    data = _plain(source)
+    fmt = format if format != "auto" else detect_format(data)
+    if fmt in _FILE_ONLY:
+        raise TranscriptError(
+            f"format {fmt!r} is read from a file path; got {type(source).__name__}"
+        )
+    return _load_data(data, fmt, Loc(f"<{type(source).__name__}>"), {})
+
+
+def _label(source: object) -> str:
+    return str(source) if isinstance(source, (str, Path)) else f"<{type(source).__name__}>"
+
+
+def _plain(value: Any) -> Any:
+    """SDK objects (pydantic models, nested anywhere) as plain JSON data."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _finish(messages: list[Message], fmt: str, meta: dict[str, Any]) -> Transcript:
+    return Transcript(tuple(fill_result_names(messages)), fmt, meta)
+
+
+# -- detection ---------------------------------------------------------------------------------
+
+
+def _item_format(item: Mapping[str, Any]) -> str | None:
+    """The format one message/item dict belongs to, or None when it fits several."""
+    if item.get("type") in ("function_call", "function_call_output", "reasoning"):
+        return "openai-responses"
+    if item.get("type") == "message" and "stop_reason" in item:
+        return "anthropic"  # an Anthropic response object
+    if "parts" in item or item.get("role") == "model":
+        return "gemini"
+    if item.get("role") in ("tool", "function", "developer") or "tool_calls" in item:
+        return "openai"
+    if "function_call" in item:
+        return "openai"
+    content = item.get("content")
+    if isinstance(content, list):
+        kinds = {b.get("type") for b in content if isinstance(b, Mapping)}
+        if kinds & {"tool_use", "tool_result", "thinking", "redacted_thinking", "image"}:
+            return "anthropic"
+        if kinds & {"input_text", "output_text", "input_image"}:
+            return "openai-responses"
+        if "image_url" in kinds:
+            return "openai"
+    if item.get("type") == "message":
+        return "openai-responses"
+    return None
+
+
+def _is_event(e: object) -> bool:
+    return isinstance(e, Mapping) and ("action" in e or "observation" in e)
+
+
+def _detect_dict(data: Mapping[str, Any]) -> str:
+    if "history" in data:
+        hist = data["history"]
+        return "openhands" if isinstance(hist, list) and any(map(_is_event, hist)) else "swe-agent"
+    if "contents" in data:
+        return "gemini"
+    if "input" in data:
+        return "openai-responses"
+    if "messages" in data:
+        return "anthropic" if "system" in data else detect_format(data["messages"])
+    raise TranscriptError(
+        f"payload keys are {sorted(data)[:8]}; expected 'messages', 'input', 'contents' "
+        "or 'history'"
+    )
+
+
+def _detect_list(data: list[Any]) -> str | None:
+    if data and all(map(_is_event, data)):
+        return "openhands"
+    for i, item in enumerate(data):
+        if not isinstance(item, Mapping):
+            raise TranscriptError(f"<list>[{i}] is {short(item)}; expected a message dict")
+        fmt = _item_format(item)
+        if fmt is not None:
+            return fmt
+    if all("role" in e for e in data):
+        return "openai"  # plain text messages read the same in every chat format
+    return None
+
+
+def detect_format(data: object) -> str:
+    """The format of already-decoded data (a list of items or a payload/log dict).
+
+    Plain text-only chat messages fit several formats and are reported as ``"openai"``
+    (they load to the same transcript either way).
+
+    Raises:
+        TranscriptError: the data matches no supported format.
+    """
+    if isinstance(data, Mapping):
+        return _detect_dict(data)
+    fmt = _detect_list(data) if isinstance(data, list) else None
+    if fmt is None:
+        raise TranscriptError(
+            f"cannot detect the transcript format of {short(data)}; expected a list of messages "
+            f"or a payload dict, or pass format= one of {list(FORMATS)}"
+        )
+    return fmt
+
+
+def _detect_jsonl(path: Path) -> str:
+    first: dict[str, Any] | None = None
+    for _, obj in read_jsonl(path):
+        first = obj
+        break
+    if first is None:
+        raise TranscriptError(f"{path}: file is empty; expected a JSONL transcript")
+    kind = first.get("type")
+    if kind == "session" or (kind == "message" and isinstance(first.get("message"), Mapping)):
+        return "pi"
+    if (
+        "parentUuid" in first
+        or "sessionId" in first
+        or (kind in _CLAUDE_TYPES and "role" not in first)
+    ):
+        return "claude-code"
+    if "history" in first and "instance_id" in first:
+        return "openhands"
+    return detect_format([first])
+
+
+def _detect_path(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix == ".traj":
+        return "swe-agent"
+    if suffix == ".md":
+        return "aider"
+    if suffix == ".jsonl":
+        return _detect_jsonl(path)
+    if suffix == ".json":
+        return detect_format(_read_json(path))
+    raise TranscriptError(
+        f"{path}: extension is {suffix!r}; expected .jsonl, .json, .traj or .md (or pass format=)"
+    )
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        msg = getattr(exc, "msg", str(exc))
+        line = getattr(exc, "lineno", "?")
+        raise TranscriptError(
+            f"{path} line {line}: invalid JSON ({msg}); expected a JSON document"
+        ) from None
+
+
+def _load_path(path: Path, fmt: str, view: str) -> list[Transcript]:
+    if not path.is_file():
+        raise TranscriptError(f"{path}: no such file; expected a transcript file")
+    fmt = fmt if fmt != "auto" else _detect_path(path)
+    meta: dict[str, Any] = {"path": str(path)}
+    if fmt == "pi":
+        messages, extra = load_pi(path, view=view)
+        return [_finish(messages, fmt, {**meta, **extra})]
+    if fmt == "claude-code":
+        messages, extra = load_claude_code(path, view=view)
+        return [_finish(messages, fmt, {**meta, **extra})]
+    if fmt == "aider":
+        return [_finish(m, fmt, {**meta, **extra}) for m, extra in load_aider(path)]
+    if path.suffix.lower() != ".jsonl":
+        return _load_data(_read_json(path), fmt, Loc(str(path)), meta)
+    lines = list(read_jsonl(path))
+    if fmt == "openhands":  # one instance per line
+        return [t for n, obj in lines for t in _load_data(obj, fmt, Loc(f"{path} line {n}"), meta)]
+    return _load_data([obj for _, obj in lines], fmt, Loc(str(path)), meta)
+
+
+def _payload(data: Any, key: str, loc: Loc) -> list[Any]:
+    if isinstance(data, Mapping):
+        return loc.at(key).items(loc.need(data, key, (list, str)))
+    return loc.items(data)
+
+
+def _load_data(data: Any, fmt: str, loc: Loc, meta: dict[str, Any]) -> list[Transcript]:
+    loader = _LOADERS.get(fmt)
+    if loader is None:
+        raise TranscriptError(f"{loc.path}: format {fmt!r} is read from a file path")
+    messages, extra = loader(data, loc)
+    return [_finish(messages, fmt, {**meta, **extra})]
+
+
+def _from_openai(data: Any, loc: Loc) -> tuple[list[Message], dict[str, Any]]:
+    return load_openai(_payload(data, "messages", loc), loc.at("messages")), {}
+
+
+def _from_anthropic(data: Any, loc: Loc) -> tuple[list[Message], dict[str, Any]]:
+    system = data.get("system") if isinstance(data, Mapping) else None
+    head = system_messages(system, loc.at("system"))
+    return head + load_anthropic(_payload(data, "messages", loc), loc.at("messages")), {}
+
+
+def _from_responses(data: Any, loc: Loc) -> tuple[list[Message], dict[str, Any]]:
+    head: list[Message] = []
+    if isinstance(data, Mapping):
+        if isinstance(data.get("instructions"), str):
+            head.append(Message("system", (Text(data["instructions"]),)))
+        if isinstance(data.get("input"), str):
+            return [*head, Message("user", (Text(data["input"]),))], {}
+    return head + load_responses(_payload(data, "input", loc), loc.at("input")), {}
+
+
+def _from_gemini(data: Any, loc: Loc) -> tuple[list[Message], dict[str, Any]]:
+    head: list[Message] = []
+    if isinstance(data, Mapping):
+        sys = data.get("system_instruction", data.get("systemInstruction"))
+        head = system_instruction(sys, loc.at("system_instruction"))
+    return head + load_gemini(_payload(data, "contents", loc), loc.at("contents")), {}
+
+
+def _from_swe_agent(data: Any, loc: Loc) -> tuple[list[Message], dict[str, Any]]:
+    history = _payload(data, "history", loc)
+    info = data.get("info") if isinstance(data, Mapping) else None
+    meta = {"info": info} if isinstance(info, Mapping) else {}
+    return load_swe_agent_history(history, loc.at("history")), meta
+
+
+def _from_openhands(data: Any, loc: Loc) -> tuple[list[Message], dict[str, Any]]:
+    events = _payload(data, "history", loc)
+    messages, skipped = load_openhands_events(events, loc.at("history"))
+    meta: dict[str, Any] = {"skipped_events": skipped}
+    if isinstance(data, Mapping):
+        meta.update({k: data[k] for k in ("instance_id", "error") if k in data})
+    return messages, meta
+
+
+_LOADERS: Final[dict[str, Callable[[Any, Loc], tuple[list[Message], dict[str, Any]]]]] = {
+    "openai": _from_openai,
+    "anthropic": _from_anthropic,
+    "openai-responses": _from_responses,
+    "gemini": _from_gemini,
+    "swe-agent": _from_swe_agent,
+    "openhands": _from_openhands,
+}

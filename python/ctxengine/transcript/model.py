@@ -1,0 +1,267 @@
+"""The neutral transcript model (DESIGN.md §5).
+
+One shape for every provider and log format: a :class:`Transcript` is a tuple of frozen
+:class:`Message` objects, each holding typed blocks. Frozen means "returned unchanged" can be
+checked with ``is`` and a transcript can be shared between threads without copying.
+
+Invariants, checked when a message is built:
+
+- ``system`` messages hold only :class:`Text`;
+- tool results live only in ``tool`` messages, which hold only :class:`ToolResult` (one tool
+  message may hold several results, e.g. one Anthropic user turn);
+- :class:`ToolCall` and :class:`Thinking` live only in ``assistant`` messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, Union, get_args, overload
+
+from ..errors import TranscriptError
+
+__all__ = (
+    "Block",
+    "Image",
+    "Message",
+    "Role",
+    "Text",
+    "Thinking",
+    "ToolCall",
+    "ToolResult",
+    "Transcript",
+)
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: Final = frozenset(get_args(Role))
+
+#: ``stop_reason`` values that mark an assistant turn as unfinished (hygiene treats them apart).
+FAILED_STOP_REASONS: Final = frozenset({"error", "aborted"})
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """Plain text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """An image (or other media) given inline as base64 ``data`` or by ``url``."""
+
+    media_type: str
+    data: str | None = None
+    url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call made by the assistant.
+
+    ``arguments`` is the decoded JSON object; it is a ``str`` only when the source arguments are
+    not a JSON object (invalid or partial JSON, or another JSON value).
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | str = field(hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The result of one tool call; lives in a ``tool`` message."""
+
+    call_id: str
+    content: tuple[Text | Image, ...]
+    is_error: bool = False
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.content, tuple):
+            object.__setattr__(self, "content", tuple(self.content))
+        for item in self.content:
+            if not isinstance(item, (Text, Image)):
+                raise TranscriptError(
+                    f"ToolResult {self.call_id!r}: content item is {type(item).__name__}; "
+                    "expected Text or Image"
+                )
+
+    @property
+    def text(self) -> str:
+        """The text items joined with newlines (images left out)."""
+        return "\n".join(b.text for b in self.content if isinstance(b, Text))
+
+
+@dataclass(frozen=True, slots=True)
+class Thinking:
+    """Model reasoning. ``signature`` is the provider's opaque token (Anthropic signature,
+    Gemini thought signature, or an OpenAI Responses reasoning item as JSON); ``redacted``
+    marks Anthropic ``redacted_thinking`` whose data is in ``signature``."""
+
+    text: str
+    signature: str | None = None
+    redacted: bool = False
+
+
+Block = Union[Text, Image, ToolCall, ToolResult, Thinking]  # noqa: UP007 (runtime alias on 3.10)
+_BLOCK_TYPES: Final = (Text, Image, ToolCall, ToolResult, Thinking)
+_ALLOWED: Final[Mapping[str, tuple[type, ...]]] = {
+    "system": (Text,),
+    "user": (Text, Image),
+    "assistant": (Text, Image, ToolCall, Thinking),
+    "tool": (ToolResult,),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One turn of the conversation.
+
+    Args:
+        role: ``"system"``, ``"user"``, ``"assistant"`` or ``"tool"``.
+        blocks: The content, in order.
+        id: The source's message id, when it has one.
+        stop_reason: ``"error"`` or ``"aborted"`` when an assistant turn ended that way.
+        meta: Free metadata (source details); not compared, not hashed.
+
+    Raises:
+        TranscriptError: a block is not allowed for the role (see module docstring).
+    """
+
+    role: Role
+    blocks: tuple[Block, ...]
+    id: str | None = None
+    stop_reason: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.blocks, tuple):
+            object.__setattr__(self, "blocks", tuple(self.blocks))
+        allowed = _ALLOWED.get(self.role)
+        if allowed is None:
+            raise TranscriptError(f"message role is {self.role!r}; expected one of {sorted(ROLES)}")
+        for i, block in enumerate(self.blocks):
+            if not isinstance(block, allowed):
+                names = ", ".join(t.__name__ for t in allowed)
+                raise TranscriptError(
+                    f"{self.role} message block {i} is {type(block).__name__}; "
+                    f"a {self.role} message holds only {names}"
+                )
+
+    @property
+    def text(self) -> str:
+        """The :class:`Text` blocks joined with newlines."""
+        return "\n".join(b.text for b in self.blocks if isinstance(b, Text))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The :class:`ToolCall` blocks, in order."""
+        return tuple(b for b in self.blocks if isinstance(b, ToolCall))
+
+    @property
+    def tool_results(self) -> tuple[ToolResult, ...]:
+        """The :class:`ToolResult` blocks, in order."""
+        return tuple(b for b in self.blocks if isinstance(b, ToolResult))
+
+    @property
+    def failed(self) -> bool:
+        """True when this assistant turn ended in error or was aborted."""
+        return self.stop_reason in FAILED_STOP_REASONS
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        """A system message holding one text block."""
+        return cls("system", (Text(text),))
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        """A user message holding one text block."""
+        return cls("user", (Text(text),))
+
+    @classmethod
+    def assistant(cls, text: str = "", tool_calls: Iterable[ToolCall] = ()) -> Message:
+        """An assistant message: the text (if any) followed by the tool calls."""
+        blocks: list[Block] = [Text(text)] if text else []
+        blocks.extend(tool_calls)
+        return cls("assistant", tuple(blocks))
+
+    @classmethod
+    def tool(
+        cls,
+        call_id: str,
+        output: str | Sequence[Text | Image],
+        *,
+        name: str | None = None,
+        is_error: bool = False,
+    ) -> Message:
+        """A tool message holding the result of one call."""
+        content = (Text(output),) if isinstance(output, str) else tuple(output)
+        return cls("tool", (ToolResult(call_id, content, is_error, name),))
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """An immutable conversation.
+
+    Args:
+        messages: The messages, oldest first.
+        source_format: The format it was loaded from (``"pi"``, ``"anthropic"``...), if any.
+        meta: Free metadata about the source (file, session id, compactions...); not compared.
+
+    Raises:
+        TranscriptError: an item of ``messages`` is not a :class:`Message`.
+    """
+
+    messages: tuple[Message, ...]
+    source_format: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.messages, tuple):
+            object.__setattr__(self, "messages", tuple(self.messages))
+        for i, m in enumerate(self.messages):
+            if not isinstance(m, Message):
+                raise TranscriptError(f"messages[{i}] is {type(m).__name__}; expected Message")
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self.messages)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> Transcript: ...
+    def __getitem__(self, index: int | slice) -> Message | Transcript:
+        if isinstance(index, slice):
+            return self.replace(self.messages[index])
+        return self.messages[index]
+
+    def __repr__(self) -> str:
+        return f"Transcript({len(self.messages)} messages, source_format={self.source_format!r})"
+
+    def replace(self, messages: Iterable[Message]) -> Transcript:
+        """A transcript with other messages and the same source format and metadata."""
+        return dataclasses.replace(self, messages=tuple(messages))
+
+    def to(self, provider: str, **options: Any) -> dict[str, Any]:
+        """Render the request payload for ``provider``.
+
+        Hygiene for the provider runs first (see :func:`ctxengine.hygiene.clean`) unless
+        ``hygiene=False``. See :func:`ctxengine.transcript.render` for the options.
+
+        Args:
+            provider: ``"openai"``, ``"openai-responses"``, ``"anthropic"`` or ``"gemini"``.
+            **options: ``hygiene``, ``cache_breakpoints``, ``cache_ttl``, ``id_mode``.
+
+        Raises:
+            AdapterError: unknown provider or option, or a transcript that hygiene could not
+                make valid.
+        """
+        from .render import check_options, render
+
+        check_options(options)
+        return render(self, provider, **options).payload

@@ -1,0 +1,147 @@
+"""What each target provider accepts: names, tool-call id rules and which blocks can be sent.
+
+Shared by hygiene (:mod:`ctxengine.hygiene`) and the exporters so that "valid" means the same
+thing in both places: every block the exporter would drop is judged here, once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Final, Literal, get_args
+
+from ..errors import AdapterError
+from .model import Block, Image, Message, Text, Thinking, Transcript
+
+__all__ = (
+    "PROVIDERS",
+    "STRICT_ALTERNATION",
+    "Provider",
+    "check_provider",
+    "exportable",
+    "family_of",
+    "id_ok",
+)
+
+Provider = Literal["openai", "openai-responses", "anthropic", "gemini"]
+PROVIDERS: Final[tuple[str, ...]] = get_args(Provider)
+
+#: Providers that need strict user/assistant alternation starting with a user turn.
+STRICT_ALTERNATION: Final = frozenset({"anthropic", "gemini"})
+
+#: Image media types the providers accept inline; other media become a text placeholder.
+IMAGE_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
+# Tool-call id rules we enforce per provider (conservative: what the APIs are known to accept).
+_SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_ID_RULES: Final[dict[str, tuple[re.Pattern[str] | None, int, str]]] = {
+    "openai": (None, 40, "1 to 40 characters"),
+    "openai-responses": (None, 64, "1 to 64 characters"),
+    "anthropic": (_SAFE_ID, 64, "1 to 64 characters from [A-Za-z0-9_-]"),
+    "gemini": (_SAFE_ID, 64, "1 to 64 characters from [A-Za-z0-9_-]"),
+}
+
+# Where a message's signatures come from: source formats and pi ``api`` names -> provider.
+_FAMILIES: Final[dict[str, str]] = {
+    "openai": "openai",
+    "openai-responses": "openai-responses",
+    "anthropic": "anthropic",
+    "claude-code": "anthropic",
+    "gemini": "gemini",
+    "anthropic-messages": "anthropic",
+    "openai-completions": "openai",
+    "openai-codex-responses": "openai-responses",
+    "azure-openai-responses": "openai-responses",
+    "google-generative-ai": "gemini",
+    "google-gemini-cli": "gemini",
+    "google-vertex": "gemini",
+}
+
+
+def check_provider(provider: str) -> str:
+    """Return ``provider`` if it is a known target.
+
+    Raises:
+        AdapterError: unknown provider; the message lists the valid ones.
+    """
+    if provider not in PROVIDERS:
+        raise AdapterError(f"unknown provider {provider!r}; expected one of {list(PROVIDERS)}")
+    return provider
+
+
+def id_ok(call_id: str, provider: str) -> bool:
+    """True when ``call_id`` is acceptable to ``provider`` as a tool-call id."""
+    pattern, max_len, _ = _ID_RULES[provider]
+    if not call_id or len(call_id) > max_len:
+        return False
+    return pattern is None or pattern.fullmatch(call_id) is not None
+
+
+def id_rule(provider: str) -> str:
+    """Human description of the tool-call id rule for ``provider``."""
+    return _ID_RULES[provider][2]
+
+
+def family_of(message: Message, transcript: Transcript | None = None) -> str | None:
+    """The provider whose signatures this message carries, or None when unknown.
+
+    Taken from ``message.meta["provider_family"]`` (importers set it, e.g. from pi's ``api``),
+    else from the transcript's ``source_format``.
+    """
+    fam = message.meta.get("provider_family")
+    if isinstance(fam, str):
+        return _FAMILIES.get(fam, fam)
+    if transcript is not None and transcript.source_format is not None:
+        return _FAMILIES.get(transcript.source_format)
+    return None
+
+
+def responses_reasoning_item(signature: str | None) -> dict[str, object] | None:
+    """The OpenAI Responses reasoning item stored in a thinking signature, if it is one."""
+    if not signature or not signature.startswith("{"):
+        return None
+    try:
+        item = json.loads(signature)
+    except ValueError:
+        return None
+    if (
+        isinstance(item, dict)
+        and item.get("type") == "reasoning"
+        and isinstance(item.get("id"), str)
+    ):
+        return item
+    return None
+
+
+def exportable(block: Block, provider: str, family: str | None) -> bool:
+    """True when the exporter for ``provider`` sends ``block`` (others are left out).
+
+    Thinking is only sent back to the provider that signed it: Anthropic needs a signature,
+    OpenAI Responses needs its reasoning item, Gemini accepts its own thought parts; OpenAI Chat
+    never takes reasoning. For Anthropic and Gemini, whitespace-only text is left out (the APIs
+    reject it). Everything else is always sent (images may become text placeholders).
+    """
+    if isinstance(block, Thinking):
+        if family not in (provider, None):
+            return False
+        if provider == "anthropic":
+            return bool(block.signature)
+        if provider == "openai-responses":
+            return responses_reasoning_item(block.signature) is not None
+        if provider == "gemini":
+            return bool(block.text or block.signature)
+        return False
+    if isinstance(block, Text) and provider in STRICT_ALTERNATION:
+        return bool(block.text.strip())
+    return True
+
+
+def exported_blocks(message: Message, provider: str, family: str | None) -> list[Block]:
+    """The blocks of ``message`` that the exporter for ``provider`` will send."""
+    return [b for b in message.blocks if exportable(b, provider, family)]
+
+
+def image_placeholder(image: Image) -> Text:
+    """Text standing in for media a provider cannot take at that place."""
+    where = f" {image.url}" if image.url else ""
+    return Text(f"[{image.media_type} attachment{where} omitted]")

@@ -1,0 +1,413 @@
+//! `Assembly`, `Plan` and `fuse` of `ctxengine._core`: bindings of [`crate::assemble`].
+//!
+//! Columns cross the boundary as lists of primitives; the items stay in Rust between renders,
+//! and a `Plan` keeps Rust vectors, turning them into Python objects only when asked.
+
+use parking_lot::Mutex;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+
+use crate::assemble::{self, Assembly, AssemblyConfig, ItemSpec, Plan, Status};
+use crate::tokens::{counter_for_encoding, counter_for_model, Counter, Encoding};
+
+/// Upserts with at least this many items are counted with the GIL released.
+const DETACH_ITEMS: usize = 16;
+
+fn resolve(model_or_encoding: &str) -> PyResult<Counter> {
+    let name = model_or_encoding.trim();
+    Ok(match Encoding::from_name(name) {
+        Some(_) => counter_for_encoding(name)?,
+        None => counter_for_model(name)?,
+    })
+}
+
+/// Convert an int column, naming the column and the first value out of `T`'s range.
+fn narrow<T: TryFrom<i64> + Bounded>(column: &str, values: Vec<i64>) -> PyResult<Vec<T>> {
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            T::try_from(v).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "{column}[{i}] = {v} is out of range 0..={}",
+                    T::MAX
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Largest value of an unsigned column type.
+trait Bounded {
+    const MAX: u64;
+}
+
+impl Bounded for u8 {
+    const MAX: u64 = u8::MAX as u64;
+}
+
+impl Bounded for u32 {
+    const MAX: u64 = u32::MAX as u64;
+}
+
+impl Bounded for u64 {
+    const MAX: u64 = i64::MAX as u64;
+}
+
+fn same_length(n: usize, columns: &[(&str, usize)]) -> PyResult<()> {
+    match columns.iter().find(|(_, len)| *len != n) {
+        Some((name, len)) => Err(PyValueError::new_err(format!(
+            "column {name} has {len} values but node_ids has {n}; all columns must have the same \
+             length"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The items of a session kept in Rust between renders, and the planner that fits them into a
+/// budget. The handle is frozen; a lock inside serializes calls.
+#[pyclass(frozen, name = "Assembly", module = "ctxengine._core")]
+pub struct PyAssembly {
+    inner: Mutex<Assembly>,
+}
+
+#[pymethods]
+impl PyAssembly {
+    /// Raises `EncodingError` for an unknown model and `ValueError` for an invalid option.
+    #[new]
+    #[pyo3(signature = (
+        model_or_encoding, windows, *, reserve = Some("reserve"), pretrim_ratio = 0.8,
+        weights = (0.25, 0.3, 0.35, 0.1), soft_trim_chars = 4000, soft_keep_chars = 1500,
+        protect_last_assistant = 3, hard_trim_max_score = 0.6
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn py_new(
+        model_or_encoding: &str,
+        windows: Vec<(String, f64)>,
+        reserve: Option<&str>,
+        pretrim_ratio: f64,
+        weights: (f32, f32, f32, f32),
+        soft_trim_chars: usize,
+        soft_keep_chars: usize,
+        protect_last_assistant: usize,
+        hard_trim_max_score: f32,
+    ) -> PyResult<Self> {
+        let mut config = AssemblyConfig::new(resolve(model_or_encoding)?, windows);
+        config.reserve = match reserve {
+            None => None,
+            Some(name) => Some(config.window_index(name).ok_or_else(|| {
+                let names: Vec<&str> = config.windows.iter().map(|(n, _)| n.as_str()).collect();
+                PyValueError::new_err(format!(
+                    "reserve window {name:?} is not one of the windows {names:?}; pass \
+                     reserve=None for no reserve"
+                ))
+            })?),
+        };
+        config.pretrim_ratio = pretrim_ratio;
+        config.weights = [weights.0, weights.1, weights.2, weights.3];
+        config.soft_trim_chars = soft_trim_chars;
+        config.soft_keep_chars = soft_keep_chars;
+        config.protect_last_assistant = protect_last_assistant;
+        config.hard_trim_max_score = hard_trim_max_score;
+        Ok(Self {
+            inner: Mutex::new(Assembly::new(config)?),
+        })
+    }
+
+    /// Insert or replace items given as columns; returns each item's tokens (count + overhead).
+    /// Raises `ValueError` naming the column when lengths differ or a value is invalid.
+    #[allow(clippy::too_many_arguments)]
+    fn upsert(
+        &self,
+        py: Python<'_>,
+        node_ids: Vec<String>,
+        texts: Vec<String>,
+        windows: Vec<i64>,
+        priorities: Vec<i64>,
+        ranks: Vec<i64>,
+        seqs: Vec<i64>,
+        kinds: Vec<i64>,
+        roles: Vec<i64>,
+        turns: Vec<i64>,
+        flags: Vec<i64>,
+        overheads: Vec<i64>,
+        labels: Vec<String>,
+        summaries: Vec<Option<String>>,
+    ) -> PyResult<Vec<u32>> {
+        let n = node_ids.len();
+        same_length(
+            n,
+            &[
+                ("texts", texts.len()),
+                ("windows", windows.len()),
+                ("priorities", priorities.len()),
+                ("ranks", ranks.len()),
+                ("seqs", seqs.len()),
+                ("kinds", kinds.len()),
+                ("roles", roles.len()),
+                ("turns", turns.len()),
+                ("flags", flags.len()),
+                ("overheads", overheads.len()),
+                ("labels", labels.len()),
+                ("summaries", summaries.len()),
+            ],
+        )?;
+        let windows: Vec<u8> = narrow("windows", windows)?;
+        let ranks: Vec<u32> = narrow("ranks", ranks)?;
+        let seqs: Vec<u64> = narrow("seqs", seqs)?;
+        let kinds: Vec<u8> = narrow("kinds", kinds)?;
+        let roles: Vec<u8> = narrow("roles", roles)?;
+        let turns: Vec<u32> = narrow("turns", turns)?;
+        let flags: Vec<u8> = narrow("flags", flags)?;
+        let overheads: Vec<u32> = narrow("overheads", overheads)?;
+        let mut items = Vec::with_capacity(n);
+        let columns = node_ids.into_iter().zip(texts).zip(labels).zip(summaries);
+        for (i, (((node_id, text), label), summary)) in columns.enumerate() {
+            items.push(ItemSpec {
+                node_id,
+                text,
+                window: windows[i],
+                priority: priorities[i],
+                rank: ranks[i],
+                seq: seqs[i],
+                kind: kinds[i],
+                role: roles[i],
+                turn: turns[i],
+                flags: flags[i],
+                overhead: overheads[i],
+                label,
+                summary,
+            });
+        }
+        let work = || self.inner.lock().upsert(items);
+        let counts = if n >= DETACH_ITEMS {
+            py.detach(work)
+        } else {
+            work()
+        };
+        Ok(counts?)
+    }
+
+    /// Remove items by node id; returns how many existed.
+    fn remove(&self, node_ids: Vec<String>) -> usize {
+        self.inner.lock().remove(&node_ids)
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.lock().len()
+    }
+
+    /// Tokens of a live item (count + overhead), or None.
+    fn tokens(&self, node_id: &str) -> Option<u32> {
+        self.inner.lock().tokens(node_id)
+    }
+
+    /// Plan the render within `budget` tokens (GIL released). Raises `BudgetError` when
+    /// protected items alone exceed it and `ValueError` for a negative budget.
+    fn plan(&self, py: Python<'_>, budget: i64) -> PyResult<PyPlan> {
+        let budget = usize::try_from(budget)
+            .map_err(|_| PyValueError::new_err(format!("budget must be >= 0; got {budget}")))?;
+        let plan = py.detach(|| self.inner.lock().plan(budget))?;
+        Ok(PyPlan { plan })
+    }
+
+    fn __repr__(&self) -> String {
+        let a = self.inner.lock();
+        format!(
+            "<ctxengine.Assembly {} items, {} windows, {}>",
+            a.len(),
+            a.config().windows.len(),
+            a.config().counter.name()
+        )
+    }
+}
+
+/// The decisions of one `Assembly.plan`: Rust vectors, turned into Python objects on access.
+#[pyclass(frozen, name = "Plan", module = "ctxengine._core")]
+pub struct PyPlan {
+    plan: Plan,
+}
+
+impl PyPlan {
+    fn ids<'py>(&self, py: Python<'py>, slots: &[u32]) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, slots.iter().map(|&s| self.plan.node_id(s)))
+    }
+}
+
+#[pymethods]
+impl PyPlan {
+    /// The budget given to `plan`.
+    #[getter]
+    fn budget(&self) -> usize {
+        self.plan.budget
+    }
+
+    /// Budget minus the reserve window's share.
+    #[getter]
+    fn available(&self) -> usize {
+        self.plan.available
+    }
+
+    /// `min(pretrim_ratio × budget, available)`: what the ladder aims at.
+    #[getter]
+    fn target(&self) -> usize {
+        self.plan.target
+    }
+
+    /// Tokens of every live item before the ladder.
+    #[getter]
+    fn total_before(&self) -> usize {
+        self.plan.total_before
+    }
+
+    /// Tokens rendered after the ladder, replacements and placeholder included.
+    #[getter]
+    fn total_after(&self) -> usize {
+        self.plan.total_after
+    }
+
+    /// `total_after <= target`.
+    #[getter]
+    fn fits(&self) -> bool {
+        self.plan.fits
+    }
+
+    /// Rendered context grains (kind 0) in order; a folded branch appears once.
+    #[getter]
+    fn context_order<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.ids(py, &self.plan.context_order)
+    }
+
+    /// Rendered history items in seq order, `hist.removed` where turns were removed.
+    #[getter]
+    fn history_order<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.ids(py, &self.plan.history_order)
+    }
+
+    /// node_id -> replacement text (trimmed, cleared, stand-in, placeholder).
+    #[getter]
+    fn replacements<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (slot, text) in &self.plan.replacements {
+            d.set_item(self.plan.node_id(*slot), &**text)?;
+        }
+        if let Some(p) = &self.plan.placeholder {
+            d.set_item(assemble::PLACEHOLDER_ID, &p.text)?;
+        }
+        Ok(d)
+    }
+
+    /// `(name, demand, alloc, used)` per window.
+    #[getter]
+    fn windows(&self) -> Vec<(String, usize, usize, usize)> {
+        self.plan
+            .windows
+            .iter()
+            .map(|w| (w.name.clone(), w.demand, w.alloc, w.used))
+            .collect()
+    }
+
+    /// Turn groups to summarize, oldest first.
+    #[getter]
+    fn compaction_turns(&self) -> Vec<u32> {
+        self.plan.compaction_turns.clone()
+    }
+
+    /// Tokens those turn groups hold.
+    #[getter]
+    fn compaction_tokens(&self) -> usize {
+        self.plan.compaction_tokens
+    }
+
+    /// Seconds per stage: allocate, soft, hard, fold, compaction, order.
+    #[getter]
+    fn timings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let t = self.plan.timings;
+        let d = PyDict::new(py);
+        for (name, ns) in [
+            ("allocate", t.allocate),
+            ("soft", t.soft),
+            ("hard", t.hard),
+            ("fold", t.fold),
+            ("compaction", t.compaction),
+            ("order", t.order),
+        ] {
+            d.set_item(name, ns as f64 * 1e-9)?;
+        }
+        Ok(d)
+    }
+
+    /// Columns for every live item: node_ids, status, stage, reason, tokens_before,
+    /// tokens_after, window. The hard-trim placeholder is not an item: see `replacements`.
+    #[allow(clippy::type_complexity)]
+    fn decisions<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(
+        Bound<'py, PyList>,
+        Vec<u8>,
+        Vec<u8>,
+        Bound<'py, PyList>,
+        Vec<u32>,
+        Vec<u32>,
+        Vec<u8>,
+    )> {
+        let p = &self.plan;
+        let live = &p.live;
+        let kept = PyString::intern(py, "kept");
+        let reasons = PyList::empty(py);
+        for &s in live {
+            if p.status[s as usize] == Status::Kept {
+                reasons.append(&kept)?;
+            } else {
+                reasons.append(p.reason(s))?;
+            }
+        }
+        let pick = |col: &[u32]| -> Vec<u32> { live.iter().map(|&s| col[s as usize]).collect() };
+        Ok((
+            self.ids(py, live)?,
+            live.iter().map(|&s| p.status[s as usize] as u8).collect(),
+            live.iter().map(|&s| p.stage[s as usize] as u8).collect(),
+            reasons,
+            pick(&p.tokens_before),
+            pick(&p.tokens_after),
+            live.iter().map(|&s| p.window[s as usize]).collect(),
+        ))
+    }
+
+    /// node_ids whose status is not kept.
+    fn changed<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let slots: Vec<u32> = self.plan.changed().collect();
+        self.ids(py, &slots)
+    }
+
+    fn __repr__(&self) -> String {
+        let p = &self.plan;
+        format!(
+            "<ctxengine.Plan fits={} total {} -> {} of target {} (budget {})>",
+            if p.fits { "True" } else { "False" },
+            p.total_before,
+            p.total_after,
+            p.target,
+            p.budget
+        )
+    }
+}
+
+/// Fuse the grains of one render: `(winner index for each input, winner indices in render
+/// order)`. Lowest priority wins, then lowest rank, then lowest seq. Raises `ValueError` when
+/// the columns differ in length or a rank/seq is negative.
+#[pyfunction]
+pub fn fuse(
+    py: Python<'_>,
+    node_ids: Vec<String>,
+    priorities: Vec<i64>,
+    ranks: Vec<i64>,
+    seqs: Vec<i64>,
+) -> PyResult<(Vec<u32>, Vec<u32>)> {
+    let ranks: Vec<u32> = narrow("ranks", ranks)?;
+    let seqs: Vec<u64> = narrow("seqs", seqs)?;
+    let fused = py.detach(|| assemble::fuse(&node_ids, &priorities, &ranks, &seqs))?;
+    Ok((fused.winner, fused.order))
+}

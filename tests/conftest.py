@@ -1,0 +1,31 @@
+"""Shared test setup: hypothesis settings and a clean token-count cache."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+import ctxengine
+
+# No per-example deadline: timing belongs in benches/, and a loaded 2-core machine must not turn
+# a slow example into a failure.
+settings.register_profile("ctxengine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ctxengine")
+
+
+@pytest.fixture
+def token_cache() -> Iterator[None]:
+    """An empty process-wide token cache, restored to its previous capacity afterwards."""
+    capacity = ctxengine.cache_info()["capacity"]
+    ctxengine.clear_cache()
+    yield
+    ctxengine.set_cache_capacity(capacity)
+    ctxengine.clear_cache()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run on asyncio."""
+    return "asyncio"

@@ -1,0 +1,78 @@
+"""Budget: defaults of DESIGN.md §4, validation, model windows, prefix → window."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxengine import Budget, BudgetError, ContextGrain, GrainError
+from ctxengine.budget import DEFAULT_WINDOWS, context_window
+
+
+def test_defaults_match_the_design() -> None:
+    b = Budget(total=10_000)
+    assert dict(b.windows) == {
+        "instruction": 0.15, "core_memory": 0.15, "history": 0.40, "tool": 0.20, "reserve": 0.10
+    }
+    assert b.pretrim_ratio == 0.8
+    assert [b.window_of(n) for n in ("sys.a", "mem.b", "hist.3", "act.x", "rag.d.1", "task.t")] == [
+        "instruction", "core_memory", "history", "tool", "tool", "tool"
+    ]
+    assert b.window_of("user.profile") == "tool"
+    assert b.window_of("rag.x", "core_memory") == "core_memory"
+
+
+def test_total_from_model_window_minus_output_reserve() -> None:
+    assert Budget(model="gpt-4o", output_reserve=1000).resolve() == 127_000
+    assert Budget().resolve("claude-sonnet-4-5") == 200_000 - 4096
+    assert context_window("gpt-4") == 8192 and context_window("gpt-4.1-mini") == 1_047_576
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"total": 0}, "total"),
+        ({"total": -5}, "total"),
+        ({"pretrim_ratio": 1.5}, "pretrim_ratio"),
+        ({"windows": {"history": 0.5, "tool": 0.4}}, "sum to 1"),
+        ({"windows": {**DEFAULT_WINDOWS, "history": -0.4}}, "history"),
+        ({"prefixes": {"sys": "nowhere"}}, "nowhere"),
+        ({"output_reserve": -1}, "output_reserve"),
+    ],
+)
+def test_invalid_budgets_name_the_value(kwargs: dict, needle: str) -> None:
+    with pytest.raises(BudgetError, match=needle):
+        Budget(**kwargs)
+
+
+def test_unknown_model_window_and_reserve_errors() -> None:
+    with pytest.raises(BudgetError, match="llama-3"):
+        Budget().resolve("llama-3")
+    with pytest.raises(BudgetError, match="output_reserve"):
+        Budget(model="gpt-4", output_reserve=9000).resolve()
+    with pytest.raises(BudgetError, match="reserve"):
+        Budget(total=10).window_of("rag.x", "reserve")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"node_id": ""}, "node_id"),
+        ({"node_id": "a..b"}, "node_id"),
+        ({"node_id": "sys.x", "lifespan": "forever"}, "lifespan"),
+        ({"node_id": "sys.x", "priority": "high"}, "priority"),
+        ({"node_id": "sys.x", "priority": True}, "priority"),
+        ({"node_id": "sys.x", "content": {"a": object()}}, "JSON"),
+        ({"node_id": "sys.x", "content": 3}, "content"),
+        ({"node_id": "sys.x", "protected": "yes"}, "protected"),
+    ],
+)
+def test_invalid_grains_name_the_field(kwargs: dict, needle: str) -> None:
+    with pytest.raises(GrainError, match=needle):
+        ContextGrain(**kwargs)
+    assert issubclass(GrainError, ValueError)
+
+
+def test_grain_content_serializes_deterministically() -> None:
+    a = ContextGrain("rag.x", content={"b": 1, "a": [1, "é"]})
+    b = ContextGrain("rag.x", content={"a": [1, "é"], "b": 1})
+    assert a.text == b.text == '{"a":[1,"é"],"b":1}'

@@ -1,0 +1,126 @@
+"""`ctxengine count FILE...`: token counts of files from the command line."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from offline_tiktoken import TRANSCRIPTS, encoding
+
+import ctxengine
+from ctxengine.cli import main
+
+SESSION = TRANSCRIPTS / "claude-code-spotter" / "tool_heavy.jsonl"
+AIDER = TRANSCRIPTS / "aider" / "mozgoslav.aider.chat.history.md"
+
+
+def _tiktoken_count(path: Path, name: str) -> int:
+    return len(encoding(name).encode_ordinary(path.read_text(encoding="utf-8")))
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rich wraps output at the terminal width (80 without a terminal); long paths would break."""
+    monkeypatch.setenv("COLUMNS", "400")
+
+
+def _flat(text: str) -> str:
+    """Messages as one line."""
+    return " ".join(text.split())
+
+
+def test_json_output_from_the_installed_module() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "ctxengine", "count", str(SESSION), "--model", "gpt-4o", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    summary = json.loads(out.stdout)
+    assert summary["tokens"] == _tiktoken_count(SESSION, "o200k_base")
+    assert (summary["encoding"], summary["exact"]) == ("o200k_base", True)
+    assert summary["files"] == [
+        {
+            "file": str(SESSION),
+            "chars": len(SESSION.read_text(encoding="utf-8")),
+            "tokens": summary["tokens"],
+        }
+    ]
+
+
+def test_several_files_add_up(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["count", str(SESSION), str(AIDER), "--model", "gpt-4", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    per_file = [_tiktoken_count(p, "cl100k_base") for p in (SESSION, AIDER)]
+    assert [f["tokens"] for f in summary["files"]] == per_file
+    assert summary["tokens"] == sum(per_file)
+    assert summary["encoding"] == "cl100k_base"
+
+
+def test_encoding_instead_of_a_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["count", str(AIDER), "--encoding", "o200k_base", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"] == _tiktoken_count(AIDER, "o200k_base")
+
+
+def test_an_estimate_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["count", str(SESSION), "--model", "claude-sonnet-4-5", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    factor = ctxengine.get_tokenizer("claude-sonnet-4-5").factor
+    assert summary["exact"] is False
+    assert summary["encoding"] == "claude~o200k_base"
+    assert summary["tokens"] == math.ceil(_tiktoken_count(SESSION, "o200k_base") * factor)
+
+
+def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["count", str(SESSION), "--model", "gpt-4o"]) == 0
+    out = capsys.readouterr().out
+    assert f"{_tiktoken_count(SESSION, 'o200k_base'):,}" in out
+    assert "o200k_base, exact" in out
+
+
+def test_unknown_model_exits_2_with_the_message(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["count", str(SESSION), "--model", "llama-3-70b"]) == 2
+    captured = capsys.readouterr()
+    err = _flat(captured.err)
+    assert 'unknown model or encoding "llama-3-70b"' in err
+    assert "known families: gpt-4o" in err
+    assert 'encoding="o200k_base"' in err
+    assert captured.out == ""
+
+
+def test_unknown_model_exit_status_from_the_module() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "ctxengine", "count", str(SESSION), "--model", "nope", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 2
+    assert 'unknown model or encoding "nope"' in _flat(out.stderr)
+    assert out.stdout == ""
+
+
+def test_missing_file_is_a_clear_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    missing = tmp_path / "missing.txt"
+    assert main(["count", str(missing), "--json"]) == 2
+    err = _flat(capsys.readouterr().err)
+    assert f"cannot read '{missing}'" in err
+    assert "No such file or directory" in err
+
+
+def test_binary_file_is_a_clear_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(b"ok \xff\xfe\x00 not utf-8")
+    assert main(["count", str(blob), "--model", "gpt-4o"]) == 2
+    err = _flat(capsys.readouterr().err)
+    assert f"cannot read '{blob}' as UTF-8 text" in err
+    assert "can't decode byte 0xff" in err
+
+
+def test_directory_is_a_clear_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["count", str(tmp_path), "--model", "gpt-4o"]) == 2
+    assert "Is a directory" in _flat(capsys.readouterr().err)

@@ -1,0 +1,206 @@
+"""ContextEngine / Session: lifespans, fusion, budgets, the manifest, on real transcripts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from offline_tiktoken import TRANSCRIPTS
+
+from ctxengine import Budget, BudgetError, ContextEngine, ContextGrain, count_messages
+from ctxengine.hygiene import validate
+from ctxengine.transcript import Message, ToolCall, load
+
+pytestmark = pytest.mark.anyio
+
+REAL = sorted(
+    p
+    for p in TRANSCRIPTS.rglob("*")
+    if p.is_file() and p.suffix in {".jsonl", ".traj", ".md"} and p.name != "README.md"
+)
+
+
+def system_text(payload: dict) -> str:
+    first = payload["messages"][0]
+    assert first["role"] == "system"
+    content = first["content"]
+    return content if isinstance(content, str) else "".join(p["text"] for p in content)
+
+
+async def test_plain_grains_render_without_plugins() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=4000))
+    async with engine.session("s1") as s:
+        s.add(ContextGrain("sys.instructions", content="You are terse.", lifespan="session"))
+        s.add(ContextGrain("rag.docs.1", content="Paris is in France."))
+        await s.user_message("Where is Paris?")
+        out = await s.render()
+    assert "You are terse." in system_text(out.payload)
+    assert "Paris is in France." in system_text(out.payload)
+    assert out.payload["messages"][-1] == {"role": "user", "content": "Where is Paris?"}
+    assert out.tokens == count_messages(out.payload["messages"], model="gpt-4o")
+    decisions = {g.node_id: g.decision for g in out.report}
+    assert decisions["sys.instructions"] == decisions["rag.docs.1"] == "kept"
+    json.dumps(out.report.to_dict())
+
+
+async def test_lifespans() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=4000))
+    async with engine.session("a") as s:
+        s.add(ContextGrain("sys.rules", content="RULE-SESSION", lifespan="session"))
+        s.add(ContextGrain("task.goal", content="GOAL-TASK", lifespan="task"))
+        s.add(ContextGrain("rag.once", content="ONLY-THIS-TURN"))
+        await s.user_message("hi")
+        first = system_text((await s.render()).payload)
+        second = system_text((await s.render()).payload)
+        s.end_task()
+        third = system_text((await s.render()).payload)
+    assert "ONLY-THIS-TURN" in first and "ONLY-THIS-TURN" not in second
+    assert "GOAL-TASK" in second and "GOAL-TASK" not in third
+    assert "RULE-SESSION" in third
+    async with engine.session("b") as other:
+        await other.user_message("hello")
+        out = await other.render()
+    assert out.payload["messages"][0]["role"] == "user"  # nothing leaked from session a
+
+
+async def test_fusion_lower_priority_wins_and_loser_is_recorded() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=4000))
+    async with engine.session("f") as s:
+        s.add(ContextGrain("mem.profile", origin="a", content="LOSER", priority=50))
+        s.add(ContextGrain("mem.profile", origin="b", content="WINNER", priority=10))
+        await s.user_message("hi")
+        out = await s.render()
+    text = system_text(out.payload)
+    assert "WINNER" in text and "LOSER" not in text
+    winner = next(g for g in out.tree if g.node_id == "mem.profile")
+    assert winner.meta["shadowed"] == [{"node_id": "mem.profile", "origin": "a", "priority": 50}]
+    assert [g.decision for g in out.report if g.node_id == "mem.profile"] == ["kept", "shadowed"]
+
+
+async def test_order_is_priority_then_emission() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=4000))
+    async with engine.session("o") as s:
+        for i, prio in enumerate([30, 10, 30, 20]):
+            s.add(ContextGrain(f"mem.n{i}", content=f"N{i}", priority=prio))
+        await s.user_message("hi")
+        out = await s.render()
+    text = system_text(out.payload)
+    assert [text.index(f"N{i}") for i in (1, 3, 0, 2)] == sorted(
+        text.index(f"N{i}") for i in range(4)
+    )
+
+
+async def test_protected_grains_over_budget_raise_naming_them() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=300))
+    async with engine.session("p") as s:
+        s.add(ContextGrain("sys.huge", content="word " * 2000, protected=True))
+        await s.user_message("hi")
+        with pytest.raises(BudgetError, match=r"sys\.huge"):
+            await s.render()
+
+
+def _tool_session(n: int) -> list[Message]:
+    messages = [Message.system("You are a coding agent.")]
+    for i in range(n):
+        messages.append(Message.user(f"step {i}: please look at file_{i}.py"))
+        call = ToolCall(f"call_{i}", "read_file", {"path": f"src/file_{i}.py"})
+        messages.append(Message.assistant(f"Reading file_{i}.py", [call]))
+        messages.append(Message.tool(f"call_{i}", f"line of file {i}\n" * (20 + i % 50)))
+        messages.append(Message.assistant(f"Done with step {i}."))
+    return messages
+
+
+async def test_large_session_fits_keeps_pairs_and_latest_request() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=3000))
+    async with engine.session("big") as s:
+        s.extend(_tool_session(60))
+        await s.user_message("FINAL REQUEST: summarize everything")
+        out = await s.render()
+    assert out.tokens <= 3000
+    assert out.payload["messages"][-1]["content"] == "FINAL REQUEST: summarize everything"
+    assert validate(out.transcript, "openai") == []
+    calls = {c["id"] for m in out.payload["messages"] for c in m.get("tool_calls", [])}
+    results = {m["tool_call_id"] for m in out.payload["messages"] if m["role"] == "tool"}
+    assert calls == results
+    assert out.report.counts().get("dropped", 0) > 0
+
+
+async def test_render_twice_is_identical() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=2500))
+    async with engine.session("d") as s:
+        s.extend(_tool_session(40))
+        await s.user_message("again")
+        a = await s.render()
+        b = await s.render()
+    assert a.payload == b.payload
+
+
+async def test_on_over_budget_sees_the_tree() -> None:
+    seen: list[int] = []
+
+    class Watcher:
+        name, version, priority, enabled = "watcher", "1.0.0", 10, True
+
+        async def collect(self, scene: object) -> list[ContextGrain]:
+            return []
+
+        def on_over_budget(self, event: object) -> None:
+            seen.append(len(event.tree))  # type: ignore[attr-defined]
+
+    engine = ContextEngine("gpt-4o", Budget(total=2000), plugins=[Watcher()])
+    async with engine.session("w") as s:
+        s.extend(_tool_session(30))
+        await s.user_message("go")
+        await s.render()
+    assert seen and seen[0] > 100
+
+
+@pytest.mark.parametrize("budget", [2_000, 8_000, 32_000, 128_000])
+@pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
+async def test_real_transcripts_fit_every_budget(path: Path, budget: int) -> None:
+    transcript = load(path)
+    engine = ContextEngine("gpt-4o", Budget(total=budget))
+    async with engine.session(path.stem) as s:
+        s.extend(transcript)
+        await s.user_message("LATEST: what is the status?")
+        out = await s.render()
+    assert out.tokens <= budget
+    assert count_messages(out.payload["messages"], model="gpt-4o") == out.tokens
+    assert out.payload["messages"][-1]["content"] == "LATEST: what is the status?"
+    assert validate(out.transcript, "openai") == []
+    reported = {g.node_id for g in out.report}
+    assert set(s._items) <= reported
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    budget=st.integers(min_value=400, max_value=6000),
+    steps=st.integers(min_value=0, max_value=40),
+    extra=st.lists(st.tuples(st.integers(0, 200), st.booleans()), max_size=8),
+)
+def test_property_rendered_tokens_never_exceed_budget(
+    budget: int, steps: int, extra: list[tuple[int, bool]]
+) -> None:
+    import anyio
+
+    async def scenario() -> None:
+        engine = ContextEngine("gpt-4o", Budget(total=budget))
+        async with engine.session("h") as s:
+            s.extend(_tool_session(steps))
+            for i, (prio, protected) in enumerate(extra):
+                s.add(ContextGrain(f"rag.x{i}", content=f"fact {i} " * 20, priority=prio))
+                if protected:
+                    s.add(ContextGrain(f"sys.p{i}", content=f"rule {i}", protected=True))
+            await s.user_message("now")
+            out = await s.render()
+            assert out.tokens <= budget
+            assert validate(out.transcript, "openai") == []
+            text = system_text(out.payload) if out.payload["messages"][0]["role"] == "system" else ""
+            for i, (_, protected) in enumerate(extra):
+                if protected:
+                    assert f"rule {i}" in text
+
+    anyio.run(scenario)

@@ -1,0 +1,202 @@
+"""Broken or unknown input raises TranscriptError naming where, what and what was expected."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxengine.errors import AdapterError, CtxEngineError, TranscriptError
+from ctxengine.transcript import Message, Transcript, load, load_all
+
+Write = Callable[[str, str], Path]
+
+
+def test_transcript_error_is_a_value_error() -> None:
+    assert issubclass(TranscriptError, ValueError) and issubclass(TranscriptError, CtxEngineError)
+
+
+def test_unknown_format_name_lists_the_valid_ones() -> None:
+    with pytest.raises(TranscriptError, match=r"unknown format 'langchain'.*'claude-code'"):
+        load([], format="langchain")
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(TranscriptError, match="no such file"):
+        load(tmp_path / "nope.jsonl")
+
+
+def test_unknown_extension(write: Write) -> None:
+    with pytest.raises(TranscriptError, match=r"extension is '\.txt'; expected \.jsonl"):
+        load(write("log.txt", "hello"))
+
+
+def test_invalid_json_line_names_file_and_line(write: Write) -> None:
+    path = write("s.jsonl", '{"type": "session"}\n\n{"type": "message", oops}\n')
+    with pytest.raises(TranscriptError, match=r"s\.jsonl line 3: invalid JSON .*expected one JSON"):
+        load(path)
+
+
+def test_jsonl_line_that_is_not_an_object(write: Write) -> None:
+    with pytest.raises(TranscriptError, match=r"line 2: value is \[1, 2\]; expected a JSON object"):
+        load(write("s.jsonl", '{"type": "session"}\n[1, 2]\n'))
+
+
+def test_invalid_json_document_names_the_line(write: Write) -> None:
+    with pytest.raises(TranscriptError, match=r"run\.traj line 2: invalid JSON"):
+        load(write("run.traj", '{"history":\n [}'))
+
+
+def test_pi_unknown_role_names_the_line(write: Write) -> None:
+    rows = [{"type": "session"}, {"type": "message", "message": {"role": "wizard", "content": []}}]
+    path = write("p.jsonl", "\n".join(json.dumps(r) for r in rows))
+    with pytest.raises(
+        TranscriptError, match=r"p\.jsonl line 2\.message\.role: role is 'wizard'; expected"
+    ):
+        load(path)
+
+
+def test_pi_broken_parent_chain(write: Write) -> None:
+    rows = [
+        {"type": "session", "version": 3},
+        {
+            "type": "message",
+            "id": "a",
+            "parentId": "missing",
+            "message": {"role": "user", "content": "x"},
+        },
+    ]
+    with pytest.raises(TranscriptError, match=r"line 2: parentId is 'missing'; expected the id"):
+        load(write("p.jsonl", "\n".join(json.dumps(r) for r in rows)))
+
+
+def test_claude_code_record_without_message(write: Write) -> None:
+    rows = [{"type": "user", "uuid": "u", "parentUuid": None, "sessionId": "s"}]
+    with pytest.raises(TranscriptError, match=r"cc\.jsonl line 1: key 'message' is 'missing'"):
+        load(write("cc.jsonl", json.dumps(rows[0])))
+
+
+@pytest.mark.parametrize(
+    ("data", "fmt", "pattern"),
+    [
+        ([{"content": "x"}], "openai", r"\[0\]: key 'role' is 'missing'"),
+        (
+            [{"role": "user", "content": [{"type": "input_audio"}]}],
+            "openai",
+            r"\[0\]\.content\[0\]: content part type is 'input_audio'; expected a text or image",
+        ),
+        ([{"role": "narrator", "content": "x"}], "openai", r"\[0\]\.role: role is 'narrator'"),
+        (
+            [{"role": "assistant", "tool_calls": [{"id": "a"}]}],
+            "openai",
+            r"tool_calls\[0\]: key 'function' is 'missing'",
+        ),
+        (
+            [{"role": "assistant", "tool_calls": [{"id": "", "function": {"name": "f"}}]}],
+            "openai",
+            r"tool call id is ''; expected a non-empty string",
+        ),
+        (
+            [{"role": "user", "content": [{"type": "document"}]}],
+            "anthropic",
+            r"\[0\]\.content\[0\]\.type: user block type is 'document'",
+        ),
+        (
+            [{"role": "assistant", "content": [{"type": "server_tool_use"}]}],
+            "anthropic",
+            r"assistant block type is 'server_tool_use'",
+        ),
+        (
+            [{"role": "system", "content": "x"}],
+            "anthropic",
+            r"role is 'system'; expected 'user' or 'assistant'",
+        ),
+        (
+            [{"role": "tool", "parts": []}],
+            "gemini",
+            r"\[0\]\.role: role is 'tool'; expected 'user' or 'model'",
+        ),
+        (
+            [{"role": "model", "parts": [{"executableCode": {}}]}],
+            "gemini",
+            r"parts\[0\]: part is .*expected text, thought, functionCall",
+        ),
+        (
+            [{"type": "web_search_call"}],
+            "openai-responses",
+            r"\[0\]\.type: item type is 'web_search_call'",
+        ),
+        ({"history": "nope"}, "swe-agent", r"history: value is 'nope'; expected a JSON array"),
+        (
+            [{"id": 1, "source": "agent"}],
+            "openhands",
+            r"\[0\]: event is .*expected an action or an observation",
+        ),
+    ],
+)
+def test_broken_entries_name_index_value_and_expectation(data: Any, fmt: str, pattern: str) -> None:
+    with pytest.raises(TranscriptError, match=pattern):
+        load(data, format=fmt)
+
+
+@pytest.mark.parametrize(
+    ("data", "pattern"),
+    [
+        ({"prompt": "x"}, r"payload keys are \['prompt'\]; expected 'messages', 'input'"),
+        ([1, 2], r"<list>\[0\] is 1; expected a message dict"),
+        ("not a path", r"no such file"),
+        (42, r"cannot detect the transcript format of 42"),
+    ],
+)
+def test_undetectable_input(data: Any, pattern: str) -> None:
+    with pytest.raises(TranscriptError, match=pattern):
+        load(data)
+
+
+def test_file_only_format_from_data() -> None:
+    with pytest.raises(TranscriptError, match="format 'pi' is read from a file path"):
+        load([{"type": "session"}], format="pi")
+
+
+def test_session_out_of_range_and_bad_view() -> None:
+    with pytest.raises(TranscriptError, match=r"session is 5; expected an index below 1"):
+        load([{"role": "user", "content": "x"}], session=5)
+    with pytest.raises(TranscriptError, match=r"view is 'all'; expected 'full' or 'model'"):
+        load_all([], view="all")
+
+
+def test_empty_jsonl(write: Write) -> None:
+    with pytest.raises(TranscriptError, match="file is empty"):
+        load(write("e.jsonl", "\n"))
+
+
+def test_model_invariants_raise_transcript_error() -> None:
+    from ctxengine.transcript import Text, ToolCall, ToolResult
+
+    with pytest.raises(TranscriptError, match="system message block 0 is ToolCall"):
+        Message("system", (ToolCall("a", "f", {}),))
+    with pytest.raises(TranscriptError, match="user message block 0 is ToolResult"):
+        Message("user", (ToolResult("a", ()),))
+    with pytest.raises(TranscriptError, match="tool message block 0 is Text"):
+        Message("tool", (Text("x"),))
+    with pytest.raises(TranscriptError, match="role is 'bot'"):
+        Message("bot", ())  # type: ignore[arg-type]
+    with pytest.raises(TranscriptError, match=r"messages\[0\] is dict; expected Message"):
+        Transcript(({"role": "user"},))  # type: ignore[arg-type]
+
+
+def test_render_errors_are_adapter_errors() -> None:
+    t = Transcript((Message.user("x"),))
+    with pytest.raises(AdapterError, match=r"unknown provider 'mistral'; expected one of"):
+        t.to("mistral")
+    with pytest.raises(AdapterError, match=r"unknown option\(s\) \['temperature'\]"):
+        t.to("openai", temperature=0)
+    with pytest.raises(AdapterError, match="cache_breakpoints is 5"):
+        t.to("anthropic", cache_breakpoints=5)
+    with pytest.raises(AdapterError, match="cache_ttl is '2h'"):
+        t.to("anthropic", cache_ttl="2h")
+    with pytest.raises(AdapterError, match="id_mode is 'x'"):
+        t.to("openai", id_mode="x")

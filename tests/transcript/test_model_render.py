@@ -1,0 +1,169 @@
+"""The neutral model, rendering options and Anthropic cache breakpoints."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from ctxengine.transcript import (
+    Breakpoint,
+    Message,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    Transcript,
+    plan_cache_breakpoints,
+    render,
+)
+
+from .helpers import PROVIDERS, assert_sdk_valid
+
+CALL = ToolCall("c1", "bash", {"cmd": "ls"})
+T = Transcript(
+    (
+        Message.system("sys"),
+        Message.user("list"),
+        Message.assistant("sure", [CALL]),
+        Message.tool("c1", "a.py", name="bash"),
+        Message.assistant("one file"),
+        Message.user("thanks"),
+        Message.assistant("bye"),
+    ),
+    source_format="openai",
+)
+
+
+# -- model -------------------------------------------------------------------------------------
+
+
+def test_constructors_and_properties() -> None:
+    m = Message.assistant("hi", [CALL])
+    assert m.blocks == (Text("hi"), CALL) and m.text == "hi" and m.tool_calls == (CALL,)
+    assert Message.assistant().blocks == ()
+    tool = Message.tool("c1", [Text("a"), Text("b")], is_error=True)
+    assert tool.tool_results == (ToolResult("c1", (Text("a"), Text("b")), True),)
+    assert tool.tool_results[0].text == "a\nb"
+    assert Message("assistant", [Text("x")]).blocks == (Text("x"),)  # lists become tuples
+    assert Message("assistant", (), stop_reason="aborted").failed
+
+
+def test_frozen_equal_and_hashable() -> None:
+    m = Message.user("x")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.role = "assistant"  # type: ignore[misc]
+    assert Message("user", (Text("x"),), meta={"a": 1}) == m  # meta is not compared
+    assert hash(Message.assistant("", [CALL])) == hash(
+        Message.assistant("", [ToolCall("c1", "bash", {"cmd": "ls"})])
+    )
+    assert ToolCall("a", "f", {"x": 1}) != ToolCall("a", "f", {"x": 2})
+
+
+def test_transcript_sequence_behaviour() -> None:
+    assert len(T) == 7 and list(T)[1] == Message.user("list") and T[-1].text == "bye"
+    part = T[1:3]
+    assert isinstance(part, Transcript) and len(part) == 2 and part.source_format == "openai"
+    assert T.replace([Message.user("x")]).messages == (Message.user("x"),)
+    assert repr(T) == "Transcript(7 messages, source_format='openai')"
+
+
+# -- render ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_render_returns_payload_and_manifest(provider: str) -> None:
+    r = render(T, provider)
+    assert r.payload == T.to(provider) and r.transcript is T and not r.report.changed
+    assert_sdk_valid(r.payload, provider)
+    manifest = json.loads(json.dumps(r.to_dict()))
+    assert manifest["provider"] == provider and manifest["messages"] == 7
+
+
+def test_system_placement_per_provider() -> None:
+    assert T.to("openai")["messages"][0] == {"role": "system", "content": "sys"}
+    assert T.to("openai-responses")["instructions"] == "sys"
+    assert T.to("anthropic")["system"] == [{"type": "text", "text": "sys"}]
+    assert T.to("gemini")["system_instruction"] == {"parts": [{"text": "sys"}]}
+
+
+def test_hygiene_false_renders_as_is() -> None:
+    broken = Transcript((Message.assistant("", [CALL]), Message.user("?")))
+    raw = broken.to("anthropic", hygiene=False)["messages"]
+    assert [m["role"] for m in raw] == ["assistant", "user"]
+    fixed = broken.to("anthropic")["messages"]
+    assert [m["role"] for m in fixed] == ["user", "assistant", "user"]
+    assert fixed[2]["content"][0]["type"] == "tool_result" and fixed[2]["content"][0]["is_error"]
+
+
+def test_thinking_goes_only_to_the_provider_that_signed_it() -> None:
+    signed = Message(
+        "assistant", (Thinking("why", "SIG"), Text("ok")), meta={"provider_family": "anthropic"}
+    )
+    t = Transcript((Message.user("q"), signed))
+    assert t.to("anthropic")["messages"][1]["content"][0] == {
+        "type": "thinking",
+        "thinking": "why",
+        "signature": "SIG",
+    }
+    assert "SIG" not in json.dumps([t.to(p) for p in ("openai", "openai-responses", "gemini")])
+
+
+def test_media_without_a_slot_become_placeholders() -> None:
+    from ctxengine.transcript import Image
+
+    t = Transcript(
+        (
+            Message.user("shot"),
+            Message.assistant("", [CALL]),
+            Message("tool", (ToolResult("c1", (Image("image/png", data="AA=="),)),)),
+        )
+    )
+    out = t.to("openai")["messages"][2]
+    assert out["content"] == "[image/png attachment omitted]"
+    for provider in PROVIDERS:
+        assert_sdk_valid(t.to(provider), provider)
+
+
+# -- cache breakpoints -------------------------------------------------------------------------
+
+
+def test_plan_prioritises_system_tail_previous_turn_then_task() -> None:
+    plan = plan_cache_breakpoints(T)
+    assert [b.index for b in plan] == [0, 1, 4, 6]
+    reasons = {b.index: b.reason.split(":")[0] for b in plan}
+    assert reasons == {0: "system prompt", 1: "task prefix", 4: "previous turn", 6: "tail"}
+    assert [b.index for b in plan_cache_breakpoints(T, 2)] == [0, 6]
+    assert plan_cache_breakpoints(T, 0) == []
+    assert plan[0] == Breakpoint(0, plan[0].reason) and plan[0].to_dict()["index"] == 0
+
+
+def test_markers_land_on_the_planned_blocks() -> None:
+    r = render(T, "anthropic", cache_breakpoints=4, cache_ttl="1h")
+    p = r.payload
+    assert p["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    marked = [
+        (i, b["type"])
+        for i, m in enumerate(p["messages"])
+        for b in m["content"]
+        if "cache_control" in b
+    ]
+    # neutral 1 -> turn 0, neutral 4 -> turn 3 (assistant "one file"), neutral 6 -> turn 5
+    assert marked == [(0, "text"), (3, "text"), (5, "text")]
+    assert [b.index for b in r.breakpoints] == [0, 1, 4, 6]
+    assert_sdk_valid(p, "anthropic")
+
+
+def test_markers_skip_thinking_blocks() -> None:
+    last = Message(
+        "assistant", (Text("a"), Thinking("t", "S")), meta={"provider_family": "anthropic"}
+    )
+    t = Transcript((Message.user("q"), last))
+    content = t.to("anthropic", cache_breakpoints=1)["messages"][1]["content"]
+    assert "cache_control" in content[0] and "cache_control" not in content[1]
+
+
+def test_no_markers_by_default_and_ignored_elsewhere() -> None:
+    assert "cache_control" not in json.dumps(T.to("anthropic"))
+    assert render(T, "openai", cache_breakpoints=4).breakpoints == ()
