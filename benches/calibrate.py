@@ -32,6 +32,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import ctxengine
 
@@ -48,16 +49,20 @@ class Sample:
     file: str
     model: str
     billed: int
-    texts: tuple[str, ...]
+    texts: tuple[str, ...]  # text blocks, then each tool call's name and JSON input
+    prose: tuple[str, ...]  # the text blocks alone
     tool_calls: int
 
 
-def _block_texts(block: dict, tool_type: str, args_key: str) -> list[str]:
-    if block.get("type") == "text":
-        return [block.get("text", "")]
-    if block.get("type") == tool_type:
-        return [block.get("name", ""), json.dumps(block.get(args_key), ensure_ascii=False)]
-    return []
+def _sample(
+    source: str, path: Path, model: str, billed: int, blocks: list[dict], tool: str, args: str
+) -> Sample:
+    """``tool`` and ``args`` name the tool-call block type and its input field."""
+    prose = tuple(b.get("text", "") for b in blocks if b.get("type") == "text")
+    calls = [b for b in blocks if b.get("type") == tool]
+    texts = [t for b in calls for t in (b["name"], json.dumps(b[args], ensure_ascii=False))]
+    rel = str(path.relative_to(TRANSCRIPTS))
+    return Sample(source, rel, model, billed, (*prose, *texts), prose, len(calls))
 
 
 def claude_code(drops: dict[str, int]) -> Iterator[Sample]:
@@ -76,10 +81,8 @@ def claude_code(drops: dict[str, int]) -> Iterator[Sample]:
             elif len(set(snapshots)) < 2:
                 drops["claude-code: final usage not recorded"] += 1
             else:
-                texts = [t for b in blocks for t in _block_texts(b, "tool_use", "input")]
-                calls = sum(b.get("type") == "tool_use" for b in blocks)
-                rel = str(path.relative_to(TRANSCRIPTS))
-                yield Sample("claude-code", rel, msgs[0]["model"], snapshots[-1], tuple(texts), calls)
+                model, billed = msgs[0]["model"], snapshots[-1]
+                yield _sample("claude-code", path, model, billed, blocks, "tool_use", "input")
 
 
 def pi_session(drops: dict[str, int]) -> Iterator[Sample]:
@@ -95,10 +98,19 @@ def pi_session(drops: dict[str, int]) -> Iterator[Sample]:
         elif any(b.get("type") in HIDDEN for b in msg["content"]):
             drops["pi: hidden reasoning"] += 1
         else:
-            texts = [t for b in msg["content"] for t in _block_texts(b, "toolCall", "arguments")]
-            calls = sum(b.get("type") == "toolCall" for b in msg["content"])
-            rel = str(path.relative_to(TRANSCRIPTS))
-            yield Sample("pi", rel, msg["model"], msg["usage"]["output"], tuple(texts), calls)
+            billed = msg["usage"]["output"]
+            blocks = msg["content"]
+            yield _sample("pi", path, msg["model"], billed, blocks, "toolCall", "arguments")
+
+
+def prose_chars_per_token(samples: list[Sample]) -> float:
+    """``o200k_base`` characters per token on the assistants' prose (text blocks only).
+
+    Google documents ~4 characters per token for Gemini; with no Gemini usage in the shared
+    transcripts this is the only reference for the Gemini factor (see docs/tokens.md).
+    """
+    prose = "\n".join(t for s in samples for t in s.prose)
+    return len(prose) / ctxengine.count_tokens(prose, encoding="o200k_base")
 
 
 @dataclass(frozen=True)
@@ -129,7 +141,7 @@ def fit(rows: list[tuple[Sample, int]]) -> tuple[float, float, float]:
     xs = [(float(n), float(s.tool_calls), 1.0) for s, n in rows]
     ys = [float(s.billed) for s, _ in rows]
     m = [[sum(x[i] * x[j] for x in xs) for j in range(3)] for i in range(3)]
-    v = [sum(x[i] * y for x, y in zip(xs, ys)) for i in range(3)]
+    v = [sum(x[i] * y for x, y in zip(xs, ys, strict=True)) for i in range(3)]
 
     def det(a: list[list[float]]) -> float:
         return (
@@ -146,40 +158,51 @@ def fit(rows: list[tuple[Sample, int]]) -> tuple[float, float, float]:
     return out[0], out[1], out[2]
 
 
+def report(result: dict[str, Any]) -> None:
+    """Print ``result`` as a table."""
+    print(f"{'group':<72} {'msgs':>5} {'billed':>7} {'o200k':>7} {'factor':>6} ", end="")
+    print(f"{'median':>6} {'p25':>5} {'p75':>5}")
+    for key, g in result["groups"].items():
+        print(f"{key:<72} {g['messages']:>5} {g['billed']:>7} {g['counted']:>7} ", end="")
+        print(f"{g['factor']:>6.3f} {g['median']:>6.2f} {g['p25']:>5.2f} {g['p75']:>5.2f}")
+    f = result["fit_all"]
+    print(f"\nleast squares: billed ≈ {f['per_token']:.3f}·o200k ", end="")
+    print(f"+ {f['per_tool_call']:.1f}·tool_calls + {f['per_message']:.1f}")
+    print("dropped:", ", ".join(f"{k}: {v}" for k, v in sorted(result["dropped"].items())))
+    cpt = result["gemini_reference"]["o200k_chars_per_token_on_prose"]
+    print(f"gemini reference: o200k_base gives {cpt:.2f} characters per token on the ", end="")
+    print(f"assistants' prose; Google documents ~4 for Gemini (ratio {cpt / 4:.2f})")
+    print("factors in use:", result["in_use"])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     drops: dict[str, int] = defaultdict(int)
     samples = [*claude_code(drops), *pi_session(drops)]
-    flat = [t for s in samples for t in s.texts]
-    counts = iter(ctxengine.count_many(flat, encoding="o200k_base"))
+    counts = iter(
+        ctxengine.count_many([t for s in samples for t in s.texts], encoding="o200k_base")
+    )
     rows = [(s, sum(next(counts) for _ in s.texts)) for s in samples]
 
     groups: dict[str, list[tuple[Sample, int]]] = defaultdict(list)
     for s, n in rows:
         for key in ("all", f"source {s.source}", f"file {s.file}", f"model {s.model}"):
             groups[key].append((s, n))
-    groups["all, messages >= 500 counted tokens"] = [(s, n) for s, n in rows if n >= 500]
+    groups["all, messages of 500+ o200k tokens"] = [(s, n) for s, n in rows if n >= 500]
+    fitted = fit(rows)
     result = {
         "groups": {k: asdict(summarize(v)) for k, v in groups.items()},
-        "fit_all": dict(zip(("per_token", "per_tool_call", "per_message"), fit(rows))),
+        "fit_all": dict(zip(("per_token", "per_tool_call", "per_message"), fitted, strict=True)),
         "dropped": dict(drops),
-        "current": {"claude": ctxengine.get_tokenizer("claude").factor},
+        "gemini_reference": {"o200k_chars_per_token_on_prose": prose_chars_per_token(samples)},
+        "in_use": {f: ctxengine.get_tokenizer(f).factor for f in ("claude", "gemini")},
     }
     if args.json:
         print(json.dumps(result, indent=2))
-        return 0
-    print(f"{'group':<78} {'msgs':>5} {'billed':>7} {'o200k':>7} {'factor':>6} "
-          f"{'median':>6} {'p25':>5} {'p75':>5}")
-    for key, g in result["groups"].items():
-        print(f"{key:<78} {g['messages']:>5} {g['billed']:>7} {g['counted']:>7} "
-              f"{g['factor']:>6.3f} {g['median']:>6.2f} {g['p25']:>5.2f} {g['p75']:>5.2f}")
-    f = result["fit_all"]
-    print(f"\nfit: billed ≈ {f['per_token']:.3f}·o200k + {f['per_tool_call']:.1f}·tool_calls "
-          f"+ {f['per_message']:.1f}")
-    print("dropped:", ", ".join(f"{k}: {v}" for k, v in sorted(drops.items())))
-    print(f"current CLAUDE factor: {result['current']['claude']}")
+    else:
+        report(result)
     return 0
 
 

@@ -1,9 +1,14 @@
 //! Criterion benchmarks of the pure core.
+//!
+//! `cargo bench --no-default-features --bench core` (add `-- --quick` for a short run). Inputs
+//! are synthetic and deterministic: a mix of English prose, code, JSON, numbers and non-Latin
+//! text, so every pre-tokenizer branch is exercised; no file is read.
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use std::hint::black_box;
 
 use _core::assemble::score::{scores, Groups};
 use _core::assemble::{self, Assembly, AssemblyConfig, ItemSpec};
-use _core::tokens::{counter_for_encoding, Encoding};
+use _core::tokens::{counter_for_encoding, counter_for_model, Counter, Encoding, TokenCache};
 
 fn count(c: &mut Criterion) {
     let text = "The quick brown fox jumps over the lazy dog. 0123456789\n".repeat(2_000);
@@ -12,6 +17,178 @@ fn count(c: &mut Criterion) {
     for enc in Encoding::ALL {
         let counter = counter_for_encoding(enc.name()).expect("known encoding");
         group.bench_function(enc.name(), |b| b.iter(|| counter.count(&text, false)));
+    }
+    group.finish();
+}
+
+const WORDS: &[&str] = &[
+    "the",
+    "context",
+    "window",
+    "is",
+    "full",
+    "of",
+    "tool",
+    "results",
+    "and",
+    " ",
+    "  ",
+    "\n",
+    "\n\n",
+    "    ",
+    "fn",
+    "main()",
+    "{",
+    "}",
+    "let",
+    "x",
+    "=",
+    "42;",
+    "self.count(text)",
+    "\"role\":",
+    "\"assistant\",",
+    "{\"path\":",
+    "\"src/lib.rs\"}",
+    "3.14159",
+    "2025-11-30",
+    "0x7f",
+    "日本語の",
+    "テキスト",
+    "Ünïcödé",
+    "naïve",
+    "😀",
+    "—",
+    "it's",
+    "we'll",
+    "HTTPError",
+    "snake_case_name",
+    "camelCaseName",
+    "// comment",
+    "# heading",
+    "- item",
+    "https://example.com/a?b=c",
+];
+
+/// Deterministic mixed text of exactly `bytes` bytes or a little less (whole characters).
+fn mixed_text(bytes: usize) -> String {
+    let mut out = String::with_capacity(bytes + 64);
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    while out.len() < bytes {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        let word = WORDS[(state >> 33) as usize % WORDS.len()];
+        if !out.ends_with([' ', '\n']) && !word.starts_with([' ', '\n']) {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    let mut end = bytes.min(out.len());
+    while !out.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.truncate(end);
+    out
+}
+
+fn exact(enc: Encoding) -> Counter {
+    counter_for_encoding(enc.name()).expect("known encoding")
+}
+
+fn count_sizes(c: &mut Criterion) {
+    for enc in Encoding::ALL {
+        let counter = exact(enc);
+        let mut group = c.benchmark_group(format!("count_sizes/{}", enc.name()));
+        for size in [1 << 10, 64 << 10, 1 << 20] {
+            let text = mixed_text(size);
+            group.throughput(Throughput::Bytes(text.len() as u64));
+            group.bench_with_input(BenchmarkId::from_parameter(size), &text, |b, t| {
+                b.iter(|| counter.count(black_box(t), false))
+            });
+        }
+        group.finish();
+    }
+}
+
+fn encode(c: &mut Criterion) {
+    let text = mixed_text(64 << 10);
+    let mut group = c.benchmark_group("encode");
+    group.throughput(Throughput::Bytes(text.len() as u64));
+    for enc in Encoding::ALL {
+        group.bench_function(enc.name(), |b| b.iter(|| enc.encode(black_box(&text))));
+    }
+    group.finish();
+}
+
+fn count_many(c: &mut Criterion) {
+    let counter = exact(Encoding::O200kBase);
+    let texts: Vec<String> = (0..256).map(|i| mixed_text(4096 + i)).collect();
+    let bytes: usize = texts.iter().map(String::len).sum();
+    let mut group = c.benchmark_group("count_many/o200k_base/256x4KB");
+    group.throughput(Throughput::Bytes(bytes as u64));
+    group.bench_function("parallel", |b| {
+        b.iter(|| counter.count_many(black_box(&texts), false))
+    });
+    group.bench_function("sequential", |b| {
+        b.iter(|| {
+            texts
+                .iter()
+                .map(|t| counter.count(black_box(t), false))
+                .collect::<Vec<_>>()
+        })
+    });
+    group.finish();
+}
+
+fn cache(c: &mut Criterion) {
+    let text = mixed_text(1 << 20);
+    let enc = Encoding::O200kBase;
+    let cache = TokenCache::new(16);
+    cache.count(enc, &text);
+    let mut group = c.benchmark_group("cache/o200k_base/1MB");
+    group.throughput(Throughput::Bytes(text.len() as u64));
+    group.bench_function("hit", |b| b.iter(|| cache.count(enc, black_box(&text))));
+    group.bench_function("uncached", |b| {
+        b.iter(|| enc.count_uncached(black_box(&text)))
+    });
+    group.finish();
+}
+
+fn truncate(c: &mut Criterion) {
+    let text = mixed_text(64 << 10);
+    let mut group = c.benchmark_group("truncate/64KB");
+    group.throughput(Throughput::Bytes(text.len() as u64));
+    for model in ["o200k_base", "cl100k_base", "claude-sonnet-4-5"] {
+        let counter = counter_for_model(model).expect("known model");
+        for max in [100, 10_000] {
+            group.bench_function(BenchmarkId::new(model, max), |b| {
+                b.iter(|| counter.truncate(black_box(&text), max))
+            });
+        }
+    }
+    group.finish();
+}
+
+fn pathological(c: &mut Criterion) {
+    let counter = exact(Encoding::O200kBase);
+    let inputs = [
+        ("spaces", " ".repeat(1 << 20)),
+        ("one-char", "a".repeat(1 << 20)),
+        (
+            "no-whitespace",
+            mixed_text(1 << 20).replace([' ', '\n'], ""),
+        ),
+    ];
+    let mut group = c.benchmark_group("pathological/o200k_base/1MB");
+    group.sample_size(20);
+    for (name, text) in &inputs {
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        group.bench_with_input(BenchmarkId::new("count", name), text, |b, t| {
+            b.iter(|| counter.count(black_box(t), false))
+        });
+        group.bench_with_input(BenchmarkId::new("encode", name), text, |b, t| {
+            b.iter(|| counter.encoding.encode(black_box(t)))
+        });
     }
     group.finish();
 }
@@ -77,28 +254,33 @@ fn assembly(items: Vec<ItemSpec>) -> Assembly {
         ("tool", 0.2),
         ("reserve", 0.1),
     ];
-    let mut config = AssemblyConfig::new(
-        counter,
-        windows.iter().map(|(n, s)| (n.to_string(), *s)).collect(),
-    );
+    let windows = windows.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+    let mut config = AssemblyConfig::new(counter, windows);
     config.reserve = Some(4);
     let mut a = Assembly::new(config).expect("valid config");
     a.upsert(items).expect("valid items");
     a
 }
 
-const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
+const ASSEMBLY_SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 
-/// Warm plans: everything fits; the ladder at 30% of the demand; one appended message + plan.
+/// Warm plans of `n` items: everything fits; the ladder at 5% of the demand (hard trim removes
+/// most turns) and at 30% (soft trim suffices); one new user message (the previous one removed)
+/// then a plan at 30%.
 fn plan(c: &mut Criterion) {
     let mut group = c.benchmark_group("plan");
     group.sample_size(20);
-    for n in SIZES {
+    for n in ASSEMBLY_SIZES {
         let mut a = assembly(session(n));
         let total = a.plan(usize::MAX / 2).expect("fits").total_before;
         group.throughput(Throughput::Elements(n as u64));
         group.bench_with_input(BenchmarkId::new("fits", n), &n, |b, _| {
             b.iter(|| a.plan(total * 2).expect("fits"))
+        });
+        let hard = total / 20;
+        a.plan(hard).expect("plan");
+        group.bench_with_input(BenchmarkId::new("hard_trim", n), &n, |b, _| {
+            b.iter(|| a.plan(hard).expect("plan"))
         });
         let tight = total * 3 / 10;
         a.plan(tight).expect("plan");
@@ -108,6 +290,7 @@ fn plan(c: &mut Criterion) {
         let mut seq = u64::MAX / 2;
         group.bench_with_input(BenchmarkId::new("append_then_plan", n), &n, |b, _| {
             b.iter(|| {
+                a.remove(&[format!("hist.new.{seq}")]);
                 seq += 1;
                 let item = ItemSpec {
                     node_id: format!("hist.new.{seq}"),
@@ -116,7 +299,7 @@ fn plan(c: &mut Criterion) {
                     seq,
                     kind: 1,
                     role: 1,
-                    turn: u32::MAX - 1,
+                    turn: u32::MAX / 2 + (seq % 1_000_000) as u32,
                     overhead: 4,
                     ..ItemSpec::default()
                 };
@@ -131,11 +314,11 @@ fn plan(c: &mut Criterion) {
 /// Turn-group aggregation and scoring of `n` history items.
 fn score(c: &mut Criterion) {
     let mut group = c.benchmark_group("score");
-    for n in SIZES {
+    for n in ASSEMBLY_SIZES {
         let turn: Vec<u32> = (0..n as u32).map(|i| i / 3).collect();
-        let flag: Vec<u8> = (0..n).map(|i| (i % 7) as u8 & 7).collect();
+        let flag: Vec<u8> = (0..n).map(|i| (i % 7) as u8).collect();
         let seq: Vec<u64> = (0..n as u64).collect();
-        let window: Vec<u8> = (0..n).map(|i| 2 + (i % 3 == 2) as u8).collect();
+        let window: Vec<u8> = (0..n).map(|i| 2 + u8::from(i % 3 == 2)).collect();
         let order: Vec<u32> = (0..n as u32).collect();
         let weights = [0.25, 0.3, 0.35, 0.1];
         group.throughput(Throughput::Elements(n as u64));
@@ -152,7 +335,7 @@ fn score(c: &mut Criterion) {
 /// Fusion of `n` grains, one id in ten shared by two plugins.
 fn fuse(c: &mut Criterion) {
     let mut group = c.benchmark_group("fuse");
-    for n in SIZES {
+    for n in ASSEMBLY_SIZES {
         let ids: Vec<String> = (0..n)
             .map(|i| format!("rag.docs.{}", if i % 10 == 0 { i + 1 } else { i }))
             .collect();
@@ -167,5 +350,17 @@ fn fuse(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, count, plan, score, fuse);
+criterion_group!(
+    benches,
+    count,
+    count_sizes,
+    encode,
+    count_many,
+    cache,
+    truncate,
+    pathological,
+    plan,
+    score,
+    fuse
+);
 criterion_main!(benches);

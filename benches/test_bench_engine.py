@@ -14,10 +14,10 @@ from __future__ import annotations
 import anyio
 import pytest
 from langchain_core.messages import convert_to_messages, trim_messages
-from offline_tiktoken import TRANSCRIPTS, encoding
 
 from ctxengine import Budget, ContextEngine, clear_cache
 from ctxengine.transcript import Message, ToolCall, load
+from offline_tiktoken import TRANSCRIPTS, encoding
 
 SESSION = TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl"
 BUDGET = 32_000
@@ -79,8 +79,12 @@ def test_langchain_trim_messages_cold(benchmark, transcript) -> None:  # type: i
 
     def run():  # type: ignore[no-untyped-def]
         return trim_messages(
-            lc_messages, max_tokens=BUDGET, token_counter=counter, strategy="last",
-            include_system=True, start_on="human",
+            lc_messages,
+            max_tokens=BUDGET,
+            token_counter=counter,
+            strategy="last",
+            include_system=True,
+            start_on="human",
         )
 
     kept = benchmark(run)
@@ -105,8 +109,15 @@ def test_langchain_trim_messages_warm(benchmark, transcript) -> None:  # type: i
     lc_messages = convert_to_messages(transcript.to("openai")["messages"])
     lc_messages += convert_to_messages([{"role": "user", "content": "one more question"}])
     counter = _tiktoken_counter()
-    kept = benchmark(trim_messages, lc_messages, max_tokens=BUDGET, token_counter=counter,
-                     strategy="last", include_system=True, start_on="human")
+    kept = benchmark(
+        trim_messages,
+        lc_messages,
+        max_tokens=BUDGET,
+        token_counter=counter,
+        strategy="last",
+        include_system=True,
+        start_on="human",
+    )
     assert kept
 
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import openai
 import pytest
-from offline_tiktoken import TRANSCRIPTS, encoding
 
 import ctxengine
+from offline_tiktoken import TRANSCRIPTS, encoding
 
 SIZE = 4_000_000
 CHUNK = 4096
@@ -68,7 +68,9 @@ PATHOLOGICAL: dict[str, Callable[[], str]] = {
 }
 
 
-def run(benchmark: Any, group: str, impl: str, fn: Callable[[], Any], baseline: bool = False) -> Any:
+def run(
+    benchmark: Any, group: str, impl: str, fn: Callable[[], Any], baseline: bool = False
+) -> Any:
     benchmark.group = group
     benchmark.extra_info.update(impl=impl, baseline=baseline)
     return benchmark(fn)
@@ -152,5 +154,7 @@ IMPORTS = {"python -c pass": "pass", "import ctxengine": "import ctxengine"}
 @pytest.mark.parametrize("impl", IMPORTS)
 def test_import_time(benchmark: Any, impl: str) -> None:
     argv = [sys.executable, "-c", IMPORTS[impl]]
-    done = run(benchmark, "interpreter start + import", impl, lambda: subprocess.run(argv, check=True))
+    done = run(
+        benchmark, "interpreter start + import", impl, lambda: subprocess.run(argv, check=True)
+    )
     assert done.returncode == 0

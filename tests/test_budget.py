@@ -11,11 +11,20 @@ from ctxengine.budget import DEFAULT_WINDOWS, context_window
 def test_defaults_match_the_design() -> None:
     b = Budget(total=10_000)
     assert dict(b.windows) == {
-        "instruction": 0.15, "core_memory": 0.15, "history": 0.40, "tool": 0.20, "reserve": 0.10
+        "instruction": 0.15,
+        "core_memory": 0.15,
+        "history": 0.40,
+        "tool": 0.20,
+        "reserve": 0.10,
     }
     assert b.pretrim_ratio == 0.8
     assert [b.window_of(n) for n in ("sys.a", "mem.b", "hist.3", "act.x", "rag.d.1", "task.t")] == [
-        "instruction", "core_memory", "history", "tool", "tool", "tool"
+        "instruction",
+        "core_memory",
+        "history",
+        "tool",
+        "tool",
+        "tool",
     ]
     assert b.window_of("user.profile") == "tool"
     assert b.window_of("rag.x", "core_memory") == "core_memory"

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from offline_tiktoken import TRANSCRIPTS, encoding
 
 import ctxengine
 from ctxengine.cli import main
+from offline_tiktoken import TRANSCRIPTS, encoding
 
 SESSION = TRANSCRIPTS / "claude-code-spotter" / "tool_heavy.jsonl"
 AIDER = TRANSCRIPTS / "aider" / "mozgoslav.aider.chat.history.md"

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from offline_tiktoken import TRANSCRIPTS
 
 from ctxengine import Budget, BudgetError, ContextEngine, ContextGrain, count_messages
 from ctxengine.hygiene import validate
 from ctxengine.transcript import Message, ToolCall, load
+from offline_tiktoken import TRANSCRIPTS
 
 pytestmark = pytest.mark.anyio
 
@@ -198,9 +198,42 @@ def test_property_rendered_tokens_never_exceed_budget(
             out = await s.render()
             assert out.tokens <= budget
             assert validate(out.transcript, "openai") == []
-            text = system_text(out.payload) if out.payload["messages"][0]["role"] == "system" else ""
+            text = (
+                system_text(out.payload) if out.payload["messages"][0]["role"] == "system" else ""
+            )
             for i, (_, protected) in enumerate(extra):
                 if protected:
                     assert f"rule {i}" in text
 
     anyio.run(scenario)
+
+
+async def test_guard_cuts_a_huge_tool_result_and_says_so() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=20_000))
+    huge = "".join(f"line {i}: some output\n" for i in range(40_000)) + "ERROR: build failed\n"
+    async with engine.session("g") as s:
+        s.extend([Message.user("build it"), Message.assistant("", [ToolCall("c1", "bash", {})])])
+        s.extend([Message.tool("c1", huge)])
+        await s.user_message("what failed?")
+        out = await s.render()
+    tool = next(m for m in out.payload["messages"] if m["role"] == "tool")
+    content = tool["content"] if isinstance(tool["content"], str) else tool["content"][0]["text"]
+    assert len(content) < len(huge) and "ERROR: build failed" in content
+    assert "offset" in content  # the notice tells the model how to read on
+    decision = out.report.get("act.tool_result.c1")
+    assert decision is not None and decision.stage == "guard"
+    assert s.messages[2].tool_results[0].text == huge  # the stored transcript is untouched
+
+
+async def test_guard_splits_a_huge_grain_into_chunks() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=200_000))
+    text = "\n\n".join(f"paragraph {i} " + "word " * 300 for i in range(200))
+    async with engine.session("split") as s:
+        s.add(ContextGrain("rag.manual", content=text))
+        await s.user_message("read the manual")
+        out = await s.render()
+    chunks = [g for g in out.tree if g.node_id.startswith("rag.manual.")]
+    assert len(chunks) >= 2 and all(len(g.text) <= 80_000 for g in chunks)
+    assert "".join(g.text for g in chunks) == text
+    parent = out.report.get("rag.manual")
+    assert parent is not None and parent.stage == "guard" and parent.status == "split"

@@ -16,10 +16,10 @@ import pytest
 import tiktoken
 from hypothesis import example, given
 from hypothesis import strategies as st
-from offline_tiktoken import TRANSCRIPTS, encoding
 
 import ctxengine
 from ctxengine import errors
+from offline_tiktoken import TRANSCRIPTS, encoding
 
 ENCODINGS = ("cl100k_base", "o200k_base")
 FILES = sorted(p for p in TRANSCRIPTS.rglob("*") if p.is_file())
@@ -166,7 +166,7 @@ def test_lone_surrogate_error_is_a_value_error_everywhere() -> None:
         lambda: ctxengine.truncate_tokens(text, 1),
         lambda: tok.encode(text),
         lambda: tok.count(text, cache=False),
-        lambda: tok.count_many((t for t in ["x", text])),
+        lambda: tok.count_many(t for t in ["x", text]),
     ]
     for call in calls:
         with pytest.raises(ctxengine.EncodingError) as info:
@@ -320,9 +320,7 @@ def test_openai_models_map_to_their_exact_encoding(model: str, name: str) -> Non
     assert ctxengine.count_tokens(text, model=model) == len(_tk(name).encode_ordinary(text))
 
 
-@pytest.mark.parametrize(
-    ("model", "family"), [(m, f) for f, ms in ESTIMATED.items() for m in ms]
-)
+@pytest.mark.parametrize(("model", "family"), [(m, f) for f, ms in ESTIMATED.items() for m in ms])
 def test_claude_and_gemini_are_estimates(model: str, family: str) -> None:
     tok = ctxengine.get_tokenizer(model)
     assert (tok.name, tok.encoding, tok.exact) == (f"{family}~o200k_base", "o200k_base", False)
@@ -392,7 +390,9 @@ def _cookbook_count(messages: list[dict[str, Any]], name: str) -> int:
         total += 3
         for key, value in message.items():
             if key == "tool_calls":
-                total += sum(n(c["function"]["name"]) + n(c["function"]["arguments"]) for c in value)
+                total += sum(
+                    n(c["function"]["name"]) + n(c["function"]["arguments"]) for c in value
+                )
             elif isinstance(value, list):
                 total += sum(n(part["text"]) for part in value if "text" in part)
             elif isinstance(value, str):

@@ -18,7 +18,8 @@ from .errors import (
     TranscriptError,
 )
 from .grain import ContextGrain
-from .plugins import AbstractContextProvider
+from .plugins import AbstractContextProvider, Outcome, PluginFault, SessionDispatcher
+from .registry import Registry
 from .report import GrainDecision, RenderReport
 from .scene import ContextScene
 from .summarize import ExtractiveSummarizer, Summarizer
@@ -49,10 +50,14 @@ __all__ = (
     "FoldError",
     "GrainDecision",
     "GrainError",
+    "Outcome",
     "PluginError",
+    "PluginFault",
+    "Registry",
     "RenderReport",
     "RenderedContext",
     "Session",
+    "SessionDispatcher",
     "StoreError",
     "Summarizer",
     "Tokenizer",

@@ -163,3 +163,22 @@ def fuse(
 ) -> tuple[list[int], list[int]]:
     """Fuse the grains of one render: (index of the winner of each input's node_id group,
     winner indices in render order). Lowest priority wins, then lowest rank, then lowest seq."""
+
+@final
+class Bm25Index:
+    """Okapi BM25 over added documents (lowercase unicode word tokens)."""
+
+    def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
+        """Raises ValueError for a negative or non-finite ``k1`` or ``b`` outside [0, 1]."""
+    def add(self, ids: list[str], texts: list[str]) -> None:
+        """Index documents; raises ValueError when the lists differ in length."""
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        """The ``k`` best documents for ``query`` as ``(id, score)``, best first."""
+    def coverage(self, query: str) -> tuple[int, int]:
+        """``(query terms present in the index, query terms)``."""
+    def doc_freq(self, term: str) -> int:
+        """Number of documents containing ``term``."""
+    def __len__(self) -> int: ...
+
+def bm25_tokenize(text: str) -> list[str]:
+    """The tokens BM25 indexes for ``text``."""

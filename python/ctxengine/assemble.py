@@ -6,6 +6,7 @@ The heavy steps (counting, scoring, allocation, the trim ladder, ordering) run i
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from .history import FLAG, KIND, HistoryItem
 from .render import compose, payload_tokens
 from .report import GrainDecision, RenderReport
 from .scene import ContextScene
+from .splitter import TextSplitter
 from .tokens import count_many
 from .transcript.providers import check_provider
 from .transcript.render import render as render_payload
@@ -29,6 +31,7 @@ FRAMING_TOKENS = 8  # reply priming (3) + system message framing (4) + 1 spare
 CONTEXT_OVERHEAD = 2  # separator between grains in the system message
 HISTORY_PRIORITY = 100
 MAX_COMPACTIONS = 3
+SPLIT_CHARS = 80_000  # DESIGN.md §4 step 0
 
 
 def _latest_user_text(session: Session) -> str:
@@ -40,10 +43,13 @@ def _latest_user_text(session: Session) -> str:
 
 async def _collect(session: Session, provider: str, state: _TurnState) -> list[ContextGrain]:
     engine = session.engine
+    raw = _latest_user_text(session)
+    redacted = session.redact(raw)
     scene = ContextScene(
         session_id=session.id,
         turn=session.turn,
-        user_message=_latest_user_text(session),
+        user_message=redacted,
+        raw_user_message=raw if redacted != raw else None,
         transcript=session.messages,
         model=engine.model,
         provider=provider,
@@ -121,6 +127,42 @@ def _apply_overrides(
     for node_id in changed:
         session._dirty.add(node_id)
     return context
+
+
+def _split_large(
+    session: Session, grains: list[ContextGrain], state: _TurnState
+) -> list[ContextGrain]:
+    """Guard: a grain over ``SPLIT_CHARS`` becomes ``<node_id>.<i>`` chunks (cached by content)."""
+    out: list[ContextGrain] = []
+    for grain in grains:
+        text = grain.text
+        if len(text) <= SPLIT_CHARS:
+            out.append(grain)
+            continue
+        cached = session._splits.get(grain.node_id)
+        if cached is not None and cached[0] is grain.content:
+            chunks = cached[1]
+        else:
+            chunks = [
+                dataclasses.replace(
+                    grain,
+                    node_id=f"{grain.node_id}.{i}",
+                    content=piece,
+                    meta={**grain.meta, "split_from": grain.node_id, "chunk": i},
+                )
+                for i, piece in enumerate(TextSplitter(SPLIT_CHARS).split(text))
+            ]
+            session._splits[grain.node_id] = (grain.content, chunks)
+        window = session.engine.budget.window_of(grain.node_id, grain.window)
+        reason = f"{len(text):,} chars split into {len(chunks)} chunks {grain.node_id}.<i>"
+        tokens = session.engine.tokenizer.count(text)
+        state.extra.append(
+            GrainDecision(
+                grain.node_id, grain.origin, window, "folded", "split", "guard", reason, tokens, 0
+            )
+        )
+        out.extend(chunks)
+    return out
 
 
 def _item_text(session: Session, item: HistoryItem) -> str:
@@ -240,6 +282,21 @@ async def _compact(session: Session, turns: list[int], state: _TurnState) -> boo
     session._summary = summary
     session.add(summary)
     ids = [i.node_id for i in doomed]
+    budget = engine.budget
+    for item in doomed:
+        state.extra.append(
+            GrainDecision(
+                item.node_id,
+                "transcript",
+                budget.window_of(item.node_id),
+                "dropped",
+                "dropped",
+                "compaction",
+                f"summarized into mem.summary with {len(messages)} earlier messages",
+                session._asm.tokens(item.node_id) or 0,
+                0,
+            )
+        )
     session._asm.remove(ids)
     for node_id in ids:
         del session._items[node_id]
@@ -258,9 +315,11 @@ async def run_render(session: Session, provider: str, **options: Any) -> Rendere
     state = _TurnState()
     state.faults.extend(session._faults)
     session._faults = []
+
     grains = _apply_overrides(
         session, _fuse(session, await _collect(session, provider, state), state), state
     )
+    grains = _split_large(session, grains, state)
     timings = {"collect": time.perf_counter() - started}
     tree = grains + [i.grain for i in session._items.values()]
     hooks = session.has_hook
@@ -283,7 +342,7 @@ async def run_render(session: Session, provider: str, **options: Any) -> Rendere
     for _ in range(MAX_COMPACTIONS):
         if not plan.compaction_turns or not await _compact(session, plan.compaction_turns, state):
             break
-        _sync_context(session, context + [session._summary] if session._summary else context)
+        _sync_context(session, [*context, session._summary] if session._summary else context)
         plan = session._asm.plan(budget)
     timings.update({f"core.{k}": v for k, v in plan.timings.items()})
     by_id = {g.node_id: g for g in context}
@@ -332,13 +391,15 @@ def _report(
         fits=tokens <= session.engine.tokens_total,
         windows=windows,
         timings=timings,
-        faults=[f.to_dict() for f in state.faults],
+        faults=(session.engine.setup_faults if session.turn == 0 else [])
+        + [f.to_dict() for f in state.faults],
         shadowed=state.shadowed,
         compactions=state.compactions,
         _columns=_LazyColumns(plan),
         _origins=_Origins(origins),
         _window_names=session.engine.windows,
         _extra=state.extra,
+        _guarded=session._guarded,
     )
 
 

@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
-from .errors import CtxEngineError
 from .cli_replay import add_commands
+from .errors import CtxEngineError
 from .tokens import cache_info, get_tokenizer
 
 __all__ = ("main",)
@@ -53,6 +53,12 @@ def _count(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _plugins_list(args: argparse.Namespace, console: Console) -> int:
+    from .plugins.cli import plugins_list
+
+    return plugins_list(args.plugins, args.json, console=console)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="ctxengine", description=__doc__)
@@ -65,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     count.add_argument("--json", action="store_true", help='print {"tokens": N, ...}')
     count.set_defaults(run=_count)
     add_commands(sub)
+    plugins = sub.add_parser("plugins", help="plugin commands")
+    plugins_sub = plugins.add_subparsers(dest="plugins_command", required=True)
+    listing = plugins_sub.add_parser("list", help="list plugins, their hooks and state")
+    listing.add_argument("--plugins", metavar="DIR", help="also load plugin folders from DIR")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.set_defaults(run=_plugins_list)
     return parser
 
 

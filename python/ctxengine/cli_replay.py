@@ -54,8 +54,13 @@ def _decisions_table(step: ReplayStep) -> Table:
     changed = [g for g in step.rendered.report if g.decision != "kept"]
     for g in changed[-_SHOWN_DECISIONS:]:
         table.add_row(
-            g.node_id, g.origin, g.window, g.decision, g.stage or "",
-            f"{g.tokens_before:,} → {g.tokens_after:,}", g.reason,
+            g.node_id,
+            g.origin,
+            g.window,
+            g.decision,
+            g.stage or "",
+            f"{g.tokens_before:,} → {g.tokens_after:,}",
+            g.reason,
         )
     if len(changed) > _SHOWN_DECISIONS:
         table.caption = f"{len(changed) - _SHOWN_DECISIONS} earlier decisions not shown"
@@ -68,8 +73,18 @@ async def _run(args: argparse.Namespace, path: Path, console: Console) -> int:
         engine.load_plugins(args.plugins)
     transcript = load(path, format=getattr(args, "format", "auto"))
     table = Table(title=f"{path.name}: {len(transcript)} messages, budget {args.budget:,} tokens")
-    for col in ("call", "msgs", "tokens", "of budget", "kept", "folded", "dropped",
-                "history", "tool", "ms"):
+    for col in (
+        "call",
+        "msgs",
+        "tokens",
+        "of budget",
+        "kept",
+        "folded",
+        "dropped",
+        "history",
+        "tool",
+        "ms",
+    ):
         table.add_column(col, justify="right")
     steps: list[ReplayStep] = []
     with Progress(console=console, transient=True, disable=args.json) as progress:
@@ -111,8 +126,11 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
 def _common(p: argparse.ArgumentParser, budget: int) -> None:
     p.add_argument("--model", default="gpt-4o", help="model name (default: gpt-4o)")
     p.add_argument("--budget", type=int, default=budget, help=f"token budget (default {budget})")
-    p.add_argument("--provider", default="openai",
-                   choices=["openai", "openai-responses", "anthropic", "gemini"])
+    p.add_argument(
+        "--provider",
+        default="openai",
+        choices=["openai", "openai-responses", "anthropic", "gemini"],
+    )
     p.add_argument("--json", action="store_true", help="print the last render's report as JSON")
 
 

@@ -19,6 +19,7 @@ from .errors import CtxEngineError
 from .events import SessionClose, SessionStart, UserMessage
 from .events import ToolResult as ToolResultEvent
 from .grain import ContextGrain
+from .guard import max_tool_result_chars
 from .history import HistoryBuilder, HistoryItem
 from .plugins.dispatch import PluginFault, SessionDispatcher
 from .registry import PluginEntry, Registry
@@ -94,6 +95,7 @@ class ContextEngine:
         self.weights = weights
         self.windows = [w for w in self.budget.windows]
         self._setup_done = False
+        self.setup_faults: list[dict[str, Any]] = []
         for plugin in plugins:
             self.register(plugin)
 
@@ -105,13 +107,15 @@ class ContextEngine:
         """
         return self.registry.register(provider)
 
-    def load_plugins(self, directory: str | Path) -> list[PluginEntry]:
+    def load_plugins(self, directory: str | Path, *, strict: bool = True) -> list[PluginEntry]:
         """Load every plugin folder (holding ``manifest.json``) under ``directory``.
+
+        With ``strict=False`` a refused folder is recorded in ``registry.refused()`` instead.
 
         Raises:
             PluginError: a manifest is invalid (nothing from it is imported).
         """
-        return self.registry.load_plugins(directory)
+        return self.registry.load_plugins(directory, strict=strict)
 
     def new_assembly(self) -> _core.Assembly:
         """A fresh Rust assembly configured from the budget."""
@@ -129,7 +133,7 @@ class ContextEngine:
         if not self._setup_done:
             self._setup_done = True
             faults = await self.registry.setup(self)
-            self._setup_faults = [f.to_dict() for f in faults]
+            self.setup_faults = [f.to_dict() for f in faults]
         session = Session(self, session_id)
         await session.start()
         try:
@@ -180,6 +184,7 @@ class Session:
         )
         self._asm = engine.new_assembly()
         self._builder = HistoryBuilder()
+        self._builder.max_result_chars = max_tool_result_chars(engine.tokens_total)
         self._items: dict[str, HistoryItem] = {}
         self._pending: list[HistoryItem] = []
         self._stored: dict[str, _Stored] = {}  # session/task grains carried across renders
@@ -190,6 +195,8 @@ class Session:
         self._summary: ContextGrain | None = None
         self._faults: list[PluginFault] = []
         self._dirty: set[str] = set()
+        self._guarded: dict[str, int] = {}  # node_id -> chars before the window guard cut it
+        self._splits: dict[str, tuple[Any, list[ContextGrain]]] = {}
         self._order: dict[str, int] = {}
         self._window_index = {name: i for i, name in enumerate(engine.windows)}
 
@@ -257,11 +264,21 @@ class Session:
         for item in self._builder.items(index, message):
             self._items[item.node_id] = item
             self._pending.append(item)
+            if item.guarded_from:
+                self._guarded[item.node_id] = item.guarded_from
 
     async def user_message(self, text: str) -> None:
-        """Record the user's message and fire ``on_user_msg``."""
+        """Record the user's message and fire ``on_user_msg`` (with the redacted text)."""
         self._append(Message.user(text))
-        await self._fire(UserMessage(self.id, self.turn, text))
+        await self._fire(UserMessage(self.id, self.turn, self.redact(text)))
+
+    def redact(self, text: str) -> str:
+        """``text`` through every enabled plugin that offers ``redact_text``."""
+        for entry in self.engine.registry.entries():
+            fn = getattr(entry.provider, "redact_text", None)
+            if entry.state == "enabled" and callable(fn):
+                text = fn(text)
+        return text
 
     async def assistant_message(self, text: str = "", tool_calls: Sequence[ToolCall] = ()) -> None:
         """Record the assistant's reply (text and tool calls)."""

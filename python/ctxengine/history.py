@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from .grain import ContextGrain
+from .guard import truncate_tool_result
 from .transcript import Image, Message, Text, ToolCall, ToolResult
 
 __all__ = ("FLAG", "KIND", "ROLE", "HistoryBuilder", "HistoryItem", "tool_result_node_id")
@@ -56,6 +57,8 @@ class HistoryItem:
     overhead: int
     label: str
     grain: ContextGrain
+    source_text: str  # the text as the message holds it (compose re-renders when they differ)
+    guarded_from: int = 0  # characters before the window guard cut it (0: not cut)
 
 
 def tool_result_node_id(call_id: str) -> str:
@@ -74,6 +77,7 @@ class HistoryBuilder:
 
     def __init__(self) -> None:
         self.turn = -1
+        self.max_result_chars: int | None = None
         self.tool_names: dict[str, str] = {}
         self.call_group: dict[str, int] = {}
         self.used_ids: set[str] = set()
@@ -137,6 +141,7 @@ class HistoryBuilder:
             overhead,
             label,
             grain,
+            text,
         )
 
     def _result(self, index: int, position: int, result: ToolResult) -> HistoryItem:
@@ -144,7 +149,10 @@ class HistoryBuilder:
         images = sum(isinstance(b, Image) for b in result.content)
         flags = FLAG["image"] if images else 0
         node_id = self._node_id(tool_result_node_id(result.call_id) or f"act.tool_result.m{index}")
-        text = "\n".join(b.text for b in result.content if isinstance(b, Text))
+        source = "\n".join(b.text for b in result.content if isinstance(b, Text))
+        text = source
+        if self.max_result_chars is not None and len(source) > self.max_result_chars:
+            text = truncate_tool_result(source, self.max_result_chars)
         grain = ContextGrain(
             node_id,
             "transcript",
@@ -159,10 +167,12 @@ class HistoryBuilder:
             text,
             KIND["tool_result"],
             ROLE["tool"],
-            self.turn,
+            self.call_group.get(result.call_id, self.turn),
             flags,
             (result.call_id,),
             MESSAGE_OVERHEAD + images * IMAGE_TOKENS,
             f"tool result: {name}",
             grain,
+            source,
+            len(source) if text is not source else 0,
         )

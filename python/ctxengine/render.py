@@ -70,10 +70,14 @@ def _history(session: Session, plan: Any) -> Iterator[Message]:
         text = replacements.get(node_id, item.text)
         if item.kind == KIND["tool_result"]:
             result = message.tool_results[item.result]
-            if text is not item.grain.content or node_id in replacements:
+            if text is not item.source_text:
                 result = dataclasses.replace(result, content=(Text(text),))
-            yield dataclasses.replace(message, blocks=(result,))
-        elif text is message.text or text == message.text:
+            yield (
+                message
+                if len(message.blocks) == 1 and text is item.source_text
+                else (dataclasses.replace(message, blocks=(result,)))
+            )
+        elif text is item.source_text:
             yield message
         else:
             yield _with_text(message, text)

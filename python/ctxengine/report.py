@@ -68,6 +68,7 @@ class RenderReport:
     _origins: Mapping[str, str] = field(default_factory=dict)
     _window_names: Sequence[str] = ()
     _extra: list[GrainDecision] = field(default_factory=list)
+    _guarded: Mapping[str, int] = field(default_factory=dict)
     _grains: list[GrainDecision] | None = None
 
     @property
@@ -86,6 +87,9 @@ class RenderReport:
         out = []
         for i, node_id in enumerate(ids):
             s = STATUS[status[i]]
+            if s == "kept" and node_id in self._guarded:
+                out.append(self._guard_decision(node_id, names[window[i]], before[i]))
+                continue
             out.append(
                 GrainDecision(
                     node_id,
@@ -100,6 +104,13 @@ class RenderReport:
                 )
             )
         return out
+
+    def _guard_decision(self, node_id: str, window: str, tokens: int) -> GrainDecision:
+        chars = self._guarded[node_id]
+        reason = f"tool result of {chars:,} chars cut to head + tail by the window guard"
+        return GrainDecision(
+            node_id, "transcript", window, "folded", "trimmed", "guard", reason, tokens, tokens
+        )
 
     def __iter__(self) -> Iterator[GrainDecision]:
         return iter(self.grains)

@@ -4,6 +4,7 @@
 //! `cargo test --no-default-features` builds and tests the algorithms without Python.
 
 pub mod assemble;
+pub mod bm25;
 pub mod errors;
 pub mod tokens;
 
@@ -18,6 +19,8 @@ mod _core {
 
     #[pymodule_export]
     use crate::py::assemble::{fuse, PyAssembly, PyPlan};
+    #[pymodule_export]
+    use crate::py::bm25::{bm25_tokenize, PyBm25Index};
     #[pymodule_export]
     use crate::py::tokens::{cache_info, clear_cache, set_cache_capacity, PyTokenizer};
 

@@ -193,8 +193,8 @@ pub const CLAUDE: Estimator = Estimator {
     factor: 1.38,
 };
 /// Not calibrated: the shared transcripts hold no Gemini usage. Google documents ~4 characters
-/// per token; `o200k_base` gives 4.04 on the transcripts' English prose, i.e. a ratio of ~1.0.
-/// 1.08 adds an 8% safety margin on top of that rule of thumb.
+/// per token; `o200k_base` gives 4.13 on the transcripts' assistant prose, a ratio of ~1.03.
+/// 1.08 keeps a ~5% safety margin over that rule of thumb.
 pub const GEMINI: Estimator = Estimator {
     family: "gemini",
     factor: 1.08,

@@ -101,3 +101,11 @@ def test_scene_raw_message_is_privileged() -> None:
     plain = ContextScene(session_id="s", user_message="no redaction")
     assert plain.for_plugin("t", privileged=True).raw_user_message == "no redaction"
     assert scene.for_plugin("x").plugin == "x" and scene.plugin is None
+
+
+def test_scene_accepts_a_transcript_object() -> None:
+    from ctxengine.transcript import Message, Transcript
+
+    transcript = Transcript((Message.user("hi"), Message.assistant("hello")))
+    scene = ContextScene(session_id="s", transcript=transcript)
+    assert [m.role for m in scene.transcript] == ["user", "assistant"]

@@ -263,3 +263,9 @@ def _code_with_name(name: str) -> str:
         f"    name = {name!r}\n    version = '1.0.0'\n    priority = 1\n    enabled = True\n"
         "    async def collect(self, scene):\n        return []\n"
     )
+
+
+def test_hidden_folders_are_skipped(make_plugin: MakePlugin) -> None:
+    hidden = make_plugin("hidden", folder=".hidden")
+    assert Registry().load_plugins(hidden.parent) == []
+    assert not (hidden / MARKER).exists()

@@ -131,6 +131,11 @@ class RedactionProvider:
         """Nothing per turn: work happens in :meth:`on_before_render`."""
         return []
 
+    def redact_text(self, text: str) -> str:
+        """Redact one text; the engine applies it to the user message plugins see."""
+        result = self.redactor.redact(text, Counter())
+        return result if isinstance(result, str) else text
+
     def on_before_render(self, event: BeforeRender) -> None:
         """Redact the content of every grain in ``event.tree`` in place."""
         for grain in event.tree:

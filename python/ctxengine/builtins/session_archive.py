@@ -202,10 +202,8 @@ class SessionArchiveProvider:
                 if isinstance(event.output, str)
                 else json.dumps(event.output, default=str)
             )
-            first = next((ln for ln in output.splitlines() if ln.strip()), "(no output)")
-            self._facts(event.session_id).failures.append(
-                f"{event.name} ({event.call_id}): {first}"
-            )
+            line = _failure_line(output)
+            self._facts(event.session_id).failures.append(f"{event.name} ({event.call_id}): {line}")
 
     async def collect(self, scene: ContextScene) -> list[ContextGrain]:
         """Keep a reference to the session's (read-only) transcript; contributes no grains."""

@@ -9,15 +9,20 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ..errors import TranscriptError
-from .model import Block, Image, Message, Text, ToolCall, ToolResult
+from .model import Block, Image, Message, ToolCall, ToolResult
 
 __all__ = (
     "Loc",
+    "arguments_object",
+    "dump_arguments",
     "fill_result_names",
     "image_from_url",
+    "image_url",
     "parse_arguments",
     "read_jsonl",
     "short",
+    "text_of",
+    "tool_call",
 )
 
 _DATA_URL = re.compile(r"data:(?P<mt>[\w.+-]+/[\w.+-]+)?(?:;[^,;]*)*;base64,(?P<data>.*)", re.S)
@@ -211,8 +216,3 @@ def tool_call(call_id: object, name: object, arguments: object, loc: Loc) -> Too
     if not isinstance(name, str):
         loc.fail("tool name", name, "a string")
     return ToolCall(call_id, name, parse_arguments(arguments, loc))
-
-
-def text_blocks(text: str) -> tuple[Text, ...]:
-    """``(Text(text),)``, or ``()`` for an empty string."""
-    return (Text(text),) if text else ()

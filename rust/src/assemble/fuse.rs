@@ -28,40 +28,47 @@ pub fn fuse<S: AsRef<str>>(
     seqs: &[u64],
 ) -> CoreResult<Fused> {
     let n = node_ids.len();
-    for (name, len) in [
-        ("priorities", priorities.len()),
-        ("ranks", ranks.len()),
-        ("seqs", seqs.len()),
-    ] {
-        if len != n {
-            return Err(CoreError::Value(format!(
-                "fuse: column {name} has {len} values, node_ids has {n}"
-            )));
-        }
-    }
+    check_lengths(
+        n,
+        &[
+            ("priorities", priorities.len()),
+            ("ranks", ranks.len()),
+            ("seqs", seqs.len()),
+        ],
+    )?;
     let n32 = u32::try_from(n).map_err(|_| CoreError::Value(format!("fuse: {n} grains")))?;
     let key = |i: u32| {
-        let i = i as usize;
-        (priorities[i], ranks[i], seqs[i], i)
+        let x = i as usize;
+        (priorities[x], ranks[x], seqs[x], i)
     };
-    let mut best: Map<'_> = Map::with_capacity_and_hasher(n, Default::default());
+    // One hash lookup per input: ids map to a group number, groups keep their best index.
+    let mut groups: Map<'_> = Map::with_capacity_and_hasher(n, Default::default());
+    let mut best: Vec<u32> = Vec::with_capacity(n);
+    let mut group_of: Vec<u32> = Vec::with_capacity(n);
     for i in 0..n32 {
-        let id = node_ids[i as usize].as_ref();
-        best.entry(id)
-            .and_modify(|w| {
-                if key(i) < key(*w) {
-                    *w = i;
-                }
-            })
-            .or_insert(i);
+        let next = best.len() as u32;
+        let g = *groups.entry(node_ids[i as usize].as_ref()).or_insert(next);
+        if g == next {
+            best.push(i);
+        } else if key(i) < key(best[g as usize]) {
+            best[g as usize] = i;
+        }
+        group_of.push(g);
     }
-    let winner: Vec<u32> = node_ids
-        .iter()
-        .map(|id| best.get(id.as_ref()).copied().unwrap_or(0))
-        .collect();
-    let mut order: Vec<u32> = (0..n32).filter(|&i| winner[i as usize] == i).collect();
-    order.sort_unstable_by_key(|&i| key(i));
+    let winner: Vec<u32> = group_of.iter().map(|&g| best[g as usize]).collect();
+    let mut keyed: Vec<(i64, u32, u64, u32)> = best.iter().map(|&i| key(i)).collect();
+    keyed.sort_unstable();
+    let order = keyed.into_iter().map(|k| k.3).collect();
     Ok(Fused { winner, order })
+}
+
+fn check_lengths(n: usize, columns: &[(&str, usize)]) -> CoreResult<()> {
+    match columns.iter().find(|(_, len)| *len != n) {
+        Some((name, len)) => Err(CoreError::Value(format!(
+            "fuse: column {name} has {len} values, node_ids has {n}"
+        ))),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@
 //! one window flow to windows still over; "every window within its allocation" is then the same
 //! as "total ≤ target", and the allocation decides which windows get cut.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -90,17 +89,48 @@ impl History {
     }
 }
 
+/// Tokens of the live items of each window.
+fn demand(cfg: &AssemblyConfig, c: &Columns) -> Vec<usize> {
+    let mut demand = vec![0usize; cfg.windows.len()];
+    for s in 0..c.alive.len() {
+        if c.alive[s] {
+            demand[usize::from(c.window[s])] += c.tokens[s] as usize;
+        }
+    }
+    demand
+}
+
 /// Running state of the removed-turns placeholder.
 #[derive(Debug, Default)]
 struct Removed {
+    /// Removed turns as disjoint, non-adjacent inclusive ranges: start -> end.
+    ranges: std::collections::BTreeMap<u32, u32>,
+    /// Number of removed turns.
     turns: usize,
-    first_turn: u32,
-    last_turn: u32,
     tokens: u64,
     seq: u64,
     window: u8,
     /// Tokens currently accounted for the placeholder.
     charged: u32,
+    /// Whether `charged` is the conservative bound rather than the exact count.
+    estimated: bool,
+}
+
+impl Removed {
+    /// Add a turn, merging it with adjacent ranges.
+    fn insert(&mut self, t: u32) {
+        let prev = self.ranges.range(..=t).next_back().map(|(&a, &b)| (a, b));
+        if prev.is_some_and(|(_, b)| t <= b) {
+            return;
+        }
+        let start = match prev {
+            Some((a, b)) if b.checked_add(1) == Some(t) => a,
+            _ => t,
+        };
+        let next = t.checked_add(1).and_then(|n| self.ranges.remove(&n));
+        self.ranges.insert(start, next.unwrap_or(t));
+        self.turns += 1;
+    }
 }
 
 /// One plan in progress.
@@ -117,7 +147,8 @@ struct Run<'a> {
     stage: Vec<Stage>,
     reasons: Vec<Reason>,
     after: Vec<u32>,
-    repl: BTreeMap<u32, Arc<str>>,
+    /// Replacement text by slot (allocated when the ladder runs).
+    repl: Vec<Option<Arc<str>>>,
     demand: Vec<usize>,
     used: Vec<usize>,
     alloc: Vec<usize>,
@@ -145,12 +176,7 @@ impl<'a> Run<'a> {
             .map_or(0.0, |(_, s)| *s);
         let (available, target) = limits(budget, reserve_share, cfg.pretrim_ratio);
         let n = c.alive.len();
-        let mut demand = vec![0usize; cfg.windows.len()];
-        for s in 0..n {
-            if c.alive[s] {
-                demand[usize::from(c.window[s])] += c.tokens[s] as usize;
-            }
-        }
+        let demand = demand(cfg, c);
         let mut run = Self {
             cfg,
             c,
@@ -164,7 +190,7 @@ impl<'a> Run<'a> {
             stage: vec![Stage::None; n],
             reasons: vec![Reason::None; n],
             after: c.tokens.clone(),
-            repl: BTreeMap::new(),
+            repl: Vec::new(),
             used: demand.clone(),
             alloc: Vec::new(),
             demand,
@@ -191,6 +217,7 @@ impl<'a> Run<'a> {
 
     fn ladder(mut self) -> CoreResult<Plan> {
         if self.total() > self.target {
+            self.repl = vec![None; self.status.len()];
             self.soft();
             self.timings.soft = self.lap();
             self.reallocate();
@@ -274,29 +301,12 @@ impl<'a> Run<'a> {
 
     fn finish(mut self) -> Plan {
         let c = self.c;
-        let context_order: Vec<u32> = self
-            .o
-            .context
-            .slots
-            .iter()
-            .copied()
-            .filter(|&s| self.reasons[s as usize] != Reason::Branch)
-            .collect();
+        let context_order = self.context_order();
         let placeholder = self.placeholder();
         let history_order = self.history_order(placeholder.as_ref().map(|p| p.seq));
-        let windows = self
-            .cfg
-            .windows
-            .iter()
-            .enumerate()
-            .map(|(w, (name, _))| WindowUse {
-                name: name.clone(),
-                demand: self.demand[w],
-                alloc: self.alloc.get(w).copied().unwrap_or(0),
-                used: self.used[w],
-            })
-            .collect();
+        let windows = self.window_uses();
         let total_after = self.total();
+        let replacements = self.replacements();
         self.timings.order = self.lap();
         Plan {
             budget: self.budget,
@@ -316,7 +326,7 @@ impl<'a> Run<'a> {
             tokens_before: c.tokens.clone(),
             tokens_after: self.after,
             window: c.window.clone(),
-            replacements: self.repl.into_iter().collect(),
+            replacements,
             placeholder,
             context_order,
             history_order,
@@ -325,6 +335,43 @@ impl<'a> Run<'a> {
             compaction_tokens: self.compaction.1,
             timings: self.timings,
         }
+    }
+
+    fn window_uses(&self) -> Vec<WindowUse> {
+        let names = self.cfg.windows.iter().map(|(name, _)| name.clone());
+        names
+            .enumerate()
+            .map(|(w, name)| WindowUse {
+                name,
+                demand: self.demand[w],
+                alloc: self.alloc.get(w).copied().unwrap_or(0),
+                used: self.used[w],
+            })
+            .collect()
+    }
+
+    /// `(slot, text)` of the items rendered as something else, by slot.
+    fn replacements(&mut self) -> Vec<(u32, Arc<str>)> {
+        let status = &self.status;
+        std::mem::take(&mut self.repl)
+            .into_iter()
+            .enumerate()
+            .filter(|(s, _)| {
+                matches!(
+                    status[*s],
+                    Status::Trimmed | Status::Cleared | Status::Folded
+                )
+            })
+            .filter_map(|(s, t)| Some((s as u32, t?)))
+            .collect()
+    }
+
+    /// Context grains still rendered (a folded branch once), by `(priority, rank, seq)`.
+    fn context_order(&self) -> Vec<u32> {
+        let slots = self.o.context.slots.iter().copied();
+        slots
+            .filter(|&s| self.reasons[s as usize] != Reason::Branch)
+            .collect()
     }
 
     /// History items still rendered, by seq, with the placeholder at `placeholder_seq`.
@@ -438,6 +485,17 @@ mod tests {
             .copied()
             .find(|&s| plan.node_id(s) == id)
             .unwrap_or_else(|| panic!("{id} is live"))
+    }
+
+    #[test]
+    fn removed_turns_merge_into_ranges() {
+        let mut r = Removed::default();
+        for t in [5, 3, 4, 9, 7, 8, 4, 0, u32::MAX] {
+            r.insert(t);
+        }
+        let ranges: Vec<(u32, u32)> = r.ranges.iter().map(|(&a, &b)| (a, b)).collect();
+        assert_eq!(ranges, vec![(0, 0), (3, 5), (7, 9), (u32::MAX, u32::MAX)]);
+        assert_eq!(r.turns, 8);
     }
 
     #[test]

@@ -83,7 +83,7 @@ impl Run<'_> {
         };
         let tokens = count.saturating_add(self.c.overhead[i]);
         if tokens < self.after[i] {
-            self.repl.insert(s, text);
+            self.repl[s as usize] = Some(text);
             self.decide(s, Status::Trimmed, Stage::Soft, reason, tokens);
         }
     }
@@ -127,7 +127,7 @@ impl Run<'_> {
         };
         let tokens = count.saturating_add(self.c.overhead[i]);
         if tokens < self.after[i] {
-            self.repl.insert(s, text);
+            self.repl[s as usize] = Some(text);
             self.decide(s, Status::Cleared, Stage::Soft, Reason::Cleared, tokens);
         }
     }
@@ -172,19 +172,44 @@ impl Run<'_> {
                 .total_cmp(&scores[b])
                 .then(groups.first_seq[a].cmp(&groups.first_seq[b]))
         });
+        // Removals charge a bound for the placeholder (counting its text each time would cost
+        // more than the removal); the exact count is taken when the overflow gets within the
+        // bound, so a removal the exact count makes unnecessary does not happen.
+        let bound = self.placeholder_bound();
         for g in eligible {
+            if over & history_mask != 0 && self.near_the_end(over & history_mask, bound) {
+                self.charge_exact();
+                over = self.over_mask();
+            }
             if over & history_mask == 0 {
                 break;
             }
             if over & groups.windows[g] == 0 {
                 continue;
             }
+            if self.removed.is_none() && !self.worth_a_placeholder(&groups, g) {
+                continue;
+            }
             let (turn, score) = (groups.turn[g], scores[g]);
             self.remove_group(&groups, g, Stage::Hard, Reason::Removed { turn, score });
-            self.charge_placeholder();
+            self.charge(bound, true);
             over = self.over_mask();
         }
+        self.charge_exact();
         self.groups = Some((groups, scores));
+    }
+
+    /// Whether the placeholder is charged at its bound and the overflow of `mask` is within it.
+    fn near_the_end(&self, mask: u64, bound: u32) -> bool {
+        self.removed.as_ref().is_some_and(|r| r.estimated) && self.deficit(mask) <= bound as usize
+    }
+
+    /// Whether removing group `g` alone saves more than the placeholder it would need.
+    fn worth_a_placeholder(&self, g: &Groups, i: usize) -> bool {
+        let held = self.group_tokens(g, i);
+        let text = text::removed_turns([(g.turn[i], g.turn[i])], 1, held as u64);
+        let cost = self.count(&text).saturating_add(PLACEHOLDER_OVERHEAD);
+        held > cost as usize
     }
 
     /// Drop every item of group `g`; returns the tokens it rendered.
@@ -213,16 +238,12 @@ impl Run<'_> {
 
     fn note_removed(&mut self, turn: u32, tokens: u64, seq: u64, window: u8) {
         let r = self.removed.get_or_insert(Removed {
-            first_turn: turn,
-            last_turn: turn,
             seq,
             window,
             ..Removed::default()
         });
-        r.turns += 1;
+        r.insert(turn);
         r.tokens += tokens;
-        r.first_turn = r.first_turn.min(turn);
-        r.last_turn = r.last_turn.max(turn);
         if seq < r.seq {
             r.seq = seq;
             r.window = window;
@@ -230,27 +251,49 @@ impl Run<'_> {
     }
 
     fn placeholder_text(r: &Removed) -> String {
-        text::removed_turns(r.turns, r.first_turn, r.last_turn, r.tokens)
+        let ranges = r.ranges.iter().map(|(&a, &b)| (a, b));
+        text::removed_turns(ranges, r.turns, r.tokens)
     }
 
     /// Account the placeholder's exact tokens in its window.
-    fn charge_placeholder(&mut self) {
+    fn charge_exact(&mut self) {
         let Some(r) = &self.removed else {
             return;
         };
-        let tokens = self
-            .count(&Self::placeholder_text(r))
-            .saturating_add(PLACEHOLDER_OVERHEAD);
+        let exact = self.count(&Self::placeholder_text(r));
+        self.charge(exact.saturating_add(PLACEHOLDER_OVERHEAD), false);
+    }
+
+    /// Account `tokens` for the placeholder in the window of the first removed item.
+    fn charge(&mut self, tokens: u32, estimated: bool) {
+        let Some(r) = &mut self.removed else {
+            return;
+        };
         let (old, w) = (r.charged as usize, usize::from(r.window));
-        // The window may have changed with the first removed item; the old charge sits in the
-        // window recorded when it was made.
+        r.charged = tokens;
+        r.estimated = estimated;
+        // The first removed item (hence the window) may have changed since the last charge.
         let old_w = self.charged_window.unwrap_or(w);
         self.used[old_w] -= old;
         self.used[w] += tokens as usize;
         self.charged_window = Some(w);
-        if let Some(r) = &mut self.removed {
-            r.charged = tokens;
-        }
+    }
+
+    /// An upper bound of the placeholder's tokens, whatever it says: the longest text it can
+    /// take (every number at its widest) counted once per plan.
+    fn placeholder_bound(&self) -> u32 {
+        let wide = u32::MAX - 2;
+        let ranges = (0..text::SHOWN_RANGES as u32).map(|_| (wide - 1, wide));
+        let text = text::removed_turns(ranges, u32::MAX as usize, u64::MAX);
+        self.count(&text).saturating_add(PLACEHOLDER_OVERHEAD)
+    }
+
+    /// Tokens by which the windows in `mask` exceed their allocation.
+    fn deficit(&self, mask: u64) -> usize {
+        (0..self.used.len())
+            .filter(|&w| mask & (1u64 << (w & 63)) != 0)
+            .map(|w| self.used[w].saturating_sub(self.alloc.get(w).copied().unwrap_or(0)))
+            .sum()
     }
 
     /// The placeholder standing for the removed turns, if any.
@@ -304,7 +347,7 @@ impl Run<'_> {
         if tokens >= self.after[i] {
             return false;
         }
-        self.repl.insert(s, text);
+        self.repl[s as usize] = Some(text);
         self.decide(s, Status::Folded, Stage::Fold, Reason::Folded, tokens);
         true
     }
@@ -339,7 +382,7 @@ impl Run<'_> {
                 continue;
             }
             let nodes = u32::try_from(members.len()).unwrap_or(u32::MAX);
-            self.repl.insert(head, Arc::from(t.as_str()));
+            self.repl[head as usize] = Some(Arc::from(t.as_str()));
             self.decide(
                 head,
                 Status::Folded,
@@ -348,7 +391,7 @@ impl Run<'_> {
                 cost,
             );
             for &s in &members[1..] {
-                self.repl.remove(&s);
+                self.repl[s as usize] = None;
                 self.decide(s, Status::Folded, Stage::Fold, Reason::Branch, 0);
             }
         }

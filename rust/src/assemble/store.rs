@@ -342,6 +342,14 @@ impl Columns {
             self.chars[s] = u32::try_from(item.text.chars().count()).unwrap_or(u32::MAX);
             self.texts[s] = item.text;
         }
+        // Trimmed texts and stand-ins depend on the text, summary, label and token count only.
+        if count.is_some()
+            || self.labels[s] != item.label
+            || self.summaries[s] != item.summary
+            || self.overhead[s] != item.overhead
+        {
+            self.derived[s] = Derived::default();
+        }
         self.tokens[s] = text_count.saturating_add(item.overhead);
         self.overhead[s] = item.overhead;
         self.labels[s] = item.label;
@@ -355,7 +363,6 @@ impl Columns {
         self.turn[s] = item.turn;
         self.flags[s] = item.flags;
         self.alive[s] = true;
-        self.derived[s] = Derived::default();
     }
 
     fn grow(&mut self, id: Arc<str>) {

@@ -72,15 +72,41 @@ pub fn folded_branch(branch: &str, nodes: usize, tokens: u64) -> String {
     format!("[folded branch {branch}: {nodes} nodes, {tokens} tokens]")
 }
 
-/// `[<k> earlier turns removed to fit the budget: turns a–b, <T> tokens]`.
-pub fn removed_turns(k: usize, first: u32, last: u32, tokens: u64) -> String {
+/// Ranges of removed turns shown in the placeholder; the rest are counted.
+pub const SHOWN_RANGES: usize = 4;
+
+/// `[<k> earlier turns removed to fit the budget: turns a–b, c, d–e and <m> more, <T> tokens]`
+/// from the removed turns as ascending, disjoint, non-adjacent inclusive ranges (`k` turns in
+/// all); at most [`SHOWN_RANGES`] ranges are listed, the turns of the others are counted.
+pub fn removed_turns(
+    ranges: impl IntoIterator<Item = (u32, u32)>,
+    k: usize,
+    tokens: u64,
+) -> String {
+    let mut listed = 0usize;
+    let spans: Vec<String> = ranges
+        .into_iter()
+        .take(SHOWN_RANGES)
+        .map(|(a, b)| {
+            listed += (b - a) as usize + 1;
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}–{b}")
+            }
+        })
+        .collect();
     let noun = if k == 1 { "turn" } else { "turns" };
-    let span = if first == last {
-        format!("turn {first}")
+    let more = k.saturating_sub(listed);
+    let more = if more > 0 {
+        format!(" and {more} more")
     } else {
-        format!("turns {first}–{last}")
+        String::new()
     };
-    format!("[{k} earlier {noun} removed to fit the budget: {span}, {tokens} tokens]")
+    format!(
+        "[{k} earlier {noun} removed to fit the budget: {noun} {}{more}, {tokens} tokens]",
+        spans.join(", ")
+    )
 }
 
 /// Branch of a node id: its first dotted segment.
@@ -154,8 +180,16 @@ mod tests {
             "[folded branch rag: 2 nodes, 9 tokens]"
         );
         assert_eq!(
-            removed_turns(3, 2, 5, 900),
-            "[3 earlier turns removed to fit the budget: turns 2–5, 900 tokens]"
+            removed_turns([(2, 4)], 3, 900),
+            "[3 earlier turns removed to fit the budget: turns 2–4, 900 tokens]"
+        );
+        assert_eq!(
+            removed_turns([(7, 7)], 1, 5),
+            "[1 earlier turn removed to fit the budget: turn 7, 5 tokens]"
+        );
+        assert_eq!(
+            removed_turns([(1, 1), (3, 4), (6, 6), (8, 9), (11, 12)], 8, 40),
+            "[8 earlier turns removed to fit the budget: turns 1, 3–4, 6, 8–9 and 2 more, 40 tokens]"
         );
         assert_eq!(branch_of("rag.docs.3"), "rag");
     }

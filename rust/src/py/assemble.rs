@@ -3,16 +3,20 @@
 //! Columns cross the boundary as lists of primitives; the items stay in Rust between renders,
 //! and a `Plan` keeps Rust vectors, turning them into Python objects only when asked.
 
+use std::sync::Arc;
+
 use parking_lot::Mutex;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
-use crate::assemble::{self, Assembly, AssemblyConfig, ItemSpec, Plan, Status};
+use crate::assemble::{self, Assembly, AssemblyConfig, ItemSpec, Plan, Reason, Status};
 use crate::tokens::{counter_for_encoding, counter_for_model, Counter, Encoding};
 
-/// Upserts with at least this many items are counted with the GIL released.
+/// Upserts with at least this many items, or this many bytes of text, are counted with the GIL
+/// released.
 const DETACH_ITEMS: usize = 16;
+const DETACH_BYTES: usize = 8 * 1024;
 
 fn resolve(model_or_encoding: &str) -> PyResult<Counter> {
     let name = model_or_encoding.trim();
@@ -65,11 +69,54 @@ fn same_length(n: usize, columns: &[(&str, usize)]) -> PyResult<()> {
     }
 }
 
+/// Python strings by slot (node ids, replacement texts), shared by an assembly and its plans so that a warm render
+/// reuses the `str` objects of the previous one. An entry is valid while its `Arc<str>` is the
+/// one the plan holds for that slot (a reused slot gets a new `Arc`).
+#[derive(Default)]
+struct Names(Mutex<Vec<Option<Named>>>);
+
+/// A text and its Python string.
+type Named = (Arc<str>, Py<PyString>);
+
+impl Names {
+    /// The Python string of `text` stored under `key`, reusing the cached one while its text is
+    /// the same `Arc` as last time.
+    fn fetch<'py>(
+        cache: &mut Vec<Option<Named>>,
+        py: Python<'py>,
+        key: usize,
+        text: &Arc<str>,
+    ) -> Bound<'py, PyString> {
+        if cache.len() <= key {
+            cache.resize_with(key + 1, || None);
+        }
+        match &cache[key] {
+            Some((known, s)) if Arc::ptr_eq(known, text) => s.bind(py).clone(),
+            _ => {
+                let s = PyString::new(py, text);
+                cache[key] = Some((Arc::clone(text), s.clone().unbind()));
+                s
+            }
+        }
+    }
+}
+
+/// Python strings of decision reasons by slot, reused while the slot's reason and node id are
+/// the same as last time.
+#[derive(Default)]
+struct Reasons(Mutex<Vec<Option<Explained>>>);
+
+/// A reason, the node id it was formatted for, and its Python string.
+type Explained = (Reason, Arc<str>, Py<PyString>);
+
 /// The items of a session kept in Rust between renders, and the planner that fits them into a
 /// budget. The handle is frozen; a lock inside serializes calls.
 #[pyclass(frozen, name = "Assembly", module = "ctxengine._core")]
 pub struct PyAssembly {
     inner: Mutex<Assembly>,
+    names: Arc<Names>,
+    texts: Arc<Names>,
+    reasons: Arc<Reasons>,
 }
 
 #[pymethods]
@@ -80,7 +127,9 @@ impl PyAssembly {
         model_or_encoding, windows, *, reserve = Some("reserve"), pretrim_ratio = 0.8,
         weights = (0.25, 0.3, 0.35, 0.1), soft_trim_chars = 4000, soft_keep_chars = 1500,
         protect_last_assistant = 3, hard_trim_max_score = 0.6
-    ))]
+    ), text_signature = "(model_or_encoding, windows, *, reserve='reserve', pretrim_ratio=0.8, \
+        weights=(0.25, 0.3, 0.35, 0.1), soft_trim_chars=4000, soft_keep_chars=1500, \
+        protect_last_assistant=3, hard_trim_max_score=0.6)")]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         model_or_encoding: &str,
@@ -112,6 +161,9 @@ impl PyAssembly {
         config.hard_trim_max_score = hard_trim_max_score;
         Ok(Self {
             inner: Mutex::new(Assembly::new(config)?),
+            names: Arc::default(),
+            texts: Arc::default(),
+            reasons: Arc::default(),
         })
     }
 
@@ -180,8 +232,9 @@ impl PyAssembly {
                 summary,
             });
         }
+        let bytes: usize = items.iter().map(|i| i.text.len()).sum();
         let work = || self.inner.lock().upsert(items);
-        let counts = if n >= DETACH_ITEMS {
+        let counts = if n >= DETACH_ITEMS || bytes >= DETACH_BYTES {
             py.detach(work)
         } else {
             work()
@@ -209,7 +262,12 @@ impl PyAssembly {
         let budget = usize::try_from(budget)
             .map_err(|_| PyValueError::new_err(format!("budget must be >= 0; got {budget}")))?;
         let plan = py.detach(|| self.inner.lock().plan(budget))?;
-        Ok(PyPlan { plan })
+        Ok(PyPlan {
+            plan,
+            names: Arc::clone(&self.names),
+            texts: Arc::clone(&self.texts),
+            reasons: Arc::clone(&self.reasons),
+        })
     }
 
     fn __repr__(&self) -> String {
@@ -227,11 +285,57 @@ impl PyAssembly {
 #[pyclass(frozen, name = "Plan", module = "ctxengine._core")]
 pub struct PyPlan {
     plan: Plan,
+    names: Arc<Names>,
+    texts: Arc<Names>,
+    reasons: Arc<Reasons>,
 }
 
 impl PyPlan {
+    /// The reason of every live item as a Python list.
+    fn reasons<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let p = &self.plan;
+        let kept = PyString::intern(py, "kept");
+        let mut cache = self.reasons.0.lock();
+        if cache.len() < p.node_ids.len() {
+            cache.resize_with(p.node_ids.len(), || None);
+        }
+        let mut out = Vec::with_capacity(p.live.len());
+        for &slot in &p.live {
+            let s = slot as usize;
+            let (reason, id) = (p.reasons[s], &p.node_ids[s]);
+            if p.status[s] == Status::Kept {
+                out.push(kept.clone());
+                continue;
+            }
+            match &cache[s] {
+                Some((r, known, text)) if *r == reason && Arc::ptr_eq(known, id) => {
+                    out.push(text.bind(py).clone());
+                }
+                _ => {
+                    let text = PyString::new(py, &p.reason(slot));
+                    cache[s] = Some((reason, Arc::clone(id), text.clone().unbind()));
+                    out.push(text);
+                }
+            }
+        }
+        drop(cache);
+        PyList::new(py, out)
+    }
+
+    /// Node ids of `slots` (which may hold the placeholder) as a Python list.
     fn ids<'py>(&self, py: Python<'py>, slots: &[u32]) -> PyResult<Bound<'py, PyList>> {
-        PyList::new(py, slots.iter().map(|&s| self.plan.node_id(s)))
+        let ids = &self.plan.node_ids;
+        let placeholder = PyString::intern(py, assemble::PLACEHOLDER_ID);
+        let mut cache = self.names.0.lock();
+        let out: Vec<Bound<'py, PyString>> = slots
+            .iter()
+            .map(|&s| match ids.get(s as usize) {
+                Some(id) => Names::fetch(&mut cache, py, s as usize, id),
+                None => placeholder.clone(),
+            })
+            .collect();
+        drop(cache);
+        PyList::new(py, out)
     }
 }
 
@@ -289,8 +393,17 @@ impl PyPlan {
     #[getter]
     fn replacements<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        for (slot, text) in &self.plan.replacements {
-            d.set_item(self.plan.node_id(*slot), &**text)?;
+        let repl = &self.plan.replacements;
+        let slots: Vec<u32> = repl.iter().map(|(s, _)| *s).collect();
+        let names = self.ids(py, &slots)?;
+        let mut cache = self.texts.0.lock();
+        let texts: Vec<Bound<'py, PyString>> = repl
+            .iter()
+            .map(|(s, t)| Names::fetch(&mut cache, py, *s as usize, t))
+            .collect();
+        drop(cache);
+        for (name, text) in names.iter().zip(texts) {
+            d.set_item(name, text)?;
         }
         if let Some(p) = &self.plan.placeholder {
             d.set_item(assemble::PLACEHOLDER_ID, &p.text)?;
@@ -355,15 +468,7 @@ impl PyPlan {
     )> {
         let p = &self.plan;
         let live = &p.live;
-        let kept = PyString::intern(py, "kept");
-        let reasons = PyList::empty(py);
-        for &s in live {
-            if p.status[s as usize] == Status::Kept {
-                reasons.append(&kept)?;
-            } else {
-                reasons.append(p.reason(s))?;
-            }
-        }
+        let reasons = self.reasons(py)?;
         let pick = |col: &[u32]| -> Vec<u32> { live.iter().map(|&s| col[s as usize]).collect() };
         Ok((
             self.ids(py, live)?,

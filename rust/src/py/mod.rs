@@ -1,5 +1,6 @@
 //! Every PyO3 item lives below this module; the algorithms above it never see Python.
 
 pub mod assemble;
+pub mod bm25;
 pub mod errors;
 pub mod tokens;

@@ -1,0 +1,62 @@
+"""Plugins through the real engine: a broken plugin never breaks a render, faults are reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from plugin_helpers import Simple
+
+from ctxengine import ContextEngine
+from ctxengine.builtins import EnvInfoProvider, ToolResultCompressor
+from ctxengine.grain import ContextGrain
+from ctxengine.transcript import ToolCall
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plugins"
+pytestmark = pytest.mark.anyio
+
+
+class Broken(Simple):
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        raise RuntimeError("database down")
+
+
+class Stuck(Simple):
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        await anyio.sleep(30)
+        return []
+
+
+class Junk(Simple):
+    async def collect(self, scene: Any) -> Any:
+        return "not grains"
+
+
+async def test_render_survives_broken_plugins_and_reports_them() -> None:
+    engine = ContextEngine(
+        "gpt-4o",
+        4000,
+        plugins=[
+            EnvInfoProvider(),
+            ToolResultCompressor(),
+            Broken("broken"),
+            Stuck("stuck"),
+            Junk("junk"),
+        ],
+        plugin_timeout=0.2,
+    )
+    engine.load_plugins(EXAMPLES)
+    async with engine.session("s1") as session:
+        await session.user_message("Please read the log")
+        await session.assistant_message("", [ToolCall("c1", "read_file", {"path": "app.log"})])
+        await session.tool_result("c1", "log line\n" * 2000 + "FATAL: disk full")
+        rendered = await session.render()
+    nodes = [g.node_id for g in rendered.tree]
+    assert "sys.env" in nodes and "sys.workspace_rules" in nodes
+    faults = {(f["plugin"], f["kind"]) for f in rendered.report.faults}
+    assert {("broken", "raised"), ("stuck", "timeout"), ("junk", "invalid")} <= faults
+    tool_text = str(rendered.payload)
+    assert "FATAL: disk full" in tool_text and "omitted" in tool_text
+    assert rendered.tokens <= 4000
