@@ -9,14 +9,13 @@ agent run under one user request can still lose its oldest steps.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Final
 
 from .grain import ContextGrain
 from .guard import truncate_tool_result
-from .transcript import Image, Message, Text, ToolCall, ToolResult
+from .transcript import Image, Message, Text, ToolResult
 
 __all__ = ("FLAG", "KIND", "ROLE", "HistoryBuilder", "HistoryItem", "tool_result_node_id")
 
@@ -59,17 +58,13 @@ class HistoryItem:
     grain: ContextGrain
     source_text: str  # the text as the message holds it (compose re-renders when they differ)
     guarded_from: int = 0  # characters before the window guard cut it (0: not cut)
+    composed: tuple[str, Message] | None = None  # last rendered (text, message), reused
 
 
 def tool_result_node_id(call_id: str) -> str:
     """The node id of a tool result: ``act.tool_result.<call id>`` with unsafe chars as ``_``."""
     safe = _NODE_CHARS.sub("_", call_id)
     return f"act.tool_result.{safe}" if safe else ""
-
-
-def _call_text(call: ToolCall) -> str:
-    args = call.arguments
-    return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
 
 
 class HistoryBuilder:
@@ -114,7 +109,7 @@ class HistoryBuilder:
         kind, role = KIND["message"], ROLE[message.role]
         if message.role == "system":
             kind, flags = KIND["context"], flags | FLAG["protected"]
-        texts = tuple(t for c in calls for t in (c.name, _call_text(c)))
+        texts = tuple(t for c in calls for t in (c.name, c.arguments_json))
         node_id = self._node_id(f"sys.transcript.{index}" if kind == 0 else f"hist.{index}")
         text = message.text
         grain = ContextGrain(

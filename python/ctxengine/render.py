@@ -68,19 +68,26 @@ def _history(session: Session, plan: Any) -> Iterator[Message]:
             continue
         message = session.messages[item.index]
         text = replacements.get(node_id, item.text)
-        if item.kind == KIND["tool_result"]:
-            result = message.tool_results[item.result]
-            if text is not item.source_text:
-                result = dataclasses.replace(result, content=(Text(text),))
-            yield (
-                message
-                if len(message.blocks) == 1 and text is item.source_text
-                else (dataclasses.replace(message, blocks=(result,)))
-            )
-        elif text is item.source_text:
+        if text is item.source_text and (
+            item.kind != KIND["tool_result"] or len(message.blocks) == 1
+        ):
             yield message
+        elif item.composed is not None and item.composed[0] is text:
+            yield item.composed[1]
         else:
-            yield _with_text(message, text)
+            composed = _recompose(message, item.result, text, text is not item.source_text)
+            item.composed = (text, composed)
+            yield composed
+
+
+def _recompose(message: Message, result_index: int, text: str, changed: bool) -> Message:
+    """``message`` carrying ``text``: one result of a tool message, or the text of a turn."""
+    if result_index < 0:
+        return _with_text(message, text)
+    result = message.tool_results[result_index]
+    if changed:
+        result = dataclasses.replace(result, content=(Text(text),))
+    return dataclasses.replace(message, blocks=(result,))
 
 
 def compose(session: Session, plan: Any, by_id: Mapping[str, ContextGrain]) -> Transcript:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._common import Loc, dump_arguments, image_from_url, image_url, tool_call
+from ._common import Loc, image_from_url, image_url, tool_call
 from .model import Block, Image, Message, Text, ToolCall, ToolResult, Transcript
 from .providers import IMAGE_TYPES, image_placeholder
 
@@ -135,7 +135,7 @@ def _assistant_out(m: Message) -> dict[str, Any]:
             {
                 "id": c.id,
                 "type": "function",
-                "function": {"name": c.name, "arguments": dump_arguments(c.arguments)},
+                "function": {"name": c.name, "arguments": c.arguments_json},
             }
             for c in calls
         ]

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ._common import Loc, dump_arguments, image_from_url, image_url, tool_call
+from ._common import Loc, image_from_url, image_url, tool_call
 from .model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult, Transcript
 from .providers import (
     IMAGE_TYPES,
@@ -138,7 +138,7 @@ def _assistant_items(m: Message, family: str | None) -> list[dict[str, Any]]:
                     "type": "function_call",
                     "call_id": b.id,
                     "name": b.name,
-                    "arguments": dump_arguments(b.arguments),
+                    "arguments": b.arguments_json,
                 }
             )
     return items

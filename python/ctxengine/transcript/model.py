@@ -15,6 +15,7 @@ Invariants, checked when a message is built:
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Union, get_args, overload
@@ -67,6 +68,17 @@ class ToolCall:
     id: str
     name: str
     arguments: dict[str, Any] | str = field(hash=False)
+    _json: str | None = field(default=None, init=False, repr=False, compare=False, hash=False)
+
+    @property
+    def arguments_json(self) -> str:
+        """The arguments as the JSON string OpenAI wire formats carry (computed once)."""
+        if self._json is None:
+            args = self.arguments
+            text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            object.__setattr__(self, "_json", text)
+            return text
+        return self._json
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,10 +147,16 @@ class Message:
     id: str | None = None
     stop_reason: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # Derived once (renders read them for every message on every turn).
+    _calls: tuple[ToolCall, ...] = field(init=False, repr=False, compare=False, hash=False)
+    _results: tuple[ToolResult, ...] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.blocks, tuple):
             object.__setattr__(self, "blocks", tuple(self.blocks))
+        blocks = self.blocks
+        object.__setattr__(self, "_calls", tuple(b for b in blocks if isinstance(b, ToolCall)))
+        object.__setattr__(self, "_results", tuple(b for b in blocks if isinstance(b, ToolResult)))
         allowed = _ALLOWED.get(self.role)
         if allowed is None:
             raise TranscriptError(f"message role is {self.role!r}; expected one of {sorted(ROLES)}")
@@ -158,12 +176,12 @@ class Message:
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
         """The :class:`ToolCall` blocks, in order."""
-        return tuple(b for b in self.blocks if isinstance(b, ToolCall))
+        return self._calls
 
     @property
     def tool_results(self) -> tuple[ToolResult, ...]:
         """The :class:`ToolResult` blocks, in order."""
-        return tuple(b for b in self.blocks if isinstance(b, ToolResult))
+        return self._results
 
     @property
     def failed(self) -> bool:
