@@ -237,3 +237,22 @@ async def test_guard_splits_a_huge_grain_into_chunks() -> None:
     assert "".join(g.text for g in chunks) == text
     parent = out.report.get("rag.manual")
     assert parent is not None and parent.stage == "guard" and parent.status == "split"
+
+
+async def test_compressor_grain_replaces_the_raw_tool_result() -> None:
+    from ctxengine.builtins import ToolResultCompressor
+
+    engine = ContextEngine("gpt-4o", Budget(total=50_000), plugins=[ToolResultCompressor()])
+    raw = "".join(f"row {i}\n" for i in range(3000))
+    async with engine.session("c") as s:
+        await s.user_message("list rows")
+        await s.assistant_message("", [ToolCall("call_9", "query", {"sql": "select"})])
+        await s.tool_result("call_9", raw, name="query")
+        out = await s.render()
+    tool = next(m for m in out.payload["messages"] if m["role"] == "tool")
+    assert tool["tool_call_id"] == "call_9" and len(tool["content"]) < len(raw) / 3
+    entries = [g for g in out.report if g.node_id == "act.tool_result.call_9"]
+    assert {(g.origin, g.decision) for g in entries} == {
+        ("tool_result_compressor", "kept"),
+        ("transcript", "shadowed"),
+    }

@@ -117,6 +117,7 @@ def _apply_overrides(
             context.append(grain)
         elif grain.priority <= HISTORY_PRIORITY:
             overrides[grain.node_id] = grain
+            state.extra.append(_shadowed_decision(item.grain, grain, session))
             grain.meta.setdefault("shadowed", []).append(
                 {"node_id": grain.node_id, "origin": "transcript", "priority": HISTORY_PRIORITY}
             )
@@ -377,6 +378,7 @@ def _report(
     timings: dict[str, float],
 ) -> RenderReport:
     origins = {n: g.origin for n, g in by_id.items()}
+    origins.update({n: g.origin for n, g in session._overrides.items()})
     windows = [
         {"window": name, "demand": demand, "alloc": alloc, "used": used}
         for name, demand, alloc, used in plan.windows

@@ -65,7 +65,10 @@ class ContextEngine:
         allow_dangerous: Consent for privileged plugin abilities: bool or plugin names.
         plugin_timeout: Seconds each plugin call may take.
         max_failures: Consecutive failures after which a plugin is quarantined for a session.
-        weights: Turn-score weights (tool_call, feedback, recency, structural).
+        weights: Step-score weights (has tool call, explicit user input, recency, structural
+            change). The default puts explicit user input (a request or feedback) above the
+            hard-trim threshold (0.6): user turns are summarized by compaction, never dropped
+            silently, while old tool steps go first.
 
     Raises:
         EncodingError: unknown model. BudgetError: invalid budget.
@@ -81,7 +84,7 @@ class ContextEngine:
         allow_dangerous: bool | Collection[str] = False,
         plugin_timeout: float | None = 2.0,
         max_failures: int = 3,
-        weights: tuple[float, float, float, float] = (0.25, 0.3, 0.35, 0.1),
+        weights: tuple[float, float, float, float] = (0.25, 0.65, 0.35, 0.1),
     ) -> None:
         self.model = model
         self.budget = budget if isinstance(budget, Budget) else Budget(total=budget)

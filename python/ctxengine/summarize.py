@@ -17,6 +17,7 @@ __all__ = ("ExtractiveSummarizer", "Summarizer")
 
 _PATH = re.compile(r"(?<![\w/])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}\b")
 _MAX_LINE = 200
+_MAX_REQUEST = 600
 
 
 @runtime_checkable
@@ -26,6 +27,12 @@ class Summarizer(Protocol):
     async def summarize(self, messages: Sequence[Message], instructions: str) -> str:
         """Summarize ``messages`` following ``instructions``."""
         ...
+
+
+def _request(text: str) -> str:
+    """A user request with whitespace collapsed, cut to ``_MAX_REQUEST`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _MAX_REQUEST else flat[: _MAX_REQUEST - 1] + "…"
 
 
 def _first_line(text: str) -> str:
@@ -51,7 +58,7 @@ class ExtractiveSummarizer:
         tools: dict[str, int] = {}
         for message in messages:
             if message.role == "user" and message.text.strip():
-                requests.append(_first_line(message.text))
+                requests.append(_request(message.text))
             for call in message.tool_calls:
                 tools[call.name] = tools.get(call.name, 0) + 1
                 files.update(dict.fromkeys(_PATH.findall(str(call.arguments))))
@@ -74,7 +81,7 @@ class ExtractiveSummarizer:
         keep = self.max_items
         lines = [f"[Summary of {count} earlier messages]"]
         if requests:
-            lines.append("Requests: " + " | ".join(requests[-keep:]))
+            lines.extend(["User requests:", *(f"- {r}" for r in requests[-keep:])])
         if tools:
             lines.append("Tools used: " + ", ".join(f"{n}×{c}" for n, c in tools.items()))
         if files:
