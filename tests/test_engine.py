@@ -256,3 +256,27 @@ async def test_compressor_grain_replaces_the_raw_tool_result() -> None:
         ("tool_result_compressor", "kept"),
         ("transcript", "shadowed"),
     }
+
+
+async def test_a_plugin_grain_with_a_bad_window_is_reported_not_fatal() -> None:
+    class Sloppy:
+        name, version, priority, enabled = "sloppy", "1.0.0", 10, True
+
+        async def collect(self, scene: object) -> list[ContextGrain]:
+            return [
+                ContextGrain("rag.bad", content="x", window="nowhere"),
+                ContextGrain("rag.good", content="GOOD"),
+            ]
+
+        def on_user_msg(self, event: object) -> list[ContextGrain]:
+            return [ContextGrain("mem.bad", content="y", window="reserve")]
+
+    engine = ContextEngine("gpt-4o", Budget(total=4000), plugins=[Sloppy()])
+    async with engine.session("s") as s:
+        await s.user_message("hi")
+        out = await s.render()
+    assert "GOOD" in system_text(out.payload)
+    faults = [(f["plugin"], f["kind"]) for f in out.report.faults]
+    assert faults.count(("sloppy", "invalid")) == 2
+    with pytest.raises(BudgetError, match="nowhere"):
+        s.add(ContextGrain("rag.x", content="x", window="nowhere"))

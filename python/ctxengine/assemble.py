@@ -11,9 +11,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from . import _core
+from .errors import CtxEngineError
 from .events import AfterRender, BeforeRender, OverBudget
 from .grain import ContextGrain
 from .history import FLAG, KIND, HistoryItem
+from .plugins.dispatch import PluginFault
 from .render import compose, payload_tokens
 from .report import GrainDecision, RenderReport
 from .scene import ContextScene
@@ -163,6 +165,22 @@ def _split_large(
             )
         )
         out.extend(chunks)
+    return out
+
+
+def _admit(session: Session, grains: list[ContextGrain], state: _TurnState) -> list[ContextGrain]:
+    """Grains the core can take; a plugin grain it cannot is reported and left out."""
+    budget = session.engine.budget
+    out: list[ContextGrain] = []
+    for grain in grains:
+        try:
+            budget.window_of(grain.node_id, grain.window)
+            if grain.node_id == "hist.removed":
+                raise CtxEngineError("node id 'hist.removed' is reserved for the trim placeholder")
+        except CtxEngineError as exc:
+            state.faults.append(PluginFault(grain.origin, "render", "invalid", str(exc)))
+            continue
+        out.append(grain)
     return out
 
 
@@ -326,7 +344,7 @@ async def run_render(session: Session, provider: str, **options: Any) -> Rendere
     hooks = session.has_hook
     if hooks("on_before_render"):
         await _run_tree_hook(session, BeforeRender(tree), state)
-    context = [g for g in tree if g.node_id not in session._items]
+    context = _admit(session, [g for g in tree if g.node_id not in session._items], state)
     session._order = {g.node_id: n for n, g in enumerate(context)}
     _sync_context(session, context)
     _sync_history(session, scan=hooks("on_before_render") or hooks("on_over_budget"))
@@ -336,7 +354,7 @@ async def run_render(session: Session, provider: str, **options: Any) -> Rendere
         await _run_tree_hook(
             session, OverBudget(tree, session.engine.budget, plan.total_before - plan.target), state
         )
-        context = [g for g in tree if g.node_id not in session._items]
+        context = _admit(session, [g for g in tree if g.node_id not in session._items], state)
         _sync_context(session, context)
         _sync_history(session, scan=True)
         plan = session._asm.plan(budget)

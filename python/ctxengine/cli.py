@@ -9,11 +9,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import __version__
 from .cli_replay import add_commands
-from .errors import CtxEngineError
+from .errors import CtxEngineError, EncodingError
 from .tokens import cache_info, get_tokenizer
 
 __all__ = ("main",)
@@ -33,7 +34,7 @@ def _count(args: argparse.Namespace, console: Console) -> int:
     summary = {
         "tokens": total,
         "files": rows,
-        "model": args.model,
+        "model": None if args.encoding else args.model,
         "encoding": tokenizer.name,
         "exact": tokenizer.exact,
         "cache": cache_info(),
@@ -87,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args, console))
     except CtxEngineError as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}", highlight=False)
+        hint = " (on the command line: --encoding NAME)" if isinstance(exc, EncodingError) else ""
+        Console(stderr=True).print(f"[red]error:[/red] {escape(str(exc))}{hint}", highlight=False)
         return 2
 
 

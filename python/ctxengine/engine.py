@@ -235,7 +235,10 @@ class Session:
         outcome = await self.dispatcher.fire(event)
         self._faults.extend(outcome.faults)
         for grain in outcome.grains:
-            self.add(grain)
+            try:
+                self.add(grain)
+            except CtxEngineError as exc:  # a plugin's bad grain is reported, never fatal
+                self._faults.append(PluginFault(grain.origin, "event", "invalid", str(exc)))
 
     # -- input --------------------------------------------------------------------------------
 
@@ -244,6 +247,7 @@ class Session:
 
         Raises:
             GrainError: ``grain`` is not a :class:`ContextGrain`.
+            BudgetError: its explicit ``window`` is not a fillable window of the budget.
         """
         if not isinstance(grain, ContextGrain):
             from .errors import GrainError
@@ -251,6 +255,7 @@ class Session:
             raise GrainError(f"Session.add expects a ContextGrain; got {type(grain).__name__}")
         if not grain.origin:
             grain.origin = "session"
+        self.engine.budget.window_of(grain.node_id, grain.window)  # BudgetError: bad window
         if grain.lifespan == "turn":
             self._queued.append(grain)
         else:

@@ -2,7 +2,7 @@
 
 Counting runs in Rust: `bpe-openai` for counts (identical to tiktoken's), `tiktoken-rs` for token
 ids. Both vocabularies are compiled in, load lazily, and never download anything. Counts of texts
-of 256 bytes or more are cached by a 128-bit content hash; see :func:`cache_info`.
+of 64 bytes or more are cached by a 128-bit content hash; see :func:`cache_info`.
 
 Model → encoding:
 

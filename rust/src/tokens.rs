@@ -313,6 +313,14 @@ impl Counter {
 
     /// Counts of many texts in parallel on every core.
     pub fn count_many<S: AsRef<str> + Sync>(&self, texts: &[S], cached: bool) -> Vec<usize> {
+        let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
+        if bytes < PARALLEL_MIN_BYTES {
+            // Waking the pool costs more than counting a small batch on this thread.
+            return texts
+                .iter()
+                .map(|t| self.count(t.as_ref(), cached))
+                .collect();
+        }
         texts
             .par_iter()
             .map(|t| self.count(t.as_ref(), cached))
@@ -348,7 +356,9 @@ impl Counter {
 }
 
 /// Texts shorter than this are counted directly: hashing would cost about as much.
-pub const MIN_CACHED_BYTES: usize = 256;
+pub const MIN_CACHED_BYTES: usize = 64;
+/// Batches smaller than this (in bytes) are counted on the calling thread.
+pub const PARALLEL_MIN_BYTES: usize = 64 * 1024;
 /// Default number of cached counts (about 40 bytes each).
 pub const DEFAULT_CACHE_CAPACITY: usize = 65_536;
 
