@@ -247,16 +247,7 @@ fn session(n: usize) -> Vec<ItemSpec> {
 
 fn assembly(items: Vec<ItemSpec>) -> Assembly {
     let counter = counter_for_encoding("o200k_base").expect("known encoding");
-    let windows = [
-        ("instruction", 0.15),
-        ("core_memory", 0.15),
-        ("history", 0.4),
-        ("tool", 0.2),
-        ("reserve", 0.1),
-    ];
-    let windows = windows.iter().map(|(n, s)| (n.to_string(), *s)).collect();
-    let mut config = AssemblyConfig::new(counter, windows);
-    config.reserve = Some(4);
+    let config = AssemblyConfig::design_defaults(counter);
     let mut a = Assembly::new(config).expect("valid config");
     a.upsert(items).expect("valid items");
     a

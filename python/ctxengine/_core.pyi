@@ -121,7 +121,7 @@ class Assembly:
         *,
         reserve: str | None = "reserve",
         pretrim_ratio: float = 0.8,
-        weights: tuple[float, float, float, float] = (0.25, 0.3, 0.35, 0.1),
+        weights: tuple[float, float, float, float] = (0.25, 0.65, 0.35, 0.1),
         soft_trim_chars: int = 4000,
         soft_keep_chars: int = 1500,
         protect_last_assistant: int = 3,

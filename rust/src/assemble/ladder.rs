@@ -410,16 +410,7 @@ mod tests {
 
     fn assembly() -> Assembly {
         let counter = counter_for_encoding("o200k_base").expect("known encoding");
-        let windows = [
-            ("instruction", 0.15),
-            ("core_memory", 0.15),
-            ("history", 0.4),
-            ("tool", 0.2),
-            ("reserve", 0.1),
-        ];
-        let windows = windows.iter().map(|(n, s)| (n.to_string(), *s)).collect();
-        let mut config = AssemblyConfig::new(counter, windows);
-        config.reserve = Some(4);
+        let mut config = AssemblyConfig::design_defaults(counter);
         config.soft_trim_chars = 400;
         config.soft_keep_chars = 100;
         config.protect_last_assistant = 1;

@@ -135,12 +135,28 @@ impl AssemblyConfig {
             windows,
             reserve: None,
             pretrim_ratio: 0.8,
-            weights: [0.25, 0.3, 0.35, 0.1],
+            weights: [0.25, 0.65, 0.35, 0.1],
             soft_trim_chars: 4000,
             soft_keep_chars: 1500,
             protect_last_assistant: 3,
             hard_trim_max_score: 0.6,
         }
+    }
+
+    /// The DESIGN.md §4 defaults including the windows (instruction .15, core_memory .15,
+    /// history .40, tool .20, reserve .10, the reserve never filled).
+    pub fn design_defaults(counter: Counter) -> Self {
+        let windows = [
+            ("instruction", 0.15),
+            ("core_memory", 0.15),
+            ("history", 0.4),
+            ("tool", 0.2),
+            ("reserve", 0.1),
+        ];
+        let windows = windows.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+        let mut config = Self::new(counter, windows);
+        config.reserve = Some(4);
+        config
     }
 
     /// Check every field; the error names the bad value and what was expected.

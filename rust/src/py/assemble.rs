@@ -125,10 +125,10 @@ impl PyAssembly {
     #[new]
     #[pyo3(signature = (
         model_or_encoding, windows, *, reserve = Some("reserve"), pretrim_ratio = 0.8,
-        weights = (0.25, 0.3, 0.35, 0.1), soft_trim_chars = 4000, soft_keep_chars = 1500,
+        weights = (0.25, 0.65, 0.35, 0.1), soft_trim_chars = 4000, soft_keep_chars = 1500,
         protect_last_assistant = 3, hard_trim_max_score = 0.6
     ), text_signature = "(model_or_encoding, windows, *, reserve='reserve', pretrim_ratio=0.8, \
-        weights=(0.25, 0.3, 0.35, 0.1), soft_trim_chars=4000, soft_keep_chars=1500, \
+        weights=(0.25, 0.65, 0.35, 0.1), soft_trim_chars=4000, soft_keep_chars=1500, \
         protect_last_assistant=3, hard_trim_max_score=0.6)")]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
