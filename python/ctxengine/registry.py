@@ -15,7 +15,6 @@ refusals so ``ctxengine plugins list`` can show them.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import logging
 import threading
 from collections.abc import Collection, Iterator
@@ -479,6 +478,8 @@ class Registry:
             PluginError: (strict only) an entry point failed to load or was refused.
         """
         loaded: list[PluginEntry] = []
+        import importlib.metadata  # imported on use: it costs ~20 ms at ``import ctxengine``
+
         for ep in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):
             dist = getattr(ep.dist, "name", "") or ""
             where = f"{dist}:{ep.value}" if dist else ep.value

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import PluginError
 from .manifest import Manifest, forget_entry, import_entry
+
+if TYPE_CHECKING:
+    import importlib.metadata
 
 __all__ = ("instantiate_entry_point", "instantiate_manifest")
 
