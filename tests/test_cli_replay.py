@@ -26,7 +26,9 @@ def test_demo_json_is_the_last_report(capsys: pytest.CaptureFixture[str]) -> Non
     report = json.loads(capsys.readouterr().out)
     assert report["tokens"] <= 5000 and report["fits"] is True
     assert {g["decision"] for g in report["grains"]} <= {"kept", "folded", "dropped", "shadowed"}
-    assert report["counts"].get("dropped", 0) + report["counts"].get("folded", 0) > 0
+    # The tight budget shows in the last report: earlier turns live on in the compaction summary.
+    trimmed = report["counts"].get("dropped", 0) + report["counts"].get("folded", 0)
+    assert trimmed > 0 or any(g["node_id"] == "mem.summary" for g in report["grains"])
 
 
 def test_replay_writes_payload_and_report(tmp_path: Path) -> None:

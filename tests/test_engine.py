@@ -280,3 +280,46 @@ async def test_a_plugin_grain_with_a_bad_window_is_reported_not_fatal() -> None:
     assert faults.count(("sloppy", "invalid")) == 2
     with pytest.raises(BudgetError, match="nowhere"):
         s.add(ContextGrain("rag.x", content="x", window="nowhere"))
+
+
+PROVIDER_MODELS = {
+    "openai": "gpt-4o",
+    "openai-responses": "gpt-4.1",
+    "anthropic": "claude-sonnet-4-5",
+    "gemini": "gemini-2.5-pro",
+}
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDER_MODELS))
+@pytest.mark.parametrize(
+    "path",
+    [p for p in REAL if p.name in {"large-session.jsonl", "tool_heavy.jsonl", "output.jsonl"}],
+    ids=lambda p: p.name,
+)
+async def test_every_provider_payload_is_valid_and_within_budget(path: Path, provider: str) -> None:
+    from transcript.helpers import assert_sdk_valid
+
+    engine = ContextEngine(PROVIDER_MODELS[provider], Budget(total=6_000))
+    async with engine.session("p") as s:
+        s.add(ContextGrain("sys.rules", content="Be brief.", lifespan="session"))
+        s.extend(load(path))
+        await s.user_message("LATEST request")
+        out = await s.render(provider)
+    assert out.tokens <= 6_000
+    assert_sdk_valid(out.payload, provider)
+    assert validate(out.transcript, provider) == []
+    assert out.transcript[-1].text.endswith("LATEST request")
+
+
+async def test_anthropic_cache_breakpoints_are_reported() -> None:
+    engine = ContextEngine("claude-sonnet-4-5", Budget(total=20_000))
+    async with engine.session("cache") as s:
+        s.add(ContextGrain("sys.rules", content="Rules. " * 300, lifespan="session"))
+        s.extend(_tool_session(5))
+        await s.user_message("go on")
+        out = await s.render("anthropic", cache_breakpoints=2)
+    marked = [b for b in out.payload.get("system", []) if "cache_control" in b]
+    marked += [b for m in out.payload["messages"] for b in m["content"] if "cache_control" in b]
+    assert 1 <= len(marked) <= 2
+    assert len(out.report.cache_breakpoints) == len(marked)
+    assert all(bp["reason"] for bp in out.report.cache_breakpoints)
