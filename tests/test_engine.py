@@ -278,6 +278,8 @@ async def test_a_plugin_grain_with_a_bad_window_is_reported_not_fatal() -> None:
     assert "GOOD" in system_text(out.payload)
     faults = [(f["plugin"], f["kind"]) for f in out.report.faults]
     assert faults.count(("sloppy", "invalid")) == 2
+    bad = out.report.get("rag.bad")
+    assert bad is not None and (bad.decision, bad.stage) == ("dropped", "admission")
     with pytest.raises(BudgetError, match="nowhere"):
         s.add(ContextGrain("rag.x", content="x", window="nowhere"))
 

@@ -89,10 +89,20 @@ def _fuse(session: Session, grains: list[ContextGrain], state: _TurnState) -> li
     return [grains[i] for i in order]
 
 
+def _report_window(session: Session, grain: ContextGrain) -> str:
+    """The window to report ``grain`` under; an invalid explicit window (a plugin fault that
+    ``_admit`` reports) falls back to the prefix's, so reporting never breaks the turn."""
+    budget = session.engine.budget
+    try:
+        return budget.window_of(grain.node_id, grain.window)
+    except CtxEngineError:
+        return budget.window_of(grain.node_id)
+
+
 def _shadowed_decision(
     loser: ContextGrain, winner: ContextGrain, session: Session
 ) -> GrainDecision:
-    window = session.engine.budget.window_of(loser.node_id, loser.window)
+    window = _report_window(session, loser)
     return GrainDecision(
         loser.node_id,
         loser.origin,
@@ -101,6 +111,20 @@ def _shadowed_decision(
         "shadowed",
         "fuse",
         f"shadowed by {winner.origin} (priority {winner.priority} < {loser.priority})",
+        0,
+        0,
+    )
+
+
+def _compacted_decision(grain: ContextGrain, session: Session) -> GrainDecision:
+    return GrainDecision(
+        grain.node_id,
+        grain.origin,
+        _report_window(session, grain),
+        "dropped",
+        "dropped",
+        "compaction",
+        "its history item was summarized into mem.summary by an earlier compaction",
         0,
         0,
     )
@@ -115,14 +139,18 @@ def _apply_overrides(
     overrides: dict[str, ContextGrain] = {}
     for grain in grains:
         item = session._items.get(grain.node_id)
-        if item is None:
+        if grain.node_id in session._compacted:  # its history item now lives in mem.summary
+            session._stored.pop(grain.node_id, None)
+            state.extra.append(_compacted_decision(grain, session))
+        elif item is None:
             context.append(grain)
         elif grain.priority <= HISTORY_PRIORITY:
             overrides[grain.node_id] = grain
             state.extra.append(_shadowed_decision(item.grain, grain, session))
-            grain.meta.setdefault("shadowed", []).append(
-                {"node_id": grain.node_id, "origin": "transcript", "priority": HISTORY_PRIORITY}
-            )
+            entry = {"node_id": grain.node_id, "origin": "transcript", "priority": HISTORY_PRIORITY}
+            shadowed = grain.meta.setdefault("shadowed", [])
+            if entry not in shadowed:
+                shadowed.append(entry)
         else:
             state.extra.append(_shadowed_decision(grain, item.grain, session))
     changed = overrides.keys() | session._overrides.keys()
@@ -142,8 +170,9 @@ def _split_large(
         if len(text) <= SPLIT_CHARS:
             out.append(grain)
             continue
+        key = (text, grain.origin, grain.priority, grain.lifespan, grain.window, grain.protected)
         cached = session._splits.get(grain.node_id)
-        if cached is not None and cached[0] is grain.content:
+        if cached is not None and cached[0] == key:
             chunks = cached[1]
         else:
             chunks = [
@@ -155,8 +184,8 @@ def _split_large(
                 )
                 for i, piece in enumerate(TextSplitter(SPLIT_CHARS).split(text))
             ]
-            session._splits[grain.node_id] = (grain.content, chunks)
-        window = session.engine.budget.window_of(grain.node_id, grain.window)
+            session._splits[grain.node_id] = (key, chunks)
+        window = _report_window(session, grain)
         reason = f"{len(text):,} chars split into {len(chunks)} chunks {grain.node_id}.<i>"
         tokens = session.engine.tokenizer.count(text)
         state.extra.append(
@@ -178,10 +207,34 @@ def _admit(session: Session, grains: list[ContextGrain], state: _TurnState) -> l
             if grain.node_id == "hist.removed":
                 raise CtxEngineError("node id 'hist.removed' is reserved for the trim placeholder")
         except CtxEngineError as exc:
-            state.faults.append(PluginFault(grain.origin, "render", "invalid", str(exc)))
+            fault = PluginFault(grain.origin, "render", "invalid", str(exc))
+            if fault not in state.faults:  # _admit runs again after on_over_budget
+                state.faults.append(fault)
+                state.extra.append(
+                    GrainDecision(
+                        grain.node_id,
+                        grain.origin,
+                        _report_window(session, grain),
+                        "dropped",
+                        "dropped",
+                        "admission",
+                        str(exc),
+                        0,
+                        0,
+                    )
+                )
             continue
         out.append(grain)
     return out
+
+
+def _tree_context(
+    session: Session, tree: list[ContextGrain], state: _TurnState
+) -> list[ContextGrain]:
+    """The non-history grains of the tree the core can take, and their emission order."""
+    context = _admit(session, [g for g in tree if g.node_id not in session._items], state)
+    session._order = {g.node_id: n for n, g in enumerate(context)}
+    return context
 
 
 def _item_text(session: Session, item: HistoryItem) -> str:
@@ -232,8 +285,21 @@ def _sync_history(session: Session, scan: bool) -> None:
         item.text = text
 
 
-def _context_key(grain: ContextGrain) -> tuple[Any, ...]:
-    return (id(grain), id(grain.content), grain.priority, grain.protected, grain.window)
+def _context_key(session: Session, grain: ContextGrain) -> tuple[Any, ...]:
+    """Everything the core holds of a context grain. By value, not by ``id()``: content can
+    change in place (a list grown by the app) and a freed grain's id can be reused. For ``str``
+    content the text is the content itself, so an unchanged grain compares by identity."""
+    summary = grain.meta.get("summary")
+    return (
+        grain.text,
+        grain.priority,
+        grain.protected,
+        grain.window,
+        session._rank(grain.origin),
+        session._order.get(grain.node_id, 0),
+        str(grain.meta.get("label", f"{grain.origin} grain")),
+        summary if isinstance(summary, str) else None,
+    )
 
 
 def _sync_context(session: Session, grains: list[ContextGrain]) -> None:
@@ -245,32 +311,51 @@ def _sync_context(session: Session, grains: list[ContextGrain]) -> None:
         session._asm.remove(gone)
         for n in gone:
             del session._in_asm[n]
-    fresh = [g for g in present.values() if session._in_asm.get(g.node_id) != _context_key(g)]
+    keys = {n: _context_key(session, g) for n, g in present.items()}
+    fresh = [g for n, g in present.items() if session._in_asm.get(n) != keys[n]]
     if not fresh:
         return
     windows = session._window_index
     session._asm.upsert(
         [g.node_id for g in fresh],
-        [g.text for g in fresh],
+        [keys[g.node_id][0] for g in fresh],
         [windows[budget.window_of(g.node_id, g.window)] for g in fresh],
         [g.priority for g in fresh],
-        [session._rank(g.origin) for g in fresh],
-        [session._order.get(g.node_id, 0) for g in fresh],
+        [keys[g.node_id][4] for g in fresh],
+        [keys[g.node_id][5] for g in fresh],
         [KIND["context"]] * len(fresh),
         [0] * len(fresh),
         [0] * len(fresh),
         [FLAG["protected"] if g.protected else 0 for g in fresh],
         [CONTEXT_OVERHEAD] * len(fresh),
-        [str(g.meta.get("label", f"{g.origin} grain")) for g in fresh],
-        [g.meta.get("summary") if isinstance(g.meta.get("summary"), str) else None for g in fresh],
+        [keys[g.node_id][6] for g in fresh],
+        [keys[g.node_id][7] for g in fresh],
     )
     for g in fresh:
-        session._in_asm[g.node_id] = _context_key(g)
+        session._in_asm[g.node_id] = keys[g.node_id]
 
 
 async def _run_tree_hook(session: Session, event: Any, state: _TurnState) -> None:
     outcome = await session.dispatcher.fire(event)
     state.faults.extend(outcome.faults)
+
+
+def _merge_summaries(session: Session, previous: str, text: str) -> str:
+    """``previous`` then ``text``, dropping the oldest lines of ``previous`` while the whole
+    would pass the summary window's share of the target. Appending without bound would
+    eventually fold the summary to a stand-in, losing everything compaction kept."""
+    engine = session.engine
+    budget = engine.budget
+    share = budget.windows[budget.window_of("mem.summary")]
+    limit = int(engine.tokens_total * budget.pretrim_ratio * share)
+    lines = previous.splitlines()
+    counts = engine.tokenizer.count_many(lines)
+    total = engine.tokenizer.count(text) + sum(counts) + len(lines)
+    drop = 0
+    while drop < len(lines) and total > limit:
+        total -= counts[drop] + 1
+        drop += 1
+    return "\n".join([*lines[drop:], text])
 
 
 async def _compact(session: Session, turns: list[int], state: _TurnState) -> bool:
@@ -289,7 +374,7 @@ async def _compact(session: Session, turns: list[int], state: _TurnState) -> boo
         state.compactions.append({"turns": turns, "ok": False, "error": repr(exc)})
         return False
     if previous:
-        text = previous + "\n" + text
+        text = _merge_summaries(session, previous, text)
     summary = ContextGrain(
         "mem.summary",
         "compaction",
@@ -319,6 +404,9 @@ async def _compact(session: Session, turns: list[int], state: _TurnState) -> boo
     session._asm.remove(ids)
     for node_id in ids:
         del session._items[node_id]
+        session._overrides.pop(node_id, None)
+        session._stored.pop(node_id, None)  # e.g. a compressed copy of a compacted result
+    session._compacted.update(ids)
     state.compactions.append(
         {"turns": turns, "ok": True, "messages": len(messages), "summary_chars": len(text)}
     )
@@ -344,8 +432,7 @@ async def run_render(session: Session, provider: str, **options: Any) -> Rendere
     hooks = session.has_hook
     if hooks("on_before_render"):
         await _run_tree_hook(session, BeforeRender(tree), state)
-    context = _admit(session, [g for g in tree if g.node_id not in session._items], state)
-    session._order = {g.node_id: n for n, g in enumerate(context)}
+    context = _tree_context(session, tree, state)
     _sync_context(session, context)
     _sync_history(session, scan=hooks("on_before_render") or hooks("on_over_budget"))
     budget = session.engine.tokens_total - FRAMING_TOKENS
@@ -354,19 +441,21 @@ async def run_render(session: Session, provider: str, **options: Any) -> Rendere
         await _run_tree_hook(
             session, OverBudget(tree, session.engine.budget, plan.total_before - plan.target), state
         )
-        context = _admit(session, [g for g in tree if g.node_id not in session._items], state)
+        context = _tree_context(session, tree, state)
         _sync_context(session, context)
         _sync_history(session, scan=True)
         plan = session._asm.plan(budget)
     for _ in range(MAX_COMPACTIONS):
         if not plan.compaction_turns or not await _compact(session, plan.compaction_turns, state):
             break
-        _sync_context(session, [*context, session._summary] if session._summary else context)
+        # The new summary replaces any stored one that came in with this turn's context.
+        summary = session._summary
+        context = [g for g in context if summary is None or g.node_id != summary.node_id]
+        context += [summary] if summary is not None else []
+        _sync_context(session, context)
         plan = session._asm.plan(budget)
     timings.update({f"core.{k}": v for k, v in plan.timings.items()})
     by_id = {g.node_id: g for g in context}
-    if session._summary is not None:
-        by_id.setdefault(session._summary.node_id, session._summary)
     injected = render_payload(compose(session, plan, by_id), provider, **options)
     payload, transcript = injected.payload, injected.transcript
     tokens = payload_tokens(payload, provider, session.engine.model)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from . import _core
 from .budget import RESERVE, Budget
 from .errors import CtxEngineError
@@ -97,7 +99,7 @@ class ContextEngine:
         self.max_failures = max_failures
         self.weights = weights
         self.windows = [w for w in self.budget.windows]
-        self._setup_done = False
+        self._setup_lock: anyio.Lock | None = None
         self.setup_faults: list[dict[str, Any]] = []
         for plugin in plugins:
             self.register(plugin)
@@ -133,10 +135,18 @@ class ContextEngine:
     @contextlib.asynccontextmanager
     async def session(self, session_id: str) -> AsyncIterator[Session]:
         """Open a session; it is closed (``on_session_close``) when the block exits."""
-        if not self._setup_done:
-            self._setup_done = True
-            faults = await self.registry.setup(self)
-            self.setup_faults = [f.to_dict() for f in faults]
+        # Every session waits for plugin setup; plugins registered since the last session are
+        # set up now (the registry skips those already done).
+        if self._setup_lock is None:
+            self._setup_lock = anyio.Lock()
+        async with self._setup_lock:
+            pending = any(
+                callable(getattr(e.provider, "setup", None)) and not e.setup_done
+                for e in self.registry.entries()
+            )
+            if pending:
+                faults = await self.registry.setup(self)
+                self.setup_faults.extend(f.to_dict() for f in faults)
         session = Session(self, session_id)
         await session.start()
         try:
@@ -192,8 +202,9 @@ class Session:
         self._pending: list[HistoryItem] = []
         self._stored: dict[str, _Stored] = {}  # session/task grains carried across renders
         self._queued: list[ContextGrain] = []  # turn grains waiting for the next render
-        self._in_asm: dict[str, tuple[int, int]] = {}  # context node_id -> (id(grain), id(content))
+        self._in_asm: dict[str, tuple[Any, ...]] = {}  # context node_id -> what the core holds
         self._overrides: dict[str, ContextGrain] = {}
+        self._compacted: set[str] = set()  # history node ids summarized into mem.summary
         self._seq = 0
         self._summary: ContextGrain | None = None
         self._faults: list[PluginFault] = []
