@@ -49,18 +49,17 @@ def _row(step: ReplayStep, budget: int) -> list[str]:
 
 def _decisions_table(step: ReplayStep) -> Table:
     table = Table(title=f"decisions at model call {step.call} (not kept)")
-    for col in ("node", "origin", "window", "decision", "stage", "tokens", "reason"):
-        table.add_column(col)
+    table.add_column("node", max_width=24, no_wrap=True, overflow="ellipsis")
+    table.add_column("decision", no_wrap=True)
+    table.add_column("tokens", no_wrap=True, justify="right")
+    table.add_column("reason", min_width=24, ratio=1)
     changed = [g for g in step.rendered.report if g.decision != "kept"]
     for g in changed[-_SHOWN_DECISIONS:]:
         table.add_row(
             g.node_id,
-            g.origin,
-            g.window,
-            g.decision,
-            g.stage or "",
-            f"{g.tokens_before:,} → {g.tokens_after:,}",
-            g.reason,
+            f"{g.decision} ({g.stage})" if g.stage else g.decision,
+            f"{g.tokens_before:,}→{g.tokens_after:,}",
+            f"{g.reason} [{g.origin}]",
         )
     if len(changed) > _SHOWN_DECISIONS:
         table.caption = f"{len(changed) - _SHOWN_DECISIONS} earlier decisions not shown"
@@ -73,18 +72,7 @@ async def _run(args: argparse.Namespace, path: Path, console: Console) -> int:
         engine.load_plugins(args.plugins)
     transcript = load(path, format=getattr(args, "format", "auto"))
     table = Table(title=f"{path.name}: {len(transcript)} messages, budget {args.budget:,} tokens")
-    for col in (
-        "call",
-        "msgs",
-        "tokens",
-        "of budget",
-        "kept",
-        "folded",
-        "dropped",
-        "history",
-        "tool",
-        "ms",
-    ):
+    for col in ("call", "msgs", "tokens", "%", "kept", "fold", "drop", "hist", "tool", "ms"):
         table.add_column(col, justify="right")
     steps: list[ReplayStep] = []
     with Progress(console=console, transient=True, disable=args.json) as progress:
