@@ -31,11 +31,6 @@ from .transcript import Message, ToolCall, Transcript
 
 __all__ = ("ContextEngine", "RenderedContext", "Session")
 
-#: Tokens every request spends outside the grains: reply priming (3) and system framing (4).
-FRAMING_TOKENS = 8
-MAX_COMPACTIONS = 3
-_CONTEXT_OVERHEAD = 2  # separator between grains in the system message
-
 
 @dataclass(slots=True)
 class RenderedContext:
@@ -166,7 +161,6 @@ class _Stored:
 class _TurnState:
     """What one render gathers before assembly."""
 
-    grains: list[ContextGrain] = field(default_factory=list)
     faults: list[PluginFault] = field(default_factory=list)
     shadowed: list[dict[str, Any]] = field(default_factory=list)
     extra: list[GrainDecision] = field(default_factory=list)
