@@ -325,3 +325,17 @@ async def test_anthropic_cache_breakpoints_are_reported() -> None:
     assert 1 <= len(marked) <= 2
     assert len(out.report.cache_breakpoints) == len(marked)
     assert all(bp["reason"] for bp in out.report.cache_breakpoints)
+
+
+async def test_warm_renders_count_exactly_what_they_send() -> None:
+    # Per-message counts are reused across renders; each total must still be the exact count.
+    engine = ContextEngine("gpt-4o", Budget(total=3_000))
+    async with engine.session("warm") as s:
+        s.extend(_tool_session(10))
+        for i in range(12):
+            s.add(ContextGrain("rag.note", content=f"note {i} " * (i * 7)))
+            s.extend(_tool_session(1)[1:])
+            await s.user_message(f"question {i}")
+            out = await s.render()
+            assert out.tokens == count_messages(out.payload["messages"], model="gpt-4o")
+            assert out.tokens <= 3_000

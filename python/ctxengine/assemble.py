@@ -458,7 +458,10 @@ async def run_render(session: Session, provider: str, **options: Any) -> Rendere
     by_id = {g.node_id: g for g in context}
     injected = render_payload(compose(session, plan, by_id), provider, **options)
     payload, transcript = injected.payload, injected.transcript
-    tokens = payload_tokens(payload, provider, session.engine.model)
+    if provider == "openai":
+        tokens = session._token_cache.openai_tokens(transcript, payload, session.engine.model)
+    else:
+        tokens = payload_tokens(payload, provider, session.engine.model)
     timings["total"] = time.perf_counter() - started
     report = _report(session, provider, plan, tokens, by_id, state, timings)
     injected_info = injected.to_dict()

@@ -25,6 +25,7 @@ from .guard import max_tool_result_chars
 from .history import HistoryBuilder, HistoryItem
 from .plugins.dispatch import PluginFault, SessionDispatcher
 from .registry import PluginEntry, Registry
+from .render import MessageTokenCache
 from .report import GrainDecision, RenderReport
 from .summarize import ExtractiveSummarizer, Summarizer
 from .transcript import Message, ToolCall, Transcript
@@ -207,6 +208,7 @@ class Session:
         self._splits: dict[str, tuple[Any, list[ContextGrain]]] = {}
         self._order: dict[str, int] = {}
         self._window_index = {name: i for i, name in enumerate(engine.windows)}
+        self._token_cache = MessageTokenCache()
 
     def has_hook(self, hook: str) -> bool:
         """Whether any enabled plugin handles ``hook``."""

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .grain import ContextGrain
 from .history import KIND
-from .tokens import count_messages, get_tokenizer
+from .tokens import _message_strings, count_messages, get_tokenizer
 from .transcript import Message, Text, Transcript
 
 if TYPE_CHECKING:
     from .engine import Session
 
-__all__ = ("compose", "payload_tokens")
+__all__ = ("MessageTokenCache", "compose", "payload_tokens")
 
 SEPARATOR: Final = "\n\n"
 _SKIP_KEYS: Final = frozenset(
@@ -114,6 +114,40 @@ def _strings(value: Any, key: str = "") -> Iterator[str]:
             yield from _strings(v, key)
     elif value is not None and not isinstance(value, bool):
         yield str(value)
+
+
+class MessageTokenCache:
+    """Exact OpenAI tokens per rendered message, reused while the message object is unchanged.
+
+    Renders reuse the session's frozen :class:`Message` objects, and hygiene returns unchanged
+    messages as they are, so a warm render recounts only its new or changed messages. Entries
+    hold their message (keeping its id valid) and live for one render after their last use.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[Message, int]] = {}
+
+    def openai_tokens(self, transcript: Transcript, payload: Mapping[str, Any], model: str) -> int:
+        """Tokens of an OpenAI Chat payload rendered one dict per message from ``transcript``."""
+        dicts = payload.get("messages", [])
+        if len(dicts) != len(transcript.messages):  # not one dict per message: count it all
+            self._entries = {}
+            return count_messages(dicts, model=model)
+        fresh: dict[int, tuple[Message, int]] = {}
+        missing = [i for i, m in enumerate(transcript.messages) if id(m) not in self._entries]
+        if missing:
+            strings, overheads = zip(*(_message_strings(dicts[i]) for i in missing), strict=True)
+            counts = iter(get_tokenizer(model).count_many([t for ts in strings for t in ts]))
+            for i, texts, overhead in zip(missing, strings, overheads, strict=True):
+                m = transcript.messages[i]
+                fresh[id(m)] = (m, overhead + sum(next(counts) for _ in texts))
+        total = _REPLY_PRIMING
+        for m in transcript.messages:
+            entry = fresh.get(id(m)) or self._entries[id(m)]
+            fresh[id(m)] = entry
+            total += entry[1]
+        self._entries = fresh
+        return total
 
 
 def payload_tokens(payload: Mapping[str, Any], provider: str, model: str) -> int:
