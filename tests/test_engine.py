@@ -339,3 +339,17 @@ async def test_warm_renders_count_exactly_what_they_send() -> None:
             out = await s.render()
             assert out.tokens == count_messages(out.payload["messages"], model="gpt-4o")
             assert out.tokens <= 3_000
+
+
+async def test_turn_grains_survive_a_render_that_fails() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=400))
+    async with engine.session("fail") as s:
+        s.add(ContextGrain("rag.once", content="STILL-HERE"))
+        big = ContextGrain("sys.huge", content="word " * 2000, protected=True, lifespan="session")
+        s.add(big)
+        await s.user_message("hi")
+        with pytest.raises(BudgetError):
+            await s.render()
+        assert s.remove("sys.huge") and not s.remove("sys.huge")  # the caller fixes it
+        out = await s.render()
+    assert "STILL-HERE" in system_text(out.payload)

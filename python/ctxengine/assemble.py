@@ -165,13 +165,14 @@ def _split_large(
 ) -> list[ContextGrain]:
     """Guard: a grain over ``SPLIT_CHARS`` becomes ``<node_id>.<i>`` chunks (cached by content)."""
     out: list[ContextGrain] = []
+    splits, session._splits = session._splits, {}  # keep only grains still present
     for grain in grains:
         text = grain.text
         if len(text) <= SPLIT_CHARS:
             out.append(grain)
             continue
         key = (text, grain.origin, grain.priority, grain.lifespan, grain.window, grain.protected)
-        cached = session._splits.get(grain.node_id)
+        cached = splits.get(grain.node_id)
         if cached is not None and cached[0] == key:
             chunks = cached[1]
         else:
@@ -184,7 +185,7 @@ def _split_large(
                 )
                 for i, piece in enumerate(TextSplitter(SPLIT_CHARS).split(text))
             ]
-            session._splits[grain.node_id] = (key, chunks)
+        session._splits[grain.node_id] = (key, chunks)
         window = _report_window(session, grain)
         reason = f"{len(text):,} chars split into {len(chunks)} chunks {grain.node_id}.<i>"
         tokens = session.engine.tokenizer.count(text)
@@ -406,6 +407,7 @@ async def _compact(session: Session, turns: list[int], state: _TurnState) -> boo
         del session._items[node_id]
         session._overrides.pop(node_id, None)
         session._stored.pop(node_id, None)  # e.g. a compressed copy of a compacted result
+        session._guarded.pop(node_id, None)
     session._compacted.update(ids)
     state.compactions.append(
         {"turns": turns, "ok": True, "messages": len(messages), "summary_chars": len(text)}

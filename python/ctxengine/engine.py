@@ -268,6 +268,14 @@ class Session:
         else:
             self._stored[grain.node_id] = _Stored(grain, self._rank(grain.origin), self._next())
 
+    def remove(self, node_id: str) -> bool:
+        """Remove a grain added with :meth:`add` (any lifespan); False when there was none."""
+        queued = [g for g in self._queued if g.node_id != node_id]
+        found = len(queued) != len(self._queued) or node_id in self._stored
+        self._queued = queued
+        self._stored.pop(node_id, None)
+        return found
+
     def extend(self, messages: Iterable[Message] | Transcript) -> None:
         """Append messages without firing events (e.g. to resume a stored transcript)."""
         for message in messages:
@@ -334,4 +342,10 @@ class Session:
         """
         from .assemble import run_render
 
-        return await run_render(self, provider, **options)
+        queued = self._queued
+        try:
+            return await run_render(self, provider, **options)
+        except BaseException:
+            if self._queued is not queued:  # the failed render took them: they wait for the next
+                self._queued[:0] = queued
+            raise
