@@ -252,14 +252,18 @@ def _sync_history(session: Session, scan: bool) -> None:
         if scan
         else (session._items[n] for n in session._dirty if n in session._items)
     )
+    texts = [_item_text(session, i) for i in items]
     seen = {id(i) for i in items}
     for item in candidates:
-        if id(item) not in seen and _item_text(session, item) is not item.text:
+        if id(item) in seen:
+            continue
+        text = _item_text(session, item)
+        if text is not item.text:
             items.append(item)
+            texts.append(text)
     session._dirty.clear()
     if not items:
         return
-    texts = [_item_text(session, i) for i in items]
     extra = count_many([t for i in items for t in i.overhead_texts], model=session.engine.model)
     overheads, k = [], 0
     for item in items:
@@ -430,16 +434,18 @@ async def run_render(session: Session, provider: str, **options: Any) -> Rendere
     )
     grains = _split_large(session, grains, state)
     timings = {"collect": time.perf_counter() - started}
-    tree = grains + [i.grain for i in session._items.values()]
-    hooks = session.has_hook
-    if hooks("on_before_render"):
+    before, over = session.has_hook("on_before_render"), session.has_hook("on_over_budget")
+    # History grains join the tree only when a handler will see it: building and re-filtering
+    # a list of every history item would otherwise cost O(session) on every warm render.
+    tree = grains + [i.grain for i in session._items.values()] if before or over else grains
+    if before:
         await _run_tree_hook(session, BeforeRender(tree), state)
     context = _tree_context(session, tree, state)
     _sync_context(session, context)
-    _sync_history(session, scan=hooks("on_before_render") or hooks("on_over_budget"))
+    _sync_history(session, scan=before or over)
     budget = session.engine.tokens_total - FRAMING_TOKENS
     plan = session._asm.plan(budget)
-    if plan.total_before > plan.target and hooks("on_over_budget"):
+    if plan.total_before > plan.target and over:
         await _run_tree_hook(
             session, OverBudget(tree, session.engine.budget, plan.total_before - plan.target), state
         )
@@ -473,7 +479,7 @@ async def run_render(session: Session, provider: str, **options: Any) -> Rendere
         session._items[n].grain for n in plan.history_order if n in session._items
     ]
     rendered = RenderedContext(payload, tokens, rendered_tree, report, transcript)
-    if hooks("on_after_render"):
+    if session.has_hook("on_after_render"):
         outcome = await session.dispatcher.fire(AfterRender(payload, tokens, report))
         report.faults.extend(f.to_dict() for f in outcome.faults)
     session.turn += 1
