@@ -21,6 +21,7 @@ from ..errors import PluginError
 from ..events import UserMessage
 from ..grain import ContextGrain
 from ..scene import ContextScene
+from ..splitter import TextSplitter
 
 __all__ = ("KnowledgeRetriever", "Passage", "split_passages")
 
@@ -74,7 +75,7 @@ def split_passages(text: str, chunk_chars: int) -> list[str]:
             continue
         pieces = [block]
         if len(block) > chunk_chars:
-            pieces = _hard_split(block, chunk_chars)
+            pieces = [p.rstrip("\n") for p in TextSplitter(chunk_chars, ("\n",)).split(block)]
         for piece in pieces:
             if current and len(current) + len(piece) + 2 > chunk_chars:
                 passages.append(current)
@@ -83,25 +84,6 @@ def split_passages(text: str, chunk_chars: int) -> list[str]:
     if current:
         passages.append(current)
     return passages
-
-
-def _hard_split(block: str, size: int) -> list[str]:
-    out: list[str] = []
-    current = ""
-    for line in block.splitlines():
-        while len(line) > size:
-            if current:
-                out.append(current)
-                current = ""
-            out.append(line[:size])
-            line = line[size:]
-        if current and len(current) + len(line) + 1 > size:
-            out.append(current)
-            current = ""
-        current = f"{current}\n{line}" if current else line
-    if current:
-        out.append(current)
-    return out
 
 
 def _slug(path: Path) -> str:
