@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from ._core import __version__
-from .budget import Budget
+from .assemble.budget import Budget
+from .assemble.report import GrainDecision, RenderReport
+from .collect.dispatch import Outcome, SessionDispatcher
+from .collect.faults import PluginFault
+from .collect.protocol import AbstractContextProvider
+from .collect.registry import Registry
+from .collect.scene import ContextScene
 from .engine import ContextEngine, RenderedContext, Session
 from .errors import (
     AdapterError,
@@ -18,10 +24,6 @@ from .errors import (
     TranscriptError,
 )
 from .grain import ContextGrain
-from .plugins import AbstractContextProvider, Outcome, PluginFault, SessionDispatcher
-from .registry import Registry
-from .report import GrainDecision, RenderReport
-from .scene import ContextScene
 from .summarize import ExtractiveSummarizer, Summarizer
 from .tokens import (
     Tokenizer,

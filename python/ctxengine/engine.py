@@ -16,19 +16,20 @@ from typing import Any
 import anyio
 
 from . import _core
-from .budget import RESERVE, Budget
+from .assemble.budget import RESERVE, Budget
+from .assemble.guard import max_tool_result_chars
+from .assemble.history import HistoryBuilder, HistoryItem
+from .assemble.report import GrainDecision, RenderReport
+from .collect.dispatch import SessionDispatcher
+from .collect.events import SessionClose, SessionStart, UserMessage
+from .collect.events import ToolResult as ToolResultEvent
+from .collect.faults import PluginFault
+from .collect.registry import PluginEntry, Registry
 from .errors import CtxEngineError
-from .events import SessionClose, SessionStart, UserMessage
-from .events import ToolResult as ToolResultEvent
 from .grain import ContextGrain
-from .guard import max_tool_result_chars
-from .history import HistoryBuilder, HistoryItem
-from .plugins.dispatch import PluginFault, SessionDispatcher
-from .registry import PluginEntry, Registry
-from .render import MessageTokenCache
-from .report import GrainDecision, RenderReport
+from .inject.compose import MessageTokenCache
 from .summarize import ExtractiveSummarizer, Summarizer
-from .transcript import Message, ToolCall, Transcript
+from .transcript.model import Message, ToolCall, Transcript
 
 __all__ = ("ContextEngine", "RenderedContext", "Session")
 
@@ -340,7 +341,7 @@ class Session:
             BudgetError: protected grains alone exceed the budget (named in the message).
             AdapterError: unknown provider.
         """
-        from .assemble import run_render
+        from .assemble.pipeline import run_render
 
         queued = self._queued
         try:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from plugin_helpers import Simple
 
-import ctxengine.registry as registry_module
+import ctxengine.collect.registry as registry_module
 from ctxengine.errors import PluginError
 from ctxengine.plugins import AbstractContextProvider
 from ctxengine.registry import Registry

@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
 from ..errors import TranscriptError
-from ._agents import load_openhands_events, load_swe_agent_history
-from ._aider import load_aider
-from ._anthropic import load_anthropic, system_messages
-from ._claude_code import load_claude_code
-from ._common import Loc, fill_result_names, read_jsonl, short
-from ._gemini import load_gemini, system_instruction
-from ._openai import load_openai
-from ._pi import load_pi
-from ._responses import load_responses
+from .importers.agents import load_openhands_events, load_swe_agent_history
+from .importers.aider import load_aider
+from .importers.anthropic import load_anthropic, system_messages
+from .importers.claude_code import load_claude_code
+from .importers.common import Loc, fill_result_names, read_jsonl, short
+from .importers.gemini import load_gemini, system_instruction
+from .importers.openai import load_openai
+from .importers.pi import load_pi
+from .importers.responses import load_responses
 from .model import Message, Text, Transcript
 
 __all__ = ("FORMATS", "Format", "detect_format", "load", "load_all")
