@@ -39,11 +39,11 @@ async def test_a_later_compaction_renders_the_new_summary_not_the_stored_one() -
             out = await s.render()
             if any(c["ok"] for c in out.report.compactions):
                 rounds += 1
-                assert s._summary is not None
+                assert s.state.summary is not None
                 summary = next(g for g in out.tree if g.node_id == "mem.summary")
-                assert summary is s._summary
+                assert summary is s.state.summary
                 if out.report.get("mem.summary").decision == "kept":
-                    assert s._summary.text in system_text(out.payload)
+                    assert s.state.summary.text in system_text(out.payload)
             await _steps(s, str(r), 15)
     assert rounds >= 2  # the second compaction found a stored summary in the context
 
@@ -70,7 +70,7 @@ async def test_an_override_grain_does_not_collect_a_shadow_entry_per_render() ->
         await s.tool_result("call_9", "".join(f"row {i}\n" for i in range(3000)), name="query")
         for _ in range(5):
             out = await s.render()
-        grain = s._stored["act.tool_result.call_9"].grain
+        grain = s.state.stored["act.tool_result.call_9"].grain
     assert out.report.get("act.tool_result.call_9").origin == grain.origin
     assert grain.meta["shadowed"] == [
         {"node_id": "act.tool_result.call_9", "origin": "transcript", "priority": 100}
@@ -176,9 +176,9 @@ async def test_repeated_compactions_keep_a_summary_the_model_can_read() -> None:
         for r in range(10):
             out = await s.render()
             compactions += sum(c["ok"] for c in out.report.compactions)
-            if s._summary is not None:
+            if s.state.summary is not None:
                 assert out.report.get("mem.summary").decision == "kept", f"render {r}"
-                assert s._summary.text in system_text(out.payload)
+                assert s.state.summary.text in system_text(out.payload)
             await _steps(s, str(r), 15)
     assert compactions >= 5
     assert out.tokens <= 3000

@@ -25,20 +25,27 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Final
+from typing import Any, Final
 
+from .. import _core
+from ..grain import ContextGrain
+from ..splitter import TextSplitter
 from ..transcript.changes import Change, Report
 from ..transcript.model import Block, Image, Text, Thinking, ToolCall, ToolResult, Transcript
+from .budget import Budget
+from .report import GrainDecision, report_window
 
 __all__ = (
     "HARD_MAX_TOOL_RESULT_CHARS",
     "MIN_KEEP_CHARS",
+    "SPLIT_CHARS",
     "TOOL_RESULT_SHARE",
     "PruneSettings",
     "estimate_chars",
     "limit_history_turns",
     "max_tool_result_chars",
     "prune_tool_results",
+    "split_large",
     "truncate_tool_result",
     "truncate_tool_results",
 )
@@ -434,3 +441,59 @@ def limit_history_turns(t: Transcript, n: int) -> tuple[Transcript, Report]:
         f"{len(starts) - n} user turns ({dropped} messages) dropped",
     )
     return t.replace([*head, *msgs[cut:]]), Report((change,))
+
+
+# -- step 0 of the engine's ladder: split oversized grains ------------------------------------
+
+#: A grain over this many characters is split into ``<node_id>.<i>`` chunks (DESIGN.md §4).
+SPLIT_CHARS: Final = 80_000
+
+
+def _chunks(grain: ContextGrain, text: str) -> list[ContextGrain]:
+    return [
+        dataclasses.replace(
+            grain,
+            node_id=f"{grain.node_id}.{i}",
+            content=piece,
+            meta={**grain.meta, "split_from": grain.node_id, "chunk": i},
+        )
+        for i, piece in enumerate(TextSplitter(SPLIT_CHARS).split(text))
+    ]
+
+
+Splits = dict[str, tuple[Any, list[ContextGrain]]]
+
+
+def split_large(
+    grains: list[ContextGrain],
+    splits: Splits,
+    budget: Budget,
+    tokenizer: _core.Tokenizer,
+    decisions: list[GrainDecision],
+) -> tuple[list[ContextGrain], Splits]:
+    """Guard: a grain over ``SPLIT_CHARS`` becomes ``<node_id>.<i>`` chunks.
+
+    ``splits`` caches the chunks of the last render by content; the cache of this render (only
+    grains still present) is returned with the grains. A decision per split grain is appended.
+    """
+    out: list[ContextGrain] = []
+    fresh: Splits = {}
+    for grain in grains:
+        text = grain.text
+        if len(text) <= SPLIT_CHARS:
+            out.append(grain)
+            continue
+        key = (text, grain.origin, grain.priority, grain.lifespan, grain.window, grain.protected)
+        cached = splits.get(grain.node_id)
+        chunks = cached[1] if cached is not None and cached[0] == key else _chunks(grain, text)
+        fresh[grain.node_id] = (key, chunks)
+        window = report_window(budget, grain)
+        reason = f"{len(text):,} chars split into {len(chunks)} chunks {grain.node_id}.<i>"
+        tokens = tokenizer.count(text)
+        decisions.append(
+            GrainDecision(
+                grain.node_id, grain.origin, window, "folded", "split", "guard", reason, tokens, 0
+            )
+        )
+        out.extend(chunks)
+    return out, fresh

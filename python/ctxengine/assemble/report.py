@@ -7,7 +7,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ("GrainDecision", "RenderReport")
+from ..errors import CtxEngineError
+from .budget import Budget
+
+__all__ = (
+    "GrainDecision",
+    "LazyColumns",
+    "Origins",
+    "RenderReport",
+    "compacted_decision",
+    "report_window",
+    "shadowed_decision",
+)
 
 STATUS: Final = ("kept", "trimmed", "cleared", "folded", "dropped")
 STAGE: Final = (None, "guard", "soft", "hard", "fold", "compaction")
@@ -153,3 +164,65 @@ class RenderReport:
     def to_json(self, **kwargs: Any) -> str:
         """The manifest as a JSON string."""
         return json.dumps(self.to_dict(), ensure_ascii=False, **kwargs)
+
+
+def report_window(budget: Budget, grain: Any) -> str:
+    """The window to report ``grain`` under; an invalid explicit window (a plugin fault that
+    admission reports) falls back to the prefix's, so reporting never breaks the turn."""
+    try:
+        return budget.window_of(grain.node_id, grain.window)
+    except CtxEngineError:
+        return budget.window_of(grain.node_id)
+
+
+def shadowed_decision(loser: Any, winner: Any, budget: Budget) -> GrainDecision:
+    """``loser`` lost fusion to ``winner`` (a more important grain with its node id)."""
+    window = report_window(budget, loser)
+    return GrainDecision(
+        loser.node_id,
+        loser.origin,
+        window,
+        "shadowed",
+        "shadowed",
+        "fuse",
+        f"shadowed by {winner.origin} (priority {winner.priority} < {loser.priority})",
+        0,
+        0,
+    )
+
+
+def compacted_decision(grain: Any, budget: Budget) -> GrainDecision:
+    """A grain for a history item an earlier compaction summarized."""
+    return GrainDecision(
+        grain.node_id,
+        grain.origin,
+        report_window(budget, grain),
+        "dropped",
+        "dropped",
+        "compaction",
+        "its history item was summarized into mem.summary by an earlier compaction",
+        0,
+        0,
+    )
+
+
+class LazyColumns:
+    """Fetches the plan's per-grain columns only when the report is read."""
+
+    __slots__ = ("_plan",)
+
+    def __init__(self, plan: Any) -> None:
+        self._plan = plan
+
+    def __iter__(self) -> Any:
+        return iter(self._plan.decisions())
+
+
+class Origins(dict[str, str]):
+    """Origins of context grains; anything else came from the transcript."""
+
+    def __missing__(self, key: str) -> str:
+        return "transcript"
+
+    def get(self, key: str, default: str | None = None) -> str:  # type: ignore[override]
+        return self[key]

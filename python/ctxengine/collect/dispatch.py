@@ -155,7 +155,7 @@ class SessionDispatcher:
 
     def privileged(self, name: str) -> bool:
         """Whether ``name`` may use privileged abilities in this session."""
-        entry = self.registry._entries.get(name)
+        entry = self.registry.lookup(name)
         if entry is None or not entry.dangerous:
             return False
         consent = self.allow_dangerous

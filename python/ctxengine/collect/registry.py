@@ -328,6 +328,30 @@ class Registry:
         """
         return self.entry(name).provider
 
+    def lookup(self, name: str) -> PluginEntry | None:
+        """The entry of plugin ``name``, or None."""
+        return self._entries.get(name)
+
+    def rank(self, name: str) -> int:
+        """Fusion rank of grains from ``name``: registration index + 1 (0: not a plugin)."""
+        entry = self._entries.get(name)
+        return entry.index + 1 if entry is not None else 0
+
+    def has_hook(self, hook: str) -> bool:
+        """Whether any enabled plugin handles ``hook``."""
+        return any(
+            e.state == "enabled" and callable(getattr(e.provider, hook, None))
+            for e in self.entries()
+        )
+
+    def redact(self, text: str) -> str:
+        """``text`` through every enabled plugin that offers ``redact_text``."""
+        for entry in self.entries():
+            fn = getattr(entry.provider, "redact_text", None)
+            if entry.state == "enabled" and callable(fn):
+                text = fn(text)
+        return text
+
     def entries(self) -> list[PluginEntry]:
         """Registered plugins, ordered by priority then registration order."""
         return sorted(self._entries.values(), key=lambda e: (e.priority, e.index))

@@ -5,11 +5,8 @@ A package rather than ``render.py``, so version control follows the old file to 
 
 from __future__ import annotations
 
-from ..inject.compose import (
-    MessageTokenCache,
-    compose,
-    payload_tokens,
-)
+from ..inject.compose import compose
+from ..inject.payload import MessageTokenCache, payload_tokens
 
 __all__ = (
     "MessageTokenCache",
