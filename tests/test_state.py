@@ -58,8 +58,12 @@ async def test_state_json_is_plain_data() -> None:
     engine = ContextEngine("gpt-4o", Budget(total=3_000))
     async with engine.session("s2") as s:
         await _session(s)
-        await s.render()
+        for r in range(4):
+            await s.render()
+            if s.state.compacted:
+                break
+            await _steps(s, str(r), 15)
         data = s.state.to_json()
     assert json.loads(json.dumps(data)) == data
     assert {"messages", "stored", "queued", "compacted", "summary", "turn"} <= set(data)
-    assert data["turn"] == 1 and data["summary"]["node_id"] == "mem.summary"
+    assert data["turn"] >= 1 and data["summary"]["node_id"] == "mem.summary"

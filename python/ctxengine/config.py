@@ -30,7 +30,6 @@ class RenderConfig:
         window_index: Window name → its number in the core.
         max_result_chars: Largest tool result the window guard lets through.
         prune: Trim-ladder settings for old tool results (soft trim, allow/deny, TTL).
-        max_turns: Keep at most this many user turns in a render (None: no limit).
     """
 
     model: str
@@ -43,11 +42,10 @@ class RenderConfig:
     window_index: Mapping[str, int]
     max_result_chars: int
     prune: PruneSettings
-    max_turns: int | None
 
     @classmethod
     def build(cls, model: str, budget: Budget, summarizer: Summarizer, **kw: Any) -> RenderConfig:
-        """A config for ``model`` and ``budget`` (``kw``: weights, prune, max_turns,
+        """A config for ``model`` and ``budget`` (``kw``: weights, prune,
         max_result_chars)."""
         windows = tuple(budget.windows)
         return cls(

@@ -53,11 +53,9 @@ class ContextEngine:
             change). The default puts explicit user input (a request or feedback) above the
             hard-trim threshold (0.6): user turns are summarized by compaction, never dropped
             silently, while old tool steps go first.
-        prune: Soft-trim settings of old tool results (sizes, protected tail, ``allow``/``deny``
-            tool-name globs, ``ttl_seconds``); the same :class:`~ctxengine.guard.PruneSettings`
-            :func:`~ctxengine.guard.prune_tool_results` takes.
-        max_turns: Render at most the last this many user turns (older turns are reported as
-            dropped by the hard trim); None for no limit.
+        prune: Soft-trim sizes and protected tail of the engine's ladder
+            (``soft_trim_max_chars``, ``soft_trim_head_chars``, ``keep_last_assistants`` of
+            :class:`~ctxengine.guard.PruneSettings`, passed to the Rust assembly).
 
     Raises:
         EncodingError: unknown model. BudgetError: invalid budget.
@@ -75,12 +73,9 @@ class ContextEngine:
         max_failures: int = 3,
         weights: tuple[float, float, float, float] = (0.25, 0.65, 0.35, 0.1),
         prune: PruneSettings | None = None,
-        max_turns: int | None = None,
     ) -> None:
         self.model = model
         self.budget = budget if isinstance(budget, Budget) else Budget(total=budget)
-        if max_turns is not None and (isinstance(max_turns, bool) or max_turns < 1):
-            raise CtxEngineError(f"max_turns must be an int >= 1 or None; got {max_turns!r}")
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
         self.config = RenderConfig.build(
             model,
@@ -89,7 +84,6 @@ class ContextEngine:
             weights=weights,
             max_result_chars=max_tool_result_chars(self.budget.resolve(model)),
             prune=prune or PruneSettings(),
-            max_turns=max_turns,
         )
         self.tokens_total = self.config.tokens_total
         self.tokenizer = self.config.tokenizer

@@ -409,10 +409,10 @@ class SessionDispatcher:
             if inspect.isawaitable(result):
                 await result
             return
-        entry = self.registry._entries.get(owner)
+        entry = self.registry.lookup(owner)
         if entry is None or entry.state != "enabled" or owner in self._quarantined:
             return
-        sender = self.registry._entries.get(event.sender or "")
+        sender = self.registry.lookup(event.sender or "")
         seq = self._seq.get(event.sender, 0)
         self._seq[event.sender] = seq + 1
         key = (

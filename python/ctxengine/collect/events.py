@@ -210,7 +210,7 @@ class Subscription:
     def cancel(self) -> None:
         """Stop receiving events (idempotent)."""
         if self._bus is not None:
-            self._bus._remove(self)
+            self._bus.discard(self)
             self._bus = None
 
 
@@ -255,7 +255,8 @@ class EventBus:
         self._subs.append(sub)
         return sub
 
-    def _remove(self, sub: Subscription) -> None:
+    def discard(self, sub: Subscription) -> None:
+        """Drop ``sub`` (what :meth:`Subscription.cancel` calls)."""
         self._subs = [s for s in self._subs if s is not sub]
 
     def subscribers(self, name: str) -> list[Subscription]:

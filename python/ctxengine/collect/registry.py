@@ -380,7 +380,7 @@ class Registry:
         Raises:
             PluginError: as :meth:`register` (e.g. a duplicate name).
         """
-        for entry in sorted(other._entries.values(), key=lambda e: e.index):
+        for entry in sorted(other.entries(), key=lambda e: e.index):
             self.register(
                 entry.provider,
                 source=entry.source,  # type: ignore[arg-type]
