@@ -5,8 +5,9 @@ from __future__ import annotations
 from ._core import __version__
 from .assemble.budget import Budget
 from .assemble.report import GrainDecision, RenderReport
-from .collect.dispatch import Outcome, SessionDispatcher
-from .collect.faults import PluginFault
+from .collect.dispatch import Outcome as Outcome
+from .collect.dispatch import SessionDispatcher as SessionDispatcher
+from .collect.faults import PluginFault as PluginFault
 from .collect.protocol import AbstractContextProvider
 from .collect.registry import Registry
 from .collect.scene import ContextScene
@@ -14,16 +15,23 @@ from .engine import ContextEngine, RenderedContext, Session
 from .errors import (
     AdapterError,
     BudgetError,
-    ContextOverflowError,
     CtxEngineError,
     EncodingError,
-    FoldError,
     GrainError,
     PluginError,
-    StoreError,
     TranscriptError,
 )
+from .errors import (
+    ContextOverflowError as ContextOverflowError,
+)
+from .errors import (
+    FoldError as FoldError,
+)
+from .errors import (
+    StoreError as StoreError,
+)
 from .grain import ContextGrain
+from .state import SessionState
 from .summarize import ExtractiveSummarizer, Summarizer
 from .tokens import (
     Tokenizer,
@@ -37,6 +45,9 @@ from .tokens import (
     truncate_tokens,
 )
 
+# Also importable as ctxengine.X but left out of __all__: internals (SessionDispatcher, Outcome,
+# PluginFault) and the error classes nothing raises yet (FoldError, StoreError,
+# ContextOverflowError), kept so code that imports them keeps working.
 __all__ = (
     "AbstractContextProvider",
     "AdapterError",
@@ -44,23 +55,18 @@ __all__ = (
     "BudgetError",
     "ContextEngine",
     "ContextGrain",
-    "ContextOverflowError",
     "ContextScene",
     "CtxEngineError",
     "EncodingError",
     "ExtractiveSummarizer",
-    "FoldError",
     "GrainDecision",
     "GrainError",
-    "Outcome",
     "PluginError",
-    "PluginFault",
     "Registry",
     "RenderReport",
     "RenderedContext",
     "Session",
-    "SessionDispatcher",
-    "StoreError",
+    "SessionState",
     "Summarizer",
     "Tokenizer",
     "TranscriptError",
