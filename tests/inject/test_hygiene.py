@@ -17,8 +17,7 @@ from ctxengine.hygiene import (
     validate,
 )
 from ctxengine.transcript import Message, Text, Thinking, ToolCall, ToolResult, Transcript
-
-from .helpers import PROVIDERS
+from transcript.helpers import PROVIDERS
 
 
 def call(cid: str, name: str = "bash") -> ToolCall:

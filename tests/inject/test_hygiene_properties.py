@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 
 from ctxengine.hygiene import clean, fix_turn_order, repair_pairing, sanitize_tool_ids, validate
 from ctxengine.transcript import Message, Text, ToolCall, ToolResult, Transcript
-
-from .helpers import PROVIDERS
+from transcript.helpers import PROVIDERS
 
 FAST = settings(max_examples=150, deadline=None, database=None)
 
