@@ -14,7 +14,7 @@ from . import _core
 from .errors import CtxEngineError
 from .events import AfterRender, BeforeRender, OverBudget
 from .grain import ContextGrain
-from .history import FLAG, KIND, HistoryItem
+from .history import KIND, HistoryItem
 from .plugins.dispatch import PluginFault
 from .render import compose, payload_tokens
 from .report import GrainDecision, RenderReport
@@ -205,8 +205,10 @@ def _admit(session: Session, grains: list[ContextGrain], state: _TurnState) -> l
     for grain in grains:
         try:
             budget.window_of(grain.node_id, grain.window)
-            if grain.node_id == "hist.removed":
-                raise CtxEngineError("node id 'hist.removed' is reserved for the trim placeholder")
+            if grain.node_id == _core.PLACEHOLDER_ID:
+                raise CtxEngineError(
+                    f"node id {_core.PLACEHOLDER_ID!r} is reserved for the trim placeholder"
+                )
         except CtxEngineError as exc:
             fault = PluginFault(grain.origin, "render", "invalid", str(exc))
             if fault not in state.faults:  # _admit runs again after on_over_budget
@@ -272,19 +274,19 @@ def _sync_history(session: Session, scan: bool) -> None:
         k += n
     windows = session._window_index
     session._asm.upsert(
-        [i.node_id for i in items],
-        texts,
-        [windows[session.engine.budget.window_of(i.node_id)] for i in items],
-        [0 if i.kind == KIND["context"] else HISTORY_PRIORITY for i in items],
-        [0] * len(items),
-        [i.index * 1024 + max(i.result, 0) for i in items],
-        [i.kind for i in items],
-        [i.role for i in items],
-        [i.turn for i in items],
-        [i.flags for i in items],
-        overheads,
-        [i.label for i in items],
-        [None] * len(items),
+        node_ids=[i.node_id for i in items],
+        texts=texts,
+        windows=[windows[session.engine.budget.window_of(i.node_id)] for i in items],
+        priorities=[0 if i.kind == KIND["context"] else HISTORY_PRIORITY for i in items],
+        ranks=[0] * len(items),
+        seqs=[i.index * 1024 + max(i.result, 0) for i in items],
+        kinds=[i.kind for i in items],
+        roles=[i.role for i in items],
+        turns=[i.turn for i in items],
+        flags=[i.flags for i in items],
+        overheads=overheads,
+        labels=[i.label for i in items],
+        summaries=[None] * len(items),
     )
     for item, text in zip(items, texts, strict=True):
         item.text = text
@@ -322,19 +324,19 @@ def _sync_context(session: Session, grains: list[ContextGrain]) -> None:
         return
     windows = session._window_index
     session._asm.upsert(
-        [g.node_id for g in fresh],
-        [keys[g.node_id][0] for g in fresh],
-        [windows[budget.window_of(g.node_id, g.window)] for g in fresh],
-        [g.priority for g in fresh],
-        [keys[g.node_id][4] for g in fresh],
-        [keys[g.node_id][5] for g in fresh],
-        [KIND["context"]] * len(fresh),
-        [0] * len(fresh),
-        [0] * len(fresh),
-        [FLAG["protected"] if g.protected else 0 for g in fresh],
-        [CONTEXT_OVERHEAD] * len(fresh),
-        [keys[g.node_id][6] for g in fresh],
-        [keys[g.node_id][7] for g in fresh],
+        node_ids=[g.node_id for g in fresh],
+        texts=[keys[g.node_id][0] for g in fresh],
+        windows=[windows[budget.window_of(g.node_id, g.window)] for g in fresh],
+        priorities=[g.priority for g in fresh],
+        ranks=[keys[g.node_id][4] for g in fresh],
+        seqs=[keys[g.node_id][5] for g in fresh],
+        kinds=[_core.KIND_CONTEXT] * len(fresh),
+        roles=[_core.ROLE_SYSTEM] * len(fresh),
+        turns=[0] * len(fresh),
+        flags=[_core.FLAG_PROTECTED if g.protected else 0 for g in fresh],
+        overheads=[CONTEXT_OVERHEAD] * len(fresh),
+        labels=[keys[g.node_id][6] for g in fresh],
+        summaries=[keys[g.node_id][7] for g in fresh],
     )
     for g in fresh:
         session._in_asm[g.node_id] = keys[g.node_id]
@@ -369,7 +371,9 @@ async def _compact(session: Session, turns: list[int], state: _TurnState) -> boo
     On failure nothing is written: the turns stay dropped for this render only.
     """
     engine = session.engine
-    doomed = [i for i in session._items.values() if i.turn in set(turns) and i.kind != 0]
+    doomed = [
+        i for i in session._items.values() if i.turn in set(turns) and i.kind != _core.KIND_CONTEXT
+    ]
     indexes = sorted({i.index for i in doomed})
     messages = [session.messages[i] for i in indexes]
     previous = session._summary.text if session._summary is not None else ""
