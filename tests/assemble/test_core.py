@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -20,11 +21,33 @@ WINDOWS = [
     ("reserve", 0.10),
 ]
 INSTRUCTION, CORE_MEMORY, HISTORY, TOOL = 0, 1, 2, 3
-CONTEXT, MESSAGE, TOOL_RESULT = 0, 1, 2
-SYSTEM, USER, ASSISTANT, TOOL_ROLE = 0, 1, 2, 3
-HAS_TOOL_CALL, FEEDBACK, STRUCTURAL, IMAGE, PROTECTED = 1, 2, 4, 8, 16
-KEPT, TRIMMED, CLEARED, FOLDED, DROPPED = range(5)
-NONE, GUARD, SOFT, HARD, FOLD, COMPACTION = range(6)
+CONTEXT, MESSAGE, TOOL_RESULT = _core.KIND_CONTEXT, _core.KIND_MESSAGE, _core.KIND_TOOL_RESULT
+SYSTEM, USER, ASSISTANT, TOOL_ROLE = (
+    _core.ROLE_SYSTEM,
+    _core.ROLE_USER,
+    _core.ROLE_ASSISTANT,
+    _core.ROLE_TOOL,
+)
+HAS_TOOL_CALL, FEEDBACK, STRUCTURAL = (
+    _core.FLAG_HAS_TOOL_CALL,
+    _core.FLAG_FEEDBACK,
+    _core.FLAG_STRUCTURAL,
+)
+IMAGE, PROTECTED = _core.FLAG_IMAGE, _core.FLAG_PROTECTED
+KEPT, TRIMMED, CLEARED, FOLDED, DROPPED = (
+    _core.STATUS_KEPT,
+    _core.STATUS_TRIMMED,
+    _core.STATUS_CLEARED,
+    _core.STATUS_FOLDED,
+    _core.STATUS_DROPPED,
+)
+NONE, SOFT, HARD, FOLD, COMPACTION = (
+    _core.STAGE_NONE,
+    _core.STAGE_SOFT,
+    _core.STAGE_HARD,
+    _core.STAGE_FOLD,
+    _core.STAGE_COMPACTION,
+)
 
 
 @dataclass
@@ -45,22 +68,27 @@ class Item:
     extra: dict[str, object] = field(default_factory=dict)
 
 
+def columns(items: list[Item]) -> dict[str, Any]:
+    """The keyword columns of ``Assembly.upsert`` for ``items``."""
+    return {
+        "node_ids": [i.node_id for i in items],
+        "texts": [i.text for i in items],
+        "windows": [i.window for i in items],
+        "priorities": [i.priority for i in items],
+        "ranks": [i.rank for i in items],
+        "seqs": [i.seq for i in items],
+        "kinds": [i.kind for i in items],
+        "roles": [i.role for i in items],
+        "turns": [i.turn for i in items],
+        "flags": [i.flags for i in items],
+        "overheads": [i.overhead for i in items],
+        "labels": [i.label for i in items],
+        "summaries": [i.summary for i in items],
+    }
+
+
 def upsert(asm: _core.Assembly, items: list[Item]) -> list[int]:
-    return asm.upsert(
-        [i.node_id for i in items],
-        [i.text for i in items],
-        [i.window for i in items],
-        [i.priority for i in items],
-        [i.rank for i in items],
-        [i.seq for i in items],
-        [i.kind for i in items],
-        [i.role for i in items],
-        [i.turn for i in items],
-        [i.flags for i in items],
-        [i.overhead for i in items],
-        [i.label for i in items],
-        [i.summary for i in items],
-    )
+    return asm.upsert(**columns(items))
 
 
 def assembly(**options: object) -> _core.Assembly:
@@ -159,7 +187,7 @@ def test_upsert_replaces_and_remove_forgets() -> None:
 def test_bad_columns_are_named() -> None:
     asm = assembly()
     with pytest.raises(ValueError, match="texts"):
-        asm.upsert(["a"], [], [0], [0], [0], [0], [0], [0], [0], [0], [0], [""], [None])
+        asm.upsert(**{**columns([Item("a", "x")]), "texts": []})
     with pytest.raises(ValueError, match=r"windows\[0\]"):
         upsert(asm, [Item("a", "x", window=-1)])
     with pytest.raises(ValueError, match="reserve"):

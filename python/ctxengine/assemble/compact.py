@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import _core
 from ..grain import ContextGrain
 from .report import GrainDecision
 
@@ -52,7 +53,9 @@ async def compact(
 
     On failure nothing is written: the turns stay dropped for this render only.
     """
-    doomed = [i for i in state.items.values() if i.turn in set(turns) and i.kind != 0]
+    doomed = [
+        i for i in state.items.values() if i.turn in set(turns) and i.kind != _core.KIND_CONTEXT
+    ]
     messages = [state.messages[i] for i in sorted({i.index for i in doomed})]
     previous = state.summary.text if state.summary is not None else ""
     try:

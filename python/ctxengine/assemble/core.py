@@ -33,19 +33,19 @@ def upsert(
         ValueError: the columns differ in length or hold an invalid value (named).
     """
     return asm.upsert(
-        node_ids,
-        texts,
-        windows,
-        priorities,
-        ranks,
-        seqs,
-        kinds,
-        roles,
-        turns,
-        flags,
-        overheads,
-        labels,
-        summaries,
+        node_ids=node_ids,
+        texts=texts,
+        windows=windows,
+        priorities=priorities,
+        ranks=ranks,
+        seqs=seqs,
+        kinds=kinds,
+        roles=roles,
+        turns=turns,
+        flags=flags,
+        overheads=overheads,
+        labels=labels,
+        summaries=summaries,
     )
 
 

@@ -13,15 +13,32 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from .. import _core
 from ..grain import ContextGrain
 from ..transcript.model import Image, Message, Text, ToolResult
 from .guard import truncate_tool_result
 
 __all__ = ("FLAG", "KIND", "ROLE", "HistoryBuilder", "HistoryItem", "tool_result_node_id")
 
-KIND: Final = {"context": 0, "message": 1, "tool_result": 2}
-ROLE: Final = {"system": 0, "user": 1, "assistant": 2, "tool": 3}
-FLAG: Final = {"tool_call": 1, "feedback": 2, "structural": 4, "image": 8, "protected": 16}
+# The codes of the core's columns, by the names this module uses (the core owns the values).
+KIND: Final = {
+    "context": _core.KIND_CONTEXT,
+    "message": _core.KIND_MESSAGE,
+    "tool_result": _core.KIND_TOOL_RESULT,
+}
+ROLE: Final = {
+    "system": _core.ROLE_SYSTEM,
+    "user": _core.ROLE_USER,
+    "assistant": _core.ROLE_ASSISTANT,
+    "tool": _core.ROLE_TOOL,
+}
+FLAG: Final = {
+    "tool_call": _core.FLAG_HAS_TOOL_CALL,
+    "feedback": _core.FLAG_FEEDBACK,
+    "structural": _core.FLAG_STRUCTURAL,
+    "image": _core.FLAG_IMAGE,
+    "protected": _core.FLAG_PROTECTED,
+}
 
 #: Tokens of OpenAI message framing: 3 per message plus the role.
 MESSAGE_OVERHEAD: Final = 4
@@ -110,15 +127,16 @@ class HistoryBuilder:
         if message.role == "system":
             kind, flags = KIND["context"], flags | FLAG["protected"]
         texts = tuple(t for c in calls for t in (c.name, c.arguments_json))
-        node_id = self._node_id(f"sys.transcript.{index}" if kind == 0 else f"hist.{index}")
+        context = kind == _core.KIND_CONTEXT
+        node_id = self._node_id(f"sys.transcript.{index}" if context else f"hist.{index}")
         text = message.text
         grain = ContextGrain(
             node_id,
             "transcript",
             text,
-            priority=0 if kind == 0 else 100,
+            priority=0 if context else 100,
             lifespan="session",
-            protected=kind == 0,
+            protected=context,
             meta={"message_index": index, "role": message.role},
         )
         overhead = MESSAGE_OVERHEAD + images * IMAGE_TOKENS

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .. import _core
 from ..collect.events import BeforeRender, OverBudget
 from ..collect.faults import PluginFault
 from ..errors import CtxEngineError
@@ -100,8 +101,10 @@ def _admission_error(grain: ContextGrain, config: RenderConfig) -> CtxEngineErro
         config.budget.window_of(grain.node_id, grain.window)
     except CtxEngineError as exc:
         return exc
-    if grain.node_id == "hist.removed":
-        return CtxEngineError("node id 'hist.removed' is reserved for the trim placeholder")
+    if grain.node_id == _core.PLACEHOLDER_ID:
+        return CtxEngineError(
+            f"node id {_core.PLACEHOLDER_ID!r} is reserved for the trim placeholder"
+        )
     return None
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from .. import _core
 from ..errors import CtxEngineError
 from .budget import Budget
 
@@ -20,8 +21,22 @@ __all__ = (
     "shadowed_decision",
 )
 
-STATUS: Final = ("kept", "trimmed", "cleared", "folded", "dropped")
-STAGE: Final = (None, "guard", "soft", "hard", "fold", "compaction")
+#: Names of the core's status and stage codes (``Plan.decisions``).
+STATUS: Final = {
+    _core.STATUS_KEPT: "kept",
+    _core.STATUS_TRIMMED: "trimmed",
+    _core.STATUS_CLEARED: "cleared",
+    _core.STATUS_FOLDED: "folded",
+    _core.STATUS_DROPPED: "dropped",
+}
+STAGE: Final = {
+    _core.STAGE_NONE: None,
+    _core.STAGE_GUARD: "guard",
+    _core.STAGE_SOFT: "soft",
+    _core.STAGE_HARD: "hard",
+    _core.STAGE_FOLD: "fold",
+    _core.STAGE_COMPACTION: "compaction",
+}
 #: The four decisions of the manifest; trimmed and cleared grains count as folded.
 DECISION: Final = {"kept": "kept", "trimmed": "folded", "cleared": "folded", "folded": "folded"}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import _core
 from ..grain import ContextGrain
 from ..tokens import count_many
 from .core import upsert
@@ -118,7 +119,7 @@ def sync_context(
         ranks=[keys[g.node_id][4] for g in fresh],
         seqs=[keys[g.node_id][5] for g in fresh],
         kinds=[KIND["context"]] * count,
-        roles=[0] * count,
+        roles=[_core.ROLE_SYSTEM] * count,
         turns=[0] * count,
         flags=[FLAG["protected"] if g.protected else 0 for g in fresh],
         overheads=[CONTEXT_OVERHEAD] * count,

@@ -5,7 +5,7 @@ use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use super::plan::{Reason, PLACEHOLDER_ID};
-use super::{kind, role, AssemblyConfig, ItemSpec};
+use super::{codes, kind, role, AssemblyConfig, ItemSpec};
 use crate::errors::{CoreError, CoreResult};
 
 type Index = HashMap<Arc<str>, u32, BuildHasherDefault<ahash::AHasher>>;
@@ -146,36 +146,62 @@ impl Assembly {
             .collect()
     }
 
+    /// Check item `i` of a batch; the message names the column (as `Assembly.upsert` calls it
+    /// in Python), the index, the bad value and what was expected.
     fn check(&self, i: usize, item: &ItemSpec) -> CoreResult<()> {
-        let bad = |what: String| {
+        let id = &item.node_id;
+        let bad = |column: &str, value: &dyn std::fmt::Display, what: String| {
             Err(CoreError::Value(format!(
-                "item {i} ({:?}): {what}",
-                item.node_id
+                "{column}[{i}] = {value} (node_id {id:?}): {what}"
             )))
         };
-        let windows = self.config.windows.len();
-        if item.node_id.is_empty() || item.node_id == PLACEHOLDER_ID {
-            return bad(format!(
-                "node_id must be non-empty and not {PLACEHOLDER_ID:?}"
-            ));
+        if id.is_empty() || id == PLACEHOLDER_ID {
+            return Err(CoreError::Value(format!(
+                "node_ids[{i}] = {id:?}: a node id must be non-empty and not {PLACEHOLDER_ID:?}"
+            )));
         }
-        if usize::from(item.window) >= windows {
-            return bad(format!(
-                "window {} is out of range (0..{windows})",
-                item.window
-            ));
+        let windows = &self.config.windows;
+        let w = usize::from(item.window);
+        if w >= windows.len() {
+            let names: Vec<String> = windows
+                .iter()
+                .enumerate()
+                .map(|(k, (n, _))| format!("{k} ({n})"))
+                .collect();
+            let expected = format!("expected a window index: {}", names.join(", "));
+            return bad("windows", &item.window, expected);
         }
         if Some(item.window) == self.config.reserve {
-            return bad(format!(
-                "window {} is the reserve window, which is never filled",
-                item.window
-            ));
+            let what = format!(
+                "{:?} is the reserve window, which is never filled",
+                windows[w].0
+            );
+            return bad("windows", &item.window, what);
         }
-        if item.kind > kind::TOOL_RESULT {
-            return bad(format!("kind {} is not 0, 1 or 2", item.kind));
+        if codes::name_of(&codes::KINDS, item.kind).is_none() {
+            let what = format!("not a kind; expected {}", codes::listing(&codes::KINDS));
+            return bad("kinds", &item.kind, what);
         }
-        if item.role > role::TOOL {
-            return bad(format!("role {} is not 0, 1, 2 or 3", item.role));
+        if codes::name_of(&codes::ROLES, item.role).is_none() {
+            let what = format!("not a role; expected {}", codes::listing(&codes::ROLES));
+            return bad("roles", &item.role, what);
+        }
+        if item.flags & !codes::ALL_FLAGS != 0 {
+            let what = format!(
+                "unknown bits {:#x}; expected an OR of {}",
+                item.flags & !codes::ALL_FLAGS,
+                codes::listing(&codes::FLAGS)
+            );
+            return bad("flags", &item.flags, what);
+        }
+        if (item.kind == kind::TOOL_RESULT) != (item.role == role::TOOL) {
+            let what = format!(
+                "KIND_TOOL_RESULT ({}) goes with ROLE_TOOL ({}) and only with it; roles[{i}] = {}",
+                kind::TOOL_RESULT,
+                role::TOOL,
+                item.role
+            );
+            return bad("kinds", &item.kind, what);
         }
         Ok(())
     }
@@ -453,18 +479,49 @@ mod tests {
     #[test]
     fn rejects_bad_items() {
         let mut a = assembly();
-        let mut bad = item("x", "", 0);
-        bad.window = 4;
-        let err = a.upsert(vec![bad]);
-        assert!(matches!(err, Err(CoreError::Value(m)) if m.contains("reserve")));
-        let mut bad = item("x", "", 0);
-        bad.window = 9;
-        assert!(a.upsert(vec![bad]).is_err());
-        let mut bad = item("x", "", 0);
-        bad.kind = 3;
-        assert!(a.upsert(vec![bad]).is_err());
-        assert!(a.upsert(vec![item(PLACEHOLDER_ID, "", 0)]).is_err());
-        assert!(a.is_empty());
+        let err = |a: &mut Assembly, edit: &dyn Fn(&mut ItemSpec)| {
+            let mut bad = item("x", "", 0);
+            edit(&mut bad);
+            match a.upsert(vec![item("ok", "", 1), bad]) {
+                Err(CoreError::Value(m)) => m,
+                other => panic!("{other:?}"),
+            }
+        };
+        let m = err(&mut a, &|b| b.window = 4);
+        assert!(
+            m.starts_with("windows[1] = 4 (node_id \"x\")") && m.contains("reserve"),
+            "{m}"
+        );
+        let m = err(&mut a, &|b| b.window = 9);
+        assert!(
+            m.starts_with("windows[1] = 9") && m.contains("4 (reserve)"),
+            "{m}"
+        );
+        let m = err(&mut a, &|b| b.kind = 3);
+        assert!(
+            m.starts_with("kinds[1] = 3") && m.contains("KIND_TOOL_RESULT (2)"),
+            "{m}"
+        );
+        let m = err(&mut a, &|b| b.role = 7);
+        assert!(
+            m.starts_with("roles[1] = 7") && m.contains("ROLE_TOOL (3)"),
+            "{m}"
+        );
+        let m = err(&mut a, &|b| b.flags = 0x21);
+        assert!(m.starts_with("flags[1] = 33") && m.contains("0x20"), "{m}");
+        let m = err(&mut a, &|b| b.kind = kind::TOOL_RESULT);
+        assert!(
+            m.starts_with("kinds[1] = 2") && m.contains("roles[1] = 0"),
+            "{m}"
+        );
+        let m = err(&mut a, &|b| {
+            b.kind = kind::MESSAGE;
+            b.role = role::TOOL;
+        });
+        assert!(m.starts_with("kinds[1] = 1"), "{m}");
+        let m = err(&mut a, &|b| b.node_id = PLACEHOLDER_ID.into());
+        assert!(m.starts_with("node_ids[1] = \"hist.removed\""), "{m}");
+        assert!(a.is_empty(), "a rejected batch changes nothing");
     }
 
     #[test]
