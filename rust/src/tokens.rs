@@ -8,8 +8,10 @@
 //!   encoder of `bpe-openai` on a 2-byte radix trie. Ids equal tiktoken's; the parity tests in
 //!   `tests/test_tokens.py` check that on every shared transcript and on generated text.
 //! - It replaced `bpe-openai` (counting) plus `tiktoken-rs` (decoding), which compiled both
-//!   vocabularies in twice, as expanded Rust tables: the extension shrank from 56 MB to ~6 MB,
-//!   and single-thread counting from Python got ~5-7x faster (measured figures: docs/tokens.md).
+//!   vocabularies in twice, as expanded Rust tables: the extension shrank from 56.0 MB to
+//!   5.4 MB (release build without LTO). Counting 4 MB of transcripts from Python on one thread
+//!   went from ~6 to ~28 MB/s on the loaded shared 2-vCPU machine (same process, toktok's own
+//!   Python package: ~25-27 MB/s); figures and how they were taken: docs/tokens.md.
 //! - The vocabularies are embedded compressed (~4 MB of `.rodata`) and built on first use
 //!   ([`Encoding::tokenizer`]): importing the module builds nothing.
 //! - toktok memoizes short pre-tokens in a per-thread table (16 MiB each, allocated zeroed, so
