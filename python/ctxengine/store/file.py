@@ -498,7 +498,7 @@ class FileStore:
             raise _os_error("read", path, exc) from exc
         try:
             return parse_content(raw, info)
-        except ValueError as exc:
+        except (ValueError, StoreError) as exc:
             raise StoreError(
                 f"snapshot {info.id!r}: content file {path} is damaged ({exc})", path=str(path)
             ) from exc

@@ -331,7 +331,7 @@ class RedisStore:
             raise StoreError(f"snapshot {info.id!r}: content {key} is missing", path=key)
         try:
             return parse_content(raw, info)
-        except ValueError as exc:
+        except (ValueError, StoreError) as exc:
             raise StoreError(
                 f"snapshot {info.id!r}: content {key} is damaged ({exc})", path=key
             ) from exc
