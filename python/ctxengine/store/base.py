@@ -344,6 +344,19 @@ def canonical_json(value: Any) -> str:
         raise StoreError(f"value is not JSON-serializable: {exc}") from exc
 
 
+def compact_json(value: Any) -> str:
+    """Compact JSON that keeps key order (entries: a tool call's arguments keep their order,
+    so a payload rendered from stored messages is byte-identical to the original).
+
+    Raises:
+        StoreError: ``value`` is not JSON-serializable (NaN included).
+    """
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"value is not JSON-serializable: {exc}") from exc
+
+
 def content_hash(text: str) -> str:
     """``sha256`` hex digest of ``text`` encoded as UTF-8."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -369,7 +382,7 @@ def build_entries(
             raise StoreError(f"entry id {eid!r} already exists in the session")
         if not isinstance(item.kind, str) or not item.kind:
             raise StoreError(f"entry kind must be a non-empty str; got {item.kind!r}")
-        data = json.loads(canonical_json(dict(item.data)))  # a private, JSON-clean copy
+        data = json.loads(compact_json(dict(item.data)))  # a private, JSON-clean copy
         out.append(Entry(eid, parent_id, item.kind, data, ts))
         seen.add(eid)
         parent_id = eid

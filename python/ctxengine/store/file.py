@@ -54,6 +54,7 @@ from .base import (
     branch_of,
     build_entries,
     canonical_json,
+    compact_json,
     content_hash,
     new_id,
     parse_content,
@@ -353,7 +354,7 @@ class FileStore:
             with self._writing(s, s.transcript, session_id) as write:
                 parent = self._resolve(s, parent_id, session_id)
                 new = build_entries(items, parent, s.by_id)
-                if write([canonical_json(e.to_json()) for e in new]):
+                if write([compact_json(e.to_json()) for e in new]):
                     s.transcript.items.extend(new)
                     s.by_id.update((e.id, e) for e in new)
             if new[-1].id not in s.by_id:  # a torn tail was before them: read them back

@@ -47,6 +47,7 @@ from .base import (
     branch_of,
     build_entries,
     canonical_json,
+    compact_json,
     content_hash,
     new_id,
     parse_content,
@@ -195,7 +196,7 @@ class RedisStore:
                 parent = parent_id
             new = build_entries(items, parent, {i for i, p in zip(ids, present, strict=True) if p})
             pipe.multi()
-            pipe.rpush(log_key, *[canonical_json(e.to_json()) for e in new])
+            pipe.rpush(log_key, *[compact_json(e.to_json()) for e in new])
             pipe.hset(ids_key, mapping=dict.fromkeys(ids, "1"))
             pipe.set(self._key(session_id, "epoch"), secrets.token_hex(8), nx=True)
             pipe.execute()
