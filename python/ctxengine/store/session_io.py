@@ -83,20 +83,25 @@ def snapshot_render(
     include_payload: bool = False,
 ) -> Future[SnapshotInfo]:
     """Queue the snapshot of ``rendered`` (see :func:`~ctxengine.store.snapshot.build_snapshot`)
-    on ``writer``; returns at once, the future resolves once it is durable.
+    on ``writer``; returns at once, the future resolves once it is durable. The snapshot is
+    built in the writer's thread from ``rendered`` (which the session does not change after
+    the render) and ``state`` (the caller passes a fresh ``to_json()`` copy).
 
     ``leaf_id`` is the last transcript entry the render saw (the last id ``record_messages``
     returned), so a restore knows which messages came after the snapshot.
     """
-    content = build_snapshot(
-        rendered,
-        session_id=session_id,
-        turn=turn,
-        state=state,
-        leaf_id=leaf_id,
-        include_payload=include_payload,
-    )
-    return writer.submit(session_id, content, meta=snapshot_meta(content), leaf_id=leaf_id)
+
+    def build() -> dict[str, Any]:
+        return build_snapshot(
+            rendered,
+            session_id=session_id,
+            turn=turn,
+            state=state,
+            leaf_id=leaf_id,
+            include_payload=include_payload,
+        )
+
+    return writer.submit(session_id, build, meta=snapshot_meta, leaf_id=leaf_id)
 
 
 @dataclass(frozen=True, slots=True)

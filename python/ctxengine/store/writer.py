@@ -4,7 +4,9 @@
 daemon thread writes the queue in order. When snapshots of one session arrive faster than the
 store takes them, only the newest waiting one is written: the superseded ones' futures resolve
 to the :class:`~ctxengine.store.SnapshotInfo` of the snapshot that replaced them (a snapshot
-is a full state, so the newest one is all a restore needs). ``flush()`` waits for everything
+is a full state, so the newest one is all a restore needs). ``content`` (and ``meta``) may be a
+function: it is then called in the writer thread, so even building the snapshot (serializing
+the decisions, hashing the payload) stays off the render path. ``flush()`` waits for everything
 submitted so far; a write error is set on its futures and kept in ``errors``; it never reaches
 the render that submitted it.
 """
@@ -12,7 +14,7 @@ the render that submitted it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, final
@@ -23,10 +25,14 @@ from .base import LEAF, SnapshotInfo, Store, _Leaf
 __all__ = ("SnapshotWriter",)
 
 
+Content = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
+Meta = Mapping[str, Any] | Callable[[Mapping[str, Any]], Mapping[str, Any]] | None
+
+
 @dataclass(slots=True)
 class _Job:
-    content: Mapping[str, Any]
-    meta: Mapping[str, Any] | None
+    content: Content
+    meta: Meta
     leaf_id: str | _Leaf | None
     futures: list[Future[SnapshotInfo]] = field(default_factory=list)
 
@@ -55,12 +61,15 @@ class SnapshotWriter:
     def submit(
         self,
         session_id: str,
-        content: Mapping[str, Any],
+        content: Content,
         *,
-        meta: Mapping[str, Any] | None = None,
+        meta: Meta = None,
         leaf_id: str | _Leaf | None = LEAF,
     ) -> Future[SnapshotInfo]:
         """Queue a snapshot; returns at once. The future resolves once it is durable.
+
+        ``content`` may be a function building the content, ``meta`` a function of the built
+        content; both then run in the writer thread.
 
         Raises:
             StoreError: the writer is closed.
@@ -90,8 +99,10 @@ class SnapshotWriter:
                 job = self._pending.pop(session_id)
                 self._busy = True
             try:
+                content = job.content() if callable(job.content) else job.content
+                meta = job.meta(content) if callable(job.meta) else job.meta
                 info = self.store.write_snapshot(
-                    session_id, job.content, meta=job.meta, leaf_id=job.leaf_id
+                    session_id, content, meta=meta, leaf_id=job.leaf_id
                 )
             except CtxEngineError as exc:
                 self.errors.append(exc)
