@@ -67,9 +67,7 @@ class StoreError(CtxEngineError):
     read-only folder), so a caller can tell "keep going in memory" from "fix the argument".
     """
 
-    def __init__(
-        self, message: str, *, path: str | None = None, errno: int | None = None
-    ) -> None:
+    def __init__(self, message: str, *, path: str | None = None, errno: int | None = None) -> None:
         super().__init__(message)
         self.path = path
         self.errno = errno
