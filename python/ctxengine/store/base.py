@@ -119,7 +119,7 @@ class SnapshotInfo:
     """One line of a session's snapshot index: metadata and the content reference.
 
     Attributes:
-        id: The snapshot's id (time-ordered within a session).
+        id: The snapshot's id (starts with the time in ms, so ids sort by time to the millisecond).
         session_id: Its session.
         hash: ``sha256`` of the canonical JSON of the content; content is stored once per hash.
         size: Bytes of that canonical JSON.
