@@ -17,7 +17,6 @@ DROPPED = (
     "Outcome",
     "PluginFault",
     "FoldError",
-    "StoreError",
     "ContextOverflowError",
 )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._core import __version__
 from .assemble.budget import Budget
 from .assemble.report import GrainDecision, RenderReport
@@ -19,6 +21,8 @@ from .errors import (
     EncodingError,
     GrainError,
     PluginError,
+    SessionIdError,
+    StoreError,
     TranscriptError,
 )
 from .errors import (
@@ -27,11 +31,10 @@ from .errors import (
 from .errors import (
     FoldError as FoldError,
 )
-from .errors import (
-    StoreError as StoreError,
-)
 from .grain import ContextGrain
+from .overflow import ProviderErrorInfo, classify_provider_error, is_context_overflow
 from .state import SessionState
+from .store import FileStore, MemoryStore, Store
 from .summarize import ExtractiveSummarizer, Summarizer
 from .tokens import (
     Tokenizer,
@@ -45,9 +48,12 @@ from .tokens import (
     truncate_tokens,
 )
 
+if TYPE_CHECKING:
+    from .store.redis_store import RedisStore
+
 # Also importable as ctxengine.X but left out of __all__: internals (SessionDispatcher, Outcome,
-# PluginFault) and the error classes nothing raises yet (FoldError, StoreError,
-# ContextOverflowError), kept so code that imports them keeps working.
+# PluginFault) and the error classes nothing raises yet (FoldError, ContextOverflowError), kept
+# so code that imports them keeps working.
 __all__ = (
     "AbstractContextProvider",
     "AdapterError",
@@ -59,24 +65,41 @@ __all__ = (
     "CtxEngineError",
     "EncodingError",
     "ExtractiveSummarizer",
+    "FileStore",
     "GrainDecision",
     "GrainError",
+    "MemoryStore",
     "PluginError",
+    "ProviderErrorInfo",
+    "RedisStore",
     "Registry",
     "RenderReport",
     "RenderedContext",
     "Session",
+    "SessionIdError",
     "SessionState",
+    "Store",
+    "StoreError",
     "Summarizer",
     "Tokenizer",
     "TranscriptError",
     "__version__",
     "cache_info",
+    "classify_provider_error",
     "clear_cache",
     "count_many",
     "count_messages",
     "count_tokens",
     "get_tokenizer",
+    "is_context_overflow",
     "set_cache_capacity",
     "truncate_tokens",
 )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RedisStore":  # imported on first use: ``import ctxengine`` never imports redis
+        from .store.redis_store import RedisStore
+
+        return RedisStore
+    raise AttributeError(f"module 'ctxengine' has no attribute {name!r}")
