@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -29,6 +29,10 @@ from .render import MessageTokenCache
 from .report import GrainDecision, RenderReport
 from .summarize import ExtractiveSummarizer, Summarizer
 from .transcript import Message, ToolCall, Transcript
+from .transcript.coerce import to_messages
+
+if TYPE_CHECKING:
+    from .sync import SyncSession
 
 __all__ = ("ContextEngine", "RenderedContext", "Session")
 
@@ -276,10 +280,32 @@ class Session:
         self._stored.pop(node_id, None)
         return found
 
-    def extend(self, messages: Iterable[Message] | Transcript) -> None:
-        """Append messages without firing events (e.g. to resume a stored transcript)."""
-        for message in messages:
+    def extend(self, messages: Iterable[Any] | Transcript) -> None:
+        """Append messages without firing events (e.g. to resume a stored transcript).
+
+        ``messages`` may be in any supported shape (see :mod:`ctxengine.transcript.coerce`):
+        all are converted first, so a bad item adds nothing.
+
+        Raises:
+            TranscriptError: an item has an unknown shape (the message names its index).
+        """
+        for message in to_messages(messages):
             self._append(message)
+
+    async def ingest(self, messages: Iterable[Any] | Transcript) -> None:
+        """Append messages in any supported shape, firing the events the one-message calls
+        fire (``on_user_msg`` per user message, ``on_tool_result`` per tool result).
+
+        Raises:
+            TranscriptError: an item has an unknown shape; nothing is added.
+        """
+        for message in to_messages(messages):
+            self._append(message)
+            if message.role == "user":
+                await self._fire(UserMessage(self.id, self.turn, self.redact(message.text)))
+            for r in message.tool_results:
+                name = r.name or self._builder.tool_names.get(r.call_id) or ""
+                await self._fire(ToolResultEvent(self.id, r.call_id, name, r.text, r.is_error))
 
     def _append(self, message: Message) -> None:
         index = len(self.messages)
