@@ -154,6 +154,16 @@ class ContextEngine:
         finally:
             await session.close()
 
+    def session_sync(self, session_id: str) -> SyncSession:
+        """A blocking session for scripts: ``with engine.session_sync(id) as s: s.render()``.
+
+        The same calls as :meth:`session` without ``await``; see
+        :class:`ctxengine.sync.SyncSession`.
+        """
+        from .sync import SyncSession
+
+        return SyncSession(self, session_id)
+
 
 @dataclass(slots=True)
 class _Stored:
