@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .errors import CtxEngineError
 from .grain import ContextGrain
 from .transcript import Message, ToolCall, Transcript
 
@@ -70,7 +71,13 @@ class SyncSession:
         self._session: Session | None = None
 
     def open(self) -> SyncSession:
-        """Start the session (``on_session_start``); returns ``self``."""
+        """Start the session (``on_session_start``); returns ``self``.
+
+        Raises:
+            CtxEngineError: the session was closed.
+        """
+        if self._runner.loop.is_closed():
+            raise CtxEngineError(f"sync session {self.session_id!r} is closed")
         if self._session is None:
             self._session = self._runner.run(self._cm.__aenter__)
         return self
