@@ -3,8 +3,8 @@
 What :meth:`ctxengine.Session.ingest`, :meth:`~ctxengine.Session.extend` and
 :func:`ctxengine.fitting.fit` accept: neutral :class:`Message` objects, a :class:`Transcript`,
 OpenAI Chat dicts and SDK objects, OpenAI Responses items, Anthropic and Gemini messages (dicts
-or SDK objects), LangChain ``BaseMessage`` objects, or a request payload dict. A list may mix neutral
-messages with one foreign shape per run between them.
+or SDK objects), LangChain ``BaseMessage`` objects, or a request payload dict. A list may mix
+neutral messages with one foreign shape per run between them.
 """
 
 from __future__ import annotations
