@@ -221,6 +221,40 @@ def group_bounds(messages: Sequence[BaseMessage]) -> list[int]:
     return bounds
 
 
+def group_start(messages: Sequence[BaseMessage], hi: int) -> int:
+    """Start of the group that ends at ``hi`` (exclusive), found walking back: the same groups
+    as :func:`group_bounds`, without scanning the messages before them."""
+    last = messages[hi - 1]
+    if not isinstance(last, ToolMessage):
+        return hi - 1
+    k = hi - 1
+    while k > 0 and isinstance(messages[k - 1], ToolMessage):
+        k -= 1
+    call = messages[k - 1] if k > 0 else None
+    if not (isinstance(call, AIMessage) and call.tool_calls):
+        return hi - 1
+    ids = {c.get("id") for c in call.tool_calls}
+    for p in range(k, hi):
+        result = messages[p]
+        if isinstance(result, ToolMessage) and result.tool_call_id not in ids:
+            return hi - 1  # a result of another call ends the group before hi
+    return k - 1
+
+
+def group_end(messages: Sequence[BaseMessage], lo: int) -> int:
+    """End (exclusive) of the group that starts at ``lo``."""
+    m = messages[lo]
+    j = lo + 1
+    if isinstance(m, AIMessage) and m.tool_calls:
+        ids = {c.get("id") for c in m.tool_calls}
+        while j < len(messages):
+            result = messages[j]
+            if not isinstance(result, ToolMessage) or result.tool_call_id not in ids:
+                break
+            j += 1
+    return j
+
+
 class _Costs:
     """``cost(lo, hi)``: the count of ``messages[lo:hi]`` under a counter."""
 
@@ -348,9 +382,13 @@ def select_first(
     n = len(messages)
     if n == 0:
         return []
+    if counter.additive:
+        kept = _first_additive(messages, counter, max_tokens, splitter, allow_partial)
+        if end_on:
+            kept = kept[: _drop_back(kept, group_bounds(kept), len(kept), end_on)]
+        return kept
     bounds = group_bounds(messages)
     costs = _Costs(messages, counter)
-    kept: list[BaseMessage]
     if costs.cost(0, n) <= max_tokens:
         kept = messages
     else:
@@ -395,7 +433,10 @@ def select_last(
     if not messages:
         return []
     if end_on:
-        messages = messages[: _drop_back(messages, group_bounds(messages), len(messages), end_on)]
+        end = len(messages)
+        while end > 0 and not is_type(messages[end - 1], end_on):
+            end = group_start(messages, end)
+        messages = messages[:end]
     system: BaseMessage | None = None
     if include_system and messages and isinstance(messages[0], SystemMessage):
         system, messages = messages[0], messages[1:]
@@ -424,6 +465,8 @@ def _last_groups(
     n = len(messages)
     if n == 0:
         return []
+    if counter.additive:
+        return _last_additive(messages, counter, budget, splitter, allow_partial)
     bounds = group_bounds(messages)
     costs = _Costs(messages, counter)
     if costs.cost(0, n) <= budget:
@@ -448,4 +491,74 @@ def _last_groups(
         )
         if part is not None:
             kept = [part, *kept]
+    return kept
+
+
+def _splittable_one(message: BaseMessage) -> bool:
+    return not isinstance(message, ToolMessage) and not (
+        isinstance(message, AIMessage) and message.tool_calls
+    )
+
+
+def _last_additive(
+    messages: list[BaseMessage],
+    counter: Counter,
+    budget: int,
+    splitter: Callable[[str], list[str]],
+    allow_partial: bool,
+) -> list[BaseMessage]:
+    """Strategy "last" for an additive counter: walk groups back from the end, counting only
+    the messages looked at (O(kept), not O(n))."""
+    total = counter.base
+    start = len(messages)
+    lo = start
+    while start > 0:
+        lo = group_start(messages, start)
+        add = sum(counter.per_message(messages[lo:start]))
+        if total + add > budget:
+            break
+        total += add
+        start = lo
+    kept = messages[start:]
+    if allow_partial and start > 0 and start - lo == 1 and _splittable_one(messages[lo]):
+        used = total
+
+        def fits(m: BaseMessage) -> bool:
+            return used + counter.per_message([m])[0] <= budget
+
+        part = _partial(messages[lo], fits, fits, splitter, from_end=True)
+        if part is not None:
+            kept = [part, *kept]
+    return kept
+
+
+def _first_additive(
+    messages: list[BaseMessage],
+    counter: Counter,
+    budget: int,
+    splitter: Callable[[str], list[str]],
+    allow_partial: bool,
+) -> list[BaseMessage]:
+    """Strategy "first" for an additive counter: walk groups forward, O(kept)."""
+    n = len(messages)
+    total = counter.base
+    end = 0
+    hi = 0
+    while end < n:
+        hi = group_end(messages, end)
+        add = sum(counter.per_message(messages[end:hi]))
+        if total + add > budget:
+            break
+        total += add
+        end = hi
+    kept = messages[:end]
+    if allow_partial and end < n and hi - end == 1 and _splittable_one(messages[end]):
+        used = total
+
+        def fits(m: BaseMessage) -> bool:
+            return used + counter.per_message([m])[0] <= budget
+
+        part = _partial(messages[end], fits, fits, splitter, from_end=False)
+        if part is not None:
+            kept = [*kept, part]
     return kept
