@@ -17,6 +17,7 @@ from .errors import (
     StoreError,
     TranscriptError,
 )
+from .fitting import fit
 from .grain import ContextGrain
 from .plugins import AbstractContextProvider, Outcome, PluginFault, SessionDispatcher
 from .registry import Registry
@@ -68,6 +69,7 @@ __all__ = (
     "count_many",
     "count_messages",
     "count_tokens",
+    "fit",
     "get_tokenizer",
     "set_cache_capacity",
     "truncate_tokens",
