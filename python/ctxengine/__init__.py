@@ -31,6 +31,7 @@ from .errors import (
 from .errors import (
     FoldError as FoldError,
 )
+from .fitting import fit
 from .grain import ContextGrain
 from .overflow import ProviderErrorInfo, classify_provider_error, is_context_overflow
 from .state import SessionState
@@ -90,6 +91,7 @@ __all__ = (
     "count_many",
     "count_messages",
     "count_tokens",
+    "fit",
     "get_tokenizer",
     "is_context_overflow",
     "set_cache_capacity",

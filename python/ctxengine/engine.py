@@ -11,7 +11,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -32,8 +32,12 @@ from .grain import ContextGrain
 from .inject.turn import RenderedContext, Request, inject
 from .state import SessionState, TurnLog
 from .summarize import ExtractiveSummarizer, Summarizer
+from .transcript.coerce import to_messages
 from .transcript.model import Message, ToolCall, Transcript
 from .transcript.providers import check_provider
+
+if TYPE_CHECKING:
+    from .sync import SyncSession
 
 __all__ = ("ContextEngine", "RenderedContext", "Session")
 
@@ -155,6 +159,16 @@ class ContextEngine:
             yield session
         finally:
             await session.close()
+
+    def session_sync(self, session_id: str) -> SyncSession:
+        """A blocking session for scripts: ``with engine.session_sync(id) as s: s.render()``.
+
+        The same calls as :meth:`session` without ``await``; see
+        :class:`ctxengine.sync.SyncSession`.
+        """
+        from .sync import SyncSession
+
+        return SyncSession(self, session_id)
 
 
 class Session:
@@ -282,10 +296,34 @@ class Session:
         state.stored.pop(node_id, None)
         return found
 
-    def extend(self, messages: Iterable[Message] | Transcript) -> None:
-        """Append messages without firing events (e.g. to resume a stored transcript)."""
-        for message in messages:
+    def extend(self, messages: Iterable[Any] | Transcript) -> None:
+        """Append messages without firing events (e.g. to resume a stored transcript).
+
+        ``messages`` may be in any supported shape (see :mod:`ctxengine.transcript.coerce`):
+        all are converted first, so a bad item adds nothing.
+
+        Raises:
+            TranscriptError: an item has an unknown shape (the message names its index).
+        """
+        for message in to_messages(messages):
             self._state.append(message)
+
+    async def ingest(self, messages: Iterable[Any] | Transcript) -> None:
+        """Append messages in any supported shape, firing the events the one-message calls
+        fire (``on_user_msg`` per user message, ``on_tool_result`` per tool result).
+
+        Raises:
+            TranscriptError: an item has an unknown shape; nothing is added.
+        """
+        state = self._state
+        for message in to_messages(messages):
+            state.append(message)
+            if message.role == "user":
+                redacted = redacted_user_text(state, self.dispatcher, message.text)
+                await self._fire(UserMessage(self.id, state.turn, redacted))
+            for r in message.tool_results:
+                name = r.name or state.builder.tool_names.get(r.call_id) or ""
+                await self._fire(ToolResultEvent(self.id, r.call_id, name, r.text, r.is_error))
 
     async def user_message(self, text: str) -> None:
         """Record the user's message and fire ``on_user_msg`` (with the redacted text)."""
