@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from . import _core
+from .compaction import call_summarizer
 from .errors import CtxEngineError
 from .events import AfterRender, BeforeRender, OverBudget
 from .grain import ContextGrain
@@ -345,6 +346,14 @@ async def _run_tree_hook(session: Session, event: Any, state: _TurnState) -> Non
     state.faults.extend(outcome.faults)
 
 
+def _summary_limit(session: Session) -> int:
+    """The summary window's share of the target, in tokens."""
+    engine = session.engine
+    budget = engine.budget
+    share = budget.windows[budget.window_of("mem.summary")]
+    return int(engine.tokens_total * budget.pretrim_ratio * share)
+
+
 def _merge_summaries(session: Session, previous: str, text: str) -> str:
     """``previous`` then ``text``, dropping the oldest lines of ``previous`` while the whole
     would pass the summary window's share of the target. Appending without bound would
@@ -374,7 +383,9 @@ async def _compact(session: Session, turns: list[int], state: _TurnState) -> boo
     messages = [session.messages[i] for i in indexes]
     previous = session._summary.text if session._summary is not None else ""
     try:
-        text = await engine.summarizer.summarize(messages, previous)
+        text = await call_summarizer(
+            engine.summarizer, messages, instructions=previous, max_tokens=_summary_limit(session)
+        )
     except Exception as exc:  # a summarizer fault is reported, never fatal
         state.compactions.append({"turns": turns, "ok": False, "error": repr(exc)})
         return False

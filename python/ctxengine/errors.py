@@ -18,6 +18,7 @@ __all__ = (
     "GrainError",
     "PluginError",
     "StoreError",
+    "SummarizerError",
     "TranscriptError",
 )
 
@@ -64,3 +65,7 @@ class StoreError(CtxEngineError):
 
 class ContextOverflowError(CtxEngineError):
     """The provider still rejects the context as too long after every recovery step."""
+
+
+class SummarizerError(CtxEngineError):
+    """A summarizer failed: the call raised, timed out, or returned no usable text."""
