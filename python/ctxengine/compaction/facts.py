@@ -163,8 +163,9 @@ def _shell_files(command: str) -> tuple[list[str], list[str]]:
         cmd = Path(words[0]).name
         args = [w for w in words[1:] if not w.startswith(">")]
         paths = [p for p in (_clean_path(a) for a in args) if p]
-        if cmd in {"grep", "rg", "ag", "sed", "awk"} and paths and not args[0].startswith("-"):
-            paths = [p for p in paths if p != _clean_path(args[0])]  # the pattern or script
+        operands = [a for a in args if not a.startswith("-")]
+        if cmd in {"grep", "rg", "ag", "sed", "awk", "perl"} and operands:
+            paths = [p for p in paths if p != _clean_path(operands[0])]  # the pattern or script
         in_place = cmd in {"sed", "perl"} and any(a.startswith("-i") for a in args)
         if cmd in _SHELL_WRITE or in_place:
             modified.extend(paths[-1:] if cmd == "cp" else paths)

@@ -122,9 +122,11 @@ class LLMSummarizer:
         return f"{instructions}\n\n<conversation>\n{conversation}\n</conversation>"
 
     async def _create(self, create: Any, **kwargs: Any) -> Any:
-        if inspect.iscoroutinefunction(create):
+        # The SDKs wrap ``create`` in decorators, so ask the client's class as well.
+        if inspect.iscoroutinefunction(create) or "Async" in type(self.client).__name__:
             return await create(**kwargs)
-        return await anyio.to_thread.run_sync(partial(create, **kwargs), abandon_on_cancel=True)
+        result = await anyio.to_thread.run_sync(partial(create, **kwargs), abandon_on_cancel=True)
+        return await result if inspect.isawaitable(result) else result
 
     async def summarize(
         self,

@@ -151,14 +151,17 @@ def strip_sections(text: str) -> str:
 
 
 def _split_list(items: list[str], label: str) -> tuple[list[str], int]:
+    """The entries of every ``label: a, b (and N more)`` line of ``items``, and the N's."""
+    found: list[str] = []
+    more = 0
     for item in items:
         if item.startswith(label + ": "):
             rest = item[len(label) + 2 :]
-            more = re.search(r" \(and (\d+) more\)$", rest)
-            if more:
-                rest = rest[: more.start()]
-            return [p for p in rest.split(", ") if p], int(more.group(1)) if more else 0
-    return [], 0
+            tail = re.search(r" \(and (\d+) more\)$", rest)
+            if tail:
+                rest, more = rest[: tail.start()], more + int(tail.group(1))
+            found += [p for p in rest.split(", ") if p and p not in found]
+    return found, more
 
 
 def _merge(old: list[str], new: list[str]) -> list[str]:
@@ -308,9 +311,31 @@ def cap_summary(parts: SummaryParts, max_tokens: int, count: Count) -> str:
             text = work.render()
         if count(text) <= max_tokens:
             break
+    text = _restore(parts, work, max_tokens, count, text)
     if count(text) < max_tokens and work.body != parts.body:  # regrow the prose into the room
         work.body = _fill(parts.body, work, max_tokens, count)
         text = work.render()
+    return text
+
+
+def _restore(
+    parts: SummaryParts, work: SummaryParts, max_tokens: int, count: Count, text: str
+) -> str:
+    """Put dropped requests and files back, newest first (short form), while they fit: the
+    shrink steps cut in coarse strides."""
+    for name, more in (("requests", "requests_more"), ("read", "read_more")):
+        full, kept = getattr(parts, name), getattr(work, name)
+        dropped = [x if len(x) <= 80 else x[:79] + "…" for x in full[: len(full) - len(kept)]]
+        while dropped and count(text) < max_tokens:
+            setattr(work, name, [dropped[-1], *getattr(work, name)])
+            setattr(work, more, getattr(work, more) - 1)
+            candidate = work.render()
+            if count(candidate) > max_tokens:
+                setattr(work, name, getattr(work, name)[1:])
+                setattr(work, more, getattr(work, more) + 1)
+                break
+            text = candidate
+            dropped.pop()
     return text
 
 
