@@ -18,11 +18,12 @@ from .errors import (
     TranscriptError,
 )
 from .grain import ContextGrain
+from .memory import MemoryStore
 from .plugins import AbstractContextProvider, Outcome, PluginFault, SessionDispatcher
 from .registry import Registry
 from .report import GrainDecision, RenderReport
 from .scene import ContextScene
-from .summarize import ExtractiveSummarizer, Summarizer
+from .summarize import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from .tokens import (
     Tokenizer,
     cache_info,
@@ -50,6 +51,8 @@ __all__ = (
     "FoldError",
     "GrainDecision",
     "GrainError",
+    "LLMSummarizer",
+    "MemoryStore",
     "Outcome",
     "PluginError",
     "PluginFault",
