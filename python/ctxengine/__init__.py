@@ -13,6 +13,7 @@ from .collect.faults import PluginFault as PluginFault
 from .collect.protocol import AbstractContextProvider
 from .collect.registry import Registry
 from .collect.scene import ContextScene
+from .compaction import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from .engine import ContextEngine, RenderedContext, Session
 from .errors import (
     AdapterError,
@@ -33,10 +34,10 @@ from .errors import (
 )
 from .fitting import fit
 from .grain import ContextGrain
+from .memory import MemoryStore
 from .overflow import ProviderErrorInfo, classify_provider_error, is_context_overflow
 from .state import SessionState
-from .store import FileStore, MemoryStore, Store
-from .summarize import ExtractiveSummarizer, Summarizer
+from .store import FileStore, InMemoryStore, Store
 from .tokens import (
     Tokenizer,
     cache_info,
@@ -69,6 +70,8 @@ __all__ = (
     "FileStore",
     "GrainDecision",
     "GrainError",
+    "InMemoryStore",
+    "LLMSummarizer",
     "MemoryStore",
     "PluginError",
     "ProviderErrorInfo",

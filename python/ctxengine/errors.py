@@ -19,6 +19,7 @@ __all__ = (
     "PluginError",
     "SessionIdError",
     "StoreError",
+    "SummarizerError",
     "TranscriptError",
 )
 
@@ -79,3 +80,7 @@ class SessionIdError(StoreError, ValueError):
 
 class ContextOverflowError(CtxEngineError):
     """The provider still rejects the context as too long after every recovery step."""
+
+
+class SummarizerError(CtxEngineError):
+    """A summarizer failed: the call raised, timed out, or returned no usable text."""

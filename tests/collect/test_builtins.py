@@ -57,6 +57,7 @@ def test_builtin_catalog_validates() -> None:
         "usage_audit",
         "session_archive",
         "legacy",
+        "memory",
     }
     assert all(cls.__module__.startswith("ctxengine.builtins.") for cls in BUILTINS.values())
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from ctxengine.store import FileStore, MemoryStore, Store
+from ctxengine.store import FileStore, InMemoryStore, Store
 
 
 def _free_port() -> int:
@@ -78,7 +78,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Calla
     so a second store opened by a test sees what the first wrote, like a restarted worker."""
     kind = request.param
     opened: list[Store] = []
-    memory = MemoryStore()
+    memory = InMemoryStore()
     prefix = f"t{uuid.uuid4().hex[:10]}"
 
     def make() -> Store:

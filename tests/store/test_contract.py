@@ -1,4 +1,4 @@
-"""The `Store` contract, run against MemoryStore, FileStore and a real Redis server."""
+"""The `Store` contract, run against InMemoryStore, FileStore and a real Redis server."""
 
 from __future__ import annotations
 

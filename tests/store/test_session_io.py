@@ -9,7 +9,7 @@ import pytest
 
 from ctxengine import Budget, ContextEngine
 from ctxengine.errors import StoreError
-from ctxengine.store import FileStore, MemoryStore
+from ctxengine.store import FileStore, InMemoryStore
 from ctxengine.store.codec import message_from_json, message_to_json
 from ctxengine.store.session_io import record_messages, record_rewrite, resume, snapshot_render
 from ctxengine.store.snapshot import SCHEMA, payload_hash, summary_drift
@@ -62,7 +62,7 @@ async def test_a_restored_session_renders_the_same_payload(tmp_path: Path) -> No
 async def test_the_snapshot_holds_the_decisions_of_the_render(tmp_path: Path) -> None:
     messages = [*load(PI).messages[:200], Message.user("status?")]
     out = await _render(messages, budget=4000)
-    store = MemoryStore()
+    store = InMemoryStore()
     with SnapshotWriter(store) as writer:
         snapshot_render(writer, "s", None, out, turn=3, leaf_id=None).result(30)
     snap = store.load_snapshot("s")
@@ -133,7 +133,7 @@ async def _steps(s, tag: str, n: int) -> None:  # type: ignore[no-untyped-def]
 
 
 async def test_summary_drift_is_visible_across_snapshots() -> None:
-    store = MemoryStore()
+    store = InMemoryStore()
     engine = ContextEngine("gpt-4o", Budget(total=3000))
     with SnapshotWriter(store) as writer:
         async with engine.session("sum") as s:

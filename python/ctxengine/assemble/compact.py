@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import _core
+from ..compaction import call_summarizer
 from ..grain import ContextGrain
 from .report import GrainDecision
 
@@ -18,13 +19,18 @@ __all__ = ("MAX_COMPACTIONS", "compact")
 MAX_COMPACTIONS = 3
 
 
+def _summary_limit(config: RenderConfig) -> int:
+    """The summary window's share of the target, in tokens."""
+    budget = config.budget
+    share = budget.windows[budget.window_of("mem.summary")]
+    return int(config.tokens_total * budget.pretrim_ratio * share)
+
+
 def _merge_summaries(config: RenderConfig, previous: str, text: str) -> str:
     """``previous`` then ``text``, dropping the oldest lines of ``previous`` while the whole
     would pass the summary window's share of the target. Appending without bound would
     eventually fold the summary to a stand-in, losing everything compaction kept."""
-    budget = config.budget
-    share = budget.windows[budget.window_of("mem.summary")]
-    limit = int(config.tokens_total * budget.pretrim_ratio * share)
+    limit = _summary_limit(config)
     lines = previous.splitlines()
     counts = config.tokenizer.count_many(lines)
     total = config.tokenizer.count(text) + sum(counts) + len(lines)
@@ -53,13 +59,16 @@ async def compact(
 
     On failure nothing is written: the turns stay dropped for this render only.
     """
+    turn_set = set(turns)  # one set, not one per item: O(items), not O(items x turns)
     doomed = [
-        i for i in state.items.values() if i.turn in set(turns) and i.kind != _core.KIND_CONTEXT
+        i for i in state.items.values() if i.turn in turn_set and i.kind != _core.KIND_CONTEXT
     ]
     messages = [state.messages[i] for i in sorted({i.index for i in doomed})]
     previous = state.summary.text if state.summary is not None else ""
     try:
-        text = await config.summarizer.summarize(messages, previous)
+        text = await call_summarizer(
+            config.summarizer, messages, instructions=previous, max_tokens=_summary_limit(config)
+        )
     except Exception as exc:  # a summarizer fault is reported, never fatal
         log.compactions.append({"turns": turns, "ok": False, "error": repr(exc)})
         return False

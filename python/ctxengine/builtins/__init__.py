@@ -12,6 +12,7 @@ from typing import Final
 from .env_info import EnvInfoProvider
 from .knowledge_retriever import KnowledgeRetriever
 from .legacy import LegacyPromptProvider, NodeOrderDiff, compare_node_order
+from .memory import MemoryProvider
 from .redaction import RedactionProvider, Redactor
 from .session_archive import SessionArchiveProvider
 from .tool_result_compressor import ToolResultCompressor
@@ -22,6 +23,7 @@ __all__ = (
     "EnvInfoProvider",
     "KnowledgeRetriever",
     "LegacyPromptProvider",
+    "MemoryProvider",
     "NodeOrderDiff",
     "RedactionProvider",
     "Redactor",
@@ -39,5 +41,6 @@ BUILTINS: Final[dict[str, type]] = {
     "usage_audit": UsageAuditProvider,
     "session_archive": SessionArchiveProvider,
     "legacy": LegacyPromptProvider,
+    "memory": MemoryProvider,
 }
 """Plugin name -> class of every built-in plugin."""

@@ -1,4 +1,4 @@
-"""Persistence: the `Store` protocol, `MemoryStore`, `FileStore`, `RedisStore`, snapshots.
+"""Persistence: the `Store` protocol, `InMemoryStore`, `FileStore`, `RedisStore`, snapshots.
 
 See DESIGN.md §7 and docs/store.md for the formats on disk and the guarantees.
 ``RedisStore`` is imported on first use, so ``import ctxengine`` never imports redis.
@@ -19,7 +19,7 @@ from .base import (
     validate_session_id,
 )
 from .file import FileStore
-from .memory import MemoryStore
+from .memory import InMemoryStore
 
 if TYPE_CHECKING:
     from .redis_store import RedisStore
@@ -28,7 +28,7 @@ __all__ = (
     "LEAF",
     "Entry",
     "FileStore",
-    "MemoryStore",
+    "InMemoryStore",
     "NewEntry",
     "RedisStore",
     "Snapshot",

@@ -1,4 +1,4 @@
-"""`MemoryStore`: the :class:`~ctxengine.Store` semantics held in process memory.
+"""`InMemoryStore`: the :class:`~ctxengine.Store` semantics held in process memory.
 
 For tests, for integrations that bring their own durability (the OpenAI Agents session), and as
 the place a session keeps going when its durable store fails. Everything stored is a private
@@ -32,7 +32,7 @@ from .base import (
     validate_session_id,
 )
 
-__all__ = ("MemoryStore",)
+__all__ = ("InMemoryStore",)
 
 
 @dataclass(slots=True)
@@ -44,7 +44,7 @@ class _Session:
 
 
 @final
-class MemoryStore:
+class InMemoryStore:
     """An in-memory :class:`~ctxengine.Store` (thread-safe; nothing survives the process)."""
 
     __slots__ = ("_lock", "_sessions", "problems")
@@ -55,7 +55,7 @@ class MemoryStore:
         self.problems: list[StoreProblem] = []
 
     def __repr__(self) -> str:
-        return f"ctxengine.MemoryStore({len(self._sessions)} sessions)"
+        return f"ctxengine.InMemoryStore({len(self._sessions)} sessions)"
 
     def _get(self, session_id: str) -> _Session | None:
         return self._sessions.get(validate_session_id(session_id))

@@ -1,0 +1,85 @@
+"""`memory`: the long-term memory entries relevant to each user message, as ``mem.*`` grains.
+
+Searches a :class:`~ctxengine.memory.MemoryStore` (``MEMORY.md`` plus daily logs; hybrid BM25
+and vector search) with the user's message and returns the best entries above ``min_score`` as
+``mem.recall.<i>`` grains (turn lifespan, the source file in ``meta``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ..errors import PluginError
+from ..grain import ContextGrain
+from ..memory import Embedder, MemoryStore
+
+__all__ = ("MemoryProvider",)
+
+
+class MemoryProvider:
+    """Inject relevant long-term memory on each user message.
+
+    Args:
+        folder: The memory folder (``MEMORY.md``, ``memory/YYYY-MM-DD.md``), or a store.
+        k: Most entries per message.
+        min_score: Hybrid score (0..1) an entry needs.
+        embedder: See :class:`~ctxengine.memory.MemoryStore` (default: hashing embedder).
+        priority: Plugin priority; entry ``i`` (rank) gets grain priority ``priority + i``.
+
+    Raises:
+        PluginError: ``k`` below 1 or ``min_score`` outside [0, 1].
+    """
+
+    name = "memory"
+    version = "1.0.0"
+
+    def __init__(
+        self,
+        folder: str | Path | MemoryStore,
+        *,
+        k: int = 3,
+        min_score: float = 0.2,
+        embedder: Embedder | str | None = "hashing",
+        priority: int = 40,
+    ) -> None:
+        if k < 1 or not 0 <= min_score <= 1:
+            raise PluginError(
+                f"need k >= 1 and 0 <= min_score <= 1; got k={k}, min_score={min_score}",
+                plugin=self.name,
+            )
+        self.store = (
+            folder if isinstance(folder, MemoryStore) else MemoryStore(folder, embedder=embedder)
+        )
+        self.k = k
+        self.min_score = min_score
+        self.priority = priority
+        self.enabled = True
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        """Nothing per turn: recall happens in :meth:`on_user_msg`."""
+        return []
+
+    def recall(self, message: str) -> list[ContextGrain]:
+        """Grains for ``message`` (blocking)."""
+        hits = [h for h in self.store.search(message, self.k) if h.score >= self.min_score]
+        return [
+            ContextGrain(
+                node_id=f"mem.recall.{rank}",
+                origin=self.name,
+                content=f"[memory: {hit.source}]\n{hit.text}",
+                priority=self.priority + rank,
+                lifespan="turn",
+                meta={"source": hit.source, "entry": hit.index, "score": hit.score},
+            )
+            for rank, hit in enumerate(hits)
+        ]
+
+    async def on_user_msg(self, event: Any) -> list[ContextGrain]:
+        """Search for the new message in a worker thread."""
+        message = getattr(event, "user_message", "") or ""
+        if not message.strip():
+            return []
+        return await anyio.to_thread.run_sync(self.recall, message)

@@ -1,0 +1,106 @@
+"""The default summarizer: deterministic, offline, extractive.
+
+It writes what a model needs to carry on — the goal, the decisions taken, where the work stands,
+every user request (first line; the newest in full), the files read and modified, the tool
+failures and the open asks — and quotes tool output instead of obeying it. Given earlier
+summaries among its messages it merges them section by section, so a summary of summaries
+keeps every line of its parts (only the size cap shortens, and says so).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+from ..tokens import Tokenizer
+from ..transcript import Message
+from .facts import extract_facts, first_line, is_summary
+from .protocol import Count, counter
+from .sections import build_parts, cap_summary, parse_sections
+
+__all__ = ("ExtractiveSummarizer",)
+
+_FENCE: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
+_DECISION: Final = re.compile(
+    r"\b(?:I'll|I will|we'll|we will|let's|let me|decided|decision|going to|instead of|"
+    r"chose|switch(?:ed)? to|the fix is|root cause|plan is|approach)\b",
+    re.I,
+)
+_GOAL_CHARS: Final = 600
+
+
+def _prose_lines(text: str) -> list[str]:
+    lines = []
+    for raw in _FENCE.sub(" ", text).splitlines():
+        line = " ".join(raw.split())
+        if 12 <= len(line) <= 240 and not raw.startswith(("    ", "\t", "|", ">")):
+            lines.append(line)
+    return lines
+
+
+class ExtractiveSummarizer:
+    """Deterministic, offline summary of a conversation (see the module docstring).
+
+    Args:
+        max_items: Most decisions and progress notes kept (the newest).
+        tokenizer: Counts tokens for ``max_tokens`` (a :class:`~ctxengine.Tokenizer`, a model
+            or encoding name, or a ``str -> int`` function); default ``o200k_base``.
+    """
+
+    def __init__(self, max_items: int = 12, *, tokenizer: Tokenizer | Count | str | None = None):
+        if max_items < 1:
+            raise ValueError(f"max_items is {max_items}; expected at least 1")
+        self.max_items = max_items
+        self._count = counter(tokenizer)
+
+    async def summarize(
+        self,
+        messages: Sequence[Message],
+        instructions: str = "",
+        *,
+        max_tokens: int | None = None,
+    ) -> str:
+        """Summarize ``messages`` in at most ``max_tokens`` (None: uncapped).
+
+        ``instructions`` is accepted for the protocol; an extractive summary does not follow
+        prose instructions. Also callable as ``summarize(messages, instructions)``.
+        """
+        return self.summarize_sync(messages, max_tokens=max_tokens)
+
+    def summarize_sync(self, messages: Sequence[Message], *, max_tokens: int | None = None) -> str:
+        """The same summary, without an event loop."""
+        facts = extract_facts(messages)
+        parts = build_parts(facts, self._body(messages), len(messages))
+        if max_tokens is None:
+            return parts.render()
+        return cap_summary(parts, max_tokens, self._count)
+
+    def _body(self, messages: Sequence[Message]) -> str:
+        goal: str | None = None
+        decisions: list[str] = []
+        progress: list[str] = []
+        for m in messages:
+            if is_summary(m):
+                carried = parse_sections(m.text)
+                goal = goal or " ".join(carried.get("Goal", [])) or None
+                decisions += carried.get("Decisions", [])
+                progress += carried.get("Progress", [])
+            elif m.role == "user" and goal is None and m.text.strip():
+                flat = " ".join(m.text.split())
+                goal = flat if len(flat) <= _GOAL_CHARS else flat[: _GOAL_CHARS - 1] + "…"
+            elif m.role == "assistant" and m.text.strip():
+                lines = _prose_lines(m.text)
+                decisions += [ln for ln in lines if _DECISION.search(ln)]
+                progress.append(first_line(m.text))
+        keep = self.max_items
+        out: list[str] = []
+        if goal:
+            out += ["## Goal", goal]
+        decided = list(dict.fromkeys(decisions))[-keep:]
+        if decided:
+            out += ["", "## Decisions", *(f"- {d}" for d in decided)]
+        recent = [p for p in dict.fromkeys(progress) if p][-min(keep, 5) :]
+        if recent:
+            out += ["", "## Progress", *(f"- {p}" for p in recent)]
+        return "\n".join(out)

@@ -1,0 +1,377 @@
+"""Key facts of a stretch of conversation, extracted deterministically before anything is
+summarized: files read and modified, tool failures, exact identifiers, every user request, open
+asks, workspace rules and pinned facts. They become the structured sections of every summary,
+whichever summarizer wrote its prose, so a summarizer cannot lose them.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from ..transcript import Message, ToolCall
+
+__all__ = (
+    "Failure",
+    "KeyFacts",
+    "extract_facts",
+    "files_touched",
+    "first_line",
+    "read_rules",
+)
+
+MAX_LINE: Final = 240
+_PATH_KEYS: Final = ("file_path", "path", "filename", "file", "notebook_path", "target_file")
+_READ_TOOLS: Final = frozenset(
+    {"read", "read_file", "readfile", "view", "view_file", "open", "open_file", "cat"}
+    | {"notebookread", "read_many_files", "get_file_contents"}
+)
+_WRITE_TOOLS: Final = frozenset(
+    {"edit", "multiedit", "write", "write_file", "create", "create_file", "insert"}
+    | {"notebookedit", "replace", "edit_file", "search_replace", "delete_file", "str_replace"}
+    | {"apply_patch", "patch", "write_to_file", "replace_in_file"}
+)
+_EDITOR_TOOLS: Final = frozenset({"str_replace_editor", "str_replace_based_edit_tool", "editor"})
+_EDITOR_READ: Final = frozenset({"view"})
+_SHELL_TOOLS: Final = frozenset(
+    {"bash", "execute_bash", "shell", "run_terminal_cmd", "terminal", "exec", "run_command"}
+    | {"run_shell_command", "local_shell", "cmd", "sh"}
+)
+_SHELL_READ: Final = frozenset(
+    {"cat", "head", "tail", "less", "more", "nl", "bat", "wc", "grep", "rg", "ag", "sed", "awk"}
+    | {"diff", "open", "view", "file", "stat"}
+)
+_SHELL_WRITE: Final = frozenset({"tee", "touch", "rm", "mv", "cp", "truncate", "chmod"})
+_TEXT_ACTION: Final = re.compile(r"```[^\n]*\n(open|create|edit|insert)\b([^\n]*)\n", re.M)
+_OPEN_FILE: Final = re.compile(r"\(Open file: ([^)\n]+)\)")
+_PATCH_FILE: Final = re.compile(
+    r"^(?:\*\*\* (?:Add|Update|Delete) File: |\+\+\+ b/|--- a/)(\S+)", re.M
+)
+_AIDER_EDIT: Final = re.compile(r"^(\S+\.\w{1,8})\n```[^\n]*\n<<<<<<< SEARCH", re.M)
+_EXIT: Final = re.compile(
+    r"(?:exit(?:ed)?(?: with)?(?: status| code)|exit_code|returncode|return code)[\s:=]*(-?\d+)",
+    re.I,
+)
+_ERRORISH: Final = re.compile(
+    r"error|fail|exception|traceback|denied|not found|no such|cannot|can't|fatal|invalid|refused",
+    re.I,
+)
+_URL: Final = re.compile(r"https?://[^\s<>\"'`)\]]+")
+_HASH: Final = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b")
+_UUID: Final = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
+_PATHLIKE: Final = re.compile(r"(?<![\w/.:-])(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+\.\w{1,8}\b")
+_TICKET: Final = re.compile(r"(?<![\w#])(?:[A-Z][A-Z0-9]+-\d+|#\d{2,})\b")
+_QUESTION: Final = re.compile(r"[^\n]{8,}\?\s*$", re.M)
+_SUMMARY_HEAD: Final = "[Summary of the earlier conversation"
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One failed tool call: tool ``name``, ``call_id``, ``status``, ``exit_code`` (when the
+    output states one) and the first error ``line`` of its output (tool text: quote it)."""
+
+    name: str
+    call_id: str
+    status: str
+    exit_code: int | None
+    line: str
+
+
+@dataclass(slots=True)
+class KeyFacts:
+    """What a summary must keep. Lists are oldest first and free of duplicates."""
+
+    requests: list[str] = field(default_factory=list)
+    files_read: list[str] = field(default_factory=list)
+    files_modified: list[str] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    identifiers: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    rules: list[str] = field(default_factory=list)
+    pinned: list[str] = field(default_factory=list)
+    carried: dict[str, list[str]] = field(default_factory=dict)
+    """Section lines carried over from earlier summaries found among the messages."""
+
+    @property
+    def latest_request(self) -> str | None:
+        """The newest user request, in full."""
+        return self.requests[-1] if self.requests else None
+
+
+def first_line(text: str, limit: int = MAX_LINE) -> str:
+    """The first non-blank line of ``text``, whitespace collapsed, cut to ``limit`` chars."""
+    line = next((" ".join(ln.split()) for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def is_summary(message: Message) -> bool:
+    """Whether ``message`` is a summary written by compaction (so it is folded into the next
+    summary by its sections instead of being taken for a user request)."""
+    if message.meta.get("ctxengine_summary"):
+        return True
+    return message.role == "user" and message.text.startswith(_SUMMARY_HEAD)
+
+
+def _add(target: list[str], items: Iterable[str]) -> None:
+    seen = set(target)
+    for item in items:
+        if item and item not in seen:
+            seen.add(item)
+            target.append(item)
+
+
+def _clean_path(token: str) -> str | None:
+    token = token.strip().strip("'\"`,;:()[]{}")
+    if not token or token.startswith("-") or "://" in token or len(token) > 300:
+        return None
+    if any(c in token for c in "*?$`<>|=&") or token in {"/dev/null", ".", ".."}:
+        return None
+    if "/" in token or re.search(r"\.\w{1,8}$", token):
+        return token
+    return None
+
+
+def _shell_segments(command: str) -> list[list[str]]:
+    segments = []
+    for part in re.split(r"&&|\|\||[;|\n]", command):
+        try:
+            words = shlex.split(part, comments=True)
+        except ValueError:
+            words = part.split()
+        if words:
+            segments.append(words)
+    return segments
+
+
+def _shell_files(command: str) -> tuple[list[str], list[str]]:
+    """Files a shell command reads and modifies (a best-effort static reading)."""
+    read: list[str] = []
+    modified: list[str] = []
+    for target in re.findall(r"(?<![0-9&])>>?\s*([^\s;&|<>]+)", command):
+        path = _clean_path(target)
+        if path:
+            modified.append(path)
+    for words in _shell_segments(command):
+        while words and ("=" in words[0] or words[0] in {"sudo", "env", "time", "command"}):
+            words = words[1:]
+        if not words:
+            continue
+        cmd = Path(words[0]).name
+        args = [w for w in words[1:] if not w.startswith(">")]
+        paths = [p for p in (_clean_path(a) for a in args) if p]
+        operands = [a for a in args if not a.startswith("-")]
+        if cmd in {"grep", "rg", "ag", "sed", "awk", "perl"} and operands:
+            paths = [p for p in paths if p != _clean_path(operands[0])]  # the pattern or script
+        in_place = cmd in {"sed", "perl"} and any(a.startswith("-i") for a in args)
+        if cmd in _SHELL_WRITE or in_place:
+            modified.extend(paths[-1:] if cmd == "cp" else paths)
+        elif cmd in _SHELL_READ:
+            read.extend(paths)
+    return read, modified
+
+
+def _argument_paths(args: dict[str, Any]) -> list[str]:
+    paths = []
+    for key in _PATH_KEYS:
+        value = args.get(key)
+        if isinstance(value, str):
+            path = _clean_path(value)
+            if path:
+                paths.append(path)
+        elif isinstance(value, list):
+            paths.extend(p for p in (_clean_path(str(v)) for v in value) if p)
+    return paths
+
+
+def _call_files(call: ToolCall, current: str | None) -> tuple[list[str], list[str]]:
+    name = call.name.lower()
+    args = call.arguments if isinstance(call.arguments, dict) else {}
+    raw = call.arguments if isinstance(call.arguments, str) else ""
+    paths = _argument_paths(args)
+    if name in _SHELL_TOOLS or (not paths and isinstance(args.get("command"), str)):
+        command = args.get("command", args.get("cmd", raw))
+        if isinstance(command, list):
+            command = " ".join(str(c) for c in command)
+        if name in _SHELL_TOOLS:
+            return _shell_files(str(command))
+    if name in _EDITOR_TOOLS:
+        sub = str(args.get("command", ""))
+        return (paths, []) if sub in _EDITOR_READ else ([], paths)
+    if name in {"apply_patch", "patch"} or "*** Begin Patch" in raw:
+        text = raw or str(args.get("input", args.get("patch", "")))
+        return [], [p for p in _PATCH_FILE.findall(text) if p != "/dev/null"]
+    if name in _WRITE_TOOLS:
+        return [], paths or ([current] if current else [])
+    if name in _READ_TOOLS:
+        return paths, []
+    return [], []
+
+
+def files_touched(messages: Sequence[Message]) -> tuple[list[str], list[str]]:
+    """``(files read, files modified)`` by the tool calls of ``messages`` (and, for logs whose
+    actions are text — SWE-agent commands, aider edit blocks — by those), oldest first."""
+    read: list[str] = []
+    modified: list[str] = []
+    current: str | None = None
+    for m in messages:
+        if m.role == "assistant":
+            for call in m.tool_calls:
+                r, w = _call_files(call, current)
+                _add(read, r)
+                _add(modified, w)
+                args = call.arguments if isinstance(call.arguments, dict) else {}
+                current = next(iter(_argument_paths(args)), current)
+            for action, rest in _TEXT_ACTION.findall(m.text):
+                target = _clean_path(rest.split()[0]) if rest.split() else None
+                if action == "open" and target:
+                    _add(read, [target])
+                    current = target
+                elif action == "create" and target:
+                    _add(modified, [target])
+                    current = target
+                elif action in {"edit", "insert"} and current:
+                    _add(modified, [current])
+            _add(modified, _AIDER_EDIT.findall(m.text))
+        opened = _OPEN_FILE.findall(m.text if m.role != "tool" else "")
+        for result in m.tool_results:
+            opened += _OPEN_FILE.findall(result.text[-400:])
+        if opened and opened[-1].strip() != "n/a":
+            current = opened[-1].strip()
+    return read, modified
+
+
+def _failure(name: str, call_id: str, text: str) -> Failure:
+    match = _EXIT.search(text)
+    code = int(match.group(1)) if match else None
+    lines = [" ".join(ln.split()) for ln in text.splitlines() if ln.strip()]
+    errorish = [ln for ln in lines if _ERRORISH.search(ln) and not _EXIT.fullmatch(ln)]
+    chosen = errorish[0] if errorish else (lines[0] if lines else "(no output)")
+    line = chosen if len(chosen) <= MAX_LINE else chosen[: MAX_LINE - 1] + "…"
+    return Failure(name, call_id, "error", code, line)
+
+
+def _identifiers(text: str) -> list[str]:
+    found = [u.rstrip(".,;:!?") for u in _URL.findall(text)]
+    stripped = _URL.sub(" ", text)
+    found += _UUID.findall(stripped)
+    found += [h for h in _HASH.findall(stripped) if not h.isdigit()]
+    found += _PATHLIKE.findall(stripped)
+    found += _TICKET.findall(stripped)
+    return found
+
+
+def _pending(messages: Sequence[Message]) -> list[str]:
+    asks: list[str] = []
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
+    after = messages[last_user + 1 :] if last_user is not None else messages
+    if last_user is not None and not any(m.role == "assistant" and m.text for m in after):
+        asks.append("answer the latest request: " + first_line(messages[last_user].text))
+    for m in reversed(messages):
+        if m.role == "assistant" and m.text.strip():
+            asks += ["assistant asked: " + first_line(q) for q in _QUESTION.findall(m.text)[-3:]]
+            break
+    for m in messages[last_user or 0 :]:
+        for call in m.tool_calls:
+            if call.name in {"AskUserQuestion", "ask_user", "ask_followup_question"}:
+                asks.append("question to the user: " + first_line(call.arguments_json, 200))
+    return asks
+
+
+#: A ``## Name`` heading of a structured summary section.
+SECTION_HEADING: Final = re.compile(r"(?m)^## (.+?)\s*$")
+
+
+def parse_sections(text: str) -> dict[str, list[str]]:
+    """The items of each ``## `` section of a summary (list items without their ``- ``)."""
+    parts = SECTION_HEADING.split(text)
+    found: dict[str, list[str]] = {}
+    for name, content in zip(parts[1::2], parts[2::2], strict=False):
+        items: list[str] = []
+        for line in content.splitlines():
+            if not line.strip() or line.startswith("```"):
+                continue
+            if line.startswith("  ") and items:
+                continue  # continuation of a multi-line latest request: carried as first line
+            items.append(line[2:] if line.startswith("- ") else line)
+        found[name.strip()] = items
+    return found
+
+
+def _carry(facts: KeyFacts, message: Message) -> None:
+    for name, lines in parse_sections(message.text).items():
+        _add(facts.carried.setdefault(name, []), lines)
+
+
+def extract_facts(
+    messages: Sequence[Message],
+    *,
+    rules: Sequence[str] = (),
+    pinned: Sequence[str] = (),
+    max_identifiers: int = 40,
+) -> KeyFacts:
+    """The key facts of ``messages``. Earlier summaries among them contribute their sections.
+
+    Args:
+        messages: The stretch to summarize, oldest first.
+        rules: Workspace rules to keep verbatim (see :func:`read_rules`).
+        pinned: Protected facts (e.g. protected grains' text) the summary must hold verbatim.
+        max_identifiers: Most identifiers kept (the newest).
+    """
+    facts = KeyFacts(rules=list(rules), pinned=[p for p in pinned if p.strip()])
+    names: dict[str, str] = {}
+    seen_calls: set[str] = set()
+    idents: list[str] = []
+    plain = []
+    for m in messages:
+        if is_summary(m):
+            _carry(facts, m)
+            continue
+        plain.append(m)
+        if m.role == "user" and m.text.strip():
+            facts.requests.append(m.text.strip())
+            idents += _identifiers(m.text)
+        elif m.role == "assistant":
+            idents += _identifiers(m.text)
+            for call in m.tool_calls:
+                names[call.id] = call.name
+                idents += _identifiers(call.arguments_json)
+        for r in m.tool_results:
+            if r.is_error and r.call_id not in seen_calls:
+                seen_calls.add(r.call_id)
+                facts.failures.append(
+                    _failure(r.name or names.get(r.call_id, "tool"), r.call_id, r.text)
+                )
+    facts.files_read, facts.files_modified = files_touched(plain)
+    _add(facts.identifiers, idents)
+    facts.identifiers = facts.identifiers[-max_identifiers:]
+    facts.pending = _pending(plain)
+    return facts
+
+
+def read_rules(path: str | Path, sections: Sequence[str]) -> list[str]:
+    """The named ``## `` sections of an AGENTS.md-style file, each as one block of text
+    (heading included); all ``##`` sections when ``sections`` is empty. A missing file gives
+    no rules.
+
+    Raises:
+        ValueError: the file exists but is not UTF-8 text.
+    """
+    file = Path(path)
+    if not file.is_file():
+        return []
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"rules file {str(file)!r} is not UTF-8 text") from exc
+    wanted = {s.strip().lower() for s in sections}
+    blocks = re.split(r"(?m)^(?=#{1,3} )", text)
+    kept = []
+    for block in blocks:
+        heading = block.splitlines()[0].lstrip("#").strip().lower() if block.strip() else ""
+        if block.startswith("#") and (not wanted or heading in wanted):
+            kept.append(block.strip())
+    return kept

