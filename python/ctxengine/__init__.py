@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging as _logging
+
 from ._core import __version__
 from .budget import Budget
 from .engine import ContextEngine, RenderedContext, Session
@@ -34,6 +36,10 @@ from .tokens import (
     set_cache_capacity,
     truncate_tokens,
 )
+
+# A library logs, the application decides where to: nothing is printed unless it configures
+# logging (the command line shows warnings on stderr).
+_logging.getLogger("ctxengine").addHandler(_logging.NullHandler())
 
 __all__ = (
     "AbstractContextProvider",

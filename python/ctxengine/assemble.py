@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from . import _core
-from .errors import CtxEngineError
+from .errors import BudgetError, CtxEngineError
 from .events import AfterRender, BeforeRender, OverBudget
 from .grain import ContextGrain
 from .history import FLAG, KIND, HistoryItem
@@ -363,6 +363,26 @@ def _merge_summaries(session: Session, previous: str, text: str) -> str:
     return "\n".join([*lines[drop:], text])
 
 
+def _plan(session: Session, budget: int) -> Any:
+    """The core's plan for ``budget`` (the total less the request framing).
+
+    Raises:
+        BudgetError: protected content alone does not fit; the message names the user's total.
+    """
+    try:
+        return session._asm.plan(budget)
+    except BudgetError as exc:
+        total = session.engine.tokens_total
+        raise BudgetError(
+            str(exc)
+            .replace(
+                f"the budget of {budget} leaves",
+                f"the budget of {total} leaves",
+            )
+            .replace("after the reserve;", "after the reserve and request framing;")
+        ) from None
+
+
 async def _compact(session: Session, turns: list[int], state: _TurnState) -> bool:
     """Summarize the history turns the plan could not keep into the session summary grain.
 
@@ -444,7 +464,7 @@ async def run_render(session: Session, provider: str, **options: Any) -> Rendere
     _sync_context(session, context)
     _sync_history(session, scan=before or over)
     budget = session.engine.tokens_total - FRAMING_TOKENS
-    plan = session._asm.plan(budget)
+    plan = _plan(session, budget)
     if plan.total_before > plan.target and over:
         await _run_tree_hook(
             session, OverBudget(tree, session.engine.budget, plan.total_before - plan.target), state
@@ -452,7 +472,7 @@ async def run_render(session: Session, provider: str, **options: Any) -> Rendere
         context = _tree_context(session, tree, state)
         _sync_context(session, context)
         _sync_history(session, scan=True)
-        plan = session._asm.plan(budget)
+        plan = _plan(session, budget)
     for _ in range(MAX_COMPACTIONS):
         if not plan.compaction_turns or not await _compact(session, plan.compaction_turns, state):
             break
@@ -461,7 +481,7 @@ async def run_render(session: Session, provider: str, **options: Any) -> Rendere
         context = [g for g in context if summary is None or g.node_id != summary.node_id]
         context += [summary] if summary is not None else []
         _sync_context(session, context)
-        plan = session._asm.plan(budget)
+        plan = _plan(session, budget)
     timings.update({f"core.{k}": v for k, v in plan.timings.items()})
     by_id = {g.node_id: g for g in context}
     injected = render_payload(compose(session, plan, by_id), provider, **options)
