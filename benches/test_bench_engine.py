@@ -3,7 +3,7 @@
 - cold: a ~1,000-message real session (pi/OpenClaw, 914 messages) into 32k tokens, counts not
   cached, vs ``trim_messages`` with an exact tiktoken counter;
 - warm: one new message on that session, then render;
-- scaling: warm renders of synthetic sessions of 1k, 10k and 100k grains.
+- scaling: cold and warm renders of synthetic sessions of 1k, 10k and 100k grains.
 
 Run ``pytest benches/test_bench_engine.py --benchmark-enable --benchmark-only`` and compare the
 ``mean`` columns inside each group.
@@ -149,3 +149,19 @@ def _synthetic(n_grains: int) -> list[Message]:
 @pytest.mark.benchmark(group="render-warm-scaling")
 def test_ctxengine_warm_scaling(benchmark, runner, n: int) -> None:  # type: ignore[no-untyped-def]
     _bench_warm(benchmark, runner, _synthetic(n))
+
+
+@pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
+@pytest.mark.benchmark(group="render-cold-scaling")
+def test_ctxengine_cold_scaling(benchmark, runner, n: int) -> None:  # type: ignore[no-untyped-def]
+    """A new engine and session on ``n`` grains, counts not cached, one render."""
+    messages = _synthetic(n)
+
+    async def cold():  # type: ignore[no-untyped-def]
+        clear_cache()
+        engine = ContextEngine("gpt-4o", Budget(total=BUDGET))
+        _, session = await _open(engine, messages)
+        return await session.render()
+
+    out = benchmark(runner.call, cold)
+    assert out.tokens <= BUDGET

@@ -2,40 +2,92 @@
 
 from __future__ import annotations
 
+import argparse
+import io
 import json
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
+from rich.console import Console
 
 from ctxengine import count_messages
 from ctxengine.cli import main
+from ctxengine.cli_replay import DEMO_BUDGET, _print, _run, middle_ellipsis
+from ctxengine.replay import demo_transcript_path
+from ctxengine.transcript import load
 from offline_tiktoken import TRANSCRIPTS
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "plugins"
 
 
-def test_demo_renders_every_call_within_budget(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--budget", "6000"]) == 0
-    out = capsys.readouterr().out
-    assert "all within budget: True" in out
-    assert "decisions at model call" in out
+@pytest.fixture(scope="module")
+def demo_json() -> dict[str, Any]:
+    """One ``ctxengine demo --json`` run, shared by the tests that read it."""
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("sys.stdout", out)
+        assert main(["demo", "--json"]) == 0
+    data: dict[str, Any] = json.loads(out.getvalue())
+    return data
 
 
-def test_demo_json_is_the_last_report(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--json", "--budget", "5000"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["tokens"] <= 5000 and report["fits"] is True
-    assert {g["decision"] for g in report["grains"]} <= {"kept", "folded", "dropped", "shadowed"}
-    # The tight budget shows in the last report: earlier turns live on in the compaction summary.
-    trimmed = report["counts"].get("dropped", 0) + report["counts"].get("folded", 0)
-    assert trimmed > 0 or any(g["node_id"] == "mem.summary" for g in report["grains"])
+def test_demo_compacts_and_stays_within_budget_on_every_call(demo_json: dict[str, Any]) -> None:
+    calls = demo_json["calls"]
+    assert demo_json["budget"] == DEMO_BUDGET
+    assert len(calls) == demo_json["summary"]["calls"] > 100
+    assert all(c["tokens"] <= DEMO_BUDGET and c["within_budget"] for c in calls)
+    compactions = [c for call in calls for c in call["compactions"]]
+    assert len(compactions) == demo_json["summary"]["compactions"] >= 1
+    assert all(c["ok"] and c["messages"] > 0 for c in compactions)
+    assert demo_json["summary"]["peak_tokens"] == max(c["tokens"] for c in calls)
+    assert demo_json["transcript"]["messages"] == 465
+
+
+def test_demo_json_holds_every_call_and_the_last_report(demo_json: dict[str, Any]) -> None:
+    assert [c["call"] for c in demo_json["calls"]] == list(range(len(demo_json["calls"])))
+    messages = [c["messages"] for c in demo_json["calls"]]
+    assert messages == sorted(messages) and messages[-1] == 465
+    last = demo_json["last_report"]
+    assert last["tokens"] == demo_json["calls"][-1]["tokens"] and last["fits"] is True
+    assert any(g["node_id"] == "mem.summary" for g in last["grains"])
+    cuts = demo_json["largest_cuts"]
+    saved = [c["tokens_before"] - c["tokens_after"] for c in cuts]
+    assert saved == sorted(saved, reverse=True) and saved[0] > 0
+    assert len({c["node_id"] for c in cuts}) == len(cuts)
+
+
+def test_text_tables_fit_80_columns_and_keep_brackets() -> None:
+    source = TRANSCRIPTS / "claude-code-spotter" / "subagent.jsonl"
+    args = argparse.Namespace(
+        model="gpt-4o", budget=4000, provider="openai", plugins=None, json=True
+    )
+    run = anyio.run(_run, args, source.name, load(source))
+    buf = io.StringIO()
+    _print(run, Console(file=buf, width=80, color_system=None))
+    text = buf.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "[transcript]" in text  # the origin is text, not rich markup
+    assert "compactions (older history summarized into mem.summary)" in text
+    assert f"{len(run.rows)} calls · peak " in text
+    assert "\nevery call within budget\n" in text
+
+
+def test_middle_ellipsis_keeps_both_ends() -> None:
+    node = "act.tool_result.toolu_015JvAsY5Z94GfNgmRYM8qct"
+    cut = middle_ellipsis(node, 26)
+    assert len(cut) == 26 and cut.startswith("act.tool_res") and cut.endswith("GfNgmRYM8qct")
+    other = middle_ellipsis("act.tool_result.toolu_01Ub9KFAAhuZu7bZznKrVXnn", 26)
+    assert cut != other
+    assert middle_ellipsis("hist.3", 26) == "hist.3"
 
 
 def test_replay_writes_payload_and_report(tmp_path: Path) -> None:
     source = TRANSCRIPTS / "openhands" / "output.jsonl"
     out, rep = tmp_path / "payload.json", tmp_path / "report.json"
     args = ["replay", str(source), "--budget", "4000", "--out", str(out), "--report", str(rep)]
-    assert main([*args, "--model", "gpt-4o"]) == 0
+    assert main([*args, "--model", "gpt-4o", "--json"]) == 0
     payload = json.loads(out.read_text())
     assert count_messages(payload["messages"], model="gpt-4o") <= 4000
     assert json.loads(rep.read_text())["budget"] == 4000
@@ -45,14 +97,56 @@ def test_replay_for_anthropic_payload(tmp_path: Path) -> None:
     source = TRANSCRIPTS / "claude-code-spotter" / "tool_heavy.jsonl"
     out = tmp_path / "payload.json"
     args = ["replay", str(source), "--provider", "anthropic", "--model", "claude-sonnet-4-5"]
-    assert main([*args, "--budget", "3000", "--out", str(out)]) == 0
+    assert main([*args, "--budget", "3000", "--out", str(out), "--json"]) == 0
     payload = json.loads(out.read_text())
     assert payload["messages"][0]["role"] == "user"
 
 
-def test_replay_missing_file_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["replay", "no/such/file.jsonl"]) == 2
-    assert "no such file" in capsys.readouterr().err
+def test_replay_with_plugins_and_format(capsys: pytest.CaptureFixture[str]) -> None:
+    source = TRANSCRIPTS / "claude-code-spotter" / "tool_heavy.jsonl"
+    args = ["replay", str(source), "--format", "claude-code", "--plugins", str(EXAMPLES)]
+    assert main([*args, "--budget", "3000", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["transcript"]["format"] == "claude-code"
+    origins = {g["origin"] for g in data["last_report"]["grains"]}
+    assert "workspace_rules" in origins
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["replay", "no/such/file.jsonl"], "no/such/file.jsonl: no such file"),
+        (["replay", "."], ".: is a folder; expected a transcript file"),
+        (["demo", "--budget", "0"], "'0' is not a token count; expected an int ≥ 1"),
+        (["demo", "--plugins", "no/such/dir"], "'no/such/dir' does not exist"),
+        (["demo", "--model", "llama-3"], 'unknown model or encoding "llama-3"'),
+        (["replay", str(demo_transcript_path()), "--format", "xml"], "invalid choice: 'xml'"),
+    ],
+)
+def test_user_errors_are_one_line_on_stderr_with_status_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and captured.err.startswith("error: ")
+    assert expected in captured.err
+
+
+def test_budget_error_names_the_budget_given(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--budget", "100"]) == 2
+    err = capsys.readouterr().err
+    assert "the budget of 100 leaves" in err and "request framing" in err
+
+
+def test_a_format_hint_speaks_flags_not_keywords(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    odd = tmp_path / "session.txt"
+    odd.write_text("{}\n")
+    assert main(["replay", str(odd)]) == 2
+    err = capsys.readouterr().err
+    assert "(or pass --format)" in err and "format=" not in err
 
 
 def test_plugins_list_loads_the_example_folder(capsys: pytest.CaptureFixture[str]) -> None:
@@ -60,3 +154,9 @@ def test_plugins_list_loads_the_example_folder(capsys: pytest.CaptureFixture[str
     rows = json.loads(capsys.readouterr().out)
     example = next(r for r in rows if r["name"] == "workspace_rules")
     assert example["state"] == "enabled" and example["source"] == "dir"
+
+
+def test_plugins_list_missing_folder_is_a_user_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plugins", "list", "--plugins", "missing"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "'missing' does not exist" in captured.err

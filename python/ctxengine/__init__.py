@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging as _logging
 from typing import TYPE_CHECKING, Any
 
 from ._core import __version__
@@ -56,6 +57,10 @@ if TYPE_CHECKING:
 # Also importable as ctxengine.X but left out of __all__: internals (SessionDispatcher, Outcome,
 # PluginFault) and the error classes nothing raises yet (FoldError, ContextOverflowError), kept
 # so code that imports them keeps working.
+# A library logs, the application decides where to: nothing is printed unless it configures
+# logging (the command line shows warnings on stderr).
+_logging.getLogger("ctxengine").addHandler(_logging.NullHandler())
+
 __all__ = (
     "AbstractContextProvider",
     "AdapterError",

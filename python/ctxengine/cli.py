@@ -1,96 +1,170 @@
-"""The ``ctxengine`` command line (DESIGN.md §9)."""
+"""The ctxengine command line: replay agent sessions through the engine, count tokens, list plugins.
+
+Each command lives in its own module (listed in :data:`COMMANDS`) with one ``add_to(commands)``
+function that adds its parser and sets ``run(args) -> int``. This module owns what they share:
+the parser class, the output helpers and the exit statuses.
+
+Exit statuses: 0 success, 1 a check failed (e.g. a refused plugin) or an internal error,
+2 a user error (bad value, unreadable file, unknown model...), 130 interrupted (Ctrl-C).
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import logging
+import os
+import re
+import shutil
 import sys
+import textwrap
+import traceback
 from collections.abc import Sequence
-from pathlib import Path
+from typing import IO, Any, Final, NoReturn
 
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from . import __version__
-from .cli_replay import add_commands
-from .errors import CtxEngineError, EncodingError
-from .tokens import cache_info, get_tokenizer
+from .errors import CtxEngineError
 
-__all__ = ("main",)
+__all__ = (
+    "COMMANDS",
+    "EXIT_INTERRUPTED",
+    "EXIT_USAGE",
+    "UsageError",
+    "add_common",
+    "build_parser",
+    "main",
+    "print_json",
+    "stderr_console",
+    "stdout_console",
+)
 
-
-def _count(args: argparse.Namespace, console: Console) -> int:
-    tokenizer = get_tokenizer(args.encoding or args.model)
-    rows = []
-    for name in args.files:
-        path = Path(name)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CtxEngineError(f"cannot read {name!r} as UTF-8 text: {exc}") from exc
-        rows.append({"file": name, "chars": len(text), "tokens": tokenizer.count(text)})
-    total = sum(r["tokens"] for r in rows)
-    summary = {
-        "tokens": total,
-        "files": rows,
-        "model": None if args.encoding else args.model,
-        "encoding": tokenizer.name,
-        "exact": tokenizer.exact,
-        "cache": cache_info(),
-    }
-    if args.json:
-        console.print_json(json.dumps(summary))
-        return 0
-    table = Table(title=f"tokens ({tokenizer.name}, {'exact' if tokenizer.exact else 'estimate'})")
-    table.add_column("file")
-    table.add_column("chars", justify="right")
-    table.add_column("tokens", justify="right")
-    for r in rows:
-        table.add_row(r["file"], f"{r['chars']:,}", f"{r['tokens']:,}")
-    if len(rows) > 1:
-        table.add_row("total", f"{sum(r['chars'] for r in rows):,}", f"{total:,}")
-    console.print(table)
-    return 0
+#: The modules that add a command (``add_to(commands)``); a new command is one more module.
+COMMANDS: Final = ("ctxengine.cli_replay", "ctxengine.cli_count", "ctxengine.plugins.cli")
+EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+EXIT_BROKEN_PIPE: Final = 141
+_OPTIONS: Final = "encoding|format"  # keyword arguments of the library that are flags here
 
 
-def _plugins_list(args: argparse.Namespace, console: Console) -> int:
-    from .plugins.cli import plugins_list
-
-    return plugins_list(args.plugins, args.json, console=console)
+class UsageError(CtxEngineError):
+    """A bad command line: the value and what was expected (exit status 2)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="ctxengine", description=__doc__)
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr, exit status 2 (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
+def stdout_console() -> Console:
+    """The console for tables and text (rich markup off: data is never markup)."""
+    return Console(highlight=False, markup=False)
+
+
+def stderr_console() -> Console:
+    """The console for progress bars, so that stdout carries only the result."""
+    return Console(stderr=True, highlight=False, markup=False)
+
+
+def print_json(data: Any, out: IO[str] | None = None) -> None:
+    """Print ``data`` as indented JSON, uncolored, for scripts."""
+    (out or sys.stdout).write(json.dumps(data, ensure_ascii=False, indent=1) + "\n")
+
+
+def add_common(parser: argparse.ArgumentParser, *, json_help: str) -> None:
+    """The options every command has: ``--json`` and ``--debug``."""
+    parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show the traceback of an error, and debug logs",
+    )
+
+
+def build_parser() -> Parser:
+    """The parser of every command."""
+    parser = Parser(
+        prog="ctxengine",
+        description="Build the context an LLM agent sends to its model: replay real agent "
+        "sessions through the engine, count tokens, list plugins.",
+        epilog="Run 'ctxengine COMMAND --help' for a command's options. Exit status: 0 ok, "
+        "1 a check failed, 2 a user error, 130 interrupted.",
+    )
     parser.add_argument("--version", action="version", version=f"ctxengine {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    count = sub.add_parser("count", help="count the tokens of files")
-    count.add_argument("files", nargs="+", metavar="FILE")
-    count.add_argument("--model", default="gpt-4o", help="model name (default: gpt-4o)")
-    count.add_argument("--encoding", help="encoding name instead of a model")
-    count.add_argument("--json", action="store_true", help='print {"tokens": N, ...}')
-    count.set_defaults(run=_count)
-    add_commands(sub)
-    plugins = sub.add_parser("plugins", help="plugin commands")
-    plugins_sub = plugins.add_subparsers(dest="plugins_command", required=True)
-    listing = plugins_sub.add_parser("list", help="list plugins, their hooks and state")
-    listing.add_argument("--plugins", metavar="DIR", help="also load plugin folders from DIR")
-    listing.add_argument("--json", action="store_true", help="print JSON")
-    listing.set_defaults(run=_plugins_list)
+    parser.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(name).add_to(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    args = build_parser().parse_args(argv)
-    console = Console(soft_wrap=True)
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    logger = logging.getLogger("ctxengine")
+    level, handler = logger.level, _log_to_stderr(debug)
     try:
-        return int(args.run(args, console))
-    except CtxEngineError as exc:
-        hint = " (on the command line: --encoding NAME)" if isinstance(exc, EncodingError) else ""
-        Console(stderr=True).print(f"[red]error:[/red] {escape(str(exc))}{hint}", highlight=False)
-        return 2
+        args = build_parser().parse_args(argv)
+        return int(args.run(args))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except (CtxEngineError, OSError) as exc:
+        _report(_one_line(exc), debug)
+        return EXIT_USAGE
+    except Exception as exc:  # a bug: still one line, with the way to the traceback
+        _report(f"internal error: {type(exc).__name__}: {exc}", debug, internal=True)
+        return 1
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror or exc}"
+    text = " ".join(str(exc).split())
+    # Library messages name keyword arguments (encoding="o200k_base"); here they are flags.
+    text = re.sub(rf'\b({_OPTIONS})="([^"]*)"', r"--\1 \2", text)
+    return re.sub(rf"\b({_OPTIONS})=(?=[\s),;]|$)", r"--\1", text)
+
+
+def _report(message: str, debug: bool, *, internal: bool = False) -> None:
+    if debug:
+        traceback.print_exc()
+    elif internal:
+        message += " (run it again with --debug for the traceback)"
+    text = f"error: {message}"
+    if sys.stderr.isatty():  # wrap to the terminal; to a pipe or file it stays one line
+        width = shutil.get_terminal_size().columns
+        lines = textwrap.wrap(text, width=width, subsequent_indent="  ", break_on_hyphens=False)
+        text = "\n".join(lines) or text
+    sys.stderr.write(text + "\n")
+
+
+def _log_to_stderr(debug: bool) -> logging.Handler:
+    """The library logs to a NullHandler; the command line shows its warnings, one line each."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    handler.setLevel(logging.DEBUG if debug else logging.WARNING)
+    logger = logging.getLogger("ctxengine")
+    logger.addHandler(handler)
+    if debug:
+        logger.setLevel(logging.DEBUG)
+    return handler
+
+
+def _silence_stdout() -> None:
+    """After the reader of stdout went away (``ctxengine ... | head``), exit without noise."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":

@@ -1,26 +1,250 @@
-"""``ctxengine demo`` and ``ctxengine replay``: a recorded session through the engine."""
+"""``ctxengine demo`` and ``ctxengine replay``: a recorded session through the engine, call by call.
+
+Both render before every model call of the recording and print a per-call table, the largest
+cuts, every compaction and a summary; ``--json`` prints the same data (every call) for scripts.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import anyio
+from rich import box
 from rich.console import Console
-from rich.progress import Progress
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from .assemble.budget import Budget
+from .assemble.report import GrainDecision
+from .cli import Parser, UsageError, add_common, print_json, stderr_console, stdout_console
 from .engine import ContextEngine
-from .errors import CtxEngineError
 from .replay import ReplayStep, demo_transcript_path, replay
-from .transcript import load
+from .transcript import FORMATS, Transcript, load
 
-__all__ = ("add_commands",)
+__all__ = ("CallRow", "Run", "add_to", "middle_ellipsis")
 
-_SHOWN_DECISIONS = 12
+DEMO_BUDGET: Final = 16_000
+REPLAY_BUDGET: Final = 32_000
+PROVIDERS: Final = ("openai", "openai-responses", "anthropic", "gemini")
+SHOWN_CUTS: Final = 8
+NODE_WIDTH: Final = 26
+
+
+@dataclass(frozen=True, slots=True)
+class CallRow:
+    """One model call of the replay: what the render held and what it cost."""
+
+    call: int
+    messages: int
+    tokens: int
+    kept: int
+    folded: int
+    dropped: int
+    windows: dict[str, int]
+    compactions: list[dict[str, Any]]
+    ms: float
+
+    @classmethod
+    def of(cls, step: ReplayStep) -> CallRow:
+        report = step.rendered.report
+        counts = report.counts()
+        return cls(
+            call=step.call,
+            messages=step.messages,
+            tokens=step.rendered.tokens,
+            kept=counts.get("kept", 0),
+            folded=counts.get("folded", 0),
+            dropped=counts.get("dropped", 0),
+            windows={w["window"]: int(w["used"]) for w in report.windows},
+            compactions=[c for c in report.compactions if c.get("ok")],
+            ms=1e3 * report.timings.get("total", 0.0),
+        )
+
+    def to_dict(self, budget: int) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in self.__slots__}
+        out["within_budget"] = self.tokens <= budget
+        return out
+
+
+@dataclass(slots=True)
+class Run:
+    """What a replay produced: a row per call, the largest cut per grain, the last render."""
+
+    name: str
+    transcript: Transcript
+    model: str
+    provider: str
+    budget: int
+    rows: list[CallRow] = field(default_factory=list)
+    cuts: dict[str, tuple[int, GrainDecision]] = field(default_factory=dict)
+    last: ReplayStep | None = None
+    seconds: float = 0.0
+
+    def add(self, step: ReplayStep) -> None:
+        self.rows.append(CallRow.of(step))
+        self.last = step
+        for g in step.rendered.report:
+            cut = g.tokens_before - g.tokens_after
+            if g.decision in ("folded", "dropped") and cut > 0:
+                seen = self.cuts.get(g.node_id)
+                if seen is None or g.tokens_before - g.tokens_after > _cut(seen[1]):
+                    self.cuts[g.node_id] = (step.call, g)
+
+    def largest_cuts(self, n: int = SHOWN_CUTS) -> list[tuple[int, GrainDecision]]:
+        """The ``n`` grains that lost the most tokens in one render, largest first."""
+        return sorted(self.cuts.values(), key=lambda c: (-_cut(c[1]), c[0]))[:n]
+
+    def compactions(self) -> list[tuple[CallRow, dict[str, Any]]]:
+        return [(row, c) for row in self.rows for c in row.compactions]
+
+    def summary(self) -> dict[str, Any]:
+        peak = max((r.tokens for r in self.rows), default=0)
+        return {
+            "calls": len(self.rows),
+            "peak_tokens": peak,
+            "compactions": len(self.compactions()),
+            "within_budget": all(r.tokens <= self.budget for r in self.rows),
+            "seconds": round(self.seconds, 3),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        meta = self.transcript.meta
+        return {
+            "transcript": {
+                "name": self.name,
+                "format": self.transcript.source_format,
+                "messages": len(self.transcript),
+                "path": meta.get("path"),
+            },
+            "model": self.model,
+            "provider": self.provider,
+            "budget": self.budget,
+            "summary": self.summary(),
+            "calls": [r.to_dict(self.budget) for r in self.rows],
+            "largest_cuts": [{"call": c, **g.to_dict()} for c, g in self.largest_cuts()],
+            "last_report": None if self.last is None else self.last.rendered.report.to_dict(),
+        }
+
+
+def _cut(g: GrainDecision) -> int:
+    return g.tokens_before - g.tokens_after
+
+
+def middle_ellipsis(text: str, width: int) -> str:
+    """``text`` cut in the middle to ``width`` characters, so that both ends stay visible."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return f"{text[:head]}…{text[len(text) - (width - 1 - head) :]}"
+
+
+# -- tables ------------------------------------------------------------------------------------
+
+
+def _calls_table(run: Run) -> Table:
+    table = Table(
+        title=f"{run.name}: {len(run.transcript)} messages · {run.model} · {run.provider} · "
+        f"budget {run.budget:,}",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        caption="kept/fold/drop: grains; hist, tool: tokens of those windows; "
+        "cmp: messages compacted into mem.summary",
+    )
+    for col in ("call", "msgs", "tokens", "%", "kept", "fold", "drop", "hist", "tool", "cmp"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("ms", justify="right", no_wrap=True)
+    for r in run.rows:
+        compacted = sum(c["messages"] for c in r.compactions)
+        table.add_row(
+            str(r.call),
+            str(r.messages),
+            f"{r.tokens:,}",
+            f"{100 * r.tokens / run.budget:.0f}",
+            str(r.kept),
+            str(r.folded),
+            str(r.dropped),
+            f"{r.windows.get('history', 0):,}",
+            f"{r.windows.get('tool', 0):,}",
+            Text(f"{compacted:,}", style="bold magenta") if compacted else "",
+            f"{r.ms:.0f}" if r.ms >= 10 else f"{r.ms:.1f}",
+        )
+    return table
+
+
+def _cuts_table(run: Run) -> Table:
+    table = Table(
+        title="largest cuts (each grain at the call where it lost the most)",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("call", justify="right", no_wrap=True)
+    table.add_column("node", no_wrap=True, max_width=NODE_WIDTH)
+    table.add_column("tokens", justify="right", no_wrap=True)
+    table.add_column("stage: reason [origin]", ratio=1)
+    for call, g in run.largest_cuts():
+        reason = Text(f"{g.stage}: " if g.stage else "", style="bold")
+        reason.append(g.reason)
+        if g.origin:
+            reason.append(f" [{g.origin}]", style="dim")
+        table.add_row(
+            str(call),
+            Text(middle_ellipsis(g.node_id, NODE_WIDTH)),
+            f"{g.tokens_before:,}→{g.tokens_after:,}",
+            reason,
+        )
+    return table
+
+
+def _compactions_table(run: Run) -> Table:
+    table = Table(
+        title="compactions (older history summarized into mem.summary)",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for col in ("call", "messages", "turns", "summary chars", "tokens after"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for row, c in run.compactions():
+        table.add_row(
+            str(row.call),
+            f"{c['messages']:,}",
+            f"{len(c['turns']):,}",
+            f"{c['summary_chars']:,}",
+            f"{row.tokens:,}",
+        )
+    return table
+
+
+def _summary_line(run: Run) -> Text:
+    s = run.summary()
+    peak = s["peak_tokens"]
+    text = Text(
+        f"{s['calls']} calls · peak {peak:,} tokens ({100 * peak / run.budget:.0f}% of "
+        f"{run.budget:,}) · {s['compactions']} compactions · {s['seconds']:.1f} s\n",
+        style="bold",
+    )
+    if s["within_budget"]:
+        text.append("every call within budget", style="bold green")
+    else:
+        over = sum(r.tokens > run.budget for r in run.rows)
+        text.append(f"{over} calls over budget", style="bold red")
+    return text
+
+
+def _print(run: Run, console: Console) -> None:
+    console.print(_calls_table(run))
+    if run.cuts:
+        console.print(_cuts_table(run))
+    if run.compactions():
+        console.print(_compactions_table(run))
+    console.print(_summary_line(run))
+
+
+# -- running -----------------------------------------------------------------------------------
 
 
 def _builtin_plugins() -> list[Any]:
@@ -29,109 +253,129 @@ def _builtin_plugins() -> list[Any]:
     return [EnvInfoProvider(), ToolResultCompressor()]
 
 
-def _row(step: ReplayStep, budget: int) -> list[str]:
-    report = step.rendered.report
-    counts = report.counts()
-    windows = {w["window"]: w["used"] for w in report.windows}
-    return [
-        str(step.call),
-        str(step.messages),
-        f"{step.rendered.tokens:,}",
-        f"{100 * step.rendered.tokens / budget:.0f}%",
-        str(counts.get("kept", 0)),
-        str(counts.get("folded", 0)),
-        str(counts.get("dropped", 0)),
-        f"{windows.get('history', 0):,}",
-        f"{windows.get('tool', 0):,}",
-        f"{report.timings.get('total', 0) * 1e3:.1f}",
-    ]
+def _progress(console: Console, disable: bool) -> Progress:
+    return Progress(
+        TextColumn("replaying"),
+        BarColumn(bar_width=30),
+        MofNCompleteColumn(),
+        TextColumn("messages · call {task.fields[call]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=disable,
+    )
 
 
-def _decisions_table(step: ReplayStep) -> Table:
-    table = Table(title=f"decisions at model call {step.call} (not kept)")
-    table.add_column("node", max_width=24, no_wrap=True, overflow="ellipsis")
-    table.add_column("decision", no_wrap=True)
-    table.add_column("tokens", no_wrap=True, justify="right")
-    table.add_column("reason", min_width=24, ratio=1)
-    changed = [g for g in step.rendered.report if g.decision != "kept"]
-    for g in changed[-_SHOWN_DECISIONS:]:
-        table.add_row(
-            g.node_id,
-            f"{g.decision} ({g.stage})" if g.stage else g.decision,
-            f"{g.tokens_before:,}→{g.tokens_after:,}",
-            f"{g.reason} [{g.origin}]",
-        )
-    if len(changed) > _SHOWN_DECISIONS:
-        table.caption = f"{len(changed) - _SHOWN_DECISIONS} earlier decisions not shown"
-    return table
-
-
-async def _run(args: argparse.Namespace, path: Path, console: Console) -> int:
+async def _run(args: argparse.Namespace, name: str, transcript: Transcript) -> Run:
     engine = ContextEngine(args.model, Budget(total=args.budget), plugins=_builtin_plugins())
-    if getattr(args, "plugins", None):
+    if args.plugins:
         engine.load_plugins(args.plugins)
-    transcript = load(path, format=getattr(args, "format", "auto"))
-    table = Table(title=f"{path.name}: {len(transcript)} messages, budget {args.budget:,} tokens")
-    for col in ("call", "msgs", "tokens", "%", "kept", "fold", "drop", "hist", "tool", "ms"):
-        table.add_column(col, justify="right")
-    steps: list[ReplayStep] = []
-    with Progress(console=console, transient=True, disable=args.json) as progress:
-        task = progress.add_task("replaying", total=len(transcript))
+    run = Run(name, transcript, args.model, args.provider, args.budget)
+    started = time.perf_counter()
+    console = stderr_console()
+    with _progress(console, disable=args.json or not console.is_terminal) as progress:
+        task = progress.add_task("replay", total=len(transcript), call=0)
         async for step in replay(transcript, engine, provider=args.provider):
-            steps.append(step)
-            table.add_row(*_row(step, args.budget))
-            progress.update(task, completed=step.messages)
-    last = steps[-1]
+            run.add(step)
+            progress.update(task, completed=step.messages, call=step.call)
+    run.seconds = time.perf_counter() - started
+    return run
+
+
+def _finish(args: argparse.Namespace, name: str, transcript: Transcript) -> int:
+    if not len(transcript):
+        raise UsageError(f"{name}: the transcript has no messages; nothing to replay")
+    run = anyio.run(_run, args, name, transcript)
+    _write_outputs(args, run)
     if args.json:
-        console.print_json(json.dumps(last.rendered.report.to_dict()))
+        print_json(run.to_dict())
     else:
-        console.print(table)
-        console.print(_decisions_table(last))
-        fits = all(s.rendered.tokens <= args.budget for s in steps)
-        console.print(f"{len(steps)} renders, all within budget: {fits}")
-    _write_outputs(args, last)
-    return 0
+        _print(run, stdout_console())
+    return 0 if run.summary()["within_budget"] else 1
 
 
-def _write_outputs(args: argparse.Namespace, last: ReplayStep) -> None:
+def _write_outputs(args: argparse.Namespace, run: Run) -> None:
+    if run.last is None:
+        return
     if getattr(args, "out", None):
-        Path(args.out).write_text(json.dumps(last.rendered.payload, ensure_ascii=False, indent=1))
+        import json
+
+        text = json.dumps(run.last.rendered.payload, ensure_ascii=False, indent=1)
+        Path(args.out).write_text(text, encoding="utf-8")
     if getattr(args, "report", None):
-        Path(args.report).write_text(last.rendered.report.to_json(indent=1))
+        Path(args.report).write_text(run.last.rendered.report.to_json(indent=1), encoding="utf-8")
 
 
-def _demo(args: argparse.Namespace, console: Console) -> int:
-    return anyio.run(_run, args, demo_transcript_path(), console)
+def _demo(args: argparse.Namespace) -> int:
+    path = demo_transcript_path()
+    return _finish(args, "demo session (Claude Code, MIT)", load(path))
 
 
-def _replay(args: argparse.Namespace, console: Console) -> int:
+def _replay(args: argparse.Namespace) -> int:
     path = Path(args.file)
-    if not path.is_file():
-        raise CtxEngineError(f"replay: no such file {args.file!r}")
-    return anyio.run(_run, args, path, console)
+    if path.is_dir():
+        raise UsageError(f"{args.file}: is a folder; expected a transcript file")
+    if not path.exists():
+        raise UsageError(f"{args.file}: no such file; expected a transcript file")
+    return _finish(args, path.name, load(path, format=args.format))
 
 
-def _common(p: argparse.ArgumentParser, budget: int) -> None:
+# -- parsers -----------------------------------------------------------------------------------
+
+
+def _budget(text: str) -> int:
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a token count; expected an int ≥ 1")
+    return value
+
+
+def _common(p: Parser, budget: int) -> None:
     p.add_argument("--model", default="gpt-4o", help="model name (default: gpt-4o)")
-    p.add_argument("--budget", type=int, default=budget, help=f"token budget (default {budget})")
+    p.add_argument(
+        "--budget", type=_budget, default=budget, help=f"input tokens per call (default {budget:,})"
+    )
     p.add_argument(
         "--provider",
         default="openai",
-        choices=["openai", "openai-responses", "anthropic", "gemini"],
+        choices=PROVIDERS,
+        metavar="P",
+        help=f"request shape: {', '.join(PROVIDERS)} (default: openai)",
     )
-    p.add_argument("--json", action="store_true", help="print the last render's report as JSON")
+    p.add_argument("--plugins", metavar="DIR", help="also load the plugin folders in DIR")
+    add_common(p, json_help="print every call, the largest cuts and the last report as JSON")
 
 
-def add_commands(sub: Any) -> None:
-    """Register ``demo`` and ``replay`` on the CLI's subparsers."""
-    demo = sub.add_parser("demo", help="replay a bundled real agent session at a tight budget")
-    _common(demo, 8000)
+def add_to(commands: Any) -> None:
+    """Add ``demo`` and ``replay`` to the command line."""
+    demo: Parser = commands.add_parser(
+        "demo",
+        help="replay a bundled real agent session at a tight budget",
+        description="Replay a bundled real Claude Code session (465 messages, 218 model calls) "
+        f"through the engine with the built-in plugins at a {DEMO_BUDGET:,}-token budget, "
+        "rendering before every model call: per-call composition, the largest cuts, every "
+        "compaction and a summary. Exit status 1 if a call went over budget.",
+    )
+    _common(demo, DEMO_BUDGET)
     demo.set_defaults(run=_demo)
-    rep = sub.add_parser("replay", help="replay a recorded session through the engine")
-    rep.add_argument("file", metavar="FILE")
-    _common(rep, 32000)
-    rep.add_argument("--format", default="auto", help="transcript format (default: auto)")
-    rep.add_argument("--plugins", metavar="DIR", help="load plugin folders from DIR")
-    rep.add_argument("--out", metavar="F", help="write the last payload as JSON")
-    rep.add_argument("--report", metavar="F", help="write the last report as JSON")
+    rep: Parser = commands.add_parser(
+        "replay",
+        help="replay a recorded session file through the engine",
+        description="Replay a recorded agent session (OpenAI, Responses, Anthropic, Gemini, "
+        "pi/OpenClaw, Claude Code, SWE-agent, OpenHands or aider) like 'ctxengine demo'.",
+    )
+    rep.add_argument("file", metavar="FILE", help="the session file")
+    _common(rep, REPLAY_BUDGET)
+    rep.add_argument(
+        "--format",
+        default="auto",
+        choices=("auto", *FORMATS),
+        metavar="FORMAT",
+        help=f"file format: auto (the default, from extension and content), {', '.join(FORMATS)}",
+    )
+    rep.add_argument("--out", metavar="F", help="write the last payload to F as JSON")
+    rep.add_argument("--report", metavar="F", help="write the last report to F as JSON")
     rep.set_defaults(run=_replay)

@@ -23,7 +23,7 @@ class ReplayStep:
 
 
 def demo_transcript_path() -> Path:
-    """The bundled real session used by ``ctxengine demo`` (MIT, see ``data/NOTICE.md``)."""
+    """The bundled real Claude Code session of ``ctxengine demo`` (MIT, see ``data/NOTICE.md``)."""
     return Path(str(resources.files("ctxengine") / "data" / "demo_session.jsonl"))
 
 

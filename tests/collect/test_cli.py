@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
+from ctxengine.errors import PluginError
 from ctxengine.plugins.cli import plugins_list
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plugins"
@@ -49,5 +52,24 @@ def test_table_shows_refused_with_reason(make_plugin: Callable[..., Path]) -> No
 
 
 def test_missing_dir_is_an_error(tmp_path: Path) -> None:
-    code, out = run(str(tmp_path / "nope"), False)
-    assert code == 1 and "does not exist" in out
+    with pytest.raises(PluginError, match="does not exist"):
+        run(str(tmp_path / "nope"), False)
+
+
+def test_refusal_reason_said_once(
+    make_plugin: Callable[..., Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    good = make_plugin("fine")
+    make_plugin("broken", version="latest")
+    with caplog.at_level(logging.WARNING, logger="ctxengine"):
+        code, out = run(str(good.parent), True)
+    row = next(r for r in json.loads(out) if r["name"] == "broken")
+    assert code == 1 and row["reason"] == "'version' 'latest' is not a valid PEP 440 version"
+    (message,) = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert message.count("broken") == 2  # the name, then the folder path (.../broken)
+    assert message.count("refused") == 1 and message.endswith(row["reason"])
+
+
+def test_the_library_logger_has_a_null_handler() -> None:
+    handlers = logging.getLogger("ctxengine").handlers
+    assert any(isinstance(h, logging.NullHandler) for h in handlers)

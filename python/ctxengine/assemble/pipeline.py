@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _core
 from ..collect.events import BeforeRender, OverBudget
 from ..collect.faults import PluginFault
-from ..errors import CtxEngineError
+from ..errors import BudgetError, CtxEngineError
 from ..grain import ContextGrain
 from .compact import MAX_COMPACTIONS, compact
 from .core import fuse as core_fuse
@@ -164,7 +164,6 @@ async def _compact_all(
     plan: Any,
     log: TurnLog,
 ) -> tuple[list[ContextGrain], Any]:
-    budget = config.tokens_total - FRAMING_TOKENS
     for _ in range(MAX_COMPACTIONS):
         turns = plan.compaction_turns
         if not turns or not await compact(state, config, plugins.registry, turns, log):
@@ -174,8 +173,26 @@ async def _compact_all(
         context = [g for g in context if summary is None or g.node_id != summary.node_id]
         context += [summary] if summary is not None else []
         _sync(state, config, plugins, context)
-        plan = state.asm.plan(budget)
+        plan = plan_within(state, config)
     return context, plan
+
+
+def plan_within(state: SessionState, config: RenderConfig) -> Any:
+    """The core's plan for the budget less the request framing.
+
+    Raises:
+        BudgetError: protected content alone does not fit; the message names the user's total,
+            not the framing-reduced figure the core was given.
+    """
+    budget = config.tokens_total - FRAMING_TOKENS
+    try:
+        return state.asm.plan(budget)
+    except BudgetError as exc:
+        message = str(exc).replace(
+            f"the budget of {budget} leaves", f"the budget of {config.tokens_total} leaves"
+        )
+        message = message.replace("after the reserve;", "after the reserve and request framing;")
+        raise BudgetError(message) from None
 
 
 async def assemble(
@@ -200,13 +217,12 @@ async def assemble(
     context = _tree_context(state, config, tree, log)
     _sync(state, config, plugins, context)
     sync_history(state, config, scan=before or over)
-    budget = config.tokens_total - FRAMING_TOKENS
-    plan = state.asm.plan(budget)
+    plan = plan_within(state, config)
     if plan.total_before > plan.target and over:
         await _hook(plugins, OverBudget(tree, config.budget, plan.total_before - plan.target), log)
         context = _tree_context(state, config, tree, log)
         _sync(state, config, plugins, context)
         sync_history(state, config, scan=True)
-        plan = state.asm.plan(budget)
+        plan = plan_within(state, config)
     context, plan = await _compact_all(state, config, plugins, context, plan, log)
     return Assembled(plan, {g.node_id: g for g in context})

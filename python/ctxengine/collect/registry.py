@@ -243,6 +243,9 @@ class Registry:
     def _record_refusal(
         self, name: str, version: str, source: str, location: str, reason: str
     ) -> PluginEntry:
+        # A PluginError already names the plugin ("plugin 'x' (folder) refused: why"): keep why.
+        for prefix in (f"plugin {name!r} ({location}) refused: ", f"plugin {name!r} refused: "):
+            reason = reason.removeprefix(prefix)
         entry = PluginEntry(
             name=name,
             provider=None,

@@ -8,7 +8,7 @@ from typing import Any
 from ..collect.protocol import hooks_of
 from ..collect.registry import PluginEntry, Registry
 
-__all__ = ("collect_plugin_rows", "plugins_list")
+__all__ = ("add_to", "collect_plugin_rows", "plugins_list")
 
 
 def _builtin_rows() -> list[dict[str, Any]]:
@@ -72,45 +72,74 @@ def plugins_list(
         allow_dangerous: List dangerous plugins as they would load with the engine's consent.
 
     Returns:
-        Exit status: 0, or 1 when a plugin was refused or ``plugins_dir`` is not a folder.
+        Exit status: 0, or 1 when a plugin was refused (it is listed with the reason).
+
+    Raises:
+        PluginError: ``plugins_dir`` is not a folder.
     """
     from rich.console import Console
-    from rich.table import Table
 
-    from ..errors import PluginError
-
-    console = console or Console()
-    try:
-        rows = collect_plugin_rows(plugins_dir, allow_dangerous=allow_dangerous)
-    except PluginError as exc:
-        console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-        return 1
+    rows = collect_plugin_rows(plugins_dir, allow_dangerous=allow_dangerous)
     refused = any(r["state"] == "refused" for r in rows)
+    console = console or Console(highlight=False)
     if as_json:
-        console.print_json(json.dumps(rows))
-        return 1 if refused else 0
-    table = Table(title="ctxengine plugins")
-    for column in ("plugin", "version", "priority", "source", "state", "hooks"):
-        table.add_column(column, overflow="fold")
-    colors = {"enabled": "green", "disabled": "yellow", "refused": "red", "available": "cyan"}
-    for r in rows:
-        state = f"[{colors.get(r['state'], 'white')}]{r['state']}[/]"
-        if r["state"] in ("refused", "disabled") and r["reason"]:
-            state += f"\n{_escape(r['reason'])}"
-        name = _escape(r["name"]) + (" [magenta](dangerous)[/]" if r["dangerous"] else "")
-        table.add_row(
-            name,
-            _escape(str(r["version"])),
-            "" if r["priority"] is None else str(r["priority"]),
-            r["source"],
-            state,
-            _escape(", ".join(r["hooks"])),
-        )
-    console.print(table)
+        console.out(json.dumps(rows, ensure_ascii=False, indent=1), highlight=False)
+    else:
+        console.print(_table(rows))
     return 1 if refused else 0
 
 
-def _escape(text: str) -> str:
-    from rich.markup import escape
+def _table(rows: list[dict[str, Any]]) -> Any:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
 
-    return escape(text)
+    table = Table(title="ctxengine plugins", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("plugin (source)", no_wrap=True)
+    table.add_column("version", no_wrap=True)
+    table.add_column("prio", justify="right", no_wrap=True)
+    table.add_column("state", ratio=1, overflow="fold")
+    table.add_column("hooks", ratio=1, overflow="fold")
+    colors = {"enabled": "green", "disabled": "yellow", "refused": "red", "available": "cyan"}
+    for r in rows:
+        name = Text(r["name"])
+        name.append(f"\n({r['source']})", style="dim")
+        if r["dangerous"]:
+            name.append(" dangerous", style="magenta")
+        state = Text(r["state"], style=colors.get(r["state"], ""))
+        if r["state"] in ("refused", "disabled") and r["reason"]:
+            state.append(f"\n{r['reason']}")
+        table.add_row(
+            name,
+            Text(str(r["version"])),
+            "" if r["priority"] is None else str(r["priority"]),
+            state,
+            Text(", ".join(r["hooks"])),
+        )
+    return table
+
+
+def _list(args: Any) -> int:
+    from ..cli import stdout_console
+
+    return plugins_list(args.plugins, args.json, stdout_console())
+
+
+def add_to(commands: Any) -> None:
+    """Add ``plugins list`` to the command line."""
+    from ..cli import add_common
+
+    plugins = commands.add_parser(
+        "plugins", help="plugin commands", description="Plugin commands: 'plugins list'."
+    )
+    sub = plugins.add_subparsers(dest="plugins_command", required=True, metavar="COMMAND")
+    listing = sub.add_parser(
+        "list",
+        help="list plugins, their hooks and state",
+        description="List the built-in plugins, installed entry-point plugins and, with "
+        "--plugins, the plugin folders in DIR: version, priority, state (with the reason of a "
+        "refusal) and hooks. Exit status 1 if a plugin was refused.",
+    )
+    listing.add_argument("--plugins", metavar="DIR", help="also load the plugin folders in DIR")
+    add_common(listing, json_help="print a JSON array, one object per plugin")
+    listing.set_defaults(run=_list)

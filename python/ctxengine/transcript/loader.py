@@ -271,6 +271,8 @@ def _read_json(path: Path) -> Any:
 
 
 def _load_path(path: Path, fmt: str, view: str) -> list[Transcript]:
+    if path.is_dir():
+        raise TranscriptError(f"{path}: is a folder; expected a transcript file")
     if not path.is_file():
         raise TranscriptError(f"{path}: no such file; expected a transcript file")
     fmt = fmt if fmt != "auto" else _detect_path(path)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...errors import TranscriptError
 from ..model import Block, Message, Text, Thinking
 
 __all__ = ("load_aider",)
@@ -117,12 +118,19 @@ def load_aider(path: Path) -> list[tuple[list[Message], dict[str, Any]]]:
     """One ``(messages, meta)`` per aider session in the file, in order.
 
     Raises:
-        OSError: the file cannot be read.
+        OSError: the file cannot be read. TranscriptError: it is not UTF-8 text.
     """
     parser = _Parser()
+    n = 0
     with path.open(encoding="utf-8") as fh:
-        for n, raw in enumerate(fh, 1):
-            parser.feed(n, raw.rstrip("\n"))
+        try:
+            for n, raw in enumerate(fh, 1):
+                parser.feed(n, raw.rstrip("\n"))
+        except UnicodeDecodeError as exc:
+            raise TranscriptError(
+                f"{path}: {exc.reason} near line {n + 1}: not UTF-8 text; expected an aider "
+                "markdown log"
+            ) from None
     out = []
     for s in parser.finish():
         meta = {

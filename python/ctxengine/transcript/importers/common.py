@@ -87,12 +87,19 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-empty line of a JSONL file.
 
     Raises:
-        TranscriptError: a line is not valid JSON or not an object.
+        TranscriptError: a line is not UTF-8, not valid JSON or not an object.
     """
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            if not raw.strip():
                 continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TranscriptError(
+                    f"{path} line {n}: byte {raw[exc.start]:#04x} at column {exc.start + 1} is "
+                    "not UTF-8; expected a text file with one JSON object per line"
+                ) from None
             try:
                 value = json.loads(line)
             except json.JSONDecodeError as exc:

@@ -1,0 +1,316 @@
+"""Turn one pytest-benchmark JSON run into the README's performance table and PNG plots.
+
+    pytest benches --benchmark-enable --benchmark-only --benchmark-json=run.json
+    python benches/report.py run.json --out bench-report/
+
+writes ``report.md`` (the markdown table) and ``counting.png``, ``render.png``, ``scaling.png``
+into ``--out`` and prints the table. Every figure is a median of that one run, and every ratio is
+between two members of one benchmark group measured in it. Plots need matplotlib
+(``pip install 'ctxengine[plots]'``); ``--no-plots`` writes the table only.
+
+The benchmarks read (groups of ``benches/test_bench_*.py``):
+
+- counting: groups ``count <size>MB <corpus> <encoding>``, members ``ctxengine`` and ``tiktoken``;
+- render: ``render-cold-1k-messages-32k`` and ``render-warm-1k-messages-32k``, members whose
+  names start with ``test_ctxengine`` and ``test_langchain``;
+- scaling: ``render-cold-scaling`` and ``render-warm-scaling``, parametrized by ``n`` grains.
+
+With ``--strict`` a missing section is an error, so a renamed benchmark breaks CI instead of
+silently dropping a line from the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ("Report", "load", "main", "markdown", "plot")
+
+_COUNT_GROUP = re.compile(r"^count (?P<mb>\d+(?:\.\d+)?)\s*MB (?P<corpus>\S+) (?P<encoding>\S+)$")
+RENDER_GROUPS = {"cold": "render-cold-1k-messages-32k", "warm": "render-warm-1k-messages-32k"}
+SCALING_GROUPS = {"cold": "render-cold-scaling", "warm": "render-warm-scaling"}
+
+
+@dataclass(frozen=True, slots=True)
+class Counting:
+    corpus: str
+    encoding: str
+    megabytes: float
+    ctxengine_s: float
+    tiktoken_s: float
+
+    @property
+    def ctxengine_mbps(self) -> float:
+        return self.megabytes / self.ctxengine_s
+
+    @property
+    def tiktoken_mbps(self) -> float:
+        return self.megabytes / self.tiktoken_s
+
+
+@dataclass(frozen=True, slots=True)
+class Render:
+    kind: str  # cold / warm
+    ctxengine_s: float
+    langchain_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The figures of one run that the README shows."""
+
+    counting: list[Counting]
+    render: list[Render]
+    scaling: dict[str, dict[int, float]]  # cold/warm -> grains -> median seconds
+    machine: str
+
+    def missing(self) -> list[str]:
+        """The sections without data."""
+        out = []
+        if not self.counting:
+            out.append("counting (groups 'count <N>MB <corpus> <encoding>')")
+        if len(self.render) < len(RENDER_GROUPS):
+            out.append(f"render ({', '.join(RENDER_GROUPS.values())})")
+        for kind, group in SCALING_GROUPS.items():
+            if len(self.scaling.get(kind, {})) < 2:
+                out.append(f"scaling {kind} ({group}, two sizes at least)")
+        return out
+
+
+def _median(bench: dict[str, Any]) -> float:
+    return float(bench["stats"]["median"])
+
+
+def _impl(bench: dict[str, Any]) -> str:
+    return str((bench.get("extra_info") or {}).get("impl") or bench.get("name", ""))
+
+
+def load(data: Any) -> Report:
+    """The report's figures from a pytest-benchmark JSON document.
+
+    Raises:
+        ValueError: the document is not a pytest-benchmark run.
+    """
+    benches = data.get("benchmarks") if isinstance(data, dict) else None
+    if not isinstance(benches, list):
+        raise ValueError("not a pytest-benchmark JSON run: no 'benchmarks' list")
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for b in benches:
+        if b.get("stats"):
+            groups.setdefault(str(b.get("group") or ""), []).append(b)
+    return Report(
+        counting=_counting(groups),
+        render=_render(groups),
+        scaling={kind: _scaling(groups.get(g, [])) for kind, g in SCALING_GROUPS.items()},
+        machine=_machine(data.get("machine_info") or {}),
+    )
+
+
+def _counting(groups: dict[str, list[dict[str, Any]]]) -> list[Counting]:
+    rows = []
+    for group, members in sorted(groups.items()):
+        match = _COUNT_GROUP.match(group)
+        by_impl = {_impl(b): b for b in members}
+        if match is None or not {"ctxengine", "tiktoken"} <= by_impl.keys():
+            continue
+        size = (by_impl["ctxengine"].get("extra_info") or {}).get("bytes")
+        megabytes = size / 2**20 if isinstance(size, int) else float(match["mb"])
+        rows.append(
+            Counting(
+                match["corpus"],
+                match["encoding"],
+                megabytes,
+                _median(by_impl["ctxengine"]),
+                _median(by_impl["tiktoken"]),
+            )
+        )
+    return rows
+
+
+def _render(groups: dict[str, list[dict[str, Any]]]) -> list[Render]:
+    rows = []
+    for kind, group in RENDER_GROUPS.items():
+        members = groups.get(group, [])
+        ours = [b for b in members if str(b.get("name", "")).startswith("test_ctxengine")]
+        peer = [b for b in members if str(b.get("name", "")).startswith("test_langchain")]
+        if ours and peer:
+            rows.append(Render(kind, _median(ours[0]), _median(peer[0])))
+    return rows
+
+
+def _scaling(members: list[dict[str, Any]]) -> dict[int, float]:
+    out = {}
+    for b in members:
+        n = (b.get("params") or {}).get("n")
+        if isinstance(n, int):
+            out[n] = _median(b)
+    return dict(sorted(out.items()))
+
+
+def _machine(info: dict[str, Any]) -> str:
+    cpu = (info.get("cpu") or {}).get("brand_raw") or info.get("processor") or "unknown CPU"
+    return f"{cpu}, Python {info.get('python_version', '?')}"
+
+
+# -- markdown ----------------------------------------------------------------------------------
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:.3g} ms" if ms < 100 else f"{ms:,.0f} ms"
+
+
+def _ratio(slow: float, fast: float) -> str:
+    return f"{slow / fast:.1f}× faster" if slow >= fast else f"{fast / slow:.1f}× slower"
+
+
+def markdown(report: Report) -> str:
+    """The README's table: one row per figure, ratios within the run."""
+    lines = [
+        "| what | ctxengine | peer | ratio |",
+        "|---|---|---|---|",
+    ]
+    for c in report.counting:
+        lines.append(
+            f"| count {c.megabytes:.1f} MB of {c.corpus}, one thread, `{c.encoding}` "
+            f"| {c.ctxengine_mbps:.1f} MB/s | tiktoken: {c.tiktoken_mbps:.1f} MB/s "
+            f"| {_ratio(c.tiktoken_s, c.ctxengine_s)} |"
+        )
+    for r in report.render:
+        what = (
+            "cold render, 914-message real session (pi) into 32k tokens"
+            if r.kind == "cold"
+            else "warm render (one new message on that session)"
+        )
+        lines.append(
+            f"| {what} | {_ms(r.ctxengine_s)} | LangChain `trim_messages`: {_ms(r.langchain_s)} "
+            f"| {_ratio(r.langchain_s, r.ctxengine_s)} |"
+        )
+    for kind in ("cold", "warm"):
+        points = report.scaling.get(kind, {})
+        if points:
+            sizes = " / ".join(f"{n // 1000}k" for n in points)
+            times = " / ".join(_ms(t) for t in points.values())
+            lines.append(f"| {kind} render, synthetic sessions of {sizes} grains | {times} | | |")
+    lines.append("")
+    lines.append(f"Medians of one pytest-benchmark run on {report.machine}.")
+    return "\n".join(lines) + "\n"
+
+
+# -- plots -------------------------------------------------------------------------------------
+
+
+def plot(report: Report, out: Path) -> list[Path]:
+    """Write ``counting.png``, ``render.png`` and ``scaling.png`` into ``out``.
+
+    Raises:
+        ModuleNotFoundError: matplotlib is not installed (``pip install 'ctxengine[plots]'``).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    if report.counting:
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        labels = [f"{c.corpus}\n{c.encoding}" for c in report.counting]
+        x = range(len(labels))
+        ax.bar(
+            [i - 0.2 for i in x],
+            [c.ctxengine_mbps for c in report.counting],
+            0.4,
+            label="ctxengine",
+        )
+        ax.bar(
+            [i + 0.2 for i in x], [c.tiktoken_mbps for c in report.counting], 0.4, label="tiktoken"
+        )
+        ax.set_xticks(list(x), labels)
+        ax.set_ylabel("MB/s, one thread (higher is better)")
+        ax.set_title("Token counting throughput")
+        ax.legend()
+        written.append(_save(fig, out / "counting.png"))
+    if report.render:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        x = range(len(report.render))
+        ax.bar(
+            [i - 0.2 for i in x],
+            [1e3 * r.ctxengine_s for r in report.render],
+            0.4,
+            label="ctxengine render",
+        )
+        ax.bar(
+            [i + 0.2 for i in x],
+            [1e3 * r.langchain_s for r in report.render],
+            0.4,
+            label="LangChain trim_messages",
+        )
+        ax.set_xticks(list(x), [f"{r.kind} (914 msgs, 32k)" for r in report.render])
+        ax.set_yscale("log")
+        ax.set_ylabel("ms per call, log scale (lower is better)")
+        ax.set_title("Fitting a real session into the budget")
+        ax.legend()
+        written.append(_save(fig, out / "render.png"))
+    if any(report.scaling.values()):
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for kind, points in report.scaling.items():
+            if points:
+                ax.plot(list(points), [1e3 * t for t in points.values()], marker="o", label=kind)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("grains in the session")
+        ax.set_ylabel("ms per render, log scale")
+        ax.set_title("Render time against session length")
+        ax.legend()
+        written.append(_save(fig, out / "scaling.png"))
+    return written
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
+
+
+# -- command line ------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python benches/report.py RUN.json [--out DIR] [--strict] [--no-plots]``."""
+    parser = argparse.ArgumentParser(prog="benches/report.py", description=__doc__.split("\n")[0])
+    parser.add_argument("run", type=Path, help="a pytest-benchmark JSON file (--benchmark-json)")
+    parser.add_argument("--out", type=Path, default=Path("bench-report"), help="output folder")
+    parser.add_argument("--strict", action="store_true", help="fail when a section is missing")
+    parser.add_argument("--no-plots", action="store_true", help="write the table only")
+    args = parser.parse_args(argv)
+    try:
+        report = load(json.loads(args.run.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        print(f"error: {args.run}: {exc}", file=sys.stderr)
+        return 2
+    missing = report.missing()
+    if args.strict and missing:
+        print(f"error: {args.run}: no data for {'; '.join(missing)}", file=sys.stderr)
+        return 1
+    args.out.mkdir(parents=True, exist_ok=True)
+    table = markdown(report)
+    (args.out / "report.md").write_text(table, encoding="utf-8")
+    sys.stdout.write(table)
+    if not args.no_plots:
+        for path in plot(report, args.out):
+            print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""``ctxengine count FILE... [-]``: the tokens of files or of standard input."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from .cli import Parser, UsageError, add_common, print_json, stdout_console
+from .tokens import cache_info, get_tokenizer
+
+__all__ = ("add_to", "read_text")
+
+
+def read_text(name: str) -> str:
+    """The UTF-8 text of file ``name``, or of standard input for ``-``.
+
+    Raises:
+        UsageError: the file is missing, a folder, unreadable or not UTF-8; stdin is closed.
+    """
+    if name == "-":
+        stream = sys.stdin
+        if stream is None or stream.closed:
+            raise UsageError("standard input is closed; give FILE names, or pipe text into it")
+        data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read().encode()
+    else:
+        path = Path(name)
+        if path.is_dir():
+            raise UsageError(f"{name}: is a folder; expected a text file")
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"{name}: {exc.strerror or exc}; expected a readable file") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = "standard input" if name == "-" else name
+        raise UsageError(
+            f"{where}: byte {data[exc.start]:#04x} at offset {exc.start:,} is not UTF-8; "
+            "expected text (can't decode it as UTF-8)"
+        ) from None
+
+
+def _count(args: argparse.Namespace) -> int:
+    tokenizer = get_tokenizer(args.encoding or args.model)
+    rows: list[dict[str, Any]] = []
+    for name in args.files:
+        text = read_text(name)
+        rows.append({"file": name, "chars": len(text), "tokens": tokenizer.count(text)})
+    total = sum(r["tokens"] for r in rows)
+    if args.json:
+        print_json(
+            {
+                "tokens": total,
+                "files": rows,
+                "model": None if args.encoding else args.model,
+                "encoding": tokenizer.name,
+                "exact": tokenizer.exact,
+                "cache": cache_info(),
+            }
+        )
+        return 0
+    kind = "exact" if tokenizer.exact else "estimate"
+    table = Table(title=f"tokens ({tokenizer.name}, {kind})")
+    table.add_column("file", overflow="fold")
+    table.add_column("chars", justify="right", no_wrap=True)
+    table.add_column("tokens", justify="right", no_wrap=True)
+    for r in rows:
+        label = "(stdin)" if r["file"] == "-" else r["file"]
+        table.add_row(Text(label), f"{r['chars']:,}", f"{r['tokens']:,}")
+    if len(rows) > 1:
+        table.add_row("total", f"{sum(r['chars'] for r in rows):,}", f"{total:,}")
+    stdout_console().print(table)
+    return 0
+
+
+def add_to(commands: Any) -> None:
+    """Add ``count`` to the command line."""
+    count: Parser = commands.add_parser(
+        "count",
+        help="count the tokens of files or of standard input",
+        description="Count the tokens of each FILE ('-' reads standard input) with the model's "
+        "tokenizer: exact for OpenAI encodings, a calibrated estimate for Claude and Gemini.",
+    )
+    count.add_argument("files", nargs="+", metavar="FILE", help="a text file, or - for stdin")
+    count.add_argument("--model", default="gpt-4o", help="model name (default: gpt-4o)")
+    count.add_argument("--encoding", help="an encoding (o200k_base, cl100k_base) instead")
+    add_common(count, json_help='print {"tokens": N, "files": [...], ...}')
+    count.set_defaults(run=_count)
