@@ -34,8 +34,9 @@ class GrainError(CtxEngineError, ValueError):
     """A :class:`~ctxengine.ContextGrain` field holds an invalid value."""
 
 
-class BudgetError(CtxEngineError):
-    """The budget cannot be met: protected grains alone exceed it, or the budget is invalid."""
+class BudgetError(CtxEngineError, ValueError):
+    """The budget cannot be met: protected grains alone exceed it, or the budget is invalid
+    (an out-of-range value, a total above the model's context window)."""
 
 
 class FoldError(CtxEngineError):
