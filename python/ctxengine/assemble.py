@@ -62,7 +62,7 @@ async def _collect(session: Session, provider: str, state: _TurnState) -> list[C
     state.faults.extend(outcome.faults)
     queued, session._queued = session._queued, []
     stored = [s.grain for s in session._stored.values()]
-    return queued + list(outcome.grains) + stored
+    return _admit(session, queued + list(outcome.grains) + stored, state, windows=False)
 
 
 def _fuse(session: Session, grains: list[ContextGrain], state: _TurnState) -> list[ContextGrain]:
@@ -93,10 +93,12 @@ def _report_window(session: Session, grain: ContextGrain) -> str:
     """The window to report ``grain`` under; an invalid explicit window (a plugin fault that
     ``_admit`` reports) falls back to the prefix's, so reporting never breaks the turn."""
     budget = session.engine.budget
+    node_id = grain.node_id if isinstance(grain.node_id, str) else ""
+    window = grain.window if isinstance(grain.window, str) else None
     try:
-        return budget.window_of(grain.node_id, grain.window)
+        return budget.window_of(node_id, window)
     except CtxEngineError:
-        return budget.window_of(grain.node_id)
+        return budget.window_of(node_id)
 
 
 def _shadowed_decision(
@@ -198,23 +200,31 @@ def _split_large(
     return out
 
 
-def _admit(session: Session, grains: list[ContextGrain], state: _TurnState) -> list[ContextGrain]:
-    """Grains the core can take; a plugin grain it cannot is reported and left out."""
+def _admit(
+    session: Session, grains: list[ContextGrain], state: _TurnState, *, windows: bool = True
+) -> list[ContextGrain]:
+    """Grains the core can take; a plugin grain it cannot is reported and left out. Before
+    fusion (``windows=False``) only the grains' own fields are checked."""
     budget = session.engine.budget
     out: list[ContextGrain] = []
     for grain in grains:
         try:
+            grain.check()  # it may have been changed since it was made
+            if not windows:
+                out.append(grain)
+                continue
             budget.window_of(grain.node_id, grain.window)
             if grain.node_id == "hist.removed":
                 raise CtxEngineError("node id 'hist.removed' is reserved for the trim placeholder")
         except CtxEngineError as exc:
-            fault = PluginFault(grain.origin, "render", "invalid", str(exc))
+            origin = grain.origin if isinstance(grain.origin, str) else "unknown"
+            fault = PluginFault(origin, "render", "invalid", str(exc))
             if fault not in state.faults:  # _admit runs again after on_over_budget
                 state.faults.append(fault)
                 state.extra.append(
                     GrainDecision(
-                        grain.node_id,
-                        grain.origin,
+                        _safe_id(grain.node_id),
+                        origin,
                         _report_window(session, grain),
                         "dropped",
                         "dropped",
@@ -227,6 +237,21 @@ def _admit(session: Session, grains: list[ContextGrain], state: _TurnState) -> l
             continue
         out.append(grain)
     return out
+
+
+def _safe_id(node_id: object) -> str:
+    return node_id if isinstance(node_id, str) else f"<{type(node_id).__name__} node_id>"
+
+
+def _rejected_decisions(session: Session, state: _TurnState) -> None:
+    """A ``dropped`` decision for every grain a plugin fault rejected (invalid grains the
+    dispatcher refused), so nothing leaves the context without a trace in the report."""
+    budget = session.engine.budget
+    for fault in state.faults:
+        if fault.node_id is not None and fault.kind == "invalid":
+            window = budget.window_of(fault.node_id)
+            decision = ("dropped", "dropped", "admission", fault.message, 0, 0)
+            state.extra.append(GrainDecision(fault.node_id, fault.plugin, window, *decision))
 
 
 def _tree_context(
@@ -471,6 +496,7 @@ async def run_render(session: Session, provider: str, **options: Any) -> Rendere
     else:
         tokens = payload_tokens(payload, provider, session.engine.model)
     timings["total"] = time.perf_counter() - started
+    _rejected_decisions(session, state)
     report = _report(session, provider, plan, tokens, by_id, state, timings)
     injected_info = injected.to_dict()
     report.hygiene = injected_info.get("hygiene", {})

@@ -245,7 +245,10 @@ class Session:
             try:
                 self.add(grain)
             except CtxEngineError as exc:  # a plugin's bad grain is reported, never fatal
-                self._faults.append(PluginFault(grain.origin, "event", "invalid", str(exc)))
+                fault = PluginFault(
+                    grain.origin, "event", "invalid", str(exc), node_id=grain.node_id
+                )
+                self._faults.append(fault)
 
     # -- input --------------------------------------------------------------------------------
 
@@ -253,13 +256,15 @@ class Session:
         """Add a grain directly (no plugin needed); its lifespan says how long it lives.
 
         Raises:
-            GrainError: ``grain`` is not a :class:`ContextGrain`.
+            GrainError: ``grain`` is not a :class:`ContextGrain`, or one of its fields was
+                changed to an invalid value.
             BudgetError: its explicit ``window`` is not a fillable window of the budget.
         """
         if not isinstance(grain, ContextGrain):
             from .errors import GrainError
 
             raise GrainError(f"Session.add expects a ContextGrain; got {type(grain).__name__}")
+        grain.check()
         if not grain.origin:
             grain.origin = "session"
         self.engine.budget.window_of(grain.node_id, grain.window)  # BudgetError: bad window

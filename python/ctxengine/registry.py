@@ -66,6 +66,7 @@ class PluginEntry:
         reason: Why it was refused ("" otherwise).
         hooks: Hooks it subscribes to.
         setup_done: Whether ``setup(engine)`` was awaited (see :meth:`Registry.setup`).
+        runner: Where the plugin's calls run (:class:`~ctxengine.plugins.runner.PluginRunner`).
     """
 
     name: str
@@ -81,6 +82,7 @@ class PluginEntry:
     reason: str = ""
     hooks: tuple[str, ...] = field(default_factory=tuple)
     setup_done: bool = False
+    runner: Any = field(default=None, repr=False, compare=False)  # PluginRunner, made on use
 
     @property
     def state(self) -> State:

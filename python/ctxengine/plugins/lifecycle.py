@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .dispatch import PluginFault, PluginWarning, _call
+from .dispatch import PluginFault, PluginWarning, _call, runner_of
 
 if TYPE_CHECKING:
     from ..registry import PluginEntry, Registry
@@ -35,9 +35,10 @@ async def setup_plugins(
 
     async def one(entry: PluginEntry) -> None:
         entry.setup_done = True
-        _, kind, message = await _call(entry.provider.setup, engine, timeout)
-        if kind:
-            faults.append(PluginFault(entry.name, "setup", kind, f"{message}; plugin disabled"))  # type: ignore[arg-type]
+        call = await _call(entry.provider.setup, engine, timeout, runner_of(entry))
+        if call.kind:
+            kind, message = call.kind, call.message
+            faults.append(PluginFault(entry.name, "setup", kind, f"{message}; plugin disabled"))
             logger.warning("plugin %s setup failed (%s): %s; disabled", entry.name, kind, message)
             registry.disable(entry.name)
 
@@ -51,20 +52,25 @@ async def teardown_plugins(registry: Registry, *, timeout: float | None = 5.0) -
     """Await ``teardown()`` on every plugin that was set up (or defines it), in reverse order.
 
     Failures are returned and also emitted as :class:`PluginWarning` naming plugin and hook.
+    Each plugin's event loop thread is stopped afterwards (a later call starts a new one).
     """
     faults: list[PluginFault] = []
     for entry in reversed(registry.entries()):
         fn = getattr(entry.provider, "teardown", None)
         if not callable(fn):
+            if entry.runner is not None:
+                runner_of(entry).retire()
             continue
 
         async def close(_: object, fn: Any = fn) -> Any:
             return await fn()
 
-        _, kind, message = await _call(close, None, timeout)
+        call = await _call(close, None, timeout, runner_of(entry))
+        runner_of(entry).retire()
         entry.setup_done = False
+        kind, message = call.kind, call.message
         if kind:
-            fault = PluginFault(entry.name, "teardown", kind, message, "warning")  # type: ignore[arg-type]
+            fault = PluginFault(entry.name, "teardown", kind, message, "warning")
             faults.append(fault)
             warnings.warn(
                 f"plugin {entry.name!r} hook 'teardown' failed ({kind}): {message}",
