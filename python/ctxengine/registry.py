@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from .errors import PluginError
 from .plugins.loader import instantiate_entry_point, instantiate_manifest
-from .plugins.manifest import MANIFEST_FILE, Manifest, forget_entry, read_manifest
+from .plugins.manifest import (
+    IMPORT_TIMEOUT,
+    MANIFEST_FILE,
+    Manifest,
+    forget_entry,
+    read_manifest,
+)
 from .plugins.protocol import hooks_of, validate_provider
 
 if TYPE_CHECKING:
@@ -106,6 +112,21 @@ class PluginEntry:
             "description": self.description,
             "hooks": list(self.hooks),
         }
+
+
+def _check_inside(folder: Path, root: Path) -> None:
+    """Refuse a plugin folder that resolves outside the plugins directory (a symlink out).
+
+    Raises:
+        PluginError: it does.
+    """
+    resolved = folder.resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise PluginError(
+            f"plugin folder {folder.name!r} ({folder}) refused: it is a symlink to {resolved}, "
+            f"outside the plugins directory {root}",
+            plugin=None,
+        )
 
 
 def _describe(provider: object) -> str:
@@ -386,18 +407,26 @@ class Registry:
 
     # -- plugin folders ---------------------------------------------------------------------
 
-    def load_plugins(self, directory: str | Path, *, strict: bool = True) -> list[PluginEntry]:
+    def load_plugins(
+        self,
+        directory: str | Path,
+        *,
+        strict: bool = True,
+        import_timeout: float | None = IMPORT_TIMEOUT,
+    ) -> list[PluginEntry]:
         """Load every sub-folder of ``directory`` that holds a ``manifest.json``.
 
         All manifests are validated before any entry file is imported; a refused manifest's
         code is never imported. Folders are processed in name order; hidden folders (``.name``)
-        are skipped.
+        are skipped; a folder that is a symlink resolving outside ``directory`` is refused.
 
         Args:
             directory: Folder whose sub-folders are plugins.
             strict: Raise the first refusal (nothing registered when a manifest is refused;
                 plugins registered by this call are rolled back when a later import fails).
                 With ``strict=False`` refusals are recorded in :attr:`refused` and skipped.
+            import_timeout: Seconds an entry file may take to import (``None``: no limit); see
+                :mod:`ctxengine.plugins.folders` for what a refused slow import leaves behind.
 
         Returns:
             Entries of the plugins registered by this call.
@@ -417,6 +446,7 @@ class Registry:
         seen: dict[str, Path] = {}
         for folder in folders:
             try:
+                _check_inside(folder, root)
                 manifest = read_manifest(folder)
                 self._check_manifest(manifest, seen)
             except PluginError as exc:
@@ -429,7 +459,7 @@ class Registry:
         loaded: list[PluginEntry] = []
         for manifest in manifests:
             try:
-                loaded.append(self._load_manifest(manifest))
+                loaded.append(self._load_manifest(manifest, import_timeout))
             except PluginError as exc:
                 if strict:
                     for entry in loaded:
@@ -451,8 +481,8 @@ class Registry:
         with self._lock:
             self._check_admissible(name, manifest.dangerous)
 
-    def _load_manifest(self, manifest: Manifest) -> PluginEntry:
-        provider = instantiate_manifest(manifest)
+    def _load_manifest(self, manifest: Manifest, import_timeout: float | None) -> PluginEntry:
+        provider = instantiate_manifest(manifest, import_timeout=import_timeout)
         try:
             self.register(
                 provider,

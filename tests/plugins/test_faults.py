@@ -105,8 +105,9 @@ def decisions(out: Any) -> dict[str, str | None]:
 
 @pytest.mark.parametrize("mutation", list(MUTATIONS))
 async def test_a_broken_plugin_grain_is_a_fault_and_a_dropped_decision(mutation: str) -> None:
-    maker = Returns("maker", lambda: broken_grain(mutation))
-    engine = ContextEngine("gpt-4o", 4000, plugins=[maker])
+    grain = broken_grain(mutation)
+    maker = Returns("maker", lambda: grain)  # a loaded machine must not turn it into a timeout
+    engine = ContextEngine("gpt-4o", 4000, plugins=[maker], plugin_timeout=HANG_GUARD)
     async with engine.session("s") as s:
         await s.user_message("hello there")
         out = await s.render()
@@ -135,7 +136,8 @@ async def test_a_grain_broken_after_session_add_is_dropped_at_admission(mutation
 
 @pytest.mark.parametrize("mutation", list(MUTATIONS))
 async def test_a_tree_handler_breaking_its_own_grain_is_undone(mutation: str) -> None:
-    engine = ContextEngine("gpt-4o", 4000, plugins=[EditsOwnGrain("editor", mutation)])
+    editor = EditsOwnGrain("editor", mutation)
+    engine = ContextEngine("gpt-4o", 4000, plugins=[editor], plugin_timeout=HANG_GUARD)
     async with engine.session("s") as s:
         await s.user_message("hello there")
         out = await s.render()
