@@ -17,7 +17,7 @@ import anyio
 
 from . import _core
 from .budget import RESERVE, Budget
-from .errors import CtxEngineError
+from .errors import CtxEngineError, TranscriptError
 from .events import SessionClose, SessionStart, UserMessage
 from .events import ToolResult as ToolResultEvent
 from .grain import ContextGrain
@@ -29,6 +29,7 @@ from .render import MessageTokenCache
 from .report import GrainDecision, RenderReport
 from .summarize import ExtractiveSummarizer, Summarizer
 from .transcript import Message, ToolCall, Transcript
+from .transcript.render import check_options
 
 __all__ = ("ContextEngine", "RenderedContext", "Session")
 
@@ -296,7 +297,15 @@ class Session:
                 self._guarded[item.node_id] = item.guarded_from
 
     async def user_message(self, text: str) -> None:
-        """Record the user's message and fire ``on_user_msg`` (with the redacted text)."""
+        """Record the user's message and fire ``on_user_msg`` (with the redacted text).
+
+        Raises:
+            TranscriptError: ``text`` is not a ``str``.
+        """
+        if not isinstance(text, str):
+            raise TranscriptError(
+                f"user_message(text) must be a str; got {type(text).__name__} {text!r:.60}"
+            )
         self._append(Message.user(text))
         await self._fire(UserMessage(self.id, self.turn, self.redact(text)))
 
@@ -343,9 +352,12 @@ class Session:
 
         Raises:
             BudgetError: protected grains alone exceed the budget (named in the message).
-            AdapterError: unknown provider.
+            AdapterError: unknown provider, or an option :func:`ctxengine.transcript.render`
+                does not take (the message lists the valid ones).
         """
         from .assemble import run_render
+
+        check_options(options)
 
         queued = self._queued
         try:

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._common import read_text
 from .model import Block, Message, Text, Thinking
 
-__all__ = ("load_aider",)
+__all__ = ("is_aider_log", "load_aider")
 
 _SESSION = re.compile(r"# aider chat started at (?P<when>.+)")
 _PROMPT_ANSWER = re.compile(r".*\(Y\)es/\(N\)o.*\[(Yes|No)\]: ?\S*\s*")
@@ -113,16 +114,31 @@ class _Parser:
         return self.sessions
 
 
+def is_aider_log(path: Path) -> bool:
+    """Whether the file holds an aider session header (``# aider chat started at ...``).
+
+    Raises:
+        TranscriptError: the file is not UTF-8.
+    """
+    return any(_SESSION.fullmatch(_strip_md_break(line)) for line in _lines(path))
+
+
+def _lines(path: Path) -> list[str]:
+    """The file's lines as text-mode reading gives them (``\\r\\n`` and ``\\r`` end lines too)."""
+    lines = read_text(path).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return lines[:-1] if lines and not lines[-1] else lines
+
+
 def load_aider(path: Path) -> list[tuple[list[Message], dict[str, Any]]]:
     """One ``(messages, meta)`` per aider session in the file, in order.
 
     Raises:
+        TranscriptError: the file is not UTF-8 (byte offset named).
         OSError: the file cannot be read.
     """
     parser = _Parser()
-    with path.open(encoding="utf-8") as fh:
-        for n, raw in enumerate(fh, 1):
-            parser.feed(n, raw.rstrip("\n"))
+    for n, raw in enumerate(_lines(path), 1):
+        parser.feed(n, raw)
     out = []
     for s in parser.finish():
         meta = {
