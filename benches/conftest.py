@@ -18,6 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 # group -> implementation -> (median seconds, is baseline)
 _MEDIANS: dict[str, dict[str, tuple[float, bool]]] = defaultdict(dict)
+# group -> bytes one call processes, for groups that say (``extra_info["bytes"]``)
+_BYTES: dict[str, int] = {}
 
 
 @pytest.fixture(autouse=True)
@@ -29,6 +31,8 @@ def _record_median(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     impl = bench.extra_info.get("impl", request.node.name)
     _MEDIANS[bench.group or ""][impl] = (stats.stats.median, bool(bench.extra_info.get("baseline")))
+    if "bytes" in bench.extra_info:
+        _BYTES[bench.group or ""] = int(bench.extra_info["bytes"])
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -42,4 +46,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         for impl, (median, is_base) in sorted(members.items(), key=lambda kv: kv[1][0]):
             ratio = f"{base / median:7.2f}x" if base else "       -"
             mark = "  (baseline)" if is_base else ""
-            write(f"    {impl:<44} {median * 1e3:10.3f} ms {ratio}{mark}")
+            rate = f" {_BYTES[group] / median / 1e6:8.1f} MB/s" if group in _BYTES else ""
+            write(f"    {impl:<44} {median * 1e3:10.3f} ms{rate} {ratio}{mark}")

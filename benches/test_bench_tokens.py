@@ -1,13 +1,18 @@
-"""Token counting through Python, side by side with Python tiktoken in the same run.
+"""Token counting through Python, side by side with its peers in the same run.
 
-Corpora: ~4 MB of the shared transcripts (every file, sorted by path, concatenated) and ~4 MB of
-code (the installed ``openai`` package's ``.py`` files, sorted by path). Every benchmark also
-checks its result against tiktoken, so the quick mode (``--benchmark-disable``: each body runs
-once) still tests something. Real run::
+Peers: Python ``tiktoken`` (built offline from the shared rank files) and ``toktok`` (the
+``toktok-rs`` package on PyPI, the Python face of the crate ctxengine vendors). Corpora: ~4 MB
+of the shared transcripts (every file, sorted by path, concatenated) and ~4 MB of code (the
+installed ``openai`` package's ``.py`` files, sorted by path). Counting runs on fresh text:
+every round counts a different rotation of the corpus, and ctxengine's content cache is
+emptied before it, so each ctxengine round is a cache miss through the default ``count``
+(hash, count, insert). Every benchmark also checks its result against tiktoken, so the quick
+mode (``--benchmark-disable``: each body runs once) still tests something. Real run::
 
     pytest benches --benchmark-enable --benchmark-only -q
 
-The ratios printed at the end are relative to each group's baseline (see ``conftest.py``).
+The ratios printed at the end are relative to each group's baseline, with MB/s where the group
+counts a known number of bytes (see ``conftest.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 
 import openai
 import pytest
+import toktok
 
 import ctxengine
 from offline_tiktoken import TRANSCRIPTS, encoding
@@ -29,6 +35,7 @@ from offline_tiktoken import TRANSCRIPTS, encoding
 SIZE = 4_000_000
 CHUNK = 4096
 MB = 1 << 20
+ROUNDS = 9
 
 
 @cache
@@ -81,37 +88,86 @@ def uncached() -> None:
     ctxengine.clear_cache()
 
 
-@pytest.mark.parametrize("impl", ["ctxengine", "tiktoken"])
+def rotations(text: str, pieces: int) -> list[str]:
+    """``pieces`` distinct texts of ``text``'s length and content: fresh text for every round."""
+    step = len(text) // pieces
+    return [text[i * step :] + text[: i * step] for i in range(pieces)]
+
+
+def fresh(
+    benchmark: Any,
+    group: str,
+    impl: str,
+    inputs: list[Any],
+    fn: Callable[[Any], int],
+    nbytes: int,
+    baseline: bool = False,
+) -> tuple[Any, int]:
+    """Time ``fn`` on a new input each round, with ctxengine's content cache emptied first.
+
+    Returns the last round's input and result, for the caller to check.
+    """
+    benchmark.group = group
+    benchmark.extra_info.update(impl=impl, baseline=baseline, bytes=nbytes)
+    feed = iter(inputs * 2)
+
+    def setup() -> tuple[tuple[Any], dict[str, Any]]:
+        ctxengine.clear_cache()
+        return (next(feed),), {}
+
+    results: list[tuple[Any, int]] = []
+    benchmark.pedantic(lambda x: results.append((x, fn(x))), setup=setup, rounds=ROUNDS)
+    return results[-1]
+
+
+def _single(name: str, impl: str) -> Callable[[str], int]:
+    if impl == "ctxengine":
+        tok = ctxengine.get_tokenizer(name)
+        return tok.count
+    if impl == "toktok":
+        return lambda x: toktok.batch_count([x], name, threads=1)[0]
+    tk = encoding(name)
+    return lambda x: len(tk.encode_ordinary(x))
+
+
+@pytest.mark.parametrize("impl", ["ctxengine", "toktok", "tiktoken"])
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
 @pytest.mark.parametrize("kind", ["transcripts", "code"])
 def test_count_single_thread(benchmark: Any, kind: str, name: str, impl: str) -> None:
     text = corpus(kind)
-    tok, tk = ctxengine.get_tokenizer(name), encoding(name)
-    if impl == "ctxengine":
-        fn: Callable[[], int] = lambda: tok.count(text, cache=False)  # noqa: E731
-    else:
-        fn = lambda: len(tk.encode_ordinary(text))  # noqa: E731
-    n = run(benchmark, f"count 4MB {kind} {name}", impl, fn, baseline=impl == "tiktoken")
-    assert n == len(tk.encode_ordinary(text))
+    group = f"count 4MB {kind} {name}"
+    nbytes = len(text.encode())
+    fn = _single(name, impl)
+    x, n = fresh(benchmark, group, impl, rotations(text, ROUNDS), fn, nbytes, impl == "toktok")
+    assert n == len(encoding(name).encode_ordinary(x))
 
 
-BATCH = {
-    "ctxengine count_many": lambda tok, tk, xs: sum(tok.count_many(xs, cache=False)),
-    "ctxengine loop of count": lambda tok, tk, xs: sum(tok.count(x, cache=False) for x in xs),
-    "tiktoken encode_ordinary_batch(2)": lambda tok, tk, xs: sum(
-        map(len, tk.encode_ordinary_batch(xs, num_threads=2))
+BATCH: dict[str, Callable[[str, list[str]], int]] = {
+    "ctxengine count_many": lambda name, xs: sum(ctxengine.count_many(xs, encoding=name)),
+    "ctxengine loop of count": lambda name, xs: sum(
+        ctxengine.count_tokens(x, encoding=name) for x in xs
+    ),
+    "toktok batch_count(threads=2)": lambda name, xs: sum(toktok.batch_count(xs, name, threads=2)),
+    "toktok batch_count(threads=1)": lambda name, xs: sum(toktok.batch_count(xs, name, threads=1)),
+    "tiktoken encode_ordinary_batch(2)": lambda name, xs: sum(
+        map(len, encoding(name).encode_ordinary_batch(xs, num_threads=2))
     ),
 }
 
 
 @pytest.mark.parametrize("impl", BATCH)
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
 @pytest.mark.parametrize("kind", ["transcripts", "code"])
-def test_count_batch(benchmark: Any, kind: str, impl: str) -> None:
-    xs = chunks(kind)
-    tok, tk = ctxengine.get_tokenizer("o200k_base"), encoding("o200k_base")
-    group = f"batch {len(xs)} x 4KB {kind} o200k_base"
-    n = run(benchmark, group, impl, lambda: BATCH[impl](tok, tk, xs), impl.endswith("count"))
-    assert n == sum(len(ids) for ids in tk.encode_ordinary_batch(xs))
+def test_count_batch(benchmark: Any, kind: str, name: str, impl: str) -> None:
+    text = corpus(kind)
+    batches = [[t[i : i + CHUNK] for i in range(0, len(t), CHUNK)] for t in rotations(text, ROUNDS)]
+    group = f"batch {len(batches[0])} x 4KB {kind} {name}"
+    nbytes = len(text.encode())
+    fn = BATCH[impl]
+    xs, n = fresh(
+        benchmark, group, impl, batches, lambda xs: fn(name, xs), nbytes, impl.endswith("count")
+    )
+    assert n == sum(map(len, encoding(name).encode_ordinary_batch(xs)))
 
 
 @pytest.mark.parametrize("impl", ["hit", "fresh"])

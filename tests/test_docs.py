@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", ROOT / "docs" / "plugins.md", ROOT / "docs" / "transcripts.md"]
+PAGES = [
+    ROOT / "README.md",
+    ROOT / "docs" / "plugins.md",
+    ROOT / "docs" / "transcripts.md",
+    ROOT / "docs" / "store.md",
+]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)

@@ -172,7 +172,7 @@ async def test_real_transcripts_fit_every_budget(path: Path, budget: int) -> Non
     assert out.payload["messages"][-1]["content"] == "LATEST: what is the status?"
     assert validate(out.transcript, "openai") == []
     reported = {g.node_id for g in out.report}
-    assert set(s._items) <= reported
+    assert set(s.state.items) <= reported
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

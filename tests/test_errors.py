@@ -15,6 +15,7 @@ BAD_ARGUMENT = (
     "FoldError",
     "AdapterError",
     "TranscriptError",
+    "SessionIdError",
 )
 NOT_ARGUMENT = ("PluginError", "StoreError", "ContextOverflowError")
 

@@ -2,26 +2,40 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._core import __version__
-from .budget import Budget
+from .assemble.budget import Budget
+from .assemble.report import GrainDecision, RenderReport
+from .collect.dispatch import Outcome as Outcome
+from .collect.dispatch import SessionDispatcher as SessionDispatcher
+from .collect.faults import PluginFault as PluginFault
+from .collect.protocol import AbstractContextProvider
+from .collect.registry import Registry
+from .collect.scene import ContextScene
 from .engine import ContextEngine, RenderedContext, Session
 from .errors import (
     AdapterError,
     BudgetError,
-    ContextOverflowError,
     CtxEngineError,
     EncodingError,
-    FoldError,
     GrainError,
     PluginError,
+    SessionIdError,
     StoreError,
     TranscriptError,
 )
+from .errors import (
+    ContextOverflowError as ContextOverflowError,
+)
+from .errors import (
+    FoldError as FoldError,
+)
+from .fitting import fit
 from .grain import ContextGrain
-from .plugins import AbstractContextProvider, Outcome, PluginFault, SessionDispatcher
-from .registry import Registry
-from .report import GrainDecision, RenderReport
-from .scene import ContextScene
+from .overflow import ProviderErrorInfo, classify_provider_error, is_context_overflow
+from .state import SessionState
+from .store import FileStore, MemoryStore, Store
 from .summarize import ExtractiveSummarizer, Summarizer
 from .tokens import (
     Tokenizer,
@@ -35,6 +49,12 @@ from .tokens import (
     truncate_tokens,
 )
 
+if TYPE_CHECKING:
+    from .store.redis_store import RedisStore
+
+# Also importable as ctxengine.X but left out of __all__: internals (SessionDispatcher, Outcome,
+# PluginFault) and the error classes nothing raises yet (FoldError, ContextOverflowError), kept
+# so code that imports them keeps working.
 __all__ = (
     "AbstractContextProvider",
     "AdapterError",
@@ -42,33 +62,46 @@ __all__ = (
     "BudgetError",
     "ContextEngine",
     "ContextGrain",
-    "ContextOverflowError",
     "ContextScene",
     "CtxEngineError",
     "EncodingError",
     "ExtractiveSummarizer",
-    "FoldError",
+    "FileStore",
     "GrainDecision",
     "GrainError",
-    "Outcome",
+    "MemoryStore",
     "PluginError",
-    "PluginFault",
+    "ProviderErrorInfo",
+    "RedisStore",
     "Registry",
     "RenderReport",
     "RenderedContext",
     "Session",
-    "SessionDispatcher",
+    "SessionIdError",
+    "SessionState",
+    "Store",
     "StoreError",
     "Summarizer",
     "Tokenizer",
     "TranscriptError",
     "__version__",
     "cache_info",
+    "classify_provider_error",
     "clear_cache",
     "count_many",
     "count_messages",
     "count_tokens",
+    "fit",
     "get_tokenizer",
+    "is_context_overflow",
     "set_cache_capacity",
     "truncate_tokens",
 )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RedisStore":  # imported on first use: ``import ctxengine`` never imports redis
+        from .store.redis_store import RedisStore
+
+        return RedisStore
+    raise AttributeError(f"module 'ctxengine' has no attribute {name!r}")

@@ -1,11 +1,95 @@
-"""Stub of the native module ``ctxengine._core`` (hand-written; checked by mypy.stubtest)."""
+"""Stub of the native module ``ctxengine._core`` (hand-written; checked by ``mypy.stubtest`` in
+``.ci/run`` with ``.stubtest-allowlist``)."""
 
 from collections.abc import Sequence
-from typing import TypedDict, final
+from typing import Final, TypedDict, final
+
+__all__ = [
+    "FLAG_FEEDBACK",
+    "FLAG_HAS_TOOL_CALL",
+    "FLAG_IMAGE",
+    "FLAG_PROTECTED",
+    "FLAG_STRUCTURAL",
+    "KIND_CONTEXT",
+    "KIND_MESSAGE",
+    "KIND_TOOL_RESULT",
+    "PLACEHOLDER_ID",
+    "ROLE_ASSISTANT",
+    "ROLE_SYSTEM",
+    "ROLE_TOOL",
+    "ROLE_USER",
+    "STAGE_COMPACTION",
+    "STAGE_FOLD",
+    "STAGE_GUARD",
+    "STAGE_HARD",
+    "STAGE_NONE",
+    "STAGE_SOFT",
+    "STATUS_CLEARED",
+    "STATUS_DROPPED",
+    "STATUS_FOLDED",
+    "STATUS_KEPT",
+    "STATUS_TRIMMED",
+    "Assembly",
+    "Bm25Index",
+    "Plan",
+    "Tokenizer",
+    "__version__",
+    "bm25_tokenize",
+    "cache_info",
+    "clear_cache",
+    "fuse",
+    "set_cache_capacity",
+]
 
 __version__: str
 
+# Item kinds: the ``kinds`` column of ``Assembly.upsert``.
+KIND_CONTEXT: Final = 0
+"""A context grain outside the transcript (sys, mem, rag, task, ...)."""
+KIND_MESSAGE: Final = 1
+"""A user or assistant message of the history."""
+KIND_TOOL_RESULT: Final = 2
+"""A tool result of the history (its role is ``ROLE_TOOL``)."""
+
+# Message roles: the ``roles`` column.
+ROLE_SYSTEM: Final = 0
+ROLE_USER: Final = 1
+ROLE_ASSISTANT: Final = 2
+ROLE_TOOL: Final = 3
+
+# Flag bits: the ``flags`` column (an OR of these).
+FLAG_HAS_TOOL_CALL: Final = 1
+"""The message carries a tool call."""
+FLAG_FEEDBACK: Final = 2
+"""Explicit user feedback."""
+FLAG_STRUCTURAL: Final = 4
+"""A state-changing tool call (edit, write, ...)."""
+FLAG_IMAGE: Final = 8
+"""An image result (never soft-trimmed)."""
+FLAG_PROTECTED: Final = 16
+"""Never trimmed, folded or dropped."""
+
+# Decisions of a plan: the ``status`` column of ``Plan.decisions``.
+STATUS_KEPT: Final = 0
+STATUS_TRIMMED: Final = 1
+STATUS_CLEARED: Final = 2
+STATUS_FOLDED: Final = 3
+STATUS_DROPPED: Final = 4
+
+# Ladder steps: the ``stage`` column of ``Plan.decisions``.
+STAGE_NONE: Final = 0
+STAGE_GUARD: Final = 1
+STAGE_SOFT: Final = 2
+STAGE_HARD: Final = 3
+STAGE_FOLD: Final = 4
+STAGE_COMPACTION: Final = 5
+
+PLACEHOLDER_ID: Final = "hist.removed"
+"""Node id of the message standing for the turns hard trim removed."""
+
 class CacheInfo(TypedDict):
+    """What :func:`cache_info` returns (a plain dict at runtime)."""
+
     hits: int
     misses: int
     evictions: int
@@ -53,8 +137,7 @@ def clear_cache() -> None:
 class Plan:
     """The decisions of one :meth:`Assembly.plan`; Rust vectors turned into Python on access.
 
-    Status codes: 0 kept, 1 trimmed, 2 cleared, 3 folded, 4 dropped. Stage codes: 0 none,
-    1 guard, 2 soft, 3 hard, 4 fold, 5 compaction.
+    Status codes are the ``STATUS_*`` constants, stage codes the ``STAGE_*`` constants.
     """
 
     @property
@@ -77,12 +160,12 @@ class Plan:
         """``total_after <= target``."""
     @property
     def context_order(self) -> list[str]:
-        """Rendered context grains (kind 0) by (priority, rank, seq); a folded branch appears
-        once, as its first member (whose replacement is the branch stand-in)."""
+        """Rendered context grains (``KIND_CONTEXT``) by (priority, rank, seq); a folded branch
+        appears once, as its first member (whose replacement is the branch stand-in)."""
     @property
     def history_order(self) -> list[str]:
-        """Rendered history items (kinds 1-2) in seq order, with ``hist.removed`` where
-        hard trim removed turns."""
+        """Rendered history items (``KIND_MESSAGE``, ``KIND_TOOL_RESULT``) in seq order, with
+        ``hist.removed`` where hard trim removed turns."""
     @property
     def replacements(self) -> dict[str, str]:
         """node_id -> text rendered instead (trimmed, cleared, stand-in, ``hist.removed``)."""
@@ -129,6 +212,7 @@ class Assembly:
     ) -> Assembly: ...
     def upsert(
         self,
+        *,
         node_ids: Sequence[str],
         texts: Sequence[str],
         windows: Sequence[int],
@@ -143,11 +227,17 @@ class Assembly:
         labels: Sequence[str],
         summaries: Sequence[str | None],
     ) -> list[int]:
-        """Insert or replace items given as columns; returns each one's tokens (count +
-        overhead). Kinds: 0 context grain, 1 message, 2 tool result. Roles: 0 system, 1 user,
-        2 assistant, 3 tool. Flags: 1 has tool call, 2 feedback, 4 structural, 8 image,
-        16 protected. Raises ValueError naming the column when lengths differ or a value is
-        invalid."""
+        """Insert or replace items given as keyword-only columns of equal length; returns each
+        one's tokens (count + overhead). ``windows`` are indices of the configured windows,
+        ``kinds`` ``KIND_*``, ``roles`` ``ROLE_*`` (``KIND_TOOL_RESULT`` goes with ``ROLE_TOOL``
+        and only with it), ``flags`` an OR of ``FLAG_*``.
+
+        Raises:
+            ValueError: a column's length differs from ``node_ids``, or a value is out of range;
+                the message names the column, the index and the value, e.g.
+                ``kinds[3] = 7 (node_id 'hist.4'): not a kind; expected KIND_CONTEXT (0), ...``.
+                A rejected batch changes nothing.
+        """
     def remove(self, node_ids: Sequence[str]) -> int:
         """Remove items by node id; returns how many existed."""
     def __len__(self) -> int: ...
@@ -168,7 +258,7 @@ def fuse(
 class Bm25Index:
     """Okapi BM25 over added documents (lowercase unicode word tokens)."""
 
-    def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
+    def __new__(cls, k1: float = 1.2, b: float = 0.75) -> Bm25Index:
         """Raises ValueError for a negative or non-finite ``k1`` or ``b`` outside [0, 1]."""
     def add(self, ids: list[str], texts: list[str]) -> None:
         """Index documents; raises ValueError when the lists differ in length."""

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from .budget import Budget
+from .assemble.budget import Budget
 from .engine import ContextEngine
 from .errors import CtxEngineError
 from .replay import ReplayStep, demo_transcript_path, replay

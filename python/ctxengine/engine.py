@@ -8,49 +8,39 @@ and the grains plugins produced for this turn.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from . import _core
-from .budget import RESERVE, Budget
-from .errors import CtxEngineError, TranscriptError
-from .events import SessionClose, SessionStart, UserMessage
-from .events import ToolResult as ToolResultEvent
+from .assemble.budget import Budget
+from .assemble.guard import PruneSettings, max_tool_result_chars
+from .assemble.history import HistoryBuilder
+from .assemble.pipeline import assemble
+from .collect.dispatch import SessionDispatcher
+from .collect.events import SessionClose, SessionStart, UserMessage
+from .collect.events import ToolResult as ToolResultEvent
+from .collect.faults import PluginFault
+from .collect.registry import PluginEntry, Registry
+from .collect.turn import collect, redacted_user_text
+from .config import RenderConfig
+from .errors import CtxEngineError, GrainError, TranscriptError
 from .grain import ContextGrain
-from .guard import max_tool_result_chars
-from .history import HistoryBuilder, HistoryItem
-from .plugins.dispatch import PluginFault, SessionDispatcher
-from .registry import PluginEntry, Registry
-from .render import MessageTokenCache
-from .report import GrainDecision, RenderReport
+from .inject.render import check_options
+from .inject.turn import RenderedContext, Request, inject
+from .state import SessionState, TurnLog
 from .summarize import ExtractiveSummarizer, Summarizer
-from .transcript import Message, ToolCall, Transcript
-from .transcript.render import check_options
+from .transcript.coerce import to_messages
+from .transcript.model import Message, ToolCall, Transcript
+from .transcript.providers import check_provider
+
+if TYPE_CHECKING:
+    from .sync import SyncSession
 
 __all__ = ("ContextEngine", "RenderedContext", "Session")
-
-
-@dataclass(slots=True)
-class RenderedContext:
-    """The result of :meth:`Session.render`.
-
-    Attributes:
-        payload: The provider request body (``messages``/``input``/``contents``...).
-        tokens: Tokens of the payload (exact for OpenAI models, estimated otherwise).
-        tree: The grains of this render after fusion and plugin edits, in render order.
-        report: The manifest: every grain's decision, stage, reason and tokens.
-        transcript: The neutral transcript the payload was rendered from.
-    """
-
-    payload: dict[str, Any]
-    tokens: int
-    tree: list[ContextGrain]
-    report: RenderReport
-    transcript: Transcript
 
 
 class ContextEngine:
@@ -68,6 +58,9 @@ class ContextEngine:
             change). The default puts explicit user input (a request or feedback) above the
             hard-trim threshold (0.6): user turns are summarized by compaction, never dropped
             silently, while old tool steps go first.
+        prune: Soft-trim sizes and protected tail of the engine's ladder
+            (``soft_trim_max_chars``, ``soft_trim_head_chars``, ``keep_last_assistants`` of
+            :class:`~ctxengine.guard.PruneSettings`, passed to the Rust assembly).
 
     Raises:
         EncodingError: unknown model. BudgetError: invalid budget.
@@ -84,18 +77,27 @@ class ContextEngine:
         plugin_timeout: float | None = 2.0,
         max_failures: int = 3,
         weights: tuple[float, float, float, float] = (0.25, 0.65, 0.35, 0.1),
+        prune: PruneSettings | None = None,
     ) -> None:
         self.model = model
         self.budget = budget if isinstance(budget, Budget) else Budget(total=budget)
-        self.tokens_total = self.budget.resolve(model)
-        self.tokenizer = _core.Tokenizer(model)
-        self.registry = Registry(allow_dangerous=allow_dangerous)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
+        self.config = RenderConfig.build(
+            model,
+            self.budget,
+            self.summarizer,
+            weights=weights,
+            max_result_chars=max_tool_result_chars(self.budget.resolve(model)),
+            prune=prune or PruneSettings(),
+        )
+        self.tokens_total = self.config.tokens_total
+        self.tokenizer = self.config.tokenizer
+        self.registry = Registry(allow_dangerous=allow_dangerous)
         self.allow_dangerous = allow_dangerous
         self.plugin_timeout = plugin_timeout
         self.max_failures = max_failures
         self.weights = weights
-        self.windows = [w for w in self.budget.windows]
+        self.windows = list(self.config.windows)
         self._setup_lock: anyio.Lock | None = None
         self.setup_faults: list[dict[str, Any]] = []
         for plugin in plugins:
@@ -121,13 +123,21 @@ class ContextEngine:
 
     def new_assembly(self) -> _core.Assembly:
         """A fresh Rust assembly configured from the budget."""
-        return _core.Assembly(
-            self.model,
-            [(name, float(share)) for name, share in self.budget.windows.items()],
-            reserve=RESERVE if RESERVE in self.budget.windows else None,
-            pretrim_ratio=self.budget.pretrim_ratio,
-            weights=self.weights,
-        )
+        return self.config.new_assembly()
+
+    def new_state(self, session_id: str) -> SessionState:
+        """An empty :class:`SessionState` for a new session."""
+        return SessionState(session_id, self.new_assembly(), self._builder())
+
+    def state_from_json(self, data: dict[str, Any]) -> SessionState:
+        """The :class:`SessionState` that :meth:`SessionState.to_json` wrote, with a fresh
+        assembly (see :meth:`SessionState.from_json`)."""
+        return SessionState.from_json(data, self.new_assembly(), self._builder())
+
+    def _builder(self) -> HistoryBuilder:
+        builder = HistoryBuilder()
+        builder.max_result_chars = self.config.max_result_chars
+        return builder
 
     @contextlib.asynccontextmanager
     async def session(self, session_id: str) -> AsyncIterator[Session]:
@@ -151,39 +161,36 @@ class ContextEngine:
         finally:
             await session.close()
 
+    def session_sync(self, session_id: str) -> SyncSession:
+        """A blocking session for scripts: ``with engine.session_sync(id) as s: s.render()``.
 
-@dataclass(slots=True)
-class _Stored:
-    grain: ContextGrain
-    rank: int
-    seq: int
+        The same calls as :meth:`session` without ``await``; see
+        :class:`ctxengine.sync.SyncSession`.
+        """
+        from .sync import SyncSession
 
-
-@dataclass(slots=True)
-class _TurnState:
-    """What one render gathers before assembly."""
-
-    faults: list[PluginFault] = field(default_factory=list)
-    shadowed: list[dict[str, Any]] = field(default_factory=list)
-    extra: list[GrainDecision] = field(default_factory=list)
-    compactions: list[dict[str, Any]] = field(default_factory=list)
+        return SyncSession(self, session_id)
 
 
 class Session:
     """One conversation: its transcript, its grains, and its renders.
 
-    Use ``async with engine.session(id) as s``; see :class:`ContextEngine`.
+    Use ``async with engine.session(id) as s``; see :class:`ContextEngine`. Everything a render
+    reads or writes is in :attr:`state` (a :class:`SessionState`); :meth:`from_state` resumes a
+    session from one (e.g. rebuilt with :meth:`ContextEngine.state_from_json`).
     """
 
-    def __init__(self, engine: ContextEngine, session_id: str) -> None:
+    def __init__(
+        self, engine: ContextEngine, session_id: str, *, state: SessionState | None = None
+    ) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise CtxEngineError(f"session_id must be a non-empty str; got {session_id!r}")
+        if state is not None and state.session_id != session_id:
+            raise CtxEngineError(
+                f"state belongs to session {state.session_id!r}; expected {session_id!r}"
+            )
         self.engine = engine
         self.id = session_id
-        self.messages: list[Message] = []
-        self.task_id: str | None = None
-        self.turn = 0
-        self.closed = False
         self.dispatcher = SessionDispatcher(
             engine.registry,
             session_id,
@@ -191,32 +198,45 @@ class Session:
             max_failures=engine.max_failures,
             allow_dangerous=engine.allow_dangerous,
         )
-        self._asm = engine.new_assembly()
-        self._builder = HistoryBuilder()
-        self._builder.max_result_chars = max_tool_result_chars(engine.tokens_total)
-        self._items: dict[str, HistoryItem] = {}
-        self._pending: list[HistoryItem] = []
-        self._stored: dict[str, _Stored] = {}  # session/task grains carried across renders
-        self._queued: list[ContextGrain] = []  # turn grains waiting for the next render
-        self._in_asm: dict[str, tuple[Any, ...]] = {}  # context node_id -> what the core holds
-        self._overrides: dict[str, ContextGrain] = {}
-        self._compacted: set[str] = set()  # history node ids summarized into mem.summary
-        self._seq = 0
-        self._summary: ContextGrain | None = None
-        self._faults: list[PluginFault] = []
-        self._dirty: set[str] = set()
-        self._guarded: dict[str, int] = {}  # node_id -> chars before the window guard cut it
-        self._splits: dict[str, tuple[Any, list[ContextGrain]]] = {}
-        self._order: dict[str, int] = {}
-        self._window_index = {name: i for i, name in enumerate(engine.windows)}
-        self._token_cache = MessageTokenCache()
+        self._state = state if state is not None else engine.new_state(session_id)
+
+    @classmethod
+    def from_state(cls, engine: ContextEngine, state: SessionState) -> Session:
+        """A session continuing from ``state`` (no ``on_session_start`` is fired)."""
+        return cls(engine, state.session_id, state=state)
+
+    @property
+    def state(self) -> SessionState:
+        """Everything a render reads or writes (what a snapshot stores)."""
+        return self._state
+
+    @property
+    def messages(self) -> list[Message]:
+        """The transcript, every message appended so far."""
+        return self._state.messages
+
+    @property
+    def task_id(self) -> str | None:
+        """The current task id."""
+        return self._state.task_id
+
+    @task_id.setter
+    def task_id(self, value: str | None) -> None:
+        self._state.task_id = value
+
+    @property
+    def turn(self) -> int:
+        """Index of the next render."""
+        return self._state.turn
+
+    @property
+    def closed(self) -> bool:
+        """Whether the session was closed."""
+        return self._state.closed
 
     def has_hook(self, hook: str) -> bool:
         """Whether any enabled plugin handles ``hook``."""
-        return any(
-            e.state == "enabled" and callable(getattr(e.provider, hook, None))
-            for e in self.engine.registry.entries()
-        )
+        return self.engine.registry.has_hook(hook)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -226,30 +246,30 @@ class Session:
 
     async def close(self) -> None:
         """Fire ``on_session_close`` once; session grains are dropped."""
-        if self.closed:
+        if self._state.closed:
             return
-        self.closed = True
+        self._state.closed = True
         await self._fire(SessionClose(self.id))
         self.dispatcher.bus.close()
-        self._stored.clear()
+        self._state.stored.clear()
 
     def end_task(self) -> None:
         """End the current task: ``task`` grains expire."""
-        for node_id in [k for k, s in self._stored.items() if s.grain.lifespan == "task"]:
-            del self._stored[node_id]
-        self.task_id = None
+        stored = self._state.stored
+        for node_id in [k for k, s in stored.items() if s.grain.lifespan == "task"]:
+            del stored[node_id]
+        self._state.task_id = None
 
     async def _fire(self, event: object) -> None:
         outcome = await self.dispatcher.fire(event)
-        self._faults.extend(outcome.faults)
+        self._state.faults.extend(outcome.faults)
         for grain in outcome.grains:
             try:
                 self.add(grain)
             except CtxEngineError as exc:  # a plugin's bad grain is reported, never fatal
-                fault = PluginFault(
-                    grain.origin, "event", "invalid", str(exc), node_id=grain.node_id
-                )
-                self._faults.append(fault)
+                node_id = grain.node_id if isinstance(grain.node_id, str) else None
+                fault = PluginFault(grain.origin, "event", "invalid", str(exc), node_id=node_id)
+                self._state.faults.append(fault)
 
     # -- input --------------------------------------------------------------------------------
 
@@ -262,39 +282,53 @@ class Session:
             BudgetError: its explicit ``window`` is not a fillable window of the budget.
         """
         if not isinstance(grain, ContextGrain):
-            from .errors import GrainError
-
             raise GrainError(f"Session.add expects a ContextGrain; got {type(grain).__name__}")
         grain.check()
         if not grain.origin:
             grain.origin = "session"
         self.engine.budget.window_of(grain.node_id, grain.window)  # BudgetError: bad window
         if grain.lifespan == "turn":
-            self._queued.append(grain)
+            self._state.queued.append(grain)
         else:
-            self._stored[grain.node_id] = _Stored(grain, self._rank(grain.origin), self._next())
+            self._state.store(grain, self.engine.registry.rank(grain.origin))
 
     def remove(self, node_id: str) -> bool:
         """Remove a grain added with :meth:`add` (any lifespan); False when there was none."""
-        queued = [g for g in self._queued if g.node_id != node_id]
-        found = len(queued) != len(self._queued) or node_id in self._stored
-        self._queued = queued
-        self._stored.pop(node_id, None)
+        state = self._state
+        queued = [g for g in state.queued if g.node_id != node_id]
+        found = len(queued) != len(state.queued) or node_id in state.stored
+        state.queued = queued
+        state.stored.pop(node_id, None)
         return found
 
-    def extend(self, messages: Iterable[Message] | Transcript) -> None:
-        """Append messages without firing events (e.g. to resume a stored transcript)."""
-        for message in messages:
-            self._append(message)
+    def extend(self, messages: Iterable[Any] | Transcript) -> None:
+        """Append messages without firing events (e.g. to resume a stored transcript).
 
-    def _append(self, message: Message) -> None:
-        index = len(self.messages)
-        self.messages.append(message)
-        for item in self._builder.items(index, message):
-            self._items[item.node_id] = item
-            self._pending.append(item)
-            if item.guarded_from:
-                self._guarded[item.node_id] = item.guarded_from
+        ``messages`` may be in any supported shape (see :mod:`ctxengine.transcript.coerce`):
+        all are converted first, so a bad item adds nothing.
+
+        Raises:
+            TranscriptError: an item has an unknown shape (the message names its index).
+        """
+        for message in to_messages(messages):
+            self._state.append(message)
+
+    async def ingest(self, messages: Iterable[Any] | Transcript) -> None:
+        """Append messages in any supported shape, firing the events the one-message calls
+        fire (``on_user_msg`` per user message, ``on_tool_result`` per tool result).
+
+        Raises:
+            TranscriptError: an item has an unknown shape; nothing is added.
+        """
+        state = self._state
+        for message in to_messages(messages):
+            state.append(message)
+            if message.role == "user":
+                redacted = redacted_user_text(state, self.dispatcher, message.text)
+                await self._fire(UserMessage(self.id, state.turn, redacted))
+            for r in message.tool_results:
+                name = r.name or state.builder.tool_names.get(r.call_id) or ""
+                await self._fire(ToolResultEvent(self.id, r.call_id, name, r.text, r.is_error))
 
     async def user_message(self, text: str) -> None:
         """Record the user's message and fire ``on_user_msg`` (with the redacted text).
@@ -306,44 +340,29 @@ class Session:
             raise TranscriptError(
                 f"user_message(text) must be a str; got {type(text).__name__} {text!r:.60}"
             )
-        self._append(Message.user(text))
-        await self._fire(UserMessage(self.id, self.turn, self.redact(text)))
+        self._state.append(Message.user(text))
+        redacted = redacted_user_text(self._state, self.dispatcher, text)
+        await self._fire(UserMessage(self.id, self._state.turn, redacted))
 
     def redact(self, text: str) -> str:
         """``text`` through every enabled plugin that offers ``redact_text``."""
-        for entry in self.engine.registry.entries():
-            fn = getattr(entry.provider, "redact_text", None)
-            if entry.state == "enabled" and callable(fn):
-                text = fn(text)
-        return text
+        return self.engine.registry.redact(text)
 
     async def assistant_message(self, text: str = "", tool_calls: Sequence[ToolCall] = ()) -> None:
         """Record the assistant's reply (text and tool calls)."""
-        self._append(Message.assistant(text, tool_calls))
+        self._state.append(Message.assistant(text, tool_calls))
 
     async def tool_result(
         self, call_id: str, output: str, *, name: str | None = None, is_error: bool = False
     ) -> None:
         """Record a tool result and fire ``on_tool_result``."""
-        name = name or self._builder.tool_names.get(call_id)
-        self._append(Message.tool(call_id, output, name=name, is_error=is_error))
+        name = name or self._state.builder.tool_names.get(call_id)
+        self._state.append(Message.tool(call_id, output, name=name, is_error=is_error))
         await self._fire(ToolResultEvent(self.id, call_id, name or "", output, is_error))
-
-    # -- helpers ------------------------------------------------------------------------------
-
-    def _next(self) -> int:
-        self._seq += 1
-        return self._seq
-
-    def _rank(self, origin: str) -> int:
-        try:
-            return self.engine.registry.entry(origin).index + 1
-        except CtxEngineError:
-            return 0
 
     def transcript(self) -> Transcript:
         """The session's full transcript (not pruned: pruning happens only in renders)."""
-        return Transcript(tuple(self.messages), source_format="session")
+        return Transcript(tuple(self._state.messages), source_format="session")
 
     # -- render -------------------------------------------------------------------------------
 
@@ -355,14 +374,25 @@ class Session:
             AdapterError: unknown provider, or an option :func:`ctxengine.transcript.render`
                 does not take (the message lists the valid ones).
         """
-        from .assemble import run_render
-
+        check_provider(provider)
         check_options(options)
-
-        queued = self._queued
+        state = self._state
+        queued = state.queued
         try:
-            return await run_render(self, provider, **options)
+            return await self._render(provider, options)
         except BaseException:
-            if self._queued is not queued:  # the failed render took them: they wait for the next
-                self._queued[:0] = queued
+            if state.queued is not queued:  # the failed render took them: they wait for the next
+                state.queued[:0] = queued
             raise
+
+    async def _render(self, provider: str, options: dict[str, Any]) -> RenderedContext:
+        """collect → assemble → inject, each phase given the state and the frozen config."""
+        started = time.perf_counter()
+        state, config, plugins = self._state, self.engine.config, self.dispatcher
+        log = TurnLog(faults=state.faults)
+        state.faults = []
+        grains = await collect(state, config, plugins, provider, log)
+        timings = {"collect": time.perf_counter() - started}
+        assembled = await assemble(state, config, plugins, grains, log)
+        request = Request(provider, options, started, timings, self.engine.setup_faults)
+        return await inject(state, config, plugins, assembled, request, log)

@@ -21,6 +21,7 @@ __all__ = (
     "FoldError",
     "GrainError",
     "PluginError",
+    "SessionIdError",
     "StoreError",
     "TranscriptError",
 )
@@ -64,7 +65,21 @@ class TranscriptError(CtxEngineError, ValueError):
 
 
 class StoreError(CtxEngineError):
-    """The session store failed to read or write."""
+    """The session store failed to read or write.
+
+    ``.path`` names the file, directory or key involved and ``.errno`` the OS error number when
+    the cause was an :class:`OSError` (``errno.ENOSPC`` for a full disk, ``errno.EROFS`` for a
+    read-only folder), so a caller can tell "keep going in memory" from "fix the argument".
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.errno = errno
+
+
+class SessionIdError(StoreError, ValueError):
+    """A session id is not usable as a store key (empty, too long, separators, traversal)."""
 
 
 class ContextOverflowError(CtxEngineError):

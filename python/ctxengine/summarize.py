@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from .transcript import Message
+from .transcript.model import Message
 
 __all__ = ("ExtractiveSummarizer", "Summarizer")
 

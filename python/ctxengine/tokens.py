@@ -141,3 +141,7 @@ def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
         strings += parts
         total += overhead
     return total + sum(tokenizer.count_many(strings))
+
+
+#: Public name of the per-message string split (the payload counter shares it).
+message_strings = _message_strings

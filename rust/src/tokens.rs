@@ -1,26 +1,30 @@
 //! Token counting: exact for OpenAI encodings, calibrated estimates elsewhere.
 //!
 //! # Performance notes
-//! - Counting and encoding go through `bpe-openai` (linear-time pre-tokenizer on
-//!   `regex-automata`, and a backtracking BPE; counting never materializes the token list). Its
-//!   ids and counts equal tiktoken's; the parity tests in `tests/test_tokens.py` check that on
-//!   every shared transcript and on generated text.
-//! - Only decoding goes through `tiktoken-rs` (tiktoken's own code; it also knows the special
-//!   tokens). Its `fancy-regex` pre-tokenizer is not used: on ~1 MB of spaces with `o200k_base`
-//!   it overflows its backtracking stack and panics, as Python tiktoken does.
-//! - Both vocabularies are compiled into the binary and loaded lazily on first use, so importing
-//!   the module costs nothing and no file is ever downloaded.
+//! - One engine counts, encodes and decodes: `toktok` (toktok-rs 0.3.0, MIT, vendored in
+//!   `vendor/toktok-rs` with the changes listed in its NOTICE). Its pre-tokenizers are the
+//!   cl100k/o200k regexes compiled by hand into byte-level state machines (no regex engine, so
+//!   1 MB of spaces or of one character stays linear), and its BPE is the exact backtracking
+//!   encoder of `bpe-openai` on a 2-byte radix trie. Ids equal tiktoken's; the parity tests in
+//!   `tests/test_tokens.py` check that on every shared transcript and on generated text.
+//! - It replaced `bpe-openai` (counting) plus `tiktoken-rs` (decoding), which compiled both
+//!   vocabularies in twice, as expanded Rust tables: the extension shrank from 56.0 MB to
+//!   5.4 MB (release build without LTO). Counting 4 MB of transcripts from Python on one thread
+//!   went from ~6 to ~28 MB/s on the loaded shared 2-vCPU machine (same process, toktok's own
+//!   Python package: ~25-27 MB/s); figures and how they were taken: docs/tokens.md.
+//! - The vocabularies are embedded compressed (~4 MB of `.rodata`) and built on first use
+//!   ([`Encoding::tokenizer`]): importing the module builds nothing.
+//! - toktok memoizes short pre-tokens in a per-thread table (16 MiB each, allocated zeroed, so
+//!   resident only as it fills). Upstream caps all tables at 32 MiB per process: the calling
+//!   thread's two tables took it all and rayon's workers counted uncached, ~2.7x slower. The
+//!   vendored copy sizes the cap for every thread that counts (caller + one worker per core).
 //! - Counts of texts of at least [`MIN_CACHED_BYTES`] are cached by a 128-bit content hash
 //!   ([`TokenCache`]); hashing runs at memory speed, so a repeated count costs a lookup.
 //! - `count_many` spreads texts over rayon's pool (every core); callers release the GIL first.
-//! - Each thread splits text with its own copy of the pre-tokenizer regex ([`Splitters`]).
-//!   `bpe-openai`'s shared regex serves every `find` (one per pre-token, ~3 per 10 bytes) from a
-//!   `regex-automata` cache pool whose fast path belongs to the first thread that used it; every
-//!   other thread takes a mutex per `find`. With the shared regex, two rayon workers counted
-//!   only 1.1-1.6x faster than one thread; with one regex per thread they reach ~1.9x. A copy
-//!   costs ~3 ms to compile once per thread and encoding; the BPE tables stay shared.
+//! - Counting reuses one id buffer per thread ([`SCRATCH`]) instead of allocating ~1.3 bytes per
+//!   input byte on every call.
 
-use std::cell::OnceCell;
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,6 +44,24 @@ pub enum Encoding {
     O200kBase,
 }
 
+/// Build an embedded encoding. The tables are compiled into the binary and checked by the unit
+/// tests, so failing here means a corrupt build, not bad input.
+fn build(name: &str) -> toktok::Tokenizer {
+    toktok::Tokenizer::builtin(name)
+        .unwrap_or_else(|e| panic!("the embedded {name} tables do not load: {e}"))
+}
+
+static CL100K: LazyLock<toktok::Tokenizer> = LazyLock::new(|| build("cl100k_base"));
+static O200K: LazyLock<toktok::Tokenizer> = LazyLock::new(|| build("o200k_base"));
+
+/// Ids buffers above this many entries (16 MiB) are freed after use rather than kept.
+const SCRATCH_KEEP: usize = 4 << 20;
+
+thread_local! {
+    /// This thread's reusable id buffer for counting.
+    static SCRATCH: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
 impl Encoding {
     /// All encodings, in a stable order.
     pub const ALL: [Encoding; 2] = [Encoding::Cl100kBase, Encoding::O200kBase];
@@ -57,115 +79,66 @@ impl Encoding {
         Self::ALL.into_iter().find(|e| e.name() == name)
     }
 
-    fn counter(self) -> &'static bpe_openai::Tokenizer {
+    /// The engine for this encoding, built on first use (~0.1-1 s, ~15-31 MB).
+    pub fn tokenizer(self) -> &'static toktok::Tokenizer {
         match self {
-            Self::Cl100kBase => bpe_openai::cl100k_base(),
-            Self::O200kBase => bpe_openai::o200k_base(),
-        }
-    }
-
-    fn coder(self) -> &'static tiktoken_rs::CoreBPE {
-        match self {
-            Self::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
-            Self::O200kBase => tiktoken_rs::o200k_base_singleton(),
+            Self::Cl100kBase => &CL100K,
+            Self::O200kBase => &O200K,
         }
     }
 
     /// Exact token count of `text`, bypassing the cache.
     pub fn count_uncached(self, text: &str) -> usize {
-        let bpe = &self.counter().bpe;
-        Splitters::with(self, |splitter| match splitter {
-            Some(s) => s.split(text).map(|p| bpe.count(p.as_bytes())).sum(),
-            None => self.counter().count(text),
+        let tok = self.tokenizer();
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut ids) => {
+                ids.clear();
+                tok.encode_into(text.as_bytes(), &mut ids);
+                let n = ids.len();
+                if ids.capacity() > SCRATCH_KEEP {
+                    *ids = Vec::new();
+                }
+                n
+            }
+            Err(_) => tok.count(text.as_bytes()),
         })
-    }
-
-    /// tiktoken's pre-tokenizer patterns as `bpe-openai` 0.3 rewrites them: the negative
-    /// look-ahead `\s+(?!\S)` becomes a second pattern `\s+\s` whose last character is dropped
-    /// from the match (the `true` flag).
-    fn split_patterns(self) -> [(String, bool); 3] {
-        let main = match self {
-            Self::Cl100kBase => [
-                "(?i:'s|'t|'re|'ve|'m|'ll|'d)",
-                "[^\\r\\n\\p{L}\\p{N}]?\\p{L}+",
-                "\\p{N}{1,3}",
-                " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*",
-                "\\s*[\\r\\n]+",
-                "\\s+$",
-            ]
-            .join("|"),
-            Self::O200kBase => [
-                "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*\
-                 [\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
-                "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+\
-                 [\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
-                "\\p{N}{1,3}",
-                " ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*",
-                "\\s*[\\r\\n]+",
-                "\\s+$",
-            ]
-            .join("|"),
-        };
-        [
-            (main, false),
-            ("\\s+\\s".to_string(), true),
-            ("\\s+".to_string(), false),
-        ]
     }
 
     /// Token ids of `text`; special-token text is encoded as ordinary text.
     pub fn encode(self, text: &str) -> Vec<u32> {
-        let bpe = &self.counter().bpe;
-        Splitters::with(self, |splitter| match splitter {
-            Some(s) => s
-                .split(text)
-                .flat_map(|p| bpe.encode_via_backtracking(p.as_bytes()))
-                .collect(),
-            None => self.counter().encode(text),
-        })
+        self.tokenizer().encode(text.as_bytes())
     }
 
-    /// Raw bytes of `ids` (may end inside a UTF-8 character).
+    /// Raw bytes of `ids` (may end inside a UTF-8 character); special-token ids decode to
+    /// their text.
     pub fn decode_bytes(self, ids: &[u32]) -> CoreResult<Vec<u8>> {
-        self.coder()
-            .decode_bytes(ids)
-            .map_err(|e| CoreError::InvalidToken {
-                token: e.token,
+        let tok = self.tokenizer();
+        if let Some(&token) = ids.iter().find(|&&id| !tok.known_id(id)) {
+            return Err(CoreError::InvalidToken {
+                token,
                 encoding: self.name(),
+            });
+        }
+        Ok(tok.decode(ids))
+    }
+
+    /// Byte length of each of `ids` (ordinary tokens, as [`Encoding::encode`] returns them).
+    fn token_lens(self, ids: &[u32]) -> CoreResult<Vec<usize>> {
+        let tok = self.tokenizer();
+        ids.iter()
+            .map(|&id| {
+                tok.token_bytes(id)
+                    .map(<[u8]>::len)
+                    .ok_or(CoreError::InvalidToken {
+                        token: id,
+                        encoding: self.name(),
+                    })
             })
+            .collect()
     }
 
     fn index(self) -> usize {
         self as usize
-    }
-}
-
-/// This thread's pre-tokenizers, one per encoding, built on first use (see the performance
-/// notes). Only their regex is used: each holds a 256-entry byte vocabulary, never the real one.
-struct Splitters([OnceCell<Option<bpe_openai::Tokenizer>>; 2]);
-
-thread_local! {
-    static SPLITTERS: Splitters = const { Splitters([OnceCell::new(), OnceCell::new()]) };
-}
-
-impl Splitters {
-    /// Run `f` with this thread's splitter for `encoding` (`None` if its regex failed to build,
-    /// which the unit tests rule out; callers then fall back to the shared tokenizer).
-    fn with<R>(encoding: Encoding, f: impl FnOnce(Option<&bpe_openai::Tokenizer>) -> R) -> R {
-        SPLITTERS.with(|s| {
-            let cell = &s.0[encoding.index()];
-            f(cell.get_or_init(|| Self::build(encoding)).as_ref())
-        })
-    }
-
-    fn build(encoding: Encoding) -> Option<bpe_openai::Tokenizer> {
-        let bytes = bpe_openai::byte_pair_encoding::BytePairEncoding::from_dictionary(
-            (0..=255u8).map(|b| vec![b]),
-            None,
-        );
-        let patterns = encoding.split_patterns();
-        let refs: Vec<(&str, bool)> = patterns.iter().map(|(p, l)| (p.as_str(), *l)).collect();
-        bpe_openai::Tokenizer::new_lookahead(bytes, &refs, false).ok()
     }
 }
 
@@ -338,20 +311,24 @@ impl Counter {
         if ids.len() <= budget {
             return Ok(text);
         }
-        let mut keep = budget;
-        loop {
-            let bytes = self.encoding.decode_bytes(&ids[..keep])?;
-            let cut = match std::str::from_utf8(&bytes) {
-                Ok(s) => s.len(),
-                Err(e) => e.valid_up_to(),
-            };
+        let lens = self.encoding.token_lens(&ids[..budget])?;
+        let mut end: usize = lens.iter().sum();
+        for keep in (0..=budget).rev() {
+            if keep < budget {
+                end -= lens[keep];
+            }
+            // A token can end inside a character: back off to the character boundary.
+            let mut cut = end;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
             let prefix = text.get(..cut).unwrap_or("");
             // Re-tokenizing a prefix can merge differently at the cut; shrink until it fits.
             if keep == 0 || self.count(prefix, false) <= max_tokens {
                 return Ok(prefix);
             }
-            keep -= 1;
         }
+        Ok("")
     }
 }
 
@@ -507,24 +484,39 @@ mod tests {
     }
 
     #[test]
-    fn per_thread_splitters_match_the_shared_tokenizer() {
+    fn embedded_tables_load_and_threads_agree() {
         let text = "Hello, World! 123456 it's   spaced\n\n  \tdone 日本語 😀 x/y/z \r\n ";
         for enc in Encoding::ALL {
             assert!(
-                Splitters::build(enc).is_some(),
-                "{} regex builds",
+                toktok::Tokenizer::builtin(enc.name()).is_ok(),
+                "{}",
                 enc.name()
             );
-            let shared = enc.counter().count(text);
+            let serial = enc.count_uncached(text);
             let counts: Vec<usize> = std::thread::scope(|s| {
                 let hs: Vec<_> = (0..3)
                     .map(|_| s.spawn(|| enc.count_uncached(text)))
                     .collect();
                 hs.into_iter().filter_map(|h| h.join().ok()).collect()
             });
-            assert_eq!(counts, vec![shared; 3]);
-            assert_eq!(shared, enc.encode(text).len());
+            assert_eq!(counts, vec![serial; 3]);
+            assert_eq!(serial, enc.encode(text).len());
+            let ids = enc.encode(text);
+            assert_eq!(enc.decode_bytes(&ids), Ok(text.as_bytes().to_vec()));
         }
+    }
+
+    #[test]
+    fn decode_rejects_unknown_ids_and_knows_specials() {
+        let enc = Encoding::Cl100kBase;
+        assert_eq!(
+            enc.decode_bytes(&[15339, 1_000_000]),
+            Err(CoreError::InvalidToken {
+                token: 1_000_000,
+                encoding: "cl100k_base"
+            })
+        );
+        assert_eq!(enc.decode_bytes(&[100_257]), Ok(b"<|endoftext|>".to_vec()));
     }
 
     #[test]

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from ..collect.scene import ContextScene
 from ..errors import PluginError
 from ..grain import ContextGrain
-from ..scene import ContextScene
 
 __all__ = ("EnvInfoProvider", "local_timezone_name")
 

@@ -17,10 +17,10 @@ from typing import Any, Final
 
 import anyio
 
+from ..collect.events import UserMessage
+from ..collect.scene import ContextScene
 from ..errors import PluginError
-from ..events import UserMessage
 from ..grain import ContextGrain
-from ..scene import ContextScene
 from ..splitter import TextSplitter
 
 __all__ = ("KnowledgeRetriever", "Passage", "split_passages")

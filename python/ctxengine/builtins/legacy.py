@@ -17,9 +17,9 @@ from typing import Any
 
 import anyio
 
+from ..collect.scene import ContextScene
 from ..errors import PluginError
 from ..grain import ContextGrain
-from ..scene import ContextScene
 
 __all__ = ("LegacyPromptProvider", "NodeOrderDiff", "compare_node_order")
 

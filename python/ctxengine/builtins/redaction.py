@@ -12,10 +12,10 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ..collect.events import BeforeRender
+from ..collect.scene import ContextScene
 from ..errors import PluginError
-from ..events import BeforeRender
 from ..grain import ContextGrain
-from ..scene import ContextScene
 
 __all__ = ("DEFAULT_PATTERNS", "RedactionProvider", "Redactor")
 

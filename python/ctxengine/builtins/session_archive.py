@@ -20,9 +20,9 @@ from typing import Any
 
 import anyio
 
-from ..events import SessionClose, SessionStart, ToolResult, UserMessage
+from ..collect.events import SessionClose, SessionStart, ToolResult, UserMessage
+from ..collect.scene import ContextScene
 from ..grain import ContextGrain
-from ..scene import ContextScene
 from .redaction import Redactor
 
 __all__ = ("SessionArchiveProvider", "SessionFacts", "extract_facts")

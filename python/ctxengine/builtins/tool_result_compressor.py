@@ -6,10 +6,10 @@ import json
 import re
 from typing import Any
 
+from ..collect.events import ToolResult
+from ..collect.scene import ContextScene
 from ..errors import PluginError
-from ..events import ToolResult
 from ..grain import ContextGrain, Lifespan, content_text
-from ..scene import ContextScene
 
 __all__ = ("ToolResultCompressor", "compress_output", "summarize_output")
 

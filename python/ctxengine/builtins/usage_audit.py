@@ -13,9 +13,9 @@ from typing import Any
 
 import anyio
 
-from ..events import AfterRender, current_session
+from ..collect.events import AfterRender, current_session
+from ..collect.scene import ContextScene
 from ..grain import ContextGrain
-from ..scene import ContextScene
 
 __all__ = ("UsageAuditProvider", "summarize_report")
 

@@ -1,15 +1,16 @@
-"""Plugin machinery: the provider protocol, manifests, the per-session dispatcher and the CLI.
+"""Former home of the plugin machinery, now in :mod:`ctxengine.collect` (re-exports only).
 
-The registry lives in :mod:`ctxengine.registry`, events in :mod:`ctxengine.events`, the scene in
-:mod:`ctxengine.scene`, and the built-in plugins in :mod:`ctxengine.builtins`.
+The registry is :mod:`ctxengine.collect.registry`, events :mod:`ctxengine.collect.events`, the
+scene :mod:`ctxengine.collect.scene`, and the built-in plugins :mod:`ctxengine.builtins`.
 """
 
 from __future__ import annotations
 
-from .dispatch import Outcome, PluginFault, PluginWarning, SessionDispatcher
-from .lifecycle import setup_plugins, teardown_plugins
-from .manifest import Manifest, read_manifest
-from .protocol import LIFECYCLE_HOOKS, AbstractContextProvider, hooks_of, validate_provider
+from ..collect.dispatch import Outcome, SessionDispatcher
+from ..collect.faults import PluginFault, PluginWarning
+from ..collect.lifecycle import setup_plugins, teardown_plugins
+from ..collect.manifest import Manifest, read_manifest
+from ..collect.protocol import LIFECYCLE_HOOKS, AbstractContextProvider, hooks_of, validate_provider
 
 __all__ = (
     "LIFECYCLE_HOOKS",

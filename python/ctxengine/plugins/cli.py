@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..registry import PluginEntry, Registry
-from .protocol import hooks_of
+from ..collect.protocol import hooks_of
+from ..collect.registry import PluginEntry, Registry
 
 __all__ = ("collect_plugin_rows", "plugins_list")
 

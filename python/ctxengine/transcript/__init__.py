@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
-from .cache import MAX_BREAKPOINTS, Breakpoint, plan_cache_breakpoints
+from typing import TYPE_CHECKING, Any
+
+from .changes import Change, Problem, Report
 from .loader import FORMATS, Format, detect_format, load, load_all
 from .model import (
     Block,
@@ -25,8 +27,20 @@ from .model import (
     Transcript,
 )
 from .providers import PROVIDERS, Provider
-from .render import Rendered, render
-from .report import Change, Problem, Report
+
+if TYPE_CHECKING:
+    from ..inject.cache import MAX_BREAKPOINTS, Breakpoint, plan_cache_breakpoints
+    from ..inject.render import Rendered, render
+
+#: Names of the inject layer kept here for compatibility, resolved on first use (the neutral
+#: model does not import the layer that renders it).
+_INJECT = {
+    "MAX_BREAKPOINTS": "cache",
+    "Breakpoint": "cache",
+    "plan_cache_breakpoints": "cache",
+    "Rendered": "render",
+    "render": "render",
+}
 
 __all__ = (
     "FORMATS",
@@ -54,3 +68,12 @@ __all__ = (
     "plan_cache_breakpoints",
     "render",
 )
+
+
+def __getattr__(name: str) -> Any:
+    module = _INJECT.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ctxengine.transcript' has no attribute {name!r}")
+    from ..inject import cache, render
+
+    return getattr(cache if module == "cache" else render, name)

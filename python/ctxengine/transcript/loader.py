@@ -8,15 +8,23 @@ from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
 from ..errors import TranscriptError
-from ._agents import load_openhands_events, load_swe_agent_history
-from ._aider import is_aider_log, load_aider
-from ._anthropic import load_anthropic, system_messages
-from ._claude_code import load_claude_code
-from ._common import Loc, fill_result_names, nested_too_deeply, read_jsonl, read_text, short
-from ._gemini import load_gemini, system_instruction
-from ._openai import load_openai
-from ._pi import load_pi
-from ._responses import load_responses
+from .importers.agents import load_openhands_events, load_swe_agent_history
+from .importers.aider import is_aider_log, load_aider
+from .importers.anthropic import load_anthropic, system_messages
+from .importers.claude_code import load_claude_code
+from .importers.common import (
+    Loc,
+    fill_result_names,
+    nested_too_deeply,
+    read_jsonl,
+    read_text,
+    short,
+)
+from .importers.gemini import load_gemini, system_instruction
+from .importers.langchain import is_langchain_message, load_langchain
+from .importers.openai import load_openai
+from .importers.pi import load_pi
+from .importers.responses import load_responses
 from .model import Message, Text, Transcript
 
 __all__ = ("FORMATS", "Format", "detect_format", "load", "load_all")
@@ -55,8 +63,8 @@ def load(
     Args:
         source: A path (``str`` or :class:`~pathlib.Path`), a list of message/item dicts, a
             request payload dict (``{"messages": ..., "system": ...}``, ``{"input": ...}``,
-            ``{"contents": ...}``, a ``.traj`` object...), or official SDK objects (pydantic
-            models are dumped; TypedDicts are dicts).
+            ``{"contents": ...}``, a ``.traj`` object...), official SDK objects (pydantic
+            models are dumped; TypedDicts are dicts), or a list of LangChain messages.
         format: One of :data:`FORMATS`, or ``"auto"`` to detect it from extension and content.
         view: ``"full"`` (the whole conversation across compactions) or ``"model"`` (from the
             latest compaction summary on, as the model saw it); pi and Claude Code only.
@@ -96,6 +104,9 @@ def load_all(source: object, format: str = "auto", *, view: str = "full") -> lis
     try:
         if isinstance(source, (str, Path)):
             return _load_path(Path(source), format, view)
+        if format == "auto" and _is_langchain(source):
+            loc = Loc(f"<{type(source).__name__}>")
+            return [_finish(load_langchain(loc.items(_as_list(source)), loc), "langchain", {})]
         data = _plain(source)
     except RecursionError:
         raise nested_too_deeply(_label(source)) from None
@@ -105,6 +116,15 @@ def load_all(source: object, format: str = "auto", *, view: str = "full") -> lis
             f"format {fmt!r} is read from a file path; got {type(source).__name__}"
         )
     return _load_data(data, fmt, Loc(f"<{type(source).__name__}>"), {})
+
+
+def _as_list(source: object) -> object:
+    return list(source) if isinstance(source, tuple) else source
+
+
+def _is_langchain(source: object) -> bool:
+    """A list of LangChain messages (the first item decides; others are checked on load)."""
+    return isinstance(source, (list, tuple)) and bool(source) and is_langchain_message(source[0])
 
 
 def _label(source: object) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Union, get_args, overload
 
@@ -279,7 +279,20 @@ class Transcript:
             AdapterError: unknown provider or option, or a transcript that hygiene could not
                 make valid.
         """
-        from .render import check_options, render
+        if _renderer is None:
+            raise TranscriptError(
+                "no renderer installed: import ctxengine (ctxengine.inject.render installs it)"
+            )
+        return _renderer(self, provider, options)
 
-        check_options(options)
-        return render(self, provider, **options).payload
+
+#: Renders a transcript for a provider: installed by :mod:`ctxengine.inject.render` (importing
+#: ``ctxengine`` imports it), so the neutral model never imports the layer that renders it.
+Renderer = Callable[[Transcript, str, dict[str, Any]], dict[str, Any]]
+_renderer: Renderer | None = None
+
+
+def set_renderer(renderer: Renderer) -> None:
+    """Install the function behind :meth:`Transcript.to`."""
+    global _renderer
+    _renderer = renderer

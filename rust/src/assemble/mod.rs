@@ -19,15 +19,15 @@
 
 pub mod budget;
 pub mod fuse;
+pub mod items;
 pub mod ladder;
 pub mod plan;
 pub mod score;
-pub mod store;
 pub mod text;
 
 pub use fuse::{fuse, Fused};
+pub use items::Assembly;
 pub use plan::{Plan, Reason, Stage, Status, Timings, WindowUse, PLACEHOLDER_ID, PLACEHOLDER_SLOT};
-pub use store::Assembly;
 
 use crate::errors::{CoreError, CoreResult};
 use crate::tokens::Counter;
@@ -66,6 +66,97 @@ pub mod flags {
     pub const IMAGE: u8 = 1 << 3;
     /// Never trimmed, folded or dropped.
     pub const PROTECTED: u8 = 1 << 4;
+}
+
+/// The integer codes that cross the Python boundary, with the names `ctxengine._core` exports
+/// them under (`KIND_TOOL_RESULT`, `STATUS_DROPPED`, ...): one table per column, the single
+/// source of both the constants and the messages naming a bad value.
+pub mod codes {
+    use super::plan::{Stage, Status};
+    use super::{flags, kind, role};
+
+    /// Values of the `kinds` column.
+    pub const KINDS: [(&str, u8); 3] = [
+        ("KIND_CONTEXT", kind::CONTEXT),
+        ("KIND_MESSAGE", kind::MESSAGE),
+        ("KIND_TOOL_RESULT", kind::TOOL_RESULT),
+    ];
+    /// Values of the `roles` column.
+    pub const ROLES: [(&str, u8); 4] = [
+        ("ROLE_SYSTEM", role::SYSTEM),
+        ("ROLE_USER", role::USER),
+        ("ROLE_ASSISTANT", role::ASSISTANT),
+        ("ROLE_TOOL", role::TOOL),
+    ];
+    /// Bits of the `flags` column.
+    pub const FLAGS: [(&str, u8); 5] = [
+        ("FLAG_HAS_TOOL_CALL", flags::HAS_TOOL_CALL),
+        ("FLAG_FEEDBACK", flags::FEEDBACK),
+        ("FLAG_STRUCTURAL", flags::STRUCTURAL),
+        ("FLAG_IMAGE", flags::IMAGE),
+        ("FLAG_PROTECTED", flags::PROTECTED),
+    ];
+    /// Decisions of a plan ([`Status`]).
+    pub const STATUSES: [(&str, u8); 5] = [
+        ("STATUS_KEPT", Status::Kept as u8),
+        ("STATUS_TRIMMED", Status::Trimmed as u8),
+        ("STATUS_CLEARED", Status::Cleared as u8),
+        ("STATUS_FOLDED", Status::Folded as u8),
+        ("STATUS_DROPPED", Status::Dropped as u8),
+    ];
+    /// Steps of the ladder that decided ([`Stage`]).
+    pub const STAGES: [(&str, u8); 6] = [
+        ("STAGE_NONE", Stage::None as u8),
+        ("STAGE_GUARD", Stage::Guard as u8),
+        ("STAGE_SOFT", Stage::Soft as u8),
+        ("STAGE_HARD", Stage::Hard as u8),
+        ("STAGE_FOLD", Stage::Fold as u8),
+        ("STAGE_COMPACTION", Stage::Compaction as u8),
+    ];
+
+    /// Every defined flag bit.
+    pub const ALL_FLAGS: u8 = flags::HAS_TOOL_CALL
+        | flags::FEEDBACK
+        | flags::STRUCTURAL
+        | flags::IMAGE
+        | flags::PROTECTED;
+
+    /// `NAME (value)` of each code, for error messages: `KIND_CONTEXT (0), KIND_MESSAGE (1)`.
+    pub fn listing(table: &[(&str, u8)]) -> String {
+        let names: Vec<String> = table.iter().map(|(n, v)| format!("{n} ({v})")).collect();
+        names.join(", ")
+    }
+
+    /// The name of `value` in `table`.
+    pub fn name_of(table: &[(&'static str, u8)], value: u8) -> Option<&'static str> {
+        table.iter().find(|(_, v)| *v == value).map(|(n, _)| *n)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn tables_are_dense_and_named_by_their_column() {
+            for (table, prefix) in [
+                (&KINDS[..], "KIND_"),
+                (&ROLES[..], "ROLE_"),
+                (&STATUSES[..], "STATUS_"),
+                (&STAGES[..], "STAGE_"),
+            ] {
+                for (i, (name, value)) in table.iter().enumerate() {
+                    assert_eq!(usize::from(*value), i, "{name}");
+                    assert!(name.starts_with(prefix), "{name}");
+                }
+            }
+            let bits: Vec<u8> = FLAGS.iter().map(|(_, b)| *b).collect();
+            assert_eq!(bits, vec![1, 2, 4, 8, 16]);
+            assert_eq!(ALL_FLAGS, 31);
+            assert_eq!(name_of(&KINDS, 2), Some("KIND_TOOL_RESULT"));
+            assert_eq!(name_of(&ROLES, 9), None);
+            assert_eq!(listing(&KINDS[..2]), "KIND_CONTEXT (0), KIND_MESSAGE (1)");
+        }
+    }
 }
 
 /// Rendering overhead of the hard-trim placeholder (a user message).

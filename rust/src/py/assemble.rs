@@ -167,8 +167,14 @@ impl PyAssembly {
         })
     }
 
-    /// Insert or replace items given as columns; returns each item's tokens (count + overhead).
-    /// Raises `ValueError` naming the column when lengths differ or a value is invalid.
+    /// Insert or replace items given as keyword-only columns; returns each item's tokens
+    /// (count + overhead). Raises `ValueError` naming the column, the index and the value when
+    /// lengths differ or a value is out of range (codes: the `KIND_*`, `ROLE_*`, `FLAG_*`
+    /// constants of this module).
+    #[pyo3(signature = (
+        *, node_ids, texts, windows, priorities, ranks, seqs, kinds, roles, turns, flags,
+        overheads, labels, summaries
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn upsert(
         &self,
@@ -498,6 +504,23 @@ impl PyPlan {
             p.budget
         )
     }
+}
+
+/// Add the integer codes of the boundary (`KIND_*`, `ROLE_*`, `FLAG_*`, `STATUS_*`, `STAGE_*`)
+/// and `PLACEHOLDER_ID` to the module.
+pub fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    use assemble::codes;
+    let tables = [
+        &codes::KINDS[..],
+        &codes::ROLES[..],
+        &codes::FLAGS[..],
+        &codes::STATUSES[..],
+        &codes::STAGES[..],
+    ];
+    for (name, value) in tables.into_iter().flatten() {
+        m.add(*name, *value)?;
+    }
+    m.add("PLACEHOLDER_ID", assemble::PLACEHOLDER_ID)
 }
 
 /// Fuse the grains of one render: `(winner index for each input, winner indices in render

@@ -1,0 +1,235 @@
+"""The assemble phase of a render: fuse → overrides → guard → hooks → sync → plan → compact.
+
+The heavy steps (counting, scoring, allocation, the trim ladder, ordering) run in the Rust
+:class:`~ctxengine._core.Assembly` with the GIL released; this module moves only what changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .. import _core
+from ..collect.events import BeforeRender, OverBudget
+from ..collect.faults import PluginFault
+from ..errors import CtxEngineError
+from ..grain import ContextGrain
+from .compact import MAX_COMPACTIONS, compact
+from .core import fuse as core_fuse
+from .guard import split_large
+from .report import (
+    GrainDecision,
+    compacted_decision,
+    rejected_decisions,
+    report_window,
+    shadowed_decision,
+)
+from .sync import HISTORY_PRIORITY, sync_context, sync_history
+
+if TYPE_CHECKING:
+    from ..collect.dispatch import SessionDispatcher
+    from ..config import RenderConfig
+    from ..state import SessionState, TurnLog
+
+__all__ = ("FRAMING_TOKENS", "Assembled", "assemble")
+
+FRAMING_TOKENS = 8  # reply priming (3) + system message framing (4) + 1 spare
+
+
+@dataclass(slots=True)
+class Assembled:
+    """What the assemble phase hands to inject: the plan and the context grains by id."""
+
+    plan: Any
+    by_id: dict[str, ContextGrain]
+
+
+def _shadow(entry: dict[str, Any], winner: ContextGrain) -> None:
+    shadowed = winner.meta.setdefault("shadowed", [])
+    if entry not in shadowed:
+        shadowed.append(entry)
+
+
+def fuse_grains(
+    config: RenderConfig, plugins: SessionDispatcher, grains: list[ContextGrain], log: TurnLog
+) -> list[ContextGrain]:
+    """Merge grains sharing a node_id: the lower priority wins, the others are shadowed."""
+    if not grains:
+        return []
+    rank = plugins.registry.rank
+    winner_of, order = core_fuse(
+        [g.node_id for g in grains],
+        [g.priority for g in grains],
+        [rank(g.origin) for g in grains],
+        list(range(len(grains))),
+    )
+    for i, w in enumerate(winner_of):
+        if w == i:
+            continue
+        loser, winner = grains[i], grains[w]
+        entry = {"node_id": loser.node_id, "origin": loser.origin, "priority": loser.priority}
+        _shadow(entry, winner)
+        log.shadowed.append({**entry, "winner": winner.origin})
+        log.extra.append(shadowed_decision(loser, winner, config.budget))
+    return [grains[i] for i in order]
+
+
+def apply_overrides(
+    state: SessionState, config: RenderConfig, grains: list[ContextGrain], log: TurnLog
+) -> list[ContextGrain]:
+    """A plugin grain with a history node_id (e.g. a compressed tool result) replaces the
+    history item's content when it is more important; otherwise it is shadowed."""
+    budget = config.budget
+    context: list[ContextGrain] = []
+    overrides: dict[str, ContextGrain] = {}
+    for grain in grains:
+        item = state.items.get(grain.node_id)
+        if grain.node_id in state.compacted:  # its history item now lives in mem.summary
+            state.stored.pop(grain.node_id, None)
+            log.extra.append(compacted_decision(grain, budget))
+        elif item is None:
+            context.append(grain)
+        elif grain.priority <= HISTORY_PRIORITY:
+            overrides[grain.node_id] = grain
+            log.extra.append(shadowed_decision(item.grain, grain, budget))
+            entry = {"node_id": grain.node_id, "origin": "transcript", "priority": HISTORY_PRIORITY}
+            _shadow(entry, grain)
+        else:
+            log.extra.append(shadowed_decision(grain, item.grain, budget))
+    changed = overrides.keys() | state.overrides.keys()
+    state.overrides = overrides
+    state.dirty.update(changed)
+    return context
+
+
+def _admission_error(grain: ContextGrain, config: RenderConfig) -> CtxEngineError | None:
+    try:
+        config.budget.window_of(grain.node_id, grain.window)
+    except CtxEngineError as exc:
+        return exc
+    if grain.node_id == _core.PLACEHOLDER_ID:
+        return CtxEngineError(
+            f"node id {_core.PLACEHOLDER_ID!r} is reserved for the trim placeholder"
+        )
+    return None
+
+
+def safe_id(node_id: object) -> str:
+    """``node_id`` when it is a str, else a placeholder naming its type (for reports)."""
+    return node_id if isinstance(node_id, str) else f"<{type(node_id).__name__} node_id>"
+
+
+def admit(
+    config: RenderConfig, grains: list[ContextGrain], log: TurnLog, *, windows: bool = True
+) -> list[ContextGrain]:
+    """Grains the core can take; a plugin grain it cannot is reported and left out. Before
+    fusion (``windows=False``) only the grains' own fields are checked."""
+    out: list[ContextGrain] = []
+    for grain in grains:
+        exc: CtxEngineError | None
+        try:
+            grain.check()  # it may have been changed since it was made
+        except CtxEngineError as error:
+            exc = error
+        else:
+            exc = _admission_error(grain, config) if windows else None
+        if exc is None:
+            out.append(grain)
+            continue
+        origin = grain.origin if isinstance(grain.origin, str) else "unknown"
+        fault = PluginFault(origin, "render", "invalid", str(exc))
+        if fault not in log.faults:  # admission runs again after on_over_budget
+            log.faults.append(fault)
+            window = report_window(config.budget, grain)
+            log.extra.append(
+                GrainDecision(
+                    safe_id(grain.node_id),
+                    origin,
+                    window,
+                    "dropped",
+                    "dropped",
+                    "admission",
+                    str(exc),
+                    0,
+                    0,
+                )
+            )
+    return out
+
+
+def _tree_context(
+    state: SessionState, config: RenderConfig, tree: list[ContextGrain], log: TurnLog
+) -> list[ContextGrain]:
+    """The non-history grains of the tree the core can take, and their emission order."""
+    context = admit(config, [g for g in tree if g.node_id not in state.items], log)
+    state.order = {g.node_id: n for n, g in enumerate(context)}
+    return context
+
+
+async def _hook(plugins: SessionDispatcher, event: Any, log: TurnLog) -> None:
+    outcome = await plugins.fire(event)
+    log.faults.extend(outcome.faults)
+
+
+def _sync(
+    state: SessionState, config: RenderConfig, plugins: SessionDispatcher, ctx: list[ContextGrain]
+) -> None:
+    sync_context(state, config, plugins.registry, ctx)
+
+
+async def _compact_all(
+    state: SessionState,
+    config: RenderConfig,
+    plugins: SessionDispatcher,
+    context: list[ContextGrain],
+    plan: Any,
+    log: TurnLog,
+) -> tuple[list[ContextGrain], Any]:
+    budget = config.tokens_total - FRAMING_TOKENS
+    for _ in range(MAX_COMPACTIONS):
+        turns = plan.compaction_turns
+        if not turns or not await compact(state, config, plugins.registry, turns, log):
+            break
+        # The new summary replaces any stored one that came in with this turn's context.
+        summary = state.summary
+        context = [g for g in context if summary is None or g.node_id != summary.node_id]
+        context += [summary] if summary is not None else []
+        _sync(state, config, plugins, context)
+        plan = state.asm.plan(budget)
+    return context, plan
+
+
+async def assemble(
+    state: SessionState,
+    config: RenderConfig,
+    plugins: SessionDispatcher,
+    grains: list[ContextGrain],
+    log: TurnLog,
+) -> Assembled:
+    """The assemble phase: the collected grains become a plan that fits the budget."""
+    grains = admit(config, grains, log, windows=False)
+    grains = apply_overrides(state, config, fuse_grains(config, plugins, grains, log), log)
+    grains, state.splits = split_large(
+        grains, state.splits, config.budget, config.tokenizer, log.extra
+    )
+    before = plugins.registry.has_hook("on_before_render")
+    over = plugins.registry.has_hook("on_over_budget")
+    # History grains join the tree only when a handler will see it: building and re-filtering
+    # a list of every history item would otherwise cost O(session) on every warm render.
+    tree = grains + [i.grain for i in state.items.values()] if before or over else grains
+    if before:
+        await _hook(plugins, BeforeRender(tree), log)
+    context = _tree_context(state, config, tree, log)
+    _sync(state, config, plugins, context)
+    sync_history(state, config, scan=before or over)
+    budget = config.tokens_total - FRAMING_TOKENS
+    plan = state.asm.plan(budget)
+    if plan.total_before > plan.target and over:
+        await _hook(plugins, OverBudget(tree, config.budget, plan.total_before - plan.target), log)
+        context = _tree_context(state, config, tree, log)
+        _sync(state, config, plugins, context)
+        sync_history(state, config, scan=True)
+        plan = state.asm.plan(budget)
+    context, plan = await _compact_all(state, config, plugins, context, plan, log)
+    log.extra.extend(rejected_decisions(config.budget, log.faults))
+    return Assembled(plan, {g.node_id: g for g in context})

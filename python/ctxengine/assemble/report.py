@@ -1,0 +1,258 @@
+"""The render manifest: what happened to every grain, and why (DESIGN.md §2, issue "manifest")."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .. import _core
+from ..collect.faults import PluginFault
+from ..errors import CtxEngineError
+from .budget import Budget
+
+__all__ = (
+    "GrainDecision",
+    "LazyColumns",
+    "Origins",
+    "RenderReport",
+    "compacted_decision",
+    "report_window",
+    "shadowed_decision",
+)
+
+#: Names of the core's status and stage codes (``Plan.decisions``).
+STATUS: Final = {
+    _core.STATUS_KEPT: "kept",
+    _core.STATUS_TRIMMED: "trimmed",
+    _core.STATUS_CLEARED: "cleared",
+    _core.STATUS_FOLDED: "folded",
+    _core.STATUS_DROPPED: "dropped",
+}
+STAGE: Final = {
+    _core.STAGE_NONE: None,
+    _core.STAGE_GUARD: "guard",
+    _core.STAGE_SOFT: "soft",
+    _core.STAGE_HARD: "hard",
+    _core.STAGE_FOLD: "fold",
+    _core.STAGE_COMPACTION: "compaction",
+}
+#: The four decisions of the manifest; trimmed and cleared grains count as folded.
+DECISION: Final = {"kept": "kept", "trimmed": "folded", "cleared": "folded", "folded": "folded"}
+
+
+@dataclass(frozen=True, slots=True)
+class GrainDecision:
+    """One grain's fate in a render."""
+
+    node_id: str
+    origin: str
+    window: str
+    decision: str  # kept / folded / dropped / shadowed
+    status: str  # kept / trimmed / cleared / folded / dropped / shadowed
+    stage: str | None
+    reason: str
+    tokens_before: int
+    tokens_after: int
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the grain occupies in the rendered context."""
+        return self.tokens_after
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serializable dict."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+@dataclass(slots=True)
+class RenderReport:
+    """The manifest of one render. Iterating yields a :class:`GrainDecision` per input grain.
+
+    Per-grain entries are built on first access from the core's columns, so a render whose
+    report nobody reads does not pay for them.
+    """
+
+    provider: str
+    model: str
+    budget: int
+    target: int
+    tokens: int
+    tokens_estimated: int
+    fits: bool
+    windows: list[dict[str, Any]]
+    timings: dict[str, float]
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    shadowed: list[dict[str, Any]] = field(default_factory=list)
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    cache_breakpoints: list[dict[str, Any]] = field(default_factory=list)
+    hygiene: dict[str, Any] = field(default_factory=dict)
+    _columns: Any = None
+    _origins: Mapping[str, str] = field(default_factory=dict)
+    _window_names: Sequence[str] = ()
+    _extra: list[GrainDecision] = field(default_factory=list)
+    _guarded: Mapping[str, int] = field(default_factory=dict)
+    _grains: list[GrainDecision] | None = None
+
+    @property
+    def grains(self) -> list[GrainDecision]:
+        """Every input grain's decision (including shadowed and compacted ones)."""
+        if self._grains is None:
+            self._grains = self._build() + self._extra
+        return self._grains
+
+    def _build(self) -> list[GrainDecision]:
+        if self._columns is None:
+            return []
+        ids, status, stage, reason, before, after, window = self._columns
+        names = self._window_names
+        origins = self._origins
+        out = []
+        for i, node_id in enumerate(ids):
+            s = STATUS[status[i]]
+            if s == "kept" and node_id in self._guarded:
+                out.append(self._guard_decision(node_id, names[window[i]], before[i]))
+                continue
+            out.append(
+                GrainDecision(
+                    node_id,
+                    origins.get(node_id, ""),
+                    names[window[i]] if window[i] < len(names) else str(window[i]),
+                    DECISION.get(s, "dropped"),
+                    s,
+                    STAGE[stage[i]],
+                    reason[i],
+                    before[i],
+                    after[i],
+                )
+            )
+        return out
+
+    def _guard_decision(self, node_id: str, window: str, tokens: int) -> GrainDecision:
+        chars = self._guarded[node_id]
+        reason = f"tool result of {chars:,} chars cut to head + tail by the window guard"
+        return GrainDecision(
+            node_id, "transcript", window, "folded", "trimmed", "guard", reason, tokens, tokens
+        )
+
+    def __iter__(self) -> Iterator[GrainDecision]:
+        return iter(self.grains)
+
+    def __len__(self) -> int:
+        return len(self.grains)
+
+    def get(self, node_id: str) -> GrainDecision | None:
+        """The decision for ``node_id``, if it was an input of this render."""
+        return next((g for g in self.grains if g.node_id == node_id), None)
+
+    def counts(self) -> dict[str, int]:
+        """Number of grains per decision."""
+        out: dict[str, int] = {}
+        for g in self.grains:
+            out[g.decision] = out.get(g.decision, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole manifest as JSON-serializable data."""
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "budget": self.budget,
+            "target": self.target,
+            "tokens": self.tokens,
+            "tokens_estimated": self.tokens_estimated,
+            "fits": self.fits,
+            "windows": self.windows,
+            "timings": self.timings,
+            "counts": self.counts(),
+            "grains": [g.to_dict() for g in self.grains],
+            "faults": self.faults,
+            "shadowed": self.shadowed,
+            "compactions": self.compactions,
+            "cache_breakpoints": self.cache_breakpoints,
+            "hygiene": self.hygiene,
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        """The manifest as a JSON string."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, **kwargs)
+
+
+def report_window(budget: Budget, grain: Any) -> str:
+    """The window to report ``grain`` under; an invalid explicit window (a plugin fault that
+    admission reports) falls back to the prefix's, so reporting never breaks the turn."""
+    node_id = grain.node_id if isinstance(grain.node_id, str) else ""
+    window = grain.window if isinstance(grain.window, str) else None
+    try:
+        return budget.window_of(node_id, window)
+    except CtxEngineError:
+        return budget.window_of(node_id)
+
+
+def rejected_decisions(budget: Budget, faults: Iterable[PluginFault]) -> list[GrainDecision]:
+    """A ``dropped`` decision for every grain a plugin fault rejected (invalid grains the
+    dispatcher refused), so nothing leaves the context without a trace in the report."""
+    out: list[GrainDecision] = []
+    for fault in faults:
+        if fault.node_id is not None and fault.kind == "invalid":
+            window = budget.window_of(fault.node_id)
+            decision = ("dropped", "dropped", "admission", fault.message, 0, 0)
+            out.append(GrainDecision(fault.node_id, fault.plugin, window, *decision))
+    return out
+
+
+def shadowed_decision(loser: Any, winner: Any, budget: Budget) -> GrainDecision:
+    """``loser`` lost fusion to ``winner`` (a more important grain with its node id)."""
+    window = report_window(budget, loser)
+    return GrainDecision(
+        loser.node_id,
+        loser.origin,
+        window,
+        "shadowed",
+        "shadowed",
+        "fuse",
+        f"shadowed by {winner.origin} (priority {winner.priority} < {loser.priority})",
+        0,
+        0,
+    )
+
+
+def compacted_decision(grain: Any, budget: Budget) -> GrainDecision:
+    """A grain for a history item an earlier compaction summarized."""
+    return GrainDecision(
+        grain.node_id,
+        grain.origin,
+        report_window(budget, grain),
+        "dropped",
+        "dropped",
+        "compaction",
+        "its history item was summarized into mem.summary by an earlier compaction",
+        0,
+        0,
+    )
+
+
+class LazyColumns:
+    """Fetches the plan's per-grain columns only when the report is read."""
+
+    __slots__ = ("_plan",)
+
+    def __init__(self, plan: Any) -> None:
+        self._plan = plan
+
+    def __iter__(self) -> Any:
+        return iter(self._plan.decisions())
+
+
+class Origins(dict[str, str]):
+    """Origins of context grains; anything else came from the transcript."""
+
+    def __missing__(self, key: str) -> str:
+        return "transcript"
+
+    def get(self, key: str, default: str | None = None) -> str:  # type: ignore[override]
+        return self[key]

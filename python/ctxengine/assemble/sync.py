@@ -1,0 +1,130 @@
+"""Keep the Rust assembly in step with the session state: only what changed crosses over."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import _core
+from ..grain import ContextGrain
+from ..tokens import count_many
+from .core import upsert
+from .history import FLAG, KIND, HistoryItem
+
+if TYPE_CHECKING:
+    from ..collect.registry import Registry
+    from ..config import RenderConfig
+    from ..state import SessionState
+
+__all__ = ("CONTEXT_OVERHEAD", "HISTORY_PRIORITY", "sync_context", "sync_history")
+
+CONTEXT_OVERHEAD = 2  # separator between grains in the system message
+HISTORY_PRIORITY = 100
+
+
+def item_text(state: SessionState, item: HistoryItem) -> str:
+    """The text an item renders with: a plugin override's, else its own."""
+    override = state.overrides.get(item.node_id)
+    return (override or item.grain).text
+
+
+def _changed_items(state: SessionState, scan: bool) -> tuple[list[HistoryItem], list[str]]:
+    items = list(state.pending)
+    state.pending.clear()
+    candidates = (
+        state.items.values() if scan else (state.items[n] for n in state.dirty if n in state.items)
+    )
+    texts = [item_text(state, i) for i in items]
+    seen = {id(i) for i in items}
+    for item in candidates:
+        if id(item) in seen:
+            continue
+        text = item_text(state, item)
+        if text is not item.text:
+            items.append(item)
+            texts.append(text)
+    state.dirty.clear()
+    return items, texts
+
+
+def sync_history(state: SessionState, config: RenderConfig, scan: bool) -> None:
+    """Upsert new history items and those whose content changed since the last render."""
+    items, texts = _changed_items(state, scan)
+    if not items:
+        return
+    extra = count_many([t for i in items for t in i.overhead_texts], model=config.model)
+    overheads, k = [], 0
+    for item in items:
+        n = len(item.overhead_texts)
+        overheads.append(item.overhead + sum(extra[k : k + n]))
+        k += n
+    windows = config.window_index
+    upsert(
+        state.asm,
+        node_ids=[i.node_id for i in items],
+        texts=texts,
+        windows=[windows[config.budget.window_of(i.node_id)] for i in items],
+        priorities=[0 if i.kind == KIND["context"] else HISTORY_PRIORITY for i in items],
+        ranks=[0] * len(items),
+        seqs=[i.index * 1024 + max(i.result, 0) for i in items],
+        kinds=[i.kind for i in items],
+        roles=[i.role for i in items],
+        turns=[i.turn for i in items],
+        flags=[i.flags for i in items],
+        overheads=overheads,
+        labels=[i.label for i in items],
+        summaries=[None] * len(items),
+    )
+    for item, text in zip(items, texts, strict=True):
+        item.text = text
+
+
+def context_key(state: SessionState, registry: Registry, grain: ContextGrain) -> tuple[Any, ...]:
+    """Everything the core holds of a context grain. By value, not by ``id()``: content can
+    change in place (a list grown by the app) and a freed grain's id can be reused. For ``str``
+    content the text is the content itself, so an unchanged grain compares by identity."""
+    summary = grain.meta.get("summary")
+    return (
+        grain.text,
+        grain.priority,
+        grain.protected,
+        grain.window,
+        registry.rank(grain.origin),
+        state.order.get(grain.node_id, 0),
+        str(grain.meta.get("label", f"{grain.origin} grain")),
+        summary if isinstance(summary, str) else None,
+    )
+
+
+def sync_context(
+    state: SessionState, config: RenderConfig, registry: Registry, grains: list[ContextGrain]
+) -> None:
+    """Upsert context grains that are new or changed; remove those no longer present."""
+    present = {g.node_id: g for g in grains}
+    gone = [n for n in state.in_asm if n not in present]
+    if gone:
+        state.asm.remove(gone)
+        for n in gone:
+            del state.in_asm[n]
+    keys = {n: context_key(state, registry, g) for n, g in present.items()}
+    fresh = [g for n, g in present.items() if state.in_asm.get(n) != keys[n]]
+    if not fresh:
+        return
+    windows, count = config.window_index, len(fresh)
+    upsert(
+        state.asm,
+        node_ids=[g.node_id for g in fresh],
+        texts=[keys[g.node_id][0] for g in fresh],
+        windows=[windows[config.budget.window_of(g.node_id, g.window)] for g in fresh],
+        priorities=[g.priority for g in fresh],
+        ranks=[keys[g.node_id][4] for g in fresh],
+        seqs=[keys[g.node_id][5] for g in fresh],
+        kinds=[KIND["context"]] * count,
+        roles=[_core.ROLE_SYSTEM] * count,
+        turns=[0] * count,
+        flags=[FLAG["protected"] if g.protected else 0 for g in fresh],
+        overheads=[CONTEXT_OVERHEAD] * count,
+        labels=[keys[g.node_id][6] for g in fresh],
+        summaries=[keys[g.node_id][7] for g in fresh],
+    )
+    for g in fresh:
+        state.in_asm[g.node_id] = keys[g.node_id]

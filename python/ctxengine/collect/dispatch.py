@@ -1,0 +1,504 @@
+"""Runs plugin hooks for one session: isolation, timeouts, deterministic order, quarantine.
+
+The engine holds one :class:`SessionDispatcher` per session and calls::
+
+    outcome = await dispatcher.fire(UserMessage(sid, turn, text))   # each lifecycle moment
+    outcome = await dispatcher.collect(scene)                       # once per turn
+    outcome = await dispatcher.fire(BeforeRender(tree))             # tree: list of grains
+
+``outcome.grains`` join the turn; ``outcome.faults`` go into the turn's report. A plugin that
+raises (any exception, ``SystemExit``, ``KeyboardInterrupt`` and ``CancelledError`` included),
+hangs past its timeout or returns something that is not valid grains becomes a
+:class:`PluginFault` and is skipped; it never breaks the dispatch. Plugin code runs off the
+render's loop (:mod:`.runner`), so a hung or loop-blocking plugin is abandoned, not awaited. A
+plugin is quarantined for the rest of the session (reported once) after ``max_failures``
+consecutive failures, after ``max_failures`` timeouts in the session (successes in between do
+not reset them), or at once when it blocked its event loop.
+
+Order: grains and faults come out sorted by plugin priority, then registration order, then
+emission order, whatever order the concurrent calls finished in. Handlers of tree events
+(``BeforeRender``, ``OverBudget``) run one at a time in that order because they mutate the tree.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import logging
+from collections.abc import Collection, MutableSequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ..errors import GrainError, PluginError
+from ..grain import ContextGrain
+from .events import TREE_EVENTS, BeforeRender, CustomEvent, EventBus, OverBudget, bound, hook_for
+from .faults import FaultKind, PluginFault, PluginWarning, call_plugin
+from .protocol import subscriptions_of
+from .scene import ContextScene
+
+if TYPE_CHECKING:
+    from .registry import PluginEntry, Registry
+
+__all__ = (
+    "Outcome",
+    "PluginFault",
+    "PluginWarning",
+    "SessionDispatcher",
+)
+
+logger = logging.getLogger("ctxengine.plugins")
+
+_Key = tuple[int, ...]
+
+
+@dataclass(slots=True)
+class Outcome:
+    """Result of one dispatch: grains that join the turn, and faults for the report.
+
+    For tree events the returned grains have already been appended to ``event.tree``;
+    ``grains`` lists them for reporting only.
+    """
+
+    grains: list[ContextGrain] = field(default_factory=list)
+    faults: list[PluginFault] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether no fault of severity ``error`` was recorded."""
+        return all(f.severity != "error" for f in self.faults)
+
+
+@dataclass(slots=True)
+class _Result:
+    key: _Key
+    grains: list[ContextGrain] = field(default_factory=list)
+    faults: list[PluginFault] = field(default_factory=list)
+
+
+def _safe_id(value: object) -> str:
+    return value if isinstance(value, str) else f"<{type(value).__name__} node_id>"
+
+
+def _copy(value: Any) -> Any:
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # not copyable, or nested past the recursion limit
+        return copy.copy(value)
+
+
+def _fields(grain: ContextGrain) -> tuple[Any, ...]:
+    meta = _copy(grain.meta)
+    return (
+        grain.node_id,
+        grain.origin,
+        _copy(grain.content),
+        grain.priority,
+        grain.lifespan,
+        grain.window,
+        grain.protected,
+        meta,
+    )
+
+
+def _with_tree(event: Any, tree: Any) -> Any:
+    if isinstance(event, (BeforeRender, OverBudget)):
+        return dataclasses.replace(event, tree=tree)
+    return event
+
+
+def _restore(grain: ContextGrain, saved: tuple[Any, ...]) -> None:
+    names = ("node_id", "origin", "content", "priority", "lifespan", "window", "protected", "meta")
+    for name, value in zip(names, saved, strict=True):
+        setattr(grain, name, value)
+
+
+class SessionDispatcher:
+    """Dispatches ``collect`` and lifecycle events to the plugins of a registry, for one session.
+
+    Args:
+        registry: The engine's plugin registry (read at every dispatch, so plugins registered,
+            enabled or disabled at runtime take effect at the next one).
+        session_id: Session this dispatcher serves.
+        timeout: Seconds each plugin call may take (``None``: no limit).
+        max_failures: Consecutive failures after which a plugin is quarantined.
+        allow_dangerous: The engine's consent for privileged abilities: bool or plugin names;
+            ``None`` (default) uses the registry's ``allow_dangerous`` (itself ``False`` by
+            default), so one setting on the engine governs registration and runtime alike.
+
+    Raises:
+        PluginError: ``timeout`` is not positive or ``max_failures`` < 1.
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        session_id: str,
+        *,
+        timeout: float | None = 2.0,
+        max_failures: int = 3,
+        allow_dangerous: bool | Collection[str] | None = None,
+    ) -> None:
+        if timeout is not None and not timeout > 0:
+            raise PluginError(
+                f"timeout must be a positive number of seconds or None; got {timeout!r}"
+            )
+        if max_failures < 1:
+            raise PluginError(f"max_failures must be >= 1; got {max_failures!r}")
+        self.registry = registry
+        self.session_id = session_id
+        self.timeout = timeout
+        self.max_failures = max_failures
+        self.allow_dangerous = allow_dangerous
+        self.bus = EventBus(self._run_subscriber)
+        self._failures: dict[str, int] = {}
+        self._strikes: dict[str, int] = {}  # timeouts in this session; successes do not reset
+        self._quarantined: set[str] = set()
+        self._wired: set[str] = set()
+        self._bus_results: list[_Result] = []
+        self._seq: dict[str | None, int] = {}
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def quarantined(self) -> frozenset[str]:
+        """Plugins quarantined in this session."""
+        return frozenset(self._quarantined)
+
+    def release(self, name: str) -> None:
+        """Lift the quarantine of ``name`` and reset its failure count."""
+        self._quarantined.discard(name)
+        self._failures.pop(name, None)
+        self._strikes.pop(name, None)
+
+    def privileged(self, name: str) -> bool:
+        """Whether ``name`` may use privileged abilities in this session."""
+        entry = self.registry.lookup(name)
+        if entry is None or not entry.dangerous:
+            return False
+        consent = self.allow_dangerous
+        if consent is None:
+            return self.registry.consents(name)
+        return consent if isinstance(consent, bool) else name in consent
+
+    def _active(self, hook: str | None = None) -> list[PluginEntry]:
+        return [
+            e
+            for e in self.registry.entries()
+            if e.state == "enabled"
+            and e.name not in self._quarantined
+            and (hook is None or callable(getattr(e.provider, hook, None)))
+        ]
+
+    def _wire(self) -> None:
+        for entry in self._active():
+            if entry.name in self._wired or self.bus.closed:
+                continue
+            self._wired.add(entry.name)
+            for event, fn in subscriptions_of(entry.provider).items():
+                self.bus.subscribe(event, fn, owner=entry.name)
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    async def collect(self, scene: ContextScene) -> Outcome:
+        """Call ``collect`` on every enabled plugin concurrently; return grains and faults.
+
+        Each plugin receives its own view of ``scene`` (privileged only if dangerous and
+        consented).
+        """
+        self._wire()
+        entries = self._active("collect")
+        slots = [_Result((e.priority, e.index, 0)) for e in entries]
+        async with anyio.create_task_group() as tg:
+            for entry, slot in zip(entries, slots, strict=True):
+                view = scene.for_plugin(entry.name, privileged=self.privileged(entry.name))
+                tg.start_soon(self._run_into, slot, entry, "collect", entry.provider.collect, view)
+        return self._merge(slots)
+
+    async def fire(self, event: object) -> Outcome:
+        """Deliver a lifecycle event to every enabled plugin that handles it.
+
+        Raises:
+            PluginError: ``event`` is not a lifecycle event.
+        """
+        hook = hook_for(event)
+        self._wire()
+        entries = self._active(hook)
+        if isinstance(event, TREE_EVENTS):
+            slots = await self._fire_tree(event, hook, entries)
+        else:
+            slots = [_Result((e.priority, e.index, 0)) for e in entries]
+            async with anyio.create_task_group() as tg:
+                for entry, slot in zip(entries, slots, strict=True):
+                    tg.start_soon(
+                        self._run_into, slot, entry, hook, getattr(entry.provider, hook), event
+                    )
+        outcome = self._merge(slots)
+        if hook == "on_session_close":
+            self.bus.close()
+        return outcome
+
+    def _merge(self, slots: list[_Result]) -> Outcome:
+        results = slots + self._bus_results
+        self._bus_results = []
+        results.sort(key=lambda r: r.key)
+        outcome = Outcome()
+        for result in results:
+            outcome.grains.extend(result.grains)
+            outcome.faults.extend(result.faults)
+        return outcome
+
+    async def _run_into(
+        self, slot: _Result, entry: PluginEntry, hook: str, fn: Any, arg: Any
+    ) -> None:
+        grains = await self._invoke(entry, hook, fn, arg, slot.faults)
+        slot.grains.extend(grains or ())
+
+    async def _invoke(
+        self, entry: PluginEntry, hook: str, fn: Any, arg: Any, faults: list[PluginFault]
+    ) -> list[ContextGrain] | None:
+        """Run one hook with isolation; ``None`` means it failed (faults appended)."""
+        runner = entry.call_runner()
+        if runner.busy:  # an abandoned call still holds its thread: do not pile up more
+            message = "skipped: an earlier call that timed out is still running"
+            self._fail(entry.name, hook, "timeout", message, faults)
+            return None
+        with bound(self.bus, self.session_id, entry.name):
+            call = await call_plugin(fn, arg, self.timeout, runner)
+        if call.kind:
+            self._fail(entry.name, hook, call.kind, call.message, faults)
+            return None
+        grains, ok = self._accept(entry.name, hook, call.value, faults)
+        if grains is None:
+            return None
+        if ok:
+            self._failures[entry.name] = 0
+        return grains
+
+    def _accept(
+        self, name: str, hook: str, result: Any, faults: list[PluginFault]
+    ) -> tuple[list[ContextGrain] | None, bool]:
+        """The grains of a hook's result, and whether all of it was valid. Invalid grains are
+        dropped, each with a fault naming it (one failure for the call)."""
+        if result is None:
+            return [], True
+        if not isinstance(result, (list, tuple)):
+            self._fail(
+                name,
+                hook,
+                "invalid",
+                f"returned {type(result).__name__}; expected a list of ContextGrain or None",
+                faults,
+            )
+            return None, False
+        for i, item in enumerate(result):
+            if not isinstance(item, ContextGrain):
+                self._fail(
+                    name,
+                    hook,
+                    "invalid",
+                    f"returned a list whose item {i} is {type(item).__name__}, not ContextGrain",
+                    faults,
+                )
+                return None, False
+        valid: list[ContextGrain] = []
+        bad = 0
+        for i, grain in enumerate(result):
+            try:
+                grain.check()
+            except GrainError as exc:
+                bad += 1
+                node_id = _safe_id(grain.node_id)
+                message = f"grain {i} ({node_id}) is invalid, dropped: {exc}"
+                self._fail(name, hook, "invalid", message, faults, node_id=node_id, count=bad == 1)
+                continue
+            valid.append(self._stamp(name, hook, grain, faults, copy_=True))
+        return valid, not bad
+
+    def _stamp(
+        self, name: str, hook: str, grain: ContextGrain, faults: list[PluginFault], *, copy_: bool
+    ) -> ContextGrain:
+        """Fill or correct ``origin`` (provenance must never lie); copy to isolate sessions."""
+        if copy_:
+            grain = dataclasses.replace(grain, meta=dict(grain.meta))
+        claimed = grain.origin
+        if not claimed:
+            grain.origin = name
+        elif claimed != name and claimed in self.registry:
+            grain.origin = name
+            grain.meta["claimed_origin"] = claimed
+            fault = PluginFault(
+                name,
+                hook,
+                "provenance",
+                f"grain {grain.node_id!r} claimed origin {claimed!r}; corrected to {name!r}",
+                "warning",
+            )
+            faults.append(fault)
+            logger.warning("plugin %s %s: %s", name, hook, fault.message)
+        elif claimed != name:
+            grain.meta.setdefault("emitted_by", name)
+        return grain
+
+    def _fail(
+        self,
+        name: str,
+        hook: str,
+        kind: FaultKind,
+        message: str,
+        faults: list[PluginFault],
+        *,
+        node_id: str | None = None,
+        count: bool = True,
+    ) -> None:
+        faults.append(PluginFault(name, hook, kind, message, node_id=node_id))
+        logger.warning("plugin %s %s failed (%s): %s", name, hook, kind, message)
+        if not count:
+            return
+        failures = self._failures.get(name, 0) + 1
+        self._failures[name] = failures
+        strikes = self._strikes.get(name, 0) + (kind in ("timeout", "blocked"))
+        self._strikes[name] = strikes
+        if name in self._quarantined:
+            return
+        if kind == "blocked":
+            why = "it blocked its event loop"
+        elif strikes >= self.max_failures:
+            why = f"{strikes} timeouts"
+        elif failures >= self.max_failures:
+            why = f"{failures} consecutive failures"
+        else:
+            return
+        self._quarantined.add(name)
+        text = f"quarantined for session {self.session_id!r}: {why} (last: {hook} {kind})"
+        faults.append(PluginFault(name, hook, "quarantined", text))
+        logger.warning("plugin %s %s", name, text)
+
+    # -- tree events ------------------------------------------------------------------------
+
+    async def _fire_tree(self, event: Any, hook: str, entries: list[PluginEntry]) -> list[_Result]:
+        tree = event.tree
+        guard = isinstance(tree, MutableSequence)
+        slots: list[_Result] = []
+        for entry in entries:
+            slot = _Result((entry.priority, entry.index, 0))
+            slots.append(slot)
+            before = list(tree) if guard else []
+            saved = {id(g): _fields(g) for g in before if isinstance(g, ContextGrain)}
+            # Each handler edits its own copy of the list: one abandoned after a timeout cannot
+            # reach the tree the render goes on with.
+            work = list(tree) if guard else tree
+            grains = await self._invoke(
+                entry, hook, getattr(entry.provider, hook), _with_tree(event, work), slot.faults
+            )
+            if not guard:
+                slot.grains.extend(grains or ())
+                continue
+            problem = "" if grains is not None else "failed"
+            if not problem:
+                try:
+                    problem = self._check_tree(entry.name, hook, work, before, saved, slot.faults)
+                except Exception as exc:  # e.g. a grain's meta replaced by a non-dict
+                    problem = f"invalid: left the tree in a state it cannot be checked in: {exc!r}"
+            if problem:
+                for g in before:
+                    if id(g) in saved:
+                        _restore(g, saved[id(g)])
+                if problem != "failed":
+                    self._fail(entry.name, hook, *self._split(problem), slot.faults)
+                continue
+            tree[:] = work
+            tree.extend(grains or ())
+            slot.grains.extend(grains or ())
+        if guard:  # grains from bus subscribers join this tree too
+            for result in self._bus_results:
+                tree.extend(result.grains)
+        return slots
+
+    @staticmethod
+    def _split(problem: str) -> tuple[FaultKind, str]:
+        kind, _, message = problem.partition(":")
+        return kind, message.strip()  # type: ignore[return-value]
+
+    def _check_tree(
+        self,
+        name: str,
+        hook: str,
+        tree: MutableSequence[Any],
+        before: list[Any],
+        saved: dict[int, tuple[Any, ...]],
+        faults: list[PluginFault],
+    ) -> str:
+        """Validate a handler's edits; returns ``"kind: message"`` when they must be undone."""
+        privileged = self.privileged(name)
+        current = {id(g) for g in tree}
+        for g in before:
+            if not isinstance(g, ContextGrain):
+                continue
+            if id(g) in current and _fields(g) != saved[id(g)]:
+                try:
+                    g.check()
+                except GrainError as exc:
+                    node = _safe_id(g.node_id)
+                    return f"invalid: changed grain {node} into an invalid one: {exc}"
+            if g.origin == saved[id(g)][1] == name:
+                continue
+            if id(g) not in current:
+                change = "removed"
+            elif _fields(g) != saved[id(g)]:
+                change = "changed"
+            else:
+                continue
+            if not privileged:
+                return (
+                    f"denied: {change} grain {g.node_id!r} of plugin {saved[id(g)][1]!r}; "
+                    "changing or removing another plugin's grains needs dangerous: true and "
+                    "the engine's consent"
+                )
+            if change == "changed":
+                g.meta.setdefault("modified_by", [])
+                if name not in g.meta["modified_by"]:
+                    g.meta["modified_by"].append(name)
+        known = {id(g) for g in before}
+        for i, g in enumerate(tree):
+            if id(g) in known:
+                continue
+            if not isinstance(g, ContextGrain):
+                kind = type(g).__name__
+                return f"invalid: put {kind} into the tree at index {i}, not a ContextGrain"
+            try:
+                g.check()
+            except GrainError as exc:
+                return f"invalid: put an invalid grain into the tree at index {i}: {exc}"
+            self._stamp(name, hook, g, faults, copy_=False)
+        return ""
+
+    # -- bus ----------------------------------------------------------------------------------
+
+    async def _run_subscriber(
+        self, owner: str | None, hook: str, handler: Any, event: CustomEvent
+    ) -> None:
+        if owner is None:
+            result = handler(event)
+            if inspect.isawaitable(result):
+                await result
+            return
+        entry = self.registry.lookup(owner)
+        if entry is None or entry.state != "enabled" or owner in self._quarantined:
+            return
+        sender = self.registry.lookup(event.sender or "")
+        seq = self._seq.get(event.sender, 0)
+        self._seq[event.sender] = seq + 1
+        key = (
+            entry.priority,
+            entry.index,
+            1,
+            *((sender.priority, sender.index) if sender else (-1, -1)),
+            seq,
+        )
+        result = _Result(key)
+        grains = await self._invoke(entry, hook, handler, event, result.faults)
+        result.grains.extend(grains or ())
+        self._bus_results.append(result)

@@ -1,0 +1,118 @@
+"""``fit``: one sync call from a message list to a payload within budget (DESIGN.md §11).
+
+Warm calls are cheap: engines are cached per ``(model, budget)``, each thread keeps one event
+loop, and when a call's messages extend the previous call's (an agent loop appending a turn),
+the previous session is reused so only the new messages are converted, counted and scored.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from .assemble.budget import Budget
+from .engine import ContextEngine, RenderedContext, Session
+from .sync import LoopRunner
+from .transcript import Message
+from .transcript.coerce import to_messages
+
+__all__ = ("fit",)
+
+_ENGINES: OrderedDict[tuple[str, Any], ContextEngine] = OrderedDict()
+_MAX_ENGINES = 16
+_local = threading.local()
+_ids = itertools.count()
+
+
+class _Warm:
+    """The last session of this thread, and the messages it holds."""
+
+    __slots__ = ("key", "raw", "session")
+
+    def __init__(self, key: tuple[Any, ...], session: Session, raw: list[Any]) -> None:
+        self.key = key
+        self.session = session
+        self.raw = raw
+
+
+def _engine(model: str, budget: Budget | int | None) -> ContextEngine:
+    key = (model, budget if not isinstance(budget, Budget) else id(budget))
+    engine = _ENGINES.get(key)
+    if engine is None or (isinstance(budget, Budget) and engine.budget is not budget):
+        engine = ContextEngine(model, budget)
+        _ENGINES[key] = engine
+        while len(_ENGINES) > _MAX_ENGINES:
+            _ENGINES.popitem(last=False)
+    _ENGINES.move_to_end(key)
+    return engine
+
+
+def _runner() -> LoopRunner:
+    runner: LoopRunner | None = getattr(_local, "runner", None)
+    if runner is None or runner.loop.is_closed():
+        runner = _local.runner = LoopRunner()
+    return runner
+
+
+def _same_prefix(old: list[Any], new: list[Any]) -> bool:
+    """Whether ``new`` starts with the very objects of ``old`` (identity, then equality)."""
+    if len(new) < len(old):
+        return False
+    return all(a is b or a == b for a, b in zip(old, new, strict=False))
+
+
+async def _fit(
+    engine: ContextEngine, key: tuple[Any, ...], raw: list[Any], provider: str, options: Any
+) -> RenderedContext:
+    warm: _Warm | None = getattr(_local, "warm", None)
+    if warm is not None and warm.key == key and _same_prefix(warm.raw, raw):
+        new: list[Message] = to_messages(raw[len(warm.raw) :])
+        session = warm.session
+    else:
+        new = to_messages(raw)
+        session = Session(engine, f"fit-{next(_ids)}")
+        await session.start()
+    _local.warm = None  # a failure below must not leave a half-updated session for reuse
+    session.extend(new)
+    out = await session.render(provider, **options)
+    _local.warm = _Warm(key, session, raw)
+    return out
+
+
+def fit(
+    messages: Any,
+    *,
+    model: str,
+    budget: Budget | int | None,
+    provider: str = "openai",
+    **options: Any,
+) -> RenderedContext:
+    """Fit ``messages`` (any supported shape) into ``budget`` tokens for ``model``, in one call.
+
+    Runs the engine's render without plugins: pairing repair and hygiene, the trim ladder
+    (tool results trimmed first, whole tool-call groups removed, compaction into a summary),
+    the provider's payload and the report.
+
+    Args:
+        messages: Neutral messages, OpenAI Chat / Responses, Anthropic, Gemini (dicts or SDK
+            objects), LangChain messages, or a request payload dict.
+        model: Model the payload is for (sets token counting).
+        budget: Input tokens the payload may use (a :class:`Budget`, an int, or ``None`` for
+            the model's window minus the output reserve).
+        provider: ``"openai"``, ``"openai-responses"``, ``"anthropic"`` or ``"gemini"``.
+        **options: Render options (``hygiene``, ``cache_breakpoints``, ``id_mode``...).
+
+    Returns:
+        The :class:`RenderedContext`: ``payload``, ``tokens`` (≤ the budget), ``report``.
+
+    Raises:
+        TranscriptError: a message has an unknown shape (named by index).
+        BudgetError: invalid budget, or what cannot be cut exceeds it.
+        EncodingError: unknown model. AdapterError: unknown provider or option.
+    """
+    engine = _engine(model, budget)
+    raw = messages if isinstance(messages, list) else list(to_messages(messages))
+    key = (id(engine), provider, tuple(sorted(options.items())))
+    return _runner().run(_fit, engine, key, list(raw), provider, options)

@@ -1,0 +1,1 @@
+"""Exporters: a neutral transcript as an OpenAI Chat, OpenAI Responses, Anthropic or Gemini body."""

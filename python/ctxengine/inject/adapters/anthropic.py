@@ -1,0 +1,101 @@
+"""Anthropic Messages: export a neutral transcript as a request body.
+
+The importer of the same shape is :mod:`ctxengine.transcript.importers.anthropic`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from ...transcript.importers.common import arguments_object
+from ...transcript.model import (
+    Block,
+    Image,
+    Text,
+    Thinking,
+    ToolCall,
+    Transcript,
+)
+from ...transcript.providers import IMAGE_TYPES, exportable, family_of, image_placeholder
+
+__all__ = ("export_anthropic",)
+
+
+def _media_out(b: Text | Image) -> dict[str, Any]:
+    if isinstance(b, Text):
+        return {"type": "text", "text": b.text}
+    if b.media_type not in IMAGE_TYPES and not b.url:
+        return {"type": "text", "text": image_placeholder(b).text}
+    if b.data is not None:
+        source = {"type": "base64", "media_type": b.media_type, "data": b.data}
+    else:
+        source = {"type": "url", "url": b.url or ""}
+    return {"type": "image", "source": source}
+
+
+def _block_out(b: Block) -> dict[str, Any]:
+    if isinstance(b, (Text, Image)):
+        return _media_out(b)
+    if isinstance(b, ToolCall):
+        return {
+            "type": "tool_use",
+            "id": b.id,
+            "name": b.name,
+            "input": arguments_object(b.arguments),
+        }
+    if isinstance(b, Thinking):
+        if b.redacted:
+            return {"type": "redacted_thinking", "data": b.signature or ""}
+        return {"type": "thinking", "thinking": b.text, "signature": b.signature or ""}
+    out: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.call_id}
+    if len(b.content) == 1 and isinstance(b.content[0], Text):
+        out["content"] = b.content[0].text
+    else:
+        parts = [
+            _media_out(c) for c in b.content if not (isinstance(c, Text) and not c.text.strip())
+        ]
+        if parts:
+            out["content"] = parts
+    if b.is_error:
+        out["is_error"] = True
+    return out
+
+
+def _mark(blocks: list[dict[str, Any]], marker: dict[str, Any]) -> None:
+    """Put ``cache_control`` on the last block that may carry it (not on thinking)."""
+    for block in reversed(blocks):
+        if block["type"] not in ("thinking", "redacted_thinking"):
+            block["cache_control"] = dict(marker)
+            return
+
+
+def export_anthropic(
+    t: Transcript, *, breakpoints: Collection[int] = (), cache_ttl: str | None = None
+) -> dict[str, Any]:
+    """``{"system": [...], "messages": [...]}``; consecutive tool/user messages share one user
+    turn. ``breakpoints`` are message indices whose last block gets ``cache_control``."""
+    marker: dict[str, Any] = {"type": "ephemeral"}
+    if cache_ttl is not None:
+        marker["ttl"] = cache_ttl
+    system: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
+    leading = True
+    for i, m in enumerate(t.messages):
+        family = family_of(m, t)
+        blocks = [_block_out(b) for b in m.blocks if exportable(b, "anthropic", family)]
+        if i in breakpoints:
+            _mark(blocks, marker)
+        if m.role == "system" and leading:
+            system.extend(blocks)
+            continue
+        leading = False
+        role = "assistant" if m.role == "assistant" else "user"
+        if turns and turns[-1]["role"] == role == "user":
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    payload: dict[str, Any] = {"messages": turns}
+    if system:
+        payload["system"] = system
+    return payload

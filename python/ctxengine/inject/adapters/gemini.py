@@ -1,0 +1,100 @@
+"""Gemini: export a neutral transcript as a request body.
+
+The importer of the same shape is :mod:`ctxengine.transcript.importers.gemini`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...transcript.importers.common import arguments_object
+from ...transcript.model import (
+    Block,
+    Image,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    Transcript,
+)
+from ...transcript.providers import exportable, family_of, image_placeholder
+
+__all__ = ("export_gemini",)
+
+
+def _media_out(b: Image) -> dict[str, Any]:
+    if b.data is not None:
+        return {"inlineData": {"mimeType": b.media_type, "data": b.data}}
+    return {"fileData": {"fileUri": b.url or "", "mimeType": b.media_type}}
+
+
+def _result_out(r: ToolResult, names: Mapping[str, str]) -> dict[str, Any]:
+    texts = [c.text for c in r.content if isinstance(c, Text)]
+    key = "error" if r.is_error else "output"
+    fr: dict[str, Any] = {
+        "id": r.call_id,
+        "name": r.name or names.get(r.call_id, "unknown"),
+        "response": {key: "\n".join(texts)},
+    }
+    media = [_media_out(c) for c in r.content if isinstance(c, Image)]
+    if media:
+        fr["parts"] = media
+    return {"functionResponse": fr}
+
+
+def _parts_out(blocks: list[Block], names: Mapping[str, str]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    pending_sig: str | None = None
+    for b in blocks:
+        if isinstance(b, Thinking):
+            if b.text:
+                part: dict[str, Any] = {"text": b.text, "thought": True}
+                if b.signature:
+                    part["thoughtSignature"] = b.signature
+                parts.append(part)
+            else:
+                pending_sig = b.signature
+            continue
+        if isinstance(b, Text):
+            part = {"text": b.text}
+        elif isinstance(b, Image):
+            part = _media_out(b) if b.data or b.url else {"text": image_placeholder(b).text}
+        elif isinstance(b, ToolCall):
+            args = arguments_object(b.arguments)
+            part = {"functionCall": {"id": b.id, "name": b.name, "args": args}}
+        else:
+            part = _result_out(b, names)
+        if pending_sig:
+            part["thoughtSignature"] = pending_sig
+            pending_sig = None
+        parts.append(part)
+    if pending_sig:
+        parts.append({"text": "", "thought": True, "thoughtSignature": pending_sig})
+    return parts
+
+
+def export_gemini(t: Transcript) -> dict[str, Any]:
+    """``{"contents": [...], "system_instruction": {...}}``; tool results and user text that
+    follow each other share one user content."""
+    names = {c.id: c.name for m in t.messages for c in m.tool_calls}
+    system: list[dict[str, Any]] = []
+    contents: list[dict[str, Any]] = []
+    leading = True
+    for m in t.messages:
+        family = family_of(m, t)
+        blocks = [b for b in m.blocks if exportable(b, "gemini", family)]
+        parts = _parts_out(blocks, names)
+        if m.role == "system" and leading:
+            system.extend(parts)
+            continue
+        leading = False
+        role = "model" if m.role == "assistant" else "user"
+        if contents and contents[-1]["role"] == role == "user":
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": role, "parts": parts})
+    payload: dict[str, Any] = {"contents": contents}
+    if system:
+        payload["system_instruction"] = {"parts": system}
+    return payload

@@ -1,0 +1,77 @@
+"""OpenAI Chat Completions: export a neutral transcript as a request body.
+
+The importer of the same shape is :mod:`ctxengine.transcript.importers.openai`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...transcript.importers.common import image_url
+from ...transcript.model import Image, Message, Text, ToolCall, Transcript
+from ...transcript.providers import IMAGE_TYPES, image_placeholder
+
+__all__ = ("export_openai",)
+
+
+def _text_content(blocks: list[Text]) -> str | list[dict[str, Any]]:
+    if len(blocks) == 1:
+        return blocks[0].text
+    return [{"type": "text", "text": b.text} for b in blocks]
+
+
+def _flat_text(content: tuple[Text | Image, ...]) -> list[Text]:
+    """Text-only content: media become placeholders."""
+    return [b if isinstance(b, Text) else image_placeholder(b) for b in content]
+
+
+def _user(m: Message) -> dict[str, Any]:
+    blocks = [b for b in m.blocks if isinstance(b, (Text, Image))]
+    if all(isinstance(b, Text) for b in blocks) and len(blocks) == 1:
+        return {"role": "user", "content": blocks[0].text}  # type: ignore[union-attr]
+    parts: list[dict[str, Any]] = []
+    for b in blocks:
+        if isinstance(b, Text):
+            parts.append({"type": "text", "text": b.text})
+        elif b.media_type in IMAGE_TYPES or b.url:
+            parts.append({"type": "image_url", "image_url": {"url": image_url(b)}})
+        else:
+            parts.append({"type": "text", "text": image_placeholder(b).text})
+    return {"role": "user", "content": parts}
+
+
+def _assistant_out(m: Message) -> dict[str, Any]:
+    texts = _flat_text(tuple(b for b in m.blocks if isinstance(b, (Text, Image))))
+    out: dict[str, Any] = {"role": "assistant", "content": _text_content(texts) if texts else None}
+    calls = [b for b in m.blocks if isinstance(b, ToolCall)]
+    if calls:
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments_json},
+            }
+            for c in calls
+        ]
+    return out
+
+
+def export_openai(t: Transcript) -> dict[str, Any]:
+    """``{"messages": [...]}`` for Chat Completions. Thinking is left out; media in assistant
+    turns and tool results become text placeholders (the API takes none there)."""
+    messages: list[dict[str, Any]] = []
+    for m in t.messages:
+        if m.role == "system":
+            role = m.meta.get("openai_role", "system")
+            texts = [b for b in m.blocks if isinstance(b, Text)]
+            messages.append({"role": role, "content": _text_content(texts) if texts else ""})
+        elif m.role == "user":
+            messages.append(_user(m))
+        elif m.role == "assistant":
+            messages.append(_assistant_out(m))
+        else:
+            for r in m.tool_results:
+                texts = _flat_text(r.content)
+                content = _text_content(texts) if texts else ""
+                messages.append({"role": "tool", "tool_call_id": r.call_id, "content": content})
+    return {"messages": messages}

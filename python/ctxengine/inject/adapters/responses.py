@@ -1,0 +1,103 @@
+"""OpenAI Responses: export a neutral transcript as a request body.
+
+The importer of the same shape is :mod:`ctxengine.transcript.importers.responses`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...transcript.importers.common import image_url
+from ...transcript.model import (
+    Image,
+    Message,
+    Text,
+    Thinking,
+    ToolCall,
+    Transcript,
+)
+from ...transcript.providers import (
+    IMAGE_TYPES,
+    exportable,
+    family_of,
+    image_placeholder,
+    responses_reasoning_item,
+)
+
+__all__ = ("export_responses",)
+
+
+def _content_parts(blocks: tuple[Text | Image, ...] | list[Text | Image]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for b in blocks:
+        if isinstance(b, Text):
+            parts.append({"type": "input_text", "text": b.text})
+        elif b.media_type in IMAGE_TYPES or b.url:
+            parts.append({"type": "input_image", "image_url": image_url(b), "detail": "auto"})
+        else:
+            parts.append({"type": "input_text", "text": image_placeholder(b).text})
+    return parts
+
+
+def _simple(blocks: list[Text | Image]) -> str | list[dict[str, Any]]:
+    if len(blocks) == 1 and isinstance(blocks[0], Text):
+        return blocks[0].text
+    return _content_parts(blocks)
+
+
+def _assistant_items(m: Message, family: str | None) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for b in m.blocks:
+        if isinstance(b, Thinking):
+            item = responses_reasoning_item(b.signature)
+            if item is not None and exportable(b, "openai-responses", family):
+                items.append(item)
+        elif isinstance(b, (Text, Image)):
+            text = b.text if isinstance(b, Text) else image_placeholder(b).text
+            items.append({"type": "message", "role": "assistant", "content": text})
+        elif isinstance(b, ToolCall):
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": b.id,
+                    "name": b.name,
+                    "arguments": b.arguments_json,
+                }
+            )
+    return items
+
+
+def export_responses(t: Transcript) -> dict[str, Any]:
+    """``{"input": [...]}`` plus ``"instructions"`` when the transcript opens with exactly one
+    single-text system message. Thinking is sent only as the reasoning item it came from."""
+    payload: dict[str, Any] = {}
+    messages = t.messages
+    first = messages[0] if messages else None
+    if (
+        first is not None
+        and first.role == "system"
+        and len(first.blocks) == 1
+        and "openai_role" not in first.meta
+        and not any(m.role == "system" for m in messages[1:])
+    ):
+        payload["instructions"] = first.text
+        messages = messages[1:]
+    items: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "system":
+            texts = [b for b in m.blocks if isinstance(b, Text)]
+            role = m.meta.get("openai_role", "system")
+            items.append({"type": "message", "role": role, "content": _simple(list(texts))})
+        elif m.role == "user":
+            blocks = [b for b in m.blocks if isinstance(b, (Text, Image))]
+            items.append({"type": "message", "role": "user", "content": _simple(blocks)})
+        elif m.role == "assistant":
+            items.extend(_assistant_items(m, family_of(m, t)))
+        else:
+            for r in m.tool_results:
+                output = _simple(list(r.content)) if r.content else ""
+                items.append(
+                    {"type": "function_call_output", "call_id": r.call_id, "output": output}
+                )
+    payload["input"] = items
+    return payload

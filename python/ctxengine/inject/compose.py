@@ -1,0 +1,96 @@
+"""Inject: turn a plan into a neutral transcript (one system message, then the kept history)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from ..assemble.history import KIND
+from ..grain import ContextGrain
+from ..transcript.model import Message, Text, Transcript
+
+if TYPE_CHECKING:
+    from ..state import SessionState
+
+__all__ = ("compose",)
+
+SEPARATOR: Final = "\n\n"
+_SKIP_KEYS: Final = frozenset(
+    {"type", "role", "cache_control", "media_type", "mime_type", "mimeType", "signature", "data"}
+)
+_MESSAGE_OVERHEAD: Final = 4
+_REPLY_PRIMING: Final = 3
+
+
+def _context_texts(state: SessionState, plan: Any, by_id: Mapping[str, ContextGrain]) -> list[str]:
+    """System-message texts: stable grains first (cache-friendly), per-turn grains last."""
+    replacements = plan.replacements
+    stable: list[str] = []
+    volatile: list[str] = []
+    for node_id in plan.context_order:
+        grain = by_id.get(node_id)
+        item = state.items.get(node_id)
+        text = replacements.get(node_id)
+        if text is None:
+            text = grain.text if grain is not None else item.text if item is not None else ""
+        if not text:
+            continue
+        turn_only = grain is not None and grain.lifespan == "turn" and grain.branch != "sys"
+        (volatile if turn_only else stable).append(text)
+    return stable + volatile
+
+
+def _with_text(message: Message, text: str) -> Message:
+    """``message`` with its text blocks replaced by one block holding ``text``."""
+    blocks: list[Any] = []
+    placed = False
+    for block in message.blocks:
+        if isinstance(block, Text):
+            if not placed:
+                blocks.append(Text(text))
+                placed = True
+            continue
+        blocks.append(block)
+    if not placed:
+        blocks.insert(0, Text(text))
+    return dataclasses.replace(message, blocks=tuple(blocks))
+
+
+def _history(state: SessionState, plan: Any) -> Iterator[Message]:
+    replacements = plan.replacements
+    for node_id in plan.history_order:
+        item = state.items.get(node_id)
+        if item is None:  # a placeholder standing for removed turns
+            yield Message.user(replacements.get(node_id, f"[{node_id}]"))
+            continue
+        message = state.messages[item.index]
+        text = replacements.get(node_id, item.text)
+        if text is item.source_text and (
+            item.kind != KIND["tool_result"] or len(message.blocks) == 1
+        ):
+            yield message
+        elif item.composed is not None and item.composed[0] is text:
+            yield item.composed[1]
+        else:
+            composed = _recompose(message, item.result, text, text is not item.source_text)
+            item.composed = (text, composed)
+            yield composed
+
+
+def _recompose(message: Message, result_index: int, text: str, changed: bool) -> Message:
+    """``message`` carrying ``text``: one result of a tool message, or the text of a turn."""
+    if result_index < 0:
+        return _with_text(message, text)
+    result = message.tool_results[result_index]
+    if changed:
+        result = dataclasses.replace(result, content=(Text(text),))
+    return dataclasses.replace(message, blocks=(result,))
+
+
+def compose(state: SessionState, plan: Any, by_id: Mapping[str, ContextGrain]) -> Transcript:
+    """The neutral transcript of a render: one system message, then the kept history."""
+    texts = _context_texts(state, plan, by_id)
+    messages = [Message.system(SEPARATOR.join(texts))] if texts else []
+    messages.extend(_history(state, plan))
+    return Transcript(tuple(messages), source_format="render")

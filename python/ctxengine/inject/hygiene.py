@@ -1,0 +1,244 @@
+"""Transcript hygiene (DESIGN.md §5): make a transcript acceptable to a provider, in memory.
+
+Each function takes a :class:`~ctxengine.transcript.Transcript` and returns
+``(transcript, report)``; when nothing needs changing it returns **the same object** and an empty
+:class:`Report`, so ``clean(t, p)[0] is t`` for a transcript that is already valid. Running any
+function again on its own output changes nothing more.
+
+Rules:
+
+- :func:`sanitize_tool_ids`: ``strict`` ids are alphanumeric, at most 40 characters and distinct
+  (``call|item:123`` -> ``callitem123``; a collision or an over-long id gets an 8-character hash
+  suffix); ``strict9`` ids are exactly 9 alphanumeric characters. Results follow their call.
+- :func:`repair_pairing`: results are moved right after the assistant turn that made the call
+  (before any interleaved user message); a call with no result gets a synthetic error result
+  there; duplicate results keep the first; orphan results are dropped. A turn that ended in
+  error or was aborted gets no synthetic result: its calls are removed (they can never be
+  answered) and any late result for them is dropped as an orphan.
+- :func:`fix_turn_order`: messages with nothing the provider accepts are dropped; for Anthropic
+  and Gemini a system message after the start becomes a user message, consecutive same-role
+  turns are merged, and a history that does not start with a user turn gets a bootstrap user
+  turn. OpenAI needs none of these.
+- :func:`validate` lists every rule above that the transcript breaks for a provider.
+- :func:`clean` runs them in order: ids (when the provider's id rule is broken), pairing, order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Final, Literal
+
+from ..errors import AdapterError
+from ..transcript.changes import Change, Problem, Report
+from ..transcript.model import Message, Text, Transcript
+from ..transcript.providers import (
+    STRICT_ALTERNATION,
+    check_provider,
+    exportable,
+    exported_blocks,
+    family_of,
+    id_ok,
+    id_rule,
+)
+from .ids import IdRewriter, fits
+from .pairing import SYNTHETIC_RESULT_TEXT, Pairing, check_pairing
+
+__all__ = (
+    "BOOTSTRAP_TEXT",
+    "SYNTHETIC_RESULT_TEXT",
+    "Change",
+    "IdMode",
+    "Problem",
+    "Report",
+    "clean",
+    "fix_turn_order",
+    "repair_pairing",
+    "sanitize_tool_ids",
+    "validate",
+)
+
+IdMode = Literal["strict", "strict9"]
+
+BOOTSTRAP_TEXT: Final = "(session bootstrap)"
+
+
+def sanitize_tool_ids(
+    t: Transcript, mode: IdMode = "strict", *, keep_valid_for: str | None = None
+) -> tuple[Transcript, Report]:
+    """Rewrite tool-call ids to the ``strict`` or ``strict9`` rule; results follow their call.
+
+    Ids that already fit (and are not repeated) are kept; with ``keep_valid_for`` a provider
+    name, ids that provider accepts are kept too, so only offending ids are rewritten. A result
+    is remapped to the id of the latest earlier call with its old id; results that answer no
+    call keep their id.
+
+    Raises:
+        AdapterError: ``mode`` is not ``"strict"`` or ``"strict9"``, or unknown provider.
+    """
+    if mode not in ("strict", "strict9"):
+        raise AdapterError(f"id mode is {mode!r}; expected 'strict' or 'strict9'")
+    provider = check_provider(keep_valid_for) if keep_valid_for is not None else None
+
+    def keep(cid: str) -> bool:
+        return fits(cid, mode) or (provider is not None and id_ok(cid, provider))
+
+    rewriter = IdRewriter(t, mode, keep)
+    if not rewriter.needed:
+        return t, Report()
+    out = rewriter.run()
+    return t.replace(out), Report(tuple(rewriter.changes), tuple(rewriter.id_map))
+
+
+def repair_pairing(t: Transcript) -> tuple[Transcript, Report]:
+    """Pair every tool call with exactly one result placed right after its turn.
+
+    See the module docstring for the rules. Indexes in the report refer to ``t``.
+    """
+    pairing = Pairing(t.messages)
+    out = pairing.run()
+    if not pairing.changes:
+        return t, Report()
+    return t.replace(out), Report(tuple(pairing.changes))
+
+
+# -- turn order ------------------------------------------------------------------------------
+
+
+def _merge(a: Message, b: Message, provider: str, t: Transcript) -> Message:
+    """One message with the blocks of both; thinking the provider would not take is left out,
+    so the merged message can claim the provider as its signature family."""
+    blocks = [x for m in (a, b) for x in m.blocks if exportable(x, provider, family_of(m, t))]
+    meta = {**a.meta, "provider_family": provider, "merged": int(a.meta.get("merged", 1)) + 1}
+    return dataclasses.replace(a, blocks=tuple(blocks), stop_reason=b.stop_reason, meta=meta)
+
+
+def _order(t: Transcript, provider: str, changes: list[Change]) -> list[Message]:
+    """Drop empty messages; for strict providers also demote late system messages and merge."""
+    strict = provider in STRICT_ALTERNATION
+    out: list[Message] = []
+    started = False
+    for i, m in enumerate(t.messages):
+        if not exported_blocks(m, provider, family_of(m, t)):
+            changes.append(Change("fix_turn_order", "dropped_empty", i, f"empty {m.role} message"))
+            continue
+        if strict and m.role == "system" and started:
+            changes.append(Change("fix_turn_order", "system_to_user", i, "late system message"))
+            m = dataclasses.replace(m, role="user", meta={**m.meta, "was_system": True})
+        started = started or m.role != "system"
+        if strict and out and out[-1].role == m.role and m.role in ("user", "assistant"):
+            detail = f"merged into the {m.role} turn before it"
+            changes.append(Change("fix_turn_order", "merged_turns", i, detail))
+            out[-1] = _merge(out[-1], m, provider, t)
+            continue
+        out.append(m)
+    return out
+
+
+def fix_turn_order(t: Transcript, provider: str) -> tuple[Transcript, Report]:
+    """Drop messages the provider would receive empty; for Anthropic and Gemini also turn late
+    system messages into user messages, merge consecutive same-role turns and add a bootstrap
+    user turn when the history does not start with one.
+
+    Raises:
+        AdapterError: unknown provider.
+    """
+    check_provider(provider)
+    changes: list[Change] = []
+    messages = _order(t, provider, changes)
+    first = next((k for k, m in enumerate(messages) if m.role != "system"), None)
+    if provider in STRICT_ALTERNATION and first is not None and messages[first].role != "user":
+        bootstrap = Message("user", (Text(BOOTSTRAP_TEXT),), meta={"bootstrap": True})
+        detail = f"history started with {messages[first].role}"
+        messages.insert(first, bootstrap)
+        changes.append(Change("fix_turn_order", "bootstrap_user", first, detail))
+    if not changes:
+        return t, Report()
+    return t.replace(messages), Report(tuple(changes))
+
+
+# -- validation ------------------------------------------------------------------------------
+
+
+def _check_ids(t: Transcript, provider: str, problems: list[Problem]) -> None:
+    counts = Counter(c.id for m in t.messages for c in m.tool_calls)
+    reported: set[str] = set()
+    for i, m in enumerate(t.messages):
+        for c in m.tool_calls:
+            if not id_ok(c.id, provider):
+                why = f"tool call id {c.id!r} is not {id_rule(provider)}"
+                problems.append(Problem("bad_tool_id", i, why, c.id))
+            if counts[c.id] > 1 and c.id not in reported:
+                reported.add(c.id)
+                why = f"tool call id {c.id!r} is used {counts[c.id]} times"
+                problems.append(Problem("duplicate_call_id", i, why, c.id))
+
+
+def _check_order(t: Transcript, problems: list[Problem]) -> None:
+    started = False
+    prev: Message | None = None
+    for i, m in enumerate(t.messages):
+        if m.role == "system":
+            if started:
+                why = "system message after the start; expected only leading system messages"
+                problems.append(Problem("system_position", i, why))
+            continue
+        if not started and m.role != "user":
+            why = f"history starts with {m.role!r}; expected a user turn"
+            problems.append(Problem("first_not_user", i, why))
+        started = True
+        if prev is not None and prev.role == m.role and m.role in ("user", "assistant"):
+            why = f"two {m.role} turns in a row; expected alternation"
+            problems.append(Problem("consecutive_roles", i, why))
+        prev = m
+
+
+def validate(t: Transcript, provider: str) -> list[Problem]:
+    """Every rule ``provider`` enforces that ``t`` breaks; empty when ``t`` can be sent as is.
+
+    Checked: tool-call ids (provider rule, no repeats), pairing (each call answered exactly once
+    right after its turn, no orphans, no calls in failed turns), no message left empty, and for
+    Anthropic/Gemini: system messages only at the start, a user turn first, alternation.
+
+    Raises:
+        AdapterError: unknown provider.
+    """
+    check_provider(provider)
+    problems: list[Problem] = []
+    _check_ids(t, provider, problems)
+    check_pairing(t, problems)
+    for i, m in enumerate(t.messages):
+        if not exported_blocks(m, provider, family_of(m, t)):
+            why = f"{m.role} message has nothing {provider} accepts"
+            problems.append(Problem("empty_message", i, why))
+    if provider in STRICT_ALTERNATION:
+        _check_order(t, problems)
+    problems.sort(key=lambda p: p.index)
+    return problems
+
+
+def clean(
+    t: Transcript, provider: str, *, id_mode: IdMode | None = None
+) -> tuple[Transcript, Report]:
+    """Run every hygiene step for ``provider``: ids, pairing, then turn order.
+
+    Ids: when some break the provider's rule or repeat, only those are rewritten (``strict``
+    style); with ``id_mode`` every id is rewritten to that mode.
+    Returns ``t`` itself (and an empty report) when it is already valid.
+
+    Raises:
+        AdapterError: unknown provider or id mode.
+    """
+    check_provider(provider)
+    reports: list[Report] = []
+    if id_mode is not None:
+        t, r = sanitize_tool_ids(t, id_mode)
+        reports.append(r)
+    else:
+        t, r = sanitize_tool_ids(t, "strict", keep_valid_for=provider)
+        reports.append(r)
+    t, r = repair_pairing(t)
+    reports.append(r)
+    t, r = fix_turn_order(t, provider)
+    reports.append(r)
+    return t, Report.merge(reports)

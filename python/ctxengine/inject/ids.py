@@ -1,0 +1,95 @@
+"""Tool-call id rewriting behind :func:`ctxengine.hygiene.sanitize_tool_ids`."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from collections.abc import Callable
+
+from ..errors import AdapterError
+from ..transcript.changes import Change
+from ..transcript.model import Block, Message, ToolCall, ToolResult, Transcript
+
+__all__ = ("IdRewriter", "fits")
+
+_NON_ALNUM = re.compile(r"[^A-Za-z0-9]")
+_ALNUM = re.compile(r"[A-Za-z0-9]+")
+RULE = "sanitize_tool_ids"
+
+
+def fits(call_id: str, mode: str) -> bool:
+    """True when ``call_id`` already satisfies ``mode`` (``strict`` or ``strict9``)."""
+    if not call_id.isascii() or not _ALNUM.fullmatch(call_id):
+        return False
+    return len(call_id) == 9 if mode == "strict9" else len(call_id) <= 40
+
+
+def _digest(text: str, n: int) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
+
+
+def _new_id(old: str, mode: str, used: set[str]) -> str:
+    """The alphanumeric part of ``old`` when it fits and is free; else it (cut) plus a hash."""
+    base = _NON_ALNUM.sub("", old)
+    if mode == "strict9":
+        candidates = [base] if len(base) == 9 else []
+        candidates += [_digest(f"{old}#{k}", 9) for k in range(1, 1000)]
+    else:
+        candidates = [base] if 0 < len(base) <= 40 else []
+        stem = (base or "call")[:32]
+        candidates += [stem + _digest(f"{old}#{k}", 8) for k in range(1, 1000)]
+    for cand in candidates:
+        if cand not in used:
+            return cand
+    raise AdapterError(f"cannot find a free {mode} id for {old!r}")  # pragma: no cover
+
+
+class IdRewriter:
+    """One pass over a transcript: keep the first use of each acceptable id, rename the rest,
+    and point every result at the id of the latest earlier call with its old id."""
+
+    def __init__(self, t: Transcript, mode: str, keep: Callable[[str], bool]) -> None:
+        self.t = t
+        self.mode = mode
+        calls = [c.id for m in t.messages for c in m.tool_calls]
+        self.firsts = {cid for cid in calls if keep(cid)}
+        self.needed = len(self.firsts) != len(calls)
+        self.used = set(self.firsts)
+        self.kept: set[str] = set()
+        self.current: dict[str, str] = {}
+        self.changes: list[Change] = []
+        self.id_map: list[tuple[str, str]] = []
+
+    def call(self, i: int, b: ToolCall) -> ToolCall:
+        if b.id in self.firsts and b.id not in self.kept:
+            self.kept.add(b.id)
+            self.current[b.id] = b.id
+            return b
+        new = _new_id(b.id, self.mode, self.used)
+        self.used.add(new)
+        self.current[b.id] = new
+        self.id_map.append((b.id, new))
+        self.changes.append(Change(RULE, "renamed_id", i, f"{b.id!r} -> {new!r}", new))
+        return ToolCall(new, b.name, b.arguments)
+
+    def result(self, i: int, b: ToolResult) -> ToolResult:
+        new = self.current.get(b.call_id, b.call_id)
+        if new == b.call_id:
+            return b
+        self.changes.append(Change(RULE, "remapped_result", i, f"{b.call_id!r} -> {new!r}", new))
+        return dataclasses.replace(b, call_id=new)
+
+    def run(self) -> list[Message]:
+        out: list[Message] = []
+        for i, m in enumerate(self.t.messages):
+            blocks: list[Block] = []
+            for b in m.blocks:
+                if isinstance(b, ToolCall):
+                    b = self.call(i, b)
+                elif isinstance(b, ToolResult):
+                    b = self.result(i, b)
+                blocks.append(b)
+            same = all(x is y for x, y in zip(blocks, m.blocks, strict=True))
+            out.append(m if same else dataclasses.replace(m, blocks=tuple(blocks)))
+        return out

@@ -1,0 +1,91 @@
+"""Tokens of a rendered payload: exact for OpenAI Chat, per text leaf for the other shapes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+from ..tokens import count_messages, get_tokenizer, message_strings
+from ..transcript.model import Message, Transcript
+
+__all__ = ("MessageTokenCache", "payload_tokens")
+
+_SKIP_KEYS: Final = frozenset(
+    {"type", "role", "cache_control", "media_type", "mime_type", "mimeType", "signature", "data"}
+)
+_MESSAGE_OVERHEAD: Final = 4
+_REPLY_PRIMING: Final = 3
+
+
+def _strings(value: Any, key: str = "") -> Iterator[str]:
+    if key in _SKIP_KEYS:
+        return
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        if key in {"input", "args", "arguments"}:
+            yield json.dumps(value, ensure_ascii=False)
+            return
+        for k, v in value.items():
+            yield from _strings(v, k)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v, key)
+    elif value is not None and not isinstance(value, bool):
+        yield str(value)
+
+
+class MessageTokenCache:
+    """Exact OpenAI tokens per rendered message, reused while the message object is unchanged.
+
+    Renders reuse the session's frozen :class:`Message` objects, and hygiene returns unchanged
+    messages as they are, so a warm render recounts only its new or changed messages. Entries
+    hold their message (keeping its id valid) and live for one render after their last use.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[Message, int]] = {}
+
+    def openai_tokens(self, transcript: Transcript, payload: Mapping[str, Any], model: str) -> int:
+        """Tokens of an OpenAI Chat payload rendered one dict per message from ``transcript``."""
+        dicts = payload.get("messages", [])
+        if len(dicts) != len(transcript.messages):  # not one dict per message: count it all
+            self._entries = {}
+            return count_messages(dicts, model=model)
+        fresh: dict[int, tuple[Message, int]] = {}
+        missing = [i for i, m in enumerate(transcript.messages) if id(m) not in self._entries]
+        if missing:
+            strings, overheads = zip(*(message_strings(dicts[i]) for i in missing), strict=True)
+            counts = iter(get_tokenizer(model).count_many([t for ts in strings for t in ts]))
+            for i, texts, overhead in zip(missing, strings, overheads, strict=True):
+                m = transcript.messages[i]
+                fresh[id(m)] = (m, overhead + sum(next(counts) for _ in texts))
+        total = _REPLY_PRIMING
+        for m in transcript.messages:
+            entry = fresh.get(id(m)) or self._entries[id(m)]
+            fresh[id(m)] = entry
+            total += entry[1]
+        self._entries = fresh
+        return total
+
+
+def payload_tokens(payload: Mapping[str, Any], provider: str, model: str) -> int:
+    """Tokens of a rendered payload.
+
+    OpenAI Chat Completions: exact, by OpenAI's documented per-message rule
+    (:func:`~ctxengine.count_messages`). Other shapes: every text leaf counted (ids, types and
+    binary data excluded), plus 4 tokens per message and 3 for the reply.
+    """
+    if provider == "openai":
+        return count_messages(payload.get("messages", []), model=model)
+    items = payload.get("messages") or payload.get("input") or payload.get("contents") or []
+    texts = [
+        s
+        for k, v in payload.items()
+        if k not in {"messages", "input", "contents"}
+        for s in _strings(v, k)
+    ]
+    texts += [s for item in items for s in _strings(item)]
+    counts = get_tokenizer(model).count_many(texts)
+    return sum(counts) + _MESSAGE_OVERHEAD * (len(items) + 1) + _REPLY_PRIMING

@@ -1,0 +1,118 @@
+"""Render a transcript as a provider request payload, after hygiene."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..errors import AdapterError
+from ..transcript.changes import Report
+from ..transcript.model import Transcript, set_renderer
+from ..transcript.providers import check_provider
+from .adapters.anthropic import export_anthropic
+from .adapters.gemini import export_gemini
+from .adapters.openai import export_openai
+from .adapters.responses import export_responses
+from .cache import Breakpoint, plan_cache_breakpoints
+from .hygiene import clean, validate
+
+__all__ = ("OPTIONS", "Rendered", "render")
+
+#: Keyword options accepted by :func:`render` and :meth:`Transcript.to`.
+OPTIONS: Final = ("hygiene", "cache_breakpoints", "cache_ttl", "id_mode")
+
+_EXPORTERS: Final[dict[str, Callable[[Transcript], dict[str, Any]]]] = {
+    "openai": export_openai,
+    "openai-responses": export_responses,
+    "gemini": export_gemini,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A rendered request and how it was made.
+
+    Attributes:
+        provider: The target provider.
+        payload: The request body (``messages``/``input``/``contents`` and system part).
+        transcript: The transcript actually rendered (after hygiene).
+        report: What hygiene changed.
+        breakpoints: Where Anthropic cache markers were placed, and why.
+    """
+
+    provider: str
+    payload: dict[str, Any]
+    transcript: Transcript
+    report: Report = field(default_factory=Report)
+    breakpoints: tuple[Breakpoint, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest (everything but the payload), JSON-serializable."""
+        return {
+            "provider": self.provider,
+            "messages": len(self.transcript),
+            "hygiene": self.report.to_dict(),
+            "cache_breakpoints": [b.to_dict() for b in self.breakpoints],
+        }
+
+
+def render(
+    t: Transcript,
+    provider: str,
+    *,
+    hygiene: bool = True,
+    cache_breakpoints: int = 0,
+    cache_ttl: str | None = None,
+    id_mode: str | None = None,
+) -> Rendered:
+    """Render ``t`` for ``provider``.
+
+    Args:
+        t: The transcript.
+        provider: ``"openai"``, ``"openai-responses"``, ``"anthropic"`` or ``"gemini"``.
+        hygiene: Run :func:`ctxengine.hygiene.clean` first (default). With False the
+            transcript is rendered as is and may be rejected by the provider.
+        cache_breakpoints: Anthropic only: place up to this many (≤ 4) ``cache_control``
+            markers, see :func:`~ctxengine.transcript.plan_cache_breakpoints`. Ignored for the
+            other providers, whose prompt caching is automatic.
+        cache_ttl: Anthropic only: ``"5m"`` or ``"1h"`` for the markers (default: the API's).
+        id_mode: Force tool-call id sanitizing (``"strict"`` or ``"strict9"``).
+
+    Raises:
+        AdapterError: unknown provider or invalid option, or (a bug) a transcript that hygiene
+            left invalid; the message lists the problems.
+    """
+    check_provider(provider)
+    if cache_ttl not in (None, "5m", "1h"):
+        raise AdapterError(f"cache_ttl is {cache_ttl!r}; expected None, '5m' or '1h'")
+    if id_mode not in (None, "strict", "strict9"):
+        raise AdapterError(f"id_mode is {id_mode!r}; expected None, 'strict' or 'strict9'")
+    report = Report()
+    if hygiene:
+        t, report = clean(t, provider, id_mode=id_mode)  # type: ignore[arg-type]
+        problems = validate(t, provider)
+        if problems:
+            listed = "; ".join(f"[{p.index}] {p.code}: {p.message}" for p in problems[:5])
+            raise AdapterError(f"hygiene left {len(problems)} problem(s) for {provider}: {listed}")
+    if provider != "anthropic":
+        plan_cache_breakpoints(t, cache_breakpoints)  # validates the option
+        return Rendered(provider, _EXPORTERS[provider](t), t, report)
+    plan = tuple(plan_cache_breakpoints(t, cache_breakpoints)) if cache_breakpoints else ()
+    payload = export_anthropic(t, breakpoints={b.index for b in plan}, cache_ttl=cache_ttl)
+    return Rendered(provider, payload, t, report, plan)
+
+
+def check_options(options: dict[str, Any]) -> None:
+    """Raise :class:`AdapterError` for an option :func:`render` does not know."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise AdapterError(f"unknown option(s) {unknown}; expected any of {list(OPTIONS)}")
+
+
+def _payload(t: Transcript, provider: str, options: dict[str, Any]) -> dict[str, Any]:
+    check_options(options)
+    return render(t, provider, **options).payload
+
+
+set_renderer(_payload)

@@ -1,0 +1,120 @@
+"""The inject phase of a render: compose, render for the provider, count, report."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..assemble.pipeline import FRAMING_TOKENS, Assembled
+from ..assemble.report import LazyColumns, Origins, RenderReport
+from ..collect.events import AfterRender
+from ..grain import ContextGrain
+from ..transcript.model import Transcript
+from .compose import compose
+from .payload import payload_tokens
+from .render import render
+
+if TYPE_CHECKING:
+    from ..collect.dispatch import SessionDispatcher
+    from ..config import RenderConfig
+    from ..state import SessionState, TurnLog
+
+__all__ = ("RenderedContext", "inject")
+
+
+@dataclass(slots=True)
+class RenderedContext:
+    """The result of :meth:`Session.render`.
+
+    Attributes:
+        payload: The provider request body (``messages``/``input``/``contents``...).
+        tokens: Tokens of the payload (exact for OpenAI models, estimated otherwise).
+        tree: The grains of this render after fusion and plugin edits, in render order.
+        report: The manifest: every grain's decision, stage, reason and tokens.
+        transcript: The neutral transcript the payload was rendered from.
+    """
+
+    payload: dict[str, Any]
+    tokens: int
+    tree: list[ContextGrain]
+    report: RenderReport
+    transcript: Transcript
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What the caller asked of this render, and what the engine adds to its first report."""
+
+    provider: str
+    options: dict[str, Any]
+    started: float
+    timings: dict[str, float]
+    setup_faults: list[dict[str, Any]]
+
+
+def _report(
+    state: SessionState, config: RenderConfig, a: Assembled, tokens: int, rq: Request, log: TurnLog
+) -> RenderReport:
+    origins = {n: g.origin for n, g in a.by_id.items()}
+    origins.update({n: g.origin for n, g in state.overrides.items()})
+    windows = [
+        {"window": name, "demand": demand, "alloc": alloc, "used": used}
+        for name, demand, alloc, used in a.plan.windows
+    ]
+    return RenderReport(
+        provider=rq.provider,
+        model=config.model,
+        budget=config.tokens_total,
+        target=a.plan.target,
+        tokens=tokens,
+        tokens_estimated=a.plan.total_after + FRAMING_TOKENS,
+        fits=tokens <= config.tokens_total,
+        windows=windows,
+        timings=rq.timings,
+        faults=(rq.setup_faults if state.turn == 0 else []) + [f.to_dict() for f in log.faults],
+        shadowed=log.shadowed,
+        compactions=log.compactions,
+        _columns=LazyColumns(a.plan),
+        _origins=Origins(origins),
+        _window_names=config.windows,
+        _extra=log.extra,
+        _guarded=state.guarded,
+    )
+
+
+def _tree(state: SessionState, a: Assembled) -> list[ContextGrain]:
+    by_id, items = a.by_id, state.items
+    return [by_id[n] for n in a.plan.context_order if n in by_id] + [
+        items[n].grain for n in a.plan.history_order if n in items
+    ]
+
+
+async def inject(
+    state: SessionState,
+    config: RenderConfig,
+    plugins: SessionDispatcher,
+    assembled: Assembled,
+    request: Request,
+    log: TurnLog,
+) -> RenderedContext:
+    """The inject phase: the plan becomes the provider payload, counted and reported."""
+    plan = assembled.plan
+    request.timings.update({f"core.{k}": v for k, v in plan.timings.items()})
+    rendered = render(compose(state, plan, assembled.by_id), request.provider, **request.options)
+    payload, transcript = rendered.payload, rendered.transcript
+    if request.provider == "openai":
+        tokens = state.token_cache.openai_tokens(transcript, payload, config.model)
+    else:
+        tokens = payload_tokens(payload, request.provider, config.model)
+    request.timings["total"] = time.perf_counter() - request.started
+    report = _report(state, config, assembled, tokens, request, log)
+    info = rendered.to_dict()
+    report.hygiene = info.get("hygiene", {})
+    report.cache_breakpoints = info.get("cache_breakpoints", [])
+    out = RenderedContext(payload, tokens, _tree(state, assembled), report, transcript)
+    if plugins.registry.has_hook("on_after_render"):
+        outcome = await plugins.fire(AfterRender(payload, tokens, report))
+        report.faults.extend(f.to_dict() for f in outcome.faults)
+    state.turn += 1
+    return out

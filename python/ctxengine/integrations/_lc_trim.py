@@ -1,0 +1,564 @@
+"""The selection behind :func:`ctxengine.integrations.langchain.trim_messages`.
+
+LangChain's algorithm (keep a prefix or a suffix that fits ``max_tokens``, optionally a partial
+message, then ``start_on``/``end_on``), over *groups* instead of messages: an ``AIMessage`` with
+tool calls and the ``ToolMessage`` results that follow it are one group, kept or cut whole.
+
+Counting: an additive counter (ctxengine's exact counter, ``count_tokens_approximately``, a
+per-message callable, ``len``) is called once per message and the selection runs on prefix
+sums, O(n). The exact and approximate counts are cached between calls, keyed on the message
+object (and its ``content`` object), so a warm call on a growing history only counts the new
+messages. Any other callable on a list is a black box: it is called on forward-ordered slices at
+group boundaries (binary search, like LangChain).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.messages.utils import count_tokens_approximately
+
+from ..errors import EncodingError
+from ..tokens import get_tokenizer
+
+__all__ = ("Counter", "resolve_counter", "select_first", "select_last")
+
+_REPLY_PRIMING: Final = 3  # OpenAI's rule, as ctxengine.count_messages
+_PER_MESSAGE: Final = 3
+_MAX_CACHE: Final = 200_000
+_ROLE: Final = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+MessageType = str | type[BaseMessage] | Sequence[str | type[BaseMessage]]
+
+
+class _Cache:
+    """Counts of message objects, valid while the object and its content object are unchanged."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self) -> None:
+        self.entries: dict[int, tuple[BaseMessage, object, int]] = {}
+
+    def counts(
+        self, messages: Sequence[BaseMessage], count: Callable[[BaseMessage], int]
+    ) -> list[int]:
+        entries = self.entries
+        if len(entries) > _MAX_CACHE:
+            entries.clear()
+        out: list[int] = []
+        for m in messages:
+            hit = entries.get(id(m))
+            if hit is not None and hit[0] is m and hit[1] is m.content:
+                out.append(hit[2])
+            else:
+                n = count(m)
+                entries[id(m)] = (m, m.content, n)
+                out.append(n)
+        return out
+
+
+_APPROX_CACHE = _Cache()
+_EXACT_CACHES: dict[str, _Cache] = {}
+
+
+def _approximate(message: BaseMessage) -> int:
+    return count_tokens_approximately([message])
+
+
+def _exact_strings(m: BaseMessage) -> tuple[list[str], int]:
+    """Strings ctxengine counts for ``m`` as an OpenAI chat message, and its fixed overhead."""
+    role = m.role if isinstance(m, ChatMessage) else _ROLE.get(m.type, m.type)
+    strings = [role]
+    overhead = _PER_MESSAGE
+    content = m.content
+    if isinstance(content, str):
+        strings.append(content)
+    else:
+        for block in content:
+            if isinstance(block, str):
+                strings.append(block)
+            elif isinstance(block.get("text"), str):
+                strings.append(block["text"])
+    if m.name:
+        strings.append(m.name)
+        overhead += 1
+    if isinstance(m, AIMessage):
+        for call in m.tool_calls:
+            strings += [call["name"], json.dumps(call["args"], ensure_ascii=False)]
+    elif isinstance(m, ToolMessage):
+        strings.append(m.tool_call_id)
+    return strings, overhead
+
+
+class Counter:
+    """A token counter resolved from ``token_counter``: additive (per message) or a list fn."""
+
+    __slots__ = ("base", "cache", "list_fn", "one")
+
+    def __init__(
+        self,
+        *,
+        one: Callable[[BaseMessage], int] | None = None,
+        cache: _Cache | None = None,
+        base: int = 0,
+        list_fn: Callable[[list[BaseMessage]], int] | None = None,
+    ) -> None:
+        self.one = one
+        self.cache = cache
+        self.base = base
+        self.list_fn = list_fn
+
+    @property
+    def additive(self) -> bool:
+        return self.one is not None
+
+    def per_message(self, messages: Sequence[BaseMessage]) -> list[int]:
+        assert self.one is not None
+        if self.cache is not None:
+            return self.cache.counts(messages, self.one)
+        return [self.one(m) for m in messages]
+
+    def total(self, messages: list[BaseMessage]) -> int:
+        """The count of ``messages`` as one list (LangChain's ``token_counter(messages)``)."""
+        if self.list_fn is not None:
+            return self.list_fn(messages)
+        return self.base + sum(self.per_message(messages))
+
+
+def _exact(name: str) -> Counter:
+    tokenizer = get_tokenizer(name)  # EncodingError: unknown
+
+    def one(m: BaseMessage) -> int:
+        strings, overhead = _exact_strings(m)
+        return overhead + sum(tokenizer.count_many(strings))
+
+    cache = _EXACT_CACHES.setdefault(tokenizer.name, _Cache())
+    return Counter(one=one, cache=cache, base=_REPLY_PRIMING)
+
+
+def _takes_message(fn: Callable[..., Any]) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return bool(params) and params[0].annotation in (BaseMessage, "BaseMessage")
+
+
+def resolve_counter(token_counter: Any) -> Counter:
+    """The :class:`Counter` for a ``token_counter`` argument of ``trim_messages``.
+
+    Raises:
+        ValueError: an unknown string, or neither a model nor a callable (LangChain's messages).
+    """
+    if isinstance(token_counter, str):
+        if token_counter == "approximate":
+            return Counter(one=_approximate, cache=_APPROX_CACHE)
+        try:
+            return _exact(token_counter)
+        except EncodingError as exc:
+            raise ValueError(
+                f"Invalid token_counter shortcut {token_counter!r}. Available shortcuts: "
+                f"'approximate', or a model or encoding name ctxengine counts exactly ({exc})"
+            ) from None
+    if token_counter is count_tokens_approximately:
+        return Counter(one=_approximate, cache=_APPROX_CACHE)
+    name = getattr(token_counter, "name", None)
+    if callable(getattr(token_counter, "encode_ordinary", None)) and isinstance(name, str):
+        try:  # a tiktoken Encoding: the same ids, counted by ctxengine
+            return _exact(name)
+        except EncodingError:
+            pass
+    fn = getattr(token_counter, "get_num_tokens_from_messages", None)
+    if callable(fn):
+        kwargs = getattr(token_counter, "kwargs", None)
+        tools = kwargs.get("tools") if isinstance(kwargs, dict) else None
+        if tools:
+            return Counter(list_fn=lambda ms: int(fn(ms, tools=tools)))
+        return Counter(list_fn=fn)
+    if token_counter is len:
+        return Counter(one=lambda m: 1)
+    if callable(token_counter):
+        if _takes_message(token_counter):
+            return Counter(one=token_counter)
+        return Counter(list_fn=token_counter)
+    raise ValueError(
+        "'token_counter' expected to be a model that implements "
+        "'get_num_tokens_from_messages()' or a function. Received object of type "
+        f"{type(token_counter)}."
+    )
+
+
+# -- groups and costs --------------------------------------------------------------------------
+
+
+def group_bounds(messages: Sequence[BaseMessage]) -> list[int]:
+    """Start indices of the groups, plus ``len(messages)``: an ``AIMessage`` with tool calls
+    and the ``ToolMessage`` results answering it that follow are one group."""
+    bounds = [0]
+    i, n = 0, len(messages)
+    while i < n:
+        m = messages[i]
+        j = i + 1
+        if isinstance(m, AIMessage) and m.tool_calls:
+            ids = {c.get("id") for c in m.tool_calls}
+            while j < n:
+                result = messages[j]
+                if not isinstance(result, ToolMessage) or result.tool_call_id not in ids:
+                    break
+                j += 1
+        bounds.append(j)
+        i = j
+    return bounds
+
+
+def group_start(messages: Sequence[BaseMessage], hi: int) -> int:
+    """Start of the group that ends at ``hi`` (exclusive), found walking back: the same groups
+    as :func:`group_bounds`, without scanning the messages before them."""
+    last = messages[hi - 1]
+    if not isinstance(last, ToolMessage):
+        return hi - 1
+    k = hi - 1
+    while k > 0 and isinstance(messages[k - 1], ToolMessage):
+        k -= 1
+    call = messages[k - 1] if k > 0 else None
+    if not (isinstance(call, AIMessage) and call.tool_calls):
+        return hi - 1
+    ids = {c.get("id") for c in call.tool_calls}
+    for p in range(k, hi):
+        result = messages[p]
+        if isinstance(result, ToolMessage) and result.tool_call_id not in ids:
+            return hi - 1  # a result of another call ends the group before hi
+    return k - 1
+
+
+def group_end(messages: Sequence[BaseMessage], lo: int) -> int:
+    """End (exclusive) of the group that starts at ``lo``."""
+    m = messages[lo]
+    j = lo + 1
+    if isinstance(m, AIMessage) and m.tool_calls:
+        ids = {c.get("id") for c in m.tool_calls}
+        while j < len(messages):
+            result = messages[j]
+            if not isinstance(result, ToolMessage) or result.tool_call_id not in ids:
+                break
+            j += 1
+    return j
+
+
+class _Costs:
+    """``cost(lo, hi)``: the count of ``messages[lo:hi]`` under a counter."""
+
+    def __init__(self, messages: list[BaseMessage], counter: Counter) -> None:
+        self.messages = messages
+        self.counter = counter
+        self.prefix: list[int] | None = None
+        if counter.additive:
+            prefix = [0]
+            total = 0
+            for n in counter.per_message(messages):
+                total += n
+                prefix.append(total)
+            self.prefix = prefix
+
+    def cost(self, lo: int, hi: int) -> int:
+        if self.prefix is not None:
+            return self.counter.base + self.prefix[hi] - self.prefix[lo]
+        return self.counter.total(self.messages[lo:hi])
+
+    def with_extra(self, lo: int, hi: int, extra: BaseMessage, *, before: bool) -> int:
+        """The count of ``messages[lo:hi]`` with ``extra`` before or after them."""
+        if self.prefix is not None:
+            return self.cost(lo, hi) + self.counter.per_message([extra])[0]
+        part = self.messages[lo:hi]
+        return self.counter.total([extra, *part] if before else [*part, extra])
+
+    def plus_one(self, lo: int, hi: int, extra: BaseMessage) -> int:
+        """LangChain's text-split estimate: ``count(messages[lo:hi]) + count([extra])``."""
+        if self.prefix is not None:
+            return self.cost(lo, hi) + self.counter.per_message([extra])[0]
+        return self.counter.total(self.messages[lo:hi]) + self.counter.total([extra])
+
+
+def is_type(message: BaseMessage, type_: MessageType) -> bool:
+    """LangChain's ``_is_message_type``."""
+    types = [type_] if isinstance(type_, (str, type)) else type_
+    names = [t for t in types if isinstance(t, str)]
+    classes = tuple(t for t in types if isinstance(t, type))
+    return message.type in names or isinstance(message, classes)
+
+
+def _splittable(messages: list[BaseMessage], bounds: list[int], k: int) -> bool:
+    """Whether group ``k`` may be cut partially: one message, no tool call or result."""
+    if bounds[k + 1] - bounds[k] != 1:
+        return False
+    m = messages[bounds[k]]
+    return not isinstance(m, ToolMessage) and not (isinstance(m, AIMessage) and m.tool_calls)
+
+
+def _first_text(content: list[Any]) -> str | None:
+    for block in content:
+        if isinstance(block, str):
+            return block
+        if isinstance(block, dict) and block.get("type") == "text":
+            text = block.get("text")
+            return text if isinstance(text, str) else None
+    return None
+
+
+def _partial(
+    message: BaseMessage,
+    fits_blocks: Callable[[BaseMessage], bool],
+    fits_text: Callable[[BaseMessage], bool],
+    splitter: Callable[[str], list[str]],
+    *,
+    from_end: bool,
+) -> BaseMessage | None:
+    """The largest part of ``message`` that fits: whole blocks first, then text splits.
+
+    ``from_end`` keeps the end of the message (strategy "last"), else its start.
+    """
+    excluded = message.model_copy(deep=True)
+    text: str | None = None
+    if isinstance(message.content, list):
+        blocks = list(message.content)
+        for keep in range(len(blocks) - 1, 0, -1):
+            excluded.content = blocks[-keep:] if from_end else blocks[:keep]
+            if fits_blocks(excluded):
+                return excluded
+        text = _first_text(blocks[-1:] if from_end and blocks else blocks[:1])
+    else:
+        text = message.content
+    if not text:
+        return None
+    splits = splitter(text)
+    if from_end:
+        splits = splits[::-1]
+    left, right = 0, len(splits)
+    while left < right:
+        mid = (left + right + 1) // 2
+        part = splits[:mid]
+        excluded.content = "".join(part[::-1] if from_end else part)
+        if fits_text(excluded):
+            left = mid
+        else:
+            right = mid - 1
+    if left == 0:
+        return None
+    part = splits[:left]
+    excluded.content = "".join(part[::-1] if from_end else part)
+    return excluded
+
+
+def _drop_back(
+    messages: list[BaseMessage], bounds: list[int], end: int, end_on: MessageType
+) -> int:
+    """Cut whole groups off the end until the last kept message is of an ``end_on`` type."""
+    k = bounds.index(end) if end in bounds else len(bounds) - 1
+    while k > 0 and not is_type(messages[bounds[k] - 1], end_on):
+        k -= 1
+    return bounds[k]
+
+
+def select_first(
+    messages: list[BaseMessage],
+    counter: Counter,
+    max_tokens: int,
+    splitter: Callable[[str], list[str]],
+    *,
+    allow_partial: bool,
+    end_on: MessageType | None,
+) -> list[BaseMessage]:
+    """Strategy "first": the longest prefix of whole groups (plus a partial message) that fits."""
+    n = len(messages)
+    if n == 0:
+        return []
+    if counter.additive:
+        kept = _first_additive(messages, counter, max_tokens, splitter, allow_partial)
+        if end_on:
+            kept = kept[: _drop_back(kept, group_bounds(kept), len(kept), end_on)]
+        return kept
+    bounds = group_bounds(messages)
+    costs = _Costs(messages, counter)
+    if costs.cost(0, n) <= max_tokens:
+        kept = messages
+    else:
+        lo, hi = 0, len(bounds) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if costs.cost(0, bounds[mid]) <= max_tokens:
+                lo = mid
+            else:
+                hi = mid - 1
+        idx = bounds[lo]
+        kept = messages[:idx]
+        if allow_partial and _splittable(messages, bounds, lo):
+            part = _partial(
+                messages[idx],
+                lambda m: costs.with_extra(0, idx, m, before=False) <= max_tokens,
+                lambda m: costs.plus_one(0, idx, m) <= max_tokens,
+                splitter,
+                from_end=False,
+            )
+            if part is not None:
+                kept = [*kept, part]
+    if end_on:
+        kb = group_bounds(kept)
+        kept = kept[: _drop_back(kept, kb, len(kept), end_on)]
+    return kept
+
+
+def select_last(
+    messages: list[BaseMessage],
+    counter: Counter,
+    max_tokens: int,
+    splitter: Callable[[str], list[str]],
+    *,
+    allow_partial: bool,
+    include_system: bool,
+    start_on: MessageType | None,
+    end_on: MessageType | None,
+) -> list[BaseMessage]:
+    """Strategy "last": the longest suffix of whole groups (plus a partial message) that fits,
+    after the system message when ``include_system``."""
+    if not messages:
+        return []
+    if end_on:
+        end = len(messages)
+        while end > 0 and not is_type(messages[end - 1], end_on):
+            end = group_start(messages, end)
+        messages = messages[:end]
+    system: BaseMessage | None = None
+    if include_system and messages and isinstance(messages[0], SystemMessage):
+        system, messages = messages[0], messages[1:]
+    remaining = max_tokens
+    if system is not None:
+        extra = counter.per_message([system])[0] if counter.additive else counter.total([system])
+        remaining = max(0, max_tokens - extra)
+    kept = _last_groups(messages, counter, remaining, splitter, allow_partial=allow_partial)
+    if start_on:
+        kb = group_bounds(kept)
+        k = 0
+        while k < len(kb) - 1 and not is_type(kept[kb[k]], start_on):
+            k += 1
+        kept = kept[kb[k] :]
+    return [system, *kept] if system is not None else kept
+
+
+def _last_groups(
+    messages: list[BaseMessage],
+    counter: Counter,
+    budget: int,
+    splitter: Callable[[str], list[str]],
+    *,
+    allow_partial: bool,
+) -> list[BaseMessage]:
+    n = len(messages)
+    if n == 0:
+        return []
+    if counter.additive:
+        return _last_additive(messages, counter, budget, splitter, allow_partial)
+    bounds = group_bounds(messages)
+    costs = _Costs(messages, counter)
+    if costs.cost(0, n) <= budget:
+        return messages
+    g = len(bounds) - 1
+    lo, hi = 0, g  # smallest group index k whose suffix fits; k == g keeps nothing
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if costs.cost(bounds[mid], n) <= budget:
+            hi = mid
+        else:
+            lo = mid + 1
+    start = bounds[lo]
+    kept = messages[start:]
+    if allow_partial and lo > 0 and _splittable(messages, bounds, lo - 1):
+        part = _partial(
+            messages[start - 1],
+            lambda m: costs.with_extra(start, n, m, before=True) <= budget,
+            lambda m: costs.plus_one(start, n, m) <= budget,
+            splitter,
+            from_end=True,
+        )
+        if part is not None:
+            kept = [part, *kept]
+    return kept
+
+
+def _splittable_one(message: BaseMessage) -> bool:
+    return not isinstance(message, ToolMessage) and not (
+        isinstance(message, AIMessage) and message.tool_calls
+    )
+
+
+def _last_additive(
+    messages: list[BaseMessage],
+    counter: Counter,
+    budget: int,
+    splitter: Callable[[str], list[str]],
+    allow_partial: bool,
+) -> list[BaseMessage]:
+    """Strategy "last" for an additive counter: walk groups back from the end, counting only
+    the messages looked at (O(kept), not O(n))."""
+    total = counter.base
+    start = len(messages)
+    lo = start
+    while start > 0:
+        lo = group_start(messages, start)
+        add = sum(counter.per_message(messages[lo:start]))
+        if total + add > budget:
+            break
+        total += add
+        start = lo
+    kept = messages[start:]
+    if allow_partial and start > 0 and start - lo == 1 and _splittable_one(messages[lo]):
+        used = total
+
+        def fits(m: BaseMessage) -> bool:
+            return used + counter.per_message([m])[0] <= budget
+
+        part = _partial(messages[lo], fits, fits, splitter, from_end=True)
+        if part is not None:
+            kept = [part, *kept]
+    return kept
+
+
+def _first_additive(
+    messages: list[BaseMessage],
+    counter: Counter,
+    budget: int,
+    splitter: Callable[[str], list[str]],
+    allow_partial: bool,
+) -> list[BaseMessage]:
+    """Strategy "first" for an additive counter: walk groups forward, O(kept)."""
+    n = len(messages)
+    total = counter.base
+    end = 0
+    hi = 0
+    while end < n:
+        hi = group_end(messages, end)
+        add = sum(counter.per_message(messages[end:hi]))
+        if total + add > budget:
+            break
+        total += add
+        end = hi
+    kept = messages[:end]
+    if allow_partial and end < n and hi - end == 1 and _splittable_one(messages[end]):
+        used = total
+
+        def fits(m: BaseMessage) -> bool:
+            return used + counter.per_message([m])[0] <= budget
+
+        part = _partial(messages[end], fits, fits, splitter, from_end=False)
+        if part is not None:
+            kept = [*kept, part]
+    return kept

@@ -1,0 +1,236 @@
+"""LangChain drop-ins: ``trim_messages`` and an agent middleware.
+
+Install with ``pip install 'ctxengine[langchain]'``.
+
+``trim_messages`` has the signature and behaviour of ``langchain_core.messages.trim_messages``
+with two documented differences:
+
+1. **A tool call is never separated from its results.** An ``AIMessage`` with ``tool_calls`` and
+   the ``ToolMessage`` results that follow it are kept or cut as one group, so the result never
+   starts with an orphan ``ToolMessage`` (langchain-ai/langchain issue 33245) nor ends with a
+   call whose result was cut. ``allow_partial`` never cuts into such a group.
+2. **Counts can be exact.** ``token_counter`` also takes a model or encoding name (``"gpt-4o"``,
+   ``"o200k_base"``) or a tiktoken ``Encoding``: messages are counted by ctxengine's exact
+   tokenizer with OpenAI's chat framing (3 tokens per message, 1 per name, 3 for the reply),
+   cached between calls. ``"approximate"`` and ``count_tokens_approximately`` give LangChain's
+   numbers, also cached.
+
+``ContextMiddleware`` fits every model call of a LangChain v1 agent through a ctxengine session:
+the agent's messages are ingested (plugins see ``on_user_msg`` / ``on_tool_result``), rendered
+within the budget (plugins' grains, the trim ladder, pairing repair), and the model receives the
+rendered messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from functools import partial
+from typing import Any, Literal, cast
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage, convert_to_messages
+from langchain_core.runnables import RunnableLambda
+
+from ..engine import ContextEngine, RenderedContext
+from ..sync import SyncSession
+from ._lc_trim import MessageType, resolve_counter, select_first, select_last
+
+__all__ = ("ContextMiddleware", "to_langchain", "trim_messages")
+
+
+def _default_text_splitter(text: str) -> list[str]:
+    splits = text.split("\n")
+    return [s + "\n" for s in splits[:-1]] + splits[-1:]
+
+
+def _as_messages(messages: Any) -> list[BaseMessage]:
+    if isinstance(messages, list) and all(isinstance(m, BaseMessage) for m in messages):
+        return messages
+    return convert_to_messages(messages)
+
+
+def trim_messages(
+    messages: Iterable[Any] | None = None,
+    *,
+    max_tokens: int,
+    token_counter: Any,
+    strategy: Literal["first", "last"] = "last",
+    allow_partial: bool = False,
+    end_on: MessageType | None = None,
+    start_on: MessageType | None = None,
+    include_system: bool = False,
+    text_splitter: Callable[[str], list[str]] | Any | None = None,
+) -> Any:
+    """Trim ``messages`` to ``max_tokens``; see ``langchain_core.messages.trim_messages``.
+
+    Without ``messages`` it returns a ``Runnable`` doing the same (LangChain's partial form).
+
+    Args:
+        messages: Any LangChain message-like sequence (messages, dicts, tuples, strings) or a
+            ``PromptValue``.
+        max_tokens: The most tokens the result may count.
+        token_counter: ``"approximate"``, a model or encoding name (exact), a tiktoken
+            ``Encoding`` (exact), a model with ``get_num_tokens_from_messages``, a callable on a
+            list of messages (``len`` included), or a callable on one ``BaseMessage`` (annotated).
+        strategy: ``"last"`` keeps the end, ``"first"`` the start.
+        allow_partial: Cut the boundary message to fit (its blocks, then ``text_splitter``
+            pieces); never a message with tool calls or a tool result.
+        end_on: Message types (names or classes) the result must end on.
+        start_on: Message types the result must start on (after the system message); "last".
+        include_system: Keep a leading ``SystemMessage``; "last" only.
+        text_splitter: A callable ``str -> list[str]`` or a LangChain ``TextSplitter``; default
+            splits on newlines.
+
+    Returns:
+        The kept messages: the caller's objects, except a partial message (a copy).
+
+    Raises:
+        ValueError: ``start_on`` or ``include_system`` with ``strategy="first"``, an unknown
+            strategy, or an invalid ``token_counter`` (LangChain's messages).
+    """
+    options: dict[str, Any] = {
+        "max_tokens": max_tokens,
+        "token_counter": token_counter,
+        "strategy": strategy,
+        "allow_partial": allow_partial,
+        "end_on": end_on,
+        "start_on": start_on,
+        "include_system": include_system,
+        "text_splitter": text_splitter,
+    }
+    if messages is None:
+        return RunnableLambda(partial(_trim, **options), name="trim_messages")
+    return _trim(messages, **options)
+
+
+def _trim(
+    messages: Any,
+    *,
+    max_tokens: int,
+    token_counter: Any,
+    strategy: str,
+    allow_partial: bool,
+    end_on: MessageType | None,
+    start_on: MessageType | None,
+    include_system: bool,
+    text_splitter: Any,
+) -> list[BaseMessage]:
+    if start_on and strategy == "first":
+        raise ValueError("start_on parameter is only valid with strategy='last'")
+    if include_system and strategy == "first":
+        raise ValueError("include_system parameter is only valid with strategy='last'")
+    msgs = _as_messages(messages)
+    counter = resolve_counter(token_counter)
+    split_text = getattr(text_splitter, "split_text", None)
+    splitter: Callable[[str], list[str]] = (
+        split_text if callable(split_text) else text_splitter or _default_text_splitter
+    )
+    if strategy == "first":
+        return select_first(
+            list(msgs), counter, max_tokens, splitter, allow_partial=allow_partial, end_on=end_on
+        )
+    if strategy == "last":
+        return select_last(
+            list(msgs),
+            counter,
+            max_tokens,
+            splitter,
+            allow_partial=allow_partial,
+            include_system=include_system,
+            start_on=start_on,
+            end_on=end_on,
+        )
+    raise ValueError(
+        f"Unrecognized strategy={strategy!r}. Supported strategies are 'last' and 'first'."
+    )
+
+
+def to_langchain(payload: dict[str, Any]) -> list[AnyMessage]:
+    """LangChain messages from an OpenAI Chat payload (``RenderedContext.payload``)."""
+    return cast("list[AnyMessage]", convert_to_messages(payload["messages"]))
+
+
+_ids = itertools.count()
+
+
+class ContextMiddleware(AgentMiddleware):
+    """Fit each model call of a LangChain v1 agent through a ctxengine session.
+
+    ``create_agent(model, tools, middleware=[ContextMiddleware(engine)])``: before each call the
+    new messages of the agent state are ingested into the session (firing ``on_user_msg`` and
+    ``on_tool_result`` for the engine's plugins), the session renders for OpenAI Chat within the
+    engine's budget, and the model receives the rendered system message and messages. The
+    agent's own state keeps the full history. Tool schemas are not part of the budget.
+
+    Args:
+        engine: The engine (model, budget, plugins); default ``ContextEngine(model, budget)``.
+        model: Model name for a default engine.
+        budget: Budget for a default engine.
+        session_id: Id of the ctxengine session (a suffix is added when the agent's history is
+            rewritten and a new session starts).
+
+    Attributes:
+        last: The :class:`RenderedContext` of the latest model call (payload, tokens, report).
+    """
+
+    def __init__(
+        self,
+        engine: ContextEngine | None = None,
+        *,
+        model: str = "gpt-4o",
+        budget: int | None = None,
+        session_id: str = "langchain-agent",
+    ) -> None:
+        super().__init__()
+        self.engine = engine if engine is not None else ContextEngine(model, budget)
+        self.session_id = session_id
+        self.last: RenderedContext | None = None
+        self._session: SyncSession | None = None
+        self._seen: list[BaseMessage] = []
+
+    def _sync_session(self, history: Sequence[BaseMessage]) -> SyncSession:
+        seen = self._seen
+        same = len(history) >= len(seen) and all(
+            a is b or a == b for a, b in zip(seen, history, strict=False)
+        )
+        if self._session is None or not same:
+            if self._session is not None:
+                self._session.close()
+            self._session = self.engine.session_sync(f"{self.session_id}-{next(_ids)}").open()
+            self._seen = []
+        return self._session
+
+    def fit(self, request: ModelRequest) -> ModelRequest:
+        """The request with its system message and messages rendered by the engine."""
+        system = [request.system_message] if request.system_message is not None else []
+        history: list[BaseMessage] = [*system, *request.messages]
+        session = self._sync_session(history)
+        session.ingest(history[len(self._seen) :])
+        self._seen = history
+        self.last = out = session.render("openai")
+        rendered = to_langchain(out.payload)
+        head = rendered[0] if rendered and isinstance(rendered[0], SystemMessage) else None
+        rest = rendered[1:] if head is not None else rendered
+        return request.override(messages=rest, system_message=head)
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        """Fit the request, then call the model."""
+        return handler(self.fit(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        """Fit the request (off the event loop), then call the model."""
+        return await handler(await asyncio.to_thread(self.fit, request))
+
+    def close(self) -> None:
+        """Close the ctxengine session (``on_session_close``)."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None

@@ -1,0 +1,450 @@
+"""Tell a provider's "context too long" error from every other failure (DESIGN.md §7).
+
+:func:`classify_provider_error` reads an exception object (OpenAI, Anthropic, Google GenAI,
+botocore/Bedrock, Mistral, Ollama SDK errors, ``httpx.HTTPStatusError``, wrappers whose
+``__cause__`` is one of those) or an error string, and returns a :class:`ProviderErrorInfo`:
+the kind, the HTTP status and provider code when there are any, and the token numbers the
+message carries. :func:`is_context_overflow` is the yes/no question the recovery ladder asks.
+
+Kinds, checked in this order (the first match wins, so a rate limit that talks about tokens is
+never an overflow):
+
+=====================  ============================================================
+``rate_limit``         429, TPM/TPD/RPM limits, throttling, ``RESOURCE_EXHAUSTED``
+``billing``            credit balance, ``insufficient_quota``, payment required (402)
+``auth``               401/403, invalid API key, permission denied
+``not_found``          404, unknown model ("model not found", "try pulling it first")
+``window_too_small``   the model's window is below what the client needs
+``upload_too_large``   a file or image over an upload size limit
+``compaction_overflow``  an overflow raised while compacting (do not compact again)
+``context_overflow``   the request is over the model's context window or request size
+``server``             5xx and "overloaded" errors
+``other``              anything else, including text that merely mentions an overflow
+=====================  ============================================================
+
+A plain string counts only if it looks like an error (an HTTP status, an ``Error``/exception
+prefix, a JSON error body, a provider code, or the token numbers of an overflow message):
+chat text that merely mentions "maximum context length" is ``other``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+__all__ = (
+    "ProviderErrorInfo",
+    "ProviderErrorKind",
+    "classify_provider_error",
+    "is_context_overflow",
+)
+
+ProviderErrorKind = Literal[
+    "context_overflow",
+    "compaction_overflow",
+    "rate_limit",
+    "billing",
+    "auth",
+    "not_found",
+    "window_too_small",
+    "upload_too_large",
+    "server",
+    "other",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderErrorInfo:
+    """What :func:`classify_provider_error` found.
+
+    Attributes:
+        kind: See the module docstring.
+        message: The error text that was classified.
+        status: The HTTP status, when known.
+        code: The provider's error code or type (``context_length_exceeded``,
+            ``request_too_large``, ``ThrottlingException``...), when known.
+        tokens: Input tokens of the rejected request, when the message says.
+        limit: The model's limit (context window or maximum), when the message says.
+        requested: Total tokens requested (input + output reserve), when the message says.
+    """
+
+    kind: ProviderErrorKind
+    message: str
+    status: int | None = None
+    code: str | None = None
+    tokens: int | None = None
+    limit: int | None = None
+    requested: int | None = None
+
+    @property
+    def is_overflow(self) -> bool:
+        """True for ``context_overflow`` and ``compaction_overflow``."""
+        return self.kind in ("context_overflow", "compaction_overflow")
+
+    @property
+    def over_by(self) -> int | None:
+        """How many tokens too many, when both sides are known."""
+        used = self.requested if self.requested is not None else self.tokens
+        if used is None or self.limit is None:
+            return None
+        return used - self.limit
+
+
+def _rx(*patterns: str) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE | re.DOTALL)
+
+
+_RATE: Final = _rx(
+    r"rate[ _-]?limit",
+    r"too many requests",
+    r"tokens per (?:min|minute|day)",
+    r"requests per (?:min|minute|day)",
+    r"\((?:TPM|TPD|RPM|RPD)\)",
+    r"\b(?:TPM|TPD|RPM|RPD)\b.{0,40}\blimit",
+    r"throttl",
+    r"please wait before trying again",
+    r"resource[_ ]exhausted",
+    r"resource has been exhausted",
+    r"quota exceeded for metric",
+    r"PerMinute|PerDay",
+)
+_BILLING: Final = _rx(
+    r"credit balance",
+    r"insufficient[_ ]quota",
+    r"exceeded your current quota",
+    r"billing",
+    r"payment required",
+    r"purchase credits",
+    r"spend(?:ing)? limit",
+)
+_AUTH: Final = _rx(
+    r"invalid[_ ]api[_ ]key",
+    r"incorrect api key",
+    r"invalid x-api-key",
+    r"authentication[_ ]error",
+    r"unauthorized",
+    r"permission[_ ]denied",
+    r"api key not valid",
+)
+_NOT_FOUND: Final = _rx(
+    r"model\b.{0,80}\b(?:was )?not found",
+    r"not_found_error",
+    r"model_not_found",
+    r"try pulling it first",
+    r"does not exist or you do not have access",
+    r"unknown model",
+)
+_WINDOW_SMALL: Final = _rx(
+    r"context window (?:is )?too small",
+    r"context (?:window|length) .{0,40}below (?:the )?minimum",
+    r"minimum (?:context|window) (?:is|of)",
+)
+_UPLOAD: Final = _rx(
+    r"\bfile\b.{0,60}\b(?:too large|exceeds|over the)",
+    r"(?:file|upload) size .{0,40}(?:exceed|limit|maximum)",
+    r"maximum (?:file|upload) size",
+    r"image .{0,40}(?:exceeds|too large|larger than)",
+    r"\bimages?\b.{0,30}\d+(?:\.\d+)? ?[KMG]B\b.{0,20}(?:maximum|limit)",
+)
+_OVERFLOW: Final = _rx(
+    r"prompt is too long",
+    r"request_too_large",
+    r"request exceeds the maximum size",
+    r"input is too long for (?:the )?requested model",
+    r"exceeds? the context window",
+    r"maximum context length",
+    r"context[ _-]length[ _-]exceeded",
+    r"context_window_exceeded",
+    r"input token count.{0,40}exceeds the maximum",
+    r"exceeds? (?:the )?(?:available )?context (?:size|limit|window|length)",
+    r"exceed context limit",
+    r"too large for model with \d+ maximum context length",
+    r"prompt too long; exceeded",
+    r"maximum prompt length is \d+",
+    r"reduce the length of the (?:messages|prompt|input)",
+    r"longer than the model'?s context length",
+    r"exceeds? (?:the )?maximum allowed input length",
+    r"input length.{0,40}exceeds (?:the )?maximum allowed length",
+    r"requested tokens \(\d+\) exceed context window",
+    r"greater than the context length",
+    r"(?:exceeded )?model token limit",
+    r"request entity too large",
+    r"payload too large",
+    r"maximum request body size",
+    r"conversation too long",
+    r"exceed_context_size_error",
+)
+_SERVER: Final = _rx(
+    r"overloaded",
+    r"internal server error",
+    r"service unavailable",
+    r"bad gateway",
+    r"gateway timeout",
+)
+_COMPACTION: Final = _rx(r"compact(?:ion|ing)?\b", r"auto-compact", r"summari[sz]ation failed")
+
+#: Provider codes that decide alone.
+_CODES: Final[Mapping[str, ProviderErrorKind]] = {
+    "context_length_exceeded": "context_overflow",
+    "request_too_large": "context_overflow",
+    "exceed_context_size_error": "context_overflow",
+    "model_context_window_exceeded": "context_overflow",
+    "string_above_max_length": "context_overflow",
+    "rate_limit_exceeded": "rate_limit",
+    "rate_limit_error": "rate_limit",
+    "throttlingexception": "rate_limit",
+    "resource_exhausted": "rate_limit",
+    "tokens": "rate_limit",  # OpenAI's type of TPM errors ("Request too large ... (TPM)")
+    "insufficient_quota": "billing",
+    "billing_error": "billing",
+    "authentication_error": "auth",
+    "permission_error": "auth",
+    "invalid_api_key": "auth",
+    "not_found_error": "not_found",
+    "model_not_found": "not_found",
+    "overloaded_error": "server",
+}
+
+# A string is an error (not chat text) when it carries one of these.
+_ERROR_SHAPE: Final = _rx(
+    r"^\s*(?:\[?api error|error\b|\w*(?:error|exception)\b|\d{3}\b|\{|\[\{)",
+    r"error code:? ?\d{3}",
+    r"\bfailed\b[^.:]{0,30}:",
+    r"\"type\"\s*:\s*\"error\"|'type'\s*:\s*'error'",
+    r"invalid_request_error|badrequesterror|validationexception",
+    r"status(?:[ _]code)?\s*[=:]?\s*[45]\d\d",
+    r"\b[45]\d\d\b\s+(?:bad request|request entity|payload|too many|status code)",
+    r"\d[\d,]* tokens?\s*>\s*\d",
+    r"maximum context length is \d+",
+    r"\(\d+\)\s+exceeds",
+    r"^\s*[a-z]+(?:_[a-z]+)+\s*$",  # a bare provider code: request_too_large
+)
+
+_NUM = r"(\d[\d,]*)"
+
+
+def _int(s: str | None) -> int | None:
+    return int(s.replace(",", "")) if s else None
+
+
+# (pattern, group names in order) for the token numbers of overflow messages.
+_NUMBERS: Final = [
+    (
+        re.compile(rf"exceed context limit:?\s*{_NUM}\s*\+\s*{_NUM}\s*>\s*{_NUM}", re.I),
+        ("tokens", "+output", "limit"),
+    ),
+    (re.compile(rf"{_NUM} tokens?\s*>\s*{_NUM}", re.I), ("tokens", "limit")),
+    (
+        re.compile(rf"input token count\s*\(?{_NUM}\)?.{{0,40}}allowed\s*\(?{_NUM}", re.I),
+        ("tokens", "limit"),
+    ),
+    (
+        re.compile(rf"prompt contains {_NUM} tokens.{{0,60}}?with {_NUM} maximum", re.I),
+        ("tokens", "limit"),
+    ),
+    (
+        re.compile(rf"input length\s*\(?{_NUM}\)?.{{0,40}}context length\s*\(?{_NUM}", re.I),
+        ("tokens", "limit"),
+    ),
+    (
+        re.compile(
+            rf"input length\s*\({_NUM} tokens\)\s*exceeds the maximum allowed length\s*"
+            rf"\({_NUM}",
+            re.I,
+        ),
+        ("tokens", "limit"),
+    ),
+    (re.compile(rf"maximum context length is {_NUM}", re.I), ("limit",)),
+    (
+        re.compile(rf"(?:messages resulted in|you requested(?: about)?) {_NUM} tokens", re.I),
+        ("requested",),
+    ),
+    (re.compile(rf"\({_NUM} (?:in the messages|in your prompt|of text input)", re.I), ("tokens",)),
+    (re.compile(rf"prompt contains at least {_NUM} input tokens", re.I), ("tokens",)),
+    (re.compile(rf"for a total of at least {_NUM}", re.I), ("requested",)),
+    (re.compile(rf"\"n_prompt_tokens\"\s*:\s*{_NUM}", re.I), ("tokens",)),
+    (re.compile(rf"\"n_ctx\"\s*:\s*{_NUM}", re.I), ("limit",)),
+    (
+        re.compile(rf"requested tokens\s*\({_NUM}\)\s*exceed context window of {_NUM}", re.I),
+        ("tokens", "limit"),
+    ),
+    (
+        re.compile(rf"maximum prompt length is {_NUM} but the request contains {_NUM}", re.I),
+        ("limit", "tokens"),
+    ),
+    (re.compile(rf"exceeded max context length by {_NUM}", re.I), ("+over",)),
+]
+
+
+def _numbers(text: str) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for pattern, names in _NUMBERS:
+        m = pattern.search(text)
+        if not m:
+            continue
+        for name, value in zip(names, m.groups(), strict=True):
+            n = _int(value)
+            if n is None:
+                continue
+            if name == "+output":
+                found.setdefault("requested", found.get("tokens", 0) + n)
+            elif name != "+over":
+                found.setdefault(name, n)
+    return found
+
+
+def _walk(error: BaseException) -> list[BaseException]:
+    """``error`` and the exceptions it wraps (``__cause__``/``__context__``), at most 8."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain and len(chain) < 8:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _status_of(exc: BaseException) -> int | None:
+    for attr in ("status_code", "status", "code", "http_status"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value < 600:
+            return value
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if isinstance(status, int):
+        return status
+    if isinstance(response, Mapping):  # botocore ClientError
+        meta = response.get("ResponseMetadata") or {}
+        value = meta.get("HTTPStatusCode")
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _codes_in(value: Any) -> list[str]:
+    """Error ``type``/``code``/``status`` strings found in a body or error object."""
+    out: list[str] = []
+    if isinstance(value, Mapping):
+        for key in ("type", "code", "status", "Code", "reason", "__type"):
+            v = value.get(key)
+            if isinstance(v, str) and v:
+                out.append(v)
+        for key in ("error", "Error"):
+            if key in value:
+                out += _codes_in(value[key])
+    elif isinstance(value, list):
+        for item in value[:3]:
+            out += _codes_in(item)
+    return out
+
+
+def _texts_of(exc: BaseException) -> tuple[list[str], list[str]]:
+    texts = [str(exc)]
+    codes: list[str] = []
+    for attr in ("message", "error", "body", "response", "details", "text"):
+        value = getattr(exc, attr, None)
+        if value is None or callable(value):
+            continue
+        if isinstance(value, (Mapping, list)):
+            codes += _codes_in(value)
+            texts.append(json.dumps(value, default=str, ensure_ascii=False))
+        elif isinstance(value, str):
+            texts.append(value)
+        elif attr == "response":
+            body = getattr(value, "text", None)
+            if isinstance(body, str):
+                texts.append(body[:4000])
+    for attr in ("code", "type", "status"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, str) and value:
+            codes.append(value)
+    codes.append(type(exc).__name__)
+    return texts, codes
+
+
+def _gather(error: object) -> tuple[str, int | None, list[str], bool]:
+    """(text, status, codes, is_exception) for anything classifiable."""
+    if isinstance(error, BaseException):
+        texts: list[str] = []
+        codes: list[str] = []
+        status = None
+        for exc in _walk(error):
+            t, c = _texts_of(exc)
+            texts += t
+            codes += c
+            status = status or _status_of(exc)
+        return "\n".join(dict.fromkeys(t for t in texts if t)), status, codes, True
+    if isinstance(error, Mapping):
+        if "role" in error:  # a chat message is not an error
+            return "", None, [], False
+        text = json.dumps(error, default=str, ensure_ascii=False)
+        status = error.get("status_code") or error.get("status")
+        return text, status if isinstance(status, int) else None, _codes_in(error), True
+    return str(error), None, [], False
+
+
+def classify_provider_error(error: object, *, stage: str | None = None) -> ProviderErrorInfo:
+    """Classify a provider error (see the module docstring).
+
+    Args:
+        error: An exception (the SDK's, or one wrapping it), an error body dict, or a string.
+        stage: ``"compaction"`` when the failing call was the compaction's own summarizer
+            call: an overflow there is ``compaction_overflow``.
+    """
+    text, status, codes, is_exc = _gather(error)
+    lowered = [c.lower() for c in codes]
+    code = next((c for c, low in zip(codes, lowered, strict=True) if low in _CODES), None)
+    code = code or next((c for c in codes if c and "_" in c), None)
+    kind = _kind(text, status, lowered, is_exc)
+    if kind == "context_overflow" and (stage == "compaction" or _COMPACTION.search(text)):
+        kind = "compaction_overflow"
+    nums = _numbers(text) if kind in ("context_overflow", "compaction_overflow") else {}
+    return ProviderErrorInfo(
+        kind,
+        text[:2000],
+        status,
+        code,
+        nums.get("tokens"),
+        nums.get("limit"),
+        nums.get("requested"),
+    )
+
+
+def _kind(text: str, status: int | None, codes: list[str], is_exc: bool) -> ProviderErrorKind:
+    if not text and status is None:
+        return "other"
+    if not is_exc and not _ERROR_SHAPE.search(text):
+        return "other"  # chat text, not an error
+    by_code = [_CODES[c] for c in codes if c in _CODES]
+    rate = status == 429 or "rate_limit" in by_code or bool(_RATE.search(text))
+    if "billing" in by_code or status == 402 or _BILLING.search(text):
+        per_window = re.search(r"resource[_ ]exhausted|per ?minute|retry in|\bTP[MD]\b", text, re.I)
+        if not (rate and per_window):
+            return "billing"
+    if rate:
+        return "rate_limit"
+    if status in (401, 403) or "auth" in by_code or _AUTH.search(text):
+        return "auth"
+    if _WINDOW_SMALL.search(text):
+        return "window_too_small"
+    if _UPLOAD.search(text):
+        return "upload_too_large"
+    if "context_overflow" in by_code or _OVERFLOW.search(text) or status == 413:
+        return "context_overflow"
+    if status == 404 or "not_found" in by_code or _NOT_FOUND.search(text):
+        return "not_found"
+    if (status is not None and status >= 500) or "server" in by_code or _SERVER.search(text):
+        return "server"
+    return "other"
+
+
+def is_context_overflow(error: object) -> bool:
+    """True when ``error`` says the request was over the model's context (or request size).
+
+    Rate limits (even "Request too large ... tokens per min"), billing, auth, unknown models,
+    "context window too small" and upload size limits are not overflows. Includes
+    ``compaction_overflow``: check :func:`classify_provider_error` to tell it apart.
+    """
+    return classify_provider_error(error).is_overflow

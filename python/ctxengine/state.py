@@ -1,0 +1,240 @@
+"""`SessionState`: everything a render reads or writes, in one object (DESIGN.md §10).
+
+A :class:`~ctxengine.Session` owns one; the pipeline phases (collect → assemble → inject)
+receive it as an argument. :meth:`SessionState.to_json` gives plain JSON data (what a snapshot
+stores) and :meth:`SessionState.from_json` rebuilds the state, its history items and a fresh
+Rust :class:`~ctxengine._core.Assembly` (a cache of the state, never serialized).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from . import _core
+from .assemble.history import HistoryBuilder, HistoryItem
+from .assemble.report import GrainDecision
+from .collect.faults import PluginFault
+from .grain import ContextGrain
+from .inject.payload import MessageTokenCache
+from .transcript.model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
+
+__all__ = ("FORMAT_VERSION", "SessionState", "StoredGrain", "TurnLog")
+
+#: Version of the JSON written by :meth:`SessionState.to_json`.
+FORMAT_VERSION: Final = 1
+
+
+@dataclass(slots=True)
+class StoredGrain:
+    """A ``session`` or ``task`` grain carried across renders, with its fusion rank and seq."""
+
+    grain: ContextGrain
+    rank: int
+    seq: int
+
+
+@dataclass(slots=True, eq=False)
+class SessionState:
+    """The state of one session's renders.
+
+    Attributes:
+        session_id: The session id.
+        asm: The Rust assembly holding the items' counts and scores (a cache of this state).
+        builder: Turns appended messages into history items (turn and call bookkeeping).
+        messages: The transcript, every message ever appended.
+        items: Live history items by node id (compacted ones removed).
+        pending: Items appended since the last render, not yet in the assembly.
+        stored: ``session``/``task`` grains carried across renders.
+        queued: ``turn`` grains waiting for the next render.
+        overrides: Plugin grains replacing a history item's content this render.
+        compacted: History node ids summarized into ``mem.summary``.
+        summary: The compaction summary grain, if any.
+        faults: Plugin faults since the last render (they go into its report).
+        dirty: History node ids whose content must be re-sent to the assembly.
+        guarded: Node id → characters before the window guard cut that tool result.
+        order: Context node id → emission order in the last render.
+        seq: Last sequence number given to a stored grain.
+        turn: Index of the next render.
+        task_id: Current task id.
+        closed: Whether the session was closed.
+        redacted: The latest user text and its redaction, so it is redacted once per turn.
+        in_asm: Cache: what the assembly holds of each context grain.
+        splits: Cache: grains the guard split, by node id, keyed by content.
+        token_cache: Cache: exact tokens of rendered messages.
+    """
+
+    session_id: str
+    asm: _core.Assembly
+    builder: HistoryBuilder
+    messages: list[Message] = field(default_factory=list)
+    items: dict[str, HistoryItem] = field(default_factory=dict)
+    pending: list[HistoryItem] = field(default_factory=list)
+    stored: dict[str, StoredGrain] = field(default_factory=dict)
+    queued: list[ContextGrain] = field(default_factory=list)
+    overrides: dict[str, ContextGrain] = field(default_factory=dict)
+    compacted: set[str] = field(default_factory=set)
+    summary: ContextGrain | None = None
+    faults: list[PluginFault] = field(default_factory=list)
+    dirty: set[str] = field(default_factory=set)
+    guarded: dict[str, int] = field(default_factory=dict)
+    order: dict[str, int] = field(default_factory=dict)
+    seq: int = 0
+    turn: int = 0
+    task_id: str | None = None
+    closed: bool = False
+    redacted: tuple[str, str] | None = None
+    in_asm: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    splits: dict[str, tuple[Any, list[ContextGrain]]] = field(default_factory=dict)
+    token_cache: MessageTokenCache = field(default_factory=MessageTokenCache)
+
+    # -- changes ------------------------------------------------------------------------------
+
+    def append(self, message: Message) -> None:
+        """Append ``message`` and its history items."""
+        index = len(self.messages)
+        self.messages.append(message)
+        for item in self.builder.items(index, message):
+            self.items[item.node_id] = item
+            self.pending.append(item)
+            if item.guarded_from:
+                self.guarded[item.node_id] = item.guarded_from
+
+    def store(self, grain: ContextGrain, rank: int) -> None:
+        """Carry a ``session``/``task`` grain across renders (replacing one with its id)."""
+        self.seq += 1
+        self.stored[grain.node_id] = StoredGrain(grain, rank, self.seq)
+
+    # -- JSON ---------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """The state as JSON-serializable plain data (caches and the assembly left out)."""
+        return {
+            "version": FORMAT_VERSION,
+            "session_id": self.session_id,
+            "messages": [_message_json(m) for m in self.messages],
+            "stored": [
+                {"grain": _grain_json(s.grain), "rank": s.rank, "seq": s.seq}
+                for s in self.stored.values()
+            ],
+            "queued": [_grain_json(g) for g in self.queued],
+            "overrides": [_grain_json(g) for g in self.overrides.values()],
+            "compacted": sorted(self.compacted),
+            "summary": None if self.summary is None else _grain_json(self.summary),
+            "faults": [f.to_dict() for f in self.faults],
+            "order": dict(self.order),
+            "seq": self.seq,
+            "turn": self.turn,
+            "task_id": self.task_id,
+            "closed": self.closed,
+        }
+
+    @classmethod
+    def from_json(
+        cls, data: dict[str, Any], asm: _core.Assembly, builder: HistoryBuilder
+    ) -> SessionState:
+        """Rebuild a state from :meth:`to_json` data into a fresh ``asm`` and ``builder``.
+
+        The history items are rebuilt by replaying the messages through ``builder`` (those
+        compacted are left out) and all wait for the next render to reach ``asm``.
+
+        Raises:
+            ValueError: ``data`` was written by another format version.
+        """
+        if data.get("version") != FORMAT_VERSION:
+            raise ValueError(
+                f"session state version is {data.get('version')!r}; expected {FORMAT_VERSION}"
+            )
+        state = cls(str(data["session_id"]), asm, builder)
+        for raw in data["messages"]:
+            state.append(_message_of(raw))
+        state.compacted = set(data["compacted"])
+        state.items = {n: i for n, i in state.items.items() if n not in state.compacted}
+        state.pending = list(state.items.values())
+        state.guarded = {n: c for n, c in state.guarded.items() if n in state.items}
+        state.stored = {
+            s["grain"]["node_id"]: StoredGrain(_grain_of(s["grain"]), s["rank"], s["seq"])
+            for s in data["stored"]
+        }
+        state.queued = [_grain_of(g) for g in data["queued"]]
+        state.overrides = {g["node_id"]: _grain_of(g) for g in data["overrides"]}
+        summary = data["summary"]
+        state.summary = None if summary is None else state.stored_or(_grain_of(summary))
+        state.faults = [PluginFault.from_dict(f) for f in data["faults"]]
+        state.order = {str(k): int(v) for k, v in data["order"].items()}
+        state.seq, state.turn = int(data["seq"]), int(data["turn"])
+        state.task_id, state.closed = data["task_id"], bool(data["closed"])
+        return state
+
+    def stored_or(self, grain: ContextGrain) -> ContextGrain:
+        """The stored grain with ``grain``'s node id (the same object), else ``grain``."""
+        stored = self.stored.get(grain.node_id)
+        return stored.grain if stored is not None else grain
+
+
+_GRAIN_FIELDS: Final = ("node_id", "origin", "content", "priority", "lifespan", "window")
+
+
+def _grain_json(g: ContextGrain) -> dict[str, Any]:
+    out = {name: getattr(g, name) for name in _GRAIN_FIELDS}
+    out.update(protected=g.protected, meta=g.meta)
+    return out
+
+
+def _grain_of(d: dict[str, Any]) -> ContextGrain:
+    return ContextGrain(**d)
+
+
+def _block_json(b: Block) -> dict[str, Any]:
+    if isinstance(b, Text):
+        return {"type": "text", "text": b.text}
+    if isinstance(b, Image):
+        return {"type": "image", "media_type": b.media_type, "data": b.data, "url": b.url}
+    if isinstance(b, ToolCall):
+        return {"type": "tool_call", "id": b.id, "name": b.name, "arguments": b.arguments}
+    if isinstance(b, Thinking):
+        return {
+            "type": "thinking",
+            "text": b.text,
+            "signature": b.signature,
+            "redacted": b.redacted,
+        }
+    content = [_block_json(c) for c in b.content]
+    return {"type": "tool_result", "call_id": b.call_id, "content": content,
+            "is_error": b.is_error, "name": b.name}  # fmt: skip
+
+
+def _block_of(d: dict[str, Any]) -> Block:
+    fields = {k: v for k, v in d.items() if k != "type"}
+    kind = d["type"]
+    if kind == "tool_result":
+        content = tuple(_block_of(c) for c in fields.pop("content"))
+        return ToolResult(content=content, **fields)  # type: ignore[arg-type]
+    cls: Any = {"text": Text, "image": Image, "tool_call": ToolCall, "thinking": Thinking}[kind]
+    block: Block = cls(**fields)
+    return block
+
+
+def _message_json(m: Message) -> dict[str, Any]:
+    return {
+        "role": m.role,
+        "blocks": [_block_json(b) for b in m.blocks],
+        "id": m.id,
+        "stop_reason": m.stop_reason,
+        "meta": dict(m.meta),
+    }
+
+
+def _message_of(d: dict[str, Any]) -> Message:
+    blocks = tuple(_block_of(b) for b in d["blocks"])
+    return Message(d["role"], blocks, id=d["id"], stop_reason=d["stop_reason"], meta=d["meta"])
+
+
+@dataclass(slots=True)
+class TurnLog:
+    """What one render records for its report while it runs (not part of the session state)."""
+
+    faults: list[PluginFault] = field(default_factory=list)
+    shadowed: list[dict[str, Any]] = field(default_factory=list)
+    extra: list[GrainDecision] = field(default_factory=list)
+    compactions: list[dict[str, Any]] = field(default_factory=list)

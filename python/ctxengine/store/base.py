@@ -1,0 +1,435 @@
+"""The `Store` protocol and the records every store reads and writes (DESIGN.md §7).
+
+A store keeps, per session:
+
+- an **append-only transcript tree**: entries with an ``id`` and a ``parent_id``. Appending
+  extends the current branch; a rewrite (compaction, persistent truncation) appends new entries
+  whose first parent is an earlier entry, which starts a branch. The session's **leaf** is the
+  last entry appended, and the current branch is the parent chain from the leaf to the root.
+  Nothing is ever edited in place, so every earlier branch can still be read;
+- **snapshots**: opaque JSON documents (the render state and its decisions) with an index of
+  metadata, each stored once by content hash.
+
+Concurrency model. Store methods are synchronous and thread-safe: each call is one short,
+durable operation (an ``fsync``-ed append, a Redis transaction). Async code calls them in a
+worker thread (``await anyio.to_thread.run_sync(store.append, ...)``), and renders never wait for
+snapshots: :class:`~ctxengine.store.SnapshotWriter` writes them from a background thread and
+``flush()`` waits for the ones submitted so far. A method returns only once its data is durable
+(the "acknowledgement"); an exception means nothing of that call may be relied on, while
+everything acknowledged before stays readable.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import re
+import secrets
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol, runtime_checkable
+
+from ..errors import SessionIdError, StoreError
+
+__all__ = (
+    "LEAF",
+    "Entry",
+    "Leaf",
+    "NewEntry",
+    "Snapshot",
+    "SnapshotInfo",
+    "Store",
+    "StoreProblem",
+    "branch_of",
+    "canonical_json",
+    "content_hash",
+    "validate_session_id",
+)
+
+#: Longest accepted session id (a file name on every common file system, a short Redis key).
+MAX_SESSION_ID: Final = 128
+_SESSION_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+=-]*")
+_ENTRY_ID: Final = re.compile(r"[A-Za-z0-9_.:@+=-]{1,128}")
+
+
+class Leaf(enum.Enum):
+    LEAF = "leaf"
+
+
+#: ``parent_id`` default of :meth:`Store.append`: the session's current leaf.
+LEAF: Final = Leaf.LEAF
+
+
+@dataclass(frozen=True, slots=True)
+class NewEntry:
+    """An entry to append: its ``kind`` (``"message"``, ``"compaction"``...), JSON ``data`` and
+    optionally its own ``id`` (a store generates one otherwise)."""
+
+    kind: str
+    data: Mapping[str, Any]
+    id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One stored transcript entry. ``ts`` is the Unix time it was appended."""
+
+    id: str
+    parent_id: str | None
+    kind: str
+    data: Mapping[str, Any]
+    ts: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as one JSON object (the line format of :class:`~ctxengine.FileStore`)."""
+        return {
+            "id": self.id,
+            "parent_id": self.parent_id,
+            "kind": self.kind,
+            "ts": self.ts,
+            "data": self.data,
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> Entry:
+        """Parse :meth:`to_json` output.
+
+        Raises:
+            StoreError: ``obj`` is not a complete entry.
+        """
+        if not isinstance(obj, dict):
+            raise StoreError(f"entry is {type(obj).__name__}; expected a JSON object")
+        eid, parent, kind, ts, data = (
+            obj.get(k) for k in ("id", "parent_id", "kind", "ts", "data")
+        )
+        if not isinstance(eid, str) or not eid:
+            raise StoreError(f"entry id is {eid!r}; expected a non-empty string")
+        if parent is not None and not isinstance(parent, str):
+            raise StoreError(f"entry {eid!r}: parent_id is {parent!r}; expected a string or null")
+        if not isinstance(kind, str) or not isinstance(data, dict):
+            raise StoreError(f"entry {eid!r}: kind must be a string and data an object")
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+            raise StoreError(f"entry {eid!r}: ts is {ts!r}; expected a number")
+        return cls(eid, parent, kind, data, float(ts))
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotInfo:
+    """One line of a session's snapshot index: metadata and the content reference.
+
+    Attributes:
+        id: The snapshot's id (starts with the time in ms, so ids sort by time to the millisecond).
+        session_id: Its session.
+        hash: ``sha256`` of the canonical JSON of the content; content is stored once per hash.
+        size: Bytes of that canonical JSON.
+        created_at: Unix time the snapshot was written.
+        leaf_id: The transcript leaf the snapshot's state corresponds to (``None``: empty).
+        meta: Small metadata for listings (turn, provider, model, budget, tokens, payload hash).
+    """
+
+    id: str
+    session_id: str
+    hash: str
+    size: int
+    created_at: float
+    leaf_id: str | None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The index line as a JSON object."""
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "hash": self.hash,
+            "size": self.size,
+            "created_at": self.created_at,
+            "leaf_id": self.leaf_id,
+            "meta": dict(self.meta),
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> SnapshotInfo:
+        """Parse :meth:`to_json` output.
+
+        Raises:
+            StoreError: ``obj`` is not a complete index line.
+        """
+        if not isinstance(obj, dict):
+            raise StoreError(f"snapshot index line is {type(obj).__name__}; expected an object")
+        try:
+            sid, session, digest = str(obj["id"]), str(obj["session_id"]), str(obj["hash"])
+            size, created = int(obj["size"]), float(obj["created_at"])
+            leaf, meta = obj.get("leaf_id"), obj.get("meta") or {}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreError(f"snapshot index line is incomplete: {exc!r}") from exc
+        if (leaf is not None and not isinstance(leaf, str)) or not isinstance(meta, dict):
+            raise StoreError(f"snapshot {sid!r}: leaf_id must be a string or null, meta an object")
+        return cls(sid, session, digest, size, created, leaf, meta)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A snapshot read back: its index line and its content (verified against ``info.hash``)."""
+
+    info: SnapshotInfo
+    content: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreProblem:
+    """Something a store skipped while reading (a torn last line, a damaged snapshot).
+
+    Problems are never fatal: the damaged piece is skipped and the rest is read.
+    """
+
+    session_id: str
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Persistence for sessions: transcript tree, snapshots, listing (see the module docstring).
+
+    Every method is synchronous, thread-safe and durable on return; every method raises
+    :class:`~ctxengine.SessionIdError` (a ``ValueError``) for an invalid session id and
+    :class:`~ctxengine.StoreError` (naming the path or key and the OS error) when the backend
+    cannot read or write. ``problems`` lists what was skipped while reading.
+    """
+
+    problems: list[StoreProblem]
+
+    def append(
+        self,
+        session_id: str,
+        entries: Iterable[NewEntry],
+        *,
+        parent_id: str | Leaf | None = LEAF,
+    ) -> list[Entry]:
+        """Append ``entries`` as a chain and move the leaf to the last one.
+
+        The first entry's parent is ``parent_id``: the current leaf by default, an earlier entry
+        to start a branch (a rewrite), or ``None`` for a new root. All entries of one call are
+        acknowledged together.
+
+        Raises:
+            StoreError: unknown ``parent_id``, an entry id already in the session, data that is
+                not JSON-serializable, or the backend failed.
+        """
+        ...
+
+    def entries(self, session_id: str) -> list[Entry]:
+        """Every entry of the session in append order (all branches); ``[]`` if none."""
+        ...
+
+    def branch(self, session_id: str, leaf_id: str | None = None) -> list[Entry]:
+        """The entries from the root to ``leaf_id`` (default: the current leaf).
+
+        Raises:
+            StoreError: ``leaf_id`` is not an entry of the session.
+        """
+        ...
+
+    def leaf(self, session_id: str) -> str | None:
+        """The id of the session's current leaf, ``None`` for an empty session."""
+        ...
+
+    def write_snapshot(
+        self,
+        session_id: str,
+        content: Mapping[str, Any],
+        *,
+        meta: Mapping[str, Any] | None = None,
+        leaf_id: str | Leaf | None = LEAF,
+    ) -> SnapshotInfo:
+        """Store ``content`` (once per content hash) and append its index line.
+
+        Raises:
+            StoreError: content or meta not JSON-serializable, or the backend failed.
+        """
+        ...
+
+    def snapshots(self, session_id: str) -> list[SnapshotInfo]:
+        """The session's snapshot index, oldest first (without loading the contents)."""
+        ...
+
+    def load_snapshot(self, session_id: str, snapshot_id: str | None = None) -> Snapshot | None:
+        """The snapshot ``snapshot_id``, or the latest complete one when ``None``.
+
+        A snapshot whose content is missing or does not match its hash is reported in
+        ``problems`` and skipped (the latest complete earlier one is returned); ``None`` when
+        there is none.
+
+        Raises:
+            StoreError: ``snapshot_id`` is given and that snapshot is missing or damaged.
+        """
+        ...
+
+    def sessions(self) -> list[str]:
+        """The ids of every session held, sorted."""
+        ...
+
+    def exists(self, session_id: str) -> bool:
+        """Whether the store holds any entry or snapshot of the session."""
+        ...
+
+    def delete(self, session_id: str) -> bool:
+        """Remove the session entirely; False when there was nothing to remove."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and file handles; the store is unusable afterwards."""
+        ...
+
+
+# -- helpers shared by the implementations ----------------------------------------------------
+
+
+def validate_session_id(session_id: object) -> str:
+    """``session_id`` if it is safe as a file name and a Redis hash tag.
+
+    Raises:
+        SessionIdError: not a str; empty; longer than 128 chars; or holding anything but ASCII
+            letters, digits and ``_ . @ + = -`` (so no ``/``, ``\\``, ``:``, ``{}``, spaces or
+            control characters), or starting with anything but a letter or digit (no ``..``).
+    """
+    if not isinstance(session_id, str):
+        raise SessionIdError(f"session id must be a str; got {type(session_id).__name__}")
+    if not session_id or len(session_id) > MAX_SESSION_ID:
+        raise SessionIdError(
+            f"session id must be 1 to {MAX_SESSION_ID} characters; got {len(session_id)}"
+        )
+    if not _SESSION_ID.fullmatch(session_id):
+        raise SessionIdError(
+            f"session id {session_id!r} is not allowed: expected ASCII letters, digits and "
+            "'_ . @ + = -', starting with a letter or digit (no path separators or '..')"
+        )
+    return session_id
+
+
+def validate_entry_id(entry_id: object) -> str:
+    """``entry_id`` if usable (1-128 chars of letters, digits, ``_ . : @ + = -``).
+
+    Raises:
+        StoreError: it is not.
+    """
+    if not isinstance(entry_id, str) or not _ENTRY_ID.fullmatch(entry_id):
+        raise StoreError(
+            f"entry id {entry_id!r} is not allowed: expected 1 to 128 ASCII letters, digits "
+            "or '_ . : @ + = -'"
+        )
+    return entry_id
+
+
+def new_id() -> str:
+    """A fresh id: 12 hex digits of milliseconds (so ids sort by time) + 8 random hex digits."""
+    return f"{int(time.time() * 1000):012x}{secrets.token_hex(4)}"
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic compact JSON (sorted keys, UTF-8 kept).
+
+    Raises:
+        StoreError: ``value`` is not JSON-serializable (NaN included).
+    """
+    try:
+        return json.dumps(
+            value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
+        )
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"value is not JSON-serializable: {exc}") from exc
+
+
+def compact_json(value: Any) -> str:
+    """Compact JSON that keeps key order (entries: a tool call's arguments keep their order,
+    so a payload rendered from stored messages is byte-identical to the original).
+
+    Raises:
+        StoreError: ``value`` is not JSON-serializable (NaN included).
+    """
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"value is not JSON-serializable: {exc}") from exc
+
+
+def content_hash(text: str) -> str:
+    """``sha256`` hex digest of ``text`` encoded as UTF-8."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def build_entries(
+    items: Iterable[NewEntry], parent_id: str | None, known: Mapping[str, Any] | set[str]
+) -> list[Entry]:
+    """Chain ``items`` after ``parent_id``: ids checked or generated, data checked as JSON.
+
+    Raises:
+        StoreError: an item is not a NewEntry, its id is invalid or taken, or its data is not
+            JSON-serializable.
+    """
+    out: list[Entry] = []
+    ts = time.time()
+    seen: set[str] = set()
+    for item in items:
+        if not isinstance(item, NewEntry):
+            raise StoreError(f"append expects NewEntry items; got {type(item).__name__}")
+        eid = validate_entry_id(item.id) if item.id is not None else new_id()
+        if eid in known or eid in seen:
+            raise StoreError(f"entry id {eid!r} already exists in the session")
+        if not isinstance(item.kind, str) or not item.kind:
+            raise StoreError(f"entry kind must be a non-empty str; got {item.kind!r}")
+        data = json.loads(compact_json(dict(item.data)))  # a private, JSON-clean copy
+        out.append(Entry(eid, parent_id, item.kind, data, ts))
+        seen.add(eid)
+        parent_id = eid
+    return out
+
+
+def branch_of(by_id: Mapping[str, Entry], leaf_id: str | None, session_id: str) -> list[Entry]:
+    """Walk parents from ``leaf_id`` to the root; the result runs root first.
+
+    Raises:
+        StoreError: ``leaf_id`` or a parent on the way is unknown, or the parents form a cycle.
+    """
+    chain: list[Entry] = []
+    current = leaf_id
+    while current is not None:
+        entry = by_id.get(current)
+        if entry is None:
+            raise StoreError(f"session {session_id!r} has no entry {current!r}")
+        chain.append(entry)
+        if len(chain) > len(by_id):
+            raise StoreError(f"session {session_id!r}: entry parents form a cycle at {current!r}")
+        current = entry.parent_id
+    chain.reverse()
+    return chain
+
+
+def snapshot_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A JSON-clean copy of snapshot metadata.
+
+    Raises:
+        StoreError: not JSON-serializable.
+    """
+    out: dict[str, Any] = json.loads(canonical_json(dict(meta or {})))
+    return out
+
+
+def parse_content(text: str | bytes, info: SnapshotInfo) -> dict[str, Any]:
+    """The snapshot content ``text`` after checking it against ``info.hash``.
+
+    Raises:
+        StoreError: the hash differs (a partial or damaged write) or it is not a JSON object.
+    """
+    raw = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+    if content_hash(raw) != info.hash:
+        raise StoreError(f"snapshot {info.id!r}: content does not match its hash {info.hash[:12]}")
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise StoreError(f"snapshot {info.id!r}: content is not a JSON object")
+    return value

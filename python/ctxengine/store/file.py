@@ -1,0 +1,547 @@
+"""`FileStore`: the embedded, crash-safe :class:`~ctxengine.Store` on a local directory.
+
+Layout (see docs/store.md)::
+
+    ROOT/sessions/<session_id>/transcript.jsonl   one entry per line, append-only
+    ROOT/sessions/<session_id>/snapshots.jsonl    one index line per snapshot
+    ROOT/sessions/<session_id>/objects/<sha256>.json   snapshot contents, stored once by hash
+
+Durability. An append is one ``write`` of complete lines (each JSON + ``\\n``) on an ``O_APPEND``
+descriptor, followed by ``fsync``; the call returns (is acknowledged) only after both. A snapshot's
+content goes to a temporary file that is fsynced, renamed over its final name (atomic) and its
+directory fsynced, before its index line is appended the same way. So after a crash:
+
+- a torn last line (the process died inside ``write``) is detected on reading, reported in
+  ``problems`` and skipped, never fatal; the next append starts on a new line, so the torn bytes
+  stay one invalid line forever and no later read takes them for an entry;
+- an index line whose content file is missing or fails its hash is reported and skipped, and
+  ``load_snapshot()`` returns the newest intact snapshot.
+
+A write that fails (full disk, read-only folder) raises :class:`~ctxengine.StoreError` naming the
+path and the OS error; the failed append's own partial bytes are cut off again, so what was
+written before stays intact and readable, and the caller may carry on in memory.
+
+Several processes may share a directory: appends hold an exclusive ``flock`` on the file and
+readers a shared one, and every call first reads what other processes appended since.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno as errno_codes
+import fcntl
+import json
+import logging
+import os
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar, final
+
+from ..errors import StoreError
+from .base import (
+    LEAF,
+    Entry,
+    Leaf,
+    NewEntry,
+    Snapshot,
+    SnapshotInfo,
+    StoreProblem,
+    branch_of,
+    build_entries,
+    canonical_json,
+    compact_json,
+    content_hash,
+    new_id,
+    parse_content,
+    snapshot_meta,
+    validate_session_id,
+)
+
+__all__ = ("FileStore",)
+
+log = logging.getLogger("ctxengine.store")
+
+TRANSCRIPT = "transcript.jsonl"
+INDEX = "snapshots.jsonl"
+OBJECTS = "objects"
+
+T = TypeVar("T")
+
+
+def _os_error(action: str, path: Path | str, exc: OSError) -> StoreError:
+    reason = exc.strerror or str(exc)
+    hint = ""
+    if exc.errno == errno_codes.ENOSPC:
+        hint = " (the disk is full)"
+    elif exc.errno in (errno_codes.EROFS, errno_codes.EACCES, errno_codes.EPERM):
+        hint = " (the folder is read-only or not writable)"
+    elif exc.errno == errno_codes.EFBIG:
+        hint = " (the file size limit was reached)"
+    return StoreError(
+        f"cannot {action} {path}: [Errno {exc.errno}] {reason}{hint}; "
+        "what was already stored is intact",
+        path=str(path),
+        errno=exc.errno,
+    )
+
+
+@dataclass(slots=True)
+class _Log(Generic[T]):
+    """One append-only JSONL file and what has been parsed of it so far."""
+
+    path: Path
+    parse: Callable[[object], T]
+    items: list[T] = field(default_factory=list)
+    offset: int = 0  # bytes consumed: everything before is parsed (or reported)
+    lines: int = 0  # complete lines consumed
+    ino: int | None = None
+    reported: set[int] = field(default_factory=set)  # offsets of problems already reported
+
+    def reset(self) -> None:
+        self.items, self.offset, self.lines, self.ino = [], 0, 0, None
+        self.reported.clear()
+
+
+@dataclass(slots=True)
+class _Session:
+    dir: Path
+    transcript: _Log[Entry]
+    index: _Log[SnapshotInfo]
+    by_id: dict[str, Entry] = field(default_factory=dict)
+    intact: dict[str, bool] = field(default_factory=dict)  # snapshot hash -> content verified
+
+
+@final
+class FileStore:
+    """A :class:`~ctxengine.Store` on a local directory (created if missing).
+
+    Args:
+        path: The root directory.
+        fsync: Flush each write to the disk before acknowledging it (default). ``False`` is
+            for throwaway data only: a crash of the machine may then lose acknowledged writes.
+
+    Raises:
+        StoreError: ``path`` exists and is not a directory, or cannot be created.
+    """
+
+    __slots__ = ("_fsync", "_lock", "_sessions", "problems", "root")
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
+        self.root = Path(path)
+        self._fsync = fsync
+        self._lock = threading.RLock()
+        self._sessions: dict[str, _Session] = {}
+        self.problems: list[StoreProblem] = []
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(
+                f"store path {self.root} exists and is not a directory", path=str(self.root)
+            )
+
+    def __repr__(self) -> str:
+        return f"ctxengine.FileStore({str(self.root)!r})"
+
+    # -- files --------------------------------------------------------------------------------
+
+    def _session(self, session_id: str) -> _Session:
+        validate_session_id(session_id)
+        s = self._sessions.get(session_id)
+        if s is None:
+            d = self.root / "sessions" / session_id
+            s = _Session(
+                d, _Log(d / TRANSCRIPT, Entry.from_json), _Log(d / INDEX, SnapshotInfo.from_json)
+            )
+            self._sessions[session_id] = s
+        return s
+
+    def _report(self, session_id: str, where: Path, message: str) -> None:
+        problem = StoreProblem(session_id, str(where), message)
+        self.problems.append(problem)
+        log.warning("ctxengine store: %s", problem)
+
+    def _refresh(self, s: _Session, lg: _Log[Any], fd: int, session_id: str) -> list[Any]:
+        """Parse what was appended to ``lg`` since the last call (caller holds a flock)."""
+        st = os.fstat(fd)
+        if lg.ino != st.st_ino or st.st_size < lg.offset:  # replaced or truncated: start over
+            lg.reset()
+            if lg is s.transcript:
+                s.by_id.clear()
+            lg.ino = st.st_ino
+        if st.st_size == lg.offset:
+            return []
+        buf = os.pread(fd, st.st_size - lg.offset, lg.offset)
+        end = buf.rfind(b"\n") + 1
+        new: list[Any] = []
+        pos = lg.offset
+        for raw in buf[:end].split(b"\n")[:-1]:
+            lg.lines += 1
+            if raw.strip():
+                self._parse_line(lg, raw, pos, new, session_id, f"line {lg.lines}")
+            pos += len(raw) + 1
+        lg.offset = pos
+        tail = buf[end:]
+        if tail:
+            got = len(new)
+            self._parse_line(lg, tail, pos, new, session_id, "last line", quiet=True)
+            if len(new) > got:  # a complete entry that only lacks its newline
+                lg.offset = st.st_size
+            elif pos not in lg.reported:
+                lg.reported.add(pos)
+                self._report(
+                    session_id,
+                    lg.path,
+                    f"last line is torn ({len(tail)} bytes without "
+                    "a newline, an interrupted write): skipped",
+                )
+        if lg is s.transcript:
+            new = self._index_entries(s, new, session_id)
+        lg.items.extend(new)
+        return new
+
+    def _parse_line(
+        self,
+        lg: _Log[Any],
+        raw: bytes,
+        pos: int,
+        out: list[Any],
+        session_id: str,
+        label: str,
+        *,
+        quiet: bool = False,
+    ) -> None:
+        try:
+            out.append(lg.parse(json.loads(raw)))
+        except (ValueError, StoreError) as exc:
+            if not quiet and pos not in lg.reported:
+                lg.reported.add(pos)
+                self._report(
+                    session_id,
+                    lg.path,
+                    f"{label} is not a complete record (torn or damaged write: {exc}): skipped",
+                )
+
+    def _index_entries(self, s: _Session, new: list[Entry], session_id: str) -> list[Entry]:
+        kept = []
+        for e in new:
+            if e.id in s.by_id:
+                self._report(
+                    session_id,
+                    s.transcript.path,
+                    f"entry {e.id!r} appears twice: the later copy is skipped",
+                )
+                continue
+            s.by_id[e.id] = e
+            kept.append(e)
+        return kept
+
+    @contextlib.contextmanager
+    def _reading(self, s: _Session, session_id: str, *lgs: _Log[Any]) -> Iterator[None]:
+        """Bring ``lgs`` up to date under shared flocks (missing files read as empty)."""
+        for lg in lgs:
+            try:
+                fd = os.open(lg.path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                if lg.ino is not None:  # deleted since: forget it
+                    lg.reset()
+                    if lg is s.transcript:
+                        s.by_id.clear()
+                continue
+            except OSError as exc:
+                raise _os_error("read", lg.path, exc) from exc
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+                self._refresh(s, lg, fd, session_id)
+            finally:
+                os.close(fd)
+        yield
+
+    @contextlib.contextmanager
+    def _writing(
+        self, s: _Session, lg: _Log[Any], session_id: str
+    ) -> Iterator[Callable[[list[str]], bool]]:
+        """Open ``lg`` for appending under an exclusive flock, up to date; yield ``write(lines)``,
+        which returns True when the cache may take the lines as they are (no torn tail before)."""
+        created = not lg.path.exists()
+        if created:
+            self._make_dirs(lg.path.parent)
+        try:
+            fd = os.open(lg.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise _os_error("open for appending", lg.path, exc) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._refresh(s, lg, fd, session_id)
+
+            def write(lines: list[str]) -> bool:
+                fast = self._write_lines(lg, fd, lines)
+                if created:
+                    self._sync_dir(lg.path.parent)
+                return fast
+
+            yield write
+        finally:
+            os.close(fd)
+
+    def _write_lines(self, lg: _Log[Any], fd: int, lines: list[str]) -> bool:
+        size = os.fstat(fd).st_size
+        lead = b""
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            lead = b"\n"  # repair: a torn last line must not swallow our first line
+        data = lead + "".join(line + "\n" for line in lines).encode("utf-8")
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            if self._fsync:
+                os.fsync(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # cut our own partial bytes off again
+                os.ftruncate(fd, size)
+            raise _os_error("append to", lg.path, exc) from exc
+        if lg.offset != size:  # a torn tail sits before our lines: the next refresh reads them
+            return False
+        lg.offset = size + len(data)  # we had read everything: no need to parse our own lines
+        lg.lines += len(lines) + (1 if lead else 0)
+        return True
+
+    def _make_dirs(self, d: Path) -> None:
+        missing = []
+        p = d
+        while not p.exists():
+            missing.append(p)
+            p = p.parent
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _os_error("create the directory", d, exc) from exc
+        for m in reversed(missing):
+            self._sync_dir(m.parent)
+
+    def _sync_dir(self, d: Path) -> None:
+        if not self._fsync:
+            return
+        try:
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise _os_error("open the directory", d, exc) from exc
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            raise _os_error("sync the directory", d, exc) from exc
+        finally:
+            os.close(fd)
+
+    # -- transcript ---------------------------------------------------------------------------
+
+    def append(
+        self,
+        session_id: str,
+        entries: Iterable[NewEntry],
+        *,
+        parent_id: str | Leaf | None = LEAF,
+    ) -> list[Entry]:
+        """See :meth:`ctxengine.Store.append`. Returns after the lines are fsynced."""
+        items = list(entries)
+        with self._lock:
+            s = self._session(session_id)
+            if not items:
+                return []
+            with self._writing(s, s.transcript, session_id) as write:
+                parent = self._resolve(s, parent_id, session_id)
+                new = build_entries(items, parent, s.by_id)
+                if write([compact_json(e.to_json()) for e in new]):
+                    s.transcript.items.extend(new)
+                    s.by_id.update((e.id, e) for e in new)
+            if new[-1].id not in s.by_id:  # a torn tail was before them: read them back
+                with self._reading(s, session_id, s.transcript):
+                    pass
+            return new
+
+    def _resolve(self, s: _Session, parent_id: str | Leaf | None, session_id: str) -> str | None:
+        if parent_id is LEAF:
+            return s.transcript.items[-1].id if s.transcript.items else None
+        if parent_id is not None and (not isinstance(parent_id, str) or parent_id not in s.by_id):
+            raise StoreError(f"session {session_id!r} has no entry {parent_id!r} to branch from")
+        return parent_id
+
+    def entries(self, session_id: str) -> list[Entry]:
+        """See :meth:`ctxengine.Store.entries`."""
+        with self._lock:
+            s = self._session(session_id)
+            with self._reading(s, session_id, s.transcript):
+                return list(s.transcript.items)
+
+    def branch(self, session_id: str, leaf_id: str | None = None) -> list[Entry]:
+        """See :meth:`ctxengine.Store.branch`."""
+        with self._lock:
+            s = self._session(session_id)
+            with self._reading(s, session_id, s.transcript):
+                items = s.transcript.items
+                leaf = leaf_id if leaf_id is not None else (items[-1].id if items else None)
+                return branch_of(s.by_id, leaf, session_id)
+
+    def leaf(self, session_id: str) -> str | None:
+        """See :meth:`ctxengine.Store.leaf`."""
+        with self._lock:
+            s = self._session(session_id)
+            with self._reading(s, session_id, s.transcript):
+                return s.transcript.items[-1].id if s.transcript.items else None
+
+    # -- snapshots ----------------------------------------------------------------------------
+
+    def write_snapshot(
+        self,
+        session_id: str,
+        content: Mapping[str, Any],
+        *,
+        meta: Mapping[str, Any] | None = None,
+        leaf_id: str | Leaf | None = LEAF,
+    ) -> SnapshotInfo:
+        """See :meth:`ctxengine.Store.write_snapshot`. The content file is fsynced and renamed
+        into place before the index line is appended and fsynced."""
+        text = canonical_json(dict(content))
+        clean_meta = snapshot_meta(meta)
+        digest = content_hash(text)
+        with self._lock:
+            s = self._session(session_id)
+            if leaf_id is LEAF:
+                with self._reading(s, session_id, s.transcript):
+                    leaf = s.transcript.items[-1].id if s.transcript.items else None
+            else:
+                leaf = leaf_id
+            self._store_object(s, digest, text)
+            info = SnapshotInfo(
+                new_id(), session_id, digest, len(text.encode()), time.time(), leaf, clean_meta
+            )
+            with self._writing(s, s.index, session_id) as write:
+                fast = write([canonical_json(info.to_json())])
+            if fast:
+                s.index.items.append(info)
+            else:
+                with self._reading(s, session_id, s.index):
+                    pass
+            return info
+
+    def _store_object(self, s: _Session, digest: str, text: str) -> None:
+        objects = s.dir / OBJECTS
+        final_path = objects / f"{digest}.json"
+        if s.intact.get(digest) or self._object_intact(final_path, digest):
+            return  # stored once by hash
+        self._make_dirs(objects)
+        tmp = objects / f".{digest}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise _os_error("create", tmp, exc) from exc
+        try:
+            try:
+                view = memoryview(text.encode("utf-8"))
+                while view:
+                    view = view[os.write(fd, view) :]
+                if self._fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, final_path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise _os_error("write the snapshot", final_path, exc) from exc
+        self._sync_dir(objects)
+        s.intact[digest] = True
+
+    @staticmethod
+    def _object_intact(path: Path, digest: str) -> bool:
+        try:
+            return content_hash(path.read_bytes().decode("utf-8", errors="replace")) == digest
+        except OSError:
+            return False
+
+    def snapshots(self, session_id: str) -> list[SnapshotInfo]:
+        """See :meth:`ctxengine.Store.snapshots`."""
+        with self._lock:
+            s = self._session(session_id)
+            with self._reading(s, session_id, s.index):
+                return list(s.index.items)
+
+    def load_snapshot(self, session_id: str, snapshot_id: str | None = None) -> Snapshot | None:
+        """See :meth:`ctxengine.Store.load_snapshot`."""
+        with self._lock:
+            s = self._session(session_id)
+            with self._reading(s, session_id, s.index):
+                infos = list(s.index.items)
+            if snapshot_id is not None:
+                found = [i for i in infos if i.id == snapshot_id]
+                if not found:
+                    raise StoreError(f"session {session_id!r} has no snapshot {snapshot_id!r}")
+                return Snapshot(found[0], self._read_object(s, found[0]))
+            for info in reversed(infos):
+                try:
+                    return Snapshot(info, self._read_object(s, info))
+                except StoreError as exc:
+                    self._report(session_id, s.dir / OBJECTS, f"{exc}: skipped")
+            return None
+
+    def _read_object(self, s: _Session, info: SnapshotInfo) -> dict[str, Any]:
+        path = s.dir / OBJECTS / f"{info.hash}.json"
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError as exc:
+            raise StoreError(
+                f"snapshot {info.id!r}: content file {path} is missing", path=str(path)
+            ) from exc
+        except OSError as exc:
+            raise _os_error("read", path, exc) from exc
+        try:
+            return parse_content(raw, info)
+        except (ValueError, StoreError) as exc:
+            raise StoreError(
+                f"snapshot {info.id!r}: content file {path} is damaged ({exc})", path=str(path)
+            ) from exc
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    def sessions(self) -> list[str]:
+        """See :meth:`ctxengine.Store.sessions`."""
+        base = self.root / "sessions"
+        try:
+            names = os.listdir(base)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise _os_error("list", base, exc) from exc
+        return sorted(n for n in names if self._holds(base / n))
+
+    @staticmethod
+    def _holds(d: Path) -> bool:
+        return (d / TRANSCRIPT).is_file() or (d / INDEX).is_file()
+
+    def exists(self, session_id: str) -> bool:
+        """See :meth:`ctxengine.Store.exists`."""
+        validate_session_id(session_id)
+        return self._holds(self.root / "sessions" / session_id)
+
+    def delete(self, session_id: str) -> bool:
+        """See :meth:`ctxengine.Store.delete`."""
+        validate_session_id(session_id)
+        d = self.root / "sessions" / session_id
+        with self._lock:
+            self._sessions.pop(session_id, None)
+            if not d.exists():
+                return False
+            try:
+                shutil.rmtree(d)
+            except OSError as exc:
+                raise _os_error("delete", d, exc) from exc
+            self._sync_dir(d.parent)
+            return True
+
+    def close(self) -> None:
+        """Forget cached state (no file stays open between calls)."""
+        with self._lock:
+            self._sessions.clear()

@@ -1,0 +1,172 @@
+"""`MemoryStore`: the :class:`~ctxengine.Store` semantics held in process memory.
+
+For tests, for integrations that bring their own durability (the OpenAI Agents session), and as
+the place a session keeps going when its durable store fails. Everything stored is a private
+JSON copy, so later changes to the caller's dicts never leak in.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, final
+
+from ..errors import StoreError
+from .base import (
+    LEAF,
+    Entry,
+    Leaf,
+    NewEntry,
+    Snapshot,
+    SnapshotInfo,
+    StoreProblem,
+    branch_of,
+    build_entries,
+    canonical_json,
+    content_hash,
+    new_id,
+    snapshot_meta,
+    validate_session_id,
+)
+
+__all__ = ("MemoryStore",)
+
+
+@dataclass(slots=True)
+class _Session:
+    entries: list[Entry] = field(default_factory=list)
+    by_id: dict[str, Entry] = field(default_factory=dict)
+    snapshots: list[SnapshotInfo] = field(default_factory=list)
+    blobs: dict[str, str] = field(default_factory=dict)
+
+
+@final
+class MemoryStore:
+    """An in-memory :class:`~ctxengine.Store` (thread-safe; nothing survives the process)."""
+
+    __slots__ = ("_lock", "_sessions", "problems")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sessions: dict[str, _Session] = {}
+        self.problems: list[StoreProblem] = []
+
+    def __repr__(self) -> str:
+        return f"ctxengine.MemoryStore({len(self._sessions)} sessions)"
+
+    def _get(self, session_id: str) -> _Session | None:
+        return self._sessions.get(validate_session_id(session_id))
+
+    def append(
+        self,
+        session_id: str,
+        entries: Iterable[NewEntry],
+        *,
+        parent_id: str | Leaf | None = LEAF,
+    ) -> list[Entry]:
+        """See :meth:`ctxengine.Store.append`."""
+        validate_session_id(session_id)
+        with self._lock:
+            s = self._sessions.get(session_id) or _Session()
+            parent = _resolve_parent(s, parent_id, session_id)
+            new = build_entries(entries, parent, s.by_id)
+            if new:
+                self._sessions[session_id] = s
+                s.entries.extend(new)
+                s.by_id.update((e.id, e) for e in new)
+            return new
+
+    def entries(self, session_id: str) -> list[Entry]:
+        """See :meth:`ctxengine.Store.entries`."""
+        with self._lock:
+            s = self._get(session_id)
+            return list(s.entries) if s else []
+
+    def branch(self, session_id: str, leaf_id: str | None = None) -> list[Entry]:
+        """See :meth:`ctxengine.Store.branch`."""
+        with self._lock:
+            s = self._get(session_id) or _Session()
+            leaf = leaf_id if leaf_id is not None else (s.entries[-1].id if s.entries else None)
+            return branch_of(s.by_id, leaf, session_id)
+
+    def leaf(self, session_id: str) -> str | None:
+        """See :meth:`ctxengine.Store.leaf`."""
+        with self._lock:
+            s = self._get(session_id)
+            return s.entries[-1].id if s and s.entries else None
+
+    def write_snapshot(
+        self,
+        session_id: str,
+        content: Mapping[str, Any],
+        *,
+        meta: Mapping[str, Any] | None = None,
+        leaf_id: str | Leaf | None = LEAF,
+    ) -> SnapshotInfo:
+        """See :meth:`ctxengine.Store.write_snapshot`."""
+        validate_session_id(session_id)
+        text = canonical_json(dict(content))
+        clean_meta = snapshot_meta(meta)
+        with self._lock:
+            s = self._sessions.setdefault(session_id, _Session())
+            leaf = _resolve_parent(s, leaf_id, session_id)
+            digest = content_hash(text)
+            s.blobs.setdefault(digest, text)
+            info = SnapshotInfo(
+                new_id(), session_id, digest, len(text.encode()), time.time(), leaf, clean_meta
+            )
+            s.snapshots.append(info)
+            return info
+
+    def snapshots(self, session_id: str) -> list[SnapshotInfo]:
+        """See :meth:`ctxengine.Store.snapshots`."""
+        with self._lock:
+            s = self._get(session_id)
+            return list(s.snapshots) if s else []
+
+    def load_snapshot(self, session_id: str, snapshot_id: str | None = None) -> Snapshot | None:
+        """See :meth:`ctxengine.Store.load_snapshot`."""
+        with self._lock:
+            s = self._get(session_id)
+            if s is None or not s.snapshots:
+                if snapshot_id is not None:
+                    raise StoreError(f"session {session_id!r} has no snapshot {snapshot_id!r}")
+                return None
+            if snapshot_id is None:
+                info = s.snapshots[-1]
+            else:
+                found = [i for i in s.snapshots if i.id == snapshot_id]
+                if not found:
+                    raise StoreError(f"session {session_id!r} has no snapshot {snapshot_id!r}")
+                info = found[0]
+            return Snapshot(info, json.loads(s.blobs[info.hash]))
+
+    def sessions(self) -> list[str]:
+        """See :meth:`ctxengine.Store.sessions`."""
+        with self._lock:
+            return sorted(self._sessions)
+
+    def exists(self, session_id: str) -> bool:
+        """See :meth:`ctxengine.Store.exists`."""
+        with self._lock:
+            return self._get(session_id) is not None
+
+    def delete(self, session_id: str) -> bool:
+        """See :meth:`ctxengine.Store.delete`."""
+        validate_session_id(session_id)
+        with self._lock:
+            return self._sessions.pop(session_id, None) is not None
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _resolve_parent(s: _Session, parent_id: str | Leaf | None, session_id: str) -> str | None:
+    if parent_id is LEAF:
+        return s.entries[-1].id if s.entries else None
+    if parent_id is not None and (not isinstance(parent_id, str) or parent_id not in s.by_id):
+        raise StoreError(f"session {session_id!r} has no entry {parent_id!r} to branch from")
+    return parent_id

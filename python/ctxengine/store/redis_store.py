@@ -1,0 +1,386 @@
+"""`RedisStore`: the :class:`~ctxengine.Store` semantics on Redis, for many workers per session.
+
+Keys (``P`` is the prefix, default ``ctxengine``; every key of a session carries the hash tag
+``{session_id}``, so a session lives in one Cluster slot and its transactions are legal there)::
+
+    P:{sid}:log      LIST    one entry JSON per element, append order
+    P:{sid}:ids      HASH    entry id -> "1"      (duplicate and parent checks)
+    P:{sid}:epoch    STRING  random token set by the first write (detects delete + recreate)
+    P:{sid}:snaps    LIST    one snapshot index line JSON per element
+    P:{sid}:objs     SET     content hashes stored for the session
+    P:{sid}:obj:<h>  STRING  snapshot content, stored once per hash
+    P:sessions       SET     session ids (its own slot; updated outside the transactions)
+
+Appends use optimistic concurrency: ``WATCH`` the log, read the leaf and check the ids, then
+``MULTI``/``EXEC`` the push; a concurrent append aborts the transaction and it is retried on the
+new leaf. So appends from any number of processes are serialized: each entry lands exactly
+once, and every reader sees the same order. A retry after a lost reply (connection dropped
+during ``EXEC``) finds its own ids already there and returns them instead of pushing twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, final
+
+import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError, WatchError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ..errors import StoreError
+from .base import (
+    LEAF,
+    Entry,
+    Leaf,
+    NewEntry,
+    Snapshot,
+    SnapshotInfo,
+    StoreProblem,
+    branch_of,
+    build_entries,
+    canonical_json,
+    compact_json,
+    content_hash,
+    new_id,
+    parse_content,
+    snapshot_meta,
+    validate_session_id,
+)
+
+__all__ = ("RedisStore",)
+
+log = logging.getLogger("ctxengine.store")
+
+#: Attempts of one append before giving up (each lost race retries once the other finished).
+MAX_ATTEMPTS = 1000
+#: Attempts after a dropped connection.
+MAX_RECONNECTS = 3
+
+
+@dataclass(slots=True)
+class _Cache:
+    epoch: str | None = None
+    entries: list[Entry] = field(default_factory=list)
+    by_id: dict[str, Entry] = field(default_factory=dict)
+    consumed: int = 0  # list elements read (valid or reported)
+
+
+@final
+class RedisStore:
+    """A :class:`~ctxengine.Store` on a Redis server (standalone or Cluster).
+
+    Args:
+        url: A ``redis://`` / ``rediss://`` / ``unix://`` URL (ignored when ``client`` is given).
+        prefix: First part of every key.
+        client: A ready ``redis.Redis`` or ``redis.cluster.RedisCluster`` to use instead.
+        cluster: Connect with ``RedisCluster.from_url(url)``.
+
+    Raises:
+        StoreError: the URL is invalid.
+    """
+
+    __slots__ = ("_cache", "_lock", "_r", "prefix", "problems", "url")
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        prefix: str = "ctxengine",
+        client: Any = None,
+        cluster: bool = False,
+    ) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.problems: list[StoreProblem] = []
+        self._lock = threading.Lock()
+        self._cache: dict[str, _Cache] = {}
+        try:
+            if client is not None:
+                self._r = client
+            elif cluster:
+                from redis.cluster import RedisCluster
+
+                self._r = RedisCluster.from_url(url)
+            else:
+                self._r = redis.Redis.from_url(url)
+        except (ValueError, RedisError) as exc:
+            raise StoreError(f"invalid Redis URL {url!r}: {exc}", path=url) from exc
+
+    def __repr__(self) -> str:
+        return f"ctxengine.RedisStore({self.url!r}, prefix={self.prefix!r})"
+
+    # -- keys ---------------------------------------------------------------------------------
+
+    def _key(self, session_id: str, name: str) -> str:
+        return f"{self.prefix}:{{{validate_session_id(session_id)}}}:{name}"
+
+    def _error(self, action: str, session_id: str, exc: Exception) -> StoreError:
+        where = self._key(session_id, "*")
+        return StoreError(f"cannot {action} {where} on {self.url}: {exc}", path=where)
+
+    def _report(self, session_id: str, where: str, message: str) -> None:
+        problem = StoreProblem(session_id, where, message)
+        self.problems.append(problem)
+        log.warning("ctxengine store: %s", problem)
+
+    # -- transcript ---------------------------------------------------------------------------
+
+    def append(
+        self,
+        session_id: str,
+        entries: Iterable[NewEntry],
+        *,
+        parent_id: str | Leaf | None = LEAF,
+    ) -> list[Entry]:
+        """See :meth:`ctxengine.Store.append` (serialized across processes by WATCH/MULTI)."""
+        items = list(entries)
+        log_key = self._key(session_id, "log")
+        if not items:
+            return []
+        # Ids are fixed before the first attempt, so a retry recognizes its own landed entries.
+        fixed = [i if i.id is not None else NewEntry(i.kind, i.data, new_id()) for i in items]
+        ids = [str(i.id) for i in fixed]
+        reconnects = 0
+        for attempt in range(MAX_ATTEMPTS):
+            try:
+                result = self._try_append(session_id, log_key, fixed, ids, parent_id)
+            except WatchError:
+                time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
+                continue
+            except (RedisConnectionError, RedisTimeoutError) as exc:
+                reconnects += 1
+                if reconnects > MAX_RECONNECTS:
+                    raise self._error("append to", session_id, exc) from exc
+                continue
+            except RedisError as exc:
+                raise self._error("append to", session_id, exc) from exc
+            self._r.sadd(f"{self.prefix}:sessions", session_id)
+            return result
+        raise StoreError(
+            f"cannot append to session {session_id!r}: lost the race {MAX_ATTEMPTS} times",
+            path=log_key,
+        )
+
+    def _try_append(
+        self,
+        session_id: str,
+        log_key: str,
+        items: list[NewEntry],
+        ids: list[str],
+        parent_id: str | Leaf | None,
+    ) -> list[Entry]:
+        ids_key = self._key(session_id, "ids")
+        with self._r.pipeline() as pipe:
+            pipe.watch(log_key)
+            present = pipe.hmget(ids_key, ids)
+            if all(present):  # an earlier attempt landed (its reply was lost)
+                pipe.unwatch()
+                landed = {e.id: e for e in self.entries(session_id) if e.id in set(ids)}
+                return [landed[i] for i in ids if i in landed]
+            last = pipe.lindex(log_key, -1)
+            if parent_id is LEAF:
+                parent = _entry_id(last)
+            else:
+                if parent_id is not None and not pipe.hexists(ids_key, parent_id):
+                    raise StoreError(
+                        f"session {session_id!r} has no entry {parent_id!r} to branch from"
+                    )
+                parent = parent_id
+            new = build_entries(items, parent, {i for i, p in zip(ids, present, strict=True) if p})
+            pipe.multi()
+            pipe.rpush(log_key, *[compact_json(e.to_json()) for e in new])
+            pipe.hset(ids_key, mapping=dict.fromkeys(ids, "1"))
+            pipe.set(self._key(session_id, "epoch"), secrets.token_hex(8), nx=True)
+            pipe.execute()
+            return new
+
+    def _refresh(self, session_id: str) -> _Cache:
+        """Bring the session's cached entries up to date (one MULTI read of the new ones)."""
+        cache = self._cache.setdefault(session_id, _Cache())
+        pipe = self._r.pipeline(transaction=True)
+        pipe.get(self._key(session_id, "epoch"))
+        pipe.lrange(self._key(session_id, "log"), cache.consumed, -1)
+        epoch_raw, raw = pipe.execute()
+        epoch = epoch_raw.decode() if epoch_raw is not None else None
+        if epoch != cache.epoch:  # first read, or deleted (and maybe recreated) since
+            stale = cache.consumed > 0
+            cache = self._cache[session_id] = _Cache(epoch)
+            if stale:
+                raw = self._r.lrange(self._key(session_id, "log"), 0, -1) if epoch else []
+        for item in raw:
+            cache.consumed += 1
+            try:
+                entry = Entry.from_json(json.loads(item))
+            except (ValueError, StoreError) as exc:
+                self._report(
+                    session_id,
+                    self._key(session_id, "log"),
+                    f"element {cache.consumed - 1} is not an entry ({exc}): skipped",
+                )
+                continue
+            if entry.id in cache.by_id:
+                self._report(
+                    session_id,
+                    self._key(session_id, "log"),
+                    f"entry {entry.id!r} appears twice: the later copy is skipped",
+                )
+                continue
+            cache.entries.append(entry)
+            cache.by_id[entry.id] = entry
+        return cache
+
+    def _read(self, session_id: str) -> _Cache:
+        validate_session_id(session_id)
+        try:
+            with self._lock:
+                return self._refresh(session_id)
+        except RedisError as exc:
+            raise self._error("read", session_id, exc) from exc
+
+    def entries(self, session_id: str) -> list[Entry]:
+        """See :meth:`ctxengine.Store.entries`."""
+        return list(self._read(session_id).entries)
+
+    def branch(self, session_id: str, leaf_id: str | None = None) -> list[Entry]:
+        """See :meth:`ctxengine.Store.branch`."""
+        cache = self._read(session_id)
+        leaf = leaf_id if leaf_id is not None else (cache.entries[-1].id if cache.entries else None)
+        return branch_of(cache.by_id, leaf, session_id)
+
+    def leaf(self, session_id: str) -> str | None:
+        """See :meth:`ctxengine.Store.leaf`."""
+        try:
+            return _entry_id(self._r.lindex(self._key(session_id, "log"), -1))
+        except RedisError as exc:
+            raise self._error("read", session_id, exc) from exc
+
+    # -- snapshots ----------------------------------------------------------------------------
+
+    def write_snapshot(
+        self,
+        session_id: str,
+        content: Mapping[str, Any],
+        *,
+        meta: Mapping[str, Any] | None = None,
+        leaf_id: str | Leaf | None = LEAF,
+    ) -> SnapshotInfo:
+        """See :meth:`ctxengine.Store.write_snapshot` (content and index line in one MULTI)."""
+        text = canonical_json(dict(content))
+        clean = snapshot_meta(meta)
+        digest = content_hash(text)
+        leaf = self.leaf(session_id) if leaf_id is LEAF else leaf_id
+        info = SnapshotInfo(
+            new_id(), session_id, digest, len(text.encode()), time.time(), leaf, clean
+        )
+        try:
+            pipe = self._r.pipeline(transaction=True)
+            pipe.set(self._key(session_id, f"obj:{digest}"), text, nx=True)
+            pipe.sadd(self._key(session_id, "objs"), digest)
+            pipe.rpush(self._key(session_id, "snaps"), canonical_json(info.to_json()))
+            pipe.set(self._key(session_id, "epoch"), secrets.token_hex(8), nx=True)
+            pipe.execute()
+            self._r.sadd(f"{self.prefix}:sessions", session_id)
+        except RedisError as exc:
+            raise self._error("write a snapshot to", session_id, exc) from exc
+        return info
+
+    def snapshots(self, session_id: str) -> list[SnapshotInfo]:
+        """See :meth:`ctxengine.Store.snapshots`."""
+        key = self._key(session_id, "snaps")
+        try:
+            raw = self._r.lrange(key, 0, -1)
+        except RedisError as exc:
+            raise self._error("read", session_id, exc) from exc
+        out = []
+        for i, item in enumerate(raw):
+            try:
+                out.append(SnapshotInfo.from_json(json.loads(item)))
+            except (ValueError, StoreError) as exc:
+                self._report(session_id, key, f"index element {i} is damaged ({exc}): skipped")
+        return out
+
+    def load_snapshot(self, session_id: str, snapshot_id: str | None = None) -> Snapshot | None:
+        """See :meth:`ctxengine.Store.load_snapshot`."""
+        infos = self.snapshots(session_id)
+        if snapshot_id is not None:
+            found = [i for i in infos if i.id == snapshot_id]
+            if not found:
+                raise StoreError(f"session {session_id!r} has no snapshot {snapshot_id!r}")
+            return Snapshot(found[0], self._read_object(session_id, found[0]))
+        for info in reversed(infos):
+            try:
+                return Snapshot(info, self._read_object(session_id, info))
+            except StoreError as exc:
+                self._report(session_id, self._key(session_id, "snaps"), f"{exc}: skipped")
+        return None
+
+    def _read_object(self, session_id: str, info: SnapshotInfo) -> dict[str, Any]:
+        key = self._key(session_id, f"obj:{info.hash}")
+        try:
+            raw = self._r.get(key)
+        except RedisError as exc:
+            raise self._error("read", session_id, exc) from exc
+        if raw is None:
+            raise StoreError(f"snapshot {info.id!r}: content {key} is missing", path=key)
+        try:
+            return parse_content(raw, info)
+        except (ValueError, StoreError) as exc:
+            raise StoreError(
+                f"snapshot {info.id!r}: content {key} is damaged ({exc})", path=key
+            ) from exc
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    def sessions(self) -> list[str]:
+        """See :meth:`ctxengine.Store.sessions`."""
+        try:
+            names = sorted(m.decode() for m in self._r.smembers(f"{self.prefix}:sessions"))
+            return [n for n in names if self._exists(n)]
+        except RedisError as exc:
+            raise StoreError(f"cannot list sessions on {self.url}: {exc}") from exc
+
+    def _exists(self, session_id: str) -> bool:
+        return bool(self._r.exists(self._key(session_id, "log"), self._key(session_id, "snaps")))
+
+    def exists(self, session_id: str) -> bool:
+        """See :meth:`ctxengine.Store.exists`."""
+        try:
+            return self._exists(session_id)
+        except RedisError as exc:
+            raise self._error("read", session_id, exc) from exc
+
+    def delete(self, session_id: str) -> bool:
+        """See :meth:`ctxengine.Store.delete`."""
+        try:
+            objs = self._r.smembers(self._key(session_id, "objs"))
+            keys = [self._key(session_id, n) for n in ("log", "ids", "epoch", "snaps", "objs")]
+            keys += [self._key(session_id, f"obj:{h.decode()}") for h in objs]
+            removed = int(self._r.delete(*keys))
+            self._r.srem(f"{self.prefix}:sessions", session_id)
+        except RedisError as exc:
+            raise self._error("delete", session_id, exc) from exc
+        with self._lock:
+            self._cache.pop(session_id, None)
+        return removed > 0
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._r.close()
+
+
+def _entry_id(raw: bytes | str | None) -> str | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)["id"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"the session's last entry is damaged: {exc}") from exc
+    return str(value)

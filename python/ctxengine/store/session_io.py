@@ -1,0 +1,155 @@
+"""What a `Session` calls to persist itself and to resume: transcript, snapshots, restore input.
+
+These functions are the whole contract between the engine and a store, so the wiring in
+``Session`` stays one line per hook:
+
+- after a message is recorded: ``record_messages(store, session.id, [message])``;
+- after a render: ``snapshot_render(writer, session.id, state.to_json(), out, turn=...)``
+  (returns at once; the snapshot is written in the background);
+- when a session opens: ``resume(store, session_id)`` gives the stored messages of the current
+  branch and the latest complete snapshot's state;
+- a rewrite (compaction, persistent truncation): ``record_rewrite(...)`` appends the new
+  messages as a branch from an earlier entry.
+
+The store functions are synchronous and durable on return; call them from async code with
+``await anyio.to_thread.run_sync(...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..transcript import Message
+from .base import LEAF, Entry, Leaf, NewEntry, Snapshot, SnapshotInfo, Store
+from .codec import message_from_json, message_to_json
+from .snapshot import Rendered, build_snapshot, snapshot_meta
+from .writer import SnapshotWriter
+
+__all__ = ("Resumed", "record_messages", "record_rewrite", "resume", "snapshot_render")
+
+MESSAGE = "message"
+REWRITE = "rewrite"
+
+
+def record_messages(
+    store: Store,
+    session_id: str,
+    messages: Iterable[Message],
+    *,
+    parent_id: str | Leaf | None = LEAF,
+) -> list[Entry]:
+    """Append ``messages`` (one entry each, kind ``"message"``) after the leaf; durable on return.
+
+    Raises:
+        StoreError: the store failed (nothing of this call may be relied on).
+    """
+    items = [NewEntry(MESSAGE, {"message": message_to_json(m)}) for m in messages]
+    return store.append(session_id, items, parent_id=parent_id)
+
+
+def record_rewrite(
+    store: Store,
+    session_id: str,
+    messages: Sequence[Message],
+    *,
+    parent_id: str | None,
+    reason: str,
+    details: Mapping[str, Any] | None = None,
+) -> list[Entry]:
+    """Persist a rewrite as a branch: a ``"rewrite"`` marker whose parent is ``parent_id`` (the
+    last entry kept as is; ``None`` to rewrite from the start), then ``messages``, the new
+    version of everything after it. The leaf moves to the last of them; the old branch stays
+    readable with :meth:`~ctxengine.Store.branch`.
+
+    Raises:
+        StoreError: unknown ``parent_id`` or the store failed.
+    """
+    marker = NewEntry(REWRITE, {"reason": reason, **dict(details or {})})
+    items = [marker] + [NewEntry(MESSAGE, {"message": message_to_json(m)}) for m in messages]
+    return store.append(session_id, items, parent_id=parent_id)
+
+
+def snapshot_render(
+    writer: SnapshotWriter,
+    session_id: str,
+    state: Mapping[str, Any] | None,
+    rendered: Rendered,
+    *,
+    turn: int,
+    leaf_id: str | None,
+    include_payload: bool = False,
+) -> Future[SnapshotInfo]:
+    """Queue the snapshot of ``rendered`` (see :func:`~ctxengine.store.snapshot.build_snapshot`)
+    on ``writer``; returns at once, the future resolves once it is durable. The snapshot is
+    built in the writer's thread from ``rendered`` (which the session does not change after
+    the render) and ``state`` (the caller passes a fresh ``to_json()`` copy).
+
+    ``leaf_id`` is the last transcript entry the render saw (the last id ``record_messages``
+    returned), so a restore knows which messages came after the snapshot.
+    """
+
+    def build() -> dict[str, Any]:
+        return build_snapshot(
+            rendered,
+            session_id=session_id,
+            turn=turn,
+            state=state,
+            leaf_id=leaf_id,
+            include_payload=include_payload,
+        )
+
+    return writer.submit(session_id, build, meta=snapshot_meta, leaf_id=leaf_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """What a store holds of a session, ready to rebuild it.
+
+    Attributes:
+        messages: The messages of the current branch, root first.
+        entries: The message entries they came from (same order; ids for later branching).
+        snapshot: The latest complete snapshot, or None.
+        state: ``snapshot.content["state"]`` (opaque), or None.
+        covered: How many of ``messages`` the snapshot's state already includes (those up to
+            its ``leaf_id``); the rest came after it and are replayed.
+        rewrites: The ``"rewrite"`` markers on the branch (compactions, truncations).
+    """
+
+    messages: list[Message]
+    entries: list[Entry]
+    snapshot: Snapshot | None
+    state: Mapping[str, Any] | None
+    covered: int
+    rewrites: list[Entry] = field(default_factory=list)
+
+    @property
+    def exists(self) -> bool:
+        """Whether anything was stored for the session."""
+        return bool(self.entries) or self.snapshot is not None
+
+
+def resume(store: Store, session_id: str) -> Resumed:
+    """Read back a session: the current branch's messages and the latest complete snapshot.
+
+    A snapshot taken on another branch than the current one (its ``leaf_id`` is not on the
+    branch, e.g. a rewrite happened after it) is still returned, with ``covered = 0``.
+
+    Raises:
+        StoreError: the store failed, or a stored message is malformed.
+    """
+    branch = store.branch(session_id)
+    entries = [e for e in branch if e.kind == MESSAGE]
+    messages = [message_from_json(e.data.get("message")) for e in entries]
+    snapshot = store.load_snapshot(session_id)
+    covered = 0
+    if snapshot is not None and snapshot.info.leaf_id is not None:
+        ids = [e.id for e in branch]
+        if snapshot.info.leaf_id in ids:
+            cut = ids.index(snapshot.info.leaf_id) + 1
+            covered = sum(1 for e in branch[:cut] if e.kind == MESSAGE)
+    state = snapshot.content.get("state") if snapshot is not None else None
+    rewrites = [e for e in branch if e.kind == REWRITE]
+    return Resumed(messages, entries, snapshot, state, covered, rewrites)

@@ -1,0 +1,215 @@
+"""The snapshot schema: what one render leaves in the store, and summary drift across renders.
+
+A snapshot is one JSON object (``SCHEMA`` names its version)::
+
+    {
+      "schema": "ctxengine.snapshot/1",
+      "session_id": "s1", "turn": 7, "created_at": 1733040000.0, "leaf_id": "...",
+      "provider": "openai", "model": "gpt-4o", "budget": 32000, "target": 28800,
+      "tokens": 27412, "tokens_estimated": 27390, "fits": true,
+      "payload_hash": "sha256 of the canonical JSON of the payload",
+      "payload": {...}                       # only with include_payload=True
+      "state": {...} | null,                 # the session state, opaque to the store
+      "core_memory": {"mem.summary": "..."}, # text of every core_memory grain rendered
+      "grains": [{"node_id", "origin", "window", "priority", "lifespan", "protected",
+                  "decision", "status", "stage", "reason", "tokens_before", "tokens_after"}],
+      "windows": [...], "compactions": [...], "faults": [...]
+    }
+
+``state`` is whatever the session's state serializes to (``SessionState.to_json()``); the store
+never looks inside it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from .base import Snapshot, canonical_json, content_hash
+
+__all__ = (
+    "SCHEMA",
+    "SummaryDrift",
+    "build_snapshot",
+    "core_memory",
+    "payload_hash",
+    "snapshot_meta",
+    "summary_drift",
+)
+
+SCHEMA: Final = "ctxengine.snapshot/1"
+CORE_MEMORY: Final = "core_memory"
+#: Keys copied from a snapshot into its index line (what ``ctxengine snapshots`` lists).
+META_KEYS: Final = ("turn", "provider", "model", "budget", "tokens", "fits", "payload_hash")
+
+
+class Rendered(Protocol):
+    """What :func:`build_snapshot` reads of a render: ``RenderedContext``'s public fields."""
+
+    payload: dict[str, Any]
+    tokens: int
+
+    @property
+    def tree(self) -> Sequence[Any]: ...
+
+    @property
+    def report(self) -> Any: ...
+
+
+def payload_hash(payload: Mapping[str, Any]) -> str:
+    """``sha256`` of the payload's canonical JSON: equal payloads, equal hashes."""
+    return content_hash(canonical_json(dict(payload)))
+
+
+def build_snapshot(
+    rendered: Rendered,
+    *,
+    session_id: str,
+    turn: int,
+    state: Mapping[str, Any] | None = None,
+    leaf_id: str | None = None,
+    include_payload: bool = False,
+) -> dict[str, Any]:
+    """The snapshot of one render, from its public fields (see the module docstring).
+
+    Args:
+        rendered: A ``RenderedContext`` (``payload``, ``tokens``, ``tree``, ``report``).
+        session_id: The session rendered.
+        turn: Its turn index.
+        state: The session state as JSON (opaque), or None.
+        leaf_id: The transcript entry the render's history ends with.
+        include_payload: Keep the whole payload too (larger; restore re-renders it anyway).
+    """
+    report = rendered.report
+    tree = {g.node_id: g for g in rendered.tree}
+    grains = []
+    for d in report.grains:
+        g = tree.get(d.node_id)
+        grains.append(
+            {
+                "node_id": d.node_id,
+                "origin": d.origin,
+                "window": d.window,
+                "priority": g.priority if g is not None else None,
+                "lifespan": g.lifespan if g is not None else None,
+                "protected": g.protected if g is not None else None,
+                "decision": d.decision,
+                "status": d.status,
+                "stage": d.stage,
+                "reason": d.reason,
+                "tokens_before": d.tokens_before,
+                "tokens_after": d.tokens_after,
+            }
+        )
+    windows = {d.node_id: d.window for d in report.grains}
+    memory = {
+        node_id: g.text
+        for node_id, g in tree.items()
+        if windows.get(node_id) == CORE_MEMORY or node_id.startswith("mem.")
+    }
+    out: dict[str, Any] = {
+        "schema": SCHEMA,
+        "session_id": session_id,
+        "turn": turn,
+        "created_at": time.time(),
+        "leaf_id": leaf_id,
+        "provider": report.provider,
+        "model": report.model,
+        "budget": report.budget,
+        "target": report.target,
+        "tokens": rendered.tokens,
+        "tokens_estimated": report.tokens_estimated,
+        "fits": report.fits,
+        "payload_hash": payload_hash(rendered.payload),
+        "state": dict(state) if state is not None else None,
+        "core_memory": memory,
+        "grains": grains,
+        "windows": list(report.windows),
+        "compactions": list(report.compactions),
+        "faults": list(report.faults),
+    }
+    if include_payload:
+        out["payload"] = rendered.payload
+    return out
+
+
+def snapshot_meta(content: Mapping[str, Any]) -> dict[str, Any]:
+    """The small index-line metadata of a snapshot built by :func:`build_snapshot`."""
+    return {k: content[k] for k in META_KEYS if k in content}
+
+
+def core_memory(snapshot: Snapshot | Mapping[str, Any]) -> dict[str, str]:
+    """The ``core_memory`` texts of a snapshot (``{node_id: text}``; ``{}`` if none)."""
+    content = snapshot.content if isinstance(snapshot, Snapshot) else snapshot
+    memory = content.get("core_memory") or {}
+    return {str(k): str(v) for k, v in memory.items()}
+
+
+# Identifiers, paths, numbers: the facts a summary must not lose.
+_TERMS: Final = re.compile(r"[A-Za-z_][\w./:-]*\d[\w./:-]*|[\w-]+\.\w{1,5}\b|\b\d{2,}\b|`[^`]+`")
+
+
+def _terms(text: str) -> set[str]:
+    return set(_TERMS.findall(text))
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryDrift:
+    """How one ``core_memory`` grain changed between two consecutive snapshots.
+
+    Attributes:
+        node_id: The grain (``mem.summary`` for the compaction summary).
+        before_turn / after_turn: The turns of the two snapshots.
+        chars_before / chars_after: Its length in each.
+        similarity: ``difflib`` ratio of the two texts (1.0 = unchanged).
+        lost: Identifiers, file names and numbers in the earlier text missing from the later.
+        added: Those that appeared.
+    """
+
+    node_id: str
+    before_turn: int | None
+    after_turn: int | None
+    chars_before: int
+    chars_after: int
+    similarity: float
+    lost: tuple[str, ...]
+    added: tuple[str, ...]
+
+
+def summary_drift(
+    snapshots: Iterable[Snapshot | Mapping[str, Any]], node_id: str | None = None
+) -> list[SummaryDrift]:
+    """Compare ``core_memory`` across consecutive snapshots (oldest first) to see summary drift:
+    one :class:`SummaryDrift` per grain that changed between two snapshots (``node_id`` limits
+    it to one grain). A summary that keeps shrinking while ``lost`` grows is drifting."""
+    out: list[SummaryDrift] = []
+    previous: Mapping[str, Any] | None = None
+    for snap in snapshots:
+        content = snap.content if isinstance(snap, Snapshot) else snap
+        if previous is not None:
+            before, after = core_memory(previous), core_memory(content)
+            for key in sorted(set(before) | set(after)):
+                if node_id is not None and key != node_id:
+                    continue
+                a, b = before.get(key, ""), after.get(key, "")
+                if a == b:
+                    continue
+                ta, tb = _terms(a), _terms(b)
+                out.append(
+                    SummaryDrift(
+                        key,
+                        previous.get("turn"),
+                        content.get("turn"),
+                        len(a),
+                        len(b),
+                        round(difflib.SequenceMatcher(None, a, b, autojunk=False).ratio(), 4),
+                        tuple(sorted(ta - tb)),
+                        tuple(sorted(tb - ta)),
+                    )
+                )
+        previous = content
+    return out

@@ -1,0 +1,182 @@
+"""Blocking versions of the async session API, for scripts and sync frameworks.
+
+``engine.session_sync(id)`` gives a :class:`SyncSession`: the same calls as
+:class:`~ctxengine.Session` without ``await``. Each session owns one event loop; a call runs it
+on the calling thread (no hop to another thread), or on a helper thread when the caller is
+itself inside a running event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Any, Protocol, TypeVar
+
+from .errors import CtxEngineError
+from .grain import ContextGrain
+from .inject.turn import RenderedContext
+from .transcript import Message, ToolCall, Transcript
+
+__all__ = ("LoopRunner", "SyncSession")
+
+T = TypeVar("T")
+
+
+class LoopRunner:
+    """Runs coroutines to completion on one private event loop, from sync code."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._lock = threading.Lock()
+
+    def run(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """``await fn(*args, **kwargs)`` on the private loop and return its result."""
+        with self._lock:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return self.loop.run_until_complete(_call(fn, args, kwargs))
+            # Called from async code: this thread's loop is busy, so ours runs on a helper.
+            with ThreadPoolExecutor(1, thread_name_prefix="ctxengine-sync") as pool:
+                job = pool.submit(self.loop.run_until_complete, _call(fn, args, kwargs))
+                return job.result()
+
+    def close(self) -> None:
+        """Close the loop (idempotent)."""
+        if not self.loop.is_closed():
+            self.loop.close()
+
+
+async def _call(fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any) -> T:
+    return await fn(*args, **kwargs)
+
+
+class AsyncSession(Protocol):
+    """What :class:`SyncSession` drives: the async calls of :class:`ctxengine.Session`."""
+
+    messages: list[Message]
+
+    def transcript(self) -> Transcript: ...
+    async def user_message(self, text: str) -> None: ...
+    async def assistant_message(
+        self, text: str = ..., tool_calls: Sequence[ToolCall] = ...
+    ) -> None: ...
+    async def tool_result(
+        self, call_id: str, output: str, *, name: str | None = ..., is_error: bool = ...
+    ) -> None: ...
+    async def ingest(self, messages: Iterable[Any] | Transcript) -> None: ...
+    def extend(self, messages: Iterable[Any] | Transcript) -> None: ...
+    def add(self, grain: ContextGrain) -> None: ...
+    def remove(self, node_id: str) -> bool: ...
+    def end_task(self) -> None: ...
+    async def render(self, provider: str = ..., **options: Any) -> RenderedContext: ...
+
+
+class SessionOpener(Protocol):
+    """What :class:`SyncSession` needs of the engine: ``session(id)``."""
+
+    def session(self, session_id: str) -> AbstractAsyncContextManager[Any]: ...
+
+
+class SyncSession:
+    """A :class:`~ctxengine.Session` driven from sync code; see :meth:`ContextEngine.session_sync`.
+
+    Use it as a context manager (``with engine.session_sync("id") as s``), or call
+    :meth:`open` / :meth:`close` for a session that outlives one block (e.g. an agent middleware).
+    """
+
+    def __init__(self, engine: SessionOpener, session_id: str) -> None:
+        self.engine = engine
+        self.session_id = session_id
+        self._runner = LoopRunner()
+        self._cm = engine.session(session_id)
+        self._session: AsyncSession | None = None
+
+    def open(self) -> SyncSession:
+        """Start the session (``on_session_start``); returns ``self``.
+
+        Raises:
+            CtxEngineError: the session was closed.
+        """
+        if self._runner.loop.is_closed():
+            raise CtxEngineError(f"sync session {self.session_id!r} is closed")
+        if self._session is None:
+            self._session = self._runner.run(self._cm.__aenter__)
+        return self
+
+    def close(self) -> None:
+        """Close the session (``on_session_close``) and its loop; idempotent."""
+        if self._session is not None:
+            self._session = None
+            self._runner.run(self._cm.__aexit__, None, None, None)
+        self._runner.close()
+
+    def __enter__(self) -> SyncSession:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def session(self) -> AsyncSession:
+        """The underlying async session (opened on first use)."""
+        if self._session is None:
+            self.open()
+        assert self._session is not None
+        return self._session
+
+    @property
+    def messages(self) -> list[Message]:
+        """The session's messages so far."""
+        return self.session.messages
+
+    def transcript(self) -> Transcript:
+        """See :meth:`Session.transcript`."""
+        return self.session.transcript()
+
+    def user_message(self, text: str) -> None:
+        """See :meth:`Session.user_message`."""
+        self._runner.run(self.session.user_message, text)
+
+    def assistant_message(self, text: str = "", tool_calls: Sequence[ToolCall] = ()) -> None:
+        """See :meth:`Session.assistant_message`."""
+        self._runner.run(self.session.assistant_message, text, tool_calls)
+
+    def tool_result(
+        self, call_id: str, output: str, *, name: str | None = None, is_error: bool = False
+    ) -> None:
+        """See :meth:`Session.tool_result`."""
+        self._runner.run(self.session.tool_result, call_id, output, name=name, is_error=is_error)
+
+    def ingest(self, messages: Iterable[Any] | Transcript) -> None:
+        """See :meth:`Session.ingest` (fires the events)."""
+        self._runner.run(self.session.ingest, messages)
+
+    def extend(self, messages: Iterable[Any] | Transcript) -> None:
+        """See :meth:`Session.extend` (no events)."""
+        self.session.extend(messages)
+
+    def add(self, grain: ContextGrain) -> None:
+        """See :meth:`Session.add`."""
+        self.session.add(grain)
+
+    def remove(self, node_id: str) -> bool:
+        """See :meth:`Session.remove`."""
+        return self.session.remove(node_id)
+
+    def end_task(self) -> None:
+        """See :meth:`Session.end_task`."""
+        self.session.end_task()
+
+    def render(self, provider: str = "openai", **options: Any) -> RenderedContext:
+        """See :meth:`Session.render`."""
+        return self._runner.run(self.session.render, provider, **options)

@@ -1,0 +1,155 @@
+"""Agent logs: SWE-agent ``.traj`` and OpenHands event streams.
+
+SWE-agent: ``history`` is the chat as the model saw it. Function-calling runs have OpenAI
+``tool_calls`` and ``tool`` messages answering ``tool_call_ids`` (a list); text-action runs have
+no calls (the action is prose in the assistant text, the observation a user message).
+
+OpenHands (V0 events): an action with ``tool_call_metadata`` becomes the assistant message of its
+``model_response`` (all calls of that response, once); an observation with metadata becomes the
+tool result. ``system`` and ``message`` actions become system/user/assistant text; an
+``error`` observation without metadata is a user message (OpenHands shows it to the model that
+way); a ``recall`` observation becomes a user message only when it carries microagent knowledge
+or repository instructions. Other events are not model context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..model import Block, Message, Text, ToolResult
+from .common import Loc, text_of, tool_call
+from .openai import load_openai
+
+__all__ = ("load_openhands_events", "load_swe_agent_history")
+
+
+def load_swe_agent_history(history: list[Any], loc: Loc) -> list[Message]:
+    """Neutral messages from a SWE-agent ``history`` list.
+
+    Raises:
+        TranscriptError: an entry is malformed.
+    """
+    out: list[Message] = []
+    for i, raw in enumerate(history):
+        at = loc.at(i)
+        m = at.obj(raw)
+        role = at.need(m, "role", str)
+        meta = {k: m[k] for k in ("agent", "message_type", "is_demo", "action") if k in m}
+        if role == "tool":
+            ids = m.get("tool_call_ids") or [m.get("tool_call_id")]
+            text = text_of(m.get("content"), at.at("content"))
+            results: list[Block] = []
+            for j, call_id in enumerate(at.items(ids)):
+                if not isinstance(call_id, str):
+                    at.at("tool_call_ids").at(j).fail("id", call_id, "a string")
+                results.append(ToolResult(call_id, (Text(text),)))
+            out.append(Message("tool", tuple(results), meta=meta))
+            continue
+        content = text_of(m.get("content"), at.at("content"))
+        base = {"role": role, "content": content}
+        if role == "assistant" and m.get("tool_calls"):
+            base["tool_calls"] = m["tool_calls"]
+        for msg in load_openai([base], at):
+            out.append(Message(msg.role, msg.blocks, meta={**msg.meta, **meta}))
+    return out
+
+
+def _tcm(event: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    tcm = event.get("tool_call_metadata")
+    return tcm if isinstance(tcm, Mapping) else None
+
+
+def _model_message(tcm: Mapping[str, Any], loc: Loc) -> Message:
+    response = loc.need(tcm, "model_response", Mapping)
+    choices = loc.at("model_response").need(response, "choices", list)
+    if not choices:
+        loc.at("model_response.choices").fail("choices", choices, "at least one choice")
+    message = loc.at("model_response.choices").at(0).need(choices[0], "message", Mapping)
+    blocks: list[Block] = []
+    if isinstance(message.get("content"), str) and message["content"]:
+        blocks.append(Text(message["content"]))
+    calls = message.get("tool_calls") or []
+    for j, raw in enumerate(loc.items(calls)):
+        at = loc.at("model_response.choices[0].message.tool_calls").at(j)
+        fn = at.need(raw, "function", Mapping)
+        blocks.append(tool_call(raw.get("id"), fn.get("name"), fn.get("arguments"), at))
+    if not calls:  # metadata without the calls: rebuild the one call it names
+        blocks.append(tool_call(tcm.get("tool_call_id"), tcm.get("function_name"), {}, loc))
+    return Message("assistant", tuple(blocks), str(response.get("id") or "") or None)
+
+
+def _recall_text(extras: Mapping[str, Any]) -> str:
+    parts = []
+    for key in ("repo_instructions", "additional_agent_instructions"):
+        if isinstance(extras.get(key), str) and extras[key].strip():
+            parts.append(extras[key])
+    for item in extras.get("microagent_knowledge") or []:
+        if isinstance(item, Mapping) and isinstance(item.get("content"), str):
+            trigger = item.get("trigger", "")
+            parts.append(
+                "<EXTRA_INFO>\nThe following information has been included based on a keyword "
+                f'match for "{trigger}".\n{item["content"]}\n</EXTRA_INFO>'
+            )
+    return "\n\n".join(parts)
+
+
+def _action(e: Mapping[str, Any], seen: set[str], at: Loc) -> Message | None:
+    tcm = _tcm(e)
+    if tcm is not None:
+        msg = _model_message(tcm, at.at("tool_call_metadata"))
+        key = msg.id or str(tcm.get("tool_call_id"))
+        if key in seen:
+            return None
+        seen.add(key)
+        return msg
+    action = e.get("action")
+    args = e.get("args")
+    content = args.get("content") if isinstance(args, Mapping) else None
+    text = str(content if isinstance(content, str) else e.get("message") or "")
+    if action == "system":
+        return Message("system", (Text(text),))
+    if action == "message":
+        return Message("user" if e.get("source") == "user" else "assistant", (Text(text),))
+    return None
+
+
+def _observation(e: Mapping[str, Any], at: Loc) -> Message | None:
+    tcm = _tcm(e)
+    content = str(e.get("content") or "")
+    if tcm is not None:
+        call_id = at.at("tool_call_metadata").need(tcm, "tool_call_id", str)
+        name = tcm.get("function_name") if isinstance(tcm.get("function_name"), str) else None
+        is_error = e.get("observation") == "error"
+        return Message("tool", (ToolResult(call_id, (Text(content),), is_error, name),))
+    if e.get("observation") == "error":
+        return Message("user", (Text(content),), meta={"kind": "error"})
+    if e.get("observation") == "recall" and isinstance(e.get("extras"), Mapping):
+        text = _recall_text(e["extras"])
+        return Message("user", (Text(text),), meta={"kind": "recall"}) if text else None
+    return None
+
+
+def load_openhands_events(events: list[Any], loc: Loc) -> tuple[list[Message], int]:
+    """Neutral messages from an OpenHands event list, and the number of events left out.
+
+    Raises:
+        TranscriptError: an event is malformed.
+    """
+    out: list[Message] = []
+    seen: set[str] = set()
+    skipped = 0
+    for i, raw in enumerate(events):
+        at = loc.at(i)
+        e = at.obj(raw)
+        if "action" in e:
+            msg = _action(e, seen, at)
+        elif "observation" in e:
+            msg = _observation(e, at)
+        else:
+            at.fail("event", e, "an action or an observation")
+        if msg is None:
+            skipped += 1
+        else:
+            out.append(msg)
+    return out, skipped

@@ -1,0 +1,153 @@
+"""aider ``.aider.chat.history.md`` markdown logs.
+
+``# aider chat started at ...`` opens a session (one :class:`Transcript` each). Runs of
+``#### `` lines are the user's input, except answers to aider's own yes/no prompts (``Add file
+to the chat? ... [Yes]: all``), which never reach the model. ``> `` lines are aider's tool/UI
+output, kept in metadata. Everything else is the assistant's reply; ``<thinking-content-...>``
+sections become :class:`Thinking`. A reply not closed by a ``> Tokens:`` line was interrupted
+and is marked ``stop_reason="aborted"``. There are no tool calls.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..model import Block, Message, Text, Thinking
+from .common import read_text
+
+__all__ = ("is_aider_log", "load_aider")
+
+_SESSION = re.compile(r"# aider chat started at (?P<when>.+)")
+_PROMPT_ANSWER = re.compile(r".*\(Y\)es/\(N\)o.*\[(Yes|No)\]: ?\S*\s*")
+_THINK = re.compile(r"<(thinking-content-[0-9a-f]+)>(?P<body>.*?)</\1>", re.S)
+
+
+@dataclass
+class _Session:
+    started: str
+    line: int
+    messages: list[Message] = field(default_factory=list)
+    tool_lines: list[str] = field(default_factory=list)
+    user_lines: int = 0
+    prompt_answers: int = 0
+
+
+def _strip_md_break(line: str) -> str:
+    """aider ends log lines with two spaces (a markdown line break)."""
+    return line[:-2] if line.endswith("  ") else line
+
+
+def _reply(lines: list[str], closed: bool, tokens: str | None) -> Message | None:
+    text = "\n".join(lines).strip("\n")
+    if not text.strip():
+        return None
+    blocks: list[Block] = []
+    pos = 0
+    for m in _THINK.finditer(text):
+        before = text[pos : m.start()].strip()
+        if before:
+            blocks.append(Text(before))
+        blocks.append(Thinking(m.group("body").strip()))
+        pos = m.end()
+    rest = text[pos:].strip()
+    if rest:
+        blocks.append(Text(rest))
+    meta: dict[str, Any] = {"provider_family": "aider"}
+    if tokens:
+        meta["tokens"] = tokens
+    return Message("assistant", tuple(blocks), stop_reason=None if closed else "aborted", meta=meta)
+
+
+class _Parser:
+    def __init__(self) -> None:
+        self.sessions: list[_Session] = []
+        self.user: list[str] = []
+        self.reply: list[str] = []
+
+    @property
+    def cur(self) -> _Session:
+        if not self.sessions:
+            self.sessions.append(_Session("", 1))
+        return self.sessions[-1]
+
+    def flush_user(self) -> None:
+        if self.user:
+            self.cur.messages.append(Message("user", (Text("\n".join(self.user)),)))
+            self.user = []
+
+    def flush_reply(self, *, closed: bool, tokens: str | None = None) -> None:
+        msg = _reply(self.reply, closed, tokens)
+        if msg is not None:
+            self.cur.messages.append(msg)
+        self.reply = []
+
+    def feed(self, n: int, raw: str) -> None:
+        line = _strip_md_break(raw)
+        if m := _SESSION.fullmatch(line):
+            self.flush_user()
+            self.flush_reply(closed=False)
+            self.sessions.append(_Session(m.group("when"), n))
+        elif line.startswith("####"):
+            self.flush_reply(closed=False)
+            self.cur.user_lines += 1
+            body = line[5:] if line.startswith("#### ") else line[4:]
+            if _PROMPT_ANSWER.fullmatch(body):
+                self.cur.prompt_answers += 1
+            else:
+                self.user.append(body)
+        elif line.startswith(">"):
+            self.flush_user()
+            self.cur.tool_lines.append(line[2:] if line.startswith("> ") else line[1:])
+            if line.startswith("> Tokens:"):
+                self.flush_reply(closed=True, tokens=line[2:].strip())
+        else:
+            self.flush_user()
+            if self.reply or line.strip():
+                self.reply.append(line)
+
+    def finish(self) -> list[_Session]:
+        self.flush_user()
+        self.flush_reply(closed=False)
+        return self.sessions
+
+
+def is_aider_log(path: Path) -> bool:
+    """Whether the file holds an aider session header (``# aider chat started at ...``).
+
+    Raises:
+        TranscriptError: the file is not UTF-8.
+    """
+    return any(_SESSION.fullmatch(_strip_md_break(line)) for line in _lines(path))
+
+
+def _lines(path: Path) -> list[str]:
+    """The file's lines as text-mode reading gives them (``\\r\\n`` and ``\\r`` end lines too)."""
+    lines = read_text(path).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return lines[:-1] if lines and not lines[-1] else lines
+
+
+def load_aider(path: Path) -> list[tuple[list[Message], dict[str, Any]]]:
+    """One ``(messages, meta)`` per aider session in the file, in order.
+
+    Raises:
+        TranscriptError: the file is not UTF-8 (byte offset named).
+        OSError: the file cannot be read.
+    """
+    parser = _Parser()
+    for n, raw in enumerate(_lines(path), 1):
+        parser.feed(n, raw)
+    out = []
+    for s in parser.finish():
+        meta = {
+            "started_at": s.started,
+            "line": s.line,
+            "tool_lines": s.tool_lines,
+            "user_input_lines": s.user_lines,
+            "prompt_answers": s.prompt_answers,
+            "applied_edits": sum(1 for t in s.tool_lines if t.startswith("Applied edit to")),
+        }
+        out.append((s.messages, meta))
+    return out

@@ -1,0 +1,151 @@
+"""Claude Code session JSONL.
+
+Each ``user``/``assistant`` record holds one Anthropic message, and one API response is split
+over several records (one content block each) sharing ``message.id``; they are merged back.
+Records are linked by ``uuid``/``parentUuid``. The active branch is the path from the last
+message record back to the root; parallel tool calls put sibling records off that path, so the
+branch also takes every record of an API message on the path and every tool result answering
+one of its calls. Records are emitted in file order. ``progress``, ``system``,
+``file-history-snapshot``, ``queue-operation`` and ``summary`` lines are not model context.
+
+A ``/compact`` starts a new root (``compact_boundary`` with ``logicalParentUuid``).
+``view="full"`` follows it back and keeps the whole conversation (summaries go to
+``Transcript.meta["compactions"]``); ``view="model"`` stops there and starts from the summary,
+which is what the model saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..model import Block, Message
+from .anthropic import assistant_blocks, load_anthropic
+from .common import Loc, read_jsonl
+
+__all__ = ("load_claude_code",)
+
+_MESSAGE_TYPES = ("user", "assistant")
+Record = dict[str, Any]
+
+
+def _path_uuids(records: list[tuple[int, Record]], leaf: Record, *, full: bool) -> set[str]:
+    by_uuid = {r["uuid"]: r for _, r in records if isinstance(r.get("uuid"), str)}
+    seen: set[str] = set()
+    cur: Record | None = leaf
+    while cur is not None and cur.get("uuid") not in seen:
+        seen.add(str(cur.get("uuid")))
+        parent = cur.get("parentUuid")
+        if parent is None and full:
+            parent = cur.get("logicalParentUuid")
+        cur = by_uuid.get(parent) if isinstance(parent, str) else None
+    return seen
+
+
+def _select(records: list[tuple[int, Record]], *, full: bool) -> list[tuple[int, Record]]:
+    """The message records of the active branch, in file order."""
+    messages = [(n, r) for n, r in records if r.get("type") in _MESSAGE_TYPES]
+    if not messages:
+        return []
+    on_path = _path_uuids(records, messages[-1][1], full=full)
+    picked = [(n, r) for n, r in messages if r.get("uuid") in on_path]
+    api_ids = {
+        r["message"].get("id") for _, r in picked if r["type"] == "assistant" and "message" in r
+    }
+    call_ids: set[str] = set()
+    chosen: set[int] = set()
+    for n, r in messages:
+        if r.get("uuid") in on_path or (
+            r["type"] == "assistant" and r.get("message", {}).get("id") in api_ids
+        ):
+            chosen.add(n)
+            if r["type"] == "assistant":
+                content = r.get("message", {}).get("content")
+                if isinstance(content, list):
+                    call_ids.update(
+                        str(b.get("id"))
+                        for b in content
+                        if isinstance(b, dict) and b.get("type") == "tool_use"
+                    )
+    for n, r in messages:
+        content = r.get("message", {}).get("content")
+        if (
+            r["type"] == "user"
+            and isinstance(content, list)
+            and any(isinstance(b, dict) and b.get("tool_use_id") in call_ids for b in content)
+        ):
+            chosen.add(n)
+    return [(n, r) for n, r in messages if n in chosen]
+
+
+def _assistant(group: list[tuple[int, Record]], loc: Loc) -> Message:
+    blocks: list[Block] = []
+    first = group[0][1]
+    for n, r in group:
+        msg = loc.at(f" line {n}").need(r, "message", Mapping)
+        blocks.extend(
+            assistant_blocks(msg.get("content"), loc.at(f" line {n}").at("message.content"))
+        )
+    message = first["message"]
+    error = any(r.get("isApiErrorMessage") for _, r in group)
+    meta = {
+        "provider_family": "anthropic",
+        "model": message.get("model"),
+        "uuid": first.get("uuid"),
+        "timestamp": first.get("timestamp"),
+    }
+    return Message("assistant", tuple(blocks), message.get("id"), "error" if error else None, meta)
+
+
+def _convert(selected: list[tuple[int, Record]], loc: Loc) -> tuple[list[Message], list[Any]]:
+    out: list[Message] = []
+    compactions: list[Any] = []
+    groups: dict[str, list[tuple[int, Record]]] = {}
+    order: list[tuple[str, Any]] = []
+    for n, r in selected:
+        at = loc.at(f" line {n}")
+        message = at.need(r, "message", Mapping)
+        if r["type"] == "assistant":
+            key = message.get("id") or r.get("uuid") or f"line{n}"
+            if key not in groups:
+                groups[key] = []
+                order.append(("assistant", key))
+            groups[key].append((n, r))
+        else:
+            order.append(("user", (n, r)))
+    for kind, item in order:
+        if kind == "assistant":
+            out.append(_assistant(groups[item], loc))
+            continue
+        n, r = item
+        if r.get("isCompactSummary"):
+            compactions.append({"summary": r["message"].get("content"), "line": n})
+        user = {"role": "user", "content": r["message"].get("content")}
+        for m in load_anthropic([user], loc.at(f" line {n}").at("message")):
+            meta = {"uuid": r.get("uuid"), "timestamp": r.get("timestamp")}
+            if r.get("isMeta"):
+                meta["is_meta"] = True
+            if r.get("isCompactSummary"):
+                meta["compact_summary"] = True
+            out.append(Message(m.role, m.blocks, r.get("uuid"), None, meta))
+    return out, compactions
+
+
+def load_claude_code(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str, Any]]:
+    """Messages and metadata of a Claude Code session file.
+
+    Raises:
+        TranscriptError: a line is not JSON or a message record is malformed.
+    """
+    loc = Loc(str(path))
+    records = list(read_jsonl(path))
+    full = view != "model"
+    selected = _select(records, full=full)
+    messages, compactions = _convert(selected, loc)
+    if full:
+        messages = [m for m in messages if not m.meta.get("compact_summary")]
+    session = next((r.get("sessionId") for _, r in records if r.get("sessionId")), None)
+    skipped = len(records) - len(selected)
+    meta = {"session_id": session, "compactions": compactions, "skipped_records": skipped}
+    return messages, meta

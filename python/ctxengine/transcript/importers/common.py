@@ -1,0 +1,250 @@
+"""Helpers shared by the importers: located errors, JSON decoding, small converters."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from ...errors import TranscriptError
+from ..model import Block, Image, Message, ToolCall, ToolResult
+
+__all__ = (
+    "Loc",
+    "arguments_object",
+    "dump_arguments",
+    "fill_result_names",
+    "image_from_url",
+    "image_url",
+    "parse_arguments",
+    "read_jsonl",
+    "read_text",
+    "short",
+    "text_of",
+    "tool_call",
+)
+
+_DATA_URL = re.compile(r"data:(?P<mt>[\w.+-]+/[\w.+-]+)?(?:;[^,;]*)*;base64,(?P<data>.*)", re.S)
+
+
+def short(value: object, limit: int = 60) -> str:
+    """A short repr of ``value`` for error messages."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Loc:
+    """Where we are in a source, for error messages: ``file line 3`` or ``<list> [2].content``."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def at(self, suffix: str | int) -> Loc:
+        """A location one step deeper (``[3]`` for ints, ``.key`` or free text for strings)."""
+        if isinstance(suffix, int):
+            return Loc(f"{self.path}[{suffix}]")
+        sep = "" if suffix.startswith(("[", " ")) else "."
+        return Loc(f"{self.path}{sep}{suffix}")
+
+    def fail(self, what: str, got: object, expected: str) -> NoReturn:
+        """Raise :class:`TranscriptError` naming this location, the value and the expectation."""
+        raise TranscriptError(f"{self.path}: {what} is {short(got)}; expected {expected}")
+
+    def need(self, obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+        """``obj[key]`` checked to be of ``kind``; raises a located error otherwise."""
+        if not isinstance(obj, Mapping):
+            self.fail("entry", obj, "a JSON object")
+        if key not in obj:
+            self.fail(f"key {key!r}", "missing", f"a {_kind_name(kind)} under {key!r}")
+        value = obj[key]
+        if not isinstance(value, kind):
+            self.at(key).fail("value", value, f"a {_kind_name(kind)}")
+        return value
+
+    def obj(self, value: object) -> Mapping[str, Any]:
+        """``value`` checked to be a JSON object."""
+        if not isinstance(value, Mapping):
+            self.fail("entry", value, "a JSON object")
+        return value
+
+    def items(self, value: object) -> list[Any]:
+        """``value`` checked to be a JSON array."""
+        if not isinstance(value, list):
+            self.fail("value", value, "a JSON array")
+        return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {str: "string", list: "array", dict: "object", Mapping: "object", bool: "boolean"}
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def read_text(path: Path) -> str:
+    """The file's text, decoded as UTF-8.
+
+    Raises:
+        TranscriptError: the file is not UTF-8 (the message names the byte offset and line).
+        OSError: the file cannot be read.
+    """
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        bad = data[exc.start : exc.start + 4]
+        raise TranscriptError(
+            f"{path}: not UTF-8 text at byte offset {exc.start:,} (line {line}: {exc.reason}, "
+            f"bytes {bad!r}); expected a UTF-8 transcript"
+        ) from None
+
+
+def nested_too_deeply(where: str) -> TranscriptError:
+    """The error for JSON nested deeper than Python can decode."""
+    return TranscriptError(
+        f"{where}: JSON nested too deeply to decode (past Python's recursion limit); "
+        "expected a transcript of ordinary depth"
+    )
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, object)`` for each non-empty line of a JSONL file.
+
+    Raises:
+        TranscriptError: the file is not UTF-8, or a line is not valid JSON, is nested too
+            deeply, or is not an object.
+    """
+    for n, line in enumerate(read_text(path).split("\n"), 1):  # JSON strings may hold U+2028
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TranscriptError(
+                f"{path} line {n}: invalid JSON ({exc.msg} at column {exc.colno}); "
+                "expected one JSON object per line"
+            ) from None
+        except RecursionError:
+            raise nested_too_deeply(f"{path} line {n}") from None
+        if not isinstance(value, dict):
+            raise TranscriptError(
+                f"{path} line {n}: value is {short(value)}; expected a JSON object"
+            )
+        yield n, value
+
+
+def parse_arguments(raw: object, loc: Loc) -> dict[str, Any] | str:
+    """Tool-call arguments as a dict; a JSON string holding an object is decoded.
+
+    Non-object JSON, invalid JSON and partial JSON stay a string (the contract of
+    :class:`~ctxengine.transcript.ToolCall`).
+    """
+    if isinstance(raw, dict):
+        return raw
+    if raw is None:
+        return {}
+    if not isinstance(raw, str):
+        loc.fail("tool arguments", raw, "a JSON object or a JSON string")
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    except RecursionError:
+        raise nested_too_deeply(f"{loc.path} tool arguments") from None
+    return value if isinstance(value, dict) else raw
+
+
+def dump_arguments(arguments: dict[str, Any] | str) -> str:
+    """Tool-call arguments as the JSON string OpenAI wire formats carry."""
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def arguments_object(arguments: dict[str, Any] | str) -> dict[str, Any]:
+    """Tool-call arguments as the JSON object Anthropic and Gemini need.
+
+    A string (non-object or invalid JSON) is wrapped as ``{"arguments": <string>}``.
+    """
+    return arguments if isinstance(arguments, dict) else {"arguments": arguments}
+
+
+def image_from_url(url: str) -> Image:
+    """An :class:`Image` from a ``data:`` URL (decoded to media type + base64) or a plain URL."""
+    m = _DATA_URL.fullmatch(url)
+    if m:
+        return Image(m.group("mt") or "application/octet-stream", data=m.group("data"))
+    return Image(_guess_media_type(url), url=url)
+
+
+def image_url(image: Image) -> str:
+    """The URL form of an image: a ``data:`` URL for inline data."""
+    if image.data is not None:
+        return f"data:{image.media_type};base64,{image.data}"
+    return image.url or ""
+
+
+def _guess_media_type(url: str) -> str:
+    lower = url.lower().split("?", 1)[0]
+    for ext, mt in ((".png", "image/png"), (".gif", "image/gif"), (".webp", "image/webp")):
+        if lower.endswith(ext):
+            return mt
+    return "image/jpeg"
+
+
+def text_of(content: object, loc: Loc) -> str:
+    """Text from a string or a list of ``{"type": "text", "text": ...}`` parts."""
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    parts = loc.items(content)
+    out = []
+    for i, part in enumerate(parts):
+        if isinstance(part, str):
+            out.append(part)
+            continue
+        p = loc.at(i).obj(part)
+        if isinstance(p.get("text"), str):
+            out.append(p["text"])
+        else:
+            loc.at(i).fail("content part", p.get("type"), "a text part")
+    return "\n".join(out)
+
+
+def fill_result_names(messages: Sequence[Message]) -> list[Message]:
+    """Give every nameless :class:`ToolResult` the name of the call it answers."""
+    names: dict[str, str] = {}
+    out: list[Message] = []
+    for m in messages:
+        if m.role == "assistant":
+            for c in m.tool_calls:
+                names[c.id] = c.name
+            out.append(m)
+        elif m.role == "tool" and any(
+            r.name is None and r.call_id in names for r in m.tool_results
+        ):
+            blocks: list[Block] = []
+            for r in m.tool_results:
+                if r.name is None and r.call_id in names:
+                    r = ToolResult(r.call_id, r.content, r.is_error, names[r.call_id])
+                blocks.append(r)
+            out.append(Message(m.role, tuple(blocks), m.id, m.stop_reason, m.meta))
+        else:
+            out.append(m)
+    return out
+
+
+def tool_call(call_id: object, name: object, arguments: object, loc: Loc) -> ToolCall:
+    """A :class:`ToolCall` with its fields checked."""
+    if not isinstance(call_id, str) or not call_id:
+        loc.fail("tool call id", call_id, "a non-empty string")
+    if not isinstance(name, str):
+        loc.fail("tool name", name, "a string")
+    return ToolCall(call_id, name, parse_arguments(arguments, loc))

@@ -1,0 +1,117 @@
+"""LangChain ``BaseMessage`` objects (``HumanMessage``, ``AIMessage``, ``ToolMessage``...) import.
+
+Recognized by duck typing (a class named ``BaseMessage`` from ``langchain_core`` in the MRO), so
+importing this module never imports LangChain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from ..model import Block, Image, Message, Text, Thinking, ToolResult
+from .common import Loc, image_from_url, tool_call
+
+__all__ = ("is_langchain_message", "load_langchain")
+
+_ROLES: Final = {
+    "human": "user",
+    "user": "user",
+    "ai": "assistant",
+    "assistant": "assistant",
+    "system": "system",
+    "developer": "system",
+    "tool": "tool",
+}
+#: Content blocks that repeat what ``AIMessage.tool_calls`` already carries.
+_CALL_BLOCKS: Final = frozenset({"tool_use", "tool_call", "function_call", "server_tool_call"})
+
+
+def is_langchain_message(value: object) -> bool:
+    """Whether ``value`` is a LangChain ``BaseMessage`` (checked without importing LangChain)."""
+    for cls in type(value).__mro__:
+        if cls.__name__ == "BaseMessage" and cls.__module__.startswith("langchain_core"):
+            return True
+    return False
+
+
+def _image(block: Mapping[str, Any], loc: Loc) -> Image:
+    url = block.get("image_url", block.get("url"))
+    url = url.get("url") if isinstance(url, Mapping) else url
+    if isinstance(url, str):
+        return image_from_url(url)
+    data = block.get("base64", block.get("data"))
+    if isinstance(data, str):
+        return Image(str(block.get("mime_type") or "image/png"), data=data)
+    loc.fail("image block", block, "an image with a url or base64 data")
+
+
+def _blocks(content: object, loc: Loc, *, role: str) -> list[Block]:
+    """Neutral blocks of a LangChain ``content`` (a string or a list of blocks)."""
+    if isinstance(content, str):
+        return [Text(content)] if content or role != "assistant" else []
+    if not isinstance(content, list):
+        loc.fail("content", content, "a string or a list of content blocks")
+    out: list[Block] = []
+    for i, block in enumerate(content):
+        if isinstance(block, str):
+            out.append(Text(block))
+            continue
+        if not isinstance(block, Mapping):
+            loc.at(i).fail("content block", block, "a string or a dict")
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            out.append(Text(block["text"]))
+        elif kind in ("image", "image_url") and role != "system":
+            out.append(_image(block, loc.at(i)))
+        elif kind in ("thinking", "reasoning") and role == "assistant":
+            text = block.get("thinking", block.get("reasoning", ""))
+            out.append(Thinking(str(text or ""), block.get("signature")))
+        elif kind in _CALL_BLOCKS and role == "assistant":
+            continue  # carried by tool_calls
+        else:
+            loc.at(i).fail("content block type", kind, f"a block a {role} message can hold")
+    return out
+
+
+def _tool(message: Any, loc: Loc) -> Message:
+    parts = _blocks(message.content, loc.at("content"), role="user")
+    content = tuple(p for p in parts if isinstance(p, (Text, Image)))
+    call_id = getattr(message, "tool_call_id", None)
+    if not isinstance(call_id, str) or not call_id:
+        loc.fail("tool_call_id", call_id, "a non-empty string")
+    is_error = getattr(message, "status", "success") == "error"
+    result = ToolResult(call_id, content, is_error, getattr(message, "name", None))
+    return Message("tool", (result,), getattr(message, "id", None))
+
+
+def _one(message: Any, loc: Loc) -> Message:
+    kind = getattr(message, "type", None)
+    if kind == "chat":
+        kind = getattr(message, "role", None)
+    role = _ROLES.get(kind) if isinstance(kind, str) else None
+    if role is None:
+        loc.fail("message type", kind, f"one of {sorted(_ROLES)} (or a ChatMessage with those)")
+    if role == "tool":
+        return _tool(message, loc)
+    blocks = _blocks(message.content, loc.at("content"), role=role)
+    if role == "assistant":
+        for j, call in enumerate(getattr(message, "tool_calls", None) or ()):
+            at = loc.at("tool_calls").at(j)
+            blocks.append(tool_call(call.get("id"), call.get("name"), call.get("args"), at))
+    return Message(role, tuple(blocks), getattr(message, "id", None))  # type: ignore[arg-type]
+
+
+def load_langchain(messages: Sequence[Any], loc: Loc) -> list[Message]:
+    """Neutral messages from LangChain ``BaseMessage`` objects.
+
+    Raises:
+        TranscriptError: an item is not a LangChain message or holds a block its role cannot
+            (the message names the index and the value).
+    """
+    out: list[Message] = []
+    for i, message in enumerate(messages):
+        if not is_langchain_message(message):
+            loc.at(i).fail("item", message, "a LangChain BaseMessage")
+        out.append(_one(message, loc.at(i)))
+    return out

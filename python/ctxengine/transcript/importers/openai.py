@@ -1,0 +1,99 @@
+"""OpenAI Chat Completions ``messages``: import (incl. legacy ``function_call``) and export."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..model import Block, Image, Message, Text, ToolResult
+from .common import Loc, image_from_url, tool_call
+
+__all__ = "load_openai"
+
+
+def _parts(content: object, loc: Loc, *, images: bool) -> list[Text | Image]:
+    """Blocks from a string or a list of content parts."""
+    if isinstance(content, str):
+        return [Text(content)]
+    if content is None:
+        return []
+    out: list[Text | Image] = []
+    for i, raw in enumerate(loc.items(content)):
+        part = loc.at(i).obj(raw)
+        kind = part.get("type")
+        if kind in ("text", "refusal") and isinstance(part.get(kind), str):
+            out.append(Text(part[kind]))
+        elif kind == "image_url" and images:
+            url = part.get("image_url")
+            url = url.get("url") if isinstance(url, Mapping) else url
+            if not isinstance(url, str):
+                loc.at(i).at("image_url").fail("url", url, "a URL string")
+            out.append(image_from_url(url))
+        else:
+            expected = "a text or image_url part" if images else "a text part"
+            loc.at(i).fail("content part type", kind, expected)
+    return out
+
+
+def _assistant(m: Mapping[str, Any], index: int, loc: Loc) -> Message:
+    blocks: list[Block] = [
+        b for b in _parts(m.get("content"), loc.at("content"), images=False) if b != Text("")
+    ]
+    calls = loc.at("tool_calls").items(m.get("tool_calls") or [])
+    for j, raw in enumerate(calls):
+        at = loc.at("tool_calls").at(j)
+        fn = at.need(at.obj(raw), "function", Mapping)
+        blocks.append(tool_call(raw.get("id"), fn.get("name"), fn.get("arguments"), at))
+    legacy = m.get("function_call")
+    if isinstance(legacy, Mapping):
+        at = loc.at("function_call")
+        blocks.append(tool_call(f"call_{index}", legacy.get("name"), legacy.get("arguments"), at))
+    meta: dict[str, Any] = {"provider_family": "openai"}
+    if isinstance(m.get("name"), str):
+        meta["name"] = m["name"]
+    return Message("assistant", tuple(blocks), meta=meta)
+
+
+def load_openai(items: list[Any], loc: Loc) -> list[Message]:
+    """Neutral messages from a Chat Completions ``messages`` list.
+
+    Raises:
+        TranscriptError: an entry has an unknown role, a missing field or an unsupported part.
+    """
+    out: list[Message] = []
+    pending_legacy: dict[str, list[str]] = {}  # function name -> ids of unanswered legacy calls
+    for i, raw in enumerate(items):
+        at = loc.at(i)
+        m = at.obj(raw)
+        role = at.need(m, "role", str)
+        if role in ("system", "developer"):
+            blocks = _parts(m.get("content"), at.at("content"), images=False)
+            meta = {"openai_role": role} if role == "developer" else {}
+            out.append(Message("system", tuple(blocks), meta=meta))
+        elif role == "user":
+            out.append(
+                Message("user", tuple(_parts(m.get("content"), at.at("content"), images=True)))
+            )
+        elif role == "assistant":
+            msg = _assistant(m, i, at)
+            if isinstance(m.get("function_call"), Mapping):
+                call = msg.tool_calls[-1]
+                pending_legacy.setdefault(call.name, []).append(call.id)
+            out.append(msg)
+        elif role == "tool":
+            call_id = at.need(m, "tool_call_id", str)
+            content = _parts(m.get("content"), at.at("content"), images=True)
+            out.append(Message("tool", (ToolResult(call_id, tuple(content)),)))
+        elif role == "function":
+            name = at.need(m, "name", str)
+            ids = pending_legacy.get(name)
+            call_id = ids.pop(0) if ids else f"call_{name}"
+            content = _parts(m.get("content"), at.at("content"), images=False)
+            out.append(Message("tool", (ToolResult(call_id, tuple(content), name=name),)))
+        else:
+            at.at("role").fail(
+                "role",
+                role,
+                "one of 'system', 'developer', 'user', 'assistant', 'tool', 'function'",
+            )
+    return out

@@ -1,0 +1,178 @@
+"""pi / OpenClaw session JSONL.
+
+Entries carry ``type``; messages are ``{"type": "message", "message": {...}}`` with roles
+``user``, ``assistant``, ``toolResult`` (one per call), plus ``bashExecution`` and ``custom``
+(sent to the model as user text). Current files (``"version": 3`` header) link entries by
+``id``/``parentId``: the active branch is the path from the last entry back to the root. Older
+files have no ids and are read in order.
+
+``view="full"`` keeps every message on the branch and records compactions in
+``Transcript.meta["compactions"]``; ``view="model"`` starts from the latest compaction summary,
+as pi itself rebuilds the context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..model import Block, Image, Message, Text, Thinking, ToolResult
+from .common import Loc, read_jsonl, tool_call
+
+__all__ = ("load_pi",)
+
+_SUMMARY_PREFIX = "The conversation history before this point was compacted into this summary:\n\n"
+_BRANCH_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n"
+
+
+def _content(content: object, loc: Loc) -> list[Text | Image]:
+    if isinstance(content, str):
+        return [Text(content)]
+    out: list[Text | Image] = []
+    for i, raw in enumerate(loc.items(content or [])):
+        block = loc.at(i).obj(raw)
+        kind = block.get("type")
+        if kind == "text":
+            out.append(Text(loc.at(i).need(block, "text", str)))
+        elif kind == "image":
+            media = str(block.get("mimeType") or "image/png")
+            out.append(Image(media, data=loc.at(i).need(block, "data", str)))
+        else:
+            loc.at(i).at("type").fail("block type", kind, "'text' or 'image'")
+    return out
+
+
+def _assistant(m: Mapping[str, Any], loc: Loc) -> Message:
+    blocks: list[Block] = []
+    for i, raw in enumerate(loc.at("content").items(m.get("content") or [])):
+        at = loc.at("content").at(i)
+        block = at.obj(raw)
+        kind = block.get("type")
+        if kind == "text":
+            blocks.append(Text(at.need(block, "text", str)))
+        elif kind == "thinking":
+            sig = block.get("thinkingSignature")
+            text = at.need(block, "thinking", str)
+            redacted = bool(block.get("redacted", False))
+            blocks.append(Thinking(text, sig if isinstance(sig, str) else None, redacted))
+        elif kind == "toolCall":
+            blocks.append(tool_call(block.get("id"), block.get("name"), block.get("arguments"), at))
+        elif kind == "image":
+            blocks.extend(_content([block], loc.at("content")))
+        else:
+            at.at("type").fail("assistant block type", kind, "'text', 'thinking' or 'toolCall'")
+    reason = m.get("stopReason")
+    meta: dict[str, Any] = {"stop_reason_raw": reason}
+    for key in ("api", "provider", "model", "errorMessage", "timestamp"):
+        if key in m:
+            meta[key] = m[key]
+    if isinstance(m.get("api"), str):
+        meta["provider_family"] = m["api"]
+    stop = reason if reason in ("error", "aborted") else None
+    return Message("assistant", tuple(blocks), stop_reason=stop, meta=meta)
+
+
+def _message(m: Mapping[str, Any], msg_id: str | None, loc: Loc) -> Message:
+    role = loc.need(m, "role", str)
+    if role == "user":
+        return Message("user", tuple(_content(m.get("content"), loc.at("content"))), msg_id)
+    if role == "assistant":
+        msg = _assistant(m, loc)
+        return Message(msg.role, msg.blocks, msg_id, msg.stop_reason, msg.meta)
+    if role == "toolResult":
+        call_id = loc.need(m, "toolCallId", str)
+        content = tuple(_content(m.get("content"), loc.at("content")))
+        name = m.get("toolName") if isinstance(m.get("toolName"), str) else None
+        result = ToolResult(call_id, content, bool(m.get("isError", False)), name)
+        return Message("tool", (result,), msg_id)
+    if role == "bashExecution":
+        command = loc.need(m, "command", str)
+        output = str(m.get("output") or "")
+        text = f"Ran `{command}`\n```\n{output}\n```"
+        return Message("user", (Text(text),), msg_id, meta={"kind": "bashExecution"})
+    if role in ("custom", "hookMessage"):
+        content = tuple(_content(m.get("content"), loc.at("content")))
+        return Message("user", content, msg_id, meta={"kind": role})
+    return loc.at("role").fail(
+        "role", role, "'user', 'assistant', 'toolResult', 'bashExecution' or 'custom'"
+    )
+
+
+def _branch(
+    entries: list[tuple[int, dict[str, Any]]], loc: Loc
+) -> list[tuple[int, dict[str, Any]]]:
+    """The entries on the active branch, root first (all entries for files without ids)."""
+    body = [(n, e) for n, e in entries if e.get("type") != "session"]
+    if not any("id" in e for _, e in body):
+        return body
+    by_id = {e["id"]: (n, e) for n, e in body if isinstance(e.get("id"), str)}
+    path: list[tuple[int, dict[str, Any]]] = []
+    cur: tuple[int, dict[str, Any]] | None = body[-1] if body else None
+    seen: set[str] = set()
+    while cur is not None:
+        n, e = cur
+        entry_id = e.get("id")
+        if entry_id in seen:
+            loc.at(f" line {n}").fail("parentId chain", entry_id, "no cycles")
+        seen.add(str(entry_id))
+        path.append(cur)
+        parent = e.get("parentId")
+        if parent is not None and parent not in by_id:
+            loc.at(f" line {n}").fail("parentId", parent, "the id of an earlier entry")
+        cur = by_id.get(parent) if parent is not None else None
+    path.reverse()
+    return path
+
+
+def _latest_compaction(path: list[tuple[int, dict[str, Any]]]) -> int | None:
+    for i in range(len(path) - 1, -1, -1):
+        if path[i][1].get("type") == "compaction":
+            return i
+    return None
+
+
+def load_pi(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str, Any]]:
+    """Messages and metadata of a pi/OpenClaw session file.
+
+    Raises:
+        TranscriptError: a line is not JSON, an entry is malformed, or the id chain is broken.
+    """
+    loc = Loc(str(path))
+    entries = list(read_jsonl(path))
+    if not entries:
+        loc.fail("file", "empty", "a pi session (JSONL)")
+    header = entries[0][1] if entries[0][1].get("type") == "session" else {}
+    branch = _branch(entries, loc)
+    compactions = [
+        {"summary": e.get("summary"), "first_kept": e.get("firstKeptEntryId"), "line": n}
+        for n, e in branch
+        if e.get("type") == "compaction"
+    ]
+    out: list[Message] = []
+    start = 0
+    if view == "model" and (ci := _latest_compaction(branch)) is not None:
+        comp = branch[ci][1]
+        out.append(Message("user", (Text(_SUMMARY_PREFIX + str(comp.get("summary", ""))),)))
+        kept = comp.get("firstKeptEntryId")
+        ids = [e.get("id") for _, e in branch]
+        start = ids.index(kept) if kept in ids else ci + 1
+    skipped = 0
+    for n, e in branch[start:]:
+        at = loc.at(f" line {n}")
+        kind = e.get("type")
+        if kind == "message":
+            msg_id = e.get("id") if isinstance(e.get("id"), str) else None
+            raw = at.need(e, "message", Mapping)
+            if raw.get("excludeFromContext"):  # e.g. a `!!` bash run kept out of the context
+                skipped += 1
+                continue
+            out.append(_message(raw, msg_id, at.at("message")))
+        elif kind == "branch_summary":
+            out.append(Message("user", (Text(_BRANCH_PREFIX + str(e.get("summary", ""))),)))
+        elif kind == "custom_message":
+            out.append(Message("user", tuple(_content(e.get("content"), at.at("content")))))
+        else:
+            skipped += 1
+    meta = {"session": header, "compactions": compactions, "skipped_entries": skipped}
+    return out, meta

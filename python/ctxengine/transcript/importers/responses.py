@@ -1,0 +1,97 @@
+"""OpenAI Responses ``input`` items: import and export.
+
+Consecutive assistant-side items (assistant ``message``, ``function_call``, ``reasoning``) form
+one neutral assistant message. A ``reasoning`` item is kept whole, as JSON, in
+:attr:`Thinking.signature` (its summary is the thinking text), so it can be sent back as is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..model import Block, Image, Message, Text, Thinking, ToolResult
+from .common import Loc, image_from_url, tool_call
+
+__all__ = "load_responses"
+
+_TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
+
+
+def _parts(content: object, loc: Loc) -> list[Text | Image]:
+    if isinstance(content, str):
+        return [Text(content)]
+    out: list[Text | Image] = []
+    for i, raw in enumerate(loc.items(content)):
+        part = loc.at(i).obj(raw)
+        kind = part.get("type")
+        if kind in _TEXT_PARTS:
+            key = "refusal" if kind == "refusal" else "text"
+            out.append(Text(loc.at(i).need(part, key, str)))
+        elif kind == "input_image" and isinstance(part.get("image_url"), str):
+            out.append(image_from_url(part["image_url"]))
+        else:
+            loc.at(i).fail(
+                "content part type", kind, "input_text, output_text or input_image (URL)"
+            )
+    return out
+
+
+def _reasoning(item: Mapping[str, Any], loc: Loc) -> Thinking:
+    summary = item.get("summary") or []
+    texts = [loc.at("summary").at(i).need(s, "text", str) for i, s in enumerate(summary)]
+    return Thinking("\n\n".join(texts), json.dumps(item, ensure_ascii=False, separators=(",", ":")))
+
+
+def _open_assistant(out: list[Message]) -> list[Block]:
+    """Blocks of the trailing assistant message (popped so it can be rebuilt), or a new list."""
+    if out and out[-1].role == "assistant":
+        return list(out.pop().blocks)
+    return []
+
+
+def load_responses(items: list[Any], loc: Loc) -> list[Message]:
+    """Neutral messages from Responses ``input`` items.
+
+    Raises:
+        TranscriptError: an item has an unknown type or role, or a missing field.
+    """
+    out: list[Message] = []
+    family = {"provider_family": "openai-responses"}
+    for i, raw in enumerate(items):
+        at = loc.at(i)
+        item = at.obj(raw)
+        kind = item.get("type") or ("message" if "role" in item else None)
+        if kind == "message":
+            role = at.need(item, "role", str)
+            blocks = _parts(item.get("content"), at.at("content"))
+            if role == "assistant":
+                prev = _open_assistant(out)
+                prev.extend(b for b in blocks if not (isinstance(b, Text) and not b.text))
+                out.append(Message("assistant", tuple(prev), meta=family))
+            elif role in ("system", "developer"):
+                texts = [b for b in blocks if isinstance(b, Text)]
+                out.append(Message("system", tuple(texts), meta={"openai_role": role}))
+            elif role == "user":
+                out.append(Message("user", tuple(blocks)))
+            else:
+                at.at("role").fail("role", role, "'user', 'assistant', 'system' or 'developer'")
+        elif kind == "function_call":
+            call = tool_call(item.get("call_id"), item.get("name"), item.get("arguments"), at)
+            out.append(Message("assistant", (*_open_assistant(out), call), meta=family))
+        elif kind == "reasoning":
+            thinking = _reasoning(item, at)
+            out.append(Message("assistant", (*_open_assistant(out), thinking), meta=family))
+        elif kind == "function_call_output":
+            call_id = at.need(item, "call_id", str)
+            output = item.get("output", "")
+            content = tuple(_parts(output, at.at("output")))
+            out.append(Message("tool", (ToolResult(call_id, content),)))
+        else:
+            at.at("type").fail(
+                "item type",
+                kind,
+                "'message', 'function_call', 'function_call_output' or 'reasoning'",
+            )
+    return out

@@ -1,0 +1,100 @@
+//! Compaction request (DESIGN.md §4 step 3): when soft trim, hard trim and folding were not
+//! enough, mark the oldest turn groups whose removal makes the plan fit; the Python side
+//! summarizes them into one `core_memory` grain.
+
+use super::{Groups, Reason, Run, Stage};
+
+impl Run<'_> {
+    /// Compaction request: if still over, pick the oldest unprotected turn groups whose removal
+    /// makes it fit (then, if that is not enough, the protected tail too, but never the latest
+    /// user turn nor a group holding a PROTECTED item) and mark them for summarization.
+    pub(super) fn compact(&mut self) {
+        let total = self.total();
+        if total <= self.target || self.o.turns.slots.is_empty() {
+            return;
+        }
+        let need = total - self.target;
+        let (groups, scores) = self.take_groups();
+        let picked = self.pick_compaction(&groups, need);
+        for g in (0..groups.len()).filter(|&g| picked[g]) {
+            let turn = groups.turn[g];
+            let held =
+                self.remove_group(&groups, g, Stage::Compaction, Reason::Compaction { turn });
+            self.compaction.0.push(turn);
+            self.compaction.1 += held;
+        }
+        self.groups = Some((groups, scores));
+    }
+
+    /// Oldest groups whose removal frees `need` tokens: unprotected ones first, then the
+    /// protected tail, never a pinned group.
+    fn pick_compaction(&self, groups: &Groups, need: usize) -> Vec<bool> {
+        let mut picked = vec![false; groups.len()];
+        let mut freed = 0usize;
+        for relaxed in [false, true] {
+            for (g, taken) in picked.iter_mut().enumerate() {
+                if freed >= need {
+                    return picked;
+                }
+                let blocked =
+                    self.group_pinned(groups, g) || (!relaxed && self.group_protected(groups, g));
+                if *taken || blocked {
+                    continue;
+                }
+                let held = self.group_tokens(groups, g);
+                if held > 0 {
+                    *taken = true;
+                    freed += held;
+                }
+            }
+        }
+        picked
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{by_id, loaded, session};
+    use super::*;
+    use crate::assemble::{flags, Status};
+
+    #[test]
+    fn compaction_requests_old_high_score_turns() {
+        let mut items = session(8, 1);
+        for it in &mut items {
+            it.flags |= flags::FEEDBACK | flags::STRUCTURAL; // scores above 0.6: hard trim skips
+        }
+        let (mut a, full) = loaded(items);
+        let plan = a.plan(full / 2).expect("compaction");
+        assert!(!plan.compaction_turns.is_empty());
+        assert_eq!(plan.compaction_turns[0], 0, "oldest first");
+        assert!(plan.compaction_tokens > 0);
+        assert!(plan.fits);
+        let s = by_id(&plan, "hist.1");
+        assert_eq!(
+            (plan.status[s as usize], plan.stage[s as usize]),
+            (Status::Dropped, Stage::Compaction)
+        );
+    }
+
+    #[test]
+    fn compaction_never_takes_the_latest_turn_and_stops_when_it_fits() {
+        let mut items = session(8, 1);
+        for it in &mut items {
+            it.flags |= flags::FEEDBACK | flags::STRUCTURAL;
+        }
+        let (mut a, full) = loaded(items);
+        let plan = a.plan(full / 4).expect("compaction");
+        assert!(
+            !plan.compaction_turns.contains(&7),
+            "{:?}",
+            plan.compaction_turns
+        );
+        assert_eq!(plan.status[by_id(&plan, "hist.22") as usize], Status::Kept);
+        let mild = a.plan(full * 7 / 10).expect("compaction");
+        assert!(mild.compaction_turns.len() < plan.compaction_turns.len());
+        let mut sorted = plan.compaction_turns.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, plan.compaction_turns, "oldest first");
+    }
+}

@@ -1,0 +1,364 @@
+//! [`Assembly::plan`]: allocate the budget across windows, then run the trim ladder until every
+//! window is within its allocation. One module per stage, each run on a plan in progress
+//! ([`Run`]):
+//!
+//! - [`soft`]: shorten long tool results (summary or head + tail), then clear them;
+//! - [`hard`]: remove whole low-scoring history turn groups;
+//! - [`placeholder`]: the one message standing for the removed turns, and its token accounting;
+//! - [`fold`]: fold the least important context grains, then whole branches, to stand-ins;
+//! - [`compact`]: mark the oldest turn groups for summarization when still over;
+//! - [`order`]: the rendered order of the survivors and the finished [`Plan`];
+//! - [`history`]: what the stages protect (preamble, protected tail, latest user turn).
+//!
+//! Allocation is recomputed from the current usage after each stage, so tokens a stage frees in
+//! one window flow to windows still over; "every window within its allocation" is then the same
+//! as "total ≤ target", and the allocation decides which windows get cut.
+
+mod compact;
+mod fold;
+mod hard;
+mod history;
+mod order;
+mod placeholder;
+mod soft;
+
+#[cfg(test)]
+mod fixtures;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use self::history::History;
+use self::placeholder::Removed;
+use super::budget::{limits, water_fill};
+use super::items::{Columns, Derived, Orders};
+use super::plan::{Plan, Reason, Stage, Status, Timings};
+use super::score::Groups;
+use super::{flags, kind, Assembly, AssemblyConfig};
+use crate::errors::{CoreError, CoreResult};
+
+/// Protected items named in a [`CoreError::Budget`] message.
+const NAMED_IN_ERROR: usize = 10;
+
+impl Assembly {
+    /// Decide, for every live item, what is rendered within `budget` tokens.
+    ///
+    /// Errors with [`CoreError::Budget`] when protected items (PROTECTED flag and the latest user
+    /// message's turn group) alone exceed the budget minus the reserve.
+    pub fn plan(&mut self, budget: usize) -> CoreResult<Plan> {
+        let t0 = Instant::now();
+        self.refresh_orders();
+        let mut derived = std::mem::take(&mut self.cols.derived);
+        let result = Run::new(
+            &self.config,
+            &self.cols,
+            &self.orders,
+            &mut derived,
+            budget,
+            t0,
+        )
+        .and_then(Run::ladder);
+        self.cols.derived = derived;
+        result
+    }
+}
+
+/// Tokens of the live items of each window.
+fn demand(cfg: &AssemblyConfig, c: &Columns) -> Vec<usize> {
+    let mut demand = vec![0usize; cfg.windows.len()];
+    for s in 0..c.alive.len() {
+        if c.alive[s] {
+            demand[usize::from(c.window[s])] += c.tokens[s] as usize;
+        }
+    }
+    demand
+}
+
+/// One plan in progress.
+struct Run<'a> {
+    cfg: &'a AssemblyConfig,
+    c: &'a Columns,
+    o: &'a Orders,
+    derived: &'a mut Vec<Derived>,
+    hist: History,
+    budget: usize,
+    available: usize,
+    target: usize,
+    status: Vec<Status>,
+    stage: Vec<Stage>,
+    reasons: Vec<Reason>,
+    after: Vec<u32>,
+    /// Replacement text by slot (allocated when the ladder runs).
+    repl: Vec<Option<Arc<str>>>,
+    demand: Vec<usize>,
+    used: Vec<usize>,
+    alloc: Vec<usize>,
+    groups: Option<(Groups, Vec<f32>)>,
+    removed: Option<Removed>,
+    /// Window the placeholder's tokens are accounted in.
+    charged_window: Option<usize>,
+    compaction: (Vec<u32>, usize),
+    timings: Timings,
+    clock: Instant,
+}
+
+impl<'a> Run<'a> {
+    fn new(
+        cfg: &'a AssemblyConfig,
+        c: &'a Columns,
+        o: &'a Orders,
+        derived: &'a mut Vec<Derived>,
+        budget: usize,
+        clock: Instant,
+    ) -> CoreResult<Self> {
+        let reserve_share = cfg
+            .reserve
+            .and_then(|r| cfg.windows.get(usize::from(r)))
+            .map_or(0.0, |(_, s)| *s);
+        let (available, target) = limits(budget, reserve_share, cfg.pretrim_ratio);
+        let n = c.alive.len();
+        let demand = demand(cfg, c);
+        let mut run = Self {
+            cfg,
+            c,
+            o,
+            derived,
+            hist: History::scan(cfg, c, &o.history.slots),
+            budget,
+            available,
+            target,
+            status: vec![Status::Kept; n],
+            stage: vec![Stage::None; n],
+            reasons: vec![Reason::None; n],
+            after: c.tokens.clone(),
+            repl: Vec::new(),
+            used: demand.clone(),
+            alloc: Vec::new(),
+            demand,
+            groups: None,
+            removed: None,
+            charged_window: None,
+            compaction: (Vec::new(), 0),
+            timings: Timings::default(),
+            clock,
+        };
+        run.check_protected()?;
+        run.reallocate();
+        run.timings.allocate = run.lap();
+        Ok(run)
+    }
+
+    /// Nanoseconds since the last lap.
+    fn lap(&mut self) -> u64 {
+        let now = Instant::now();
+        let ns = now.duration_since(self.clock).as_nanos();
+        self.clock = now;
+        u64::try_from(ns).unwrap_or(u64::MAX)
+    }
+
+    fn ladder(mut self) -> CoreResult<Plan> {
+        if self.total() > self.target {
+            self.repl = vec![None; self.status.len()];
+            self.soft();
+            self.timings.soft = self.lap();
+            self.reallocate();
+            self.hard();
+            self.timings.hard = self.lap();
+            self.reallocate();
+            self.fold();
+            self.timings.fold = self.lap();
+            self.reallocate();
+            self.compact();
+            self.timings.compaction = self.lap();
+            self.reallocate();
+        }
+        Ok(self.finish())
+    }
+
+    /// Tokens of `text` (without overhead), saturated to `u32`.
+    fn count(&self, text: &str) -> u32 {
+        u32::try_from(self.cfg.counter.count(text, true)).unwrap_or(u32::MAX)
+    }
+
+    fn total(&self) -> usize {
+        self.used.iter().sum()
+    }
+
+    fn reallocate(&mut self) {
+        let shares: Vec<f64> = self.cfg.windows.iter().map(|(_, s)| *s).collect();
+        let reserve = self.cfg.reserve.map(usize::from);
+        self.alloc = water_fill(&shares, &self.used, self.target, reserve);
+    }
+
+    fn over(&self, w: usize) -> bool {
+        self.used.get(w) > self.alloc.get(w)
+    }
+
+    /// Bit mask of the windows over their allocation.
+    fn over_mask(&self) -> u64 {
+        (0..self.used.len())
+            .filter(|&w| self.over(w))
+            .fold(0, |m, w| m | (1u64 << (w & 63)))
+    }
+
+    /// Fail when protected items alone exceed `available`, naming the largest ones.
+    fn check_protected(&self) -> CoreResult<()> {
+        let c = self.c;
+        let latest = self.hist.latest_user_turn;
+        let mut total = 0usize;
+        let mut named: Vec<(u32, u32)> = Vec::new();
+        for s in 0..c.alive.len() {
+            let hard = c.flags[s] & flags::PROTECTED != 0
+                || (c.kind[s] != kind::CONTEXT && latest == Some(c.turn[s]));
+            if c.alive[s] && hard {
+                total += c.tokens[s] as usize;
+                named.push((c.tokens[s], s as u32));
+            }
+        }
+        if total <= self.available {
+            return Ok(());
+        }
+        named.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let list: Vec<String> = named
+            .iter()
+            .take(NAMED_IN_ERROR)
+            .map(|&(t, s)| format!("{} ({t} tokens)", c.node_ids[s as usize]))
+            .collect();
+        Err(CoreError::Budget(format!(
+            "protected items alone need {total} tokens but the budget of {} leaves {} after the \
+             reserve; {} protected items, largest: {}",
+            self.budget,
+            self.available,
+            named.len(),
+            list.join(", ")
+        )))
+    }
+
+    /// Set the decision of `s`, moving its tokens in its window's usage.
+    fn decide(&mut self, s: u32, status: Status, stage: Stage, reason: Reason, tokens: u32) {
+        let i = s as usize;
+        let w = usize::from(self.c.window[i]);
+        self.used[w] = self.used[w] - self.after[i] as usize + tokens as usize;
+        self.after[i] = tokens;
+        self.status[i] = status;
+        self.stage[i] = stage;
+        self.reasons[i] = reason;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{assembly, grain, message, session, HIST, SYS, TOOL};
+    use super::*;
+    use crate::assemble::{role, ItemSpec};
+
+    #[test]
+    fn protected_items_over_budget_fail() {
+        let mut a = assembly();
+        let mut big = grain("sys.big", &"word ".repeat(500), SYS, 0, 0);
+        big.flags = flags::PROTECTED;
+        a.upsert(vec![big]).expect("valid");
+        a.upsert(session(1, 1)).expect("valid");
+        let err = a.plan(100);
+        assert!(
+            matches!(&err, Err(CoreError::Budget(m)) if m.contains("sys.big") && m.contains("100")),
+            "{err:?}"
+        );
+    }
+
+    fn random_session(next: &mut impl FnMut(u64) -> u64) -> Vec<ItemSpec> {
+        let mut items = vec![];
+        let words = ["alpha ", "beta\n", "gamma delta ", "ε ", "0123 "];
+        let text = |next: &mut dyn FnMut(u64) -> u64, n: u64| -> String {
+            (0..next(n)).map(|_| words[next(5) as usize]).collect()
+        };
+        let mut turn = 0;
+        for seq in 0..next(40) {
+            let r = next(4) as u8;
+            if r == role::USER {
+                turn += 1;
+            }
+            let mut m = message(seq, turn, r, &text(next, 300));
+            m.flags = next(32) as u8 & !flags::PROTECTED;
+            m.window = if r == role::TOOL && next(2) == 0 {
+                TOOL
+            } else {
+                HIST
+            };
+            m.summary = (next(4) == 0).then(|| "short".to_string());
+            items.push(m);
+        }
+        for i in 0..next(12) {
+            let w = next(4) as u8;
+            let id = format!("{}.n{i}", ["sys", "mem", "rag"][next(3) as usize]);
+            let mut g = grain(&id, &text(next, 200), w, next(5) as i64, 1000 + i);
+            g.flags = if next(8) == 0 { flags::PROTECTED } else { 0 };
+            g.overhead = next(5) as u32;
+            items.push(g);
+        }
+        items
+    }
+
+    #[test]
+    fn plans_hold_their_invariants_on_generated_sessions() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if m == 0 {
+                0
+            } else {
+                x % m
+            }
+        };
+        let mut seen = [0usize; 5];
+        let mut unfit = 0;
+        for _ in 0..300 {
+            let mut a = assembly();
+            a.upsert(random_session(&mut next)).expect("valid");
+            let budget = next(6000) as usize;
+            let Ok(plan) = a.plan(budget) else { continue };
+            let again = a.plan(budget).expect("same result");
+            assert_eq!(plan.status, again.status);
+            assert_eq!(plan.tokens_after, again.tokens_after);
+            assert_eq!(plan.history_order, again.history_order);
+            assert_eq!(plan.context_order, again.context_order);
+            let ph = plan.placeholder.as_ref().map_or(0, |p| p.tokens as usize);
+            let sum: usize = plan
+                .live
+                .iter()
+                .map(|&s| plan.tokens_after[s as usize] as usize)
+                .sum();
+            assert_eq!(sum + ph, plan.total_after);
+            if plan.fits {
+                assert!(plan.total_after <= plan.target);
+            } else {
+                unfit += 1;
+            }
+            for &s in &plan.live {
+                seen[plan.status[s as usize] as usize] += 1;
+            }
+            let used: usize = plan.windows.iter().map(|w| w.used).sum();
+            assert_eq!(used, plan.total_after);
+            for &s in &plan.live {
+                let i = s as usize;
+                if a.cols.flags[i] & flags::PROTECTED != 0 {
+                    assert_eq!(plan.status[i], Status::Kept);
+                }
+                if plan.status[i] == Status::Dropped {
+                    let t = a.cols.turn[i];
+                    assert!(plan
+                        .live
+                        .iter()
+                        .all(|&y| a.cols.kind[y as usize] == kind::CONTEXT
+                            || a.cols.turn[y as usize] != t
+                            || plan.status[y as usize] == Status::Dropped));
+                }
+                assert!(plan.tokens_after[i] <= plan.tokens_before[i]);
+            }
+        }
+        assert!(seen.iter().all(|&n| n > 0), "every status occurs: {seen:?}");
+        assert!(unfit < 30, "{unfit} plans did not fit");
+    }
+}

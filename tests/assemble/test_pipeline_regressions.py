@@ -1,0 +1,223 @@
+"""Regression tests for engine-path bugs found in review (state across renders and sessions)."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from ctxengine import Budget, ContextEngine, ContextGrain
+from ctxengine.builtins import ToolResultCompressor
+from ctxengine.transcript import ToolCall
+
+pytestmark = pytest.mark.anyio
+
+
+def system_text(payload: dict) -> str:
+    first = payload["messages"][0]
+    return first["content"] if first["role"] == "system" else ""
+
+
+async def _steps(s: object, tag: str, n: int, *, lines: int = 40) -> None:
+    for i in range(n):
+        await s.user_message(  # type: ignore[attr-defined]
+            f"request {tag}-{i}: look at module_{tag}_{i}.py and explain it carefully in depth"
+        )
+        call = ToolCall(f"c{tag}_{i}", "read_file", {"path": f"m{tag}_{i}.py"})
+        await s.assistant_message("", [call])  # type: ignore[attr-defined]
+        await s.tool_result(  # type: ignore[attr-defined]
+            f"c{tag}_{i}", f"RESULT-{tag}-{i} " + "content line\n" * lines
+        )
+        await s.assistant_message(f"done {tag}-{i}")  # type: ignore[attr-defined]
+
+
+async def test_a_later_compaction_renders_the_new_summary_not_the_stored_one() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=3000))
+    async with engine.session("sum") as s:
+        await _steps(s, "a", 30)
+        rounds = 0
+        for r in range(8):
+            out = await s.render()
+            if any(c["ok"] for c in out.report.compactions):
+                rounds += 1
+                assert s.state.summary is not None
+                summary = next(g for g in out.tree if g.node_id == "mem.summary")
+                assert summary is s.state.summary
+                if out.report.get("mem.summary").decision == "kept":
+                    assert s.state.summary.text in system_text(out.payload)
+            await _steps(s, str(r), 15)
+    assert rounds >= 2  # the second compaction found a stored summary in the context
+
+
+async def test_a_grain_whose_content_changes_in_place_is_recounted() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=2000))
+    notes = ContextGrain("rag.notes", content=["start"], lifespan="session")
+    async with engine.session("mut") as s:
+        s.add(notes)
+        await s.user_message("hi")
+        first = await s.render()
+        assert first.report.get("rag.notes").decision == "kept"
+        notes.content.extend(f"note {i}: " + "lorem ipsum dolor sit amet " * 6 for i in range(80))
+        out = await s.render()
+    assert out.tokens <= 2000
+    assert out.report.get("rag.notes").decision == "folded"
+
+
+async def test_an_override_grain_does_not_collect_a_shadow_entry_per_render() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=50_000), plugins=[ToolResultCompressor()])
+    async with engine.session("ov") as s:
+        await s.user_message("list rows")
+        await s.assistant_message("", [ToolCall("call_9", "query", {"sql": "select"})])
+        await s.tool_result("call_9", "".join(f"row {i}\n" for i in range(3000)), name="query")
+        for _ in range(5):
+            out = await s.render()
+        grain = s.state.stored["act.tool_result.call_9"].grain
+    assert out.report.get("act.tool_result.call_9").origin == grain.origin
+    assert grain.meta["shadowed"] == [
+        {"node_id": "act.tool_result.call_9", "origin": "transcript", "priority": 100}
+    ]
+
+
+async def test_a_compacted_tool_result_does_not_come_back_as_a_context_grain() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=4000), plugins=[ToolResultCompressor()])
+    compacted: set[str] = set()
+    async with engine.session("cmp") as s:
+        for r in range(8):
+            await _steps(s, str(r), 12, lines=400)
+            out = await s.render()
+            compacted |= {
+                g.node_id
+                for g in out.report
+                if g.stage == "compaction" and g.node_id.startswith("act.")
+            }
+            back = [g.node_id for g in out.tree if g.node_id in compacted]
+            assert back == [], f"render {r}: compacted results back in the tree: {back[:3]}"
+            seen = [
+                (g.node_id, g.decision)
+                for g in out.report
+                if g.node_id in compacted and g.decision in {"kept", "folded"}
+            ]
+            assert seen == [], f"render {r}: compacted results still planned: {seen[:3]}"
+    assert compacted
+
+
+class _SlowSetup:
+    name, version, priority, enabled = "slow_setup", "1.0.0", 10, True
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.setups = 0
+
+    async def setup(self, engine: object) -> None:
+        self.setups += 1
+        await anyio.sleep(0.05)
+        self.ready = True
+
+    async def collect(self, scene: object) -> list[ContextGrain]:
+        if not self.ready:
+            raise RuntimeError("collect before setup finished")
+        return [ContextGrain("rag.ready", content="READY")]
+
+
+async def test_a_plugin_registered_after_the_first_session_is_set_up() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=4000))
+    async with engine.session("one") as s:
+        await s.user_message("hi")
+        await s.render()
+    late = _SlowSetup()
+    engine.register(late)
+    async with engine.session("two") as s:
+        await s.user_message("hi")
+        out = await s.render()
+    assert late.setups == 1
+    assert out.report.faults == []
+    assert "READY" in system_text(out.payload)
+
+
+async def test_concurrent_sessions_wait_for_plugin_setup() -> None:
+    plugin = _SlowSetup()
+    engine = ContextEngine("gpt-4o", Budget(total=4000), plugins=[plugin])
+    texts: dict[str, str] = {}
+    faults: dict[str, list] = {}
+
+    async def run(session_id: str) -> None:
+        async with engine.session(session_id) as s:
+            await s.user_message("hi")
+            out = await s.render()
+        texts[session_id] = system_text(out.payload)
+        faults[session_id] = out.report.faults
+
+    async with anyio.create_task_group() as tg:
+        for sid in ("a", "b", "c"):
+            tg.start_soon(run, sid)
+    assert plugin.setups == 1
+    assert all("READY" in t for t in texts.values()), faults
+
+
+async def test_a_split_grain_changed_in_place_is_split_again() -> None:
+    engine = ContextEngine("gpt-4.1", Budget(total=200_000))
+    pages = [f"page {i}: " + "alpha beta gamma delta " * 40 for i in range(100)]
+    big = ContextGrain("rag.manual", content=pages, lifespan="session")
+    async with engine.session("split") as s:
+        s.add(big)
+        await s.user_message("hi")
+        first = await s.render()
+        assert "page 0: alpha" in system_text(first.payload)
+        pages[0] = "page 0: CHANGED " + "omega " * 100
+        out = await s.render()
+    text = system_text(out.payload)
+    assert "page 0: CHANGED" in text and "page 0: alpha" not in text
+
+
+async def test_repeated_compactions_keep_a_summary_the_model_can_read() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=3000))
+    async with engine.session("grow") as s:
+        await _steps(s, "a", 30)
+        compactions = 0
+        for r in range(10):
+            out = await s.render()
+            compactions += sum(c["ok"] for c in out.report.compactions)
+            if s.state.summary is not None:
+                assert out.report.get("mem.summary").decision == "kept", f"render {r}"
+                assert s.state.summary.text in system_text(out.payload)
+            await _steps(s, str(r), 15)
+    assert compactions >= 5
+    assert out.tokens <= 3000
+
+
+async def test_an_invalid_grain_is_reported_once_when_over_budget_fires() -> None:
+    class Sloppy:
+        name, version, priority, enabled = "sloppy", "1.0.0", 10, True
+
+        async def collect(self, scene: object) -> list[ContextGrain]:
+            return [ContextGrain("rag.bad", content="x", window="nowhere")]
+
+        def on_over_budget(self, event: object) -> None:
+            return None
+
+    engine = ContextEngine("gpt-4o", Budget(total=2000), plugins=[Sloppy()])
+    async with engine.session("once") as s:
+        await _steps(s, "x", 20)
+        out = await s.render()
+    assert out.report.counts().get("folded", 0) > 0  # the ladder ran: on_over_budget fired
+    faults = [(f["plugin"], f["kind"]) for f in out.report.faults]
+    assert faults == [("sloppy", "invalid")]
+
+
+async def test_a_shadowed_grain_with_a_bad_window_does_not_break_the_turn() -> None:
+    class Sloppy:
+        name, version, priority, enabled = "sloppy", "1.0.0", 10, True
+
+        async def collect(self, scene: object) -> list[ContextGrain]:
+            return [
+                ContextGrain("rag.doc", content="GOOD", priority=10),
+                ContextGrain("rag.doc", content="lost", priority=90, window="nowhere"),
+                ContextGrain("hist.0", content="over", priority=200, window="nowhere"),
+            ]
+
+    engine = ContextEngine("gpt-4o", Budget(total=4000), plugins=[Sloppy()])
+    async with engine.session("bad") as s:
+        await s.user_message("hi")
+        out = await s.render()
+    assert "GOOD" in system_text(out.payload)
+    assert [g.decision for g in out.report if g.node_id == "rag.doc"] == ["kept", "shadowed"]
+    assert {g.decision for g in out.report if g.node_id == "hist.0"} == {"kept", "shadowed"}

@@ -1,0 +1,102 @@
+"""ctxengine.fitting.fit, engine.session_sync, and the optional extras staying optional."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+import ctxengine.fitting
+from ctxengine import BudgetError, ContextEngine, CtxEngineError, TranscriptError
+from ctxengine.fitting import fit
+from ctxengine.hygiene import validate
+from ctxengine.transcript import Message, ToolCall, load
+from offline_tiktoken import TRANSCRIPTS
+
+SESSION = TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl"
+
+
+@pytest.mark.parametrize("provider", ["openai", "openai-responses", "anthropic", "gemini"])
+def test_fit_real_session_is_valid_and_within_budget(provider: str) -> None:
+    messages = load(SESSION).to("openai")["messages"]
+    out = fit(messages, model="gpt-4o", budget=8_000, provider=provider)
+    assert out.tokens <= 8_000
+    assert validate(out.transcript, provider) == []
+    assert {d.decision for d in out.report} >= {"kept", "dropped"}
+
+
+def test_fit_warm_call_on_a_grown_history_equals_a_cold_one() -> None:
+    messages = load(SESSION)[:200].to("openai")["messages"]
+    fit(messages, model="gpt-4o", budget=6_000)
+    grown = [*messages, {"role": "user", "content": "and now?"}]
+    warm = fit(grown, model="gpt-4o", budget=6_000)
+    ctxengine.fitting._local.warm = None  # the next call starts a new session
+    cold = fit(grown, model="gpt-4o", budget=6_000)
+    assert warm.tokens <= 6_000
+    assert warm.payload["messages"][-1] == {"role": "user", "content": "and now?"}
+    assert warm.payload == cold.payload
+
+
+def test_fit_takes_langchain_messages_and_repairs_pairing() -> None:
+    out = fit(
+        [
+            HumanMessage("list"),
+            AIMessage("", tool_calls=[{"name": "ls", "args": {}, "id": "c1"}]),
+            ToolMessage("a.py", tool_call_id="c1"),
+            AIMessage("", tool_calls=[{"name": "cat", "args": {}, "id": "c2"}]),  # unanswered
+        ],
+        model="gpt-4o",
+        budget=1_000,
+    )
+    roles = [m["role"] for m in out.payload["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool"]  # synthetic result added
+
+
+def test_fit_errors_name_the_problem() -> None:
+    with pytest.raises(TranscriptError, match=r"messages\[0\] is 3"):
+        fit([3], model="gpt-4o", budget=1_000)
+    with pytest.raises(BudgetError):
+        fit([{"role": "user", "content": "hi"}], model="gpt-4o", budget=0)
+
+
+def test_fit_inside_a_running_event_loop() -> None:
+    async def main() -> int:
+        return fit([{"role": "user", "content": "hi"}], model="gpt-4o", budget=100).tokens
+
+    assert 0 < asyncio.run(main()) <= 100
+
+
+def test_session_sync_mirrors_the_async_api() -> None:
+    engine = ContextEngine("gpt-4o", 2_000)
+    with engine.session_sync("script") as s:
+        s.user_message("list the files")
+        s.assistant_message("", [ToolCall("c1", "ls", {})])
+        s.tool_result("c1", "a.py\nb.py")
+        s.ingest([{"role": "assistant", "content": "two files"}])
+        s.extend([Message.user("thanks")])
+        out = s.render()
+        inner = s.session
+    assert [m["role"] for m in out.payload["messages"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    assert inner.closed
+    with pytest.raises(CtxEngineError, match="'script' is closed"):
+        s.render()
+
+
+def test_import_ctxengine_imports_no_framework() -> None:
+    code = (
+        "import sys, ctxengine, ctxengine.integrations, ctxengine.fitting, ctxengine.sync\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('langchain', 'langchain_core', 'langgraph', 'agents'))\n"
+        "print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

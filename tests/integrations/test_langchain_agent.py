@@ -1,0 +1,116 @@
+"""A LangChain v1 agent (create_agent + a fake tool-calling model) runs 30 turns through
+ContextMiddleware: every model call is within budget and its tool calls are paired."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+    convert_to_openai_messages,
+)
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from ctxengine import ContextEngine
+from ctxengine.builtins import ToolResultCompressor
+from ctxengine.integrations.langchain import ContextMiddleware
+
+from .agent_helpers import BUDGET, TURNS, tiktoken_chat_tokens, tool_outputs
+
+OUTPUTS = tool_outputs()
+
+
+class ToolCallingFake(BaseChatModel):
+    """Answers a user turn with a tool call, a tool result with text; records its inputs."""
+
+    received: list[list[BaseMessage]] = []  # noqa: RUF012
+
+    @property
+    def _llm_type(self) -> str:
+        return "tool-calling-fake"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ToolCallingFake:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.received.append(list(messages))
+        n = len(self.received)
+        if isinstance(messages[-1], HumanMessage):
+            call = {"name": "read_log", "args": {"part": n}, "id": f"call_{n}"}
+            reply = AIMessage(f"Reading part {n}.", tool_calls=[call])
+        else:
+            reply = AIMessage(f"Part summarized ({len(messages)} messages seen).")
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+@tool
+def read_log(part: int) -> str:
+    """Read one part of the session log."""
+    return OUTPUTS[part % len(OUTPUTS)]
+
+
+def _valid(messages: list[BaseMessage]) -> bool:
+    """Every tool call is answered right after it, and every result follows its call."""
+    pending: set[str] = set()
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            if m.tool_call_id not in pending:
+                return False
+            pending.discard(m.tool_call_id)
+        else:
+            if pending:
+                return False
+            if isinstance(m, AIMessage):
+                pending = {c["id"] for c in m.tool_calls if c["id"]}
+    return not pending
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_langchain_agent_30_turns_within_budget(mode: str) -> None:
+    model = ToolCallingFake()
+    model.received = []
+    engine = ContextEngine("gpt-4o", BUDGET, plugins=[ToolResultCompressor()])
+    middleware = ContextMiddleware(engine)
+    agent = create_agent(
+        model,
+        tools=[read_log],
+        system_prompt="You summarize logs. Call read_log for each request.",
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": mode}}
+    for turn in range(TURNS):
+        request = {"messages": [HumanMessage(f"Summarize part {turn} of the log.")]}
+        if mode == "sync":
+            state = agent.invoke(request, config)
+        else:
+            import asyncio
+
+            state = asyncio.run(agent.ainvoke(request, config))
+    middleware.close()
+
+    assert len(model.received) == 2 * TURNS  # a tool call and an answer per turn
+    full = tiktoken_chat_tokens(convert_to_openai_messages(state["messages"]))
+    assert full > 4 * BUDGET  # the agent's own history is far over the budget
+    for messages in model.received:
+        assert _valid(messages)
+        assert tiktoken_chat_tokens(convert_to_openai_messages(messages)) <= BUDGET
+        assert isinstance(messages[-1], (HumanMessage, ToolMessage))  # the newest turn survives
+    last = model.received[-1]
+    assert last[0].type == "system" and "summarize logs" in str(last[0].content)
+    assert middleware.last is not None and middleware.last.tokens <= BUDGET

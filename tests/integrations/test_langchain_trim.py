@@ -1,0 +1,642 @@
+"""LangChain's own ``trim_messages`` unit tests, re-created against ours.
+
+Ported from langchain-ai/langchain ``libs/core/tests/unit_tests/messages/test_utils.py`` (every
+``test_trim_messages_*`` case, including the tool-group ones of its issue 29637). Where one of
+our two documented differences applies, the test says so and asserts our behaviour:
+
+- ``tool_group_atomic``: a tool call is never separated from its results;
+- ``exact_counts``: a model/encoding name or tiktoken ``Encoding`` counts exactly.
+
+Each case also runs LangChain's installed ``trim_messages`` when its result is defined the same
+way there (``same_as_langchain``), so a drift of either side shows up.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from langchain_core.language_models.fake_chat_models import FakeChatModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.messages import trim_messages as lc_trim_messages
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.tools import BaseTool
+
+from ctxengine.integrations.langchain import trim_messages
+from ctxengine.tokens import count_messages
+from offline_tiktoken import encoding
+
+
+def dummy_token_counter(messages: list[BaseMessage]) -> int:
+    """3 + 4 + 3 = 10 tokens per string message; 3 + 4 per block + 3 for list content."""
+    count = 0
+    for msg in messages:
+        if isinstance(msg.content, str):
+            count += 3 + 4 + 3
+        if isinstance(msg.content, list):
+            count += 3 + len(msg.content) * 4 + 3
+    return count
+
+
+MESSAGES_TO_TRIM: list[BaseMessage] = [
+    SystemMessage("This is a 4 token text."),
+    HumanMessage("This is a 4 token text.", id="first"),
+    AIMessage(
+        [
+            {"type": "text", "text": "This is the FIRST 4 token block."},
+            {"type": "text", "text": "This is the SECOND 4 token block."},
+        ],
+        id="second",
+    ),
+    HumanMessage("This is a 4 token text.", id="third"),
+    AIMessage("This is a 4 token text.", id="fourth"),
+]
+MESSAGES_TO_TRIM_COPY = [m.model_copy(deep=True) for m in MESSAGES_TO_TRIM]
+
+
+def same_as_langchain(messages: Sequence[Any], **kwargs: Any) -> list[BaseMessage]:
+    """Ours, asserted equal to LangChain's installed version on the same input."""
+    ours = trim_messages(list(messages), **kwargs)
+    assert ours == lc_trim_messages(list(messages), **kwargs)
+    return ours  # type: ignore[no-any-return]
+
+
+def test_trim_messages_first_30() -> None:
+    actual = same_as_langchain(
+        MESSAGES_TO_TRIM, max_tokens=30, token_counter=dummy_token_counter, strategy="first"
+    )
+    assert actual == [
+        SystemMessage("This is a 4 token text."),
+        HumanMessage("This is a 4 token text.", id="first"),
+    ]
+    assert MESSAGES_TO_TRIM == MESSAGES_TO_TRIM_COPY
+
+
+def test_trim_messages_first_30_allow_partial() -> None:
+    actual = same_as_langchain(
+        MESSAGES_TO_TRIM,
+        max_tokens=30,
+        token_counter=dummy_token_counter,
+        strategy="first",
+        allow_partial=True,
+    )
+    assert actual == [
+        SystemMessage("This is a 4 token text."),
+        HumanMessage("This is a 4 token text.", id="first"),
+        AIMessage([{"type": "text", "text": "This is the FIRST 4 token block."}], id="second"),
+    ]
+    assert MESSAGES_TO_TRIM == MESSAGES_TO_TRIM_COPY
+
+
+def test_trim_messages_first_30_allow_partial_end_on_human() -> None:
+    actual = same_as_langchain(
+        MESSAGES_TO_TRIM,
+        max_tokens=30,
+        token_counter=dummy_token_counter,
+        strategy="first",
+        allow_partial=True,
+        end_on="human",
+    )
+    assert actual == [
+        SystemMessage("This is a 4 token text."),
+        HumanMessage("This is a 4 token text.", id="first"),
+    ]
+    assert MESSAGES_TO_TRIM == MESSAGES_TO_TRIM_COPY
+
+
+def test_trim_messages_last_30_include_system() -> None:
+    actual = same_as_langchain(
+        MESSAGES_TO_TRIM,
+        max_tokens=30,
+        include_system=True,
+        token_counter=dummy_token_counter,
+        strategy="last",
+    )
+    assert actual == [
+        SystemMessage("This is a 4 token text."),
+        HumanMessage("This is a 4 token text.", id="third"),
+        AIMessage("This is a 4 token text.", id="fourth"),
+    ]
+    assert MESSAGES_TO_TRIM == MESSAGES_TO_TRIM_COPY
+
+
+def test_trim_messages_last_40_include_system_allow_partial() -> None:
+    actual = same_as_langchain(
+        MESSAGES_TO_TRIM,
+        max_tokens=40,
+        token_counter=dummy_token_counter,
+        strategy="last",
+        allow_partial=True,
+        include_system=True,
+    )
+    assert actual == [
+        SystemMessage("This is a 4 token text."),
+        AIMessage([{"type": "text", "text": "This is the SECOND 4 token block."}], id="second"),
+        HumanMessage("This is a 4 token text.", id="third"),
+        AIMessage("This is a 4 token text.", id="fourth"),
+    ]
+    assert MESSAGES_TO_TRIM == MESSAGES_TO_TRIM_COPY
+
+
+def test_trim_messages_last_30_include_system_allow_partial_end_on_human() -> None:
+    actual = same_as_langchain(
+        MESSAGES_TO_TRIM,
+        max_tokens=30,
+        token_counter=dummy_token_counter,
+        strategy="last",
+        allow_partial=True,
+        include_system=True,
+        end_on="human",
+    )
+    assert actual == [
+        SystemMessage("This is a 4 token text."),
+        AIMessage([{"type": "text", "text": "This is the SECOND 4 token block."}], id="second"),
+        HumanMessage("This is a 4 token text.", id="third"),
+    ]
+    assert MESSAGES_TO_TRIM == MESSAGES_TO_TRIM_COPY
+
+
+def test_trim_messages_last_40_include_system_allow_partial_start_on_human() -> None:
+    actual = same_as_langchain(
+        MESSAGES_TO_TRIM,
+        max_tokens=30,
+        token_counter=dummy_token_counter,
+        strategy="last",
+        allow_partial=True,
+        include_system=True,
+        start_on="human",
+    )
+    assert actual == [
+        SystemMessage("This is a 4 token text."),
+        HumanMessage("This is a 4 token text.", id="third"),
+        AIMessage("This is a 4 token text.", id="fourth"),
+    ]
+    assert MESSAGES_TO_TRIM == MESSAGES_TO_TRIM_COPY
+
+
+def _char_count(messages: list[BaseMessage]) -> int:
+    return sum(len(m.content) for m in messages)
+
+
+def test_trim_messages_allow_partial_one_message() -> None:
+    actual = same_as_langchain(
+        [HumanMessage("This is a funky text.", id="third")],
+        max_tokens=2,
+        token_counter=_char_count,
+        text_splitter=list,
+        strategy="first",
+        allow_partial=True,
+    )
+    assert actual == [HumanMessage("Th", id="third")]
+
+
+def test_trim_messages_last_allow_partial_one_message() -> None:
+    actual = same_as_langchain(
+        [HumanMessage("This is a funky text.", id="third")],
+        max_tokens=2,
+        token_counter=_char_count,
+        text_splitter=list,
+        strategy="last",
+        allow_partial=True,
+    )
+    assert actual == [HumanMessage("t.", id="third")]
+
+
+def test_trim_messages_allow_partial_text_splitter() -> None:
+    def count_words(msgs: list[BaseMessage]) -> int:
+        count = 0
+        for msg in msgs:
+            if isinstance(msg.content, str):
+                count += len(msg.content.split(" "))
+            else:
+                text = " ".join(block["text"] for block in msg.content)  # type: ignore[index]
+                count += len(text.split(" "))
+        return count
+
+    def split_on_space(text: str) -> list[str]:
+        splits = text.split(" ")
+        return [s + " " for s in splits[:-1]] + splits[-1:]
+
+    actual = same_as_langchain(
+        MESSAGES_TO_TRIM,
+        max_tokens=10,
+        token_counter=count_words,
+        strategy="last",
+        allow_partial=True,
+        text_splitter=split_on_space,
+    )
+    assert actual == [
+        HumanMessage("a 4 token text.", id="third"),
+        AIMessage("This is a 4 token text.", id="fourth"),
+    ]
+    assert MESSAGES_TO_TRIM == MESSAGES_TO_TRIM_COPY
+
+
+def test_trim_messages_include_system_strategy_last_empty_messages() -> None:
+    trimmer = trim_messages(
+        max_tokens=10, token_counter=dummy_token_counter, strategy="last", include_system=True
+    )
+    assert trimmer.invoke([]) == []
+
+
+def test_trim_messages_invoke() -> None:
+    actual = trim_messages(max_tokens=10, token_counter=dummy_token_counter).invoke(
+        MESSAGES_TO_TRIM
+    )
+    expected = trim_messages(MESSAGES_TO_TRIM, max_tokens=10, token_counter=dummy_token_counter)
+    assert actual == expected == [AIMessage("This is a 4 token text.", id="fourth")]
+
+
+class FakeTokenCountingModel(FakeChatModel):
+    def get_num_tokens_from_messages(
+        self,
+        messages: list[BaseMessage],
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool] | None = None,
+    ) -> int:
+        return dummy_token_counter(messages)
+
+
+def test_trim_messages_bound_model_token_counter() -> None:
+    trimmer = trim_messages(max_tokens=10, token_counter=FakeTokenCountingModel().bind(foo="bar"))
+    assert trimmer.invoke([HumanMessage("foobar")]) == [HumanMessage("foobar")]
+
+
+def test_trim_messages_model_token_counter() -> None:
+    actual = same_as_langchain(
+        MESSAGES_TO_TRIM, max_tokens=30, token_counter=FakeTokenCountingModel()
+    )
+    assert [m.id for m in actual] == ["third", "fourth"]
+
+
+def test_trim_messages_bad_token_counter() -> None:
+    trimmer = trim_messages(max_tokens=10, token_counter={})
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "'token_counter' expected to be a model that implements "
+            "'get_num_tokens_from_messages()' or a function. "
+            "Received object of type <class 'dict'>."
+        ),
+    ):
+        trimmer.invoke([HumanMessage("foobar")])
+
+
+def test_trim_messages_partial_text_splitting() -> None:
+    messages = [HumanMessage(content="This is a long message that needs trimming")]
+    messages_copy = [m.model_copy(deep=True) for m in messages]
+
+    def count_characters(msgs: list[BaseMessage]) -> int:
+        return sum(len(m.content) if isinstance(m.content, str) else 0 for m in msgs)
+
+    result = same_as_langchain(
+        messages,
+        max_tokens=10,
+        token_counter=count_characters,
+        strategy="first",
+        allow_partial=True,
+        text_splitter=list,
+    )
+    assert len(result) == 1
+    assert result[0].content == "This is a "
+    assert messages == messages_copy
+
+
+def test_trim_messages_mixed_content_with_partial() -> None:
+    messages = [
+        AIMessage(
+            content=[
+                {"type": "text", "text": "First part of text."},
+                {"type": "text", "text": "Second part that should be trimmed."},
+            ]
+        )
+    ]
+    messages_copy = [m.model_copy(deep=True) for m in messages]
+
+    def count_text_length(msgs: list[BaseMessage]) -> int:
+        total = 0
+        for msg in msgs:
+            if isinstance(msg.content, list):
+                for block in msg.content:
+                    if isinstance(block, dict) and block.get("type") == "text":
+                        total += len(block["text"])
+            elif isinstance(msg.content, str):
+                total += len(msg.content)
+        return total
+
+    result = same_as_langchain(
+        messages,
+        max_tokens=20,
+        token_counter=count_text_length,
+        strategy="first",
+        allow_partial=True,
+    )
+    assert len(result) == 1
+    assert len(result[0].content) == 1
+    content = result[0].content[0]
+    assert isinstance(content, dict)
+    assert content["text"] == "First part of text."
+    assert messages == messages_copy
+
+
+def test_trim_messages_exact_token_boundary() -> None:
+    messages = [
+        SystemMessage(content="10 tokens exactly."),
+        HumanMessage(content="Another 10 tokens."),
+    ]
+    result1 = same_as_langchain(
+        messages, max_tokens=10, token_counter=dummy_token_counter, strategy="first"
+    )
+    assert len(result1) == 1
+    assert result1[0].content == "10 tokens exactly."
+    result2 = same_as_langchain(
+        messages, max_tokens=20, token_counter=dummy_token_counter, strategy="first"
+    )
+    assert result2 == messages
+
+
+def test_trim_messages_start_on_with_allow_partial() -> None:
+    messages = [
+        HumanMessage(content="First human message"),
+        AIMessage(content="AI response"),
+        HumanMessage(content="Second human message"),
+    ]
+    messages_copy = [m.model_copy(deep=True) for m in messages]
+    result = same_as_langchain(
+        messages,
+        max_tokens=20,
+        token_counter=dummy_token_counter,
+        strategy="last",
+        allow_partial=True,
+        start_on="human",
+    )
+    assert len(result) == 1
+    assert result[0].content == "Second human message"
+    assert messages == messages_copy
+
+
+def test_trim_messages_token_counter_shortcut_approximate() -> None:
+    messages = [
+        SystemMessage("This is a test message"),
+        HumanMessage("Another test message", id="first"),
+        AIMessage("AI response here", id="second"),
+    ]
+    messages_copy = [m.model_copy(deep=True) for m in messages]
+    result_shortcut = same_as_langchain(
+        messages, max_tokens=50, token_counter="approximate", strategy="last"
+    )
+    result_direct = same_as_langchain(
+        messages, max_tokens=50, token_counter=count_tokens_approximately, strategy="last"
+    )
+    assert result_shortcut == result_direct
+    assert messages == messages_copy
+
+
+def test_trim_messages_token_counter_shortcut_invalid() -> None:
+    messages = [SystemMessage("This is a test message"), HumanMessage("Another test message")]
+    with pytest.raises(ValueError, match="Invalid token_counter shortcut 'invalid'"):
+        trim_messages(messages, max_tokens=50, token_counter="invalid", strategy="last")
+
+
+def test_trim_messages_token_counter_shortcut_with_options() -> None:
+    messages = [
+        SystemMessage("System instructions"),
+        HumanMessage("First human message", id="first"),
+        AIMessage("First AI response", id="ai1"),
+        HumanMessage("Second human message", id="second"),
+        AIMessage("Second AI response", id="ai2"),
+    ]
+    messages_copy = [m.model_copy(deep=True) for m in messages]
+    result = same_as_langchain(
+        messages,
+        max_tokens=100,
+        token_counter="approximate",
+        strategy="last",
+        include_system=True,
+        start_on="human",
+    )
+    assert len(result) >= 2
+    assert isinstance(result[0], SystemMessage)
+    assert any(isinstance(msg, HumanMessage) for msg in result[1:])
+    assert messages == messages_copy
+
+
+def test_trim_messages_strategy_first_rejects_start_on_and_include_system() -> None:
+    with pytest.raises(ValueError, match="start_on parameter is only valid"):
+        trim_messages(
+            MESSAGES_TO_TRIM, max_tokens=5, token_counter=len, strategy="first", start_on="human"
+        )
+    with pytest.raises(ValueError, match="include_system parameter is only valid"):
+        trim_messages(
+            MESSAGES_TO_TRIM, max_tokens=5, token_counter=len, strategy="first", include_system=True
+        )
+
+
+def test_trim_messages_len_counter_counts_messages() -> None:
+    actual = same_as_langchain(MESSAGES_TO_TRIM, max_tokens=2, token_counter=len)
+    assert [m.id for m in actual] == ["third", "fourth"]
+
+
+def test_trim_messages_per_message_counter() -> None:
+    def per_message(message: BaseMessage) -> int:
+        return dummy_token_counter([message])
+
+    per_message.__annotations__["message"] = BaseMessage  # as without postponed annotations
+
+    actual = same_as_langchain(MESSAGES_TO_TRIM, max_tokens=24, token_counter=per_message)
+    assert [m.id for m in actual] == ["third", "fourth"]
+
+
+# -- tool-call groups (LangChain's issue 29637 tests; our difference tool_group_atomic) --------
+
+TOOL_CALL_MESSAGES: list[BaseMessage] = [
+    HumanMessage("hi"),
+    AIMessage("hello"),
+    HumanMessage("what's the weather in florida?"),
+    AIMessage(
+        [
+            {"type": "text", "text": "let's check the weather in florida"},
+            {
+                "type": "tool_use",
+                "id": "abc123",
+                "name": "get_weather",
+                "input": {"location": "florida"},
+            },
+        ],
+        tool_calls=[
+            {
+                "name": "get_weather",
+                "args": {"location": "florida"},
+                "id": "abc123",
+                "type": "tool_call",
+            }
+        ],
+    ),
+    ToolMessage("It's sunny.", name="get_weather", tool_call_id="abc123"),
+]
+
+
+def test_trim_messages_tool_group_never_split_first() -> None:
+    # 3 messages = 30 tokens; the AIMessage(tool_calls) alone would fit 35 in LangChain 1.8's
+    # message-wise search only without its result; the group (24) does not fit after 30.
+    result = trim_messages(
+        TOOL_CALL_MESSAGES, max_tokens=35, token_counter=dummy_token_counter, strategy="first"
+    )
+    assert result == TOOL_CALL_MESSAGES[:3]
+
+
+def test_trim_messages_tool_group_never_split_last() -> None:
+    # Difference tool_group_atomic: only the ToolMessage (10) fits in 15; LangChain 1.8 returns
+    # that orphan (its issue 33245), we return nothing rather than split the group.
+    lc = lc_trim_messages(
+        TOOL_CALL_MESSAGES, max_tokens=15, token_counter=dummy_token_counter, strategy="last"
+    )
+    assert [type(m) for m in lc] == [ToolMessage]
+    result = trim_messages(
+        TOOL_CALL_MESSAGES, max_tokens=15, token_counter=dummy_token_counter, strategy="last"
+    )
+    assert result == []
+
+
+def test_trim_messages_tool_group_included_together_last() -> None:
+    result = trim_messages(
+        TOOL_CALL_MESSAGES, max_tokens=25, token_counter=dummy_token_counter, strategy="last"
+    )
+    assert result == TOOL_CALL_MESSAGES[3:]
+
+
+def test_trim_messages_tool_group_included_together_first() -> None:
+    result = same_as_langchain(
+        TOOL_CALL_MESSAGES, max_tokens=55, token_counter=dummy_token_counter, strategy="first"
+    )
+    assert result == TOOL_CALL_MESSAGES
+
+
+def test_trim_messages_no_reversed_messages_sent_to_counter() -> None:
+    call_log: list[list[BaseMessage]] = []
+
+    def tracking_counter(messages: list[BaseMessage]) -> int:
+        call_log.append(list(messages))
+        return len(messages) * 10
+
+    trim_messages(TOOL_CALL_MESSAGES, max_tokens=30, token_counter=tracking_counter)
+    assert call_log
+    for call_msgs in call_log:
+        for i, msg in enumerate(call_msgs):
+            if isinstance(msg, ToolMessage):
+                assert i > 0
+                prev = call_msgs[i - 1]
+                assert isinstance(prev, AIMessage) and prev.tool_calls
+
+
+def test_trim_messages_tool_group_with_include_system() -> None:
+    messages = [SystemMessage("You are a helpful assistant."), *TOOL_CALL_MESSAGES]
+    result = trim_messages(
+        messages,
+        max_tokens=35,
+        token_counter=dummy_token_counter,
+        strategy="last",
+        include_system=True,
+    )
+    assert result == [messages[0], *TOOL_CALL_MESSAGES[3:]]
+
+
+def test_trim_messages_tool_group_start_on_human() -> None:
+    result = trim_messages(
+        TOOL_CALL_MESSAGES,
+        max_tokens=25,
+        token_counter=dummy_token_counter,
+        strategy="last",
+        start_on="human",
+    )
+    assert result == []
+
+
+def test_trim_messages_multiple_tool_groups() -> None:
+    messages: list[BaseMessage] = [
+        HumanMessage("query 1"),
+        AIMessage("calling tool A", tool_calls=[{"name": "A", "args": {}, "id": "a1"}]),
+        ToolMessage("result A", tool_call_id="a1"),
+        HumanMessage("query 2"),
+        AIMessage("calling tool B", tool_calls=[{"name": "B", "args": {}, "id": "b1"}]),
+        ToolMessage("result B", tool_call_id="b1"),
+    ]
+    result = same_as_langchain(
+        messages, max_tokens=35, token_counter=dummy_token_counter, strategy="last"
+    )
+    assert result == messages[3:]
+
+
+def test_trim_messages_tool_group_boundary_exact_fit() -> None:
+    result = same_as_langchain(
+        TOOL_CALL_MESSAGES, max_tokens=24, token_counter=dummy_token_counter, strategy="last"
+    )
+    assert result == TOOL_CALL_MESSAGES[3:]
+
+
+def test_get_message_group_boundaries() -> None:
+    from ctxengine.integrations._lc_trim import group_bounds
+
+    assert group_bounds(TOOL_CALL_MESSAGES) == [0, 1, 2, 3, 5]
+    assert group_bounds([]) == [0]
+    assert group_bounds([HumanMessage("a"), AIMessage("b"), HumanMessage("c")]) == [0, 1, 2, 3]
+
+
+def test_trim_messages_tool_forward_bound_tools() -> None:
+    received: dict[str, Any] = {}
+
+    class MockLLM:
+        kwargs: dict[str, Any] = {"tools": ["tool_a", "tool_b"]}  # noqa: RUF012
+
+        def get_num_tokens_from_messages(
+            self, messages: list[BaseMessage], tools: list[str] | None = None
+        ) -> int:
+            received["tools"] = tools
+            return len(messages) * 10
+
+    trim_messages([HumanMessage("hi")], max_tokens=100, token_counter=MockLLM())
+    assert received["tools"] == ["tool_a", "tool_b"]
+
+
+def test_trim_messages_partial_never_cuts_a_tool_group() -> None:
+    # tool_group_atomic with allow_partial: LangChain may cut into the AIMessage(tool_calls)
+    # before the ToolMessage; we keep the group whole or not at all.
+    result = trim_messages(
+        TOOL_CALL_MESSAGES,
+        max_tokens=20,
+        token_counter=dummy_token_counter,
+        strategy="last",
+        allow_partial=True,
+    )
+    assert result == []
+
+
+# -- exact counts (our difference exact_counts) -------------------------------------------------
+
+
+@pytest.mark.parametrize("counter", ["gpt-4o", "o200k_base", "tiktoken"])
+def test_exact_counter_keeps_the_longest_suffix_within_budget(counter: str) -> None:
+    token_counter: Any = encoding("o200k_base") if counter == "tiktoken" else counter
+    messages: list[BaseMessage] = [
+        SystemMessage("You are a careful assistant."),
+        *[HumanMessage(f"question {i}: what is {i} squared?") for i in range(20)],
+    ]
+    kept = trim_messages(messages, max_tokens=120, token_counter=token_counter, include_system=True)
+
+    def openai(ms: list[BaseMessage]) -> int:
+        roles = {"system": "system", "human": "user"}
+        return count_messages(
+            [{"role": roles[m.type], "content": m.content} for m in ms], model="gpt-4o"
+        )
+
+    assert openai(kept) <= 120
+    dropped = messages[len(messages) - len(kept)]
+    assert openai([kept[0], dropped, *kept[1:]]) > 120  # one more would not fit
+    assert kept[0] is messages[0]

@@ -1,0 +1,144 @@
+"""The OpenAI Agents SDK: CtxEngineSession (its session protocol) and fit_model_input, with a
+real Runner and a fake Model returning a tool call, then text, for 30 turns."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from agents import Agent, RunConfig, Runner, function_tool
+from agents.items import ModelResponse
+from agents.memory import Session as SessionProtocol
+from agents.models.interface import Model
+from agents.usage import Usage
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+from ctxengine.integrations.openai_agents import (
+    CtxEngineSession,
+    MemoryItemStore,
+    fit_model_input,
+)
+
+from .agent_helpers import BUDGET, TURNS, tiktoken_responses_tokens, tool_outputs
+
+pytestmark = pytest.mark.anyio
+OUTPUTS = tool_outputs()
+
+
+class FakeModel(Model):
+    """A tool call for a user turn, a text answer after a tool output; records its inputs."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str | None, list[Any]]] = []
+
+    async def get_response(
+        self, system_instructions: str | None, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        items = [input] if isinstance(input, str) else list(input)
+        self.received.append((system_instructions, items))
+        n = len(self.received)
+        last = items[-1]
+        output: list[Any]
+        if isinstance(last, dict) and last.get("type") == "function_call_output":
+            text = ResponseOutputText(type="output_text", text=f"Done {n}.", annotations=[])
+            output = [
+                ResponseOutputMessage(
+                    id=f"msg_{n}",
+                    type="message",
+                    role="assistant",
+                    status="completed",
+                    content=[text],
+                )
+            ]
+        else:
+            output = [
+                ResponseFunctionToolCall(
+                    type="function_call",
+                    id=f"fc_{n}",
+                    call_id=f"call_{n}",
+                    name="read_log",
+                    arguments=f'{{"part": {n}}}',
+                )
+            ]
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        raise NotImplementedError("the tests do not stream")
+
+
+@function_tool
+def read_log(part: int) -> str:
+    """Read one part of the session log."""
+    return OUTPUTS[part % len(OUTPUTS)]
+
+
+def _plain(item: Any) -> dict[str, Any]:
+    return item if isinstance(item, dict) else item.model_dump(exclude_none=True)
+
+
+def _paired(items: list[dict[str, Any]]) -> bool:
+    """Every function call is answered by the items right after it, and no output is orphan."""
+    pending: set[str] = set()
+    for item in items:
+        kind = item.get("type")
+        if kind == "function_call_output":
+            if item["call_id"] not in pending:
+                return False
+            pending.discard(item["call_id"])
+        elif kind == "function_call":
+            pending.add(item["call_id"])
+        elif pending:
+            return False
+    return not pending
+
+
+async def test_runner_30_turns_through_session_and_filter() -> None:
+    model = FakeModel()
+    agent = Agent(
+        name="summarizer", instructions="You summarize logs.", model=model, tools=[read_log]
+    )
+    session = CtxEngineSession("user-42")
+    fit_filter = fit_model_input(model="gpt-4o", budget=BUDGET)
+    config = RunConfig(call_model_input_filter=fit_filter, tracing_disabled=True)
+    for turn in range(TURNS):
+        result = await Runner.run(
+            agent, f"Summarize part {turn}.", session=session, run_config=config
+        )
+        assert result.final_output == f"Done {2 * turn + 2}."
+
+    assert len(model.received) == 2 * TURNS
+    stored = await session.get_items()
+    assert tiktoken_responses_tokens("You summarize logs.", stored) > 4 * BUDGET
+    for instructions, items in model.received:
+        plain = [_plain(i) for i in items]
+        assert _paired(plain)
+        assert tiktoken_responses_tokens(instructions, plain) <= BUDGET
+        assert instructions == "You summarize logs."
+    assert fit_filter.last is not None and fit_filter.last.tokens <= BUDGET
+
+
+async def test_session_protocol_round_trip() -> None:
+    store = MemoryItemStore()
+    session = CtxEngineSession("s1", store)
+    assert isinstance(session, SessionProtocol)
+    items = [
+        {"role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "a.py"},
+    ]
+    await session.add_items(items)
+    assert await session.get_items() == items
+    assert await session.get_items(limit=1) == items[-1:]
+    assert await session.pop_item() == items[-1]
+    assert await session.get_items() == items[:2]
+    (await session.get_items())[0]["content"] = "edited"  # a copy: the store is unchanged
+    assert (await session.get_items())[0]["content"] == "hi"
+    assert await CtxEngineSession("s1", store).get_items() == items[:2]  # shared store
+    await session.clear_session()
+    assert await session.get_items() == []
+    assert await session.pop_item() is None

@@ -1,0 +1,292 @@
+"""FileStore on disk: line format, torn lines, damaged snapshots, full disk, read-only folder."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ctxengine.errors import StoreError
+from ctxengine.store import FileStore, NewEntry
+
+
+def msgs(*texts: str) -> list[NewEntry]:
+    return [NewEntry("message", {"text": t}) for t in texts]
+
+
+def texts(entries) -> list[str]:  # type: ignore[no-untyped-def]
+    return [e.data["text"] for e in entries]
+
+
+def session_dir(root: Path, sid: str = "s1") -> Path:
+    return root / "sessions" / sid
+
+
+def test_each_entry_is_one_complete_json_line(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    a, _b = store.append("s1", msgs("a", "ü ✓"))
+    raw = (session_dir(tmp_path) / "transcript.jsonl").read_bytes()
+    lines = raw.split(b"\n")
+    assert lines[-1] == b"" and len(lines) == 3
+    first, second = (json.loads(x) for x in lines[:2])
+    assert first == {
+        "id": a.id,
+        "parent_id": None,
+        "kind": "message",
+        "ts": a.ts,
+        "data": {"text": "a"},
+    }
+    assert second["parent_id"] == a.id and second["data"]["text"] == "ü ✓"
+    info = store.write_snapshot("s1", {"k": 1}, meta={"turn": 0})
+    index = (session_dir(tmp_path) / "snapshots.jsonl").read_text().splitlines()
+    assert [json.loads(x)["hash"] for x in index] == [info.hash]
+    obj = session_dir(tmp_path) / "objects" / f"{info.hash}.json"
+    assert obj.read_text() == '{"k":1}'
+    store.write_snapshot("s1", {"k": 1})  # same content: stored once
+    assert len(list((session_dir(tmp_path) / "objects").iterdir())) == 1
+
+
+def test_a_torn_last_line_is_reported_skipped_and_repaired(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    _a, b = store.append("s1", msgs("a", "b"))
+    path = session_dir(tmp_path) / "transcript.jsonl"
+    with path.open("ab") as f:  # a process died in the middle of writing an entry
+        f.write(b'{"id":"torn","parent_id":"' + b.id.encode() + b'","kind":"mess')
+    reopened = FileStore(tmp_path)
+    assert texts(reopened.entries("s1")) == ["a", "b"]
+    assert len(reopened.problems) == 1 and "torn" in reopened.problems[0].message
+    (c,) = reopened.append("s1", msgs("c"))
+    assert c.parent_id == b.id  # the torn entry never became the leaf
+    again = FileStore(tmp_path)
+    assert texts(again.entries("s1")) == ["a", "b", "c"]
+    assert len(again.problems) == 1 and "line 3" in again.problems[0].message
+    assert path.read_bytes().count(b"\n") == 4  # the torn bytes are a line of their own
+
+
+def test_a_complete_last_line_without_newline_counts(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    (a,) = store.append("s1", msgs("a"))
+    path = session_dir(tmp_path) / "transcript.jsonl"
+    line = json.dumps(
+        {"id": "x1", "parent_id": a.id, "kind": "message", "ts": 1.0, "data": {"text": "b"}}
+    )
+    with path.open("ab") as f:
+        f.write(line.encode())  # the newline did not make it
+    reopened = FileStore(tmp_path)
+    assert texts(reopened.entries("s1")) == ["a", "b"]
+    (c,) = reopened.append("s1", msgs("c"))
+    assert c.parent_id == "x1"
+    assert texts(FileStore(tmp_path).entries("s1")) == ["a", "b", "c"]
+
+
+def test_garbage_and_duplicate_lines_are_skipped(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    (a,) = store.append("s1", msgs("a"))
+    path = session_dir(tmp_path) / "transcript.jsonl"
+    first = path.read_text()
+    with path.open("a") as f:
+        f.write("not json\n" + first + '{"id": "x"}\n')
+    reopened = FileStore(tmp_path)
+    assert texts(reopened.entries("s1")) == ["a"]
+    messages = [p.message for p in reopened.problems]
+    assert len(messages) == 3
+    assert any(m.startswith("line 2 is not a complete record") for m in messages)
+    assert any(m.startswith("line 4 is not a complete record") for m in messages)
+    assert any(f"entry {a.id!r} appears twice" in m for m in messages)
+
+
+def test_a_damaged_or_missing_snapshot_falls_back_to_the_last_intact(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    good = store.write_snapshot("s1", {"turn": 1})
+    half = store.write_snapshot("s1", {"turn": 2, "big": "x" * 1000})
+    gone = store.write_snapshot("s1", {"turn": 3})
+    objects = session_dir(tmp_path) / "objects"
+    p = objects / f"{half.hash}.json"
+    p.write_bytes(p.read_bytes()[:300])  # half-written content
+    (objects / f"{gone.hash}.json").unlink()
+    reopened = FileStore(tmp_path)
+    snap = reopened.load_snapshot("s1")
+    assert snap is not None and snap.info.id == good.id and snap.content == {"turn": 1}
+    assert len(reopened.problems) == 2
+    assert "missing" in reopened.problems[0].message
+    assert "damaged" in reopened.problems[1].message
+    assert "does not match its hash" in reopened.problems[1].message
+    with pytest.raises(StoreError, match="damaged"):
+        reopened.load_snapshot("s1", half.id)
+    # a new write of the damaged content stores it again instead of trusting the bad file
+    again = reopened.write_snapshot("s1", {"turn": 2, "big": "x" * 1000})
+    latest = reopened.load_snapshot("s1")
+    assert latest is not None and latest.info.id == again.id
+
+
+def test_leftover_temp_files_are_ignored(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    info = store.write_snapshot("s1", {"turn": 1})
+    objects = session_dir(tmp_path) / "objects"
+    (objects / f".{info.hash}.123.abcd.tmp").write_text('{"turn": 9')  # died before rename
+    snap = FileStore(tmp_path).load_snapshot("s1")
+    assert snap is not None and snap.content == {"turn": 1}
+
+
+def test_session_ids_never_leave_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    store = FileStore(root)
+    for bad in ("../evil", "..", "a/../../b", "/abs"):
+        with pytest.raises(ValueError, match=r"not allowed|characters"):
+            store.append(bad, msgs("x"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"] or not root.exists()
+    assert not (tmp_path / "evil").exists()
+
+
+def test_a_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(StoreError, match="not a directory"):
+        FileStore(f)
+
+
+def test_processes_sharing_a_directory_append_in_one_chain(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from ctxengine.store import FileStore, NewEntry\n"
+        "s = FileStore(sys.argv[1])\n"
+        "for i in range(30):\n"
+        "    s.append('shared', [NewEntry('message', {'text': f'{sys.argv[2]}:{i}'})])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(w)], env=env)
+        for w in range(4)
+    ]
+    assert [p.wait(120) for p in procs] == [0] * 4
+    entries = FileStore(tmp_path).entries("shared")
+    assert len(entries) == 120 and len({e.id for e in entries}) == 120
+    assert [e.parent_id for e in entries[1:]] == [e.id for e in entries[:-1]]
+
+
+# -- full disk and read-only folder ---------------------------------------------------------
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str) -> Iterator[Path]:
+    path.mkdir()
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
+
+
+def _can_mount(tmp_path: Path) -> bool:
+    probe = tmp_path / f"probe-{uuid.uuid4().hex[:6]}"
+    try:
+        with tmpfs(probe, "16k"):
+            return True
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return False
+
+
+def test_full_disk_is_a_clear_error_and_damages_nothing(tmp_path: Path) -> None:
+    if not _can_mount(tmp_path):
+        _full_disk_with_file_size_limit(tmp_path)
+        return
+    with tmpfs(tmp_path / "small", "64k") as root:
+        store = FileStore(root)
+        kept = store.append("s1", msgs("before the disk filled"))
+        first = store.write_snapshot("s1", {"turn": 1})
+        with pytest.raises(StoreError) as info:
+            for i in range(10_000):
+                store.append("s1", msgs(f"{i}: " + "x" * 2000))
+        err = info.value
+        assert err.errno == 28 and "No space left on device" in str(err)
+        assert err.path is not None and err.path.endswith("transcript.jsonl")
+        assert "disk is full" in str(err)
+        with pytest.raises(StoreError, match="No space left") as snap_err:
+            store.write_snapshot("s1", {"big": "y" * 200_000})
+        assert snap_err.value.errno == 28
+        reopened = FileStore(root)
+        entries = reopened.entries("s1")
+        assert entries[0].id == kept[0].id and len(entries) == len(store.entries("s1"))
+        assert reopened.problems == []  # the failed append cut its partial bytes off again
+        snap = reopened.load_snapshot("s1")
+        assert snap is not None and snap.info.id == first.id
+        assert not [p for p in (root / "sessions/s1/objects").iterdir() if p.suffix == ".tmp"]
+        # space comes back: the store carries on
+        reopened.delete("s1")
+        assert FileStore(root).append("s1", msgs("after"))[0].parent_id is None
+
+
+def test_file_size_limit_is_a_clear_error(tmp_path: Path) -> None:
+    _full_disk_with_file_size_limit(tmp_path)
+
+
+def _full_disk_with_file_size_limit(tmp_path: Path) -> None:
+    """RLIMIT_FSIZE in a child process (SIGXFSZ ignored): also where mounting is not allowed."""
+    code = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "from ctxengine.store import FileStore, NewEntry\n"
+        "from ctxengine.errors import StoreError\n"
+        "s = FileStore(sys.argv[1]); s.append('s1', [NewEntry('m', {'t': 'kept'})])\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "try:\n"
+        "    [s.append('s1', [NewEntry('m', {'t': 'x' * 500})]) for _ in range(100)]\n"
+        "except StoreError as e:\n"
+        "    print(e.errno, e)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.startswith("27 ") and "File too large" in out
+    entries = FileStore(tmp_path).entries("s1")
+    assert entries[0].data == {"t": "kept"}
+
+
+def test_read_only_folder_is_a_clear_error(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    store = FileStore(src)
+    store.append("s1", msgs("a"))
+    info = store.write_snapshot("s1", {"turn": 1})
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(src), str(ro)], capture_output=True)
+    if mounted.returncode == 0:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True)
+        cleanup = ["umount", "-l", str(ro)]
+        target = ro
+    else:  # no mounting here: make the files immutable instead (works for root too)
+        subprocess.run(["chattr", "-R", "+i", str(src)], check=True)
+        cleanup = ["chattr", "-R", "-i", str(src)]
+        target = src
+    try:
+        readonly = FileStore(target)
+        assert texts(readonly.entries("s1")) == ["a"]  # reading still works
+        with pytest.raises(StoreError) as err:
+            readonly.append("s1", msgs("b"))
+        assert err.value.errno in (1, 13, 30) and "read-only or not writable" in str(err.value)
+        assert str(target) in str(err.value)
+        with pytest.raises(StoreError):
+            readonly.write_snapshot("s1", {"turn": 2})
+        with pytest.raises(StoreError):
+            readonly.append("s2", msgs("new session"))
+        snap = readonly.load_snapshot("s1")
+        assert snap is not None and snap.info.id == info.id
+    finally:
+        subprocess.run(cleanup, check=True)
+    assert texts(FileStore(src).entries("s1")) == ["a"]

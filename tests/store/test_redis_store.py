@@ -1,0 +1,93 @@
+"""RedisStore against a real server: 8 processes appending to one session, key layout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+
+import redis
+
+from ctxengine.store import NewEntry, RedisStore
+
+WORKER = """
+import sys
+from ctxengine.store import NewEntry, RedisStore
+url, prefix, worker, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+store = RedisStore(url, prefix=prefix)
+for i in range(n):
+    store.append("shared", [NewEntry("message", {"w": worker, "i": i})])
+    print(worker, i, flush=True)
+"""
+
+
+def test_eight_processes_append_every_entry_exactly_once_in_one_order(redis_url: str) -> None:
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    n = 60
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, redis_url, prefix, str(w), str(n)],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(8)
+    ]
+    outs = [p.communicate(timeout=240)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8
+    assert all(len(out.splitlines()) == n for out in outs)  # every append acknowledged
+    readers = [RedisStore(redis_url, prefix=prefix) for _ in range(3)]
+    seen = [r.entries("shared") for r in readers]
+    ids = [[e.id for e in s] for s in seen]
+    assert ids[0] == ids[1] == ids[2]  # the same order for every reader
+    entries = seen[0]
+    pairs = [(e.data["w"], e.data["i"]) for e in entries]
+    assert len(pairs) == 8 * n and len(set(pairs)) == 8 * n  # each exactly once
+    assert len(set(ids[0])) == 8 * n
+    assert entries[0].parent_id is None
+    assert [e.parent_id for e in entries[1:]] == [e.id for e in entries[:-1]]  # one chain
+    for w in range(8):
+        assert [i for ww, i in pairs if ww == str(w)] == list(range(n))  # each in its order
+    assert readers[0].branch("shared") == entries
+
+
+def test_every_key_of_a_session_shares_its_hash_tag(redis_url: str) -> None:
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    store = RedisStore(redis_url, prefix=prefix)
+    store.append("user-42.chat", [NewEntry("message", {"text": "hi"})])
+    store.write_snapshot("user-42.chat", {"state": 1})
+    keys = sorted(k.decode() for k in redis.Redis.from_url(redis_url).keys(f"{prefix}:*"))
+    session_keys = [k for k in keys if k != f"{prefix}:sessions"]
+    assert len(session_keys) == 6
+    assert all(k.startswith(f"{prefix}:{{user-42.chat}}:") for k in session_keys)
+    assert store.delete("user-42.chat")
+    assert redis.Redis.from_url(redis_url).keys(f"{prefix}:{{*") == []
+
+
+def test_a_retried_append_whose_reply_was_lost_is_not_duplicated(redis_url: str) -> None:
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    store = RedisStore(redis_url, prefix=prefix)
+    item = NewEntry("message", {"text": "once"}, id="fixed-id-1")
+    first = store.append("s", [item])
+    again = store.append("s", [item])  # the same call retried: its id is already there
+    assert [e.id for e in again] == [e.id for e in first]
+    assert [e.id for e in store.entries("s")] == ["fixed-id-1"]
+
+
+def test_a_dead_server_is_a_clear_store_error() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    store = RedisStore(f"redis://127.0.0.1:{port}/0")
+    from ctxengine.errors import StoreError
+
+    try:
+        store.append("s", [NewEntry("message", {})])
+    except StoreError as exc:
+        assert f"127.0.0.1:{port}" in str(exc) and "{s}" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError("no StoreError")
