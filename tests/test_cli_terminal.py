@@ -70,7 +70,7 @@ def bad_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 BAD_INPUTS = {
     "missing file": ("replay {root}/missing.jsonl", "", "missing.jsonl: no such file"),
     "directory": ("replay '{root}/a folder'", "", "is a folder; expected a transcript file"),
-    "binary file": ("replay {root}/binary.jsonl", "", "is not UTF-8"),
+    "binary file": ("replay {root}/binary.jsonl", "", "not UTF-8 text"),
     "empty file": ("replay {root}/empty.jsonl", "", "file is empty"),
     "unknown model": ("count {readme} --model llama-3-70b", "", "unknown model or encoding"),
     "bad budget": ("demo --budget lots", "", "'lots' is not a token count"),

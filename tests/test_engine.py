@@ -226,7 +226,7 @@ async def test_guard_cuts_a_huge_tool_result_and_says_so() -> None:
 
 
 async def test_guard_splits_a_huge_grain_into_chunks() -> None:
-    engine = ContextEngine("gpt-4o", Budget(total=200_000))
+    engine = ContextEngine("gpt-4.1", Budget(total=200_000))
     text = "\n\n".join(f"paragraph {i} " + "word " * 300 for i in range(200))
     async with engine.session("split") as s:
         s.add(ContextGrain("rag.manual", content=text))

@@ -27,8 +27,9 @@ from .collect.faults import PluginFault
 from .collect.registry import PluginEntry, Registry
 from .collect.turn import collect, redacted_user_text
 from .config import RenderConfig
-from .errors import CtxEngineError, GrainError
+from .errors import CtxEngineError, GrainError, TranscriptError
 from .grain import ContextGrain
+from .inject.render import check_options
 from .inject.turn import RenderedContext, Request, inject
 from .state import SessionState, TurnLog
 from .summarize import ExtractiveSummarizer, Summarizer
@@ -266,7 +267,9 @@ class Session:
             try:
                 self.add(grain)
             except CtxEngineError as exc:  # a plugin's bad grain is reported, never fatal
-                self._state.faults.append(PluginFault(grain.origin, "event", "invalid", str(exc)))
+                node_id = grain.node_id if isinstance(grain.node_id, str) else None
+                fault = PluginFault(grain.origin, "event", "invalid", str(exc), node_id=node_id)
+                self._state.faults.append(fault)
 
     # -- input --------------------------------------------------------------------------------
 
@@ -274,11 +277,13 @@ class Session:
         """Add a grain directly (no plugin needed); its lifespan says how long it lives.
 
         Raises:
-            GrainError: ``grain`` is not a :class:`ContextGrain`.
+            GrainError: ``grain`` is not a :class:`ContextGrain`, or one of its fields was
+                changed to an invalid value.
             BudgetError: its explicit ``window`` is not a fillable window of the budget.
         """
         if not isinstance(grain, ContextGrain):
             raise GrainError(f"Session.add expects a ContextGrain; got {type(grain).__name__}")
+        grain.check()
         if not grain.origin:
             grain.origin = "session"
         self.engine.budget.window_of(grain.node_id, grain.window)  # BudgetError: bad window
@@ -326,7 +331,15 @@ class Session:
                 await self._fire(ToolResultEvent(self.id, r.call_id, name, r.text, r.is_error))
 
     async def user_message(self, text: str) -> None:
-        """Record the user's message and fire ``on_user_msg`` (with the redacted text)."""
+        """Record the user's message and fire ``on_user_msg`` (with the redacted text).
+
+        Raises:
+            TranscriptError: ``text`` is not a ``str``.
+        """
+        if not isinstance(text, str):
+            raise TranscriptError(
+                f"user_message(text) must be a str; got {type(text).__name__} {text!r:.60}"
+            )
         self._state.append(Message.user(text))
         redacted = redacted_user_text(self._state, self.dispatcher, text)
         await self._fire(UserMessage(self.id, self._state.turn, redacted))
@@ -358,9 +371,11 @@ class Session:
 
         Raises:
             BudgetError: protected grains alone exceed the budget (named in the message).
-            AdapterError: unknown provider.
+            AdapterError: unknown provider, or an option :func:`ctxengine.transcript.render`
+                does not take (the message lists the valid ones).
         """
         check_provider(provider)
+        check_options(options)
         state = self._state
         queued = state.queued
         try:

@@ -2,8 +2,12 @@
 
 Every error the library raises derives from :class:`CtxEngineError`. Errors that describe a bad
 argument also derive from :class:`ValueError`, so callers that already catch ``ValueError`` keep
-working. The Rust core raises these same classes (it imports them from this module), so there is
-exactly one tree whichever side of the boundary failed.
+working: :class:`EncodingError`, :class:`GrainError`, :class:`BudgetError`, :class:`FoldError`,
+:class:`AdapterError` and :class:`TranscriptError`. :class:`PluginError` (mostly a plugin that
+failed or was refused, not a bad argument), :class:`StoreError` (I/O) and
+:class:`ContextOverflowError` (the provider's verdict) do not. The Rust core raises these
+same classes (it imports them from this module), so there is exactly one tree whichever side
+of the boundary failed.
 """
 
 from __future__ import annotations
@@ -36,11 +40,12 @@ class GrainError(CtxEngineError, ValueError):
     """A :class:`~ctxengine.ContextGrain` field holds an invalid value."""
 
 
-class BudgetError(CtxEngineError):
-    """The budget cannot be met: protected grains alone exceed it, or the budget is invalid."""
+class BudgetError(CtxEngineError, ValueError):
+    """The budget cannot be met: protected grains alone exceed it, or the budget is invalid
+    (an out-of-range value, a total above the model's context window)."""
 
 
-class FoldError(CtxEngineError):
+class FoldError(CtxEngineError, ValueError):
     """The grain tree is malformed (cycle, missing parent) and cannot be folded."""
 
 

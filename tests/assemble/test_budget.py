@@ -85,3 +85,36 @@ def test_grain_content_serializes_deterministically() -> None:
     a = ContextGrain("rag.x", content={"b": 1, "a": [1, "é"]})
     b = ContextGrain("rag.x", content={"a": [1, "é"], "b": 1})
     assert a.text == b.text == '{"a":[1,"é"],"b":1}'
+
+
+def test_budget_above_the_model_window_is_refused_at_construction() -> None:
+    from ctxengine import ContextEngine
+
+    with pytest.raises(BudgetError, match=r"50,000.*8,192.*'gpt-4'") as info:
+        ContextEngine("gpt-4", Budget(total=50_000))
+    assert isinstance(info.value, ValueError)
+    with pytest.raises(BudgetError, match="gpt-4"):
+        ContextEngine("gpt-4o", Budget(total=50_000, model="gpt-4"))
+    # At the window, and for a model whose window is unknown, the total is the caller's call.
+    assert ContextEngine("gpt-4", Budget(total=8192)).tokens_total == 8192
+    assert Budget(total=50_000).resolve("my-local-model") == 50_000
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"total": 10**30},
+        {"total": 2**63},
+        {"total": 1.5},
+        {"total": True},
+        {"output_reserve": 10**30},
+        {"output_reserve": False},
+        {"pretrim_ratio": float("nan")},
+        {"pretrim_ratio": "0.8"},
+    ],
+)
+def test_out_of_range_budget_values_fail_early_as_value_errors(kwargs: dict) -> None:
+    field = next(iter(kwargs))
+    with pytest.raises(BudgetError, match=field) as info:
+        Budget(**kwargs)
+    assert isinstance(info.value, ValueError)

@@ -154,7 +154,7 @@ async def test_concurrent_sessions_wait_for_plugin_setup() -> None:
 
 
 async def test_a_split_grain_changed_in_place_is_split_again() -> None:
-    engine = ContextEngine("gpt-4o", Budget(total=200_000))
+    engine = ContextEngine("gpt-4.1", Budget(total=200_000))
     pages = [f"page {i}: " + "alpha beta gamma delta " * 40 for i in range(100)]
     big = ContextGrain("rag.manual", content=pages, lifespan="session")
     async with engine.session("split") as s:

@@ -27,6 +27,9 @@ DEFAULT_PREFIXES: Final[Mapping[str, str]] = MappingProxyType(
 )
 RESERVE: Final = "reserve"
 DEFAULT_OUTPUT_RESERVE: Final = 4096
+#: Largest accepted ``total``/``output_reserve``: far above any model's window, and small enough
+#: that every count and share stays exact in the core's 64-bit integers and in floats.
+MAX_TOKENS: Final = 2**40
 
 # Context windows (input + output tokens) by model-name prefix; the first match wins.
 _CONTEXT_WINDOWS: Final[tuple[tuple[str, int], ...]] = (
@@ -97,12 +100,26 @@ class Budget:
 
     def __post_init__(self) -> None:
         if self.total is not None and (
-            isinstance(self.total, bool) or not isinstance(self.total, int) or self.total <= 0
+            isinstance(self.total, bool)
+            or not isinstance(self.total, int)
+            or not 0 < self.total <= MAX_TOKENS
         ):
-            raise BudgetError(f"total must be a positive int or None; got {self.total!r}")
-        if not isinstance(self.output_reserve, int) or self.output_reserve < 0:
-            raise BudgetError(f"output_reserve must be an int >= 0; got {self.output_reserve!r}")
-        if not 0 < self.pretrim_ratio <= 1:
+            raise BudgetError(
+                f"total must be a positive int <= {MAX_TOKENS:,} or None; got {self.total!r}"
+            )
+        if (
+            isinstance(self.output_reserve, bool)
+            or not isinstance(self.output_reserve, int)
+            or not 0 <= self.output_reserve <= MAX_TOKENS
+        ):
+            raise BudgetError(
+                f"output_reserve must be an int in [0, {MAX_TOKENS:,}]; got {self.output_reserve!r}"
+            )
+        if (
+            isinstance(self.pretrim_ratio, bool)
+            or not isinstance(self.pretrim_ratio, (int, float))
+            or not 0 < self.pretrim_ratio <= 1
+        ):
             raise BudgetError(f"pretrim_ratio must be in (0, 1]; got {self.pretrim_ratio!r}")
         self._check_windows()
 
@@ -130,12 +147,18 @@ class Budget:
     def resolve(self, model: str | None = None) -> int:
         """The budget in tokens: ``total``, or the context window minus the output reserve.
 
+        A ``total`` above the known context window of the model (``self.model``, else
+        ``model``) is refused: the provider would reject such a request whatever the plan says.
+        A model whose window is unknown accepts any ``total``.
+
         Raises:
-            BudgetError: no total, no known model window, or a reserve that leaves nothing.
+            BudgetError: no total, no known model window, a reserve that leaves nothing, or a
+                total above the model's window (the message names model, window and total).
         """
-        if self.total is not None:
-            return self.total
         name = self.model or model
+        if self.total is not None:
+            self._check_total_fits(name)
+            return self.total
         if name is None:
             raise BudgetError("Budget has no total and no model: pass total= or model=")
         window = context_window(name)
@@ -145,6 +168,19 @@ class Budget:
                 f"{window}-token context window"
             )
         return window - self.output_reserve
+
+    def _check_total_fits(self, name: str | None) -> None:
+        if name is None or self.total is None:
+            return
+        try:
+            window = context_window(name)
+        except BudgetError:
+            return  # unknown window: the caller's total is all we know
+        if self.total > window:
+            raise BudgetError(  # short: the CLI prints it on one 80-column line
+                f"budget {self.total:,} is above the {window:,}-token context window of "
+                f"model {name!r}"
+            )
 
     def window_of(self, node_id: str, explicit: str | None = None) -> str:
         """The window a grain belongs to: its explicit window, else its prefix's.

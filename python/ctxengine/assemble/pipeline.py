@@ -17,7 +17,13 @@ from ..grain import ContextGrain
 from .compact import MAX_COMPACTIONS, compact
 from .core import fuse as core_fuse
 from .guard import split_large
-from .report import GrainDecision, compacted_decision, report_window, shadowed_decision
+from .report import (
+    GrainDecision,
+    compacted_decision,
+    rejected_decisions,
+    report_window,
+    shadowed_decision,
+)
 from .sync import HISTORY_PRIORITY, sync_context, sync_history
 
 if TYPE_CHECKING:
@@ -108,22 +114,37 @@ def _admission_error(grain: ContextGrain, config: RenderConfig) -> CtxEngineErro
     return None
 
 
-def admit(config: RenderConfig, grains: list[ContextGrain], log: TurnLog) -> list[ContextGrain]:
-    """Grains the core can take; a plugin grain it cannot is reported and left out."""
+def safe_id(node_id: object) -> str:
+    """``node_id`` when it is a str, else a placeholder naming its type (for reports)."""
+    return node_id if isinstance(node_id, str) else f"<{type(node_id).__name__} node_id>"
+
+
+def admit(
+    config: RenderConfig, grains: list[ContextGrain], log: TurnLog, *, windows: bool = True
+) -> list[ContextGrain]:
+    """Grains the core can take; a plugin grain it cannot is reported and left out. Before
+    fusion (``windows=False``) only the grains' own fields are checked."""
     out: list[ContextGrain] = []
     for grain in grains:
-        exc = _admission_error(grain, config)
+        exc: CtxEngineError | None
+        try:
+            grain.check()  # it may have been changed since it was made
+        except CtxEngineError as error:
+            exc = error
+        else:
+            exc = _admission_error(grain, config) if windows else None
         if exc is None:
             out.append(grain)
             continue
-        fault = PluginFault(grain.origin, "render", "invalid", str(exc))
+        origin = grain.origin if isinstance(grain.origin, str) else "unknown"
+        fault = PluginFault(origin, "render", "invalid", str(exc))
         if fault not in log.faults:  # admission runs again after on_over_budget
             log.faults.append(fault)
             window = report_window(config.budget, grain)
             log.extra.append(
                 GrainDecision(
-                    grain.node_id,
-                    grain.origin,
+                    safe_id(grain.node_id),
+                    origin,
                     window,
                     "dropped",
                     "dropped",
@@ -203,6 +224,7 @@ async def assemble(
     log: TurnLog,
 ) -> Assembled:
     """The assemble phase: the collected grains become a plan that fits the budget."""
+    grains = admit(config, grains, log, windows=False)
     grains = apply_overrides(state, config, fuse_grains(config, plugins, grains, log), log)
     grains, state.splits = split_large(
         grains, state.splits, config.budget, config.tokenizer, log.extra
@@ -225,4 +247,5 @@ async def assemble(
         sync_history(state, config, scan=True)
         plan = plan_within(state, config)
     context, plan = await _compact_all(state, config, plugins, context, plan, log)
+    log.extra.extend(rejected_decisions(config.budget, log.faults))
     return Assembled(plan, {g.node_id: g for g in context})

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .. import _core
+from ..collect.faults import PluginFault
 from ..errors import CtxEngineError
 from .budget import Budget
 
@@ -184,10 +185,24 @@ class RenderReport:
 def report_window(budget: Budget, grain: Any) -> str:
     """The window to report ``grain`` under; an invalid explicit window (a plugin fault that
     admission reports) falls back to the prefix's, so reporting never breaks the turn."""
+    node_id = grain.node_id if isinstance(grain.node_id, str) else ""
+    window = grain.window if isinstance(grain.window, str) else None
     try:
-        return budget.window_of(grain.node_id, grain.window)
+        return budget.window_of(node_id, window)
     except CtxEngineError:
-        return budget.window_of(grain.node_id)
+        return budget.window_of(node_id)
+
+
+def rejected_decisions(budget: Budget, faults: Iterable[PluginFault]) -> list[GrainDecision]:
+    """A ``dropped`` decision for every grain a plugin fault rejected (invalid grains the
+    dispatcher refused), so nothing leaves the context without a trace in the report."""
+    out: list[GrainDecision] = []
+    for fault in faults:
+        if fault.node_id is not None and fault.kind == "invalid":
+            window = budget.window_of(fault.node_id)
+            decision = ("dropped", "dropped", "admission", fault.message, 0, 0)
+            out.append(GrainDecision(fault.node_id, fault.plugin, window, *decision))
+    return out
 
 
 def shadowed_decision(loser: Any, winner: Any, budget: Budget) -> GrainDecision:

@@ -7,9 +7,13 @@ The engine holds one :class:`SessionDispatcher` per session and calls::
     outcome = await dispatcher.fire(BeforeRender(tree))             # tree: list of grains
 
 ``outcome.grains`` join the turn; ``outcome.faults`` go into the turn's report. A plugin that
-raises, hangs past its timeout or returns something that is not grains becomes a
-:class:`PluginFault` and is skipped; it never breaks the dispatch. After ``max_failures``
-consecutive failures it is quarantined for the rest of the session (reported once).
+raises (any exception, ``SystemExit``, ``KeyboardInterrupt`` and ``CancelledError`` included),
+hangs past its timeout or returns something that is not valid grains becomes a
+:class:`PluginFault` and is skipped; it never breaks the dispatch. Plugin code runs off the
+render's loop (:mod:`.runner`), so a hung or loop-blocking plugin is abandoned, not awaited. A
+plugin is quarantined for the rest of the session (reported once) after ``max_failures``
+consecutive failures, after ``max_failures`` timeouts in the session (successes in between do
+not reset them), or at once when it blocked its event loop.
 
 Order: grains and faults come out sorted by plugin priority, then registration order, then
 emission order, whatever order the concurrent calls finished in. Handlers of tree events
@@ -28,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..errors import PluginError
+from ..errors import GrainError, PluginError
 from ..grain import ContextGrain
-from .events import TREE_EVENTS, CustomEvent, EventBus, bound, hook_for
+from .events import TREE_EVENTS, BeforeRender, CustomEvent, EventBus, OverBudget, bound, hook_for
 from .faults import FaultKind, PluginFault, PluginWarning, call_plugin
 from .protocol import subscriptions_of
 from .scene import ContextScene
@@ -74,21 +78,35 @@ class _Result:
     faults: list[PluginFault] = field(default_factory=list)
 
 
-def _fields(grain: ContextGrain) -> tuple[Any, ...]:
+def _safe_id(value: object) -> str:
+    return value if isinstance(value, str) else f"<{type(value).__name__} node_id>"
+
+
+def _copy(value: Any) -> Any:
     try:
-        meta = copy.deepcopy(grain.meta)
-    except Exception:
-        meta = dict(grain.meta)
+        return copy.deepcopy(value)
+    except Exception:  # not copyable, or nested past the recursion limit
+        return copy.copy(value)
+
+
+def _fields(grain: ContextGrain) -> tuple[Any, ...]:
+    meta = _copy(grain.meta)
     return (
         grain.node_id,
         grain.origin,
-        copy.deepcopy(grain.content),
+        _copy(grain.content),
         grain.priority,
         grain.lifespan,
         grain.window,
         grain.protected,
         meta,
     )
+
+
+def _with_tree(event: Any, tree: Any) -> Any:
+    if isinstance(event, (BeforeRender, OverBudget)):
+        return dataclasses.replace(event, tree=tree)
+    return event
 
 
 def _restore(grain: ContextGrain, saved: tuple[Any, ...]) -> None:
@@ -136,6 +154,7 @@ class SessionDispatcher:
         self.allow_dangerous = allow_dangerous
         self.bus = EventBus(self._run_subscriber)
         self._failures: dict[str, int] = {}
+        self._strikes: dict[str, int] = {}  # timeouts in this session; successes do not reset
         self._quarantined: set[str] = set()
         self._wired: set[str] = set()
         self._bus_results: list[_Result] = []
@@ -152,6 +171,7 @@ class SessionDispatcher:
         """Lift the quarantine of ``name`` and reset its failure count."""
         self._quarantined.discard(name)
         self._failures.pop(name, None)
+        self._strikes.pop(name, None)
 
     def privileged(self, name: str) -> bool:
         """Whether ``name`` may use privileged abilities in this session."""
@@ -240,22 +260,30 @@ class SessionDispatcher:
         self, entry: PluginEntry, hook: str, fn: Any, arg: Any, faults: list[PluginFault]
     ) -> list[ContextGrain] | None:
         """Run one hook with isolation; ``None`` means it failed (faults appended)."""
-        with bound(self.bus, self.session_id, entry.name):
-            result, kind, message = await call_plugin(fn, arg, self.timeout)
-        if kind:
-            self._fail(entry.name, hook, kind, message, faults)  # type: ignore[arg-type]
+        runner = entry.call_runner()
+        if runner.busy:  # an abandoned call still holds its thread: do not pile up more
+            message = "skipped: an earlier call that timed out is still running"
+            self._fail(entry.name, hook, "timeout", message, faults)
             return None
-        grains = self._accept(entry.name, hook, result, faults)
+        with bound(self.bus, self.session_id, entry.name):
+            call = await call_plugin(fn, arg, self.timeout, runner)
+        if call.kind:
+            self._fail(entry.name, hook, call.kind, call.message, faults)
+            return None
+        grains, ok = self._accept(entry.name, hook, call.value, faults)
         if grains is None:
             return None
-        self._failures[entry.name] = 0
+        if ok:
+            self._failures[entry.name] = 0
         return grains
 
     def _accept(
         self, name: str, hook: str, result: Any, faults: list[PluginFault]
-    ) -> list[ContextGrain] | None:
+    ) -> tuple[list[ContextGrain] | None, bool]:
+        """The grains of a hook's result, and whether all of it was valid. Invalid grains are
+        dropped, each with a fault naming it (one failure for the call)."""
         if result is None:
-            return []
+            return [], True
         if not isinstance(result, (list, tuple)):
             self._fail(
                 name,
@@ -264,7 +292,7 @@ class SessionDispatcher:
                 f"returned {type(result).__name__}; expected a list of ContextGrain or None",
                 faults,
             )
-            return None
+            return None, False
         for i, item in enumerate(result):
             if not isinstance(item, ContextGrain):
                 self._fail(
@@ -274,8 +302,20 @@ class SessionDispatcher:
                     f"returned a list whose item {i} is {type(item).__name__}, not ContextGrain",
                     faults,
                 )
-                return None
-        return [self._stamp(name, hook, g, faults, copy_=True) for g in result]
+                return None, False
+        valid: list[ContextGrain] = []
+        bad = 0
+        for i, grain in enumerate(result):
+            try:
+                grain.check()
+            except GrainError as exc:
+                bad += 1
+                node_id = _safe_id(grain.node_id)
+                message = f"grain {i} ({node_id}) is invalid, dropped: {exc}"
+                self._fail(name, hook, "invalid", message, faults, node_id=node_id, count=bad == 1)
+                continue
+            valid.append(self._stamp(name, hook, grain, faults, copy_=True))
+        return valid, not bad
 
     def _stamp(
         self, name: str, hook: str, grain: ContextGrain, faults: list[PluginFault], *, copy_: bool
@@ -303,20 +343,38 @@ class SessionDispatcher:
         return grain
 
     def _fail(
-        self, name: str, hook: str, kind: FaultKind, message: str, faults: list[PluginFault]
+        self,
+        name: str,
+        hook: str,
+        kind: FaultKind,
+        message: str,
+        faults: list[PluginFault],
+        *,
+        node_id: str | None = None,
+        count: bool = True,
     ) -> None:
-        faults.append(PluginFault(name, hook, kind, message))
+        faults.append(PluginFault(name, hook, kind, message, node_id=node_id))
         logger.warning("plugin %s %s failed (%s): %s", name, hook, kind, message)
-        count = self._failures.get(name, 0) + 1
-        self._failures[name] = count
-        if count >= self.max_failures and name not in self._quarantined:
-            self._quarantined.add(name)
-            text = (
-                f"quarantined for session {self.session_id!r} after {count} consecutive "
-                f"failures (last: {hook} {kind})"
-            )
-            faults.append(PluginFault(name, hook, "quarantined", text))
-            logger.warning("plugin %s %s", name, text)
+        if not count:
+            return
+        failures = self._failures.get(name, 0) + 1
+        self._failures[name] = failures
+        strikes = self._strikes.get(name, 0) + (kind in ("timeout", "blocked"))
+        self._strikes[name] = strikes
+        if name in self._quarantined:
+            return
+        if kind == "blocked":
+            why = "it blocked its event loop"
+        elif strikes >= self.max_failures:
+            why = f"{strikes} timeouts"
+        elif failures >= self.max_failures:
+            why = f"{failures} consecutive failures"
+        else:
+            return
+        self._quarantined.add(name)
+        text = f"quarantined for session {self.session_id!r}: {why} (last: {hook} {kind})"
+        faults.append(PluginFault(name, hook, "quarantined", text))
+        logger.warning("plugin %s %s", name, text)
 
     # -- tree events ------------------------------------------------------------------------
 
@@ -329,23 +387,29 @@ class SessionDispatcher:
             slots.append(slot)
             before = list(tree) if guard else []
             saved = {id(g): _fields(g) for g in before if isinstance(g, ContextGrain)}
+            # Each handler edits its own copy of the list: one abandoned after a timeout cannot
+            # reach the tree the render goes on with.
+            work = list(tree) if guard else tree
             grains = await self._invoke(
-                entry, hook, getattr(entry.provider, hook), event, slot.faults
+                entry, hook, getattr(entry.provider, hook), _with_tree(event, work), slot.faults
             )
             if not guard:
                 slot.grains.extend(grains or ())
                 continue
             problem = "" if grains is not None else "failed"
             if not problem:
-                problem = self._check_tree(entry.name, hook, tree, before, saved, slot.faults)
+                try:
+                    problem = self._check_tree(entry.name, hook, work, before, saved, slot.faults)
+                except Exception as exc:  # e.g. a grain's meta replaced by a non-dict
+                    problem = f"invalid: left the tree in a state it cannot be checked in: {exc!r}"
             if problem:
-                tree[:] = before
                 for g in before:
                     if id(g) in saved:
                         _restore(g, saved[id(g)])
                 if problem != "failed":
                     self._fail(entry.name, hook, *self._split(problem), slot.faults)
                 continue
+            tree[:] = work
             tree.extend(grains or ())
             slot.grains.extend(grains or ())
         if guard:  # grains from bus subscribers join this tree too
@@ -371,7 +435,15 @@ class SessionDispatcher:
         privileged = self.privileged(name)
         current = {id(g) for g in tree}
         for g in before:
-            if not isinstance(g, ContextGrain) or g.origin == saved[id(g)][1] == name:
+            if not isinstance(g, ContextGrain):
+                continue
+            if id(g) in current and _fields(g) != saved[id(g)]:
+                try:
+                    g.check()
+                except GrainError as exc:
+                    node = _safe_id(g.node_id)
+                    return f"invalid: changed grain {node} into an invalid one: {exc}"
+            if g.origin == saved[id(g)][1] == name:
                 continue
             if id(g) not in current:
                 change = "removed"
@@ -396,6 +468,10 @@ class SessionDispatcher:
             if not isinstance(g, ContextGrain):
                 kind = type(g).__name__
                 return f"invalid: put {kind} into the tree at index {i}, not a ContextGrain"
+            try:
+                g.check()
+            except GrainError as exc:
+                return f"invalid: put an invalid grain into the tree at index {i}: {exc}"
             self._stamp(name, hook, g, faults, copy_=False)
         return ""
 

@@ -1,7 +1,8 @@
 """Plugin faults: the leaf every collect module shares (no imports from the rest of collect/).
 
 :class:`PluginFault` records one plugin failure for the turn's report; :func:`call_plugin` runs
-one plugin callable under a timeout and turns whatever goes wrong into a fault kind.
+one plugin callable on its runner (:mod:`.runner`) under a timeout and turns whatever goes wrong
+into a fault kind.
 """
 
 from __future__ import annotations
@@ -10,13 +11,24 @@ import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-import anyio
+__all__ = (
+    "CallKind",
+    "CallResult",
+    "FaultKind",
+    "PluginCaller",
+    "PluginFault",
+    "PluginWarning",
+    "call_plugin",
+    "describe_exc",
+    "is_async_callable",
+)
 
-__all__ = ("FaultKind", "PluginFault", "PluginWarning", "call_plugin", "is_async_callable")
-
-FaultKind = Literal["raised", "timeout", "invalid", "denied", "quarantined", "provenance"]
+FaultKind = Literal[
+    "raised", "timeout", "blocked", "invalid", "denied", "quarantined", "provenance"
+]
+CallKind = Literal["", "raised", "timeout", "blocked"]
 
 
 class PluginWarning(UserWarning):
@@ -30,12 +42,14 @@ class PluginFault:
     Attributes:
         plugin: Plugin name.
         hook: ``collect``, a handler name, ``bus:<event>``, ``setup`` or ``teardown``.
-        kind: ``raised``, ``timeout``, ``invalid`` (returned something that is not grains),
+        kind: ``raised``, ``timeout``, ``blocked`` (an async hook blocked its event loop),
+            ``invalid`` (returned something that is not grains, or an invalid grain),
             ``denied`` (used a privileged ability without consent; its changes were undone),
             ``quarantined`` (skipped for the rest of the session) or ``provenance`` (emitted a
             grain under another plugin's name; corrected).
         message: Human-readable detail.
         severity: ``error`` or ``warning`` (``provenance`` and ``teardown`` faults).
+        node_id: The grain an ``invalid`` fault is about (it gets a ``dropped`` decision).
     """
 
     plugin: str
@@ -43,6 +57,7 @@ class PluginFault:
     kind: FaultKind
     message: str
     severity: Literal["error", "warning"] = "error"
+    node_id: str | None = None
 
     def to_dict(self) -> dict[str, str]:
         """JSON-serializable form."""
@@ -68,24 +83,32 @@ def describe_exc(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-async def call_plugin(
-    fn: Callable[[Any], Any], arg: Any, timeout: float | None
-) -> tuple[Any, str, str]:
-    """Call ``fn(arg)`` (sync in a worker thread) under ``timeout``.
+class PluginCaller(Protocol):
+    """Where a plugin's calls run (:class:`~ctxengine.collect.runner.PluginRunner`)."""
 
-    Returns ``(result, kind, message)`` with kind ``""`` on success.
+    async def call(
+        self, fn: Callable[[Any], Any], arg: Any, timeout: float | None, *, is_async: bool
+    ) -> CallResult:
+        """Run ``fn(arg)``, waiting at most ``timeout`` seconds."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    """Outcome of one call: ``kind`` is ``""`` on success, else ``raised``/``timeout``/``blocked``.
+
+    ``abandoned``: the call was still running when the caller gave up on it.
     """
-    result: Any = None
-    try:
-        with anyio.move_on_after(timeout) as scope:
-            if is_async_callable(fn):
-                result = await fn(arg)
-            else:
-                result = await anyio.to_thread.run_sync(fn, arg, abandon_on_cancel=True)
-                if inspect.isawaitable(result):
-                    result = await result
-    except Exception as exc:
-        return None, "raised", describe_exc(exc)
-    if scope.cancelled_caught:
-        return None, "timeout", f"did not finish within {timeout:g} s"
-    return result, "", ""
+
+    value: Any = None
+    kind: CallKind = ""
+    message: str = ""
+    abandoned: bool = False
+
+
+async def call_plugin(
+    fn: Callable[[Any], Any], arg: Any, timeout: float | None, runner: PluginCaller
+) -> CallResult:
+    """Call ``fn(arg)`` on ``runner`` (off this loop) under ``timeout``; never raises for the
+    plugin's sake (the caller's own cancellation propagates)."""
+    return await runner.call(fn, arg, timeout, is_async=is_async_callable(fn))

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import anyio
 
 from .faults import PluginFault, PluginWarning, call_plugin
+from .runner import PluginRunner
 
 
 class EntryLike(Protocol):
@@ -19,6 +20,9 @@ class EntryLike(Protocol):
     provider: Any
     index: int
     setup_done: bool
+    runner: PluginRunner | None
+
+    def call_runner(self) -> PluginRunner: ...
 
 
 class RegistryLike(Protocol):
@@ -52,9 +56,10 @@ async def setup_plugins(
 
     async def one(entry: EntryLike) -> None:
         entry.setup_done = True
-        _, kind, message = await call_plugin(entry.provider.setup, engine, timeout)
-        if kind:
-            faults.append(PluginFault(entry.name, "setup", kind, f"{message}; plugin disabled"))  # type: ignore[arg-type]
+        call = await call_plugin(entry.provider.setup, engine, timeout, entry.call_runner())
+        if call.kind:
+            kind, message = call.kind, call.message
+            faults.append(PluginFault(entry.name, "setup", kind, f"{message}; plugin disabled"))
             logger.warning("plugin %s setup failed (%s): %s; disabled", entry.name, kind, message)
             registry.disable(entry.name)
 
@@ -70,20 +75,26 @@ async def teardown_plugins(
     """Await ``teardown()`` on every plugin that was set up (or defines it), in reverse order.
 
     Failures are returned and also emitted as :class:`PluginWarning` naming plugin and hook.
+    Each plugin's event loop thread is stopped afterwards (a later call starts a new one).
     """
     faults: list[PluginFault] = []
     for entry in reversed(registry.entries()):
         fn = getattr(entry.provider, "teardown", None)
         if not callable(fn):
+            if entry.runner is not None:
+                entry.call_runner().retire()
             continue
 
         async def close(_: object, fn: Any = fn) -> Any:
             return await fn()
 
-        _, kind, message = await call_plugin(close, None, timeout)
+        runner = entry.call_runner()
+        call = await call_plugin(close, None, timeout, runner)
+        runner.retire()
         entry.setup_done = False
+        kind, message = call.kind, call.message
         if kind:
-            fault = PluginFault(entry.name, "teardown", kind, message, "warning")  # type: ignore[arg-type]
+            fault = PluginFault(entry.name, "teardown", kind, message, "warning")
             faults.append(fault)
             warnings.warn(
                 f"plugin {entry.name!r} hook 'teardown' failed ({kind}): {message}",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import PluginError
-from .manifest import Manifest, forget_entry, import_entry
+from .manifest import IMPORT_TIMEOUT, Manifest, forget_entry, import_entry
 
 if TYPE_CHECKING:
     import importlib.metadata
@@ -13,7 +13,9 @@ if TYPE_CHECKING:
 __all__ = ("instantiate_entry_point", "instantiate_manifest")
 
 
-def instantiate_manifest(manifest: Manifest) -> Any:
+def instantiate_manifest(
+    manifest: Manifest, *, import_timeout: float | None = IMPORT_TIMEOUT
+) -> Any:
     """Import the entry file, create the provider and apply the manifest to it.
 
     The manifest is authoritative: ``name``/``version`` are set when the class leaves them out
@@ -21,9 +23,10 @@ def instantiate_manifest(manifest: Manifest) -> Any:
     the class's. On failure the plugin's modules are removed from :data:`sys.modules`.
 
     Raises:
-        PluginError: the import or the constructor raised, or name/version disagree.
+        PluginError: the import or the constructor raised, the import did not finish within
+            ``import_timeout`` seconds, or name/version disagree.
     """
-    cls = import_entry(manifest)
+    cls = import_entry(manifest, timeout=import_timeout)
     try:
         provider = cls()
         _apply_manifest(provider, manifest)

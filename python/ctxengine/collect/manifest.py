@@ -14,6 +14,7 @@ import difflib
 import importlib.util
 import json
 import re
+import stat
 import sys
 import types
 from dataclasses import dataclass
@@ -23,11 +24,13 @@ from typing import Any, Final
 from packaging.version import InvalidVersion, Version
 
 from ..errors import PluginError
+from . import folders
 
 __all__ = ("MANIFEST_FILE", "Manifest", "check_dependencies", "import_entry", "read_manifest")
 
 MANIFEST_FILE: Final = "manifest.json"
 MAX_MANIFEST_BYTES: Final = 64 * 1024
+IMPORT_TIMEOUT: Final = 10.0  # seconds an entry file may take to import
 _ENTRY = re.compile(r"(?P<file>.+\.py):(?P<cls>[A-Za-z_][A-Za-z0-9_]*)")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 _FIELDS: Final[dict[str, tuple[type, ...]]] = {
@@ -88,13 +91,7 @@ def read_manifest(folder: Path) -> Manifest:
             entry file that does not define the class. ``.plugin`` is the manifest's name when
             it could be read.
     """
-    path = folder / MANIFEST_FILE
-    try:
-        raw = path.read_bytes()[: MAX_MANIFEST_BYTES + 1]
-    except OSError as exc:
-        raise _fail(None, folder, f"cannot read {MANIFEST_FILE}: {exc}") from exc
-    if len(raw) > MAX_MANIFEST_BYTES:
-        raise _fail(None, folder, f"{MANIFEST_FILE} is larger than {MAX_MANIFEST_BYTES} bytes")
+    raw = _read_capped(folder)
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -137,6 +134,27 @@ def read_manifest(folder: Path) -> Manifest:
         description=data.get("description", ""),
         folder=folder,
     )
+
+
+def _read_capped(folder: Path) -> bytes:
+    """The manifest's bytes: size checked before reading, never more than the cap read."""
+    path = folder / MANIFEST_FILE
+    too_big = f"{MANIFEST_FILE} is larger than {MAX_MANIFEST_BYTES:,} bytes"
+    try:
+        if not path.resolve().is_relative_to(folder.resolve()):
+            raise _fail(None, folder, f"{MANIFEST_FILE} resolves outside the plugin folder")
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise _fail(None, folder, f"{MANIFEST_FILE} is not a regular file")
+        if info.st_size > MAX_MANIFEST_BYTES:
+            raise _fail(None, folder, f"{too_big} ({info.st_size:,})")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_MANIFEST_BYTES + 1)  # it may have grown since the stat
+    except OSError as exc:
+        raise _fail(None, folder, f"cannot read {MANIFEST_FILE}: {exc}") from exc
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise _fail(None, folder, too_big)
+    return raw
 
 
 def _check_fields(data: dict[str, Any], name: str | None, folder: Path) -> None:
@@ -252,23 +270,26 @@ def _check_defines(entry_file: Path, class_name: str, name: str, folder: Path) -
 
 
 def _module_name(manifest: Manifest) -> str:
-    slug = re.sub(r"[^A-Za-z0-9_]", "_", manifest.name)
-    return f"ctxengine_plugin_{slug}"
+    return folders.module_name(manifest.name)
 
 
-def import_entry(manifest: Manifest) -> Any:
+def import_entry(manifest: Manifest, *, timeout: float | None = IMPORT_TIMEOUT) -> Any:
     """Import the entry file as ``ctxengine_plugin_<name>.<stem>`` and return the class.
 
     The plugin folder becomes a package, so the entry file can import its siblings relatively
-    (``from . import helpers``).
+    (``from . import helpers``), but only files that lie inside the folder
+    (see :mod:`ctxengine.collect.folders`). The import runs under ``timeout`` seconds.
 
     Raises:
-        PluginError: the module raises on import, or does not define the class after all.
+        PluginError: the module raises on import (any exception, ``SystemExit`` included),
+            does not finish within ``timeout``, or does not define the class after all.
     """
     pkg_name = _module_name(manifest)
     package = types.ModuleType(pkg_name)
-    package.__path__ = [str(manifest.folder.resolve())]
+    package.__path__ = []  # submodules come from folders.FINDER only: nothing from outside
     package.__package__ = pkg_name
+    folders.FINDER.add(pkg_name, manifest.folder.resolve())
+    folders.install()
     mod_name = f"{pkg_name}.{manifest.entry_file.stem}"
     spec = importlib.util.spec_from_file_location(mod_name, manifest.entry_file)
     if spec is None or spec.loader is None:
@@ -277,8 +298,16 @@ def import_entry(manifest: Manifest) -> Any:
     sys.modules[pkg_name] = package
     sys.modules[mod_name] = module
     try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
+        exc = folders.exec_module(spec.loader, module, timeout)
+    except TimeoutError:
+        forget_entry(manifest)
+        raise _fail(
+            manifest.name,
+            manifest.folder,
+            f"importing {manifest.entry_file.name} did not finish within {timeout:g} s (a loop "
+            "at import time?); its thread keeps running until the process exits",
+        ) from None
+    if exc is not None:
         forget_entry(manifest)
         raise _fail(
             manifest.name,
@@ -299,5 +328,6 @@ def import_entry(manifest: Manifest) -> Any:
 def forget_entry(manifest: Manifest) -> None:
     """Remove the plugin's modules from :data:`sys.modules` (after a refusal)."""
     prefix = _module_name(manifest)
+    folders.FINDER.remove(prefix)
     for mod in [m for m in sys.modules if m == prefix or m.startswith(prefix + ".")]:
         del sys.modules[mod]

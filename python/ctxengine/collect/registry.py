@@ -26,8 +26,9 @@ from ..errors import PluginError
 from .faults import PluginFault
 from .lifecycle import setup_plugins, teardown_plugins
 from .loader import instantiate_entry_point, instantiate_manifest
-from .manifest import MANIFEST_FILE, Manifest, forget_entry, read_manifest
+from .manifest import IMPORT_TIMEOUT, MANIFEST_FILE, Manifest, forget_entry, read_manifest
 from .protocol import hooks_of, validate_provider
+from .runner import PluginRunner
 
 __all__ = (
     "ENTRY_POINT_GROUP",
@@ -65,6 +66,8 @@ class PluginEntry:
         reason: Why it was refused ("" otherwise).
         hooks: Hooks it subscribes to.
         setup_done: Whether ``setup(engine)`` was awaited (see :meth:`Registry.setup`).
+        runner: Where the plugin's calls run (:class:`~ctxengine.collect.runner.PluginRunner`;
+            made on first use, see :meth:`call_runner`).
     """
 
     name: str
@@ -80,6 +83,13 @@ class PluginEntry:
     reason: str = ""
     hooks: tuple[str, ...] = field(default_factory=tuple)
     setup_done: bool = False
+    runner: PluginRunner | None = field(default=None, repr=False, compare=False)
+
+    def call_runner(self) -> PluginRunner:
+        """The runner of this plugin's calls (created on first use)."""
+        if self.runner is None:
+            self.runner = PluginRunner(self.name)
+        return self.runner
 
     @property
     def state(self) -> State:
@@ -103,6 +113,21 @@ class PluginEntry:
             "description": self.description,
             "hooks": list(self.hooks),
         }
+
+
+def _check_inside(folder: Path, root: Path) -> None:
+    """Refuse a plugin folder that resolves outside the plugins directory (a symlink out).
+
+    Raises:
+        PluginError: it does.
+    """
+    resolved = folder.resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise PluginError(
+            f"plugin folder {folder.name!r} ({folder}) refused: it is a symlink to {resolved}, "
+            f"outside the plugins directory {root}",
+            plugin=None,
+        )
 
 
 def _describe(provider: object) -> str:
@@ -401,23 +426,31 @@ class Registry:
 
     async def teardown(self, *, timeout: float | None = 5.0) -> list[PluginFault]:
         """Await ``teardown()`` on every plugin, reverse order; failures are returned and
-        warned as :class:`~ctxengine.plugins.dispatch.PluginWarning`."""
+        warned as :class:`~ctxengine.collect.faults.PluginWarning`."""
         return await teardown_plugins(self, timeout=timeout)
 
     # -- plugin folders ---------------------------------------------------------------------
 
-    def load_plugins(self, directory: str | Path, *, strict: bool = True) -> list[PluginEntry]:
+    def load_plugins(
+        self,
+        directory: str | Path,
+        *,
+        strict: bool = True,
+        import_timeout: float | None = IMPORT_TIMEOUT,
+    ) -> list[PluginEntry]:
         """Load every sub-folder of ``directory`` that holds a ``manifest.json``.
 
         All manifests are validated before any entry file is imported; a refused manifest's
         code is never imported. Folders are processed in name order; hidden folders (``.name``)
-        are skipped.
+        are skipped; a folder that is a symlink resolving outside ``directory`` is refused.
 
         Args:
             directory: Folder whose sub-folders are plugins.
             strict: Raise the first refusal (nothing registered when a manifest is refused;
                 plugins registered by this call are rolled back when a later import fails).
                 With ``strict=False`` refusals are recorded in :attr:`refused` and skipped.
+            import_timeout: Seconds an entry file may take to import (``None``: no limit); see
+                :mod:`ctxengine.collect.folders` for what a refused slow import leaves behind.
 
         Returns:
             Entries of the plugins registered by this call.
@@ -437,6 +470,7 @@ class Registry:
         seen: dict[str, Path] = {}
         for folder in folders:
             try:
+                _check_inside(folder, root)
                 manifest = read_manifest(folder)
                 self._check_manifest(manifest, seen)
             except PluginError as exc:
@@ -449,7 +483,7 @@ class Registry:
         loaded: list[PluginEntry] = []
         for manifest in manifests:
             try:
-                loaded.append(self._load_manifest(manifest))
+                loaded.append(self._load_manifest(manifest, import_timeout))
             except PluginError as exc:
                 if strict:
                     for entry in loaded:
@@ -471,8 +505,8 @@ class Registry:
         with self._lock:
             self._check_admissible(name, manifest.dangerous)
 
-    def _load_manifest(self, manifest: Manifest) -> PluginEntry:
-        provider = instantiate_manifest(manifest)
+    def _load_manifest(self, manifest: Manifest, import_timeout: float | None) -> PluginEntry:
+        provider = instantiate_manifest(manifest, import_timeout=import_timeout)
         try:
             self.register(
                 provider,

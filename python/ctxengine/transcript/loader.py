@@ -9,10 +9,17 @@ from typing import Any, Final, Literal, get_args
 
 from ..errors import TranscriptError
 from .importers.agents import load_openhands_events, load_swe_agent_history
-from .importers.aider import load_aider
+from .importers.aider import is_aider_log, load_aider
 from .importers.anthropic import load_anthropic, system_messages
 from .importers.claude_code import load_claude_code
-from .importers.common import Loc, fill_result_names, read_jsonl, short
+from .importers.common import (
+    Loc,
+    fill_result_names,
+    nested_too_deeply,
+    read_jsonl,
+    read_text,
+    short,
+)
 from .importers.gemini import load_gemini, system_instruction
 from .importers.langchain import is_langchain_message, load_langchain
 from .importers.openai import load_openai
@@ -94,12 +101,15 @@ def load_all(source: object, format: str = "auto", *, view: str = "full") -> lis
         )
     if view not in ("full", "model"):
         raise TranscriptError(f"view is {view!r}; expected 'full' or 'model'")
-    if isinstance(source, (str, Path)):
-        return _load_path(Path(source), format, view)
-    if format == "auto" and _is_langchain(source):
-        loc = Loc(f"<{type(source).__name__}>")
-        return [_finish(load_langchain(loc.items(_as_list(source)), loc), "langchain", {})]
-    data = _plain(source)
+    try:
+        if isinstance(source, (str, Path)):
+            return _load_path(Path(source), format, view)
+        if format == "auto" and _is_langchain(source):
+            loc = Loc(f"<{type(source).__name__}>")
+            return [_finish(load_langchain(loc.items(_as_list(source)), loc), "langchain", {})]
+        data = _plain(source)
+    except RecursionError:
+        raise nested_too_deeply(_label(source)) from None
     fmt = format if format != "auto" else detect_format(data)
     if fmt in _FILE_ONLY:
         raise TranscriptError(
@@ -246,6 +256,11 @@ def _detect_path(path: Path) -> str:
     if suffix == ".traj":
         return "swe-agent"
     if suffix == ".md":
+        if not is_aider_log(path):
+            raise TranscriptError(
+                f"{path}: no '# aider chat started at' line; expected an aider chat history "
+                "(.aider.chat.history.md), or pass format="
+            )
         return "aider"
     if suffix == ".jsonl":
         return _detect_jsonl(path)
@@ -261,7 +276,11 @@ def _detect_path(path: Path) -> str:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_text(path))
+    except RecursionError:
+        raise nested_too_deeply(str(path)) from None
+    except TranscriptError:
+        raise
     except ValueError as exc:
         msg = getattr(exc, "msg", str(exc))
         line = getattr(exc, "lineno", "?")
@@ -277,11 +296,11 @@ def _load_path(path: Path, fmt: str, view: str) -> list[Transcript]:
         raise TranscriptError(f"{path}: no such file; expected a transcript file")
     fmt = fmt if fmt != "auto" else _detect_path(path)
     meta: dict[str, Any] = {"path": str(path)}
-    if fmt == "pi":
-        messages, extra = load_pi(path, view=view)
-        return [_finish(messages, fmt, {**meta, **extra})]
-    if fmt == "claude-code":
-        messages, extra = load_claude_code(path, view=view)
+    if fmt in ("pi", "claude-code"):
+        load_log = load_pi if fmt == "pi" else load_claude_code
+        messages, extra = load_log(path, view=view)
+        if not messages:
+            _check_matched(path, fmt)
         return [_finish(messages, fmt, {**meta, **extra})]
     if fmt == "aider":
         return [_finish(m, fmt, {**meta, **extra}) for m, extra in load_aider(path)]
@@ -291,6 +310,26 @@ def _load_path(path: Path, fmt: str, view: str) -> list[Transcript]:
     if fmt == "openhands":  # one instance per line
         return [t for n, obj in lines for t in _load_data(obj, fmt, Loc(f"{path} line {n}"), meta)]
     return _load_data([obj for _, obj in lines], fmt, Loc(str(path)), meta)
+
+
+def _check_matched(path: Path, fmt: str) -> None:
+    """A log that loaded no message under an explicit ``fmt``: fine when it holds no entry,
+    an error naming the format it looks like otherwise.
+
+    Raises:
+        TranscriptError: entries are there but none matched ``fmt``.
+    """
+    lines = sum(1 for _ in read_jsonl(path))
+    if not lines:
+        return
+    try:
+        looks = f"it looks like {_detect_path(path)!r}"
+    except TranscriptError:
+        looks = "its format was not recognized"
+    raise TranscriptError(
+        f"{path}: 0 messages matched format {fmt!r} in {lines:,} JSONL entries; {looks} "
+        "(pass that format, or format='auto')"
+    )
 
 
 def _payload(data: Any, key: str, loc: Loc) -> list[Any]:

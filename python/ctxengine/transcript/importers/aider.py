@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import TranscriptError
 from ..model import Block, Message, Text, Thinking
+from .common import read_text
 
-__all__ = ("load_aider",)
+__all__ = ("is_aider_log", "load_aider")
 
 _SESSION = re.compile(r"# aider chat started at (?P<when>.+)")
 _PROMPT_ANSWER = re.compile(r".*\(Y\)es/\(N\)o.*\[(Yes|No)\]: ?\S*\s*")
@@ -114,23 +114,31 @@ class _Parser:
         return self.sessions
 
 
+def is_aider_log(path: Path) -> bool:
+    """Whether the file holds an aider session header (``# aider chat started at ...``).
+
+    Raises:
+        TranscriptError: the file is not UTF-8.
+    """
+    return any(_SESSION.fullmatch(_strip_md_break(line)) for line in _lines(path))
+
+
+def _lines(path: Path) -> list[str]:
+    """The file's lines as text-mode reading gives them (``\\r\\n`` and ``\\r`` end lines too)."""
+    lines = read_text(path).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return lines[:-1] if lines and not lines[-1] else lines
+
+
 def load_aider(path: Path) -> list[tuple[list[Message], dict[str, Any]]]:
     """One ``(messages, meta)`` per aider session in the file, in order.
 
     Raises:
-        OSError: the file cannot be read. TranscriptError: it is not UTF-8 text.
+        TranscriptError: the file is not UTF-8 (byte offset named).
+        OSError: the file cannot be read.
     """
     parser = _Parser()
-    n = 0
-    with path.open(encoding="utf-8") as fh:
-        try:
-            for n, raw in enumerate(fh, 1):
-                parser.feed(n, raw.rstrip("\n"))
-        except UnicodeDecodeError as exc:
-            raise TranscriptError(
-                f"{path}: {exc.reason} near line {n + 1}: not UTF-8 text; expected an aider "
-                "markdown log"
-            ) from None
+    for n, raw in enumerate(_lines(path), 1):
+        parser.feed(n, raw)
     out = []
     for s in parser.finish():
         meta = {

@@ -20,6 +20,7 @@ __all__ = (
     "image_url",
     "parse_arguments",
     "read_jsonl",
+    "read_text",
     "short",
     "text_of",
     "tool_call",
@@ -83,35 +84,57 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
+def read_text(path: Path) -> str:
+    """The file's text, decoded as UTF-8.
+
+    Raises:
+        TranscriptError: the file is not UTF-8 (the message names the byte offset and line).
+        OSError: the file cannot be read.
+    """
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        bad = data[exc.start : exc.start + 4]
+        raise TranscriptError(
+            f"{path}: not UTF-8 text at byte offset {exc.start:,} (line {line}: {exc.reason}, "
+            f"bytes {bad!r}); expected a UTF-8 transcript"
+        ) from None
+
+
+def nested_too_deeply(where: str) -> TranscriptError:
+    """The error for JSON nested deeper than Python can decode."""
+    return TranscriptError(
+        f"{where}: JSON nested too deeply to decode (past Python's recursion limit); "
+        "expected a transcript of ordinary depth"
+    )
+
+
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-empty line of a JSONL file.
 
     Raises:
-        TranscriptError: a line is not UTF-8, not valid JSON or not an object.
+        TranscriptError: the file is not UTF-8, or a line is not valid JSON, is nested too
+            deeply, or is not an object.
     """
-    with path.open("rb") as fh:
-        for n, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise TranscriptError(
-                    f"{path} line {n}: byte {raw[exc.start]:#04x} at column {exc.start + 1} is "
-                    "not UTF-8; expected a text file with one JSON object per line"
-                ) from None
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TranscriptError(
-                    f"{path} line {n}: invalid JSON ({exc.msg} at column {exc.colno}); "
-                    "expected one JSON object per line"
-                ) from None
-            if not isinstance(value, dict):
-                raise TranscriptError(
-                    f"{path} line {n}: value is {short(value)}; expected a JSON object"
-                )
-            yield n, value
+    for n, line in enumerate(read_text(path).split("\n"), 1):  # JSON strings may hold U+2028
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TranscriptError(
+                f"{path} line {n}: invalid JSON ({exc.msg} at column {exc.colno}); "
+                "expected one JSON object per line"
+            ) from None
+        except RecursionError:
+            raise nested_too_deeply(f"{path} line {n}") from None
+        if not isinstance(value, dict):
+            raise TranscriptError(
+                f"{path} line {n}: value is {short(value)}; expected a JSON object"
+            )
+        yield n, value
 
 
 def parse_arguments(raw: object, loc: Loc) -> dict[str, Any] | str:
@@ -132,6 +155,8 @@ def parse_arguments(raw: object, loc: Loc) -> dict[str, Any] | str:
         value = json.loads(raw)
     except ValueError:
         return raw
+    except RecursionError:
+        raise nested_too_deeply(f"{loc.path} tool arguments") from None
     return value if isinstance(value, dict) else raw
 
 

@@ -1,0 +1,41 @@
+"""Bad command-line input is one error line on stderr with exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctxengine.cli import main
+from offline_tiktoken import TRANSCRIPTS
+
+
+def test_demo_budget_above_the_model_window_is_one_error_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["demo", "--model", "gpt-4", "--budget", "50000"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert "50,000" in lines[0] and "8,192" in lines[0] and "gpt-4" in lines[0]
+    assert "within budget" not in captured.out
+
+
+def test_replay_of_a_markdown_file_that_is_not_an_aider_log(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    readme = TRANSCRIPTS / "README.md"
+    assert main(["replay", str(readme)]) == 2
+    err = capsys.readouterr().err
+    assert "no '# aider chat started at' line" in " ".join(err.split())
+    assert "Traceback" not in err
+
+
+def test_replay_of_a_non_utf8_file_is_an_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"role": "user", "content": "caf\xe9"}\n')
+    assert main(["replay", str(path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "byte offset 32" in err and "Traceback" not in err
