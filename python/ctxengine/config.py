@@ -10,6 +10,7 @@ from typing import Any
 from . import _core
 from .assemble.budget import RESERVE, Budget
 from .assemble.guard import PruneSettings
+from .compaction import CompactionConfig
 from .summarize import Summarizer
 
 __all__ = ("RenderConfig",)
@@ -30,6 +31,7 @@ class RenderConfig:
         window_index: Window name → its number in the core.
         max_result_chars: Largest tool result the window guard lets through.
         prune: Trim-ladder settings for old tool results (soft trim, allow/deny, TTL).
+        compaction: How the compaction pipeline runs (memory folder, rules file, timeout).
     """
 
     model: str
@@ -42,11 +44,12 @@ class RenderConfig:
     window_index: Mapping[str, int]
     max_result_chars: int
     prune: PruneSettings
+    compaction: CompactionConfig = CompactionConfig()
 
     @classmethod
     def build(cls, model: str, budget: Budget, summarizer: Summarizer, **kw: Any) -> RenderConfig:
         """A config for ``model`` and ``budget`` (``kw``: weights, prune,
-        max_result_chars)."""
+        max_result_chars, compaction)."""
         windows = tuple(budget.windows)
         return cls(
             model=model,

@@ -17,6 +17,7 @@ import anyio
 
 from . import _core
 from .assemble.budget import Budget
+from .assemble.compact import compact_now
 from .assemble.guard import PruneSettings, max_tool_result_chars
 from .assemble.history import HistoryBuilder
 from .assemble.pipeline import assemble
@@ -26,6 +27,7 @@ from .collect.events import ToolResult as ToolResultEvent
 from .collect.faults import PluginFault
 from .collect.registry import PluginEntry, Registry
 from .collect.turn import collect, redacted_user_text
+from .compaction import CompactionConfig, CompactionResult
 from .config import RenderConfig
 from .errors import CtxEngineError, GrainError, TranscriptError
 from .grain import ContextGrain
@@ -61,6 +63,9 @@ class ContextEngine:
         prune: Soft-trim sizes and protected tail of the engine's ladder
             (``soft_trim_max_chars``, ``soft_trim_head_chars``, ``keep_last_assistants`` of
             :class:`~ctxengine.guard.PruneSettings`, passed to the Rust assembly).
+        compaction: How compaction runs (:class:`~ctxengine.compaction.CompactionConfig`:
+            memory folder, rules file, timeout, protected tail); the ladder's step 3 and
+            :meth:`Session.compact` use it.
 
     Raises:
         EncodingError: unknown model. BudgetError: invalid budget.
@@ -78,6 +83,7 @@ class ContextEngine:
         max_failures: int = 3,
         weights: tuple[float, float, float, float] = (0.25, 0.65, 0.35, 0.1),
         prune: PruneSettings | None = None,
+        compaction: CompactionConfig | None = None,
     ) -> None:
         self.model = model
         self.budget = budget if isinstance(budget, Budget) else Budget(total=budget)
@@ -89,7 +95,9 @@ class ContextEngine:
             weights=weights,
             max_result_chars=max_tool_result_chars(self.budget.resolve(model)),
             prune=prune or PruneSettings(),
+            compaction=compaction or CompactionConfig(),
         )
+        self.compaction = self.config.compaction
         self.tokens_total = self.config.tokens_total
         self.tokenizer = self.config.tokenizer
         self.registry = Registry(allow_dangerous=allow_dangerous)
@@ -363,6 +371,21 @@ class Session:
     def transcript(self) -> Transcript:
         """The session's full transcript (not pruned: pruning happens only in renders)."""
         return Transcript(tuple(self._state.messages), source_format="session")
+
+    # -- compaction ---------------------------------------------------------------------------
+
+    async def compact(self) -> CompactionResult:
+        """Compact the session now: the older live history becomes one summary message.
+
+        Runs :func:`ctxengine.compaction.compact_history` on the live history (an earlier
+        summary first, then every message not yet compacted) with the render budget, the
+        engine's summarizer and :class:`~ctxengine.compaction.CompactionConfig`; the protected
+        tail is never compacted. On success the next render sends the summary as the first
+        history message; otherwise (``result.ok`` False, ``result.error`` says why) the
+        session is unchanged.
+        """
+        engine = self.engine
+        return await compact_now(self._state, engine.config, engine.registry)
 
     # -- render -------------------------------------------------------------------------------
 

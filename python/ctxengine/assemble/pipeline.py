@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 __all__ = ("FRAMING_TOKENS", "Assembled", "assemble")
 
 FRAMING_TOKENS = 8  # reply priming (3) + system message framing (4) + 1 spare
+#: The summary is counted in ``core_memory`` but sent as its own history message.
+SUMMARY_FRAMING = 4
 
 
 @dataclass(slots=True)
@@ -177,6 +179,23 @@ def _sync(
     sync_context(state, config, plugins.registry, ctx)
 
 
+def _silently_dropped_requests(state: SessionState, plan: Any) -> set[int]:
+    """Turns the plan removed (hard trim) that hold a user request: they go to compaction
+    with the plan's own picks, so a request is summarized, never dropped silently."""
+    if plan.total_before <= plan.target:
+        return set()
+    ids, status, *_ = plan.decisions()
+    turns: set[int] = set()
+    user = _core.ROLE_USER
+    for node_id, code in zip(ids, status, strict=False):
+        if code != _core.STATUS_DROPPED:
+            continue
+        item = state.items.get(node_id)
+        if item is not None and item.role == user and item.kind != _core.KIND_CONTEXT:
+            turns.add(item.turn)
+    return turns
+
+
 async def _compact_all(
     state: SessionState,
     config: RenderConfig,
@@ -186,8 +205,14 @@ async def _compact_all(
     log: TurnLog,
 ) -> tuple[list[ContextGrain], Any]:
     for _ in range(MAX_COMPACTIONS):
-        turns = plan.compaction_turns
-        if not turns or not await compact(state, config, plugins.registry, turns, log):
+        turns = set(plan.compaction_turns) | _silently_dropped_requests(state, plan)
+        if not turns:
+            break
+        protected = [g for g in context if g.protected]
+        done = await compact(
+            state, config, plugins.registry, sorted(turns), log, protected=protected, plan=plan
+        )
+        if not done:
             break
         # The new summary replaces any stored one that came in with this turn's context.
         summary = state.summary
@@ -206,6 +231,8 @@ def plan_within(state: SessionState, config: RenderConfig) -> Any:
             not the framing-reduced figure the core was given.
     """
     budget = config.tokens_total - FRAMING_TOKENS
+    if state.summary is not None:
+        budget -= SUMMARY_FRAMING
     try:
         return state.asm.plan(budget)
     except BudgetError as exc:

@@ -1,4 +1,5 @@
-"""Inject: turn a plan into a neutral transcript (one system message, then the kept history)."""
+"""Inject: turn a plan into a neutral transcript: one system message, then the kept history,
+headed by the compaction summary (a user message, never system text)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,16 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from ..assemble.compact import SUMMARY_META
 from ..assemble.history import KIND
+from ..compaction import summary_message
 from ..grain import ContextGrain
 from ..transcript.model import Message, Text, Transcript
 
 if TYPE_CHECKING:
     from ..state import SessionState
 
-__all__ = ("compose",)
+__all__ = ("compose", "is_summary_grain")
 
 SEPARATOR: Final = "\n\n"
 _SKIP_KEYS: Final = frozenset(
@@ -23,13 +26,33 @@ _MESSAGE_OVERHEAD: Final = 4
 _REPLY_PRIMING: Final = 3
 
 
+def is_summary_grain(grain: ContextGrain | None) -> bool:
+    """Whether ``grain`` is the compaction summary (composed as history, not system text)."""
+    return grain is not None and grain.meta.get(SUMMARY_META) is True
+
+
+def _summary(plan: Any, by_id: Mapping[str, ContextGrain]) -> Message | None:
+    """The compaction summary kept by the plan, as the first history message."""
+    for node_id in plan.context_order:
+        grain = by_id.get(node_id)
+        if is_summary_grain(grain):
+            assert grain is not None
+            text = plan.replacements.get(node_id, grain.text)
+            replaced = grain.meta.get("replaced", 0)
+            return summary_message(text, replaced if isinstance(replaced, int) else 0)
+    return None
+
+
 def _context_texts(state: SessionState, plan: Any, by_id: Mapping[str, ContextGrain]) -> list[str]:
-    """System-message texts: stable grains first (cache-friendly), per-turn grains last."""
+    """System-message texts: stable grains first (cache-friendly), per-turn grains last.
+    The compaction summary is history and is left out (see :func:`_summary`)."""
     replacements = plan.replacements
     stable: list[str] = []
     volatile: list[str] = []
     for node_id in plan.context_order:
         grain = by_id.get(node_id)
+        if is_summary_grain(grain):
+            continue
         item = state.items.get(node_id)
         text = replacements.get(node_id)
         if text is None:
@@ -89,8 +112,12 @@ def _recompose(message: Message, result_index: int, text: str, changed: bool) ->
 
 
 def compose(state: SessionState, plan: Any, by_id: Mapping[str, ContextGrain]) -> Transcript:
-    """The neutral transcript of a render: one system message, then the kept history."""
+    """The neutral transcript of a render: one system message, then the kept history (the
+    compaction summary first, as a user message)."""
     texts = _context_texts(state, plan, by_id)
     messages = [Message.system(SEPARATOR.join(texts))] if texts else []
+    summary = _summary(plan, by_id)
+    if summary is not None and summary.text:
+        messages.append(summary)
     messages.extend(_history(state, plan))
     return Transcript(tuple(messages), source_format="render")
