@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -44,7 +44,7 @@ class RenderConfig:
     window_index: Mapping[str, int]
     max_result_chars: int
     prune: PruneSettings
-    compaction: CompactionConfig = CompactionConfig()
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)
 
     @classmethod
     def build(cls, model: str, budget: Budget, summarizer: Summarizer, **kw: Any) -> RenderConfig:
