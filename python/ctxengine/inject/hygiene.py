@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Literal
 
 from ..errors import AdapterError
@@ -117,10 +116,10 @@ def _merge(a: Message, b: Message, provider: str, t: Transcript) -> Message:
     return dataclasses.replace(a, blocks=tuple(blocks), stop_reason=b.stop_reason, meta=meta)
 
 
-def _nonempty(t: Transcript, provider: str, memo: RenderMemo | None) -> Callable[[Message], bool]:
-    """Whether ``provider`` receives anything of a message of ``t`` (from ``memo`` when given)."""
+def _nonempty(t: Transcript, provider: str, memo: RenderMemo | None) -> list[bool]:
+    """Whether ``provider`` receives anything of each message of ``t`` (``memo`` reused)."""
     if memo is None:
-        return lambda m: bool(exported_blocks(m, provider, family_of(m, t)))
+        return [bool(exported_blocks(m, provider, family_of(m, t))) for m in t.messages]
     return memo.nonempty(t, provider)
 
 
@@ -133,7 +132,7 @@ def _order(
     out: list[Message] = []
     started = False
     for i, m in enumerate(t.messages):
-        if not nonempty(m):
+        if not nonempty[i]:
             changes.append(Change("fix_turn_order", "dropped_empty", i, f"empty {m.role} message"))
             continue
         if strict and m.role == "system" and started:

@@ -10,7 +10,7 @@ end of the next one, so the memo follows the kept window, not the session's leng
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from ..transcript.model import Message, Transcript
@@ -41,6 +41,21 @@ class _Table(Generic[V]):
             self.new[key] = entry
         return entry[1]
 
+    def many(self, ms: Sequence[Message], make: Callable[[Message], V]) -> list[V]:
+        """``[self.get(m, make) for m in ms]``, in one loop."""
+        new, old = self.new, self.old
+        out: list[V] = []
+        for m in ms:
+            key = id(m)
+            entry = new.get(key)
+            if entry is None:
+                entry = old.get(key)
+                if entry is None:
+                    entry = (m, make(m))
+                new[key] = entry
+            out.append(entry[1])
+        return out
+
     def roll(self) -> None:
         self.old, self.new = self.new, {}
 
@@ -62,14 +77,13 @@ class RenderMemo:
             table = self._tables[key] = _Table()
         return table
 
-    def nonempty(self, t: Transcript, provider: str) -> Callable[[Message], bool]:
-        """For messages of ``t``: whether ``provider``'s exporter sends any of their blocks."""
-        get = self.table("nonempty", provider, t.source_format).get
+    def nonempty(self, t: Transcript, provider: str) -> list[bool]:
+        """For each message of ``t``: whether ``provider``'s exporter sends any of its blocks."""
 
         def make(m: Message) -> bool:
             return bool(exported_blocks(m, provider, family_of(m, t)))
 
-        return lambda m: get(m, make)
+        return self.table("nonempty", provider, t.source_format).many(t.messages, make)
 
     def end_render(self) -> None:
         """Drop what the render before this one used and this one did not."""

@@ -89,7 +89,6 @@ def export_openai(t: Transcript, memo: RenderMemo | None = None) -> dict[str, An
         for m in t.messages:
             messages.extend(_message_dicts(m))
         return {"messages": messages}
-    get = memo.table("export", "openai").get
-    for m in t.messages:
-        messages.extend([d.copy() for d in get(m, _message_dicts)])
+    per_message = memo.table("export", "openai").many(t.messages, _message_dicts)
+    messages = [d.copy() for ds in per_message for d in ds]
     return {"messages": messages}
