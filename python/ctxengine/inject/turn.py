@@ -101,7 +101,10 @@ async def inject(
     """The inject phase: the plan becomes the provider payload, counted and reported."""
     plan = assembled.plan
     request.timings.update({f"core.{k}": v for k, v in plan.timings.items()})
-    rendered = render(compose(state, plan, assembled.by_id), request.provider, **request.options)
+    memo = state.token_cache.memo
+    composed = compose(state, plan, assembled.by_id)
+    rendered = render(composed, request.provider, memo=memo, **request.options)
+    memo.end_render()
     payload, transcript = rendered.payload, rendered.transcript
     if request.provider == "openai":
         tokens = state.token_cache.openai_tokens(transcript, payload, config.model)
