@@ -60,7 +60,11 @@ class ContextEngine:
             silently, while old tool steps go first.
         prune: Soft-trim sizes and protected tail of the engine's ladder
             (``soft_trim_max_chars``, ``soft_trim_head_chars``, ``keep_last_assistants`` of
-            :class:`~ctxengine.guard.PruneSettings`, passed to the Rust assembly).
+            :class:`~ctxengine.guard.PruneSettings`, passed to the Rust assembly), and the
+            ladder's prune options run in every render when set: ``allow``/``deny`` tool-name
+            globs, ``ttl_seconds`` (prune only once the prompt cache expired), ``ttl_turns``
+            (clear results older than the last *n* user turns) and ``max_turns`` (keep the
+            last *n* user turns); see :mod:`ctxengine.assemble.prune`.
 
     Raises:
         EncodingError: unknown model. BudgetError: invalid budget.

@@ -62,6 +62,12 @@ class SessionState:
         in_asm: Cache: what the assembly holds of each context grain.
         splits: Cache: grains the guard split, by node id, keyed by content.
         token_cache: Cache: exact tokens of rendered messages.
+        limited: History node ids the ``max_turns`` option dropped → their tokens then.
+        pruned: Tool-result node id → the text the prune options left it (sticky: a result
+            once trimmed or cleared stays so, the sent prefix does not change back).
+        pruned_results: The same results by (message index, block index), as tool results.
+        rendered_at: ``time.time()`` of the last render with the prune options (the cache age
+            ``ttl_seconds`` is compared with).
     """
 
     session_id: str
@@ -87,6 +93,10 @@ class SessionState:
     in_asm: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     splits: dict[str, tuple[Any, list[ContextGrain]]] = field(default_factory=dict)
     token_cache: MessageTokenCache = field(default_factory=MessageTokenCache)
+    limited: dict[str, int] = field(default_factory=dict)
+    pruned: dict[str, str] = field(default_factory=dict)
+    pruned_results: dict[tuple[int, int], ToolResult] = field(default_factory=dict)
+    rendered_at: float | None = None
 
     # -- changes ------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from ..grain import ContextGrain
 from .compact import MAX_COMPACTIONS, compact
 from .core import fuse as core_fuse
 from .guard import split_large
+from .prune import apply_prune_options
 from .report import (
     GrainDecision,
     compacted_decision,
@@ -238,6 +239,7 @@ async def assemble(
         await _hook(plugins, BeforeRender(tree), log)
     context = _tree_context(state, config, tree, log)
     _sync(state, config, plugins, context)
+    apply_prune_options(state, config, log)
     sync_history(state, config, scan=before or over)
     plan = plan_within(state, config)
     if plan.total_before > plan.target and over:

@@ -22,13 +22,19 @@ HISTORY_PRIORITY = 100
 
 
 def item_text(state: SessionState, item: HistoryItem) -> str:
-    """The text an item renders with: a plugin override's, else its own."""
+    """The text an item renders with: what the prune options left, else a plugin override's,
+    else its own."""
+    pruned = state.pruned.get(item.node_id)
+    if pruned is not None:
+        return pruned
     override = state.overrides.get(item.node_id)
     return (override or item.grain).text
 
 
 def _changed_items(state: SessionState, scan: bool) -> tuple[list[HistoryItem], list[str]]:
-    items = list(state.pending)
+    limited = state.limited
+    items = [i for i in state.pending if i.node_id not in limited] if limited else state.pending
+    items = list(items)
     state.pending.clear()
     candidates = (
         state.items.values() if scan else (state.items[n] for n in state.dirty if n in state.items)
@@ -36,7 +42,7 @@ def _changed_items(state: SessionState, scan: bool) -> tuple[list[HistoryItem], 
     texts = [item_text(state, i) for i in items]
     seen = {id(i) for i in items}
     for item in candidates:
-        if id(item) in seen:
+        if id(item) in seen or item.node_id in limited:
             continue
         text = item_text(state, item)
         if text is not item.text:
