@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-from ..assemble.pipeline import FRAMING_TOKENS, Assembled
+from ..assemble.pipeline import FRAMING_TOKENS, Assembled, plan_within
 from ..assemble.report import LazyColumns, Origins, RenderReport
 from ..collect.events import AfterRender
+from ..errors import BudgetError
 from ..grain import ContextGrain
 from ..transcript.model import Transcript
 from .compose import compose
@@ -20,7 +21,11 @@ if TYPE_CHECKING:
     from ..config import RenderConfig
     from ..state import SessionState, TurnLog
 
-__all__ = ("RenderedContext", "inject")
+__all__ = ("MAX_REPLANS", "RenderedContext", "inject")
+
+#: Re-plans when the rendered payload counts more than the budget (what the plan could not see,
+#: e.g. synthetic results hygiene added for unanswered tool calls).
+MAX_REPLANS: Final = 3
 
 
 @dataclass(slots=True)
@@ -99,14 +104,29 @@ async def inject(
     log: TurnLog,
 ) -> RenderedContext:
     """The inject phase: the plan becomes the provider payload, counted and reported."""
-    plan = assembled.plan
-    request.timings.update({f"core.{k}": v for k, v in plan.timings.items()})
-    rendered = render(compose(state, plan, assembled.by_id), request.provider, **request.options)
-    payload, transcript = rendered.payload, rendered.transcript
-    if request.provider == "openai":
-        tokens = state.token_cache.openai_tokens(transcript, payload, config.model)
-    else:
-        tokens = payload_tokens(payload, request.provider, config.model)
+    request.timings.update({f"core.{k}": v for k, v in assembled.plan.timings.items()})
+    cut, budget = 0, config.tokens_total
+    for attempt in range(MAX_REPLANS + 1):
+        rendered = render(
+            compose(state, assembled.plan, assembled.by_id), request.provider, **request.options
+        )
+        payload, transcript = rendered.payload, rendered.transcript
+        if request.provider == "openai":
+            tokens = state.token_cache.openai_tokens(transcript, payload, config.model)
+        else:
+            tokens = payload_tokens(payload, request.provider, config.model)
+        if tokens <= budget:
+            break
+        if attempt == MAX_REPLANS:
+            raise BudgetError(
+                f"the rendered payload has {tokens} tokens, over the budget of {budget}, after "
+                f"{MAX_REPLANS} re-plans cutting {cut} tokens; raise the budget"
+            )
+        # The payload carries what the plan did not count (in proportion to what it keeps, as
+        # synthetic results are): plan again for the budget scaled by the overshoot.
+        planned = budget - FRAMING_TOKENS - cut
+        cut += planned - planned * budget // tokens + 1
+        assembled = Assembled(plan_within(state, config, cut), assembled.by_id)
     request.timings["total"] = time.perf_counter() - request.started
     report = _report(state, config, assembled, tokens, request, log)
     info = rendered.to_dict()
