@@ -22,3 +22,16 @@ async def test_synthetic_results_hygiene_adds_are_budgeted() -> None:
     assert out.tokens <= 400
     assert out.report.fits
     assert out.transcript.messages[-1].text == "go on"
+
+
+@pytest.mark.parametrize(("provider", "key"), [("anthropic", "messages"), ("gemini", "contents")])
+async def test_a_whitespace_user_message_gives_a_non_empty_payload(provider: str, key: str) -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=1000))
+    async with engine.session("blank") as s:
+        await s.user_message("   ")
+        out = await s.render(provider)
+    messages = out.payload[key]
+    assert len(messages) == 1
+    assert messages[0]["role"] == "user"
+    assert out.transcript.messages[-1].text.strip()
+    assert out.tokens <= 1000

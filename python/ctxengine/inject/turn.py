@@ -11,7 +11,7 @@ from ..assemble.report import LazyColumns, Origins, RenderReport
 from ..collect.events import AfterRender
 from ..errors import BudgetError
 from ..grain import ContextGrain
-from ..transcript.model import Transcript
+from ..transcript.model import Message, Text, Transcript
 from .compose import compose
 from .payload import payload_tokens
 from .render import render
@@ -88,6 +88,30 @@ def _report(
     )
 
 
+#: What a blank user message becomes for providers that reject blank text (Anthropic, Gemini):
+#: without it their payload would have no message at all, which both reject.
+BLANK_USER_TEXT: Final = "(empty message)"
+_REJECT_BLANK: Final = frozenset({"anthropic", "gemini"})
+
+
+def _non_blank(t: Transcript, provider: str) -> Transcript:
+    """``t`` with its blank user messages (whitespace text only) given a visible text, for the
+    providers that reject blank text; ``t`` itself otherwise."""
+    if provider not in _REJECT_BLANK:
+        return t
+    blank = [
+        i
+        for i, m in enumerate(t.messages)
+        if m.role == "user" and all(isinstance(b, Text) and not b.text.strip() for b in m.blocks)
+    ]
+    if not blank:
+        return t
+    messages = list(t.messages)
+    for i in blank:
+        messages[i] = Message.user(BLANK_USER_TEXT)
+    return Transcript(tuple(messages), source_format=t.source_format)
+
+
 def _tree(state: SessionState, a: Assembled) -> list[ContextGrain]:
     by_id, items = a.by_id, state.items
     return [by_id[n] for n in a.plan.context_order if n in by_id] + [
@@ -107,9 +131,8 @@ async def inject(
     request.timings.update({f"core.{k}": v for k, v in assembled.plan.timings.items()})
     cut, budget = 0, config.tokens_total
     for attempt in range(MAX_REPLANS + 1):
-        rendered = render(
-            compose(state, assembled.plan, assembled.by_id), request.provider, **request.options
-        )
+        composed = _non_blank(compose(state, assembled.plan, assembled.by_id), request.provider)
+        rendered = render(composed, request.provider, **request.options)
         payload, transcript = rendered.payload, rendered.transcript
         if request.provider == "openai":
             tokens = state.token_cache.openai_tokens(transcript, payload, config.model)
