@@ -8,7 +8,7 @@ Rust :class:`~ctxengine._core.Assembly` (a cache of the state, never serialized)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from . import _core
@@ -19,7 +19,7 @@ from .grain import ContextGrain
 from .inject.payload import MessageTokenCache
 from .transcript.model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
 
-__all__ = ("FORMAT_VERSION", "SessionState", "StoredGrain", "TurnLog")
+__all__ = ("FORMAT_VERSION", "SessionState", "StoredGrain", "TurnLog", "repair_text")
 
 #: Version of the JSON written by :meth:`SessionState.to_json`.
 FORMAT_VERSION: Final = 1
@@ -101,7 +101,8 @@ class SessionState:
     # -- changes ------------------------------------------------------------------------------
 
     def append(self, message: Message) -> None:
-        """Append ``message`` and its history items."""
+        """Append ``message`` (lone surrogates in its text repaired) and its history items."""
+        message = repair_text(message)
         index = len(self.messages)
         self.messages.append(message)
         for item in self.builder.items(index, message):
@@ -248,3 +249,33 @@ class TurnLog:
     shadowed: list[dict[str, Any]] = field(default_factory=list)
     extra: list[GrainDecision] = field(default_factory=list)
     compactions: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _valid(text: str) -> str:
+    """``text`` with each lone surrogate (e.g. from ``errors='surrogateescape'``) as U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def _valid_block(block: Block) -> Block:
+    if isinstance(block, (Text, Thinking)):
+        text = _valid(block.text)
+        return block if text is block.text else replace(block, text=text)
+    if isinstance(block, ToolResult):
+        content = tuple(_valid_block(b) for b in block.content)
+        if all(a is b for a, b in zip(content, block.content, strict=True)):
+            return block
+        return replace(block, content=content)  # type: ignore[arg-type]
+    return block
+
+
+def repair_text(message: Message) -> Message:
+    """``message`` with valid UTF-8 text: a lone surrogate cannot be encoded, counted or sent,
+    so it becomes U+FFFD when the message enters the session (the message itself when clean)."""
+    blocks = tuple(_valid_block(b) for b in message.blocks)
+    if all(a is b for a, b in zip(blocks, message.blocks, strict=True)):
+        return message
+    return replace(message, blocks=blocks)

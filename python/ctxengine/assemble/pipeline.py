@@ -199,14 +199,15 @@ async def _compact_all(
     return context, plan
 
 
-def plan_within(state: SessionState, config: RenderConfig) -> Any:
-    """The core's plan for the budget less the request framing.
+def plan_within(state: SessionState, config: RenderConfig, cut: int = 0) -> Any:
+    """The core's plan for the budget less the request framing (and less ``cut``: what the
+    rendered payload was found to carry beyond the plan's estimate).
 
     Raises:
         BudgetError: protected content alone does not fit; the message names the user's total,
             not the framing-reduced figure the core was given.
     """
-    budget = config.tokens_total - FRAMING_TOKENS
+    budget = max(config.tokens_total - FRAMING_TOKENS - cut, 0)
     try:
         return state.asm.plan(budget)
     except BudgetError as exc:

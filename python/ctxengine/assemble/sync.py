@@ -34,8 +34,7 @@ def item_text(state: SessionState, item: HistoryItem) -> str:
 def _changed_items(state: SessionState, scan: bool) -> tuple[list[HistoryItem], list[str]]:
     limited = state.limited
     items = [i for i in state.pending if i.node_id not in limited] if limited else state.pending
-    items = list(items)
-    state.pending.clear()
+    items = list(items)  # pending is cleared by the caller once the core took them
     candidates = (
         state.items.values() if scan else (state.items[n] for n in state.dirty if n in state.items)
     )
@@ -48,14 +47,18 @@ def _changed_items(state: SessionState, scan: bool) -> tuple[list[HistoryItem], 
         if text is not item.text:
             items.append(item)
             texts.append(text)
-    state.dirty.clear()
     return items, texts
 
 
 def sync_history(state: SessionState, config: RenderConfig, scan: bool) -> None:
-    """Upsert new history items and those whose content changed since the last render."""
+    """Upsert new history items and those whose content changed since the last render.
+
+    Transactional: the pending and dirty sets are cleared only once the assembly took the
+    items, so a render that fails here leaves them for the next one (no history is lost)."""
     items, texts = _changed_items(state, scan)
     if not items:
+        state.pending.clear()
+        state.dirty.clear()
         return
     extra = count_many([t for i in items for t in i.overhead_texts], model=config.model)
     overheads, k = [], 0
@@ -80,6 +83,8 @@ def sync_history(state: SessionState, config: RenderConfig, scan: bool) -> None:
         labels=[i.label for i in items],
         summaries=[None] * len(items),
     )
+    state.pending.clear()
+    state.dirty.clear()
     for item, text in zip(items, texts, strict=True):
         item.text = text
 
