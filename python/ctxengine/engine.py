@@ -8,9 +8,10 @@ and the grains plugins produced for this turn.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 import warnings
-from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ import anyio
 
 from . import _core
 from .assemble.budget import Budget
-from .assemble.guard import PruneSettings, max_tool_result_chars
+from .assemble.guard import PruneSettings, max_tool_result_chars, truncate_tool_result
 from .assemble.history import HistoryBuilder
 from .assemble.pipeline import assemble
 from .collect.dispatch import SessionDispatcher
@@ -28,17 +29,25 @@ from .collect.faults import PluginFault
 from .collect.registry import PluginEntry, Registry
 from .collect.turn import collect, redacted_user_text
 from .config import RenderConfig
-from .errors import CtxEngineError, GrainError, StoreError, TranscriptError
+from .errors import (
+    BudgetError,
+    ContextOverflowError,
+    CtxEngineError,
+    GrainError,
+    StoreError,
+    TranscriptError,
+)
 from .grain import ContextGrain
 from .inject.render import check_options
 from .inject.turn import RenderedContext, Request, inject
+from .overflow import classify_provider_error
 from .state import SessionState, TurnLog
 from .store.base import Store
-from .store.session_io import Resumed, record_messages, resume, snapshot_render
+from .store.session_io import Resumed, record_messages, record_rewrite, resume, snapshot_render
 from .store.writer import SnapshotWriter
 from .summarize import ExtractiveSummarizer, Summarizer
 from .transcript.coerce import to_messages
-from .transcript.model import Message, ToolCall, Transcript
+from .transcript.model import Message, Text, ToolCall, ToolResult, Transcript
 from .transcript.providers import check_provider
 
 if TYPE_CHECKING:
@@ -302,6 +311,7 @@ class Session:
         #: Whether messages and snapshots go to the engine's store (False for a restore).
         self.persist = True
         self._unsaved: list[Message] = []
+        self._config: RenderConfig | None = None  # a smaller budget while run() recovers
 
     @classmethod
     def from_state(cls, engine: ContextEngine, state: SessionState) -> Session:
@@ -518,6 +528,146 @@ class Session:
         except StoreError as exc:
             self._store_fault("snapshot", exc)
 
+    # -- overflow recovery --------------------------------------------------------------------
+
+    async def run(
+        self,
+        call_model: Callable[[dict[str, Any]], Awaitable[Any]],
+        *,
+        provider: str = "openai",
+        max_compactions: int = 3,
+        shrink: float = 0.75,
+        **options: Any,
+    ) -> tuple[Any, RenderedContext]:
+        """Render, ``await call_model(payload)``, and recover from a context overflow.
+
+        On an error :func:`~ctxengine.classify_provider_error` calls ``context_overflow``:
+        compact and retry, up to ``max_compactions`` times (each render plans for ``shrink``
+        times the previous budget, so the turns that no longer fit are summarized into
+        ``mem.summary``); then truncate oversized tool results persistently (the session's
+        messages are replaced; with a store, a ``rewrite`` branch records it) and retry once.
+        A ``compaction_overflow`` skips the compactions. Every step is appended to the returned
+        render's ``report.recovery`` (``[{"step", "error", "tokens", "limit", "budget"}]``).
+
+        Returns:
+            ``(the model's answer, the render it accepted)``.
+
+        Raises:
+            ContextOverflowError: still too long after every step; ``.tried`` lists them,
+                ``.tokens``/``.limit`` are the provider's last numbers (None when not said).
+            Exception: any non-overflow error of ``call_model``, unchanged.
+        """
+        steps: list[dict[str, Any]] = []
+        total = self.engine.config.tokens_total
+        compactions, truncated = 0, False
+        step = "render"
+        last: Any = None
+        try:
+            while True:
+                out = await self.render(provider, **options)
+                out.report.recovery = steps
+                try:
+                    answer = await call_model(out.payload)
+                except Exception as exc:
+                    info = classify_provider_error(exc)
+                    if info.kind not in ("context_overflow", "compaction_overflow"):
+                        raise
+                    last = info
+                    steps.append(
+                        {
+                            "step": step,
+                            "error": info.kind,
+                            "tokens": info.tokens,
+                            "limit": info.limit,
+                            "budget": out.report.budget,
+                        }
+                    )
+                    if info.kind == "context_overflow" and compactions < max_compactions:
+                        compactions += 1
+                        if info.limit and info.tokens and info.tokens > info.limit:
+                            total = min(total, out.tokens * info.limit // info.tokens)
+                        total = max(1, int(total * shrink))
+                        try:
+                            self._config = dataclasses.replace(
+                                self.engine.config, tokens_total=total
+                            )
+                            plan_ok = True
+                        except (BudgetError, ValueError):
+                            plan_ok = False
+                        if plan_ok:
+                            step = "compact"
+                            continue
+                    if not truncated:
+                        truncated = True
+                        if await self._truncate_results(total, steps):
+                            step = "truncate"
+                            continue
+                    tried = [s["step"] for s in steps]
+                    raise ContextOverflowError(
+                        f"the provider still rejects the context as too long "
+                        f"({_numbers(last)}) after trying: {', '.join(tried)}",
+                        tokens=last.tokens,
+                        limit=last.limit,
+                        tried=tried,
+                        recovery=steps,
+                    ) from exc
+                steps.append({"step": step, "ok": True, "budget": out.report.budget})
+                return answer, out
+        finally:
+            self._config = None
+
+    async def _truncate_results(self, total: int, steps: list[dict[str, Any]]) -> bool:
+        """Persistently cut every tool result above the share of ``total``; False if none."""
+        limit = max_tool_result_chars(total)
+        messages = list(self._state.messages)
+        first: int | None = None
+        cut = 0
+        for i, m in enumerate(messages):
+            blocks = []
+            changed = False
+            for b in m.blocks:
+                if isinstance(b, ToolResult) and all(isinstance(c, Text) for c in b.content):
+                    text = "".join(c.text for c in b.content if isinstance(c, Text))
+                    short = truncate_tool_result(text, limit)
+                    if short != text:
+                        b = dataclasses.replace(b, content=(Text(short),))
+                        changed = True
+                blocks.append(b)
+            if changed:
+                messages[i] = dataclasses.replace(m, blocks=tuple(blocks))
+                first = i if first is None else first
+                cut += 1
+        if first is None:
+            return False
+        old = self._state
+        data = old.to_json(messages=False)
+        new = SessionState.from_json(
+            data, self.engine.new_assembly(), self.engine._builder(), messages=messages
+        )
+        self._state = new
+        steps.append({"step": "truncate_tool_results", "messages": cut, "max_chars": limit})
+        store = self.engine.store
+        if store is not None and self.persist and not self._unsaved:
+            try:
+                branch = await anyio.to_thread.run_sync(store.branch, self.id)
+                ids = [e.id for e in branch if e.kind == "message"]
+                if len(ids) == len(messages):
+                    parent = ids[first - 1] if first else None
+                    entries = await anyio.to_thread.run_sync(
+                        lambda: record_rewrite(
+                            store,
+                            self.id,
+                            messages[first:],
+                            parent_id=parent,
+                            reason="truncate_tool_results",
+                            details={"max_chars": limit, "messages": cut},
+                        )
+                    )
+                    self.leaf_id = entries[-1].id
+            except StoreError as exc:
+                self._store_fault("rewrite", exc)
+        return True
+
     def transcript(self) -> Transcript:
         """The session's full transcript (not pruned: pruning happens only in renders)."""
         return Transcript(tuple(self._state.messages), source_format="session")
@@ -550,7 +700,8 @@ class Session:
     async def _render(self, provider: str, options: dict[str, Any]) -> RenderedContext:
         """collect → assemble → inject, each phase given the state and the frozen config."""
         started = time.perf_counter()
-        state, config, plugins = self._state, self.engine.config, self.dispatcher
+        state, plugins = self._state, self.dispatcher
+        config = self._config or self.engine.config
         log = TurnLog(faults=state.faults)
         state.faults = []
         grains = await collect(state, config, plugins, provider, log)
@@ -558,3 +709,9 @@ class Session:
         assembled = await assemble(state, config, plugins, grains, log)
         request = Request(provider, options, started, timings, self.engine.setup_faults)
         return await inject(state, config, plugins, assembled, request, log)
+
+
+def _numbers(info: Any) -> str:
+    if info.tokens is not None and info.limit is not None:
+        return f"{info.tokens} tokens > {info.limit}"
+    return str(info.message)[:120]
