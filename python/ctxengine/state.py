@@ -118,12 +118,16 @@ class SessionState:
 
     # -- JSON ---------------------------------------------------------------------------------
 
-    def to_json(self) -> dict[str, Any]:
-        """The state as JSON-serializable plain data (caches and the assembly left out)."""
+    def to_json(self, *, messages: bool = True) -> dict[str, Any]:
+        """The state as JSON-serializable plain data (caches and the assembly left out).
+
+        With ``messages=False`` the transcript is left out (``"messages": None``): a store
+        holds it already, and :meth:`from_json` is then given it back.
+        """
         return {
             "version": FORMAT_VERSION,
             "session_id": self.session_id,
-            "messages": [_message_json(m) for m in self.messages],
+            "messages": [_message_json(m) for m in self.messages] if messages else None,
             "stored": [
                 {"grain": _grain_json(s.grain), "rank": s.rank, "seq": s.seq}
                 for s in self.stored.values()
@@ -142,7 +146,12 @@ class SessionState:
 
     @classmethod
     def from_json(
-        cls, data: dict[str, Any], asm: _core.Assembly, builder: HistoryBuilder
+        cls,
+        data: dict[str, Any],
+        asm: _core.Assembly,
+        builder: HistoryBuilder,
+        *,
+        messages: list[Message] | None = None,
     ) -> SessionState:
         """Rebuild a state from :meth:`to_json` data into a fresh ``asm`` and ``builder``.
 
@@ -150,15 +159,20 @@ class SessionState:
         compacted are left out) and all wait for the next render to reach ``asm``.
 
         Raises:
-            ValueError: ``data`` was written by another format version.
+            ValueError: ``data`` was written by another format version, or holds no
+                messages and ``messages`` is None.
         """
         if data.get("version") != FORMAT_VERSION:
             raise ValueError(
                 f"session state version is {data.get('version')!r}; expected {FORMAT_VERSION}"
             )
         state = cls(str(data["session_id"]), asm, builder)
-        for raw in data["messages"]:
-            state.append(_message_of(raw))
+        if messages is None:
+            if data.get("messages") is None:
+                raise ValueError("session state holds no messages and none were given")
+            messages = [_message_of(raw) for raw in data["messages"]]
+        for message in messages:
+            state.append(message)
         state.compacted = set(data["compacted"])
         state.items = {n: i for n, i in state.items.items() if n not in state.compacted}
         state.pending = list(state.items.values())
