@@ -31,7 +31,7 @@ def main() -> int:
     where = Path(ctxengine.__file__).resolve()
     assert checkout not in where.parents, f"imported from the checkout: {where}"
     modules = public_modules()
-    optional = {"langchain_core", "agents", "redis", "openai"}  # extras: ok to lack here
+    optional = {"langchain_core", "langchain", "agents", "redis", "openai", "anthropic"}  # extras
     skipped = []
     for name in modules:
         try:

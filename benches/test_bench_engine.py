@@ -29,16 +29,27 @@ def transcript():  # type: ignore[no-untyped-def]
     return load(SESSION)
 
 
-def _tiktoken_counter():  # type: ignore[no-untyped-def]
+def _tiktoken_counter(memoized: bool = False):  # type: ignore[no-untyped-def]
+    """An exact o200k message counter; ``memoized`` keeps each text's count across calls (what
+    a user would add to make repeated trims of a growing session cheap)."""
     enc = encoding("o200k_base")
+    memo: dict[str, int] = {}
+
+    def tokens(text: str) -> int:
+        if not memoized:
+            return len(enc.encode_ordinary(text))
+        n = memo.get(text)
+        if n is None:
+            n = memo[text] = len(enc.encode_ordinary(text))
+        return n
 
     def count(messages) -> int:  # type: ignore[no-untyped-def]
         total = 3
         for m in messages:
             content = m.content if isinstance(m.content, str) else str(m.content)
-            total += 4 + len(enc.encode_ordinary(content))
+            total += 4 + tokens(content)
             for call in getattr(m, "tool_calls", None) or []:
-                total += len(enc.encode_ordinary(call["name"] + str(call["args"])))
+                total += tokens(call["name"] + str(call["args"]))
         return total
 
     return count
@@ -108,6 +119,25 @@ def test_ctxengine_render_cold(benchmark, transcript, runner) -> None:  # type: 
 
 
 @pytest.mark.benchmark(group="render-warm-1k-messages-32k")
+def test_memoized_langchain_trim_messages_warm(benchmark, transcript) -> None:  # type: ignore[no-untyped-def]
+    """The warm peer of issue 14: ``trim_messages`` with the exact counter memoized across calls,
+    one new message per call (the messages are converted once, as a caller keeping them would)."""
+    benchmark.extra_info.update(impl="langchain trim_messages (exact, memoized)", baseline=True)
+    lc_messages = convert_to_messages(transcript.to("openai")["messages"])
+    counter = _tiktoken_counter(memoized=True)
+    extra = convert_to_messages([{"role": "assistant", "content": "ok"}])
+    trim = dict(max_tokens=BUDGET, token_counter=counter, strategy="last", include_system=True)
+    trim_messages(lc_messages, **trim, start_on="human")  # warm the memo
+
+    def warm():  # type: ignore[no-untyped-def]
+        lc_messages.extend(extra + convert_to_messages(["one more question"]))
+        return trim_messages(lc_messages, **trim, start_on="human")
+
+    kept = benchmark(warm)
+    assert 0 < len(kept) < len(lc_messages)
+
+
+@pytest.mark.benchmark(group="render-warm-1k-messages-32k")
 def test_langchain_trim_messages_warm(benchmark, transcript) -> None:  # type: ignore[no-untyped-def]
     # LangChain keeps no state between calls: a "warm" trim is the same full pass plus one message.
     _bench_langchain(benchmark, transcript, [{"role": "user", "content": "one more question"}])
@@ -129,6 +159,7 @@ def _bench_warm(benchmark, runner, messages) -> None:  # type: ignore[no-untyped
 
 @pytest.mark.benchmark(group="render-warm-1k-messages-32k")
 def test_ctxengine_render_warm(benchmark, transcript, runner) -> None:  # type: ignore[no-untyped-def]
+    benchmark.extra_info.update(impl="ctxengine render (warm)")
     _bench_warm(benchmark, runner, transcript)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -29,3 +31,11 @@ def token_cache() -> Iterator[None]:
 def anyio_backend() -> str:
     """Async tests run on asyncio."""
     return "asyncio"
+
+
+@pytest.fixture
+def child_env() -> dict[str, str]:
+    """The environment for a child Python that must import the same ``ctxengine`` as this run:
+    the installed package in CI, the source tree (with its built extension) in development."""
+    here = str(Path(ctxengine.__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": here}

@@ -8,8 +8,10 @@ and the grains plugins produced for this turn.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
-from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +20,7 @@ import anyio
 from . import _core
 from .assemble.budget import Budget
 from .assemble.compact import compact_now
-from .assemble.guard import PruneSettings, max_tool_result_chars
+from .assemble.guard import PruneSettings, max_tool_result_chars, truncate_tool_result
 from .assemble.history import HistoryBuilder
 from .assemble.pipeline import assemble
 from .collect.dispatch import SessionDispatcher
@@ -29,14 +31,25 @@ from .collect.registry import PluginEntry, Registry
 from .collect.turn import collect, redacted_user_text
 from .compaction import CompactionConfig, CompactionResult
 from .config import RenderConfig
-from .errors import CtxEngineError, GrainError, TranscriptError
+from .errors import (
+    BudgetError,
+    ContextOverflowError,
+    CtxEngineError,
+    GrainError,
+    StoreError,
+    TranscriptError,
+)
 from .grain import ContextGrain
 from .inject.render import check_options
 from .inject.turn import RenderedContext, Request, inject
+from .overflow import classify_provider_error
 from .state import SessionState, TurnLog
+from .store.base import Store
+from .store.session_io import Resumed, record_messages, record_rewrite, resume, snapshot_render
+from .store.writer import SnapshotWriter
 from .summarize import ExtractiveSummarizer, Summarizer
 from .transcript.coerce import to_messages
-from .transcript.model import Message, ToolCall, Transcript
+from .transcript.model import Message, Text, ToolCall, ToolResult, Transcript
 from .transcript.providers import check_provider
 
 if TYPE_CHECKING:
@@ -62,7 +75,14 @@ class ContextEngine:
             silently, while old tool steps go first.
         prune: Soft-trim sizes and protected tail of the engine's ladder
             (``soft_trim_max_chars``, ``soft_trim_head_chars``, ``keep_last_assistants`` of
-            :class:`~ctxengine.guard.PruneSettings`, passed to the Rust assembly).
+            :class:`~ctxengine.guard.PruneSettings`, passed to the Rust assembly), and the
+            ladder's prune options run in every render when set: ``allow``/``deny`` tool-name
+            globs, ``ttl_seconds`` (prune only once the prompt cache expired), ``ttl_turns``
+            (clear results older than the last *n* user turns) and ``max_turns`` (keep the
+            last *n* user turns); see :mod:`ctxengine.assemble.prune`.
+        store: A :class:`~ctxengine.Store` (e.g. :class:`~ctxengine.FileStore`): every message
+            added is appended to it, every render snapshots into it in the background, and
+            :meth:`session` resumes a session it already holds (see docs/store.md).
         compaction: How compaction runs (:class:`~ctxengine.compaction.CompactionConfig`:
             memory folder, rules file, timeout, protected tail); the ladder's step 3 and
             :meth:`Session.compact` use it.
@@ -83,6 +103,7 @@ class ContextEngine:
         max_failures: int = 3,
         weights: tuple[float, float, float, float] = (0.25, 0.65, 0.35, 0.1),
         prune: PruneSettings | None = None,
+        store: Store | None = None,
         compaction: CompactionConfig | None = None,
     ) -> None:
         self.model = model
@@ -108,6 +129,8 @@ class ContextEngine:
         self.windows = list(self.config.windows)
         self._setup_lock: anyio.Lock | None = None
         self.setup_faults: list[dict[str, Any]] = []
+        self.store = store
+        self.writer: SnapshotWriter | None = SnapshotWriter(store) if store is not None else None
         for plugin in plugins:
             self.register(plugin)
 
@@ -147,9 +170,86 @@ class ContextEngine:
         builder.max_result_chars = self.config.max_result_chars
         return builder
 
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every snapshot submitted so far is written; False on timeout."""
+        return self.writer.flush(timeout) if self.writer is not None else True
+
+    def close(self, timeout: float | None = None) -> None:
+        """Write the queued snapshots and stop the snapshot thread (the store stays open)."""
+        if self.writer is not None:
+            self.writer.close(timeout)
+
+    async def load(self, session_id: str) -> Session | None:
+        """The session ``store`` holds under ``session_id`` (not started: no events fire), or
+        None when it holds nothing of it.
+
+        The messages come from the transcript's current branch; the state from the latest
+        complete snapshot when it covers part of that branch (the messages after it are
+        replayed), else it is rebuilt from the messages. Torn lines and damaged snapshots are
+        skipped by the store (``store.problems``).
+
+        Raises:
+            StoreError: no store, or it failed.
+        """
+        store = self.store
+        if store is None:
+            raise StoreError(f"cannot load session {session_id!r}: the engine has no store")
+        back: Resumed = await anyio.to_thread.run_sync(resume, store, session_id)
+        if not back.exists:
+            return None
+        state: SessionState | None = None
+        faults: list[PluginFault] = []
+        data = back.state
+        if isinstance(data, dict) and back.covered:
+            try:
+                state = SessionState.from_json(
+                    data,
+                    self.new_assembly(),
+                    self._builder(),
+                    messages=back.messages[: back.covered],
+                )
+            except (ValueError, KeyError, TypeError, CtxEngineError) as exc:
+                msg = f"snapshot state of {session_id!r} unusable, rebuilt from messages: {exc}"
+                faults.append(PluginFault("store", "restore", "invalid", msg, "warning"))
+                state = None
+        if state is None:
+            state = self.new_state(session_id)
+            for message in back.messages:
+                state.append(message)
+        else:
+            for message in back.messages[back.covered :]:
+                state.append(message)
+        state.closed = False
+        state.faults.extend(faults)
+        session = Session.from_state(self, state)
+        session.leaf_id = back.entries[-1].id if back.entries else None
+        return session
+
+    async def restore(
+        self, session_id: str, *, provider: str = "openai", **options: Any
+    ) -> RenderedContext:
+        """Rebuild ``session_id`` from the store (see :meth:`load`) and re-run assembly at
+        this engine's budget: after a crash, the same payload as the last render before it.
+
+        Nothing is written to the store (no snapshot of this render).
+
+        Raises:
+            StoreError: no store, the store failed, or it holds nothing of ``session_id``.
+        """
+        session = await self.load(session_id)
+        if session is None:
+            raise StoreError(f"the store holds no session {session_id!r}")
+        session.persist = False
+        return await session.render(provider, **options)
+
     @contextlib.asynccontextmanager
     async def session(self, session_id: str) -> AsyncIterator[Session]:
-        """Open a session; it is closed (``on_session_close``) when the block exits."""
+        """Open a session; it is closed (``on_session_close``) when the block exits.
+
+        With a store, a session the store already holds is resumed (see :meth:`load`; no
+        ``on_session_start`` fires for it); a store that fails to read is reported in the
+        first render's faults and the session starts empty.
+        """
         # Every session waits for plugin setup; plugins registered since the last session are
         # set up now (the registry skips those already done).
         if self._setup_lock is None:
@@ -162,8 +262,19 @@ class ContextEngine:
             if pending:
                 faults = await self.registry.setup(self)
                 self.setup_faults.extend(f.to_dict() for f in faults)
-        session = Session(self, session_id)
-        await session.start()
+        session: Session | None = None
+        problem: PluginFault | None = None
+        if self.store is not None:
+            try:
+                session = await self.load(session_id)
+            except StoreError as exc:
+                problem = PluginFault("store", "resume", "raised", str(exc))
+                warnings.warn(f"ctxengine store: {exc}", RuntimeWarning, stacklevel=3)
+        if session is None:
+            session = Session(self, session_id)
+            if problem is not None:
+                session.state.faults.append(problem)
+            await session.start()
         try:
             yield session
         finally:
@@ -207,6 +318,12 @@ class Session:
             allow_dangerous=engine.allow_dangerous,
         )
         self._state = state if state is not None else engine.new_state(session_id)
+        #: Last transcript entry acknowledged by the store (None before the first).
+        self.leaf_id: str | None = None
+        #: Whether messages and snapshots go to the engine's store (False for a restore).
+        self.persist = True
+        self._unsaved: list[Message] = []
+        self._config: RenderConfig | None = None  # a smaller budget while run() recovers
 
     @classmethod
     def from_state(cls, engine: ContextEngine, state: SessionState) -> Session:
@@ -319,7 +436,7 @@ class Session:
             TranscriptError: an item has an unknown shape (the message names its index).
         """
         for message in to_messages(messages):
-            self._state.append(message)
+            self._append(message)
 
     async def ingest(self, messages: Iterable[Any] | Transcript) -> None:
         """Append messages in any supported shape, firing the events the one-message calls
@@ -330,13 +447,14 @@ class Session:
         """
         state = self._state
         for message in to_messages(messages):
-            state.append(message)
+            self._append(message)
             if message.role == "user":
                 redacted = redacted_user_text(state, self.dispatcher, message.text)
                 await self._fire(UserMessage(self.id, state.turn, redacted))
             for r in message.tool_results:
                 name = r.name or state.builder.tool_names.get(r.call_id) or ""
                 await self._fire(ToolResultEvent(self.id, r.call_id, name, r.text, r.is_error))
+        await self.save()
 
     async def user_message(self, text: str) -> None:
         """Record the user's message and fire ``on_user_msg`` (with the redacted text).
@@ -348,9 +466,10 @@ class Session:
             raise TranscriptError(
                 f"user_message(text) must be a str; got {type(text).__name__} {text!r:.60}"
             )
-        self._state.append(Message.user(text))
+        self._append(Message.user(text))
         redacted = redacted_user_text(self._state, self.dispatcher, text)
         await self._fire(UserMessage(self.id, self._state.turn, redacted))
+        await self.save()
 
     def redact(self, text: str) -> str:
         """``text`` through every enabled plugin that offers ``redact_text``."""
@@ -358,15 +477,209 @@ class Session:
 
     async def assistant_message(self, text: str = "", tool_calls: Sequence[ToolCall] = ()) -> None:
         """Record the assistant's reply (text and tool calls)."""
-        self._state.append(Message.assistant(text, tool_calls))
+        self._append(Message.assistant(text, tool_calls))
+        await self.save()
 
     async def tool_result(
         self, call_id: str, output: str, *, name: str | None = None, is_error: bool = False
     ) -> None:
         """Record a tool result and fire ``on_tool_result``."""
         name = name or self._state.builder.tool_names.get(call_id)
-        self._state.append(Message.tool(call_id, output, name=name, is_error=is_error))
+        self._append(Message.tool(call_id, output, name=name, is_error=is_error))
         await self._fire(ToolResultEvent(self.id, call_id, name or "", output, is_error))
+        await self.save()
+
+    # -- persistence --------------------------------------------------------------------------
+
+    def _append(self, message: Message) -> None:
+        self._state.append(message)
+        if self.engine.store is not None:
+            self._unsaved.append(message)
+
+    @property
+    def unsaved(self) -> int:
+        """Messages added but not yet acknowledged by the store."""
+        return len(self._unsaved)
+
+    async def save(self) -> bool:
+        """Append the messages added since the last save to the store (durable on return).
+
+        The async ``*_message``/``tool_result``/``ingest`` calls save on return, :meth:`render`
+        before it renders; :meth:`extend` (synchronous) leaves its messages to the next of
+        those. A :class:`StoreError` is not raised: it becomes a fault of the next render's
+        report and a ``RuntimeWarning``, the messages stay queued for the next save, and the
+        session goes on in memory. Returns whether everything is saved.
+        """
+        store = self.engine.store
+        if store is None or not self.persist or not self._unsaved:
+            return not self._unsaved
+        batch = list(self._unsaved)
+        try:
+            entries = await anyio.to_thread.run_sync(record_messages, store, self.id, batch)
+        except StoreError as exc:
+            self._store_fault("append", exc)
+            return False
+        del self._unsaved[: len(batch)]
+        if entries:
+            self.leaf_id = entries[-1].id
+        return not self._unsaved
+
+    def _store_fault(self, hook: str, exc: BaseException) -> None:
+        self._state.faults.append(PluginFault("store", hook, "raised", str(exc)))
+        warnings.warn(f"ctxengine store ({hook}): {exc}", RuntimeWarning, stacklevel=3)
+
+    def _snapshot(self, out: RenderedContext, turn: int) -> None:
+        writer = self.engine.writer
+        if writer is None or not self.persist:
+            return
+        if self._unsaved:  # the snapshot would describe messages the store does not hold
+            return
+        state = self._state.to_json(messages=False)
+        try:
+            snapshot_render(writer, self.id, state, out, turn=turn, leaf_id=self.leaf_id)
+        except StoreError as exc:
+            self._store_fault("snapshot", exc)
+
+    # -- overflow recovery --------------------------------------------------------------------
+
+    async def run(
+        self,
+        call_model: Callable[[dict[str, Any]], Awaitable[Any]],
+        *,
+        provider: str = "openai",
+        max_compactions: int = 3,
+        shrink: float = 0.75,
+        **options: Any,
+    ) -> tuple[Any, RenderedContext]:
+        """Render, ``await call_model(payload)``, and recover from a context overflow.
+
+        On an error :func:`~ctxengine.classify_provider_error` calls ``context_overflow``:
+        compact and retry, up to ``max_compactions`` times (each render plans for ``shrink``
+        times the previous budget, so the turns that no longer fit are summarized into
+        ``mem.summary``); then truncate oversized tool results persistently (the session's
+        messages are replaced; with a store, a ``rewrite`` branch records it) and retry once.
+        A ``compaction_overflow`` skips the compactions. Every step is appended to the returned
+        render's ``report.recovery`` (``[{"step", "error", "tokens", "limit", "budget"}]``).
+
+        Returns:
+            ``(the model's answer, the render it accepted)``.
+
+        Raises:
+            ContextOverflowError: still too long after every step; ``.tried`` lists them,
+                ``.tokens``/``.limit`` are the provider's last numbers (None when not said).
+            Exception: any non-overflow error of ``call_model``, unchanged.
+        """
+        steps: list[dict[str, Any]] = []
+        total = self.engine.config.tokens_total
+        compactions, truncated = 0, False
+        step = "render"
+        last: Any = None
+        try:
+            while True:
+                out = await self.render(provider, **options)
+                out.report.recovery = steps
+                try:
+                    answer = await call_model(out.payload)
+                except Exception as exc:
+                    info = classify_provider_error(exc)
+                    if info.kind not in ("context_overflow", "compaction_overflow"):
+                        raise
+                    last = info
+                    steps.append(
+                        {
+                            "step": step,
+                            "error": info.kind,
+                            "tokens": info.tokens,
+                            "limit": info.limit,
+                            "budget": out.report.budget,
+                        }
+                    )
+                    if info.kind == "context_overflow" and compactions < max_compactions:
+                        compactions += 1
+                        scale = shrink
+                        if info.limit and info.tokens and info.tokens > info.limit:
+                            scale = min(scale, info.limit / info.tokens)  # the provider's ratio
+                        total = max(1, int(total * scale))
+                        try:
+                            self._config = dataclasses.replace(
+                                self.engine.config, tokens_total=total
+                            )
+                            plan_ok = True
+                        except (BudgetError, ValueError):
+                            plan_ok = False
+                        if plan_ok:
+                            step = "compact"
+                            continue
+                    if not truncated:
+                        truncated = True
+                        if await self._truncate_results(total, steps):
+                            step = "truncate"
+                            continue
+                    tried = [s["step"] for s in steps]
+                    raise ContextOverflowError(
+                        f"the provider still rejects the context as too long "
+                        f"({_numbers(last)}) after trying: {', '.join(tried)}",
+                        tokens=last.tokens,
+                        limit=last.limit,
+                        tried=tried,
+                        recovery=steps,
+                    ) from exc
+                steps.append({"step": step, "ok": True, "budget": out.report.budget})
+                return answer, out
+        finally:
+            self._config = None
+
+    async def _truncate_results(self, total: int, steps: list[dict[str, Any]]) -> bool:
+        """Persistently cut every tool result above the share of ``total``; False if none."""
+        limit = max_tool_result_chars(total)
+        messages = list(self._state.messages)
+        first: int | None = None
+        cut = 0
+        for i, m in enumerate(messages):
+            blocks = []
+            changed = False
+            for b in m.blocks:
+                if isinstance(b, ToolResult) and all(isinstance(c, Text) for c in b.content):
+                    text = "".join(c.text for c in b.content if isinstance(c, Text))
+                    short = truncate_tool_result(text, limit)
+                    if short != text:
+                        b = dataclasses.replace(b, content=(Text(short),))
+                        changed = True
+                blocks.append(b)
+            if changed:
+                messages[i] = dataclasses.replace(m, blocks=tuple(blocks))
+                first = i if first is None else first
+                cut += 1
+        if first is None:
+            return False
+        old = self._state
+        data = old.to_json(messages=False)
+        new = SessionState.from_json(
+            data, self.engine.new_assembly(), self.engine._builder(), messages=messages
+        )
+        self._state = new
+        steps.append({"step": "truncate_tool_results", "messages": cut, "max_chars": limit})
+        store = self.engine.store
+        if store is not None and self.persist and not self._unsaved:
+            try:
+                branch = await anyio.to_thread.run_sync(store.branch, self.id)
+                ids = [e.id for e in branch if e.kind == "message"]
+                if len(ids) == len(messages):
+                    parent = ids[first - 1] if first else None
+                    entries = await anyio.to_thread.run_sync(
+                        lambda: record_rewrite(
+                            store,
+                            self.id,
+                            messages[first:],
+                            parent_id=parent,
+                            reason="truncate_tool_results",
+                            details={"max_chars": limit, "messages": cut},
+                        )
+                    )
+                    self.leaf_id = entries[-1].id
+            except StoreError as exc:
+                self._store_fault("rewrite", exc)
+        return True
 
     def transcript(self) -> Transcript:
         """The session's full transcript (not pruned: pruning happens only in renders)."""
@@ -400,9 +713,13 @@ class Session:
         check_provider(provider)
         check_options(options)
         state = self._state
+        await self.save()
         queued = state.queued
         try:
-            return await self._render(provider, options)
+            turn = state.turn
+            out = await self._render(provider, options)
+            self._snapshot(out, turn)
+            return out
         except BaseException:
             if state.queued is not queued:  # the failed render took them: they wait for the next
                 state.queued[:0] = queued
@@ -411,7 +728,8 @@ class Session:
     async def _render(self, provider: str, options: dict[str, Any]) -> RenderedContext:
         """collect → assemble → inject, each phase given the state and the frozen config."""
         started = time.perf_counter()
-        state, config, plugins = self._state, self.engine.config, self.dispatcher
+        state, plugins = self._state, self.dispatcher
+        config = self._config or self.engine.config
         log = TurnLog(faults=state.faults)
         state.faults = []
         grains = await collect(state, config, plugins, provider, log)
@@ -419,3 +737,9 @@ class Session:
         assembled = await assemble(state, config, plugins, grains, log)
         request = Request(provider, options, started, timings, self.engine.setup_faults)
         return await inject(state, config, plugins, assembled, request, log)
+
+
+def _numbers(info: Any) -> str:
+    if info.tokens is not None and info.limit is not None:
+        return f"{info.tokens} tokens > {info.limit}"
+    return str(info.message)[:120]

@@ -12,6 +12,8 @@ of the boundary failed.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = (
     "AdapterError",
     "BudgetError",
@@ -84,7 +86,27 @@ class SessionIdError(StoreError, ValueError):
 
 
 class ContextOverflowError(CtxEngineError):
-    """The provider still rejects the context as too long after every recovery step."""
+    """The provider still rejects the context as too long after every recovery step.
+
+    Attributes:
+        tokens / limit: The provider's last numbers (None when its message did not say).
+        tried: The steps tried, in order (``render``, ``compact``..., ``truncate``).
+        recovery: Every step with its details (as in ``report.recovery``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tokens: int | None = None,
+        limit: int | None = None,
+        tried: list[str] | None = None,
+        recovery: list[dict[str, Any]] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.tokens, self.limit = tokens, limit
+        self.tried = list(tried or [])
+        self.recovery = list(recovery or [])
 
 
 class SummarizerError(CtxEngineError):

@@ -8,7 +8,7 @@ Rust :class:`~ctxengine._core.Assembly` (a cache of the state, never serialized)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from . import _core
@@ -19,7 +19,7 @@ from .grain import ContextGrain
 from .inject.payload import MessageTokenCache
 from .transcript.model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
 
-__all__ = ("FORMAT_VERSION", "SessionState", "StoredGrain", "TurnLog")
+__all__ = ("FORMAT_VERSION", "SessionState", "StoredGrain", "TurnLog", "repair_text")
 
 #: Version of the JSON written by :meth:`SessionState.to_json`.
 FORMAT_VERSION: Final = 1
@@ -62,6 +62,12 @@ class SessionState:
         in_asm: Cache: what the assembly holds of each context grain.
         splits: Cache: grains the guard split, by node id, keyed by content.
         token_cache: Cache: exact tokens of rendered messages.
+        limited: History node ids the ``max_turns`` option dropped → their tokens then.
+        pruned: Tool-result node id → the text the prune options left it (sticky: a result
+            once trimmed or cleared stays so, the sent prefix does not change back).
+        pruned_results: The same results by (message index, block index), as tool results.
+        rendered_at: ``time.time()`` of the last render with the prune options (the cache age
+            ``ttl_seconds`` is compared with).
     """
 
     session_id: str
@@ -87,11 +93,16 @@ class SessionState:
     in_asm: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     splits: dict[str, tuple[Any, list[ContextGrain]]] = field(default_factory=dict)
     token_cache: MessageTokenCache = field(default_factory=MessageTokenCache)
+    limited: dict[str, int] = field(default_factory=dict)
+    pruned: dict[str, str] = field(default_factory=dict)
+    pruned_results: dict[tuple[int, int], ToolResult] = field(default_factory=dict)
+    rendered_at: float | None = None
 
     # -- changes ------------------------------------------------------------------------------
 
     def append(self, message: Message) -> None:
-        """Append ``message`` and its history items."""
+        """Append ``message`` (lone surrogates in its text repaired) and its history items."""
+        message = repair_text(message)
         index = len(self.messages)
         self.messages.append(message)
         for item in self.builder.items(index, message):
@@ -107,12 +118,16 @@ class SessionState:
 
     # -- JSON ---------------------------------------------------------------------------------
 
-    def to_json(self) -> dict[str, Any]:
-        """The state as JSON-serializable plain data (caches and the assembly left out)."""
+    def to_json(self, *, messages: bool = True) -> dict[str, Any]:
+        """The state as JSON-serializable plain data (caches and the assembly left out).
+
+        With ``messages=False`` the transcript is left out (``"messages": None``): a store
+        holds it already, and :meth:`from_json` is then given it back.
+        """
         return {
             "version": FORMAT_VERSION,
             "session_id": self.session_id,
-            "messages": [_message_json(m) for m in self.messages],
+            "messages": [_message_json(m) for m in self.messages] if messages else None,
             "stored": [
                 {"grain": _grain_json(s.grain), "rank": s.rank, "seq": s.seq}
                 for s in self.stored.values()
@@ -131,7 +146,12 @@ class SessionState:
 
     @classmethod
     def from_json(
-        cls, data: dict[str, Any], asm: _core.Assembly, builder: HistoryBuilder
+        cls,
+        data: dict[str, Any],
+        asm: _core.Assembly,
+        builder: HistoryBuilder,
+        *,
+        messages: list[Message] | None = None,
     ) -> SessionState:
         """Rebuild a state from :meth:`to_json` data into a fresh ``asm`` and ``builder``.
 
@@ -139,15 +159,20 @@ class SessionState:
         compacted are left out) and all wait for the next render to reach ``asm``.
 
         Raises:
-            ValueError: ``data`` was written by another format version.
+            ValueError: ``data`` was written by another format version, or holds no
+                messages and ``messages`` is None.
         """
         if data.get("version") != FORMAT_VERSION:
             raise ValueError(
                 f"session state version is {data.get('version')!r}; expected {FORMAT_VERSION}"
             )
         state = cls(str(data["session_id"]), asm, builder)
-        for raw in data["messages"]:
-            state.append(_message_of(raw))
+        if messages is None:
+            if data.get("messages") is None:
+                raise ValueError("session state holds no messages and none were given")
+            messages = [_message_of(raw) for raw in data["messages"]]
+        for message in messages:
+            state.append(message)
         state.compacted = set(data["compacted"])
         state.items = {n: i for n, i in state.items.items() if n not in state.compacted}
         state.pending = list(state.items.values())
@@ -238,3 +263,33 @@ class TurnLog:
     shadowed: list[dict[str, Any]] = field(default_factory=list)
     extra: list[GrainDecision] = field(default_factory=list)
     compactions: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _valid(text: str) -> str:
+    """``text`` with each lone surrogate (e.g. from ``errors='surrogateescape'``) as U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def _valid_block(block: Block) -> Block:
+    if isinstance(block, (Text, Thinking)):
+        text = _valid(block.text)
+        return block if text is block.text else replace(block, text=text)
+    if isinstance(block, ToolResult):
+        content = tuple(_valid_block(b) for b in block.content)
+        if all(a is b for a, b in zip(content, block.content, strict=True)):
+            return block
+        return replace(block, content=content)  # type: ignore[arg-type]
+    return block
+
+
+def repair_text(message: Message) -> Message:
+    """``message`` with valid UTF-8 text: a lone surrogate cannot be encoded, counted or sent,
+    so it becomes U+FFFD when the message enters the session (the message itself when clean)."""
+    blocks = tuple(_valid_block(b) for b in message.blocks)
+    if all(a is b for a, b in zip(blocks, message.blocks, strict=True)):
+        return message
+    return replace(message, blocks=blocks)

@@ -326,7 +326,9 @@ async def test_timeouts_count_toward_quarantine_even_when_calls_succeed_between(
     assert "3 timeouts" in out.report.faults[-1]["message"]
 
 
-def test_a_hung_sync_handler_does_not_keep_the_process_alive(tmp_path: Path) -> None:
+def test_a_hung_sync_handler_does_not_keep_the_process_alive(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
     script = tmp_path / "hang.py"
     script.write_text(
         textwrap.dedent(
@@ -356,7 +358,7 @@ def test_a_hung_sync_handler_does_not_keep_the_process_alive(tmp_path: Path) -> 
         ),
         encoding="utf-8",
     )
-    env = {"PYTHONPATH": str(ROOT / "python"), "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": child_env["PYTHONPATH"], "PATH": "/usr/bin:/bin"}
     proc = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -138,7 +139,7 @@ def _prefix_checks(provider: str, rendered: Sequence[Any]) -> tuple[int, int, in
     """(pairs without compaction, pairs whose payload kept its previous prefix, of them
     the pairs whose system prompt and summary head were unchanged)."""
     pairs = kept = head = 0
-    for prev, cur in zip(rendered, rendered[1:], strict=False):
+    for prev, cur in itertools.pairwise(rendered):
         if cur.report.compactions:
             continue
         pairs += 1

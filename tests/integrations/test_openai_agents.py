@@ -3,7 +3,9 @@ real Runner and a fake Model returning a tool call, then text, for 30 turns."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,11 +20,15 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+from ctxengine import SessionIdError
 from ctxengine.integrations.openai_agents import (
+    ITEM_KIND,
+    POP_KIND,
     CtxEngineSession,
     MemoryItemStore,
     fit_model_input,
 )
+from ctxengine.store import FileStore, InMemoryStore, Store
 
 from .agent_helpers import BUDGET, TURNS, tiktoken_responses_tokens, tool_outputs
 
@@ -142,3 +148,43 @@ async def test_session_protocol_round_trip() -> None:
     await session.clear_session()
     assert await session.get_items() == []
     assert await session.pop_item() is None
+
+
+async def test_file_store_session_is_seen_by_a_new_session_on_the_same_folder(
+    tmp_path: Path,
+) -> None:
+    items = [
+        {"role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "a.py"},
+        {"role": "assistant", "content": "one file"},
+    ]
+    first = CtxEngineSession("user-42", FileStore(tmp_path))
+    await first.add_items(items[:3])
+    await first.add_items(items[3:])
+    assert await first.pop_item() == items[-1]
+    reopened = CtxEngineSession("user-42", FileStore(tmp_path))  # as a new process would
+    assert await reopened.get_items() == items[:3]
+    assert await CtxEngineSession("other", FileStore(tmp_path)).get_items() == []
+    await reopened.add_items(items[3:])
+    assert await CtxEngineSession("user-42", FileStore(tmp_path)).get_items() == items
+    await reopened.clear_session()
+    assert await CtxEngineSession("user-42", FileStore(tmp_path)).get_items() == []
+
+
+async def test_session_is_a_branch_of_the_store_transcript() -> None:
+    store = InMemoryStore()
+    session = CtxEngineSession("s1", store)
+    await session.add_items([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    await session.pop_item()
+    kinds = [e.kind for e in store.entries("s1")]
+    assert kinds == [ITEM_KIND, ITEM_KIND, POP_KIND]  # append-only: the popped item is kept
+    leaf = store.branch("s1")
+    assert [e.kind for e in leaf] == [ITEM_KIND, POP_KIND]
+    assert await session.get_items() == [{"role": "user", "content": "a"}]
+    assert isinstance(store, Store)
+
+
+def test_bad_session_id_is_refused_naming_it() -> None:
+    with pytest.raises(SessionIdError, match=re.escape("'../x'")):
+        CtxEngineSession("../x")

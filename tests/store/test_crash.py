@@ -58,10 +58,12 @@ def _expected_snapshot(turn: int) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("run", range(RUNS))
-def test_sigkill_at_a_random_point_loses_nothing_acknowledged(tmp_path: Path, run: int) -> None:
+def test_sigkill_at_a_random_point_loses_nothing_acknowledged(
+    tmp_path: Path, run: int, child_env: dict[str, str]
+) -> None:
     rng = random.Random(run * 7919 + 17)
     kill_after = rng.randint(1, TURNS)  # acknowledged lines to read before the kill
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = child_env
     proc = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(tmp_path), str(TURNS)],
         env=env,

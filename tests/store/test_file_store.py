@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -152,7 +151,9 @@ def test_a_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
         FileStore(f)
 
 
-def test_processes_sharing_a_directory_append_in_one_chain(tmp_path: Path) -> None:
+def test_processes_sharing_a_directory_append_in_one_chain(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
     code = (
         "import sys\n"
         "from ctxengine.store import FileStore, NewEntry\n"
@@ -160,7 +161,7 @@ def test_processes_sharing_a_directory_append_in_one_chain(tmp_path: Path) -> No
         "for i in range(30):\n"
         "    s.append('shared', [NewEntry('message', {'text': f'{sys.argv[2]}:{i}'})])\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = child_env
     procs = [
         subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(w)], env=env)
         for w in range(4)
@@ -197,9 +198,11 @@ def _can_mount(tmp_path: Path) -> bool:
         return False
 
 
-def test_full_disk_is_a_clear_error_and_damages_nothing(tmp_path: Path) -> None:
+def test_full_disk_is_a_clear_error_and_damages_nothing(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
     if not _can_mount(tmp_path):
-        _full_disk_with_file_size_limit(tmp_path)
+        _full_disk_with_file_size_limit(tmp_path, child_env)
         return
     with tmpfs(tmp_path / "small", "64k") as root:
         store = FileStore(root)
@@ -227,11 +230,11 @@ def test_full_disk_is_a_clear_error_and_damages_nothing(tmp_path: Path) -> None:
         assert FileStore(root).append("s1", msgs("after"))[0].parent_id is None
 
 
-def test_file_size_limit_is_a_clear_error(tmp_path: Path) -> None:
-    _full_disk_with_file_size_limit(tmp_path)
+def test_file_size_limit_is_a_clear_error(tmp_path: Path, child_env: dict[str, str]) -> None:
+    _full_disk_with_file_size_limit(tmp_path, child_env)
 
 
-def _full_disk_with_file_size_limit(tmp_path: Path) -> None:
+def _full_disk_with_file_size_limit(tmp_path: Path, child_env: dict[str, str]) -> None:
     """RLIMIT_FSIZE in a child process (SIGXFSZ ignored): also where mounting is not allowed."""
     code = (
         "import resource, signal, sys\n"
@@ -245,7 +248,7 @@ def _full_disk_with_file_size_limit(tmp_path: Path) -> None:
         "except StoreError as e:\n"
         "    print(e.errno, e)\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = child_env
     out = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path)],
         env=env,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid
@@ -22,10 +21,12 @@ for i in range(n):
 """
 
 
-def test_eight_processes_append_every_entry_exactly_once_in_one_order(redis_url: str) -> None:
+def test_eight_processes_append_every_entry_exactly_once_in_one_order(
+    redis_url: str, child_env: dict[str, str]
+) -> None:
     prefix = f"t{uuid.uuid4().hex[:8]}"
     n = 60
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = child_env
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", WORKER, redis_url, prefix, str(w), str(n)],

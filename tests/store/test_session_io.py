@@ -138,7 +138,7 @@ async def test_summary_drift_is_visible_across_snapshots() -> None:
     with SnapshotWriter(store) as writer:
         async with engine.session("sum") as s:
             await _steps(s, "a", 30)
-            for turn in range(8):
+            for turn in range(16):
                 out = await s.render()
                 # Wait for each: the writer may coalesce snapshots that queue up behind a slow one.
                 snapshot_render(writer, "sum", None, out, turn=turn, leaf_id=None).result(60)
@@ -146,7 +146,7 @@ async def test_summary_drift_is_visible_across_snapshots() -> None:
         writer.flush()
     infos = store.snapshots("sum")
     snaps = [store.load_snapshot("sum", i.id) for i in infos]
-    assert len(snaps) == 8 and all(s is not None for s in snaps)
+    assert len(snaps) == 16 and all(s is not None for s in snaps)
     summaries = [s.content["core_memory"].get("mem.summary") for s in snaps]  # type: ignore[union-attr]
     assert sum(1 for x in summaries if x) >= 2
     drift = summary_drift(snaps, "mem.summary")  # type: ignore[arg-type]

@@ -178,7 +178,7 @@ def _cap(state: SessionState, config: RenderConfig, doomed: Sequence[Any], plan:
         return share
     rest = plan.total_before - _tokens(state, [i.node_id for i in doomed])
     rest -= _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
-    return max(share, int(plan.target * config.compaction.low_water) - rest)
+    return int(max(share, int(plan.target * config.compaction.low_water) - rest))
 
 
 async def compact(

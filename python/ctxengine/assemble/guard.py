@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Final
@@ -31,7 +31,16 @@ from .. import _core
 from ..grain import ContextGrain
 from ..splitter import TextSplitter
 from ..transcript.changes import Change, Report
-from ..transcript.model import Block, Image, Text, Thinking, ToolCall, ToolResult, Transcript
+from ..transcript.model import (
+    Block,
+    Image,
+    Message,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    Transcript,
+)
 from .budget import Budget
 from .report import GrainDecision, report_window
 
@@ -44,10 +53,15 @@ __all__ = (
     "estimate_chars",
     "limit_history_turns",
     "max_tool_result_chars",
+    "plan_prune",
     "prune_tool_results",
+    "replace_results",
+    "result_text",
     "split_large",
     "truncate_tool_result",
     "truncate_tool_results",
+    "turn_cut",
+    "turn_starts",
 )
 
 TOOL_RESULT_SHARE: Final = 0.3
@@ -153,7 +167,8 @@ def truncate_tool_result(text: str, max_chars: int) -> str:
     return head + _notice(omitted, len(text), lines) + tail
 
 
-def _result_text(r: ToolResult) -> str:
+def result_text(r: ToolResult) -> str:
+    """The text blocks of a tool result, joined by newlines."""
     return "\n".join(c.text for c in r.content if isinstance(c, Text))
 
 
@@ -165,7 +180,7 @@ def _with_text(r: ToolResult, text: str) -> ToolResult:
     return dataclasses.replace(r, content=(Text(text),))
 
 
-def _replace_results(t: Transcript, new: dict[tuple[int, int], ToolResult]) -> Transcript:
+def replace_results(t: Transcript, new: Mapping[tuple[int, int], ToolResult]) -> Transcript:
     """``t`` with the result at (message index, block index) replaced."""
     messages = list(t.messages)
     for i in sorted({i for i, _ in new}):
@@ -196,14 +211,14 @@ def truncate_tool_results(
     new: dict[tuple[int, int], ToolResult] = {}
     changes: list[Change] = []
     for i, k, r in _results(t):
-        text = _result_text(r)
+        text = result_text(r)
         if len(text) > limit and not _has_image(r):
             new[(i, k)] = _with_text(r, truncate_tool_result(text, limit))
             detail = f"{len(text):,} chars cut to at most {limit:,}"
             changes.append(Change("truncate_tool_results", "truncated", i, detail, r.call_id))
     if not new:
         return t, Report()
-    return _replace_results(t, new), Report(tuple(changes))
+    return replace_results(t, new), Report(tuple(changes))
 
 
 # -- pruning ---------------------------------------------------------------------------------
@@ -226,7 +241,13 @@ class PruneSettings:
         deny: Tool-name globs never pruned; deny wins over allow.
         ttl_seconds: When set, prune only once the provider's prompt cache has expired, i.e.
             when the ``cache_age`` passed to :func:`prune_tool_results` is at least this (or
-            unknown): pruning a warm cache would throw away the cached prefix.
+            unknown): pruning a warm cache would throw away the cached prefix. The engine passes
+            the seconds since the session's previous render.
+        ttl_turns: When set, prunable results older than the last this many user turns are
+            cleared to the placeholder whatever the context's size (``expired`` in the report).
+        max_turns: When set, the engine keeps only the leading system messages and the last
+            this many user turns of the history (what :func:`limit_history_turns` does); the
+            dropped items are reported with stage ``max_turns``.
         chars_per_token: Characters per token for the size estimate.
         image_chars: Characters one image counts for.
 
@@ -246,6 +267,8 @@ class PruneSettings:
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     ttl_seconds: float | None = None
+    ttl_turns: int | None = None
+    max_turns: int | None = None
     chars_per_token: float = CHARS_PER_TOKEN
     image_chars: int = IMAGE_CHARS
 
@@ -269,10 +292,28 @@ class PruneSettings:
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} is {getattr(self, name)}; expected a value >= 0")
+        for name in ("ttl_turns", "max_turns"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} is {value}; expected None or at least 1 user turn")
+        if self.ttl_seconds is not None and self.ttl_seconds < 0:
+            raise ValueError(f"ttl_seconds is {self.ttl_seconds}; expected None or >= 0")
         if self.chars_per_token <= 0:
             raise ValueError(f"chars_per_token is {self.chars_per_token}; expected > 0")
         object.__setattr__(self, "allow", tuple(self.allow))
         object.__setattr__(self, "deny", tuple(self.deny))
+
+    @property
+    def in_render(self) -> bool:
+        """Whether the engine runs these options in its renders: only when one of allow, deny,
+        ttl_seconds, ttl_turns or max_turns is set (else the Rust ladder alone trims)."""
+        return bool(
+            self.allow
+            or self.deny
+            or self.ttl_seconds is not None
+            or self.ttl_turns is not None
+            or self.max_turns is not None
+        )
 
     def tool_allowed(self, name: str | None) -> bool:
         """True when results of tool ``name`` may be pruned (deny wins over allow)."""
@@ -340,21 +381,41 @@ def prune_tool_results(
             ``settings.ttl_seconds`` set, nothing is pruned while the cache is younger.
 
     Returns:
-        ``(transcript, report)``; report actions are ``soft_trim`` and ``hard_clear``.
+        ``(transcript, report)``; report actions are ``soft_trim``, ``hard_clear`` and
+        ``expired``.
 
     Raises:
         ValueError: ``window_tokens`` is not positive.
     """
-    s = settings or PruneSettings()
+    new, changes = plan_prune(t, window_tokens, settings or PruneSettings(), cache_age=cache_age)
+    if not new:
+        return t, Report()
+    return replace_results(t, new), Report(tuple(changes))
+
+
+def plan_prune(
+    t: Transcript, window_tokens: int, s: PruneSettings, *, cache_age: float | None = None
+) -> tuple[dict[tuple[int, int], ToolResult], list[Change]]:
+    """What :func:`prune_tool_results` changes, without applying it: the new results by
+    (message index, block index), and one change per result (the engine applies the same plan
+    to its history items).
+
+    Raises:
+        ValueError: ``window_tokens`` is not positive.
+    """
     if window_tokens <= 0:
         raise ValueError(f"window_tokens is {window_tokens}; expected a positive number of tokens")
     if s.ttl_seconds is not None and cache_age is not None and cache_age < s.ttl_seconds:
-        return t, Report()
+        return {}, []
     window_chars = window_tokens * s.chars_per_token
     total = estimate_chars(t, image_chars=s.image_chars)
-    if total / window_chars < s.soft_trim_ratio:
-        return t, Report()
     pruner = _Pruner(s, total, window_chars)
+    if s.ttl_turns is not None:
+        starts = turn_starts(t.messages)
+        if len(starts) > s.ttl_turns:
+            pruner.expire(_prunable(t, s), starts[-s.ttl_turns])
+    if pruner.ratio < s.soft_trim_ratio:
+        return pruner.new, pruner.changes
     prunable = _prunable(t, s)
     pruner.soft_trim(prunable)
     if (
@@ -362,9 +423,7 @@ def prune_tool_results(
         and pruner.prunable_chars(prunable) >= s.min_prunable_chars
     ):
         pruner.hard_clear(prunable)
-    if not pruner.new:
-        return t, Report()
-    return _replace_results(t, pruner.new), Report(tuple(pruner.changes))
+    return pruner.new, pruner.changes
 
 
 class _Pruner:
@@ -382,7 +441,7 @@ class _Pruner:
         return self.total / self.window_chars
 
     def text(self, i: int, k: int, r: ToolResult) -> str:
-        return _result_text(self.new.get((i, k), r))
+        return result_text(self.new.get((i, k), r))
 
     def prunable_chars(self, prunable: list[tuple[int, int, ToolResult]]) -> int:
         return sum(len(self.text(i, k, r)) for i, k, r in prunable)
@@ -392,11 +451,20 @@ class _Pruner:
         self.new[(i, k)] = _with_text(r, text)
         self.total -= old - len(text)
         detail = f"{old:,} chars {'trimmed' if action == 'soft_trim' else 'cleared'}"
+        if action == "expired":
+            detail += " (older than the last turns ttl_turns keeps)"
         self.changes.append(Change("prune_tool_results", action, i, detail, r.call_id))
+
+    def expire(self, prunable: list[tuple[int, int, ToolResult]], before: int) -> None:
+        for i, k, r in prunable:
+            if i < before and self.text(i, k, r) != self.s.placeholder:
+                self.replace(i, k, r, self.s.placeholder, "expired")
 
     def soft_trim(self, prunable: list[tuple[int, int, ToolResult]]) -> None:
         for i, k, r in prunable:
-            text = _result_text(r)
+            if (i, k) in self.new:
+                continue  # already cleared by expire
+            text = result_text(r)
             if len(text) > self.s.soft_trim_max_chars:
                 trimmed = _soft_trim(text, self.s)
                 if len(trimmed) < len(text):
@@ -413,6 +481,31 @@ class _Pruner:
 # -- history ---------------------------------------------------------------------------------
 
 
+def turn_starts(msgs: Sequence[Message]) -> list[int]:
+    """Indices where a user turn starts (a run of consecutive user messages is one turn)."""
+    return [
+        i for i, m in enumerate(msgs) if m.role == "user" and (i == 0 or msgs[i - 1].role != "user")
+    ]
+
+
+def turn_cut(msgs: Sequence[Message], n: int) -> tuple[int, int, int] | None:
+    """The part of ``msgs`` that keeping the last ``n`` user turns drops: ``(start, stop,
+    turns)``, messages ``start:stop`` dropped (the leading system messages before ``start`` are
+    kept), ``turns`` user turns among them; None when nothing is dropped.
+
+    Raises:
+        ValueError: ``n`` is below 1.
+    """
+    if n < 1:
+        raise ValueError(f"n is {n}; expected at least 1 user turn")
+    starts = turn_starts(msgs)
+    if len(starts) <= n:
+        return None
+    cut = starts[-n]
+    lead = next((i for i, m in enumerate(msgs) if m.role != "system"), len(msgs))
+    return min(lead, cut), cut, len(starts) - n
+
+
 def limit_history_turns(t: Transcript, n: int) -> tuple[Transcript, Report]:
     """Keep the leading system messages and the last ``n`` user turns.
 
@@ -422,25 +515,18 @@ def limit_history_turns(t: Transcript, n: int) -> tuple[Transcript, Report]:
     Raises:
         ValueError: ``n`` is below 1.
     """
-    if n < 1:
-        raise ValueError(f"n is {n}; expected at least 1 user turn")
-    msgs = t.messages
-    starts = [
-        i for i, m in enumerate(msgs) if m.role == "user" and (i == 0 or msgs[i - 1].role != "user")
-    ]
-    if len(starts) <= n:
+    found = turn_cut(t.messages, n)
+    if found is None:
         return t, Report()
-    cut = starts[-n]
-    lead = next((i for i, m in enumerate(msgs) if m.role != "system"), len(msgs))
-    head = msgs[: min(lead, cut)]
-    dropped = cut - len(head)
+    start, cut, turns = found
+    msgs = t.messages
     change = Change(
         "limit_history_turns",
         "dropped_turns",
         0,
-        f"{len(starts) - n} user turns ({dropped} messages) dropped",
+        f"{turns} user turns ({cut - start} messages) dropped",
     )
-    return t.replace([*head, *msgs[cut:]]), Report((change,))
+    return t.replace([*msgs[:start], *msgs[cut:]]), Report((change,))
 
 
 # -- step 0 of the engine's ladder: split oversized grains ------------------------------------

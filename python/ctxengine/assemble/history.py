@@ -15,7 +15,7 @@ from typing import Final
 
 from .. import _core
 from ..grain import ContextGrain
-from ..transcript.model import Image, Message, Text, ToolResult
+from ..transcript.model import Image, Message, Text, Thinking, ToolResult
 from .guard import truncate_tool_result
 
 __all__ = ("FLAG", "KIND", "ROLE", "HistoryBuilder", "HistoryItem", "tool_result_node_id")
@@ -126,7 +126,10 @@ class HistoryBuilder:
         kind, role = KIND["message"], ROLE[message.role]
         if message.role == "system":
             kind, flags = KIND["context"], flags | FLAG["protected"]
-        texts = tuple(t for c in calls for t in (c.name, c.arguments_json))
+        # Thinking is rendered for Anthropic and Gemini: it is counted (never trimmed alone, so
+        # the turn's overhead), as are the tool calls' names and arguments.
+        thinking = tuple(b.text for b in message.blocks if isinstance(b, Thinking) and b.text)
+        texts = thinking + tuple(t for c in calls for t in (c.name, c.arguments_json))
         context = kind == _core.KIND_CONTEXT
         node_id = self._node_id(f"sys.transcript.{index}" if context else f"hist.{index}")
         text = message.text

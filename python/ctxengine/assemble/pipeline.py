@@ -17,6 +17,7 @@ from ..grain import ContextGrain
 from .compact import MAX_COMPACTIONS, compact
 from .core import fuse as core_fuse
 from .guard import split_large
+from .prune import apply_prune_options
 from .report import (
     GrainDecision,
     compacted_decision,
@@ -223,16 +224,18 @@ async def _compact_all(
     return context, plan
 
 
-def plan_within(state: SessionState, config: RenderConfig) -> Any:
-    """The core's plan for the budget less the request framing.
+def plan_within(state: SessionState, config: RenderConfig, cut: int = 0) -> Any:
+    """The core's plan for the budget less the request framing (and less ``cut``: what the
+    rendered payload was found to carry beyond the plan's estimate).
 
     Raises:
         BudgetError: protected content alone does not fit; the message names the user's total,
             not the framing-reduced figure the core was given.
     """
-    budget = config.tokens_total - FRAMING_TOKENS
+    budget = config.tokens_total - FRAMING_TOKENS - cut
     if state.summary is not None:
         budget -= SUMMARY_FRAMING
+    budget = max(budget, 0)
     try:
         return state.asm.plan(budget)
     except BudgetError as exc:
@@ -265,6 +268,7 @@ async def assemble(
         await _hook(plugins, BeforeRender(tree), log)
     context = _tree_context(state, config, tree, log)
     _sync(state, config, plugins, context)
+    apply_prune_options(state, config, log)
     sync_history(state, config, scan=before or over)
     plan = plan_within(state, config)
     if plan.total_before > plan.target and over:

@@ -91,6 +91,8 @@ class RenderReport:
     compactions: list[dict[str, Any]] = field(default_factory=list)
     cache_breakpoints: list[dict[str, Any]] = field(default_factory=list)
     hygiene: dict[str, Any] = field(default_factory=dict)
+    #: The overflow-recovery steps of ``Session.run`` that led to this render.
+    recovery: list[dict[str, Any]] = field(default_factory=list)
     _columns: Any = None
     _origins: Mapping[str, str] = field(default_factory=dict)
     _window_names: Sequence[str] = ()

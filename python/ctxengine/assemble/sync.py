@@ -22,34 +22,43 @@ HISTORY_PRIORITY = 100
 
 
 def item_text(state: SessionState, item: HistoryItem) -> str:
-    """The text an item renders with: a plugin override's, else its own."""
+    """The text an item renders with: what the prune options left, else a plugin override's,
+    else its own."""
+    pruned = state.pruned.get(item.node_id)
+    if pruned is not None:
+        return pruned
     override = state.overrides.get(item.node_id)
     return (override or item.grain).text
 
 
 def _changed_items(state: SessionState, scan: bool) -> tuple[list[HistoryItem], list[str]]:
-    items = list(state.pending)
-    state.pending.clear()
+    limited = state.limited
+    items = [i for i in state.pending if i.node_id not in limited] if limited else state.pending
+    items = list(items)  # pending is cleared by the caller once the core took them
     candidates = (
         state.items.values() if scan else (state.items[n] for n in state.dirty if n in state.items)
     )
     texts = [item_text(state, i) for i in items]
     seen = {id(i) for i in items}
     for item in candidates:
-        if id(item) in seen:
+        if id(item) in seen or item.node_id in limited:
             continue
         text = item_text(state, item)
         if text is not item.text:
             items.append(item)
             texts.append(text)
-    state.dirty.clear()
     return items, texts
 
 
 def sync_history(state: SessionState, config: RenderConfig, scan: bool) -> None:
-    """Upsert new history items and those whose content changed since the last render."""
+    """Upsert new history items and those whose content changed since the last render.
+
+    Transactional: the pending and dirty sets are cleared only once the assembly took the
+    items, so a render that fails here leaves them for the next one (no history is lost)."""
     items, texts = _changed_items(state, scan)
     if not items:
+        state.pending.clear()
+        state.dirty.clear()
         return
     extra = count_many([t for i in items for t in i.overhead_texts], model=config.model)
     overheads, k = [], 0
@@ -74,6 +83,8 @@ def sync_history(state: SessionState, config: RenderConfig, scan: bool) -> None:
         labels=[i.label for i in items],
         summaries=[None] * len(items),
     )
+    state.pending.clear()
+    state.dirty.clear()
     for item, text in zip(items, texts, strict=True):
         item.text = text
 

@@ -97,6 +97,8 @@ def plan_cache_breakpoints(t: Transcript, n: int = MAX_BREAKPOINTS) -> list[Brea
         raise AdapterError(
             f"cache_breakpoints is {n!r}; expected an int from 0 to {MAX_BREAKPOINTS}"
         )
+    if n == 0:
+        return []
     chosen: dict[int, str] = {}
     for index, reason in _candidates(t):
         if len(chosen) >= n:

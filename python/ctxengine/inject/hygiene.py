@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from ..errors import AdapterError
 from ..transcript.changes import Change, Problem, Report
@@ -43,6 +43,9 @@ from ..transcript.providers import (
 )
 from .ids import IdRewriter, fits
 from .pairing import SYNTHETIC_RESULT_TEXT, Pairing, check_pairing
+
+if TYPE_CHECKING:
+    from .memo import RenderMemo
 
 __all__ = (
     "BOOTSTRAP_TEXT",
@@ -113,13 +116,23 @@ def _merge(a: Message, b: Message, provider: str, t: Transcript) -> Message:
     return dataclasses.replace(a, blocks=tuple(blocks), stop_reason=b.stop_reason, meta=meta)
 
 
-def _order(t: Transcript, provider: str, changes: list[Change]) -> list[Message]:
+def _nonempty(t: Transcript, provider: str, memo: RenderMemo | None) -> list[bool]:
+    """Whether ``provider`` receives anything of each message of ``t`` (``memo`` reused)."""
+    if memo is None:
+        return [bool(exported_blocks(m, provider, family_of(m, t))) for m in t.messages]
+    return memo.nonempty(t, provider)
+
+
+def _order(
+    t: Transcript, provider: str, changes: list[Change], memo: RenderMemo | None = None
+) -> list[Message]:
     """Drop empty messages; for strict providers also demote late system messages and merge."""
     strict = provider in STRICT_ALTERNATION
+    nonempty = _nonempty(t, provider, memo)
     out: list[Message] = []
     started = False
     for i, m in enumerate(t.messages):
-        if not exported_blocks(m, provider, family_of(m, t)):
+        if not nonempty[i]:
             changes.append(Change("fix_turn_order", "dropped_empty", i, f"empty {m.role} message"))
             continue
         if strict and m.role == "system" and started:
@@ -135,7 +148,9 @@ def _order(t: Transcript, provider: str, changes: list[Change]) -> list[Message]
     return out
 
 
-def fix_turn_order(t: Transcript, provider: str) -> tuple[Transcript, Report]:
+def fix_turn_order(
+    t: Transcript, provider: str, *, memo: RenderMemo | None = None
+) -> tuple[Transcript, Report]:
     """Drop messages the provider would receive empty; for Anthropic and Gemini also turn late
     system messages into user messages, merge consecutive same-role turns and add a bootstrap
     user turn when the history does not start with one.
@@ -145,7 +160,7 @@ def fix_turn_order(t: Transcript, provider: str) -> tuple[Transcript, Report]:
     """
     check_provider(provider)
     changes: list[Change] = []
-    messages = _order(t, provider, changes)
+    messages = _order(t, provider, changes, memo)
     first = next((k for k, m in enumerate(messages) if m.role != "system"), None)
     if provider in STRICT_ALTERNATION and first is not None and messages[first].role != "user":
         bootstrap = Message("user", (Text(BOOTSTRAP_TEXT),), meta={"bootstrap": True})
@@ -218,13 +233,14 @@ def validate(t: Transcript, provider: str) -> list[Problem]:
 
 
 def clean(
-    t: Transcript, provider: str, *, id_mode: IdMode | None = None
+    t: Transcript, provider: str, *, id_mode: IdMode | None = None, memo: RenderMemo | None = None
 ) -> tuple[Transcript, Report]:
     """Run every hygiene step for ``provider``: ids, pairing, then turn order.
 
     Ids: when some break the provider's rule or repeat, only those are rewritten (``strict``
     style); with ``id_mode`` every id is rewritten to that mode.
-    Returns ``t`` itself (and an empty report) when it is already valid.
+    Returns ``t`` itself (and an empty report) when it is already valid. ``memo`` (a session's
+    :class:`~ctxengine.inject.memo.RenderMemo`) reuses per-message checks of earlier renders.
 
     Raises:
         AdapterError: unknown provider or id mode.
@@ -239,6 +255,6 @@ def clean(
         reports.append(r)
     t, r = repair_pairing(t)
     reports.append(r)
-    t, r = fix_turn_order(t, provider)
+    t, r = fix_turn_order(t, provider, memo=memo)
     reports.append(r)
     return t, Report.merge(reports)

@@ -73,6 +73,10 @@ class Pairing:
 
     def span(self, i: int, m: Message) -> int:
         """Handle assistant ``i`` and what follows up to the next assistant; return that index."""
+        j = self.answered(i, m)
+        if j:
+            self.out.extend(self.src[i:j])
+            return j
         span = _Span({c.id for c in m.tool_calls})
         j = i + 1
         while j < len(self.src) and self.src[j].role != "assistant":
@@ -90,6 +94,23 @@ class Pairing:
             self.out.append(Message("tool", tuple(extra), meta={"repaired": True}))
         self.out.extend(span.remainder)
         return j
+
+    def answered(self, i: int, m: Message) -> int:
+        """The common case, where the repair changes nothing: assistant ``i`` (distinct call
+        ids) is followed by one tool message answering exactly its calls in order, and no other
+        tool message comes before the next assistant. Then return the index of that assistant
+        (or the end); else 0."""
+        src = self.src
+        n = i + 1
+        if n >= len(src) or src[n].role != "tool":
+            return 0
+        ids = [c.id for c in m.tool_calls]
+        if [r.call_id for r in src[n].tool_results] != ids or len(set(ids)) != len(ids):
+            return 0
+        j = n + 1
+        while j < len(src) and src[j].role not in ("assistant", "tool"):
+            j += 1
+        return j if j == len(src) or src[j].role == "assistant" else 0
 
     def visit(self, i: int, j: int, mj: Message, span: _Span) -> None:
         if mj.role != "tool":

@@ -8,6 +8,7 @@ from typing import Any, Final
 
 from ..tokens import count_messages, get_tokenizer, message_strings
 from ..transcript.model import Message, Transcript
+from .memo import RenderMemo
 
 __all__ = ("MessageTokenCache", "payload_tokens")
 
@@ -46,6 +47,8 @@ class MessageTokenCache:
 
     def __init__(self) -> None:
         self._entries: dict[int, tuple[Message, int]] = {}
+        #: Per-message hygiene checks and exported dicts, for the session's renders.
+        self.memo = RenderMemo()
 
     def openai_tokens(self, transcript: Transcript, payload: Mapping[str, Any], model: str) -> int:
         """Tokens of an OpenAI Chat payload rendered one dict per message from ``transcript``."""

@@ -16,6 +16,7 @@ from .adapters.openai import export_openai
 from .adapters.responses import export_responses
 from .cache import Breakpoint, plan_cache_breakpoints
 from .hygiene import clean, validate
+from .memo import RenderMemo
 
 __all__ = ("OPTIONS", "Rendered", "render")
 
@@ -65,6 +66,7 @@ def render(
     cache_breakpoints: int = 0,
     cache_ttl: str | None = None,
     id_mode: str | None = None,
+    memo: RenderMemo | None = None,
 ) -> Rendered:
     """Render ``t`` for ``provider``.
 
@@ -78,6 +80,8 @@ def render(
             other providers, whose prompt caching is automatic.
         cache_ttl: Anthropic only: ``"5m"`` or ``"1h"`` for the markers (default: the API's).
         id_mode: Force tool-call id sanitizing (``"strict"`` or ``"strict9"``).
+        memo: A session's per-message memo: checks and exported dicts of messages rendered
+            before are reused (the payload is the same as without it).
 
     Raises:
         AdapterError: unknown provider or invalid option, or (a bug) a transcript that hygiene
@@ -90,17 +94,37 @@ def render(
         raise AdapterError(f"id_mode is {id_mode!r}; expected None, 'strict' or 'strict9'")
     report = Report()
     if hygiene:
-        t, report = clean(t, provider, id_mode=id_mode)  # type: ignore[arg-type]
-        problems = validate(t, provider)
+        cleaned, report = clean(t, provider, id_mode=id_mode, memo=memo)  # type: ignore[arg-type]
+        problems = validate(cleaned, provider) if _recheck(cleaned, t, report) else []
+        t = cleaned
         if problems:
             listed = "; ".join(f"[{p.index}] {p.code}: {p.message}" for p in problems[:5])
             raise AdapterError(f"hygiene left {len(problems)} problem(s) for {provider}: {listed}")
     if provider != "anthropic":
         plan_cache_breakpoints(t, cache_breakpoints)  # validates the option
-        return Rendered(provider, _EXPORTERS[provider](t), t, report)
+        payload = export_openai(t, memo) if provider == "openai" else _EXPORTERS[provider](t)
+        return Rendered(provider, payload, t, report)
     plan = tuple(plan_cache_breakpoints(t, cache_breakpoints)) if cache_breakpoints else ()
     payload = export_anthropic(t, breakpoints={b.index for b in plan}, cache_ttl=cache_ttl)
     return Rendered(provider, payload, t, report, plan)
+
+
+#: Changes that only remove what a provider rejects (an empty message, the calls of a failed
+#: turn, an orphan or duplicate result): the rest of the transcript is left as it was checked.
+_REMOVALS: Final = frozenset(
+    {"dropped_empty", "dropped_call", "dropped_message", "dropped_orphan", "dropped_duplicate"}
+)
+
+
+def _recheck(cleaned: Transcript, original: Transcript, report: Report) -> bool:
+    """Whether ``cleaned`` is worth a second, whole-transcript :func:`validate`.
+
+    Not when ``clean`` returned its input itself (every rule already held) or made only
+    removals; renames, synthetic or moved results, merges and new turns are checked again.
+    """
+    if cleaned is original:
+        return False
+    return any(c.action not in _REMOVALS for c in report.changes)
 
 
 def check_options(options: dict[str, Any]) -> None:

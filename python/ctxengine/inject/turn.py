@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-from ..assemble.pipeline import FRAMING_TOKENS, Assembled
+from ..assemble.pipeline import FRAMING_TOKENS, Assembled, plan_within
 from ..assemble.report import LazyColumns, Origins, RenderReport
 from ..collect.events import AfterRender
+from ..errors import BudgetError
 from ..grain import ContextGrain
-from ..transcript.model import Transcript
+from ..transcript.model import Message, Text, Transcript
 from .compose import compose
 from .payload import payload_tokens
 from .render import render
@@ -20,7 +21,11 @@ if TYPE_CHECKING:
     from ..config import RenderConfig
     from ..state import SessionState, TurnLog
 
-__all__ = ("RenderedContext", "inject")
+__all__ = ("MAX_REPLANS", "RenderedContext", "inject")
+
+#: Re-plans when the rendered payload counts more than the budget (what the plan could not see,
+#: e.g. synthetic results hygiene added for unanswered tool calls).
+MAX_REPLANS: Final = 3
 
 
 @dataclass(slots=True)
@@ -83,6 +88,30 @@ def _report(
     )
 
 
+#: What a blank user message becomes for providers that reject blank text (Anthropic, Gemini):
+#: without it their payload would have no message at all, which both reject.
+BLANK_USER_TEXT: Final = "(empty message)"
+_REJECT_BLANK: Final = frozenset({"anthropic", "gemini"})
+
+
+def _non_blank(t: Transcript, provider: str) -> Transcript:
+    """``t`` with its blank user messages (whitespace text only) given a visible text, for the
+    providers that reject blank text; ``t`` itself otherwise."""
+    if provider not in _REJECT_BLANK:
+        return t
+    blank = [
+        i
+        for i, m in enumerate(t.messages)
+        if m.role == "user" and all(isinstance(b, Text) and not b.text.strip() for b in m.blocks)
+    ]
+    if not blank:
+        return t
+    messages = list(t.messages)
+    for i in blank:
+        messages[i] = Message.user(BLANK_USER_TEXT)
+    return Transcript(tuple(messages), source_format=t.source_format)
+
+
 def _tree(state: SessionState, a: Assembled) -> list[ContextGrain]:
     by_id, items = a.by_id, state.items
     return [by_id[n] for n in a.plan.context_order if n in by_id] + [
@@ -99,14 +128,31 @@ async def inject(
     log: TurnLog,
 ) -> RenderedContext:
     """The inject phase: the plan becomes the provider payload, counted and reported."""
-    plan = assembled.plan
-    request.timings.update({f"core.{k}": v for k, v in plan.timings.items()})
-    rendered = render(compose(state, plan, assembled.by_id), request.provider, **request.options)
-    payload, transcript = rendered.payload, rendered.transcript
-    if request.provider == "openai":
-        tokens = state.token_cache.openai_tokens(transcript, payload, config.model)
-    else:
-        tokens = payload_tokens(payload, request.provider, config.model)
+    request.timings.update({f"core.{k}": v for k, v in assembled.plan.timings.items()})
+    memo = state.token_cache.memo
+    cut, budget = 0, config.tokens_total
+    for attempt in range(MAX_REPLANS + 1):
+        composed = _non_blank(compose(state, assembled.plan, assembled.by_id), request.provider)
+        rendered = render(composed, request.provider, memo=memo, **request.options)
+        payload, transcript = rendered.payload, rendered.transcript
+        if request.provider == "openai":
+            tokens = state.token_cache.openai_tokens(transcript, payload, config.model)
+        else:
+            tokens = payload_tokens(payload, request.provider, config.model)
+        if tokens <= budget:
+            break
+        if attempt == MAX_REPLANS:
+            memo.end_render()
+            raise BudgetError(
+                f"the rendered payload has {tokens} tokens, over the budget of {budget}, after "
+                f"{MAX_REPLANS} re-plans cutting {cut} tokens; raise the budget"
+            )
+        # The payload carries what the plan did not count (in proportion to what it keeps, as
+        # synthetic results are): plan again for the budget scaled by the overshoot.
+        planned = budget - FRAMING_TOKENS - cut
+        cut += planned - planned * budget // tokens + 1
+        assembled = Assembled(plan_within(state, config, cut), assembled.by_id)
+    memo.end_render()
     request.timings["total"] = time.perf_counter() - request.started
     report = _report(state, config, assembled, tokens, request, log)
     info = rendered.to_dict()

@@ -1,9 +1,15 @@
 """OpenAI Agents SDK drop-ins: a session and a model-input filter (``ctxengine[agents]``).
 
 - :class:`CtxEngineSession` implements the SDK's session protocol (``get_items``,
-  ``add_items``, ``pop_item``, ``clear_session``) over an item store: pass it as
-  ``Runner.run(agent, text, session=CtxEngineSession("user-42"))``. The store is any object with
-  the four methods of :class:`ItemStore`; the default is :class:`MemoryItemStore`.
+  ``add_items``, ``pop_item``, ``clear_session``) over a ctxengine
+  :class:`~ctxengine.store.Store`: pass it as
+  ``Runner.run(agent, text, session=CtxEngineSession("user-42"))`` (an
+  :class:`~ctxengine.store.InMemoryStore` by default) or
+  ``CtxEngineSession("user-42", FileStore("sessions/"))`` to keep the conversation on disk
+  (:class:`~ctxengine.store.RedisStore` works the same). Each item is one ``agents_item`` entry
+  of the session's transcript tree; ``pop_item`` and ``clear_session`` append a marker that
+  starts a branch (at the popped item's parent, or a new root), so nothing is erased and the
+  current branch holds exactly the session's items.
 - :func:`fit_model_input` returns a ``call_model_input_filter``: each model call's instructions
   and input items go through :func:`ctxengine.fitting.fit` for the Responses API, so the model
   sees a valid history (calls paired with outputs) within the budget:
@@ -12,66 +18,37 @@
 
 from __future__ import annotations
 
-import asyncio
 import copy
-from typing import Any, Protocol
+import functools
+from typing import Any, Final
 
+import anyio
+import anyio.to_thread
 from agents.run_config import CallModelData, ModelInputData
 
 from ..assemble.budget import Budget
 from ..engine import RenderedContext
 from ..fitting import fit
+from ..store import Entry, InMemoryStore, NewEntry, Store, validate_session_id
 
 __all__ = (
+    "CLEAR_KIND",
+    "ITEM_KIND",
+    "POP_KIND",
     "CtxEngineSession",
-    "ItemStore",
     "MemoryItemStore",
     "fit_model_input",
 )
 
 
-class ItemStore(Protocol):
-    """Where a :class:`CtxEngineSession` keeps its items (JSON-able dicts, oldest first)."""
+#: Entry kinds in the store: an item, and the markers of ``pop_item`` / ``clear_session``.
+ITEM_KIND: Final = "agents_item"
+POP_KIND: Final = "agents_pop"
+CLEAR_KIND: Final = "agents_clear"
 
-    def load(self, session_id: str) -> list[dict[str, Any]]:
-        """All items of the session (a copy)."""
-        ...
-
-    def append(self, session_id: str, items: list[dict[str, Any]]) -> None:
-        """Append items to the session."""
-        ...
-
-    def pop(self, session_id: str) -> dict[str, Any] | None:
-        """Remove and return the newest item, or None."""
-        ...
-
-    def clear(self, session_id: str) -> None:
-        """Remove every item of the session."""
-        ...
-
-
-class MemoryItemStore:
-    """An in-process :class:`ItemStore` (lost when the process exits)."""
-
-    def __init__(self) -> None:
-        self._items: dict[str, list[dict[str, Any]]] = {}
-
-    def load(self, session_id: str) -> list[dict[str, Any]]:
-        """All items of the session (deep copies: callers cannot edit the store)."""
-        return copy.deepcopy(self._items.get(session_id, []))
-
-    def append(self, session_id: str, items: list[dict[str, Any]]) -> None:
-        """Append (copies of) ``items``."""
-        self._items.setdefault(session_id, []).extend(copy.deepcopy(items))
-
-    def pop(self, session_id: str) -> dict[str, Any] | None:
-        """Remove and return the newest item, or None."""
-        items = self._items.get(session_id)
-        return items.pop() if items else None
-
-    def clear(self, session_id: str) -> None:
-        """Forget the session."""
-        self._items.pop(session_id, None)
+#: The in-memory store, under the name this module used before it took any ctxengine
+#: :class:`~ctxengine.store.Store` (kept so code passing ``MemoryItemStore()`` keeps working).
+MemoryItemStore = InMemoryStore
 
 
 def _plain(item: Any) -> dict[str, Any]:
@@ -82,39 +59,64 @@ def _plain(item: Any) -> dict[str, Any]:
 
 
 class CtxEngineSession:
-    """The Agents SDK session protocol over an :class:`ItemStore`.
+    """The Agents SDK session protocol over a ctxengine :class:`~ctxengine.store.Store`.
 
     Args:
-        session_id: The conversation's id.
-        store: Where items live; default a new :class:`MemoryItemStore`.
+        session_id: The conversation's id (a store session id: letters, digits, ``_.@+=-``).
+        store: Where items live; default a new :class:`~ctxengine.store.InMemoryStore`.
+            Sessions on the same store (a :class:`~ctxengine.store.FileStore` folder, a
+            Redis server) with the same id see the same items, across processes.
+
+    Raises:
+        SessionIdError: ``session_id`` is not a valid store session id.
     """
 
     session_settings: Any = None
 
-    def __init__(self, session_id: str, store: ItemStore | None = None) -> None:
-        self.session_id = session_id
-        self.store: ItemStore = store if store is not None else MemoryItemStore()
-        self._lock = asyncio.Lock()
+    def __init__(self, session_id: str, store: Store | None = None) -> None:
+        self.session_id = validate_session_id(session_id)
+        self.store: Store = store if store is not None else InMemoryStore()
+        self._lock = anyio.Lock()
+
+    def _branch(self) -> list[Entry]:
+        return [e for e in self.store.branch(self.session_id) if e.kind == ITEM_KIND]
+
+    async def _items(self) -> list[Entry]:
+        return await anyio.to_thread.run_sync(self._branch)
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
-        """The items, oldest first; with ``limit``, the latest ``limit`` of them."""
-        items = self.store.load(self.session_id)
-        return items[-limit:] if limit is not None and limit > 0 else items
+        """The items, oldest first (copies); with ``limit``, the latest ``limit`` of them."""
+        entries = await self._items()
+        if limit is not None and limit > 0:
+            entries = entries[-limit:]
+        return [copy.deepcopy(dict(e.data["item"])) for e in entries]
 
     async def add_items(self, items: list[Any]) -> None:
-        """Append items (SDK objects are stored as their JSON dicts)."""
+        """Append items (SDK objects are stored as their JSON dicts), in one store append."""
+        new = [NewEntry(ITEM_KIND, {"item": _plain(i)}) for i in items]
+        if not new:
+            return
         async with self._lock:
-            self.store.append(self.session_id, [_plain(i) for i in items])
+            await anyio.to_thread.run_sync(self.store.append, self.session_id, new)
 
     async def pop_item(self) -> Any | None:
-        """Remove and return the newest item, or None when the session is empty."""
+        """Remove and return the newest item, or None when the session is empty: the leaf
+        moves to the item's parent (a marker entry starting a branch there)."""
         async with self._lock:
-            return self.store.pop(self.session_id)
+            entries = await self._items()
+            if not entries:
+                return None
+            last = entries[-1]
+            marker = NewEntry(POP_KIND, {"popped": last.id})
+            append = functools.partial(self.store.append, parent_id=last.parent_id)
+            await anyio.to_thread.run_sync(append, self.session_id, [marker])
+            return copy.deepcopy(dict(last.data["item"]))
 
     async def clear_session(self) -> None:
-        """Remove every item."""
+        """Remove every item: the leaf moves to a new, empty root (history stays readable)."""
         async with self._lock:
-            self.store.clear(self.session_id)
+            append = functools.partial(self.store.append, parent_id=None)
+            await anyio.to_thread.run_sync(append, self.session_id, [NewEntry(CLEAR_KIND, {})])
 
 
 class _FitFilter:

@@ -5,11 +5,14 @@ The importer of the same shape is :mod:`ctxengine.transcript.importers.openai`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...transcript.importers.common import image_url
 from ...transcript.model import Image, Message, Text, ToolCall, Transcript
 from ...transcript.providers import IMAGE_TYPES, image_placeholder
+
+if TYPE_CHECKING:
+    from ..memo import RenderMemo
 
 __all__ = ("export_openai",)
 
@@ -56,22 +59,36 @@ def _assistant_out(m: Message) -> dict[str, Any]:
     return out
 
 
-def export_openai(t: Transcript) -> dict[str, Any]:
+def _message_dicts(m: Message) -> list[dict[str, Any]]:
+    """The Chat Completions messages of one neutral message (a tool message gives one per
+    result)."""
+    if m.role == "system":
+        role = m.meta.get("openai_role", "system")
+        texts = [b for b in m.blocks if isinstance(b, Text)]
+        return [{"role": role, "content": _text_content(texts) if texts else ""}]
+    if m.role == "user":
+        return [_user(m)]
+    if m.role == "assistant":
+        return [_assistant_out(m)]
+    out: list[dict[str, Any]] = []
+    for r in m.tool_results:
+        texts = _flat_text(r.content)
+        content = _text_content(texts) if texts else ""
+        out.append({"role": "tool", "tool_call_id": r.call_id, "content": content})
+    return out
+
+
+def export_openai(t: Transcript, memo: RenderMemo | None = None) -> dict[str, Any]:
     """``{"messages": [...]}`` for Chat Completions. Thinking is left out; media in assistant
-    turns and tool results become text placeholders (the API takes none there)."""
+    turns and tool results become text placeholders (the API takes none there).
+
+    With ``memo``, each message's dicts are made once and copied (one level) into every
+    payload that carries the message."""
     messages: list[dict[str, Any]] = []
-    for m in t.messages:
-        if m.role == "system":
-            role = m.meta.get("openai_role", "system")
-            texts = [b for b in m.blocks if isinstance(b, Text)]
-            messages.append({"role": role, "content": _text_content(texts) if texts else ""})
-        elif m.role == "user":
-            messages.append(_user(m))
-        elif m.role == "assistant":
-            messages.append(_assistant_out(m))
-        else:
-            for r in m.tool_results:
-                texts = _flat_text(r.content)
-                content = _text_content(texts) if texts else ""
-                messages.append({"role": "tool", "tool_call_id": r.call_id, "content": content})
+    if memo is None:
+        for m in t.messages:
+            messages.extend(_message_dicts(m))
+        return {"messages": messages}
+    per_message = memo.table("export", "openai").many(t.messages, _message_dicts)
+    messages = [d.copy() for ds in per_message for d in ds]
     return {"messages": messages}

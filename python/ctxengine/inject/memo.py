@@ -1,0 +1,91 @@
+"""Per-message work of a render, kept between the renders of one session.
+
+A session renders the same frozen :class:`~ctxengine.transcript.Message` objects turn after turn
+(compose reuses them, hygiene returns unchanged messages as they are), so what a render derives
+from one message alone can be reused while that object is alive: whether the provider receives
+anything of it, and its exported provider dicts. Entries are keyed by the message's identity and
+hold the message (so the identity stays valid); an entry not used by a render is dropped at the
+end of the next one, so the memo follows the kept window, not the session's length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from ..transcript.model import Message, Transcript
+from ..transcript.providers import exported_blocks, family_of
+
+__all__ = ("RenderMemo",)
+
+V = TypeVar("V")
+
+
+class _Table(Generic[V]):
+    """``message -> value`` for the messages of this render and of the one before."""
+
+    __slots__ = ("new", "old")
+
+    def __init__(self) -> None:
+        self.new: dict[int, tuple[Message, V]] = {}
+        self.old: dict[int, tuple[Message, V]] = {}
+
+    def get(self, m: Message, make: Callable[[Message], V]) -> V:
+        """The value of ``m``, made by ``make(m)`` when no render before this one made it."""
+        key = id(m)  # valid: every entry holds its message
+        entry = self.new.get(key)
+        if entry is None:
+            entry = self.old.get(key)
+            if entry is None:
+                entry = (m, make(m))
+            self.new[key] = entry
+        return entry[1]
+
+    def many(self, ms: Sequence[Message], make: Callable[[Message], V]) -> list[V]:
+        """``[self.get(m, make) for m in ms]``, in one loop."""
+        new, old = self.new, self.old
+        out: list[V] = []
+        for m in ms:
+            key = id(m)
+            entry = new.get(key)
+            if entry is None:
+                entry = old.get(key)
+                if entry is None:
+                    entry = (m, make(m))
+                new[key] = entry
+            out.append(entry[1])
+        return out
+
+    def roll(self) -> None:
+        self.old, self.new = self.new, {}
+
+
+class RenderMemo:
+    """What renders of one session derive from each message, reused while it is unchanged.
+
+    One table per kind of work and its parameters (provider, the transcript's source format,
+    options), so a lookup is one dict access by identity.
+    """
+
+    def __init__(self) -> None:
+        self._tables: dict[tuple[Any, ...], _Table[Any]] = {}
+
+    def table(self, *key: Any) -> _Table[Any]:
+        """The table for ``key`` (kind of work and everything besides the message it reads)."""
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = _Table()
+        return table
+
+    def nonempty(self, t: Transcript, provider: str) -> list[bool]:
+        """For each message of ``t``: whether ``provider``'s exporter sends any of its blocks."""
+
+        def make(m: Message) -> bool:
+            return bool(exported_blocks(m, provider, family_of(m, t)))
+
+        return self.table("nonempty", provider, t.source_format).many(t.messages, make)
+
+    def end_render(self) -> None:
+        """Drop what the render before this one used and this one did not."""
+        for table in self._tables.values():
+            table.roll()

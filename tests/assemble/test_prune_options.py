@@ -1,0 +1,206 @@
+"""The engine honors the prune options of its ladder: allow, deny, TTL and the turn limit.
+
+The same code computes what ``prune_tool_results`` / ``limit_history_turns`` return for a
+transcript, so a render and the library function agree on the same session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ctxengine import Budget, ContextEngine
+from ctxengine.assemble import prune as prune_module
+from ctxengine.assemble.guard import PruneSettings, limit_history_turns, prune_tool_results
+from ctxengine.transcript import load
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = ("read_file", "grep", "bash", "read_file", "grep", "bash")
+PLACEHOLDER = PruneSettings().placeholder
+
+
+def _result_text(turn: int, tool: str) -> str:
+    return "\n".join(f"{tool} turn {turn} line {n}: value {n * 7 + turn}" for n in range(160))
+
+
+def _messages(tools: tuple[str, ...] = TOOLS) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": "You are a careful agent."}]
+    for turn, tool in enumerate(tools):
+        call = f"call_{turn}"
+        out += [
+            {"role": "user", "content": f"Question number {turn}: please look it up."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call,
+                        "type": "function",
+                        "function": {"name": tool, "arguments": '{"q": "x"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": call, "content": _result_text(turn, tool)},
+            {"role": "assistant", "content": f"Answer {turn}."},
+        ]
+    return out
+
+
+async def _render(settings: PruneSettings, messages: list[dict[str, Any]] | None = None) -> Any:
+    engine = ContextEngine("gpt-4o", Budget(total=100_000), prune=settings)
+    async with engine.session("s") as s:
+        s.extend(messages or _messages())
+        return await s.render()
+
+
+def _tool_contents(payload: dict[str, Any]) -> dict[str, str]:
+    return {m["tool_call_id"]: m["content"] for m in payload["messages"] if m["role"] == "tool"}
+
+
+#: Clear whatever may be pruned, except the last assistant turn's results.
+CLEAR = {
+    "soft_trim_ratio": 0.001,
+    "hard_clear_ratio": 0.001,
+    "min_prunable_chars": 0,
+    "keep_last_assistants": 1,
+}
+
+
+async def test_deny_keeps_those_tools_and_clears_the_others() -> None:
+    out = await _render(PruneSettings(deny=("READ_*",), **CLEAR))
+    results = _tool_contents(out.payload)
+    for turn, tool in enumerate(TOOLS):
+        if tool == "read_file":
+            assert results[f"call_{turn}"] == _result_text(turn, tool)
+        else:
+            assert results[f"call_{turn}"] == PLACEHOLDER, (turn, tool)
+    cleared = {d.node_id for d in out.report if d.stage == "prune"}
+    assert cleared == {
+        f"act.tool_result.call_{t}" for t, tool in enumerate(TOOLS) if tool != "read_file"
+    }
+    assert all(d.status == "cleared" for d in out.report if d.stage == "prune")
+
+
+async def test_allow_prunes_only_the_listed_tools() -> None:
+    out = await _render(PruneSettings(allow=("grep",), **CLEAR))
+    results = _tool_contents(out.payload)
+    for turn, tool in enumerate(TOOLS):
+        expected = PLACEHOLDER if tool == "grep" else _result_text(turn, tool)
+        assert results[f"call_{turn}"] == expected, (turn, tool)
+
+
+async def test_engine_and_prune_tool_results_clear_the_same_results() -> None:
+    settings = PruneSettings(deny=("bash",), **CLEAR)
+    out = await _render(settings)
+    pruned, report = prune_tool_results(load(_messages()), 100_000, settings)
+    expected = {
+        r.call_id: r.content[0].text  # type: ignore[union-attr]
+        for m in pruned.messages
+        for r in m.tool_results
+    }
+    assert _tool_contents(out.payload) == expected
+    pruned_calls = {f"act.tool_result.{c.call_id}" for c in report.changes}
+    assert pruned_calls == {d.node_id for d in out.report if d.stage == "prune"}
+    assert len(pruned_calls) == 4  # every result but the two bash ones
+
+
+async def test_ttl_seconds_prunes_only_once_the_cache_expired(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(prune_module, "clock", lambda: now[0])
+    # The last two assistant messages (the last call and its answer) are protected.
+    settings = PruneSettings(ttl_seconds=300, **{**CLEAR, "keep_last_assistants": 2})
+    engine = ContextEngine("gpt-4o", Budget(total=100_000), prune=settings)
+    async with engine.session("s") as s:
+        s.extend(_messages()[:1])
+        await s.user_message("Start.")
+        await s.render()  # the first render writes the cache: nothing to prune yet
+        s.extend(_messages()[1:])
+        now[0] += 60  # the cache is warm: pruning now would throw the cached prefix away
+        warm = _tool_contents((await s.render()).payload)
+        now[0] += 400  # expired
+        cold = await s.render()
+        now[0] += 1  # warm again: what was pruned stays pruned
+        again = _tool_contents((await s.render()).payload)
+    assert warm["call_0"] == _result_text(0, "read_file")
+    assert PLACEHOLDER not in warm.values()
+    expired = _tool_contents(cold.payload)
+    assert expired["call_0"] == PLACEHOLDER
+    assert expired[f"call_{len(TOOLS) - 1}"] == _result_text(len(TOOLS) - 1, TOOLS[-1])
+    assert again == expired
+
+
+async def test_ttl_turns_expires_results_older_than_the_last_turns() -> None:
+    settings = PruneSettings(ttl_turns=2, soft_trim_ratio=1.0, hard_clear_ratio=1.0)
+    out = await _render(settings)
+    results = _tool_contents(out.payload)
+    n = len(TOOLS)
+    for turn, tool in enumerate(TOOLS):
+        expected = PLACEHOLDER if turn < n - 2 else _result_text(turn, tool)
+        assert results[f"call_{turn}"] == expected, turn
+    expired = [d for d in out.report if d.stage == "prune"]
+    assert len(expired) == n - 2
+    assert all(d.reason.startswith("expired") and d.tokens_after < d.tokens_before for d in expired)
+
+
+async def test_ttl_turns_in_the_library_function() -> None:
+    t = load(_messages())
+    pruned, report = prune_tool_results(
+        t, 100_000, PruneSettings(ttl_turns=1, soft_trim_ratio=1.0, hard_clear_ratio=1.0)
+    )
+    assert [c.action for c in report.changes] == ["expired"] * (len(TOOLS) - 1)
+    last = pruned.messages[-2].tool_results[0]
+    assert last.content == t.messages[-2].tool_results[0].content
+
+
+async def test_max_turns_drops_history_before_the_last_user_turns() -> None:
+    out = await _render(PruneSettings(max_turns=2))
+    messages = out.payload["messages"]
+    users = [m["content"] for m in messages if m["role"] == "user"]
+    assert users == [
+        "Question number 4: please look it up.",
+        "Question number 5: please look it up.",
+    ]
+    assert messages[0]["role"] == "system" and "careful agent" in messages[0]["content"]
+    assert set(_tool_contents(out.payload)) == {"call_4", "call_5"}
+    dropped = [d for d in out.report if d.stage == "max_turns"]
+    assert len(dropped) == 4 * 4  # four turns of four messages
+    assert all(d.decision == "dropped" and d.tokens_before > 0 for d in dropped)
+    assert "hist.1" in {d.node_id for d in dropped}
+
+
+async def test_max_turns_matches_limit_history_turns() -> None:
+    out = await _render(PruneSettings(max_turns=3))
+    limited, report = limit_history_turns(load(_messages()), 3)
+    expected = [m.text for m in limited.messages if m.role == "user"]
+    assert [m["content"] for m in out.payload["messages"] if m["role"] == "user"] == expected
+    assert report.changes[0].detail == "3 user turns (12 messages) dropped"
+
+
+async def test_max_turns_holds_across_renders_and_new_turns() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=100_000), prune=PruneSettings(max_turns=1))
+    async with engine.session("s") as s:
+        s.extend(_messages())
+        first = await s.render()
+        await s.user_message("One more question.")
+        second = await s.render()
+    assert [m["content"] for m in first.payload["messages"] if m["role"] == "user"] == [
+        "Question number 5: please look it up."
+    ]
+    assert [m["content"] for m in second.payload["messages"] if m["role"] == "user"] == [
+        "One more question."
+    ]
+    assert not _tool_contents(second.payload)
+
+
+def test_new_options_validate() -> None:
+    with pytest.raises(ValueError, match="max_turns is 0"):
+        PruneSettings(max_turns=0)
+    with pytest.raises(ValueError, match="ttl_turns is -1"):
+        PruneSettings(ttl_turns=-1)
+    with pytest.raises(ValueError, match="ttl_seconds is -5"):
+        PruneSettings(ttl_seconds=-5)
+    assert not PruneSettings().in_render and PruneSettings(deny=("x",)).in_render

@@ -1,0 +1,116 @@
+"""Warm renders reuse per-message work (issue 14): the payload is the one made from scratch.
+
+Every render of a session goes through the session's :class:`RenderMemo`; here each one is also
+rendered again from the same composed transcript with no memo (and validated in full), and the
+two must agree byte for byte, over several renders of real sessions with new messages and trims.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ctxengine.inject.turn as turn_module
+from ctxengine import Budget, ContextEngine
+from ctxengine.hygiene import validate
+from ctxengine.inject.memo import RenderMemo
+from ctxengine.inject.payload import payload_tokens
+from ctxengine.inject.render import Rendered, render
+from ctxengine.transcript import Message, Transcript, load
+from offline_tiktoken import TRANSCRIPTS
+
+SESSIONS = [
+    TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl",
+    TRANSCRIPTS / "openhands" / "output.jsonl",
+    TRANSCRIPTS / "claude-code-spotter" / "ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl",
+]
+PROVIDERS = {
+    "openai": {},
+    "openai-responses": {},
+    "anthropic": {"cache_breakpoints": 4},
+    "gemini": {},
+}
+
+
+def _dump(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, sort_keys=True, ensure_ascii=False)
+
+
+class Checked:
+    """Wraps the inject phase's render: the memo path, compared with a render from scratch."""
+
+    def __init__(self) -> None:
+        self.renders = 0
+        self.changed = 0
+
+    def __call__(self, t: Transcript, provider: str, **options: Any) -> Rendered:
+        assert isinstance(options.get("memo"), RenderMemo)
+        fast = render(t, provider, **options)
+        options.pop("memo")
+        slow = render(t, provider, **options)
+        assert _dump(fast.payload) == _dump(slow.payload)
+        assert fast.transcript.messages == slow.transcript.messages
+        assert fast.report == slow.report
+        assert fast.breakpoints == slow.breakpoints
+        assert validate(slow.transcript, provider) == []
+        self.renders += 1
+        self.changed += fast.report.changed
+        return fast
+
+
+@pytest.mark.parametrize("path", SESSIONS, ids=lambda p: Path(p).parent.name + "/" + p.name)
+@pytest.mark.anyio
+async def test_incremental_payload_equals_from_scratch(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checked = Checked()
+    monkeypatch.setattr(turn_module, "render", checked)
+    messages = list(load(path).messages)
+    assert len(messages) >= 20, path
+    half = len(messages) // 2
+    engine = ContextEngine("gpt-4o", Budget(total=8_000))
+    async with engine.session("incremental") as session:
+        session.extend(messages[:half])
+        await session.user_message("Where are we?")
+        step = max(1, (len(messages) - half) // 6)
+        for k, start in enumerate(range(half, len(messages), step)):
+            session.extend(messages[start : start + step])
+            session.extend([Message.assistant(f"ok {k}"), Message.user(f"next {k}")])
+            for provider, options in PROVIDERS.items():
+                out = await session.render(provider, **options)
+                if provider == "openai":
+                    assert out.tokens == payload_tokens(out.payload, "openai", "gpt-4o")
+                assert out.report.tokens <= 8_000 or not out.report.fits
+        # trims happened: the 8k budget keeps a window of a long session
+        assert len(out.transcript) < len(messages)
+    assert checked.renders >= 4 * 6
+    assert checked.changed > 0  # the real sessions need repairs, so that path is compared too
+
+
+@pytest.mark.anyio
+async def test_memo_holds_only_the_last_two_renders() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=2_000))
+    async with engine.session("memo") as session:
+        for i in range(60):
+            session.extend([Message.user(f"question {i} " * 40), Message.assistant(f"answer {i}")])
+            out = await session.render()
+        memo = session._state.token_cache.memo
+        table = memo.table("export", "openai")
+        # after a render: exactly the messages that render exported, not the session's 120
+        assert table.new == {}
+        assert set(table.old) == {id(m) for m in out.transcript.messages}
+        assert len(out.transcript) < 120
+
+
+@pytest.mark.anyio
+async def test_payload_dicts_are_not_shared_between_renders() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=32_000))
+    async with engine.session("fresh") as session:
+        session.extend([Message.user("hello"), Message.assistant("hi")])
+        first = await session.render()
+        first.payload["messages"][0]["content"] = "tampered"
+        second = await session.render()
+        assert second.payload["messages"][0]["content"] == "hello"

@@ -1,0 +1,77 @@
+"""Session.run: the overflow-recovery ladder against a fake model that rejects N times."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ctxengine import Budget, ContextEngine
+from ctxengine.errors import ContextOverflowError
+from ctxengine.transcript import ToolCall
+
+pytestmark = pytest.mark.anyio
+
+OVERFLOW = "Error code: 400 - prompt is too long: 208423 tokens > 200000 maximum"
+
+
+class Model:
+    def __init__(self, rejections: int) -> None:
+        self.left = rejections
+        self.sizes: list[int] = []
+
+    async def __call__(self, payload: dict[str, Any]) -> str:
+        self.sizes.append(len(str(payload)))
+        if self.left:
+            self.left -= 1
+            raise RuntimeError(OVERFLOW)
+        return "accepted"
+
+
+async def _fill(s: Any) -> None:
+    for i in range(40):
+        await s.user_message(f"step {i}: please look at file_{i}.py and report " + "x " * 60)
+        await s.assistant_message("", [ToolCall(f"c{i}", "read", {"path": f"file_{i}.py"})])
+        # Every tenth result is a whole large file: what persistent truncation has to cut once
+        # compaction has gone as far as the protected summary lets it.
+        lines = 6000 if i % 10 == 9 else 600
+        await s.tool_result(f"c{i}", f"line {i}\n" * lines, name="read")
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+async def test_the_ladder_for_n_rejections(n: int) -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=16000))
+    async with engine.session("r") as s:
+        await _fill(s)
+        model = Model(n)
+        if n == 5:
+            with pytest.raises(ContextOverflowError, match="compact, compact, compact, truncate"):
+                await s.run(model)
+            return
+        answer, out = await s.run(model)
+        steps = [r["step"] for r in out.report.recovery]
+        assert answer == "accepted"
+        expected = ["render"] + ["compact"] * min(n, 3)
+        if n == 4:
+            expected.append("truncate_tool_results")
+        assert steps[: len(expected)] == expected and out.report.recovery[-1]["ok"]
+        assert model.sizes[-1] < model.sizes[0]  # every retry sent less
+        if n <= 3:
+            budgets = [r["budget"] for r in out.report.recovery]
+            assert budgets == sorted(budgets, reverse=True) and budgets[-1] < 16000
+
+
+async def test_the_error_carries_the_numbers_and_other_errors_pass_unchanged() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=16000))
+    async with engine.session("r") as s:
+        await _fill(s)
+        with pytest.raises(ContextOverflowError) as info:
+            await s.run(Model(99))
+        assert (info.value.tokens, info.value.limit) == (208423, 200000)
+        assert info.value.tried[0] == "render" and "truncate" in info.value.tried
+
+        async def rate_limited(payload: dict[str, Any]) -> str:
+            raise RuntimeError("429 Too Many Requests")
+
+        with pytest.raises(RuntimeError, match="429"):
+            await s.run(rate_limited)
