@@ -2,24 +2,58 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn, overload
 
 from ..errors import PluginError
+from ..transcript.model import ToolCall
 
 __all__ = ("ContextScene", "TranscriptView")
 
 
-class TranscriptView(Sequence[Any]):
-    """A read-only view of the session transcript (no copy; no mutating methods).
+def _detached(message: Any) -> Any:
+    """``message`` with its own copies of what a frozen message still holds mutable (tool-call
+    arguments, ``meta``); the message itself when it holds nothing mutable."""
+    calls = getattr(message, "tool_calls", ())
+    meta = getattr(message, "meta", None)
+    if not calls and not meta:
+        return message
+    blocks = tuple(
+        dataclasses.replace(b, arguments=copy.deepcopy(b.arguments))
+        if isinstance(b, ToolCall) and not isinstance(b.arguments, str)
+        else b
+        for b in message.blocks
+    )
+    return dataclasses.replace(message, blocks=blocks, meta=copy.deepcopy(dict(meta or {})))
 
-    Messages are returned as the engine stores them; treat them as read-only.
+
+class TranscriptView(Sequence[Any]):
+    """A read-only view of the session transcript: no mutating methods, and every message it
+    returns is the view's own copy where the stored message holds something mutable (tool-call
+    ``arguments``, ``meta``), so a plugin editing it in place changes only its copy, never the
+    session's history. Messages are copied when first read (a plugin that reads nothing costs
+    nothing) and then returned as the same object for the life of the view.
     """
 
-    __slots__ = ("_messages",)
+    __slots__ = ("_copies", "_messages")
 
     def __init__(self, messages: Sequence[Any]) -> None:
         self._messages = messages
+        self._copies: dict[int, Any] = {}
+
+    def _get(self, index: int) -> Any:
+        message = self._messages[index]  # IndexError as a list gives it
+        i = index % len(self._messages)
+        copied = self._copies.get(i)
+        if copied is None:
+            copied = self._copies[i] = _detached(message)
+        return copied
+
+    def fresh(self) -> TranscriptView:
+        """A view of the same messages with no copies shared with this one."""
+        return TranscriptView(self._messages)
 
     @overload
     def __getitem__(self, index: int) -> Any: ...
@@ -27,14 +61,14 @@ class TranscriptView(Sequence[Any]):
     def __getitem__(self, index: slice) -> Sequence[Any]: ...
     def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
-            return tuple(self._messages[index])
-        return self._messages[index]
+            return tuple(self._get(i) for i in range(len(self._messages))[index])
+        return self._get(index)
 
     def __len__(self) -> int:
         return len(self._messages)
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(self._messages)
+        return (self._get(i) for i in range(len(self._messages)))
 
     def __repr__(self) -> str:
         return f"TranscriptView({len(self)} messages)"
@@ -160,6 +194,7 @@ class ContextScene:
         clone = object.__new__(ContextScene)
         for name in ContextScene.__slots__:
             object.__setattr__(clone, name, object.__getattribute__(self, name))
+        object.__setattr__(clone, "transcript", self.transcript.fresh())  # copies of its own
         object.__setattr__(clone, "_plugin", plugin)
         object.__setattr__(clone, "_privileged", privileged)
         return clone

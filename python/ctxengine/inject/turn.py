@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..config import RenderConfig
     from ..state import SessionState, TurnLog
 
-__all__ = ("MAX_REPLANS", "RenderedContext", "inject")
+__all__ = ("MAX_REPLANS", "RenderedContext", "inject", "json_copy")
 
 #: Re-plans when the rendered payload counts more than the budget (what the plan could not see,
 #: e.g. synthetic results hygiene added for unanswered tool calls).
@@ -94,6 +94,15 @@ BLANK_USER_TEXT: Final = "(empty message)"
 _REJECT_BLANK: Final = frozenset({"anthropic", "gemini"})
 
 
+def json_copy(value: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists and scalars; anything else is shared)."""
+    if isinstance(value, dict):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_copy(v) for v in value]
+    return value
+
+
 def _non_blank(t: Transcript, provider: str) -> Transcript:
     """``t`` with its blank user messages (whitespace text only) given a visible text, for the
     providers that reject blank text; ``t`` itself otherwise."""
@@ -160,7 +169,8 @@ async def inject(
     report.cache_breakpoints = info.get("cache_breakpoints", [])
     out = RenderedContext(payload, tokens, _tree(state, assembled), report, transcript)
     if plugins.registry.has_hook("on_after_render"):
-        outcome = await plugins.fire(AfterRender(payload, tokens, report))
+        event = AfterRender(json_copy(payload), tokens, report.copy())
+        outcome = await plugins.fire(event)
         report.faults.extend(f.to_dict() for f in outcome.faults)
     state.turn += 1
     return out
