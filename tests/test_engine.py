@@ -376,7 +376,7 @@ async def test_session_add_fuses_by_priority_whatever_the_order(order: tuple[int
     added = {
         p: ContextGrain(
             "mem.profile", content=f"PRIO-{p}", priority=p, lifespan="session", meta=metas[p]
-        )  # fmt: skip
+        )
         for p in order
     }
     async with engine.session("f10") as s:
