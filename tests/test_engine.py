@@ -393,8 +393,11 @@ async def test_session_add_fuses_by_priority_whatever_the_order(order: tuple[int
     shadowed = next(d for d in out.report if d.decision == "shadowed")
     assert shadowed.grain.content == "PRIO-50" and "priority 30 < 50" in shadowed.reason
     winner = next(g for g in out.tree if g.node_id == "mem.profile")
-    assert winner.meta["shadowed"][-1] == {"node_id": "mem.profile", "origin": "session",
-                                          "priority": 50}  # fmt: skip
+    assert winner.meta["shadowed"][-1] == {
+        "node_id": "mem.profile",
+        "origin": "session",
+        "priority": 50,
+    }
     assert metas == {p: {"source": f"s{p}", "shadowed": ["mine"]} for p in order}
     assert all(g.origin == "" for g in added.values())  # not filled in on the caller's grain
 
@@ -402,8 +405,10 @@ async def test_session_add_fuses_by_priority_whatever_the_order(order: tuple[int
 async def test_session_add_and_plugin_grains_fuse_the_same_way() -> None:
     """Lower priority first, then the order they came in (one plugin's emission order; the
     order of ``add`` calls)."""
-    grains = [ContextGrain("mem.x", content=c, priority=p) for c, p in
-              (("P50", 50), ("P30-first", 30), ("P30-second", 30))]  # fmt: skip
+    grains = [
+        ContextGrain("mem.x", content=c, priority=p)
+        for c, p in (("P50", 50), ("P30-first", 30), ("P30-second", 30))
+    ]
     engine = ContextEngine("gpt-4o", Budget(total=4000), plugins=[_Emits("emitter", 10, grains)])
     async with engine.session("plugin") as s:
         await s.user_message("hi")

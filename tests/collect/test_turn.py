@@ -87,8 +87,7 @@ class Redactor:
 
 
 async def test_a_render_never_writes_to_the_callers_grain() -> None:
-    engine = ContextEngine("gpt-4o", Budget(total=4000), plugins=[Redactor()],
-                           allow_dangerous=True)  # fmt: skip
+    engine = ContextEngine("gpt-4o", Budget(total=4000), plugins=[Redactor()], allow_dangerous=True)
     mine = ContextGrain("rag.mine", content=["a"], lifespan="session", meta={"k": 1})
     async with engine.session("own") as s:
         s.add(mine)

@@ -328,8 +328,9 @@ class SessionDispatcher:
             refusal = self._trespass(name, grain.node_id, event)
             if refusal:
                 bad += 1
-                self._fail(name, hook, "denied", refusal, faults, node_id=grain.node_id,
-                           count=bad == 1)  # fmt: skip
+                self._fail(
+                    name, hook, "denied", refusal, faults, node_id=grain.node_id, count=bad == 1
+                )
                 continue
             valid.append(self._stamp(name, hook, grain, faults, copy_=True))
         return valid, not bad
