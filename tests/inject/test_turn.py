@@ -71,3 +71,21 @@ async def test_on_after_render_cannot_change_what_the_caller_gets() -> None:
     )
     assert out.report.windows and out.report.fits
     assert validate(out.transcript, "openai") == []
+
+
+@pytest.mark.parametrize("reply", ["answer \n", "   "])
+async def test_an_anthropic_prefill_never_ends_in_whitespace(reply: str) -> None:
+    """Issue 9, item 7: a final assistant message (a prefill) after a blank user turn."""
+    engine = ContextEngine("gpt-4o", Budget(total=1000))
+    async with engine.session("prefill") as s:
+        await s.user_message("  ")
+        await s.assistant_message(reply)
+        out = await s.render("anthropic")
+        openai = await s.render("openai")
+    last = out.payload["messages"][-1]
+    assert last["role"] == "user" or last["content"][-1]["text"] == reply.rstrip()
+    assert not str(last["content"][-1]["text"]).endswith((" ", "\n"))
+    assert [m["role"] for m in out.payload["messages"]] == (
+        ["user", "assistant"] if reply.strip() else ["user"]
+    )
+    assert openai.payload["messages"][-1]["content"] == reply  # other providers: verbatim

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -121,6 +122,27 @@ def _non_blank(t: Transcript, provider: str) -> Transcript:
     return Transcript(tuple(messages), source_format=t.source_format)
 
 
+def _no_trailing_space(t: Transcript, provider: str) -> Transcript:
+    """For Anthropic, ``t`` without trailing whitespace at the end of a final assistant message
+    (a prefill, which Anthropic rejects when it ends in whitespace); ``t`` itself otherwise.
+    An assistant message left with no content at all is not sent."""
+    if provider != "anthropic" or not t.messages or t.messages[-1].role != "assistant":
+        return t
+    last = t.messages[-1]
+    blocks = list(last.blocks)
+    while blocks and isinstance(blocks[-1], Text) and blocks[-1].text != blocks[-1].text.rstrip():
+        text = blocks[-1].text.rstrip()
+        if text:
+            blocks[-1] = Text(text)
+        else:
+            blocks.pop()
+    if blocks == list(last.blocks):
+        return t
+    rest = t.messages[:-1]
+    messages = (*rest, dataclasses.replace(last, blocks=tuple(blocks))) if blocks else rest
+    return Transcript(messages, source_format=t.source_format)
+
+
 def _tree(state: SessionState, a: Assembled) -> list[ContextGrain]:
     by_id, items = a.by_id, state.items
     return [by_id[n] for n in a.plan.context_order if n in by_id] + [
@@ -141,7 +163,8 @@ async def inject(
     memo = state.token_cache.memo
     cut, budget = 0, config.tokens_total
     for attempt in range(MAX_REPLANS + 1):
-        composed = _non_blank(compose(state, assembled.plan, assembled.by_id), request.provider)
+        composed = compose(state, assembled.plan, assembled.by_id)
+        composed = _no_trailing_space(_non_blank(composed, request.provider), request.provider)
         rendered = render(composed, request.provider, memo=memo, **request.options)
         payload, transcript = rendered.payload, rendered.transcript
         if request.provider == "openai":
