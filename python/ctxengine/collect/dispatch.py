@@ -9,7 +9,9 @@ The engine holds one :class:`SessionDispatcher` per session and calls::
 ``outcome.grains`` join the turn; ``outcome.faults`` go into the turn's report. A plugin that
 raises (any exception, ``SystemExit``, ``KeyboardInterrupt`` and ``CancelledError`` included),
 hangs past its timeout or returns something that is not valid grains becomes a
-:class:`PluginFault` and is skipped; it never breaks the dispatch. Plugin code runs off the
+:class:`PluginFault` and is skipped; it never breaks the dispatch. A grain in an engine
+namespace (:mod:`.namespaces`) from a plugin without the dangerous consent is refused the same
+way (a ``denied`` fault naming it). Plugin code runs off the
 render's loop (:mod:`.runner`), so a hung or loop-blocking plugin is abandoned, not awaited. A
 plugin is quarantined for the rest of the session (reported once) after ``max_failures``
 consecutive failures, after ``max_failures`` timeouts in the session (successes in between do
