@@ -49,7 +49,7 @@ from .events import (
 from .faults import FaultKind, PluginFault, PluginWarning, call_plugin
 from .namespaces import engine_namespace, own_tool_result_id
 from .protocol import subscriptions_of
-from .scene import ContextScene
+from .scene import ContextScene, Copies
 
 if TYPE_CHECKING:
     from .registry import PluginEntry, Registry
@@ -171,6 +171,7 @@ class SessionDispatcher:
         self._wired: set[str] = set()
         self._bus_results: list[_Result] = []
         self._seq: dict[str | None, int] = {}
+        self._copies: dict[str, Copies] = {}  # each plugin's copies of transcript messages
 
     # -- state ------------------------------------------------------------------------------
 
@@ -225,7 +226,9 @@ class SessionDispatcher:
         slots = [_Result((e.priority, e.index, 0)) for e in entries]
         async with anyio.create_task_group() as tg:
             for entry, slot in zip(entries, slots, strict=True):
-                view = scene.for_plugin(entry.name, privileged=self.privileged(entry.name))
+                copies = self._copies.setdefault(entry.name, {})
+                privileged = self.privileged(entry.name)
+                view = scene.for_plugin(entry.name, privileged=privileged, copies=copies)
                 tg.start_soon(self._run_into, slot, entry, "collect", entry.provider.collect, view)
         return self._merge(slots)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..grain import ContextGrain
 from .faults import PluginFault
 from .namespaces import emitter_of, shadowing_refusals
-from .scene import ContextScene
+from .scene import ContextScene, copy_data
 
 if TYPE_CHECKING:
     from ..config import RenderConfig
@@ -41,8 +41,8 @@ def redacted_user_text(state: SessionState, plugins: SessionDispatcher, raw: str
 
 def _deep(value: Any) -> Any:
     try:
-        return copy.deepcopy(value)
-    except Exception:  # not copyable, or nested past the recursion limit: admission reports it
+        return copy_data(value)
+    except RecursionError:  # a cycle, or nested too deeply: admission reports it
         return copy.copy(value)
 
 
