@@ -353,3 +353,88 @@ async def test_turn_grains_survive_a_render_that_fails() -> None:
         assert s.remove("sys.huge") and not s.remove("sys.huge")  # the caller fixes it
         out = await s.render()
     assert "STILL-HERE" in system_text(out.payload)
+
+
+class _Emits:
+    """A plugin whose ``collect`` returns copies of ``grains`` (fusion inside one render)."""
+
+    version, enabled = "1.0.0", True
+
+    def __init__(self, name: str, priority: int, grains: list[ContextGrain]) -> None:
+        self.name, self.priority, self.grains = name, priority, grains
+
+    async def collect(self, scene: object) -> list[ContextGrain]:
+        return [ContextGrain(g.node_id, "", g.content, g.priority, g.lifespan) for g in self.grains]
+
+
+@pytest.mark.parametrize("order", [(30, 50), (50, 30)])
+async def test_session_add_fuses_by_priority_whatever_the_order(order: tuple[int, int]) -> None:
+    """Issue 9, item 10: the more important grain wins, the loser stays reachable, the
+    caller's grain and meta are never written to."""
+    engine = ContextEngine("gpt-4o", Budget(total=4000))
+    metas = {p: {"source": f"s{p}", "shadowed": ["mine"]} for p in order}
+    added = {
+        p: ContextGrain(
+            "mem.profile", content=f"PRIO-{p}", priority=p, lifespan="session", meta=metas[p]
+        )
+        for p in order
+    }
+    async with engine.session("f10") as s:
+        for p in order:
+            s.add(added[p])
+        await s.user_message("hi")
+        first = await s.render()
+        out = await s.render()
+    for rendered in (first, out):
+        text = system_text(rendered.payload)
+        assert "PRIO-30" in text and "PRIO-50" not in text
+        decisions = [(d.decision, d.origin) for d in rendered.report if d.node_id == "mem.profile"]
+        assert decisions == [("kept", "session"), ("shadowed", "session")]
+    shadowed = next(d for d in out.report if d.decision == "shadowed")
+    assert shadowed.grain.content == "PRIO-50" and "priority 30 < 50" in shadowed.reason
+    winner = next(g for g in out.tree if g.node_id == "mem.profile")
+    assert winner.meta["shadowed"][-1] == {
+        "node_id": "mem.profile",
+        "origin": "session",
+        "priority": 50,
+    }
+    assert metas == {p: {"source": f"s{p}", "shadowed": ["mine"]} for p in order}
+    assert all(g.origin == "" for g in added.values())  # not filled in on the caller's grain
+
+
+async def test_session_add_and_plugin_grains_fuse_the_same_way() -> None:
+    """Lower priority first, then the order they came in (one plugin's emission order; the
+    order of ``add`` calls)."""
+    grains = [
+        ContextGrain("mem.x", content=c, priority=p)
+        for c, p in (("P50", 50), ("P30-first", 30), ("P30-second", 30))
+    ]
+    engine = ContextEngine("gpt-4o", Budget(total=4000), plugins=[_Emits("emitter", 10, grains)])
+    async with engine.session("plugin") as s:
+        await s.user_message("hi")
+        by_plugin = await s.render()
+    engine = ContextEngine("gpt-4o", Budget(total=4000))
+    async with engine.session("app") as s:
+        for i, g in enumerate(grains):
+            s.add(ContextGrain(g.node_id, f"app{i}", g.content, g.priority, "session"))
+        await s.user_message("hi")
+        by_app = await s.render()
+    for out in (by_plugin, by_app):
+        text = system_text(out.payload)
+        assert "P30-first" in text and "P30-second" not in text and "P50" not in text
+        losers = sorted(str(d.grain.content) for d in out.report if d.decision == "shadowed")
+        assert losers == ["P30-second", "P50"]
+
+
+async def test_session_add_of_the_same_origin_and_priority_is_a_new_version() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=4000))
+    async with engine.session("v") as s:
+        s.add(ContextGrain("task.plan", content="PLAN-1", lifespan="task"))
+        s.add(ContextGrain("task.plan", content="PLAN-2", lifespan="task"))
+        await s.user_message("hi")
+        out = await s.render()
+        s.remove("task.plan")
+        gone = await s.render()
+    assert "PLAN-2" in system_text(out.payload) and "PLAN-1" not in system_text(out.payload)
+    assert [d.decision for d in out.report if d.node_id == "task.plan"] == ["kept"]
+    assert "PLAN" not in str(gone.payload)

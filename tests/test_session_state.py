@@ -67,3 +67,19 @@ async def test_state_json_is_plain_data() -> None:
     assert json.loads(json.dumps(data)) == data
     assert {"messages", "stored", "queued", "compacted", "summary", "turn"} <= set(data)
     assert data["turn"] >= 1 and data["summary"]["node_id"] == "mem.summary"
+
+
+async def test_shadowed_carried_grains_round_trip_and_still_render_shadowed() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=3_000))
+    async with engine.session("s3") as s:
+        s.add(ContextGrain("mem.profile", "app", "LOSER", priority=50, lifespan="session"))
+        s.add(ContextGrain("mem.profile", "app", "WINNER", priority=30, lifespan="session"))
+        await s.user_message("hi")
+        before = await s.render()
+        data = json.loads(json.dumps(s.state.to_json()))
+    restored = Session.from_state(engine, engine.state_from_json(data))
+    out = await restored.render()
+    for rendered in (before, out):
+        assert "WINNER" in str(rendered.payload) and "LOSER" not in str(rendered.payload)
+        shadowed = [d.grain.content for d in rendered.report if d.decision == "shadowed"]
+        assert shadowed == ["LOSER"]

@@ -28,7 +28,7 @@ from .collect.events import SessionClose, SessionStart, UserMessage
 from .collect.events import ToolResult as ToolResultEvent
 from .collect.faults import PluginFault
 from .collect.registry import PluginEntry, Registry
-from .collect.turn import collect, redacted_user_text
+from .collect.turn import SESSION_ORIGIN, collect, redacted_user_text
 from .compaction import CompactionConfig, CompactionResult
 from .config import RenderConfig
 from .errors import (
@@ -401,6 +401,14 @@ class Session:
     def add(self, grain: ContextGrain) -> None:
         """Add a grain directly (no plugin needed); its lifespan says how long it lives.
 
+        Grains with one node id are fused as in a render: the more important one (lower
+        ``priority``; tie: the one added first) is rendered, the others are reported
+        ``shadowed`` in every render's report (``decision.grain`` is the shadowed grain), none
+        is lost. Adding a grain with the node id, origin and priority of a carried one
+        replaces it (its new version). The engine keeps ``grain`` itself (a later change of it
+        is seen by the next render, and checked there) but never writes to it: each render
+        works on its own copy (an empty ``origin`` is rendered as ``"session"``).
+
         Raises:
             GrainError: ``grain`` is not a :class:`ContextGrain`, or one of its fields was
                 changed to an invalid value.
@@ -409,13 +417,12 @@ class Session:
         if not isinstance(grain, ContextGrain):
             raise GrainError(f"Session.add expects a ContextGrain; got {type(grain).__name__}")
         grain.check()
-        if not grain.origin:
-            grain.origin = "session"
         self.engine.budget.window_of(grain.node_id, grain.window)  # BudgetError: bad window
         if grain.lifespan == "turn":
             self._state.queued.append(grain)
         else:
-            self._state.store(grain, self.engine.registry.rank(grain.origin))
+            rank = self.engine.registry.rank(grain.origin or SESSION_ORIGIN)
+            self._state.carry(grain, rank)
 
     def remove(self, node_id: str) -> bool:
         """Remove a grain added with :meth:`add` (any lifespan); False when there was none."""

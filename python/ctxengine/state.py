@@ -27,11 +27,28 @@ FORMAT_VERSION: Final = 1
 
 @dataclass(slots=True)
 class StoredGrain:
-    """A ``session`` or ``task`` grain carried across renders, with its fusion rank and seq."""
+    """A ``session`` or ``task`` grain carried across renders, with its fusion rank and seq.
+
+    ``shadowed`` holds the other carried grains with its node id, less important (fusion
+    order: priority, then rank, then seq); every render sees them all, so its fusion records
+    them as shadowed and nothing carried disappears without a trace.
+    """
 
     grain: ContextGrain
     rank: int
     seq: int
+    shadowed: list[StoredGrain] = field(default_factory=list)
+
+    @property
+    def group(self) -> list[StoredGrain]:
+        """This grain and the ones it shadows, in fusion order."""
+        return [self, *self.shadowed]
+
+
+def _fusion_key(s: StoredGrain) -> tuple[Any, ...]:
+    priority = s.grain.priority
+    valid = isinstance(priority, int) and not isinstance(priority, bool)
+    return (0 if valid else 1, priority if valid else 0, s.rank, s.seq)
 
 
 @dataclass(slots=True, eq=False)
@@ -112,9 +129,58 @@ class SessionState:
                 self.guarded[item.node_id] = item.guarded_from
 
     def store(self, grain: ContextGrain, rank: int) -> None:
-        """Carry a ``session``/``task`` grain across renders (replacing one with its id)."""
+        """Carry an engine grain across renders, replacing every grain with its id (the
+        compaction summary)."""
         self.seq += 1
         self.stored[grain.node_id] = StoredGrain(grain, rank, self.seq)
+
+    def carry(self, grain: ContextGrain, rank: int) -> None:
+        """Carry a ``session``/``task`` grain across renders, fused with those of its node id.
+
+        The group is kept in fusion order (lower priority, then ``rank``, then the order they
+        came in), the same order as a render's fusion: the head is the winner, the others are
+        shadowed, not lost. A grain with the node id, origin and priority of a carried one is
+        its new version: it takes that one's place (how a source updates its grain).
+        """
+        self.seq += 1
+        new = StoredGrain(grain, rank, self.seq)
+        head = self.stored.get(grain.node_id)
+        if head is None:
+            self.stored[grain.node_id] = new
+            return
+        group = head.group
+        for i, old in enumerate(group):
+            if old.grain.origin == grain.origin and old.grain.priority == grain.priority:
+                new.seq = old.seq
+                group[i] = new
+                break
+        else:
+            group.append(new)
+        group.sort(key=_fusion_key)
+        for s in group:
+            s.shadowed = []
+        group[0].shadowed = group[1:]
+        self.stored[grain.node_id] = group[0]
+
+    def carried(self) -> list[ContextGrain]:
+        """Every carried grain, each node id's group in fusion order (winner first)."""
+        return [s.grain for head in self.stored.values() for s in head.group]
+
+    def discard(self, grain: ContextGrain) -> None:
+        """Stop carrying ``grain`` (this object); the next of its group takes its place."""
+        head = self.stored.get(grain.node_id) if isinstance(grain.node_id, str) else None
+        if head is None:
+            return
+        rest = [s for s in head.group if s.grain is not grain]
+        if len(rest) == len(head.shadowed) + 1:
+            return
+        if not rest:
+            del self.stored[grain.node_id]
+            return
+        for s in rest:
+            s.shadowed = []
+        rest[0].shadowed = rest[1:]
+        self.stored[grain.node_id] = rest[0]
 
     # -- JSON ---------------------------------------------------------------------------------
 
@@ -128,10 +194,7 @@ class SessionState:
             "version": FORMAT_VERSION,
             "session_id": self.session_id,
             "messages": [_message_json(m) for m in self.messages] if messages else None,
-            "stored": [
-                {"grain": _grain_json(s.grain), "rank": s.rank, "seq": s.seq}
-                for s in self.stored.values()
-            ],
+            "stored": [_stored_json(s) for s in self.stored.values()],
             "queued": [_grain_json(g) for g in self.queued],
             "overrides": [_grain_json(g) for g in self.overrides.values()],
             "compacted": sorted(self.compacted),
@@ -177,10 +240,7 @@ class SessionState:
         state.items = {n: i for n, i in state.items.items() if n not in state.compacted}
         state.pending = list(state.items.values())
         state.guarded = {n: c for n, c in state.guarded.items() if n in state.items}
-        state.stored = {
-            s["grain"]["node_id"]: StoredGrain(_grain_of(s["grain"]), s["rank"], s["seq"])
-            for s in data["stored"]
-        }
+        state.stored = {s["grain"]["node_id"]: _stored_of(s) for s in data["stored"]}
         state.queued = [_grain_of(g) for g in data["queued"]]
         state.overrides = {g["node_id"]: _grain_of(g) for g in data["overrides"]}
         summary = data["summary"]
@@ -208,6 +268,18 @@ def _grain_json(g: ContextGrain) -> dict[str, Any]:
 
 def _grain_of(d: dict[str, Any]) -> ContextGrain:
     return ContextGrain(**d)
+
+
+def _stored_json(s: StoredGrain) -> dict[str, Any]:
+    out: dict[str, Any] = {"grain": _grain_json(s.grain), "rank": s.rank, "seq": s.seq}
+    if s.shadowed:
+        out["shadowed"] = [_stored_json(x) for x in s.shadowed]
+    return out
+
+
+def _stored_of(d: dict[str, Any]) -> StoredGrain:
+    shadowed = [_stored_of(x) for x in d.get("shadowed", ())]
+    return StoredGrain(_grain_of(d["grain"]), d["rank"], d["seq"], shadowed)
 
 
 def _block_json(b: Block) -> dict[str, Any]:

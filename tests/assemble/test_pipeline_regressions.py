@@ -79,9 +79,11 @@ async def test_an_override_grain_does_not_collect_a_shadow_entry_per_render() ->
             out = await s.render()
         grain = s.state.stored["act.tool_result.call_9"].grain
     assert out.report.get("act.tool_result.call_9").origin == grain.origin
-    assert grain.meta["shadowed"] == [
+    rendered = s.state.overrides["act.tool_result.call_9"]
+    assert rendered.meta["shadowed"] == [
         {"node_id": "act.tool_result.call_9", "origin": "transcript", "priority": 100}
     ]
+    assert "shadowed" not in grain.meta  # each render writes to its own copy
 
 
 async def test_a_compacted_tool_result_does_not_come_back_as_a_context_grain() -> None:
@@ -227,4 +229,8 @@ async def test_a_shadowed_grain_with_a_bad_window_does_not_break_the_turn() -> N
         out = await s.render()
     assert "GOOD" in system_text(out.payload)
     assert [g.decision for g in out.report if g.node_id == "rag.doc"] == ["kept", "shadowed"]
-    assert {g.decision for g in out.report if g.node_id == "hist.0"} == {"kept", "shadowed"}
+    # hist.* is the engine's: the plugin's grain is refused (a fault and a dropped decision).
+    assert {g.decision for g in out.report if g.node_id == "hist.0"} == {"kept", "dropped"}
+    assert [(f["plugin"], f["kind"], f["node_id"]) for f in out.report.faults] == [
+        ("sloppy", "denied", "hist.0")
+    ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +46,11 @@ DECISION: Final = {"kept": "kept", "trimmed": "folded", "cleared": "folded", "fo
 
 @dataclass(frozen=True, slots=True)
 class GrainDecision:
-    """One grain's fate in a render."""
+    """One grain's fate in a render.
+
+    ``grain`` is, for a ``shadowed`` decision, the grain that lost fusion (its content stays
+    reachable: ``decision.grain.content``); None otherwise. It is not part of :meth:`to_dict`.
+    """
 
     node_id: str
     origin: str
@@ -55,6 +61,7 @@ class GrainDecision:
     reason: str
     tokens_before: int
     tokens_after: int
+    grain: Any = field(default=None, compare=False, repr=False)
 
     @property
     def tokens(self) -> int:
@@ -65,8 +72,22 @@ class GrainDecision:
         return getattr(self, key)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serializable dict."""
-        return {name: getattr(self, name) for name in self.__slots__}
+        """A JSON-serializable dict (every field but ``grain``)."""
+        return {name: getattr(self, name) for name in _DECISION_FIELDS}
+
+
+_DECISION_FIELDS: Final = tuple(n for n in GrainDecision.__slots__ if n != "grain")
+#: The report's own JSON data, copied by :meth:`RenderReport.copy`.
+_DATA_FIELDS: Final = (
+    "windows",
+    "timings",
+    "faults",
+    "shadowed",
+    "compactions",
+    "cache_breakpoints",
+    "hygiene",
+    "recovery",
+)
 
 
 @dataclass(slots=True)
@@ -141,6 +162,13 @@ class RenderReport:
             node_id, "transcript", window, "folded", "trimmed", "guard", reason, tokens, tokens
         )
 
+    def copy(self) -> RenderReport:
+        """A copy whose lists and dicts are its own (the per-grain decisions are frozen and the
+        plan's columns read-only): changing it never changes this report."""
+        data = {name: copy.deepcopy(getattr(self, name)) for name in _DATA_FIELDS}
+        grains = None if self._grains is None else list(self._grains)
+        return dataclasses.replace(self, **data, _extra=list(self._extra), _grains=grains)
+
     def __iter__(self) -> Iterator[GrainDecision]:
         return iter(self.grains)
 
@@ -196,11 +224,12 @@ def report_window(budget: Budget, grain: Any) -> str:
 
 
 def rejected_decisions(budget: Budget, faults: Iterable[PluginFault]) -> list[GrainDecision]:
-    """A ``dropped`` decision for every grain a plugin fault rejected (invalid grains the
-    dispatcher refused), so nothing leaves the context without a trace in the report."""
+    """A ``dropped`` decision for every grain a plugin fault rejected (invalid grains, and
+    grains a plugin had no right to write), so nothing leaves the context without a trace in
+    the report."""
     out: list[GrainDecision] = []
     for fault in faults:
-        if fault.node_id is not None and fault.kind == "invalid":
+        if fault.node_id is not None and fault.kind in ("invalid", "denied"):
             window = budget.window_of(fault.node_id)
             decision = ("dropped", "dropped", "admission", fault.message, 0, 0)
             out.append(GrainDecision(fault.node_id, fault.plugin, window, *decision))
@@ -210,16 +239,12 @@ def rejected_decisions(budget: Budget, faults: Iterable[PluginFault]) -> list[Gr
 def shadowed_decision(loser: Any, winner: Any, budget: Budget) -> GrainDecision:
     """``loser`` lost fusion to ``winner`` (a more important grain with its node id)."""
     window = report_window(budget, loser)
+    if winner.priority == loser.priority:
+        why = f"shadowed by {winner.origin} (same priority {winner.priority}, ranked first)"
+    else:
+        why = f"shadowed by {winner.origin} (priority {winner.priority} < {loser.priority})"
     return GrainDecision(
-        loser.node_id,
-        loser.origin,
-        window,
-        "shadowed",
-        "shadowed",
-        "fuse",
-        f"shadowed by {winner.origin} (priority {winner.priority} < {loser.priority})",
-        0,
-        0,
+        loser.node_id, loser.origin, window, "shadowed", "shadowed", "fuse", why, 0, 0, loser
     )
 
 

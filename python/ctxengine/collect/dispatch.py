@@ -9,7 +9,9 @@ The engine holds one :class:`SessionDispatcher` per session and calls::
 ``outcome.grains`` join the turn; ``outcome.faults`` go into the turn's report. A plugin that
 raises (any exception, ``SystemExit``, ``KeyboardInterrupt`` and ``CancelledError`` included),
 hangs past its timeout or returns something that is not valid grains becomes a
-:class:`PluginFault` and is skipped; it never breaks the dispatch. Plugin code runs off the
+:class:`PluginFault` and is skipped; it never breaks the dispatch. A grain in an engine
+namespace (:mod:`.namespaces`) from a plugin without the dangerous consent is refused the same
+way (a ``denied`` fault naming it). Plugin code runs off the
 render's loop (:mod:`.runner`), so a hung or loop-blocking plugin is abandoned, not awaited. A
 plugin is quarantined for the rest of the session (reported once) after ``max_failures``
 consecutive failures, after ``max_failures`` timeouts in the session (successes in between do
@@ -34,10 +36,20 @@ import anyio
 
 from ..errors import GrainError, PluginError
 from ..grain import ContextGrain
-from .events import TREE_EVENTS, BeforeRender, CustomEvent, EventBus, OverBudget, bound, hook_for
+from .events import (
+    TREE_EVENTS,
+    BeforeRender,
+    CustomEvent,
+    EventBus,
+    OverBudget,
+    ToolResult,
+    bound,
+    hook_for,
+)
 from .faults import FaultKind, PluginFault, PluginWarning, call_plugin
+from .namespaces import engine_namespace, own_tool_result_id
 from .protocol import subscriptions_of
-from .scene import ContextScene
+from .scene import ContextScene, Copies
 
 if TYPE_CHECKING:
     from .registry import PluginEntry, Registry
@@ -159,6 +171,7 @@ class SessionDispatcher:
         self._wired: set[str] = set()
         self._bus_results: list[_Result] = []
         self._seq: dict[str | None, int] = {}
+        self._copies: dict[str, Copies] = {}  # each plugin's copies of transcript messages
 
     # -- state ------------------------------------------------------------------------------
 
@@ -213,7 +226,9 @@ class SessionDispatcher:
         slots = [_Result((e.priority, e.index, 0)) for e in entries]
         async with anyio.create_task_group() as tg:
             for entry, slot in zip(entries, slots, strict=True):
-                view = scene.for_plugin(entry.name, privileged=self.privileged(entry.name))
+                copies = self._copies.setdefault(entry.name, {})
+                privileged = self.privileged(entry.name)
+                view = scene.for_plugin(entry.name, privileged=privileged, copies=copies)
                 tg.start_soon(self._run_into, slot, entry, "collect", entry.provider.collect, view)
         return self._merge(slots)
 
@@ -270,7 +285,7 @@ class SessionDispatcher:
         if call.kind:
             self._fail(entry.name, hook, call.kind, call.message, faults)
             return None
-        grains, ok = self._accept(entry.name, hook, call.value, faults)
+        grains, ok = self._accept(entry.name, hook, call.value, faults, event=arg)
         if grains is None:
             return None
         if ok:
@@ -278,10 +293,11 @@ class SessionDispatcher:
         return grains
 
     def _accept(
-        self, name: str, hook: str, result: Any, faults: list[PluginFault]
+        self, name: str, hook: str, result: Any, faults: list[PluginFault], *, event: Any = None
     ) -> tuple[list[ContextGrain] | None, bool]:
-        """The grains of a hook's result, and whether all of it was valid. Invalid grains are
-        dropped, each with a fault naming it (one failure for the call)."""
+        """The grains of a hook's result, and whether all of it was valid. Invalid grains, and
+        grains in an engine namespace from a plugin without the consent, are dropped, each with
+        a fault naming it (one failure for the call)."""
         if result is None:
             return [], True
         if not isinstance(result, (list, tuple)):
@@ -314,15 +330,38 @@ class SessionDispatcher:
                 message = f"grain {i} ({node_id}) is invalid, dropped: {exc}"
                 self._fail(name, hook, "invalid", message, faults, node_id=node_id, count=bad == 1)
                 continue
+            refusal = self._trespass(name, grain.node_id, event)
+            if refusal:
+                bad += 1
+                self._fail(
+                    name, hook, "denied", refusal, faults, node_id=grain.node_id, count=bad == 1
+                )
+                continue
             valid.append(self._stamp(name, hook, grain, faults, copy_=True))
         return valid, not bad
+
+    def _trespass(self, name: str, node_id: str, event: Any = None) -> str:
+        """Why plugin ``name`` may not write ``node_id`` (an engine namespace), or ``""``.
+
+        Without the consent only one write there is allowed: an ``on_tool_result`` handler
+        returning the replacement of that very result (a compressed or summarized version)."""
+        where = engine_namespace(node_id)
+        if where is None or self.privileged(name):
+            return ""
+        if isinstance(event, ToolResult) and node_id == own_tool_result_id(event.call_id):
+            return ""
+        return (
+            f"plugin {name!r}: grain {node_id!r} is in the engine's namespace {where}; writing "
+            "there needs `dangerous: true` and the engine's consent "
+            "(ContextEngine(allow_dangerous=...)); refused"
+        )
 
     def _stamp(
         self, name: str, hook: str, grain: ContextGrain, faults: list[PluginFault], *, copy_: bool
     ) -> ContextGrain:
         """Fill or correct ``origin`` (provenance must never lie); copy to isolate sessions."""
         if copy_:
-            grain = dataclasses.replace(grain, meta=dict(grain.meta))
+            grain = dataclasses.replace(grain, meta=_copy(grain.meta))
         claimed = grain.origin
         if not claimed:
             grain.origin = name
@@ -338,8 +377,8 @@ class SessionDispatcher:
             )
             faults.append(fault)
             logger.warning("plugin %s %s: %s", name, hook, fault.message)
-        elif claimed != name:
-            grain.meta.setdefault("emitted_by", name)
+        elif claimed != name:  # always set: who emitted a grain must not be forgeable
+            grain.meta["emitted_by"] = name
         return grain
 
     def _fail(
@@ -472,6 +511,9 @@ class SessionDispatcher:
                 g.check()
             except GrainError as exc:
                 return f"invalid: put an invalid grain into the tree at index {i}: {exc}"
+            refusal = self._trespass(name, g.node_id)
+            if refusal:
+                return f"denied: {refusal}"
             self._stamp(name, hook, g, faults, copy_=False)
         return ""
 

@@ -41,15 +41,18 @@ class PluginFault:
 
     Attributes:
         plugin: Plugin name.
-        hook: ``collect``, a handler name, ``bus:<event>``, ``setup`` or ``teardown``.
+        hook: ``collect``, a handler name, ``bus:<event>``, ``setup``, ``teardown``, or
+            ``render`` (a carried grain refused when the render met it).
         kind: ``raised``, ``timeout``, ``blocked`` (an async hook blocked its event loop),
             ``invalid`` (returned something that is not grains, or an invalid grain),
-            ``denied`` (used a privileged ability without consent; its changes were undone),
+            ``denied`` (used a privileged ability without consent: its tree changes were undone,
+            or its grain in an engine namespace or over another's protected grain refused),
             ``quarantined`` (skipped for the rest of the session) or ``provenance`` (emitted a
             grain under another plugin's name; corrected).
         message: Human-readable detail.
         severity: ``error`` or ``warning`` (``provenance`` and ``teardown`` faults).
-        node_id: The grain an ``invalid`` fault is about (it gets a ``dropped`` decision).
+        node_id: The grain an ``invalid`` or ``denied`` fault is about (it gets a ``dropped``
+            decision).
     """
 
     plugin: str

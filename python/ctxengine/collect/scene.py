@@ -6,20 +6,77 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn, overload
 
 from ..errors import PluginError
+from ..transcript.model import Message, ToolCall
 
-__all__ = ("ContextScene", "TranscriptView")
+__all__ = ("ContextScene", "Copies", "TranscriptView", "copy_data")
+
+
+def copy_data(value: Any) -> Any:
+    """A copy of JSON-like data: dicts and lists copied all the way down, other values shared
+    (strings, numbers and tuples cannot be changed in place)."""
+    if isinstance(value, dict):
+        return {k: copy_data(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_data(v) for v in value]
+    return value
+
+
+def _detached(message: Any) -> Any:
+    """``message`` with its own copies of what a frozen message still holds mutable (tool-call
+    arguments, ``meta``); the message itself when it holds nothing mutable."""
+    calls = getattr(message, "tool_calls", ())
+    meta = getattr(message, "meta", None)
+    if not isinstance(message, Message) or (not calls and not meta):
+        return message
+    blocks = tuple(
+        ToolCall(b.id, b.name, copy_data(b.arguments)) if isinstance(b, ToolCall) else b
+        for b in message.blocks
+    )
+    return Message(
+        message.role,
+        blocks,
+        id=message.id,
+        stop_reason=message.stop_reason,
+        meta=copy_data(dict(meta)) if meta else {},
+    )
+
+
+#: A plugin's copies of transcript messages: index → (the stored message, the copy).
+Copies = dict[int, tuple[Any, Any]]
 
 
 class TranscriptView(Sequence[Any]):
-    """A read-only view of the session transcript (no copy; no mutating methods).
+    """A read-only view of the session transcript: no mutating methods, and every message it
+    returns is a copy of its own where the stored message holds something mutable (tool-call
+    ``arguments``, ``meta``), so a plugin editing it in place changes only its copy, never the
+    session's history.
 
-    Messages are returned as the engine stores them; treat them as read-only.
+    A message is copied when first read (a plugin that reads nothing costs nothing). ``copies``
+    keeps the copies of one plugin across renders (the dispatcher holds one per plugin), so a
+    warm render copies only new messages; a plugin that edits its copy sees its own edit again,
+    no other plugin does.
     """
 
-    __slots__ = ("_messages",)
+    __slots__ = ("_copies", "_messages")
 
-    def __init__(self, messages: Sequence[Any]) -> None:
+    def __init__(self, messages: Sequence[Any], copies: Copies | None = None) -> None:
         self._messages = messages
+        self._copies: Copies = {} if copies is None else copies
+
+    def _get(self, index: int) -> Any:
+        message = self._messages[index]  # IndexError as a list gives it
+        i = index % len(self._messages)
+        cached = self._copies.get(i)
+        if cached is not None and cached[0] is message:
+            return cached[1]
+        copied = _detached(message)
+        self._copies[i] = (message, copied)
+        return copied
+
+    def fresh(self, copies: Copies | None = None) -> TranscriptView:
+        """A view of the same messages sharing no copies with this one (``copies``: those of
+        the plugin it is for, kept from earlier renders)."""
+        return TranscriptView(self._messages, copies)
 
     @overload
     def __getitem__(self, index: int) -> Any: ...
@@ -27,14 +84,14 @@ class TranscriptView(Sequence[Any]):
     def __getitem__(self, index: slice) -> Sequence[Any]: ...
     def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
-            return tuple(self._messages[index])
-        return self._messages[index]
+            return tuple(self._get(i) for i in range(len(self._messages))[index])
+        return self._get(index)
 
     def __len__(self) -> int:
         return len(self._messages)
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(self._messages)
+        return (self._get(i) for i in range(len(self._messages)))
 
     def __repr__(self) -> str:
         return f"TranscriptView({len(self)} messages)"
@@ -155,11 +212,15 @@ class ContextScene:
             )
         return self._raw if self._raw is not None else self.user_message
 
-    def for_plugin(self, plugin: str, *, privileged: bool = False) -> ContextScene:
-        """A copy of this scene handed to ``plugin``; ``privileged`` unlocks the raw message."""
+    def for_plugin(
+        self, plugin: str, *, privileged: bool = False, copies: Copies | None = None
+    ) -> ContextScene:
+        """A copy of this scene handed to ``plugin``; ``privileged`` unlocks the raw message.
+        Its transcript view is its own (``copies``: the plugin's message copies so far)."""
         clone = object.__new__(ContextScene)
         for name in ContextScene.__slots__:
             object.__setattr__(clone, name, object.__getattribute__(self, name))
+        object.__setattr__(clone, "transcript", self.transcript.fresh(copies))
         object.__setattr__(clone, "_plugin", plugin)
         object.__setattr__(clone, "_privileged", privileged)
         return clone

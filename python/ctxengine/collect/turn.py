@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import copy
+from typing import TYPE_CHECKING, Any, Final
 
 from ..grain import ContextGrain
-from .scene import ContextScene
+from .faults import PluginFault
+from .namespaces import emitter_of, shadowing_refusals
+from .scene import ContextScene, copy_data
 
 if TYPE_CHECKING:
     from ..config import RenderConfig
     from ..state import SessionState, TurnLog
     from .dispatch import SessionDispatcher
 
-__all__ = ("collect", "redacted_user_text")
+__all__ = ("SESSION_ORIGIN", "collect", "redacted_user_text", "render_copy")
+
+#: The origin of a grain the application added with ``Session.add`` without one.
+SESSION_ORIGIN: Final = "session"
 
 
 def _latest_user_text(state: SessionState) -> str:
@@ -33,6 +39,57 @@ def redacted_user_text(state: SessionState, plugins: SessionDispatcher, raw: str
     return redacted
 
 
+def _deep(value: Any) -> Any:
+    try:
+        return copy_data(value)
+    except RecursionError:  # a cycle, or nested too deeply: admission reports it
+        return copy.copy(value)
+
+
+def render_copy(grain: ContextGrain) -> ContextGrain:
+    """``grain`` as one render uses it: its own ``meta`` and container ``content``, so what the
+    render writes (fusion's ``shadowed`` entries, tree handlers' edits) never reaches the grain
+    the session carries or the caller's objects, while the caller's later changes to the grain
+    are seen by the next render. Fields are copied as they are (broken ones included: admission
+    reports them); an empty ``origin`` becomes ``"session"``."""
+    out = copy.copy(grain)
+    if isinstance(grain.meta, dict):
+        out.meta = _deep(grain.meta)
+    if isinstance(grain.content, (list, dict)):
+        out.content = _deep(grain.content)
+    if out.origin == "":
+        out.origin = SESSION_ORIGIN
+    return out
+
+
+def _refuse_shadowing(
+    state: SessionState,
+    plugins: SessionDispatcher,
+    grains: list[ContextGrain],
+    sources: list[ContextGrain | None],
+    log: TurnLog,
+) -> list[ContextGrain]:
+    """``grains`` without those that would shadow another owner's protected grain (a fault
+    each; a carried one is no longer carried)."""
+    registry = plugins.registry
+    refused = shadowing_refusals(
+        grains,
+        is_plugin=registry.__contains__,
+        privileged=plugins.privileged,
+        rank=registry.rank,
+    )
+    if not refused:
+        return grains
+    for i, message in refused.items():
+        grain = grains[i]
+        who = emitter_of(grain, registry.__contains__) or str(grain.origin)
+        log.faults.append(PluginFault(who, "render", "denied", message, node_id=grain.node_id))
+        source = sources[i]
+        if source is not None:
+            state.discard(source)
+    return [g for i, g in enumerate(grains) if i not in refused]
+
+
 async def collect(
     state: SessionState,
     config: RenderConfig,
@@ -40,7 +97,12 @@ async def collect(
     provider: str,
     log: TurnLog,
 ) -> list[ContextGrain]:
-    """The collect phase: this turn's queued grains, plugin grains, then the stored ones."""
+    """The collect phase: this turn's queued grains, plugin grains, then the carried ones.
+
+    Plugin grains with a ``session`` or ``task`` lifespan are carried from now on (fused with
+    the carried grains of their node id). Queued and carried grains enter the render as
+    :func:`render_copy` copies (the compaction summary, the engine's own, as itself).
+    """
     raw = _latest_user_text(state)
     redacted = redacted_user_text(state, plugins, raw)
     scene = ContextScene(
@@ -56,6 +118,21 @@ async def collect(
     )
     outcome = await plugins.collect(scene)
     log.faults.extend(outcome.faults)
+    fresh: list[ContextGrain] = []
+    rank = plugins.registry.rank
+    for grain in outcome.grains:
+        if grain.lifespan == "turn":
+            fresh.append(grain)
+        else:
+            state.carry(grain, rank(grain.origin))
     queued, state.queued = state.queued, []
-    stored = [s.grain for s in state.stored.values()]
-    return queued + list(outcome.grains) + stored
+    carried = state.carried()
+    summary = state.summary
+    grains = [
+        *(render_copy(g) for g in queued),
+        *fresh,
+        *(g if g is summary else render_copy(g) for g in carried),
+    ]
+    sources: list[ContextGrain | None] = [None] * (len(queued) + len(fresh))
+    sources += carried
+    return _refuse_shadowing(state, plugins, grains, sources, log)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from ..config import RenderConfig
     from ..state import SessionState, TurnLog
 
-__all__ = ("MAX_REPLANS", "RenderedContext", "inject")
+__all__ = ("MAX_REPLANS", "RenderedContext", "inject", "json_copy")
 
 #: Re-plans when the rendered payload counts more than the budget (what the plan could not see,
 #: e.g. synthetic results hygiene added for unanswered tool calls).
@@ -94,6 +95,15 @@ BLANK_USER_TEXT: Final = "(empty message)"
 _REJECT_BLANK: Final = frozenset({"anthropic", "gemini"})
 
 
+def json_copy(value: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists and scalars; anything else is shared)."""
+    if isinstance(value, dict):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_copy(v) for v in value]
+    return value
+
+
 def _non_blank(t: Transcript, provider: str) -> Transcript:
     """``t`` with its blank user messages (whitespace text only) given a visible text, for the
     providers that reject blank text; ``t`` itself otherwise."""
@@ -110,6 +120,27 @@ def _non_blank(t: Transcript, provider: str) -> Transcript:
     for i in blank:
         messages[i] = Message.user(BLANK_USER_TEXT)
     return Transcript(tuple(messages), source_format=t.source_format)
+
+
+def _no_trailing_space(t: Transcript, provider: str) -> Transcript:
+    """For Anthropic, ``t`` without trailing whitespace at the end of a final assistant message
+    (a prefill, which Anthropic rejects when it ends in whitespace); ``t`` itself otherwise.
+    An assistant message left with no content at all is not sent."""
+    if provider != "anthropic" or not t.messages or t.messages[-1].role != "assistant":
+        return t
+    last = t.messages[-1]
+    blocks = list(last.blocks)
+    while blocks and isinstance(blocks[-1], Text) and blocks[-1].text != blocks[-1].text.rstrip():
+        text = blocks[-1].text.rstrip()
+        if text:
+            blocks[-1] = Text(text)
+        else:
+            blocks.pop()
+    if blocks == list(last.blocks):
+        return t
+    rest = t.messages[:-1]
+    messages = (*rest, dataclasses.replace(last, blocks=tuple(blocks))) if blocks else rest
+    return Transcript(messages, source_format=t.source_format)
 
 
 def _tree(state: SessionState, a: Assembled) -> list[ContextGrain]:
@@ -132,7 +163,8 @@ async def inject(
     memo = state.token_cache.memo
     cut, budget = 0, config.tokens_total
     for attempt in range(MAX_REPLANS + 1):
-        composed = _non_blank(compose(state, assembled.plan, assembled.by_id), request.provider)
+        composed = compose(state, assembled.plan, assembled.by_id)
+        composed = _no_trailing_space(_non_blank(composed, request.provider), request.provider)
         rendered = render(composed, request.provider, memo=memo, **request.options)
         payload, transcript = rendered.payload, rendered.transcript
         if request.provider == "openai":
@@ -160,7 +192,8 @@ async def inject(
     report.cache_breakpoints = info.get("cache_breakpoints", [])
     out = RenderedContext(payload, tokens, _tree(state, assembled), report, transcript)
     if plugins.registry.has_hook("on_after_render"):
-        outcome = await plugins.fire(AfterRender(payload, tokens, report))
+        event = AfterRender(json_copy(payload), tokens, report.copy())
+        outcome = await plugins.fire(event)
         report.faults.extend(f.to_dict() for f in outcome.faults)
     state.turn += 1
     return out
