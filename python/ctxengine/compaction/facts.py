@@ -7,9 +7,9 @@ whichever summarizer wrote its prose, so a summarizer cannot lose them.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Final
 
@@ -135,11 +135,55 @@ def _clean_path(token: str) -> str | None:
     return None
 
 
+#: One piece of a shell word: whitespace, plain characters, an escape, a quoted string, a
+#: comment, or (an error for ``shlex``) a lone backslash or an unclosed quote.
+_PIECE: Final = re.compile(
+    r"""([ \t\r\n]+)|([^ \t\r\n'"\\#]+)|\\(.)|'([^']*)'|"((?:[^"\\]|\\.)*)"|(#)|(.)""", re.S
+)
+_DQ_ESCAPE: Final = re.compile(r'\\(["\\])')
+
+
+def _shell_words(part: str) -> list[str]:
+    """``shlex.split(part, comments=True)`` in one regex pass (POSIX rules: a backslash escapes
+    the next character, single quotes are literal, in double quotes a backslash escapes only
+    ``"`` and itself, ``#`` outside quotes starts a comment to the end of the line; words are
+    separated by ``shlex``'s whitespace, space, tab, CR and LF), about 50 times faster.
+
+    Raises:
+        ValueError: an unclosed quote or a trailing backslash, as ``shlex`` does.
+    """
+    words: list[str] = []
+    word: str | None = None
+    for m in _PIECE.finditer(part):
+        space, plain, escaped, single, double, comment, bad = m.groups()
+        if space is not None or comment is not None:
+            if word is not None:
+                words.append(word)
+                word = None
+            if comment is not None:
+                return words
+            continue
+        if bad is not None:
+            raise ValueError(f"unbalanced shell quoting at {m.start()}")
+        if plain is not None:
+            piece = plain
+        elif escaped is not None:
+            piece = escaped
+        elif single is not None:
+            piece = single
+        else:
+            piece = _DQ_ESCAPE.sub(r"\1", double)
+        word = piece if word is None else word + piece
+    if word is not None:
+        words.append(word)
+    return words
+
+
 def _shell_segments(command: str) -> list[list[str]]:
     segments = []
     for part in re.split(r"&&|\|\||[;|\n]", command):
         try:
-            words = shlex.split(part, comments=True)
+            words = _shell_words(part)
         except ValueError:
             words = part.split()
         if words:
@@ -147,8 +191,11 @@ def _shell_segments(command: str) -> list[list[str]]:
     return segments
 
 
+@lru_cache(maxsize=4096)
 def _shell_files(command: str) -> tuple[list[str], list[str]]:
-    """Files a shell command reads and modifies (a best-effort static reading)."""
+    """Files a shell command reads and modifies (a best-effort static reading). Cached: a
+    compaction reads each command more than once (per chunk, then for the whole stretch); callers
+    copy the lists before changing them."""
     read: list[str] = []
     modified: list[str] = []
     for target in re.findall(r"(?<![0-9&])>>?\s*([^\s;&|<>]+)", command):
@@ -245,23 +292,55 @@ def files_touched(messages: Sequence[Message]) -> tuple[list[str], list[str]]:
 
 
 def _failure(name: str, call_id: str, text: str) -> Failure:
-    match = _EXIT.search(text)
-    code = int(match.group(1)) if match else None
-    lines = [" ".join(ln.split()) for ln in text.splitlines() if ln.strip()]
-    errorish = [ln for ln in lines if _ERRORISH.search(ln) and not _EXIT.fullmatch(ln)]
-    chosen = errorish[0] if errorish else (lines[0] if lines else "(no output)")
-    line = chosen if len(chosen) <= MAX_LINE else chosen[: MAX_LINE - 1] + "…"
+    code, line = _failure_line(text)
     return Failure(name, call_id, "error", code, line)
 
 
-def _identifiers(text: str) -> list[str]:
-    found = [u.rstrip(".,;:!?") for u in _URL.findall(text)]
-    stripped = _URL.sub(" ", text)
-    found += _UUID.findall(stripped)
-    found += [h for h in _HASH.findall(stripped) if not h.isdigit()]
-    found += _PATHLIKE.findall(stripped)
-    found += _TICKET.findall(stripped)
-    return found
+@lru_cache(maxsize=4096)
+def _failure_line(text: str) -> tuple[int | None, str]:
+    """The exit code a failed tool's output states, and its first error line (else its first
+    line). Only lines up to the first error-looking one are collapsed, not the whole output."""
+    match = _EXIT.search(text)
+    code = int(match.group(1)) if match else None
+    first = ""
+    for raw in text.splitlines():
+        if not raw.strip():
+            continue
+        ln = " ".join(raw.split())
+        first = first or ln
+        if _ERRORISH.search(ln) and not _EXIT.fullmatch(ln):
+            first = ln
+            break
+    else:
+        first = first or "(no output)"
+    return code, first if len(first) <= MAX_LINE else first[: MAX_LINE - 1] + "…"
+
+
+@lru_cache(maxsize=8192)
+def _identifiers(text: str) -> tuple[str, ...]:
+    """URLs, UUIDs, hashes, paths and ticket ids in ``text``, in that order (each in text order).
+
+    No identifier spans whitespace, so each pattern runs only on the words that can hold one
+    (a cheap test per word) instead of at every position of the text: the same matches, found
+    about 30 times faster on tool-heavy sessions. Cached: a compaction reads each text more than
+    once.
+    """
+    found = [u.rstrip(".,;:!?") for u in _URL.findall(text)] if "://" in text else []
+    stripped = _URL.sub(" ", text) if found else text
+    uuids: list[str] = []
+    hashes: list[str] = []
+    paths: list[str] = []
+    tickets: list[str] = []
+    for word in stripped.split():
+        if len(word) >= 7 and not word.isalpha():
+            if len(word) >= 36 and "-" in word:
+                uuids += _UUID.findall(word)
+            hashes += [h for h in _HASH.findall(word) if not h.isdigit()]
+        if "/" in word and "." in word:
+            paths += _PATHLIKE.findall(word)
+        if "-" in word or "#" in word:
+            tickets += _TICKET.findall(word)
+    return (*found, *uuids, *hashes, *paths, *tickets)
 
 
 def _pending(messages: Sequence[Message]) -> list[str]:
