@@ -47,9 +47,10 @@ def _seed(turn: int) -> bytes:
 
 
 def tool_output(turn: int) -> str:
-    """Deterministic tool output: 100 B to ~8 kB, every ninth turn ~60 kB (cut by the guard)."""
+    """Deterministic tool output: 80 B to ~2.5 kB, every ninth turn ~25 kB (which the window
+    guard cuts to head + tail)."""
     h = _seed(turn)
-    lines = 2000 if turn % 9 == 4 else 2 + h[0] % 150
+    lines = 600 if turn % 9 == 4 else 2 + h[0] % 60
     path = f"src/mod_{turn % 37}.py"
     return "".join(f"{path}:{i + 1}: value_{h[i % 32]} = {turn * 31 + i}\n" for i in range(lines))
 

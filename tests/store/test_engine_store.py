@@ -295,3 +295,16 @@ async def test_a_file_size_limit_raises_from_save_and_damages_nothing(
     assert payload_hash((await at.render()).payload) == lines["ACKED"]
     restored = await engine.restore("s7")
     assert restored.payload["messages"][-1]["content"].startswith("a question that")
+
+
+def test_a_blocking_session_saves_and_checkpoints(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    with engine.session_sync("s8") as s:
+        assert s.checkpoint() is None  # nothing rendered yet
+        s.extend([Message.user("hi")])
+        s.save()
+        out = s.render()
+        info = s.checkpoint()
+        assert info is not None and info.meta["payload_hash"] == payload_hash(out.payload)
+    engine.close()
+    assert [e.id for e in FileStore(tmp_path).branch("s8")] == [info.leaf_id]
