@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
+import threading
 import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +48,7 @@ from .inject.render import check_options
 from .inject.turn import RenderedContext, Request, inject
 from .overflow import classify_provider_error
 from .state import SessionState, TurnLog
-from .store.base import Store
+from .store.base import SnapshotInfo, Store
 from .store.session_io import Resumed, record_messages, record_rewrite, resume, snapshot_render
 from .store.writer import SnapshotWriter
 from .summarize import ExtractiveSummarizer, Summarizer
@@ -56,6 +60,8 @@ if TYPE_CHECKING:
     from .sync import SyncSession
 
 __all__ = ("ContextEngine", "RenderedContext", "Session")
+
+_log = logging.getLogger("ctxengine.store")
 
 
 class ContextEngine:
@@ -179,7 +185,7 @@ class ContextEngine:
         if self.writer is not None:
             self.writer.close(timeout)
 
-    async def load(self, session_id: str) -> Session | None:
+    async def load(self, session_id: str, *, snapshot: str | None = None) -> Session | None:
         """The session ``store`` holds under ``session_id`` (not started: no events fire), or
         None when it holds nothing of it.
 
@@ -188,13 +194,20 @@ class ContextEngine:
         replayed), else it is rebuilt from the messages. Torn lines and damaged snapshots are
         skipped by the store (``store.problems``).
 
+        With ``snapshot`` (a :attr:`SnapshotInfo.id <ctxengine.store.SnapshotInfo.id>`), the
+        session as it was at that snapshot instead: its state and the messages up to its
+        ``leaf_id`` (later messages, on any branch, are left out).
+
         Raises:
-            StoreError: no store, or it failed.
+            StoreError: no store, it failed, or ``snapshot`` is not an intact snapshot of the
+                session.
         """
         store = self.store
         if store is None:
             raise StoreError(f"cannot load session {session_id!r}: the engine has no store")
-        back: Resumed = await anyio.to_thread.run_sync(resume, store, session_id)
+        back: Resumed = await anyio.to_thread.run_sync(
+            lambda: resume(store, session_id, snapshot_id=snapshot)
+        )
         if not back.exists:
             return None
         state: SessionState | None = None
@@ -226,17 +239,25 @@ class ContextEngine:
         return session
 
     async def restore(
-        self, session_id: str, *, provider: str = "openai", **options: Any
+        self,
+        session_id: str,
+        *,
+        provider: str = "openai",
+        snapshot: str | None = None,
+        **options: Any,
     ) -> RenderedContext:
         """Rebuild ``session_id`` from the store (see :meth:`load`) and re-run assembly at
-        this engine's budget: after a crash, the same payload as the last render before it.
+        this engine's budget: after a crash, the same payload as the last render before it
+        (plus whatever messages were stored after that render). ``snapshot`` restores the
+        session as it was at that snapshot: the same payload as the render that wrote it.
 
         Nothing is written to the store (no snapshot of this render).
 
         Raises:
-            StoreError: no store, the store failed, or it holds nothing of ``session_id``.
+            StoreError: no store, the store failed, it holds nothing of ``session_id``, or
+                ``snapshot`` is not an intact snapshot of it.
         """
-        session = await self.load(session_id)
+        session = await self.load(session_id, snapshot=snapshot)
         if session is None:
             raise StoreError(f"the store holds no session {session_id!r}")
         session.persist = False
@@ -324,6 +345,11 @@ class Session:
         self.persist = True
         self._unsaved: list[Message] = []
         self._config: RenderConfig | None = None  # a smaller budget while run() recovers
+        #: The snapshot of the last render, queued on the engine's writer (None: not taken).
+        self._last_snapshot: Future[SnapshotInfo] | None = None
+        # Snapshot writes that failed in the writer thread, waiting for the next render's report.
+        self._snapshot_failures: list[BaseException] = []
+        self._failures_lock = threading.Lock()
 
     @classmethod
     def from_state(cls, engine: ContextEngine, state: SessionState) -> Session:
@@ -461,7 +487,7 @@ class Session:
             for r in message.tool_results:
                 name = r.name or state.builder.tool_names.get(r.call_id) or ""
                 await self._fire(ToolResultEvent(self.id, r.call_id, name, r.text, r.is_error))
-        await self.save()
+        await self._autosave()
 
     async def user_message(self, text: str) -> None:
         """Record the user's message and fire ``on_user_msg`` (with the redacted text).
@@ -476,7 +502,7 @@ class Session:
         self._append(Message.user(text))
         redacted = redacted_user_text(self._state, self.dispatcher, text)
         await self._fire(UserMessage(self.id, self._state.turn, redacted))
-        await self.save()
+        await self._autosave()
 
     def redact(self, text: str) -> str:
         """``text`` through every enabled plugin that offers ``redact_text``."""
@@ -485,7 +511,7 @@ class Session:
     async def assistant_message(self, text: str = "", tool_calls: Sequence[ToolCall] = ()) -> None:
         """Record the assistant's reply (text and tool calls)."""
         self._append(Message.assistant(text, tool_calls))
-        await self.save()
+        await self._autosave()
 
     async def tool_result(
         self, call_id: str, output: str, *, name: str | None = None, is_error: bool = False
@@ -494,7 +520,7 @@ class Session:
         name = name or self._state.builder.tool_names.get(call_id)
         self._append(Message.tool(call_id, output, name=name, is_error=is_error))
         await self._fire(ToolResultEvent(self.id, call_id, name or "", output, is_error))
-        await self.save()
+        await self._autosave()
 
     # -- persistence --------------------------------------------------------------------------
 
@@ -508,44 +534,106 @@ class Session:
         """Messages added but not yet acknowledged by the store."""
         return len(self._unsaved)
 
-    async def save(self) -> bool:
-        """Append the messages added since the last save to the store (durable on return).
+    async def save(self) -> None:
+        """Append the messages added since the last save to the store; durable on return.
 
-        The async ``*_message``/``tool_result``/``ingest`` calls save on return, :meth:`render`
-        before it renders; :meth:`extend` (synchronous) leaves its messages to the next of
-        those. A :class:`StoreError` is not raised: it becomes a fault of the next render's
-        report and a ``RuntimeWarning``, the messages stay queued for the next save, and the
-        session goes on in memory. Returns whether everything is saved.
+        The async ``*_message``/``tool_result``/``ingest`` calls save on return, and
+        :meth:`render` before it renders; those never raise for the store: a failure becomes
+        a fault of the next render's report (and a ``RuntimeWarning`` and a log warning), the
+        messages stay queued for the next save, and the session goes on in memory.
+        :meth:`extend` (synchronous) leaves its messages to the next of those calls. Called
+        directly, ``save()`` raises instead; the messages stay queued.
+
+        Raises:
+            StoreError: the store failed to append (its message names the path or key and the
+                OS error); nothing already stored is damaged.
         """
         store = self.engine.store
         if store is None or not self.persist or not self._unsaved:
-            return not self._unsaved
+            return
         batch = list(self._unsaved)
-        try:
-            entries = await anyio.to_thread.run_sync(record_messages, store, self.id, batch)
-        except StoreError as exc:
-            self._store_fault("append", exc)
-            return False
+        entries = await anyio.to_thread.run_sync(record_messages, store, self.id, batch)
         del self._unsaved[: len(batch)]
         if entries:
             self.leaf_id = entries[-1].id
+
+    async def _autosave(self) -> bool:
+        """:meth:`save`, with a failure reported as a fault instead of raised."""
+        try:
+            await self.save()
+        except StoreError as exc:
+            self._store_fault("append", exc)
+            return False
         return not self._unsaved
+
+    async def checkpoint(self, timeout: float | None = None) -> SnapshotInfo | None:
+        """Make the session durable now: save the unsaved messages, then wait until the
+        snapshot of the last render is written. When it returns, a crash loses nothing of
+        the session up to the last render: :meth:`ContextEngine.restore` gives that render's
+        payload again (with the messages saved since appended).
+
+        Returns:
+            The snapshot of the last render, or None when there is none to wait for (no
+            store, no render yet, or its messages were not stored when it rendered).
+
+        Raises:
+            StoreError: saving the messages or writing the snapshot failed, or the snapshot
+                was not written within ``timeout`` seconds.
+        """
+        await self.save()
+        future = self._last_snapshot
+        if future is None:
+            return None
+
+        def wait() -> SnapshotInfo:
+            try:
+                return future.result(timeout)
+            except FutureTimeout as exc:
+                raise StoreError(
+                    f"the snapshot of session {self.id!r} was not written within {timeout} s"
+                ) from exc
+
+        info: SnapshotInfo = await anyio.to_thread.run_sync(wait)
+        return info
 
     def _store_fault(self, hook: str, exc: BaseException) -> None:
         self._state.faults.append(PluginFault("store", hook, "raised", str(exc)))
+        _log.warning("ctxengine store (%s) for session %r: %s", hook, self.id, exc)
         warnings.warn(f"ctxengine store ({hook}): {exc}", RuntimeWarning, stacklevel=3)
 
     def _snapshot(self, out: RenderedContext, turn: int) -> None:
         writer = self.engine.writer
+        self._last_snapshot = None
         if writer is None or not self.persist:
             return
         if self._unsaved:  # the snapshot would describe messages the store does not hold
             return
         state = self._state.to_json(messages=False)
         try:
-            snapshot_render(writer, self.id, state, out, turn=turn, leaf_id=self.leaf_id)
+            future = snapshot_render(writer, self.id, state, out, turn=turn, leaf_id=self.leaf_id)
         except StoreError as exc:
             self._store_fault("snapshot", exc)
+            return
+        self._last_snapshot = future
+        future.add_done_callback(self._snapshot_done)
+
+    def _snapshot_done(self, future: Future[SnapshotInfo]) -> None:
+        """In the writer thread: keep a failed write for the next render's report (the writer
+        logged it already)."""
+        exc = future.exception()
+        if exc is None:
+            return
+        with self._failures_lock:
+            if not any(e is exc for e in self._snapshot_failures):  # superseded: same error
+                self._snapshot_failures.append(exc)
+
+    def _report_snapshot_failures(self) -> None:
+        with self._failures_lock:
+            failed, self._snapshot_failures = self._snapshot_failures, []
+        for exc in failed:
+            self._state.faults.append(
+                PluginFault("store", "snapshot", "raised", f"snapshot not written: {exc}")
+            )
 
     # -- overflow recovery --------------------------------------------------------------------
 
@@ -720,7 +808,8 @@ class Session:
         check_provider(provider)
         check_options(options)
         state = self._state
-        await self.save()
+        await self._autosave()
+        self._report_snapshot_failures()
         queued = state.queued
         try:
             turn = state.turn

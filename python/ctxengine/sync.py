@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 from .errors import CtxEngineError
 from .grain import ContextGrain
 from .inject.turn import RenderedContext
+from .store.base import SnapshotInfo
 from .transcript import Message, ToolCall, Transcript
 
 __all__ = ("LoopRunner", "SyncSession")
@@ -74,6 +75,8 @@ class AsyncSession(Protocol):
     def remove(self, node_id: str) -> bool: ...
     def end_task(self) -> None: ...
     async def render(self, provider: str = ..., **options: Any) -> RenderedContext: ...
+    async def save(self) -> None: ...
+    async def checkpoint(self, timeout: float | None = ...) -> SnapshotInfo | None: ...
 
 
 class SessionOpener(Protocol):
@@ -180,3 +183,11 @@ class SyncSession:
     def render(self, provider: str = "openai", **options: Any) -> RenderedContext:
         """See :meth:`Session.render`."""
         return self._runner.run(self.session.render, provider, **options)
+
+    def save(self) -> None:
+        """See :meth:`Session.save`."""
+        self._runner.run(self.session.save)
+
+    def checkpoint(self, timeout: float | None = None) -> SnapshotInfo | None:
+        """See :meth:`Session.checkpoint`."""
+        return self._runner.run(self.session.checkpoint, timeout)

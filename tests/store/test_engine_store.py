@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from ctxengine import Budget, ContextEngine
+from ctxengine import Budget, ContextEngine, RenderedContext, Session
 from ctxengine.errors import StoreError
 from ctxengine.store import FileStore
 from ctxengine.store.snapshot import payload_hash
@@ -124,3 +127,184 @@ def test_messages_kept_out_of_the_snapshot_state() -> None:
     assert data["messages"] is None
     with pytest.raises(ValueError, match="no messages"):
         engine.state_from_json(data)
+
+
+# -- store failures at the engine level: read-only folder, file-size limit --------------------
+
+
+def _chattr(flag: str, *paths: Path) -> None:
+    """``chattr -R +i`` makes files immutable even for root (chmod does not stop root)."""
+    subprocess.run(["chattr", "-R", flag, *map(str, paths)], check=True)
+
+
+async def _turn(s: Session, i: int, size: int = 300) -> RenderedContext:
+    await s.user_message(f"question {i}")
+    await s.assistant_message(f"looking {i}", [ToolCall(f"c{i}", "read", {"path": f"f{i}.py"})])
+    await s.tool_result(f"c{i}", f"line {i}\n" * size, name="read")
+    return await s.render()
+
+
+async def test_a_snapshot_failing_in_the_background_is_a_fault_of_the_next_render(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = _engine(tmp_path)
+    objects = tmp_path / "sessions" / "s5" / "objects"
+    async with engine.session("s5") as s:
+        kept = await _turn(s, 0)
+        first = await s.checkpoint()
+        assert first is not None
+        _chattr("+i", objects)  # no new snapshot file can be created; appends still work
+        try:
+            with caplog.at_level(logging.WARNING, logger="ctxengine.store"):
+                failed = await _turn(s, 1)  # renders; its snapshot fails in the writer thread
+                with pytest.raises(StoreError, match="read-only or not writable") as err:
+                    await s.checkpoint()
+                assert err.value.errno in (1, 13, 30)
+                assert s.unsaved == 0  # the messages were stored all the same
+                nxt = await s.render()  # the turn goes on; the failure is in its report
+                with pytest.raises(StoreError, match="read-only"):
+                    await s.checkpoint()  # nxt's own snapshot fails as well
+        finally:
+            _chattr("-i", objects)
+        said = [f for f in nxt.report.faults if f["plugin"] == "store"]
+        assert [f["hook"] for f in said] == ["snapshot"], nxt.report.faults
+        assert said[0]["message"].startswith("snapshot not written: cannot create")
+        assert str(objects) in said[0]["message"]
+        assert not [f for f in failed.report.faults if f["plugin"] == "store"]
+        logged = [r.getMessage() for r in caplog.records if r.name == "ctxengine.store"]
+        assert any("snapshot of session 's5' not written" in m for m in logged), logged
+        assert nxt.payload == failed.payload  # nothing changed in between: same context
+        again = await s.render()  # nxt's snapshot failed too (still read-only then)
+        assert [f["hook"] for f in again.report.faults if f["plugin"] == "store"] == ["snapshot"]
+        again = await s.render()
+        assert not [f for f in again.report.faults if f["plugin"] == "store"]  # reported once
+        last = await s.checkpoint()  # the folder is writable again
+        assert last is not None
+    store = FileStore(tmp_path)  # the failed snapshot left no index line, no file
+    assert [i.id for i in store.snapshots("s5")] == [first.id, last.id]
+    assert store.problems == [] and not list(objects.glob(".*.tmp"))
+    restored = await _engine(tmp_path).restore("s5", snapshot=first.id)
+    assert restored.payload == kept.payload
+    assert (await _engine(tmp_path).restore("s5")).payload == again.payload
+
+
+async def test_a_read_only_folder_raises_from_save_and_the_session_renders_on(
+    tmp_path: Path,
+) -> None:
+    engine = _engine(tmp_path)
+    folder = tmp_path / "sessions" / "s6"
+    async with engine.session("s6") as s:
+        await _turn(s, 0)
+        acked = await _turn(s, 1)
+        await s.checkpoint()
+        before = {p.name: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+        _chattr("+i", tmp_path)
+        try:
+            with pytest.warns(RuntimeWarning, match="read-only or not writable"):
+                await s.user_message("while read-only")  # never raises: a fault
+            assert s.unsaved == 1
+            with pytest.raises(StoreError, match="read-only or not writable") as err:
+                await s.save()
+            assert err.value.errno in (1, 13, 30) and err.value.path is not None
+            assert str(folder) in str(err.value) and s.unsaved == 1  # still queued
+            with pytest.warns(RuntimeWarning, match="read-only or not writable"):
+                out = await s.render()  # in memory, the session goes on
+            assert out.payload["messages"][-1] == {"role": "user", "content": "while read-only"}
+            assert [f["hook"] for f in out.report.faults if f["plugin"] == "store"] == [
+                "append",
+                "append",
+            ]
+            with pytest.raises(StoreError, match="read-only"):
+                await s.checkpoint()
+            # another worker restores from the store: the state acknowledged before
+            restored = await _engine(tmp_path).restore("s6")
+            assert restored.payload == acked.payload
+        finally:
+            _chattr("-i", tmp_path)
+        after = {p.name: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+        assert after == before  # nothing already written was touched
+        await s.save()  # writable again: the queued message goes in
+        assert s.unsaved == 0
+    texts = [e.data["message"]["blocks"][0] for e in FileStore(tmp_path).branch("s6")]
+    assert texts[-1] == {"type": "text", "text": "while read-only"} and len(texts) == 7
+
+
+FSIZE_CHILD = r"""
+import asyncio, json, resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+from ctxengine import Budget, ContextEngine, FileStore, StoreError
+from ctxengine.store.snapshot import payload_hash
+from ctxengine.transcript import ToolCall
+
+def say(*parts):
+    print(*parts, flush=True)
+
+async def main(root):
+    engine = ContextEngine("gpt-4o", Budget(total=6000), store=FileStore(root))
+    async with engine.session("s7") as s:
+        for i in range(3):
+            await s.user_message(f"question {i}")
+            await s.assistant_message("", [ToolCall(f"c{i}", "read", {"path": f"f{i}"})])
+            await s.tool_result(f"c{i}", f"line {i}\n" * 400, name="read")
+            out = await s.render()
+            await s.checkpoint()
+        say("ACKED", payload_hash(out.payload))
+        size = (engine.store.root / "sessions" / "s7" / "transcript.jsonl").stat().st_size
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size + 400, size + 400))
+        await s.user_message("a question that still fits under the limit")
+        await s.assistant_message("y" * 5000)  # this one does not: a fault, never raised
+        try:
+            await s.save()
+        except StoreError as exc:
+            say("SAVE", exc.errno, exc)
+        out = await s.render()
+        faults = [f["hook"] for f in out.report.faults if f["plugin"] == "store"]
+        say("RENDERED", json.dumps([len(out.payload["messages"]), faults, s.unsaved]))
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+async def test_a_file_size_limit_raises_from_save_and_damages_nothing(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore::RuntimeWarning", "-c", FSIZE_CHILD, str(tmp_path)],
+        env=child_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert lines["SAVE"].startswith("27 ") and "File too large" in lines["SAVE"]
+    assert "file size limit was reached" in lines["SAVE"]
+    n, faults, unsaved = json.loads(lines["RENDERED"])
+    assert faults == ["append", "append"] and unsaved == 1
+    assert int(n) >= 3  # it rendered, with the messages only memory holds
+    store = FileStore(tmp_path)
+    branch = store.branch("s7")
+    assert store.problems == []  # the failed appends cut their partial bytes off again
+    assert branch[-1].data["message"]["blocks"][0]["text"].startswith("a question that")
+    assert len(branch) == 10  # 3 turns of 3, and the one that fit under the limit
+    # restore: the acknowledged state plus the stored message after it
+    engine = ContextEngine("gpt-4o", Budget(total=6000), store=store)
+    at = await engine.load("s7", snapshot=store.snapshots("s7")[-1].id)
+    assert at is not None
+    at.persist = False
+    assert payload_hash((await at.render()).payload) == lines["ACKED"]
+    restored = await engine.restore("s7")
+    assert restored.payload["messages"][-1]["content"].startswith("a question that")
+
+
+def test_a_blocking_session_saves_and_checkpoints(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    with engine.session_sync("s8") as s:
+        assert s.checkpoint() is None  # nothing rendered yet
+        s.extend([Message.user("hi")])
+        s.save()
+        out = s.render()
+        info = s.checkpoint()
+        assert info is not None and info.meta["payload_hash"] == payload_hash(out.payload)
+    engine.close()
+    assert [e.id for e in FileStore(tmp_path).branch("s8")] == [info.leaf_id]

@@ -12,7 +12,7 @@ from ctxengine.errors import StoreError
 from ctxengine.store import FileStore, InMemoryStore
 from ctxengine.store.codec import message_from_json, message_to_json
 from ctxengine.store.session_io import record_messages, record_rewrite, resume, snapshot_render
-from ctxengine.store.snapshot import SCHEMA, payload_hash, summary_drift
+from ctxengine.store.snapshot import SCHEMA, grain_rows, payload_hash, summary_drift
 from ctxengine.store.writer import SnapshotWriter
 from ctxengine.transcript import Message, ToolCall, load
 from offline_tiktoken import TRANSCRIPTS
@@ -72,8 +72,14 @@ async def test_the_snapshot_holds_the_decisions_of_the_render(tmp_path: Path) ->
     assert (
         c["tokens"] == out.tokens <= 4000 and c["provider"] == "openai" and c["model"] == "gpt-4o"
     )
-    assert len(c["grains"]) == len(out.report.grains)
-    by_id = {g["node_id"]: g for g in c["grains"]}
+    rows = grain_rows(c)
+    assert len(rows) == len(out.report.grains)
+    assert rows == [
+        {**g.to_dict(), "priority": r["priority"], "lifespan": r["lifespan"],
+         "protected": r["protected"]}
+        for g, r in zip(out.report.grains, rows, strict=True)
+    ]  # fmt: skip
+    by_id = {g["node_id"]: g for g in rows}
     for grain in out.tree:
         row = by_id[grain.node_id]
         assert (row["priority"], row["lifespan"]) == (grain.priority, grain.lifespan)

@@ -129,6 +129,8 @@ def _important_line_start(text: str, start: int, budget: int) -> int:
     """Start of the last error/summary line among the final 20 lines, if it lies just before
     ``start`` and fits in ``budget``; else ``start``."""
     lines = text.rstrip("\n").rsplit("\n", 20)
+    if len(lines) > 20:  # the first piece is everything before the last 20 lines: not searched
+        lines = lines[1:]
     pos = len(text.rstrip("\n"))
     for line in reversed(lines):
         pos -= len(line)

@@ -155,6 +155,41 @@ class RenderReport:
             )
         return out
 
+    def columns(self) -> dict[str, list[Any]]:
+        """The same decisions as :attr:`grains`, one list per field (``node_id``, ``origin``,
+        ``window``, ``decision``, ``status``, ``stage``, ``reason``, ``tokens_before``,
+        ``tokens_after``), built straight from the core's columns when :attr:`grains` was not
+        read: what a snapshot stores, without one object per grain."""
+        if self._grains is not None or self._columns is None:
+            rows = self.grains
+            return {name: [getattr(g, name) for g in rows] for name in GrainDecision.__slots__}
+        ids, status, stage, reason, before, after, window = self._columns
+        ids, reason, before, after = list(ids), list(reason), list(before), list(after)
+        names, origins = self._window_names, self._origins
+        n_names = len(names)
+        statuses = [STATUS[x] for x in status]
+        out: dict[str, list[Any]] = {
+            "node_id": ids,
+            "origin": [origins.get(i, "") for i in ids],
+            "window": [names[w] if w < n_names else str(w) for w in window],
+            "decision": [DECISION.get(x, "dropped") for x in statuses],
+            "status": statuses,
+            "stage": [STAGE[x] for x in stage],
+            "reason": reason,
+            "tokens_before": before,
+            "tokens_after": after,
+        }
+        if self._guarded:
+            for i, node_id in enumerate(ids):
+                if statuses[i] == "kept" and node_id in self._guarded:
+                    g = self._guard_decision(node_id, out["window"][i], before[i])
+                    for name in GrainDecision.__slots__:
+                        out[name][i] = getattr(g, name)
+        for g in self._extra:
+            for name in GrainDecision.__slots__:
+                out[name].append(getattr(g, name))
+        return out
+
     def _guard_decision(self, node_id: str, window: str, tokens: int) -> GrainDecision:
         chars = self._guarded[node_id]
         reason = f"tool result of {chars:,} chars cut to head + tail by the window guard"

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import errno as errno_codes
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -404,9 +405,9 @@ class FileStore:
     ) -> SnapshotInfo:
         """See :meth:`ctxengine.Store.write_snapshot`. The content file is fsynced and renamed
         into place before the index line is appended and fsynced."""
-        text = canonical_json(dict(content))
+        data = canonical_json(dict(content)).encode("utf-8")  # encoded once: hashed, written
         clean_meta = snapshot_meta(meta)
-        digest = content_hash(text)
+        digest = hashlib.sha256(data).hexdigest()
         with self._lock:
             s = self._session(session_id)
             if leaf_id is LEAF:
@@ -414,9 +415,9 @@ class FileStore:
                     leaf = s.transcript.items[-1].id if s.transcript.items else None
             else:
                 leaf = leaf_id
-            self._store_object(s, digest, text)
+            self._store_object(s, digest, data)
             info = SnapshotInfo(
-                new_id(), session_id, digest, len(text.encode()), time.time(), leaf, clean_meta
+                new_id(), session_id, digest, len(data), time.time(), leaf, clean_meta
             )
             with self._writing(s, s.index, session_id) as write:
                 fast = write([canonical_json(info.to_json())])
@@ -427,7 +428,7 @@ class FileStore:
                     pass
             return info
 
-    def _store_object(self, s: _Session, digest: str, text: str) -> None:
+    def _store_object(self, s: _Session, digest: str, data: bytes) -> None:
         objects = s.dir / OBJECTS
         final_path = objects / f"{digest}.json"
         if s.intact.get(digest) or self._object_intact(final_path, digest):
@@ -440,7 +441,7 @@ class FileStore:
             raise _os_error("create", tmp, exc) from exc
         try:
             try:
-                view = memoryview(text.encode("utf-8"))
+                view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
                 if self._fsync:

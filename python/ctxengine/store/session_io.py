@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import StoreError
 from ..transcript import Message
 from .base import LEAF, Entry, Leaf, NewEntry, Snapshot, SnapshotInfo, Store
 from .codec import message_from_json, message_to_json
@@ -131,19 +132,30 @@ class Resumed:
         return bool(self.entries) or self.snapshot is not None
 
 
-def resume(store: Store, session_id: str) -> Resumed:
+def resume(store: Store, session_id: str, *, snapshot_id: str | None = None) -> Resumed:
     """Read back a session: the current branch's messages and the latest complete snapshot.
 
     A snapshot taken on another branch than the current one (its ``leaf_id`` is not on the
     branch, e.g. a rewrite happened after it) is still returned, with ``covered = 0``.
 
+    With ``snapshot_id``: that snapshot, and the branch from the root to its ``leaf_id``
+    (so every message is covered; what was appended after it is left out).
+
     Raises:
-        StoreError: the store failed, or a stored message is malformed.
+        StoreError: the store failed, a stored message is malformed, or ``snapshot_id`` is
+            not an intact snapshot of the session.
     """
-    branch = store.branch(session_id)
+    if snapshot_id is None:
+        branch = store.branch(session_id)
+        snapshot = store.load_snapshot(session_id)
+    else:
+        snapshot = store.load_snapshot(session_id, snapshot_id)
+        if snapshot is None:  # a store that returns None for an unknown id
+            raise StoreError(f"session {session_id!r} has no snapshot {snapshot_id!r}")
+        leaf = snapshot.info.leaf_id
+        branch = store.branch(session_id, leaf) if leaf is not None else []
     entries = [e for e in branch if e.kind == MESSAGE]
     messages = [message_from_json(e.data.get("message")) for e in entries]
-    snapshot = store.load_snapshot(session_id)
     covered = 0
     if snapshot is not None and snapshot.info.leaf_id is not None:
         ids = [e.id for e in branch]

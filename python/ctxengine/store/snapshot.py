@@ -11,13 +11,16 @@ A snapshot is one JSON object (``SCHEMA`` names its version)::
       "payload": {...}                       # only with include_payload=True
       "state": {...} | null,                 # the session state, opaque to the store
       "core_memory": {"mem.summary": "..."}, # text of every core_memory grain rendered
-      "grains": [{"node_id", "origin", "window", "priority", "lifespan", "protected",
-                  "decision", "status", "stage", "reason", "tokens_before", "tokens_after"}],
+      "grains": {"node_id": [...], "origin": [...], "window": [...], "priority": [...],
+                 "lifespan": [...], "protected": [...], "decision": [...], "status": [...],
+                 "stage": [...], "reason": [...], "tokens_before": [...], "tokens_after": [...]},
       "windows": [...], "compactions": [...], "faults": [...]
     }
 
-``state`` is whatever the session's state serializes to (``SessionState.to_json()``); the store
-never looks inside it.
+``grains`` holds one column per field, every column in the same grain order (schema 1 held one
+object per grain: encoding the columns costs a quarter of that); :func:`grain_rows` gives one
+dict per grain for either schema. ``state`` is whatever the session's state serializes to
+(``SessionState.to_json()``); the store never looks inside it.
 """
 
 from __future__ import annotations
@@ -36,12 +39,28 @@ __all__ = (
     "SummaryDrift",
     "build_snapshot",
     "core_memory",
+    "grain_rows",
     "payload_hash",
     "snapshot_meta",
     "summary_drift",
 )
 
-SCHEMA: Final = "ctxengine.snapshot/1"
+SCHEMA: Final = "ctxengine.snapshot/2"
+#: The per-grain fields of a snapshot's ``grains`` (one column each).
+GRAIN_FIELDS: Final = (
+    "node_id",
+    "origin",
+    "window",
+    "priority",
+    "lifespan",
+    "protected",
+    "decision",
+    "status",
+    "stage",
+    "reason",
+    "tokens_before",
+    "tokens_after",
+)
 CORE_MEMORY: Final = "core_memory"
 #: Keys copied from a snapshot into its index line (what ``ctxengine snapshots`` lists).
 META_KEYS: Final = ("turn", "provider", "model", "budget", "tokens", "fits", "payload_hash")
@@ -86,26 +105,24 @@ def build_snapshot(
     """
     report = rendered.report
     tree = {g.node_id: g for g in rendered.tree}
-    grains = []
-    for d in report.grains:
-        g = tree.get(d.node_id)
-        grains.append(
-            {
-                "node_id": d.node_id,
-                "origin": d.origin,
-                "window": d.window,
-                "priority": g.priority if g is not None else None,
-                "lifespan": g.lifespan if g is not None else None,
-                "protected": g.protected if g is not None else None,
-                "decision": d.decision,
-                "status": d.status,
-                "stage": d.stage,
-                "reason": d.reason,
-                "tokens_before": d.tokens_before,
-                "tokens_after": d.tokens_after,
-            }
-        )
-    windows = {d.node_id: d.window for d in report.grains}
+    cols = report.columns()
+    ids = cols["node_id"]
+    nodes = [tree.get(i) for i in ids]
+    grains: dict[str, list[Any]] = {
+        "node_id": ids,
+        "origin": cols["origin"],
+        "window": cols["window"],
+        "priority": [g.priority if g is not None else None for g in nodes],
+        "lifespan": [g.lifespan if g is not None else None for g in nodes],
+        "protected": [g.protected if g is not None else None for g in nodes],
+        "decision": cols["decision"],
+        "status": cols["status"],
+        "stage": cols["stage"],
+        "reason": cols["reason"],
+        "tokens_before": cols["tokens_before"],
+        "tokens_after": cols["tokens_after"],
+    }
+    windows = dict(zip(ids, cols["window"], strict=True))
     memory = {
         node_id: g.text
         for node_id, g in tree.items()
@@ -135,6 +152,17 @@ def build_snapshot(
     if include_payload:
         out["payload"] = rendered.payload
     return out
+
+
+def grain_rows(snapshot: Snapshot | Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The grains of a snapshot as one dict per grain (keys :data:`GRAIN_FIELDS`), for the
+    columns of schema 2 and the rows of schema 1 alike; ``[]`` if it holds none."""
+    content = snapshot.content if isinstance(snapshot, Snapshot) else snapshot
+    grains = content.get("grains") or []
+    if isinstance(grains, list):
+        return [dict(g) for g in grains]
+    columns = [grains.get(name) or [] for name in GRAIN_FIELDS]
+    return [dict(zip(GRAIN_FIELDS, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
 def snapshot_meta(content: Mapping[str, Any]) -> dict[str, Any]:

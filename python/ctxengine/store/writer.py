@@ -7,12 +7,14 @@ to the :class:`~ctxengine.store.SnapshotInfo` of the snapshot that replaced them
 is a full state, so the newest one is all a restore needs). ``content`` (and ``meta``) may be a
 function: it is then called in the writer thread, so even building the snapshot (serializing
 the decisions, hashing the payload) stays off the render path. ``flush()`` waits for everything
-submitted so far; a write error is set on its futures and kept in ``errors``; it never reaches
-the render that submitted it.
+submitted so far; a write error is logged (``ctxengine.store``, warning), set on its futures and
+kept in ``errors``; it never reaches the render that submitted it (a session reports it in the
+next render's ``report.faults``).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -23,6 +25,8 @@ from ..errors import CtxEngineError, StoreError
 from .base import LEAF, Leaf, SnapshotInfo, Store
 
 __all__ = ("SnapshotWriter",)
+
+log = logging.getLogger("ctxengine.store")
 
 
 Content = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
@@ -104,15 +108,18 @@ class SnapshotWriter:
                 info = self.store.write_snapshot(
                     session_id, content, meta=meta, leaf_id=job.leaf_id
                 )
-            except CtxEngineError as exc:
-                self.errors.append(exc)
+            except BaseException as exc:  # a store error, or a bug: report, keep the thread alive
+                err = (
+                    exc
+                    if isinstance(exc, CtxEngineError)
+                    else StoreError(f"snapshot write failed: {exc!r}")
+                )
+                self.errors.append(err)
+                log.warning(
+                    "ctxengine store: snapshot of session %r not written: %s", session_id, err
+                )
                 for f in job.futures:
-                    f.set_exception(exc)
-            except BaseException as exc:  # a bug in a store: report, keep the thread alive
-                wrapped = StoreError(f"snapshot write failed: {exc!r}")
-                self.errors.append(wrapped)
-                for f in job.futures:
-                    f.set_exception(wrapped)
+                    f.set_exception(err)
             else:
                 for f in job.futures:
                     f.set_result(info)
