@@ -180,8 +180,12 @@ async def test_a_snapshot_failing_in_the_background_is_a_fault_of_the_next_rende
         assert not [f for f in again.report.faults if f["plugin"] == "store"]  # reported once
         last = await s.checkpoint()  # the folder is writable again
         assert last is not None
-    store = FileStore(tmp_path)  # the failed snapshot left no index line, no file
-    assert [i.id for i in store.snapshots("s5")] == [first.id, last.id]
+    store = FileStore(tmp_path)  # the failed snapshots left no index line, no file
+    ids = [i.id for i in store.snapshots("s5")]
+    # first, then the renders after the folder became writable again: the first of the two
+    # `again` renders has its own snapshot unless the writer took both at once (it keeps only
+    # the newest of the snapshots waiting for it)
+    assert ids[0] == first.id and ids[-1] == last.id and len(ids) in (2, 3), ids
     assert store.problems == [] and not list(objects.glob(".*.tmp"))
     restored = await _engine(tmp_path).restore("s5", snapshot=first.id)
     assert restored.payload == kept.payload

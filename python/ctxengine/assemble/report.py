@@ -162,7 +162,7 @@ class RenderReport:
         read: what a snapshot stores, without one object per grain."""
         if self._grains is not None or self._columns is None:
             rows = self.grains
-            return {name: [getattr(g, name) for g in rows] for name in GrainDecision.__slots__}
+            return {name: [getattr(g, name) for g in rows] for name in _DECISION_FIELDS}
         ids, status, stage, reason, before, after, window = self._columns
         ids, reason, before, after = list(ids), list(reason), list(before), list(after)
         names, origins = self._window_names, self._origins
@@ -183,10 +183,10 @@ class RenderReport:
             for i, node_id in enumerate(ids):
                 if statuses[i] == "kept" and node_id in self._guarded:
                     g = self._guard_decision(node_id, out["window"][i], before[i])
-                    for name in GrainDecision.__slots__:
+                    for name in _DECISION_FIELDS:
                         out[name][i] = getattr(g, name)
         for g in self._extra:
-            for name in GrainDecision.__slots__:
+            for name in _DECISION_FIELDS:
                 out[name].append(getattr(g, name))
         return out
 
