@@ -1,4 +1,4 @@
-"""The ctxengine command line: replay agent sessions through the engine, count tokens, list plugins.
+"""The ctxengine command line: replay agent sessions, inspect stored ones, count tokens, plugins.
 
 Each command lives in its own module (listed in :data:`COMMANDS`) with one ``add_to(commands)``
 function that adds its parser and sets ``run(args) -> int``. This module owns what they share:
@@ -42,7 +42,13 @@ __all__ = (
 )
 
 #: The modules that add a command (``add_to(commands)``); a new command is one more module.
-COMMANDS: Final = ("ctxengine.cli_replay", "ctxengine.cli_count", "ctxengine.plugins.cli")
+COMMANDS: Final = (
+    "ctxengine.cli_replay",
+    "ctxengine.cli_store",
+    "ctxengine.cli_context",
+    "ctxengine.cli_count",
+    "ctxengine.plugins.cli",
+)
 EXIT_USAGE: Final = 2
 EXIT_INTERRUPTED: Final = 130
 EXIT_BROKEN_PIPE: Final = 141
@@ -91,7 +97,8 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="ctxengine",
         description="Build the context an LLM agent sends to its model: replay real agent "
-        "sessions through the engine, count tokens, list plugins.",
+        "sessions through the engine, inspect the sessions a store holds (snapshots, restore, "
+        "context), count tokens, list plugins.",
         epilog="Run 'ctxengine COMMAND --help' for a command's options. Exit status: 0 ok, "
         "1 a check failed, 2 a user error, 130 interrupted.",
     )
@@ -141,18 +148,48 @@ def _report(message: str, debug: bool, *, internal: bool = False) -> None:
         traceback.print_exc()
     elif internal:
         message += " (run it again with --debug for the traceback)"
-    text = f"error: {message}"
-    if sys.stderr.isatty():  # wrap to the terminal; to a pipe or file it stays one line
-        width = shutil.get_terminal_size().columns
-        lines = textwrap.wrap(text, width=width, subsequent_indent="  ", break_on_hyphens=False)
-        text = "\n".join(lines) or text
-    sys.stderr.write(text + "\n")
+    # wrapped to the terminal; to a pipe or file it stays one line
+    sys.stderr.write(_wrap(f"error: {message}") + "\n")
+
+
+class _Wrapped(logging.Formatter):
+    """One record, one message: wrapped to the terminal's width like errors (one line to a
+    pipe or file)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.exc_info:  # --debug: the traceback as it is
+            return super().format(record)
+        return _wrap(" ".join(super().format(record).split()))
+
+
+class _Once(logging.Filter):
+    """Drops a message already shown (a damaged file read twice is reported once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[tuple[int, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.levelno, record.getMessage())
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
+
+
+def _wrap(text: str) -> str:
+    if not sys.stderr.isatty():
+        return text
+    width = shutil.get_terminal_size().columns
+    lines = textwrap.wrap(text, width=width, subsequent_indent="  ", break_on_hyphens=False)
+    return "\n".join(lines) or text
 
 
 def _log_to_stderr(debug: bool) -> logging.Handler:
     """The library logs to a NullHandler; the command line shows its warnings, one line each."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    handler.setFormatter(_Wrapped("%(levelname)s: %(message)s"))
+    handler.addFilter(_Once())
     handler.setLevel(logging.DEBUG if debug else logging.WARNING)
     logger = logging.getLogger("ctxengine")
     logger.addHandler(handler)
