@@ -14,18 +14,17 @@ from typing import Any, Final
 
 from rich import box
 from rich.console import Group
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from .cli import Parser, add_common, print_json, stdout_console
-from .cli_replay import middle_ellipsis
 from .cli_store import add_render_options, add_store_option, open_session, restore_session
 from .store.base import Store
 from .store.snapshot import build_snapshot
 
 __all__ = ("add_to", "context_view", "group_by_window")
 
-NODE_WIDTH: Final = 24
 #: What the payload adds around the grains (message framing, tool schemas): its own row.
 FRAMING: Final = "(request framing)"
 
@@ -161,25 +160,28 @@ def _list_table(view: dict[str, Any]) -> Table:
 
 
 def _detail_table(view: dict[str, Any]) -> Table:
-    table = Table(title=_title(view), box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("node", no_wrap=True)
+    table = Table(
+        title=_title(view),
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        caption="each grain: its node id, then its decision (status) [stage]: reason",
+    )
+    table.add_column("node / decision", ratio=1, overflow="fold")
     table.add_column("origin", no_wrap=True, max_width=12)
     table.add_column("prio", justify="right", no_wrap=True)
     table.add_column("life", no_wrap=True)
     table.add_column("tokens", justify="right", no_wrap=True)
-    table.add_column("decision: reason", ratio=1, overflow="fold")
-    by_window = {w["window"]: w for w in view["windows"]}
-    for name, w in by_window.items():
+    for w in view["windows"]:
         table.add_section()
+        grains = f"{w['grains']} grain{'s' if w['grains'] != 1 else ''}"
         table.add_row(
-            Text(name, style="bold"),
-            Text(f"{w['grains']} grain{'s' if w['grains'] != 1 else ''}", style="bold"),
+            Text(f"{w['window']} window: {grains}", style="bold"),
+            "",
             "",
             "",
             Text(f"{w['tokens']:,}", style="bold"),
-            "",
         )
-        for g in (g for g in view["grains"] if g["window"] == name):
+        for g in (g for g in view["grains"] if g["window"] == w["window"]):
             table.add_row(*_detail_cells(g))
     return table
 
@@ -189,20 +191,20 @@ def _detail_cells(g: Mapping[str, Any]) -> list[Any]:
     tokens = f"{after:,}" if before == after else f"{before:,}→{after:,}"
     style = {"kept": "green", "folded": "yellow", "dropped": "red"}.get(g["decision"], "magenta")
     status = g.get("status") or g["decision"]
+    node = Text(str(g["node_id"]))
     decision = Text(status if status == g["decision"] else f"{g['decision']} ({status})", style)
     reason = str(g.get("reason") or "")
     if g.get("stage") and str(g["stage"]) not in reason:
         decision.append(f" [{g['stage']}]", style="dim")
     if reason and reason != g["decision"]:
-        decision.append(f": {reason}")
+        decision.append(f": {reason}", style="dim")
     prio = g.get("priority")
     return [
-        Text(middle_ellipsis(str(g["node_id"]), NODE_WIDTH)),
+        Group(node, Padding(decision, (0, 0, 0, 2))),
         Text(str(g["origin"] or "?")),
         "" if prio is None else str(prio),
         Text(str(g.get("lifespan") or "")),
         tokens,
-        decision,
     ]
 
 
