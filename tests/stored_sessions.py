@@ -42,6 +42,8 @@ async def _write(store: Store, session_id: str, turns: int, render: bool) -> Mad
                 assert (await s.compact()).ok
             if render:
                 made.renders.append(await s.render())
+                # the writer keeps only the newest of snapshots that wait: wait for each one
+                assert await anyio.to_thread.run_sync(engine.flush)
         await s.save()
     engine.close()
     return made
@@ -50,5 +52,5 @@ async def _write(store: Store, session_id: str, turns: int, render: bool) -> Mad
 def write_session(store: Store, session_id: str, *, turns: int = 12, render: bool = True) -> Made:
     """Play ``turns`` agent turns (user, tool call, tool result, answer) into ``store`` at a
     tight budget, rendering after each (unless ``render`` is False) and compacting twice;
-    returns every render. The engine's snapshots are all written when this returns."""
+    returns every render. Each render's snapshot is written before the next render."""
     return anyio.run(_write, store, session_id, turns, render)
