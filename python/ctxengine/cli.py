@@ -115,8 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     logger = logging.getLogger("ctxengine")
     level, handler = logger.level, _log_to_stderr(debug)
+    flags: set[str] | None = None  # the options of the command run (None: not parsed yet)
     try:
         args = build_parser().parse_args(argv)
+        flags = set(vars(args))
         return int(args.run(args))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -124,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except (CtxEngineError, OSError) as exc:
-        _report(_one_line(exc), debug)
+        _report(_one_line(exc, flags), debug)
         return EXIT_USAGE
     except Exception as exc:  # a bug: still one line, with the way to the traceback
         _report(f"internal error: {type(exc).__name__}: {exc}", debug, internal=True)
@@ -134,10 +136,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.setLevel(level)
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException, flags: set[str] | None = None) -> str:
     if isinstance(exc, OSError) and exc.filename is not None:
         return f"{exc.filename}: {exc.strerror or exc}"
     text = " ".join(str(exc).split())
+    if flags is not None:  # a hint to pass an option this command does not have is dropped
+        missing = [o for o in _OPTIONS.split("|") if o not in flags]
+        if missing:
+            unusable = re.compile(rf"\b({'|'.join(missing)})=")
+            sentences = re.split(r"(?<=[.;])\s+", text)
+            text = " ".join(t for t in sentences if not unusable.search(t)).rstrip(";")
     # Library messages name keyword arguments (encoding="o200k_base"); here they are flags.
     text = re.sub(rf'\b({_OPTIONS})="([^"]*)"', r"--\1 \2", text)
     return re.sub(rf"\b({_OPTIONS})=(?=[\s),;]|$)", r"--\1", text)
