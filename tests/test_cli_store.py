@@ -26,6 +26,8 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Made]:
     store = FileStore(root)
     made = write_session(store, "agent-1")
     write_session(store, "unrendered", turns=3, render=False)
+    write_session(store, "stale", turns=2)
+    write_session(store, "stale", turns=1, render=False)  # resumed: one more turn, no render
     store.close()
     return root, made
 
@@ -220,12 +222,31 @@ def test_context_render_rebuilds_the_same_window_as_the_snapshot(
     assert fresh["tokens"] == snap["tokens"]
 
 
+def test_context_says_when_messages_came_after_the_snapshot(
+    stored: tuple[Path, Made], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, _ = stored
+    assert _json(capsys, "context", "list", "agent-1", "--store", str(root))["source"] == {
+        "kind": "snapshot",
+        "snapshot": _json(capsys, "snapshots", "agent-1", "--store", str(root))["snapshots"][-1][
+            "id"
+        ],
+        "newer": False,
+    }
+    old = _json(capsys, "context", "detail", "stale", "--store", str(root))
+    new = _json(capsys, "context", "detail", "stale", "--store", str(root), "--render")
+    assert old["source"]["newer"] is True and new["source"]["kind"] == "render"
+    assert len(new["grains"]) > len(old["grains"]) and new["tokens"] > old["tokens"]
+    status, out, _ = _run(capsys, "context", "list", "stale", "--store", str(root))
+    assert status == 0 and "messages were stored after this snapshot; --render" in out
+
+
 def test_context_of_a_session_never_rendered_restores_and_renders_it(
     stored: tuple[Path, Made], capsys: pytest.CaptureFixture[str]
 ) -> None:
     root, _ = stored
     data = _json(capsys, "context", "list", "unrendered", "--store", str(root), "--budget", "900")
-    assert data["source"] == {"kind": "render", "snapshot": None}
+    assert data["source"] == {"kind": "render", "snapshot": None, "newer": False}
     assert data["budget"] == 900 and 0 < data["tokens"] <= 900
     assert sum(w["tokens"] for w in data["windows"]) + data["framing"] == data["tokens"]
     snaps = _json(capsys, "snapshots", "unrendered", "--store", str(root))
@@ -274,7 +295,7 @@ def test_the_default_store_is_the_env_variable_else_dot_ctxengine(
 BAD = {
     "unknown session": (
         ["snapshots", "nobody"],
-        "no session 'nobody' in the store {root} (it holds agent-1, unrendered)",
+        "no session 'nobody' in the store {root} (it holds agent-1, stale, unrendered)",
     ),
     "path traversal": (["restore", "../agent-1"], "session id '../agent-1' is not allowed"),
     "empty id": (["context", "list", ""], "session id must be 1 to 128 characters"),

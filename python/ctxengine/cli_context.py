@@ -38,11 +38,12 @@ def context_view(args: argparse.Namespace, store: Store, session_id: str) -> dic
     snap = None if args.render else store.load_snapshot(session_id)
     if snap is not None and isinstance(snap.content.get("grains"), list):
         content: Mapping[str, Any] = snap.content
-        source: dict[str, Any] = {"kind": "snapshot", "snapshot": snap.info.id}
+        newer = snap.info.leaf_id != store.leaf(session_id)  # messages stored after it
+        source: dict[str, Any] = {"kind": "snapshot", "snapshot": snap.info.id, "newer": newer}
     else:
         rendered, origin = restore_session(args, store, session_id)
         content = build_snapshot(rendered, session_id=session_id, turn=-1)
-        source = {"kind": "render", "snapshot": origin["snapshot"]}
+        source = {"kind": "render", "snapshot": origin["snapshot"], "newer": False}
     grains = [dict(g) for g in content["grains"]]
     tokens = int(content.get("tokens") or 0)
     in_grains = sum(int(g.get("tokens_after") or 0) for g in grains)
@@ -224,6 +225,13 @@ def _run(args: argparse.Namespace, detail: bool) -> int:
     notes: list[Any] = [table]
     if view["framing"] and detail:
         notes.append(Text(f"{FRAMING}: {view['framing']:,} tokens", style="dim"))
+    if view["source"]["newer"]:
+        notes.append(
+            Text(
+                "messages were stored after this snapshot; --render shows the window with them",
+                style="yellow",
+            )
+        )
     console.print(Group(*notes))
     return 0
 
