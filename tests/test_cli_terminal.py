@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import socket
 import sys
 from pathlib import Path
 
@@ -155,6 +156,27 @@ def test_a_refused_plugin_warning_is_wrapped_to_the_terminal(bad_files: Path) ->
     assert "Traceback" not in text
     _assert_fits(lines)
     assert "WARNING: plugin refused: bad" in text and text.count("plugin refused") == 1
+
+
+def test_ctrl_c_while_a_store_command_waits_for_its_server_exits_130_quietly(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "redis.sock"
+    with socket.socket(socket.AF_UNIX) as server:  # accepts, reads the command, never answers
+        server.bind(str(path))
+        server.listen()
+        server.settimeout(60)
+        child = _spawn(f"snapshots agent-1 --store unix://{path}")
+        conn, _ = server.accept()
+        with conn:
+            conn.settimeout(60)
+            assert conn.recv(4096)  # the request is sent: the command waits for the reply
+            child.sendintr()
+            status, lines = _finish(child)
+    text = "\n".join(lines)
+    assert status == 130, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text
+    assert not [line for line in lines if line.strip() not in ("", "^C")]  # only the echo
 
 
 def test_help_fits_80_columns_and_speaks_plainly() -> None:

@@ -88,13 +88,15 @@ def open_store(spec: str) -> Store:
 
 def _split_prefix(url: str) -> tuple[str, str | None]:
     """The URL without its ``prefix=`` query parameter, and that prefix."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    prefix = next((v for k, v in query if k == "prefix"), None)
-    if prefix is not None and not prefix:
+    base, _, query = url.partition("?")
+    pairs = parse_qsl(query.split("#")[0], keep_blank_values=True)
+    prefix = next((v for k, v in pairs if k == "prefix"), None)
+    if prefix is None:
+        return url, None
+    if not prefix:
         raise UsageError(f"--store {_safe_url(url)}: prefix= is empty; expected a key prefix")
-    rest = urlencode([(k, v) for k, v in query if k != "prefix"])
-    return urlunsplit(parts._replace(query=rest)), prefix
+    rest = urlencode([(k, v) for k, v in pairs if k != "prefix"])
+    return (f"{base}?{rest}" if rest else base), prefix
 
 
 def _safe_url(url: str) -> str:
