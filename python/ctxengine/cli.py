@@ -34,6 +34,7 @@ __all__ = (
     "EXIT_USAGE",
     "UsageError",
     "add_common",
+    "budget_arg",
     "build_parser",
     "main",
     "print_json",
@@ -79,6 +80,17 @@ def stderr_console() -> Console:
 def print_json(data: Any, out: IO[str] | None = None) -> None:
     """Print ``data`` as indented JSON, uncolored, for scripts."""
     (out or sys.stdout).write(json.dumps(data, ensure_ascii=False, indent=1) + "\n")
+
+
+def budget_arg(text: str) -> int:
+    """``--budget``: a token count ≥ 1 (``32000``, ``32_000`` or ``32,000``)."""
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a token count; expected an int ≥ 1")
+    return value
 
 
 def add_common(parser: argparse.ArgumentParser, *, json_help: str) -> None:

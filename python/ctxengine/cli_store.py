@@ -23,7 +23,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from .cli import Parser, UsageError, add_common, print_json, stdout_console
+from .cli import Parser, UsageError, add_common, budget_arg, print_json, stdout_console
 from .engine import ContextEngine
 from .errors import StoreError
 from .inject.turn import RenderedContext
@@ -308,16 +308,6 @@ def _snapshots(args: argparse.Namespace) -> int:
 # -- restore -----------------------------------------------------------------------------------
 
 
-def _budget(text: str) -> int:
-    try:
-        value = int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a token count; expected an int ≥ 1")
-    return value
-
-
 def restore_session(
     args: argparse.Namespace, store: Store, session_id: str
 ) -> tuple[RenderedContext, dict[str, Any]]:
@@ -442,7 +432,7 @@ def add_render_options(p: Parser) -> None:
     p.add_argument("--model", help="model name (default: the last snapshot's, else gpt-4o)")
     p.add_argument(
         "--budget",
-        type=_budget,
+        type=budget_arg,
         help="input tokens (default: the last snapshot's, else the model's window)",
     )
     p.add_argument("--plugins", metavar="DIR", help="also load the plugin folders in DIR")
