@@ -39,3 +39,18 @@ def test_replay_of_a_non_utf8_file_is_an_error_not_a_traceback(
     assert main(["replay", str(path)]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "byte offset 32" in err and "Traceback" not in err
+
+
+def test_an_unknown_model_hints_only_at_options_the_command_has(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    readme = str(Path(__file__).resolve().parents[1] / "README.md")
+    assert main(["count", readme, "--model", "llama-3-70b"]) == 2
+    count = capsys.readouterr().err
+    assert "Pass --encoding cl100k_base or --encoding o200k_base" in count  # count has it
+    assert main(["demo", "--model", "llama-3-70b"]) == 2
+    demo = capsys.readouterr().err
+    assert demo.startswith('error: unknown model or encoding "llama-3-70b"; known families:')
+    assert "claude-* and gemini-* (estimated)." in demo
+    assert "encoding=" not in demo and "--encoding" not in demo  # demo has no such option
+    assert demo.count("\n") == 1

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import re
 import shlex
+import socket
 import sys
 from pathlib import Path
 
 import pexpect
 import pytest
 
+from ctxengine import FileStore
 from offline_tiktoken import TRANSCRIPTS
+from stored_sessions import write_session
 
 COLUMNS = 80
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -64,6 +67,21 @@ def bad_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "binary.jsonl").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe\x01\n")
     (root / "empty.jsonl").write_bytes(b"")
     (root / "a folder").mkdir()
+    plugin = root / "plugins" / "bad"
+    plugin.mkdir(parents=True)
+    (plugin / "manifest.json").write_text('{"name": "bad", "version": "1", "entry": "x:Y"}')
+    return root
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store folder holding session ``agent-1``; its latest snapshot's content is damaged."""
+    root = tmp_path_factory.mktemp("store")
+    write_session(FileStore(root), "agent-1")
+    session = root / "sessions" / "agent-1"
+    last = (session / "snapshots.jsonl").read_text().splitlines()[-1]
+    digest = last.split('"hash":"')[1].split('"')[0]
+    (session / "objects" / f"{digest}.json").write_text("{")
     return root
 
 
@@ -77,13 +95,21 @@ BAD_INPUTS = {
     "unknown provider": ("demo --provider bard", "", "invalid choice: 'bard'"),
     "bad plugin folder": ("demo --plugins {root}/nope", "", "does not exist or is not a folder"),
     "stdin closed": ("count -", "<&-", "standard input is closed"),
+    "unknown session": ("snapshots nobody --store {store}", "", "no session 'nobody'"),
+    "session id with a path": ("restore ../agent-1 --store {store}", "", "is not allowed"),
+    "store is a file": ("context list agent-1 --store {readme}", "", "is not a directory"),
+    "missing store": ("context detail agent-1 --store {root}/nope", "", "does not exist"),
+    "store url scheme": ("restore agent-1 --store ftp://host/x", "", "unknown scheme 'ftp'"),
+    "restore budget": ("restore agent-1 --store {store} --budget 0", "", "not a token count"),
 }
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
-def test_bad_input_is_one_wrapped_error_with_status_2(case: str, bad_files: Path) -> None:
+def test_bad_input_is_one_wrapped_error_with_status_2(
+    case: str, bad_files: Path, store: Path
+) -> None:
     args, shell, expected = BAD_INPUTS[case]
-    child = _spawn(args.format(root=bad_files, readme=README), shell=shell)
+    child = _spawn(args.format(root=bad_files, readme=README, store=store), shell=shell)
     status, lines = _finish(child)
     text = "\n".join(lines)
     assert status == 2, text
@@ -106,8 +132,56 @@ def test_ctrl_c_exits_130_quietly() -> None:
     _assert_fits(lines)
 
 
+@pytest.mark.parametrize("command", ["snapshots", "restore", "context list", "context detail"])
+def test_store_commands_fit_80_columns_and_warn_about_a_damaged_snapshot(
+    command: str, store: Path
+) -> None:
+    status, lines = _finish(_spawn(f"{command} agent-1 --store {store}"))
+    text = "\n".join(lines)
+    assert status == 0, text
+    assert "Traceback" not in text
+    _assert_fits(lines)
+    warning = [i for i, line in enumerate(lines) if line.startswith("WARNING: ")]
+    assert len(warning) == 1, text  # the damaged snapshot, said once (wrapped, not cut)
+    end = next(
+        (i for i in range(warning[0] + 1, len(lines)) if not lines[i].startswith("  ")), len(lines)
+    )
+    assert "is damaged" in " ".join(line.strip() for line in lines[warning[0] : end])
+
+
+def test_a_refused_plugin_warning_is_wrapped_to_the_terminal(bad_files: Path) -> None:
+    status, lines = _finish(_spawn(f"plugins list --plugins {bad_files / 'plugins'}"))
+    text = "\n".join(lines)
+    assert status == 1, text  # a refused plugin: a failed check, documented
+    assert "Traceback" not in text
+    _assert_fits(lines)
+    assert "WARNING: plugin refused: bad" in text and text.count("plugin refused") == 1
+
+
+def test_ctrl_c_while_a_store_command_waits_for_its_server_exits_130_quietly(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "redis.sock"
+    with socket.socket(socket.AF_UNIX) as server:  # accepts, reads the command, never answers
+        server.bind(str(path))
+        server.listen()
+        server.settimeout(60)
+        child = _spawn(f"snapshots agent-1 --store unix://{path}")
+        conn, _ = server.accept()
+        with conn:
+            conn.settimeout(60)
+            assert conn.recv(4096)  # the request is sent: the command waits for the reply
+            child.sendintr()
+            status, lines = _finish(child)
+    text = "\n".join(lines)
+    assert status == 130, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text
+    assert not [line for line in lines if line.strip() not in ("", "^C")]  # only the echo
+
+
 def test_help_fits_80_columns_and_speaks_plainly() -> None:
-    for args in ("--help", "demo --help", "replay --help", "count --help", "plugins list --help"):
+    commands = ("demo", "replay", "count", "plugins list", "snapshots", "restore", "context")
+    for args in ("--help", *(f"{c} --help" for c in (*commands, "context list", "context detail"))):
         status, lines = _finish(_spawn(args))
         assert status == 0
         _assert_fits(lines)

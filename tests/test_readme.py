@@ -11,7 +11,8 @@ def test_commands_in_readme_are_real_subcommands() -> None:
     from ctxengine.cli import build_parser
 
     parser = build_parser()
-    for command in ("demo", "count README.md", "plugins list", "replay x.jsonl"):
+    commands = ("demo", "count README.md", "plugins list", "replay x.jsonl", "snapshots s")
+    for command in (*commands, "restore s", "context list s", "context detail s"):
         args = parser.parse_args(command.split())
         assert callable(args.run)
     assert "pip install '.[test]' && pytest" in README

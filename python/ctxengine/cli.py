@@ -1,4 +1,4 @@
-"""The ctxengine command line: replay agent sessions through the engine, count tokens, list plugins.
+"""The ctxengine command line: replay agent sessions, inspect stored ones, count tokens, plugins.
 
 Each command lives in its own module (listed in :data:`COMMANDS`) with one ``add_to(commands)``
 function that adds its parser and sets ``run(args) -> int``. This module owns what they share:
@@ -34,6 +34,7 @@ __all__ = (
     "EXIT_USAGE",
     "UsageError",
     "add_common",
+    "budget_arg",
     "build_parser",
     "main",
     "print_json",
@@ -42,7 +43,13 @@ __all__ = (
 )
 
 #: The modules that add a command (``add_to(commands)``); a new command is one more module.
-COMMANDS: Final = ("ctxengine.cli_replay", "ctxengine.cli_count", "ctxengine.plugins.cli")
+COMMANDS: Final = (
+    "ctxengine.cli_replay",
+    "ctxengine.cli_store",
+    "ctxengine.cli_context",
+    "ctxengine.cli_count",
+    "ctxengine.plugins.cli",
+)
 EXIT_USAGE: Final = 2
 EXIT_INTERRUPTED: Final = 130
 EXIT_BROKEN_PIPE: Final = 141
@@ -75,6 +82,17 @@ def print_json(data: Any, out: IO[str] | None = None) -> None:
     (out or sys.stdout).write(json.dumps(data, ensure_ascii=False, indent=1) + "\n")
 
 
+def budget_arg(text: str) -> int:
+    """``--budget``: a token count ≥ 1 (``32000``, ``32_000`` or ``32,000``)."""
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a token count; expected an int ≥ 1")
+    return value
+
+
 def add_common(parser: argparse.ArgumentParser, *, json_help: str) -> None:
     """The options every command has: ``--json`` and ``--debug``."""
     parser.add_argument("--json", action="store_true", help=json_help)
@@ -91,7 +109,8 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="ctxengine",
         description="Build the context an LLM agent sends to its model: replay real agent "
-        "sessions through the engine, count tokens, list plugins.",
+        "sessions through the engine, inspect the sessions a store holds (snapshots, restore, "
+        "context), count tokens, list plugins.",
         epilog="Run 'ctxengine COMMAND --help' for a command's options. Exit status: 0 ok, "
         "1 a check failed, 2 a user error, 130 interrupted.",
     )
@@ -108,8 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     logger = logging.getLogger("ctxengine")
     level, handler = logger.level, _log_to_stderr(debug)
+    flags: set[str] | None = None  # the options of the command run (None: not parsed yet)
     try:
         args = build_parser().parse_args(argv)
+        flags = set(vars(args))
         return int(args.run(args))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -117,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except (CtxEngineError, OSError) as exc:
-        _report(_one_line(exc), debug)
+        _report(_one_line(exc, flags), debug)
         return EXIT_USAGE
     except Exception as exc:  # a bug: still one line, with the way to the traceback
         _report(f"internal error: {type(exc).__name__}: {exc}", debug, internal=True)
@@ -127,10 +148,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.setLevel(level)
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException, flags: set[str] | None = None) -> str:
     if isinstance(exc, OSError) and exc.filename is not None:
         return f"{exc.filename}: {exc.strerror or exc}"
     text = " ".join(str(exc).split())
+    if flags is not None:  # a hint to pass an option this command does not have is dropped
+        missing = [o for o in _OPTIONS.split("|") if o not in flags]
+        if missing:
+            unusable = re.compile(rf"\b({'|'.join(missing)})=")
+            sentences = re.split(r"(?<=[.;])\s+", text)
+            text = " ".join(t for t in sentences if not unusable.search(t)).rstrip(";")
     # Library messages name keyword arguments (encoding="o200k_base"); here they are flags.
     text = re.sub(rf'\b({_OPTIONS})="([^"]*)"', r"--\1 \2", text)
     return re.sub(rf"\b({_OPTIONS})=(?=[\s),;]|$)", r"--\1", text)
@@ -141,18 +168,48 @@ def _report(message: str, debug: bool, *, internal: bool = False) -> None:
         traceback.print_exc()
     elif internal:
         message += " (run it again with --debug for the traceback)"
-    text = f"error: {message}"
-    if sys.stderr.isatty():  # wrap to the terminal; to a pipe or file it stays one line
-        width = shutil.get_terminal_size().columns
-        lines = textwrap.wrap(text, width=width, subsequent_indent="  ", break_on_hyphens=False)
-        text = "\n".join(lines) or text
-    sys.stderr.write(text + "\n")
+    # wrapped to the terminal; to a pipe or file it stays one line
+    sys.stderr.write(_wrap(f"error: {message}") + "\n")
+
+
+class _Wrapped(logging.Formatter):
+    """One record, one message: wrapped to the terminal's width like errors (one line to a
+    pipe or file)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.exc_info:  # --debug: the traceback as it is
+            return super().format(record)
+        return _wrap(" ".join(super().format(record).split()))
+
+
+class _Once(logging.Filter):
+    """Drops a message already shown (a damaged file read twice is reported once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[tuple[int, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.levelno, record.getMessage())
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
+
+
+def _wrap(text: str) -> str:
+    if not sys.stderr.isatty():
+        return text
+    width = shutil.get_terminal_size().columns
+    lines = textwrap.wrap(text, width=width, subsequent_indent="  ", break_on_hyphens=False)
+    return "\n".join(lines) or text
 
 
 def _log_to_stderr(debug: bool) -> logging.Handler:
     """The library logs to a NullHandler; the command line shows its warnings, one line each."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    handler.setFormatter(_Wrapped("%(levelname)s: %(message)s"))
+    handler.addFilter(_Once())
     handler.setLevel(logging.DEBUG if debug else logging.WARNING)
     logger = logging.getLogger("ctxengine")
     logger.addHandler(handler)

@@ -21,7 +21,15 @@ from rich.text import Text
 
 from .assemble.budget import Budget
 from .assemble.report import GrainDecision
-from .cli import Parser, UsageError, add_common, print_json, stderr_console, stdout_console
+from .cli import (
+    Parser,
+    UsageError,
+    add_common,
+    budget_arg,
+    print_json,
+    stderr_console,
+    stdout_console,
+)
 from .engine import ContextEngine
 from .replay import ReplayStep, demo_transcript_path, replay
 from .transcript import FORMATS, Transcript, load
@@ -323,20 +331,13 @@ def _replay(args: argparse.Namespace) -> int:
 # -- parsers -----------------------------------------------------------------------------------
 
 
-def _budget(text: str) -> int:
-    try:
-        value = int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a token count; expected an int ≥ 1")
-    return value
-
-
 def _common(p: Parser, budget: int) -> None:
     p.add_argument("--model", default="gpt-4o", help="model name (default: gpt-4o)")
     p.add_argument(
-        "--budget", type=_budget, default=budget, help=f"input tokens per call (default {budget:,})"
+        "--budget",
+        type=budget_arg,
+        default=budget,
+        help=f"input tokens per call (default {budget:,})",
     )
     p.add_argument(
         "--provider",
