@@ -21,7 +21,7 @@ from rich.text import Text
 from .cli import Parser, add_common, print_json, stdout_console
 from .cli_store import add_render_options, add_store_option, open_session, restore_session
 from .store.base import Store
-from .store.snapshot import build_snapshot
+from .store.snapshot import build_snapshot, grain_rows
 
 __all__ = ("add_to", "context_view", "group_by_window")
 
@@ -36,7 +36,7 @@ def context_view(args: argparse.Namespace, store: Store, session_id: str) -> dic
         StoreError: the store failed (and for a render: BudgetError, EncodingError...).
     """
     snap = None if args.render else store.load_snapshot(session_id)
-    if snap is not None and isinstance(snap.content.get("grains"), list):
+    if snap is not None and isinstance(snap.content.get("grains"), (list, dict)):
         content: Mapping[str, Any] = snap.content
         newer = snap.info.leaf_id != store.leaf(session_id)  # messages stored after it
         source: dict[str, Any] = {"kind": "snapshot", "snapshot": snap.info.id, "newer": newer}
@@ -44,7 +44,7 @@ def context_view(args: argparse.Namespace, store: Store, session_id: str) -> dic
         rendered, origin = restore_session(args, store, session_id)
         content = build_snapshot(rendered, session_id=session_id, turn=-1)
         source = {"kind": "render", "snapshot": origin["snapshot"], "newer": False}
-    grains = [dict(g) for g in content["grains"]]
+    grains = grain_rows(content)
     tokens = int(content.get("tokens") or 0)
     in_grains = sum(int(g.get("tokens_after") or 0) for g in grains)
     return {
