@@ -227,9 +227,14 @@ def test_a_bad_summarizer_keeps_the_history_and_the_budget(summarizer: type) -> 
 
 
 def _tail_ids(s: Any, keep: int = 3) -> set[str]:
+    """The last ``keep`` assistant turns with their results, and the user message right
+    before them unless an agent loop (other assistant messages) lies in between."""
     assistants = [n for n, m in enumerate(s.messages) if m.role == "assistant"]
     start = assistants[-keep] if len(assistants) >= keep else 0
     user = max((n for n in range(start) if s.messages[n].role == "user"), default=start)
+    if any(s.messages[k].role == "assistant" for k in range(user + 1, start)):
+        user = start
+    assert sum(1 for m in s.messages[user:] if m.role == "assistant") >= min(keep, len(assistants))
     return {i.node_id for i in s.state.items.values() if i.index >= user}
 
 

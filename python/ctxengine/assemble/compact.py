@@ -24,12 +24,14 @@ if TYPE_CHECKING:
     from ..collect.registry import Registry
     from ..config import RenderConfig
     from ..state import SessionState, TurnLog
+    from .pipeline import Assembled
 
 __all__ = (
     "MAX_COMPACTIONS",
     "SUMMARY_ID",
     "SUMMARY_META",
     "compact",
+    "compact_at_high_water",
     "compact_now",
     "summary_limit",
     "tail_start",
@@ -40,6 +42,9 @@ MAX_COMPACTIONS = 3
 SUMMARY_ID: Final = "mem.summary"
 #: Meta key marking the summary grain: inject composes it as a history message.
 SUMMARY_META: Final = "compaction_summary"
+#: Tokens kept free below the plan's target when the summary takes its room (the summary's
+#: message framing and the count's estimate of the rendered text).
+SUMMARY_SLACK: Final = 16
 
 
 def summary_limit(config: RenderConfig) -> int:
@@ -125,8 +130,13 @@ def _entry(result: CompactionResult, turns: Sequence[int]) -> dict[str, Any]:
 
 
 def tail_start(state: SessionState, keep: int) -> int:
-    """Message index where the protected tail (the last ``keep`` assistant turns, from the
-    user message before the oldest of them) starts; ``len(messages)`` when ``keep`` is 0."""
+    """Message index where the protected tail starts: the last ``keep`` assistant turns, from
+    the user message right before the oldest of them (``len(messages)`` when ``keep`` is 0).
+
+    When other assistant messages lie between that user message and the oldest of them (an
+    agent loop: one request, many tool steps), the tail starts at the oldest of them instead,
+    so that a long loop can still be compacted; the request is then kept verbatim in the
+    summary (the newest one as its latest request)."""
     messages = state.messages
     if keep <= 0:
         return len(messages)
@@ -136,7 +146,8 @@ def tail_start(state: SessionState, keep: int) -> int:
             seen += 1
             if seen == keep:
                 user = next((u for u in range(n, -1, -1) if messages[u].role == "user"), n)
-                return user
+                loop = any(messages[k].role == "assistant" for k in range(user + 1, n))
+                return n if loop else user
     return 0
 
 
@@ -157,7 +168,7 @@ def _doomed(
         if item.kind != _core.KIND_CONTEXT and item.index < start:
             by_turn.setdefault(item.turn, []).append(item)
     chosen = {t for t in turns if t in by_turn}
-    if plan is not None and chosen:
+    if plan is not None:
         low = int(plan.target * config.compaction.low_water)
         goal = plan.total_before - max(0, low - summary_limit(config))
         freed = sum(_tokens(state, [i.node_id for i in by_turn[t]]) for t in chosen)
@@ -170,15 +181,20 @@ def _doomed(
     return [i for t in sorted(chosen) for i in by_turn[t]], sorted(chosen)
 
 
-def _cap(state: SessionState, config: RenderConfig, doomed: Sequence[Any], plan: Any) -> int:
-    """The summary's cap: its window's share, or more when the plan leaves more room below
-    the low-water mark (the summary then holds every request it can)."""
+def _cap(
+    state: SessionState, config: RenderConfig, doomed: Sequence[Any], plan: Any
+) -> tuple[int, int | None]:
+    """The summary's cap and room: its window's share, or more when the plan leaves more room
+    below the low-water mark; and the room up to the plan's target the summary may take
+    rather than drop a request (the next render then compacts again: a long session at a
+    small budget compacts more often, and loses no request)."""
     share = summary_limit(config)
     if plan is None:
-        return share
+        return share, None
     rest = plan.total_before - _tokens(state, [i.node_id for i in doomed])
     rest -= _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
-    return int(max(share, int(plan.target * config.compaction.low_water) - rest))
+    cap = int(max(share, int(plan.target * config.compaction.low_water) - rest))
+    return cap, max(cap, plan.target - rest - SUMMARY_SLACK)
 
 
 async def compact(
@@ -203,9 +219,11 @@ async def compact(
         return False
     indices = sorted({i.index for i in doomed})
     messages = _previous(state) + [state.messages[i] for i in indices]
+    cap, room = _cap(state, config, doomed, plan)
     result = await compact_messages(
         messages,
-        max_tokens=_cap(state, config, doomed, plan),
+        max_tokens=cap,
+        room=room,
         summarizer=config.summarizer,
         tokenizer=config.tokenizer.count,
         protected=_protected(protected),
@@ -217,6 +235,39 @@ async def compact(
         return False
     _apply(state, config, registry, result, doomed, turns, log)
     return True
+
+
+async def compact_at_high_water(
+    state: SessionState,
+    config: RenderConfig,
+    registry: Registry,
+    assembled: Assembled,
+    log: TurnLog,
+) -> Assembled:
+    """The high-water mark: when the plan had to trim (its total passed the target) and no
+    compaction ran in this render, compact down to the low-water mark and plan again.
+
+    The trim ladder's soft trims, hard trims and placeholders change messages already sent,
+    which breaks the provider's prompt cache on every render once the budget is full. Compacting
+    at the target instead leaves the ladder nothing to do until the history has grown back to
+    it: between two compactions each payload is the previous one plus what was added at its
+    end. A failed compaction (timed out, empty, rejected by the gate) writes nothing; the plan
+    of this render then stands as the ladder made it.
+    """
+    plan = assembled.plan
+    if plan.total_before <= plan.target or log.compactions:
+        return assembled  # under the mark, or compacted (or tried and failed) in this render
+    protected = [g for g in assembled.by_id.values() if g.protected]
+    if not await compact(state, config, registry, [], log, protected=protected, plan=plan):
+        return assembled
+    from .pipeline import Assembled, plan_within
+    from .sync import sync_context
+
+    summary = state.summary
+    context = [g for g in assembled.by_id.values() if summary is None or g.node_id != SUMMARY_ID]
+    context += [summary] if summary is not None else []
+    sync_context(state, config, registry, context)
+    return Assembled(plan_within(state, config), {g.node_id: g for g in context})
 
 
 async def compact_now(

@@ -35,7 +35,7 @@ from .planning import (
     tool_groups,
 )
 from .protocol import Count, Summarizer, call_summarizer, counter
-from .sections import build_parts, cap_summary
+from .sections import build_parts, capped_summary
 
 __all__ = (
     "DEFAULT_INSTRUCTIONS",
@@ -388,6 +388,7 @@ async def compact(
     latest_request: str | None = None,
     config: CompactionConfig | None = None,
     cache: MutableMapping[str, str] | None = None,
+    room: int | None = None,
 ) -> CompactionResult:
     """Summarize ``messages`` into one summary of at most ``max_tokens``.
 
@@ -405,6 +406,8 @@ async def compact(
             when it is among ``messages``).
         config: See :class:`CompactionConfig`.
         cache: Chunk summaries by content; pass the same mapping to a retry to reuse them.
+        room: A larger cap (≥ ``max_tokens``) the summary may take rather than drop an
+            earlier request (see :func:`~ctxengine.compaction.cap_summary`).
 
     Raises:
         ValueError: ``max_tokens`` is not positive.
@@ -434,7 +437,7 @@ async def compact(
     try:
         with anyio.fail_after(config.timeout):
             stage, summary, gate = await _attempts(
-                run, msgs, counts, facts, latest_request, max_tokens
+                run, msgs, counts, facts, latest_request, max_tokens, room
             )
     except TimeoutError:
         stage, summary, gate = "failed", "", [f"timed out after {config.timeout:g} s"]
@@ -470,6 +473,7 @@ async def _attempts(
     facts: KeyFacts,
     latest: str | None,
     max_tokens: int,
+    room: int | None,
 ) -> tuple[Stage, str, list[str]]:
     """Summary, then without the oversized messages, then (if configured) the fixed note; the
     gate is checked after each and retried once with what was missing."""
@@ -484,8 +488,9 @@ async def _attempts(
             missing: list[str] = []
             for _ in range(2):  # the gate: one retry, told what was missing
                 body = await run.summarize(source, instructions, max_tokens)
-                summary = cap_summary(build_parts(facts, body, len(msgs)), max_tokens, run.count)
-                missing = _gate(summary, facts, latest, max_tokens, run.count)
+                parts = build_parts(facts, body, len(msgs))
+                summary, limit = capped_summary(parts, max_tokens, run.count, room)
+                missing = _gate(summary, facts, latest, limit, run.count)
                 if not missing:
                     return stage, summary, []
                 instructions = (
@@ -496,8 +501,9 @@ async def _attempts(
             errors.append(f"{stage}: {exc}")
     if config.fallback_note:
         note = _note(msgs, counts, config.window_tokens)
-        summary = cap_summary(build_parts(facts, note, len(msgs)), max_tokens, run.count)
-        missing = _gate(summary, facts, latest, max_tokens, run.count)
+        parts = build_parts(facts, note, len(msgs))
+        summary, limit = capped_summary(parts, max_tokens, run.count, room)
+        missing = _gate(summary, facts, latest, limit, run.count)
         return "note", summary, missing
     return "failed", "", errors
 
