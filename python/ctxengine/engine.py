@@ -559,7 +559,9 @@ class Session:
         ``mem.summary``); then truncate oversized tool results persistently (the session's
         messages are replaced; with a store, a ``rewrite`` branch records it) and retry once.
         A ``compaction_overflow`` skips the compactions. Every step is appended to the returned
-        render's ``report.recovery`` (``[{"step", "error", "tokens", "limit", "budget"}]``).
+        render's ``report.recovery`` (``[{"step", "error", "tokens", "limit", "budget",
+        "compactions"}]``; ``compactions`` lists each compaction of that render as ``{"ok",
+        "stage", "error"}``: a failed or timed-out one wrote nothing and names why).
 
         Returns:
             ``(the model's answer, the render it accepted)``.
@@ -578,6 +580,12 @@ class Session:
             while True:
                 out = await self.render(provider, **options)
                 out.report.recovery = steps
+                # What this render's compactions did: a failed or timed-out one wrote nothing
+                # (the session is as before it) and says why here.
+                done = [
+                    {"ok": c["ok"], "stage": c["stage"], "error": c["error"]}
+                    for c in out.report.compactions
+                ]
                 try:
                     answer = await call_model(out.payload)
                 except Exception as exc:
@@ -592,6 +600,7 @@ class Session:
                             "tokens": info.tokens,
                             "limit": info.limit,
                             "budget": out.report.budget,
+                            "compactions": done,
                         }
                     )
                     if info.kind == "context_overflow" and compactions < max_compactions:
@@ -624,7 +633,9 @@ class Session:
                         tried=tried,
                         recovery=steps,
                     ) from exc
-                steps.append({"step": step, "ok": True, "budget": out.report.budget})
+                steps.append(
+                    {"step": step, "ok": True, "budget": out.report.budget, "compactions": done}
+                )
                 return answer, out
         finally:
             self._config = None
