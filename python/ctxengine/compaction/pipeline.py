@@ -364,6 +364,9 @@ def _flush(config: CompactionConfig, facts: KeyFacts, n: int) -> str | None:
     lines = [f"## {now:%H:%M} compaction of {n} messages"]
     if facts.latest_request:
         lines.append("- Latest request: " + first_line(facts.latest_request))
+    earlier = [first_line(r, 80) for r in facts.requests[:-1]][-10:]
+    if earlier:
+        lines.append("- Earlier requests: " + "; ".join(earlier))
     if facts.files_modified:
         lines.append("- Modified: " + ", ".join(facts.files_modified[-30:]))
     lines += [f"- Failed: {f.name} exit={f.exit_code}: {f.line}" for f in facts.failures[-8:]]
@@ -564,8 +567,12 @@ async def compact_history(
     room = max(64, target - kept - 8)
     result = await compact(msgs[head:cut], max_tokens=room, **args)
     if not result.ok and budget - kept - 8 > room and "over the cap" in (result.error or ""):
-        # the sections need more than the low-water room: use what the budget leaves
+        # the sections need more than the low-water room: use what the budget leaves (the
+        # same compaction: its memory flush is not written twice)
+        memory = result.stats.get("memory_file")
+        args["config"] = replace(config, memory_dir=None)
         result = await compact(msgs[head:cut], max_tokens=budget - kept - 8, **args)
+        result.stats["memory_file"] = memory
     result.stats["tail_messages"] = len(msgs) - cut
     if not result.ok or result.message is None:
         return replace(result, history=msgs)
