@@ -19,8 +19,9 @@ import anyio
 
 from . import _core
 from .assemble.budget import Budget
-from .assemble.compact import compact_at_high_water, compact_now
+from .assemble.compact import compact_now
 from .assemble.guard import PruneSettings, max_tool_result_chars, truncate_tool_result
+from .assemble.high_water import compact_at_high_water
 from .assemble.history import HistoryBuilder
 from .assemble.pipeline import assemble
 from .collect.dispatch import SessionDispatcher

@@ -24,14 +24,12 @@ if TYPE_CHECKING:
     from ..collect.registry import Registry
     from ..config import RenderConfig
     from ..state import SessionState, TurnLog
-    from .pipeline import Assembled
 
 __all__ = (
     "MAX_COMPACTIONS",
     "SUMMARY_ID",
     "SUMMARY_META",
     "compact",
-    "compact_at_high_water",
     "compact_now",
     "summary_limit",
     "tail_start",
@@ -235,39 +233,6 @@ async def compact(
         return False
     _apply(state, config, registry, result, doomed, turns, log)
     return True
-
-
-async def compact_at_high_water(
-    state: SessionState,
-    config: RenderConfig,
-    registry: Registry,
-    assembled: Assembled,
-    log: TurnLog,
-) -> Assembled:
-    """The high-water mark: when the plan had to trim (its total passed the target) and no
-    compaction ran in this render, compact down to the low-water mark and plan again.
-
-    The trim ladder's soft trims, hard trims and placeholders change messages already sent,
-    which breaks the provider's prompt cache on every render once the budget is full. Compacting
-    at the target instead leaves the ladder nothing to do until the history has grown back to
-    it: between two compactions each payload is the previous one plus what was added at its
-    end. A failed compaction (timed out, empty, rejected by the gate) writes nothing; the plan
-    of this render then stands as the ladder made it.
-    """
-    plan = assembled.plan
-    if plan.total_before <= plan.target or log.compactions:
-        return assembled  # under the mark, or compacted (or tried and failed) in this render
-    protected = [g for g in assembled.by_id.values() if g.protected]
-    if not await compact(state, config, registry, [], log, protected=protected, plan=plan):
-        return assembled
-    from .pipeline import Assembled, plan_within
-    from .sync import sync_context
-
-    summary = state.summary
-    context = [g for g in assembled.by_id.values() if summary is None or g.node_id != SUMMARY_ID]
-    context += [summary] if summary is not None else []
-    sync_context(state, config, registry, context)
-    return Assembled(plan_within(state, config), {g.node_id: g for g in context})
 
 
 async def compact_now(
