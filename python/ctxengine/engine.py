@@ -25,6 +25,7 @@ from . import _core
 from .assemble.budget import Budget
 from .assemble.compact import compact_now
 from .assemble.guard import PruneSettings, max_tool_result_chars, truncate_tool_result
+from .assemble.high_water import compact_at_high_water
 from .assemble.history import HistoryBuilder
 from .assemble.pipeline import assemble
 from .collect.dispatch import SessionDispatcher
@@ -654,7 +655,9 @@ class Session:
         ``mem.summary``); then truncate oversized tool results persistently (the session's
         messages are replaced; with a store, a ``rewrite`` branch records it) and retry once.
         A ``compaction_overflow`` skips the compactions. Every step is appended to the returned
-        render's ``report.recovery`` (``[{"step", "error", "tokens", "limit", "budget"}]``).
+        render's ``report.recovery`` (``[{"step", "error", "tokens", "limit", "budget",
+        "compactions"}]``; ``compactions`` lists each compaction of that render as ``{"ok",
+        "stage", "error"}``: a failed or timed-out one wrote nothing and names why).
 
         Returns:
             ``(the model's answer, the render it accepted)``.
@@ -673,6 +676,12 @@ class Session:
             while True:
                 out = await self.render(provider, **options)
                 out.report.recovery = steps
+                # What this render's compactions did: a failed or timed-out one wrote nothing
+                # (the session is as before it) and says why here.
+                done = [
+                    {"ok": c["ok"], "stage": c["stage"], "error": c["error"]}
+                    for c in out.report.compactions
+                ]
                 try:
                     answer = await call_model(out.payload)
                 except Exception as exc:
@@ -687,6 +696,7 @@ class Session:
                             "tokens": info.tokens,
                             "limit": info.limit,
                             "budget": out.report.budget,
+                            "compactions": done,
                         }
                     )
                     if info.kind == "context_overflow" and compactions < max_compactions:
@@ -719,7 +729,9 @@ class Session:
                         tried=tried,
                         recovery=steps,
                     ) from exc
-                steps.append({"step": step, "ok": True, "budget": out.report.budget})
+                steps.append(
+                    {"step": step, "ok": True, "budget": out.report.budget, "compactions": done}
+                )
                 return answer, out
         finally:
             self._config = None
@@ -831,6 +843,7 @@ class Session:
         grains = await collect(state, config, plugins, provider, log)
         timings = {"collect": time.perf_counter() - started}
         assembled = await assemble(state, config, plugins, grains, log)
+        assembled = await compact_at_high_water(state, config, plugins.registry, assembled, log)
         request = Request(provider, options, started, timings, self.engine.setup_faults)
         return await inject(state, config, plugins, assembled, request, log)
 

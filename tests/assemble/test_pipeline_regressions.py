@@ -194,6 +194,8 @@ async def test_repeated_compactions_keep_a_summary_the_model_can_read() -> None:
 
 
 async def test_an_invalid_grain_is_reported_once_when_over_budget_fires() -> None:
+    fired: list[object] = []
+
     class Sloppy:
         name, version, priority, enabled = "sloppy", "1.0.0", 10, True
 
@@ -201,13 +203,13 @@ async def test_an_invalid_grain_is_reported_once_when_over_budget_fires() -> Non
             return [ContextGrain("rag.bad", content="x", window="nowhere")]
 
         def on_over_budget(self, event: object) -> None:
-            return None
+            fired.append(event)
 
     engine = ContextEngine("gpt-4o", Budget(total=2000), plugins=[Sloppy()])
     async with engine.session("once") as s:
         await _steps(s, "x", 20)
         out = await s.render()
-    assert out.report.counts().get("folded", 0) > 0  # the ladder ran: on_over_budget fired
+    assert len(fired) == 1  # over budget: the ladder (or the high-water compaction) ran
     faults = [(f["plugin"], f["kind"]) for f in out.report.faults]
     assert faults == [("sloppy", "invalid")]
 

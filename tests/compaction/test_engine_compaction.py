@@ -11,7 +11,12 @@ import anyio
 import pytest
 
 from ctxengine import Budget, ContextEngine, ContextGrain
-from ctxengine.compaction import CompactionConfig, CompactionResult
+from ctxengine.compaction import (
+    REQUEST_EXCERPT_CHARS,
+    CompactionConfig,
+    CompactionResult,
+    request_findable,
+)
 from ctxengine.transcript import ToolCall
 
 from .helpers import PROVIDERS
@@ -79,7 +84,23 @@ async def _run_turns(engine: ContextEngine, n: int, provider: str = "openai") ->
 # -- (a) every request findable --------------------------------------------------------------
 
 
+def payload_strings(payload: Any) -> str:
+    """Every string of a payload (texts, tool arguments and results), one per line."""
+    if isinstance(payload, str):
+        return payload
+    if isinstance(payload, dict):
+        return "\n".join(payload_strings(v) for v in payload.values())
+    if isinstance(payload, list):
+        return "\n".join(payload_strings(v) for v in payload)
+    return ""
+
+
 def test_every_request_is_findable_over_200_turns_at_a_2000_budget() -> None:
+    # "Findable" (ctxengine.compaction.request_findable): the first REQUEST_EXCERPT_CHARS (40)
+    # characters of the request's first line, whitespace collapsed, are in the payload's text
+    # (in the summary or verbatim). These requests are shorter: each must be there whole.
+    assert all(len(request(i)) < REQUEST_EXCERPT_CHARS for i in range(200))
+
     async def main() -> None:
         engine = ContextEngine("gpt-4o", Budget(total=2000))
         compactions = 0
@@ -88,18 +109,15 @@ def test_every_request_is_findable_over_200_turns_at_a_2000_budget() -> None:
             for i in range(200):
                 await turn(s, i)
                 r = await s.render("openai")
-                text = json.dumps(r.payload, ensure_ascii=False)
-                missing = [j for j in range(i + 1) if request(j) not in text]
-                # Known gap: past ~128 turns the summary cap (the low-water room of a 2,000
-                # budget) can no longer list every request; the oldest are counted as omitted.
-                if i < 120:
-                    assert not missing, f"turn {i}: requests {missing[:8]} are not in the payload"
-                else:
-                    assert len(missing) <= i // 2
+                text = payload_strings(r.payload)
+                missing = [j for j in range(i + 1) if not request_findable(request(j), text)]
+                assert not missing, f"turn {i}: requests {missing[:8]} are not in the payload"
                 assert r.tokens <= 2000
                 assert RULES in system_fields(r.payload, "openai")
                 compactions += sum(1 for c in r.report.compactions if c["ok"])
-        assert compactions >= 1
+            summary = s.state.summary
+            assert summary is not None and "(earlier requests omitted)" not in summary.text
+        assert compactions >= 10
 
     anyio.run(main)
 
@@ -227,9 +245,14 @@ def test_a_bad_summarizer_keeps_the_history_and_the_budget(summarizer: type) -> 
 
 
 def _tail_ids(s: Any, keep: int = 3) -> set[str]:
+    """The last ``keep`` assistant turns with their results, and the user message right
+    before them unless an agent loop (other assistant messages) lies in between."""
     assistants = [n for n, m in enumerate(s.messages) if m.role == "assistant"]
     start = assistants[-keep] if len(assistants) >= keep else 0
     user = max((n for n in range(start) if s.messages[n].role == "user"), default=start)
+    if any(s.messages[k].role == "assistant" for k in range(user + 1, start)):
+        user = start
+    assert sum(1 for m in s.messages[user:] if m.role == "assistant") >= min(keep, len(assistants))
     return {i.node_id for i in s.state.items.values() if i.index >= user}
 
 

@@ -38,6 +38,8 @@ from .helpers import (
 pytestmark = pytest.mark.anyio
 COUNT = get_tokenizer("o200k_base").count
 SESSIONS = [(p, i) for p in all_files() for i in range(len(load_all(p)))]
+#: A protected grain the app pinned: the summary must hold it verbatim.
+PINNED = "Never push to main; open a pull request against release/2.4 instead."
 
 
 def _id(case: tuple[Path, int]) -> str:
@@ -74,12 +76,14 @@ async def test_every_real_session_compacts_to_a_tenth_keeping_what_matters(
     # newest request alone passes that, the least that still holds it verbatim.
     floor = COUNT(latest[:1900]) + 700
     budget = system + max((sum(counts) - system) // 10, floor)
-    result = await compact_history(msgs, budget=budget)
+    result = await compact_history(msgs, budget=budget + COUNT(PINNED), protected=[PINNED])
     assert result.ok or (result.stage == "nothing" and sum(counts) <= budget), result.error
     history = result.history
-    assert sum(message_tokens(history, COUNT)) <= budget
+    assert sum(message_tokens(history, COUNT)) <= budget + COUNT(PINNED)
     summary = result.summary
     text = payload_text(history)
+    # every protected grain verbatim
+    assert not result.ok or PINNED in summary
     # the latest user request verbatim (summary or tail)
     assert " ".join(latest.split())[:1900] in " ".join(text.split())
     # every tool failure up to the cap, with its status (the newest 8; then "...and N more")

@@ -40,6 +40,9 @@ MAX_COMPACTIONS = 3
 SUMMARY_ID: Final = "mem.summary"
 #: Meta key marking the summary grain: inject composes it as a history message.
 SUMMARY_META: Final = "compaction_summary"
+#: Tokens kept free below the plan's target when the summary takes its room (the summary's
+#: message framing and the count's estimate of the rendered text).
+SUMMARY_SLACK: Final = 16
 
 
 def summary_limit(config: RenderConfig) -> int:
@@ -125,8 +128,13 @@ def _entry(result: CompactionResult, turns: Sequence[int]) -> dict[str, Any]:
 
 
 def tail_start(state: SessionState, keep: int) -> int:
-    """Message index where the protected tail (the last ``keep`` assistant turns, from the
-    user message before the oldest of them) starts; ``len(messages)`` when ``keep`` is 0."""
+    """Message index where the protected tail starts: the last ``keep`` assistant turns, from
+    the user message right before the oldest of them (``len(messages)`` when ``keep`` is 0).
+
+    When other assistant messages lie between that user message and the oldest of them (an
+    agent loop: one request, many tool steps), the tail starts at the oldest of them instead,
+    so that a long loop can still be compacted; the request is then kept verbatim in the
+    summary (the newest one as its latest request)."""
     messages = state.messages
     if keep <= 0:
         return len(messages)
@@ -136,7 +144,8 @@ def tail_start(state: SessionState, keep: int) -> int:
             seen += 1
             if seen == keep:
                 user = next((u for u in range(n, -1, -1) if messages[u].role == "user"), n)
-                return user
+                loop = any(messages[k].role == "assistant" for k in range(user + 1, n))
+                return n if loop else user
     return 0
 
 
@@ -157,7 +166,7 @@ def _doomed(
         if item.kind != _core.KIND_CONTEXT and item.index < start:
             by_turn.setdefault(item.turn, []).append(item)
     chosen = {t for t in turns if t in by_turn}
-    if plan is not None and chosen:
+    if plan is not None:
         low = int(plan.target * config.compaction.low_water)
         goal = plan.total_before - max(0, low - summary_limit(config))
         freed = sum(_tokens(state, [i.node_id for i in by_turn[t]]) for t in chosen)
@@ -170,15 +179,20 @@ def _doomed(
     return [i for t in sorted(chosen) for i in by_turn[t]], sorted(chosen)
 
 
-def _cap(state: SessionState, config: RenderConfig, doomed: Sequence[Any], plan: Any) -> int:
-    """The summary's cap: its window's share, or more when the plan leaves more room below
-    the low-water mark (the summary then holds every request it can)."""
+def _cap(
+    state: SessionState, config: RenderConfig, doomed: Sequence[Any], plan: Any
+) -> tuple[int, int | None]:
+    """The summary's cap and room: its window's share, or more when the plan leaves more room
+    below the low-water mark; and the room up to the plan's target the summary may take
+    rather than drop a request (the next render then compacts again: a long session at a
+    small budget compacts more often, and loses no request)."""
     share = summary_limit(config)
     if plan is None:
-        return share
+        return share, None
     rest = plan.total_before - _tokens(state, [i.node_id for i in doomed])
     rest -= _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
-    return int(max(share, int(plan.target * config.compaction.low_water) - rest))
+    cap = int(max(share, int(plan.target * config.compaction.low_water) - rest))
+    return cap, max(cap, plan.target - rest - SUMMARY_SLACK)
 
 
 async def compact(
@@ -203,9 +217,11 @@ async def compact(
         return False
     indices = sorted({i.index for i in doomed})
     messages = _previous(state) + [state.messages[i] for i in indices]
+    cap, room = _cap(state, config, doomed, plan)
     result = await compact_messages(
         messages,
-        max_tokens=_cap(state, config, doomed, plan),
+        max_tokens=cap,
+        room=room,
         summarizer=config.summarizer,
         tokenizer=config.tokenizer.count,
         protected=_protected(protected),

@@ -64,7 +64,17 @@ from .planning import (
     tool_groups,
 )
 from .protocol import Summarizer, call_summarizer
-from .sections import SECTIONS, SummaryParts, build_parts, cap_summary, parse_sections
+from .sections import (
+    REQUEST_EXCERPT_CHARS,
+    SECTIONS,
+    SummaryParts,
+    build_parts,
+    cap_summary,
+    capped_summary,
+    parse_sections,
+    request_excerpt,
+    request_findable,
+)
 
 __all__ = (
     "BASE_CHUNK_RATIO",
@@ -72,6 +82,7 @@ __all__ = (
     "MERGE_INSTRUCTIONS",
     "MIN_CHUNK_RATIO",
     "OVERSIZE_SHARE",
+    "REQUEST_EXCERPT_CHARS",
     "SAFETY_FACTOR",
     "SECTIONS",
     "CompactionConfig",
@@ -86,6 +97,7 @@ __all__ = (
     "build_parts",
     "call_summarizer",
     "cap_summary",
+    "capped_summary",
     "chunk_by_tokens",
     "chunk_max_tokens",
     "compact",
@@ -98,6 +110,8 @@ __all__ = (
     "parse_sections",
     "plan_cut",
     "read_rules",
+    "request_excerpt",
+    "request_findable",
     "should_compact",
     "split_by_token_share",
     "summary_message",

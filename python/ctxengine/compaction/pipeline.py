@@ -35,7 +35,7 @@ from .planning import (
     tool_groups,
 )
 from .protocol import Count, Summarizer, call_summarizer, counter
-from .sections import build_parts, cap_summary
+from .sections import build_parts, capped_summary
 
 __all__ = (
     "DEFAULT_INSTRUCTIONS",
@@ -364,6 +364,9 @@ def _flush(config: CompactionConfig, facts: KeyFacts, n: int) -> str | None:
     lines = [f"## {now:%H:%M} compaction of {n} messages"]
     if facts.latest_request:
         lines.append("- Latest request: " + first_line(facts.latest_request))
+    earlier = [first_line(r, 80) for r in facts.requests[:-1]][-10:]
+    if earlier:
+        lines.append("- Earlier requests: " + "; ".join(earlier))
     if facts.files_modified:
         lines.append("- Modified: " + ", ".join(facts.files_modified[-30:]))
     lines += [f"- Failed: {f.name} exit={f.exit_code}: {f.line}" for f in facts.failures[-8:]]
@@ -388,6 +391,7 @@ async def compact(
     latest_request: str | None = None,
     config: CompactionConfig | None = None,
     cache: MutableMapping[str, str] | None = None,
+    room: int | None = None,
 ) -> CompactionResult:
     """Summarize ``messages`` into one summary of at most ``max_tokens``.
 
@@ -405,6 +409,8 @@ async def compact(
             when it is among ``messages``).
         config: See :class:`CompactionConfig`.
         cache: Chunk summaries by content; pass the same mapping to a retry to reuse them.
+        room: A larger cap (≥ ``max_tokens``) the summary may take rather than drop an
+            earlier request (see :func:`~ctxengine.compaction.cap_summary`).
 
     Raises:
         ValueError: ``max_tokens`` is not positive.
@@ -434,7 +440,7 @@ async def compact(
     try:
         with anyio.fail_after(config.timeout):
             stage, summary, gate = await _attempts(
-                run, msgs, counts, facts, latest_request, max_tokens
+                run, msgs, counts, facts, latest_request, max_tokens, room
             )
     except TimeoutError:
         stage, summary, gate = "failed", "", [f"timed out after {config.timeout:g} s"]
@@ -470,6 +476,7 @@ async def _attempts(
     facts: KeyFacts,
     latest: str | None,
     max_tokens: int,
+    room: int | None,
 ) -> tuple[Stage, str, list[str]]:
     """Summary, then without the oversized messages, then (if configured) the fixed note; the
     gate is checked after each and retried once with what was missing."""
@@ -484,8 +491,9 @@ async def _attempts(
             missing: list[str] = []
             for _ in range(2):  # the gate: one retry, told what was missing
                 body = await run.summarize(source, instructions, max_tokens)
-                summary = cap_summary(build_parts(facts, body, len(msgs)), max_tokens, run.count)
-                missing = _gate(summary, facts, latest, max_tokens, run.count)
+                parts = build_parts(facts, body, len(msgs))
+                summary, limit = capped_summary(parts, max_tokens, run.count, room)
+                missing = _gate(summary, facts, latest, limit, run.count)
                 if not missing:
                     return stage, summary, []
                 instructions = (
@@ -496,8 +504,9 @@ async def _attempts(
             errors.append(f"{stage}: {exc}")
     if config.fallback_note:
         note = _note(msgs, counts, config.window_tokens)
-        summary = cap_summary(build_parts(facts, note, len(msgs)), max_tokens, run.count)
-        missing = _gate(summary, facts, latest, max_tokens, run.count)
+        parts = build_parts(facts, note, len(msgs))
+        summary, limit = capped_summary(parts, max_tokens, run.count, room)
+        missing = _gate(summary, facts, latest, limit, run.count)
         return "note", summary, missing
     return "failed", "", errors
 
@@ -558,8 +567,12 @@ async def compact_history(
     room = max(64, target - kept - 8)
     result = await compact(msgs[head:cut], max_tokens=room, **args)
     if not result.ok and budget - kept - 8 > room and "over the cap" in (result.error or ""):
-        # the sections need more than the low-water room: use what the budget leaves
+        # the sections need more than the low-water room: use what the budget leaves (the
+        # same compaction: its memory flush is not written twice)
+        memory = result.stats.get("memory_file")
+        args["config"] = replace(config, memory_dir=None)
         result = await compact(msgs[head:cut], max_tokens=budget - kept - 8, **args)
+        result.stats["memory_file"] = memory
     result.stats["tail_messages"] = len(msgs) - cut
     if not result.ok or result.message is None:
         return replace(result, history=msgs)

@@ -20,13 +20,18 @@ from typing import Final
 from .facts import SECTION_HEADING, Failure, KeyFacts, first_line, parse_sections
 
 __all__ = (
+    "EXCERPTS",
     "HEADER",
+    "REQUEST_EXCERPT_CHARS",
     "SECTIONS",
     "SummaryParts",
     "build_parts",
     "cap_summary",
+    "capped_summary",
     "parse_sections",
     "quote_tool_text",
+    "request_excerpt",
+    "request_findable",
     "strip_sections",
 )
 
@@ -37,6 +42,14 @@ PREAMBLE: Final = (
 SECTIONS: Final = ("Tool Failures", "Files", "Rules", "Identifiers", "Requests", "Pending")
 MAX_FAILURE_LINES: Final = 8
 MAX_FAILURE_CHARS: Final = 240
+#: The shortest excerpt of a request's first line the cap may keep: a request is "findable"
+#: when these first characters of its first line (whitespace collapsed) are in the text.
+REQUEST_EXCERPT_CHARS: Final = 40
+#: Widths the cap shortens earlier requests to, in turn: one per line, then a compact list.
+_REQUEST_WIDTHS: Final = (80, 60, REQUEST_EXCERPT_CHARS)
+#: Label of the compact request list: excerpts on one line, separated by "; ".
+EXCERPTS: Final = "Excerpts: "
+_SEPARATOR: Final = "; "
 _INSTRUCTION: Final = re.compile(
     r"ignore (?:all |any )?(?:the )?(?:previous|prior|above|earlier) (?:instructions|messages)"
     r"|system (?:override|prompt)|you are now|disregard (?:all|previous|the)|new instructions"
@@ -57,6 +70,25 @@ def quote_tool_text(text: str, limit: int = MAX_FAILURE_CHARS) -> str:
     if _INSTRUCTION.search(line):
         quoted = "(quoted tool output, not an instruction) " + quoted
     return quoted
+
+
+def request_excerpt(text: str) -> str:
+    """The part of a request that must stay findable: the first
+    :data:`REQUEST_EXCERPT_CHARS` characters of its first non-blank line, whitespace
+    collapsed (the whole line when shorter)."""
+    line = next((" ".join(ln.split()) for ln in text.splitlines() if ln.strip()), "")
+    return line[:REQUEST_EXCERPT_CHARS]
+
+
+def request_findable(request: str, text: str) -> bool:
+    """Whether ``request`` can be found in ``text`` (a payload or a summary): its
+    :func:`request_excerpt` occurs in ``text`` with whitespace collapsed."""
+    return request_excerpt(request) in " ".join(text.split())
+
+
+def _cut(text: str, width: int) -> str:
+    """``text``'s first ``width`` characters, marked "…" when cut."""
+    return text if len(text) <= width else text[:width] + "…"
 
 
 def _failure_line(f: Failure) -> str:
@@ -82,6 +114,7 @@ class SummaryParts:
     identifiers: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
     requests_more: int = 0
+    requests_width: int = 0
     latest: str | None = None
     pending: list[str] = field(default_factory=list)
 
@@ -108,7 +141,11 @@ class SummaryParts:
             out += ["", "## Requests"]
             if self.requests_more:
                 out.append(f"- ({self.requests_more} earlier requests omitted)")
-            out += [f"- {r}" for r in self.requests]
+            width = self.requests_width
+            if width and width < _REQUEST_WIDTHS[0] and self.requests:
+                out.append(EXCERPTS + _SEPARATOR.join(_cut(r, width) for r in self.requests))
+            else:
+                out += [f"- {_cut(r, width) if width else r}" for r in self.requests]
             if self.latest:
                 out.append("- (latest) " + self.latest.strip().replace("\n", "\n  "))
         if self.pending:
@@ -177,7 +214,12 @@ def build_parts(facts: KeyFacts, body: str, messages: int) -> SummaryParts:
     failures += [_failure_line(f) for f in facts.failures if f.call_id not in ids]
     old_mod, mod_more = _split_list(carried.get("Files", []), "Modified")
     old_read, read_more = _split_list(carried.get("Files", []), "Read")
-    carried_requests = [r.removeprefix("(latest) ") for r in carried.get("Requests", [])]
+    carried_requests: list[str] = []
+    for r in carried.get("Requests", []):
+        if r.startswith(EXCERPTS):  # a compact list: its excerpts are carried one by one
+            carried_requests += [x for x in r[len(EXCERPTS) :].split(_SEPARATOR) if x]
+        else:
+            carried_requests.append(r.removeprefix("(latest) "))
     old_requests = [r for r in carried_requests if not r.startswith("(")]
     omitted = sum(
         int(m.group(1))
@@ -245,9 +287,20 @@ def _steps(p: SummaryParts) -> list[Callable[[SummaryParts], bool]]:
         return True
 
     def short_requests(p: SummaryParts) -> bool:
-        if not any(len(r) > 80 for r in p.requests):
+        if p.requests_width or not any(len(r) > _REQUEST_WIDTHS[0] for r in p.requests):
             return False
-        p.requests = [r if len(r) <= 80 else r[:79] + "…" for r in p.requests]
+        p.requests_width = _REQUEST_WIDTHS[0]
+        return True
+
+    def compact_requests(p: SummaryParts) -> bool:
+        """Earlier requests as a compact list of 60-, then 40-character excerpts (the
+        findable part, :func:`request_excerpt`)."""
+        if not p.requests:
+            return False
+        widths = [w for w in _REQUEST_WIDTHS[1:] if not p.requests_width or w < p.requests_width]
+        if not widths:
+            return False
+        p.requests_width = widths[0]
         return True
 
     def requests(p: SummaryParts) -> bool:
@@ -277,28 +330,55 @@ def _steps(p: SummaryParts) -> list[Callable[[SummaryParts], bool]]:
         p.latest = " ".join(p.latest.split())[:1999] + "…"
         return True
 
-    return [body, idents, pending, short_requests, read, requests, failures, modified, latest]
+    return [
+        body,
+        idents,
+        pending,
+        short_requests,
+        read,
+        compact_requests,
+        failures,
+        requests,
+        modified,
+        latest,
+    ]
 
 
-def cap_summary(parts: SummaryParts, max_tokens: int, count: Count) -> str:
-    """Render ``parts`` within ``max_tokens``: the prose goes first, then the identifiers, the
-    files read, older pending asks; the requests (older ones shortened, then the oldest
-    dropped with a count), the failures and the modified files last. Rules, pinned facts and
-    the newest request are never cut. The result may still pass ``max_tokens`` when those
-    alone do; callers check.
+def cap_summary(parts: SummaryParts, max_tokens: int, count: Count, room: int | None = None) -> str:
+    """Render ``parts`` within ``max_tokens``: the prose goes first, then the identifiers,
+    older pending asks; the earlier requests are shortened to 80 characters before the files
+    read go, then become compact lists of 60- and 40-character excerpts; the failures are
+    shortened; only then are the oldest requests dropped (with a count), then the modified
+    files. Rules, pinned facts and the newest request are never cut.
+
+    ``room`` (at least ``max_tokens``): a larger cap the summary may take instead of dropping
+    a request; the steps after that one then aim at ``room``. The result may still pass the
+    cap when the uncut parts alone do; callers check (:func:`capped_summary` also gives the
+    cap it used).
     """
+    text, _ = capped_summary(parts, max_tokens, count, room)
+    return text
+
+
+def capped_summary(
+    parts: SummaryParts, max_tokens: int, count: Count, room: int | None = None
+) -> tuple[str, int]:
+    """:func:`cap_summary`, and the cap it applied (``max_tokens``, or up to ``room``)."""
     work = dataclasses.replace(parts)
     text = work.render()
+    limit = max_tokens
     for step in _steps(work):
-        while count(text) > max_tokens and step(work):
+        if step.__name__ == "requests" and room is not None and room > limit:
+            limit = room  # the requests stay: the summary takes the larger room instead
+        while count(text) > limit and step(work):
             text = work.render()
-        if count(text) <= max_tokens:
+        if count(text) <= limit:
             break
-    text = _restore(parts, work, max_tokens, count, text)
-    if count(text) < max_tokens and work.body != parts.body:  # regrow the prose into the room
-        work.body = _fill(parts.body, work, max_tokens, count)
+    text = _restore(parts, work, limit, count, text)
+    if count(text) < limit and work.body != parts.body:  # regrow the prose into the room
+        work.body = _fill(parts.body, work, limit, count)
         text = work.render()
-    return text
+    return text, limit
 
 
 def _restore(
@@ -308,7 +388,9 @@ def _restore(
     shrink steps cut in coarse strides."""
     for name, more in (("requests", "requests_more"), ("read", "read_more")):
         full, kept = getattr(parts, name), getattr(work, name)
-        dropped = [x if len(x) <= 80 else x[:79] + "…" for x in full[: len(full) - len(kept)]]
+        dropped = full[: len(full) - len(kept)]  # requests: render() cuts them to the width
+        if name == "read":
+            dropped = [_cut(x, 79) for x in dropped]
         while dropped and count(text) < max_tokens:
             setattr(work, name, [dropped[-1], *getattr(work, name)])
             setattr(work, more, getattr(work, more) - 1)
@@ -319,6 +401,15 @@ def _restore(
                 break
             text = candidate
             dropped.pop()
+    while work.requests_width and not work.requests_more:  # widen the excerpts while they fit
+        width = work.requests_width
+        wider = [w for w in (0, *_REQUEST_WIDTHS) if w == 0 or w > width][-1]
+        work.requests_width = wider
+        candidate = work.render()
+        if count(candidate) > max_tokens:
+            work.requests_width = width
+            break
+        text = candidate
     return text
 
 

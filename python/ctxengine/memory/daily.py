@@ -20,18 +20,32 @@ def daily_path(folder: str | Path, when: datetime) -> Path:
 
 def append_daily(folder: str | Path, text: str, when: datetime) -> Path:
     """Append ``text`` (a block; a blank line separates blocks) to the daily log of ``when``,
-    creating folders as needed, and flush it to disk. Returns the file's path.
+    creating folders as needed, durably: the block goes out in one ``O_APPEND`` write, then
+    ``fsync`` (and, for a new file, an ``fsync`` of its folder), so a reader sees either the
+    whole block or none of it. Returns the file's path.
 
     Raises:
         OSError: the folder or file cannot be written.
     """
     path = daily_path(folder, when)
     path.parent.mkdir(parents=True, exist_ok=True)
-    block = text.strip() + "\n"
-    with path.open("a", encoding="utf-8") as f:
-        if f.tell() > 0:
+    created = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        block = text.strip() + "\n"
+        if os.fstat(fd).st_size > 0:
             block = "\n" + block
-        f.write(block)
-        f.flush()
-        os.fsync(f.fileno())
+        data = block.encode("utf-8")
+        written = os.write(fd, data)
+        while written < len(data):  # a short write (full disk, signal): finish the block
+            written += os.write(fd, data[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created and hasattr(os, "O_DIRECTORY"):
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
     return path

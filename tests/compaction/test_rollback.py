@@ -1,0 +1,154 @@
+"""A failed, empty or timed-out compaction writes nothing: the session is as before it, in
+memory and in the store (no rewrite or branch, the same leaf, no snapshot of a summary), in a
+render, in ``Session.compact()`` and in ``Session.run``'s overflow ladder."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxengine import Budget, ContextEngine, FileStore
+from ctxengine.compaction import CompactionConfig
+
+from .helpers import Empty, Failing, Hanging
+from .test_engine_compaction import rules, turn
+
+pytestmark = pytest.mark.anyio
+
+#: A short timeout: the hanging summarizer never answers, so each compaction times out.
+SHORT = CompactionConfig(timeout=0.2, chunk_retries=0, backoff=0.0)
+OVERFLOW = "Error code: 400 - prompt is too long: 208423 tokens > 200000 maximum"
+
+
+def _store_view(store: FileStore, sid: str) -> tuple[list[Any], str | None, list[Any]]:
+    """Everything the store holds of a session: entries, leaf, snapshot index."""
+    entries = [(e.id, e.parent_id, e.kind, dict(e.data)) for e in store.entries(sid)]
+    snapshots = [(i.id, i.hash, i.leaf_id) for i in store.snapshots(sid)]
+    return entries, store.leaf(sid), snapshots
+
+
+def _memory_view(s: Any) -> tuple[Any, ...]:
+    state = s.state
+    return (
+        list(state.messages),
+        sorted(state.items),
+        set(state.compacted),
+        state.summary,
+        s.leaf_id,
+    )
+
+
+def test_the_default_timeout_is_sixty_seconds() -> None:
+    assert CompactionConfig().timeout == 60.0
+    assert ContextEngine("gpt-4o", Budget(total=2000)).compaction.timeout == 60.0
+
+
+@pytest.mark.parametrize("summarizer", [Hanging, Failing, Empty], ids=lambda c: c.__name__)
+async def test_session_compact_that_fails_leaves_memory_and_store_as_before(
+    tmp_path: Path, summarizer: type
+) -> None:
+    store = FileStore(tmp_path / "store")
+    # a low-water mark of 0.3: Session.compact() has work while the renders fit the budget
+    config = dataclasses.replace(SHORT, low_water=0.3)
+    engine = ContextEngine(
+        "gpt-4o", Budget(total=8000), summarizer=summarizer(), compaction=config, store=store
+    )
+    async with engine.session("s") as s:
+        s.add(rules())
+        for i in range(12):  # under the budget: renders snapshot, nothing compacts
+            await turn(
+                s, i, "\n".join(f"FAILED test_{i}_{k} - assert {k} == {i}" for k in range(30))
+            )
+            out = await s.render("anthropic")
+            assert not out.report.compactions
+        await s.save()
+        assert engine.flush(5.0)
+        before_store, before_memory = _store_view(store, "s"), _memory_view(s)
+        assert before_store[2], "the renders were snapshotted"
+        result = await s.compact()
+        assert not result.ok and result.summary == "" and result.message is None
+        if summarizer is Hanging:
+            assert result.error is not None and "timed out after 0.2 s" in result.error
+        assert engine.flush(5.0)
+        assert _memory_view(s) == before_memory
+        assert _store_view(store, "s") == before_store
+        # the next render sends the whole history, as before the attempt
+        out = await s.render("anthropic")
+        assert "Summary of the earlier conversation" not in str(out.payload)
+    assert not any(e.kind == "rewrite" for e in store.entries("s"))
+
+
+async def test_a_render_whose_compaction_times_out_records_no_summary_in_the_store(
+    tmp_path: Path,
+) -> None:
+    store = FileStore(tmp_path / "store")
+    engine = ContextEngine(
+        "gpt-4o", Budget(total=1500), summarizer=Hanging(), compaction=SHORT, store=store
+    )
+    timed_out = 0
+    async with engine.session("s") as s:
+        s.add(rules())
+        for i in range(30):
+            await turn(s, i)
+            out = await s.render("openai")
+            assert out.tokens <= 1500  # the plan's own trims stand in for the failed summary
+            errors = [c["error"] for c in out.report.compactions if not c["ok"]]
+            timed_out += sum("timed out after 0.2 s" in (e or "") for e in errors)
+            assert all(c["ok"] is False for c in out.report.compactions)
+            assert s.state.summary is None and not s.state.compacted
+            await s.save()
+            assert engine.flush(5.0)
+            messages = [e for e in store.entries("s") if e.kind == "message"]
+            assert store.leaf("s") == messages[-1].id == s.leaf_id  # no branch, no rewrite
+            assert len(messages) == len(s.messages)
+            last = store.load_snapshot("s")
+            assert last is not None
+            state = last.content["state"]
+            assert state["summary"] is None and state["compacted"] == []
+    assert timed_out >= 5  # the budget filled and compaction was tried (and timed out)
+    assert {e.kind for e in store.entries("s")} == {"message"}
+
+
+async def test_session_run_reports_a_timed_out_compaction_and_rolls_it_back(
+    tmp_path: Path,
+) -> None:
+    class Model:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def __call__(self, payload: dict[str, Any]) -> str:
+            self.calls += 1
+            if self.calls == 1:
+                raise RuntimeError(OVERFLOW)
+            return "accepted"
+
+    store = FileStore(tmp_path / "store")
+    engine = ContextEngine(
+        "gpt-4o", Budget(total=2400), summarizer=Hanging(), compaction=SHORT, store=store
+    )
+    async with engine.session("s") as s:
+        s.add(rules())
+        for i in range(30):
+            await turn(s, i)
+        await s.save()
+        before = _memory_view(s)
+        answer, out = await s.run(Model())
+        assert answer == "accepted"
+        steps = out.report.recovery
+        assert [r["step"] for r in steps] == ["render", "compact"]
+        assert steps[0]["compactions"] == []  # the first render fitted: nothing compacted
+        compact_step = steps[-1]
+        assert compact_step["ok"] and compact_step["budget"] < 2400
+        assert compact_step["compactions"], "the smaller budget made the render compact"
+        assert all(
+            not c["ok"] and "timed out after 0.2 s" in c["error"]
+            for c in compact_step["compactions"]
+        )
+        assert _memory_view(s) == before  # nothing summarized, nothing forgotten
+        await s.save()
+        assert engine.flush(5.0)
+        assert {e.kind for e in store.entries("s")} == {"message"}
+        assert store.leaf("s") == s.leaf_id
