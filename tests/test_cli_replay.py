@@ -14,7 +14,7 @@ from rich.console import Console
 
 from ctxengine import count_messages
 from ctxengine.cli import main
-from ctxengine.cli_replay import DEMO_BUDGET, _print, _run, middle_ellipsis
+from ctxengine.cli_replay import DEMO_BUDGET, _print, _run, extends, middle_ellipsis
 from ctxengine.replay import demo_transcript_path
 from ctxengine.transcript import load
 from offline_tiktoken import TRANSCRIPTS
@@ -72,6 +72,28 @@ def test_text_tables_fit_80_columns_and_keep_brackets() -> None:
     assert "compactions (older history summarized into mem.summary)" in text
     assert f"{len(run.rows)} calls · peak " in text
     assert "\nevery call within budget\n" in text
+
+
+def test_the_demo_counts_prefix_breaks_and_each_is_at_a_compaction(
+    demo_json: dict[str, Any],
+) -> None:
+    calls, summary = demo_json["calls"], demo_json["summary"]
+    breaks = [c for c in calls if not c["prefix_kept"]]
+    assert summary["prefix_breaks"] == len(breaks) >= 1  # the demo compacts, so it breaks
+    assert summary["prefix_breaks_at_compaction"] == len(breaks)  # and only there
+    assert all(c["compactions"] for c in breaks) and calls[0]["prefix_kept"]
+
+
+def test_extends_is_the_prompt_cache_prefix_rule() -> None:
+    before = {"system": "rules", "messages": [{"role": "user", "content": "a"}]}
+    grown = {"system": "rules", "messages": [*before["messages"], {"role": "user", "c": "b"}]}
+    assert extends(grown, before) and extends(before, before)
+    assert not extends({**grown, "system": "other rules"}, before)  # the system part changed
+    assert not extends({"system": "rules", "messages": []}, before)  # turns removed
+    edited = {"system": "rules", "messages": [{"role": "user", "content": "A"}]}
+    assert not extends(edited, before)  # an already-sent turn changed
+    assert extends({"contents": [1, 2]}, {"contents": [1]})  # gemini's turns
+    assert not extends({"input": [1], "tools": []}, {"input": [1]})  # a field appeared
 
 
 def test_middle_ellipsis_keeps_both_ends() -> None:

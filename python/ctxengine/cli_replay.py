@@ -56,9 +56,12 @@ class CallRow:
     windows: dict[str, int]
     compactions: list[dict[str, Any]]
     ms: float
+    #: Whether the payload starts with the whole payload of the call before (a provider's prompt
+    #: cache can then reuse all of it); the first call extends nothing and counts as kept.
+    prefix_kept: bool = True
 
     @classmethod
-    def of(cls, step: ReplayStep) -> CallRow:
+    def of(cls, step: ReplayStep, prefix_kept: bool = True) -> CallRow:
         report = step.rendered.report
         counts = report.counts()
         return cls(
@@ -71,6 +74,7 @@ class CallRow:
             windows={w["window"]: int(w["used"]) for w in report.windows},
             compactions=[c for c in report.compactions if c.get("ok")],
             ms=1e3 * report.timings.get("total", 0.0),
+            prefix_kept=prefix_kept,
         )
 
     def to_dict(self, budget: int) -> dict[str, Any]:
@@ -94,7 +98,8 @@ class Run:
     seconds: float = 0.0
 
     def add(self, step: ReplayStep) -> None:
-        self.rows.append(CallRow.of(step))
+        before = None if self.last is None else self.last.rendered.payload
+        self.rows.append(CallRow.of(step, before is None or extends(step.rendered.payload, before)))
         self.last = step
         for g in step.rendered.report:
             cut = g.tokens_before - g.tokens_after
@@ -112,10 +117,13 @@ class Run:
 
     def summary(self) -> dict[str, Any]:
         peak = max((r.tokens for r in self.rows), default=0)
+        breaks = [r for r in self.rows if not r.prefix_kept]
         return {
             "calls": len(self.rows),
             "peak_tokens": peak,
             "compactions": len(self.compactions()),
+            "prefix_breaks": len(breaks),
+            "prefix_breaks_at_compaction": sum(1 for r in breaks if r.compactions),
             "within_budget": all(r.tokens <= self.budget for r in self.rows),
             "seconds": round(self.seconds, 3),
         }
@@ -137,6 +145,25 @@ class Run:
             "largest_cuts": [{"call": c, **g.to_dict()} for c, g in self.largest_cuts()],
             "last_report": None if self.last is None else self.last.rendered.report.to_dict(),
         }
+
+
+#: Where each provider's payload keeps its turns (everything else must stay equal).
+_TURNS: Final = ("messages", "input", "contents")
+
+
+def extends(payload: dict[str, Any], before: dict[str, Any]) -> bool:
+    """Whether ``payload`` is ``before`` with turns added at the end: its system part (and any
+    other field) unchanged and its turns starting with all of ``before``'s. Anything else breaks
+    the provider's prompt-cache prefix."""
+    key = next((k for k in _TURNS if k in payload), None)
+    if key is None or key not in before:
+        return payload == before
+    if any(payload.get(k) != v for k, v in before.items() if k != key) or len(payload) != len(
+        before
+    ):
+        return False
+    turns, old = payload[key], before[key]
+    return len(turns) >= len(old) and turns[: len(old)] == old
 
 
 def _cut(g: GrainDecision) -> int:
@@ -232,7 +259,9 @@ def _summary_line(run: Run) -> Text:
     peak = s["peak_tokens"]
     text = Text(
         f"{s['calls']} calls · peak {peak:,} tokens ({100 * peak / run.budget:.0f}% of "
-        f"{run.budget:,}) · {s['compactions']} compactions · {s['seconds']:.1f} s\n",
+        f"{run.budget:,}) · {s['compactions']} compactions · {s['seconds']:.1f} s\n"
+        f"{s['prefix_breaks']} prefix breaks "
+        f"({s['prefix_breaks_at_compaction']} at a compaction)\n",
         style="bold",
     )
     if s["within_budget"]:
