@@ -1,0 +1,162 @@
+"""Paired A/B of two builds of ctxengine on the render and counting scenarios of the benches.
+
+    python benches/ab.py OLD=path/to/old/python NEW=path/to/new/python [--ops ...] [--rounds N]
+
+Each side runs in its own process (``PYTHONPATH`` set to its ``python/`` folder, holding its
+built extension); the driver asks both for one operation at a time, in random order, so both
+see the same machine load, and reports the median of the per-round ratios NEW/OLD. On a
+shared or loaded machine this is much steadier than two benchmark runs one after the other.
+
+Operations: ``warm:real`` / ``cold:real`` (the 914-message pi session into 32k, as in
+``test_bench_engine.py``), ``warm:syn1k`` / ``warm:syn10k`` / ``cold:syn1k`` (the synthetic
+sessions of the scaling benchmarks) and ``count:o200k`` (a fresh 400 kB text, cache off).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SESSION = ROOT.parent / "shared/data/transcripts/pi-openclaw-session/large-session.jsonl"
+BUDGET = 32_000
+OPS = ("warm:real", "warm:syn1k", "warm:syn10k", "count:o200k", "cold:real", "cold:syn1k")
+
+
+def _worker() -> None:  # pragma: no cover - runs in the child processes
+    from ctxengine import Budget, ContextEngine, Tokenizer, clear_cache
+    from ctxengine.transcript import Message, ToolCall, load
+
+    loop = asyncio.new_event_loop()
+
+    def synthetic(n: int) -> list[Message]:
+        messages: list[Message] = []
+        i = 0
+        while len(messages) < n:
+            messages.append(Message.user(f"request {i}: check module_{i}.py for the bug"))
+            call = ToolCall(f"c{i}", "read", {"path": f"module_{i}.py"})
+            messages.append(Message.assistant(f"looking at module_{i}", [call]))
+            messages.append(Message.tool(f"c{i}", f"def f_{i}():\n    return {i}\n" * 5))
+            messages.append(Message.assistant(f"module_{i} is fine"))
+            i += 1
+        return messages
+
+    async def open_session(messages: Any) -> Any:
+        engine = ContextEngine("gpt-4o", Budget(total=BUDGET))
+        session = await engine.session("bench").__aenter__()
+        session.extend(messages)
+        await session.user_message("What is the status of the task?")
+        return session
+
+    real = load(SESSION)
+    sources: dict[str, Any] = {"real": real, "syn1k": synthetic(1000), "syn10k": synthetic(10000)}
+    warm = {}
+    for name, messages in sources.items():
+        warm[name] = loop.run_until_complete(open_session(messages))
+        loop.run_until_complete(warm[name].render())
+    text = "\n".join(m.text for m in real.messages)[:400_000]
+    tok = Tokenizer("o200k_base")
+    rounds = [0]
+
+    def run(op: str) -> float:
+        kind, source = op.split(":")
+        if kind == "count":
+            rounds[0] += 1
+            fresh = text[rounds[0] % 97 :] + str(rounds[0])
+            t = time.perf_counter()
+            tok.count(fresh, cache=False)
+            return time.perf_counter() - t
+        if kind == "cold":
+
+            async def cold() -> Any:
+                clear_cache()
+                return await (await open_session(sources[source])).render()
+
+            t = time.perf_counter()
+            loop.run_until_complete(cold())
+            return time.perf_counter() - t
+        session = warm[source]
+
+        async def again() -> Any:
+            session.extend([Message.assistant("ok"), Message.user("one more question")])
+            return await session.render()
+
+        t = time.perf_counter()
+        loop.run_until_complete(again())
+        return time.perf_counter() - t
+
+    print("ready", flush=True)
+    for line in sys.stdin:
+        print(run(line.strip()), flush=True)
+
+
+def _side(python_path: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=python_path)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != "ready":
+        raise SystemExit(f"the side at {python_path} did not start")
+    return proc
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old", help="NAME=PYTHONPATH of the baseline build")
+    parser.add_argument("new", help="NAME=PYTHONPATH of the build compared with it")
+    parser.add_argument("--ops", default=",".join(OPS))
+    parser.add_argument("--rounds", type=int, default=30)
+    args = parser.parse_args(argv)
+    sides = dict(s.split("=", 1) for s in (args.old, args.new))
+    names = list(sides)
+    procs = {name: _side(path) for name, path in sides.items()}
+    rng = random.Random(0)
+
+    def once(name: str, op: str) -> float:
+        proc = procs[name]
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(op + "\n")
+        proc.stdin.flush()
+        return float(proc.stdout.readline())
+
+    for op in args.ops.split(","):
+        times: dict[str, list[float]] = {n: [] for n in names}
+        ratios = []
+        for _ in range(3):
+            for n in names:
+                once(n, op)
+        for _ in range(args.rounds):
+            order = names[:]
+            rng.shuffle(order)
+            got = {n: once(n, op) for n in order}
+            for n in names:
+                times[n].append(got[n])
+            ratios.append(got[names[1]] / got[names[0]])
+        med = {n: 1e3 * statistics.median(v) for n, v in times.items()}
+        print(
+            f"{op:12} {names[0]} {med[names[0]]:9.3f} ms   {names[1]} {med[names[1]]:9.3f} ms   "
+            f"{names[1]}/{names[0]} {statistics.median(ratios):.3f} (median of paired ratios)",
+            flush=True,
+        )
+    for proc in procs.values():
+        proc.kill()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        _worker()
+    else:
+        main()
