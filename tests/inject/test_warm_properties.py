@@ -118,7 +118,7 @@ def sessions(draw: Any) -> tuple[str, dict[str, Any], list[Transcript]]:
         transcripts.append(Transcript((*head, *history), source_format="render"))
         edit = draw(
             st.sampled_from(
-                ["append", "append", "append", "drop", "drop", "head", "replace", "system"]
+                ["append", "append", "append", "drop", "drop", "head", "replace", "trim", "system"]
             )
         )
         serial += 10
@@ -136,6 +136,20 @@ def sessions(draw: Any) -> tuple[str, dict[str, Any], list[Transcript]]:
         elif edit == "replace" and len(history) > 2:
             i = draw(st.integers(1, len(history) - 2))
             history[i] = draw(_message(serial, hostile))[0]
+        elif edit == "trim" and history:
+            # a soft trim: the same message with shorter text (or emptied)
+            i = draw(st.integers(0, len(history) - 1))
+            m = history[i]
+            text = draw(st.sampled_from(["[trimmed]", "", " "]))
+            if m.role == "tool":
+                results = tuple(
+                    ToolResult(r.call_id, (Text(text),), r.is_error) for r in m.tool_results
+                )
+                history[i] = Message("tool", results)
+            elif m.role in ("user", "assistant", "system"):
+                rest = tuple(b for b in m.blocks if not isinstance(b, Text))
+                blocks = ((Text(text),) if m.role != "assistant" or text else ()) + rest
+                history[i] = Message(m.role, blocks, stop_reason=m.stop_reason, meta=m.meta)
         elif edit == "system":
             system = draw(
                 st.sampled_from([None, Message.system("you are helpful"), Message.system("new")])
@@ -214,6 +228,26 @@ def test_sliding_window_reuses_every_render(provider: str) -> None:
         renders += 1
     assert memo.warm.built == 1
     assert memo.warm.reused == renders - 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_soft_trim_of_a_kept_message_is_reused(provider: str) -> None:
+    """A kept tool result shortened (as the plan's soft trim does): only it is exported and
+    counted again, and the payload is the one made from scratch."""
+    messages = _tool_session(10)
+    memo = RenderMemo()
+    t = Transcript((Message.system("sys"), *messages), source_format="render")
+    render(t, provider, memo=memo)
+    memo.end_render()
+    trimmed = list(t.messages)
+    trimmed[3] = Message.tool("t0", "[trimmed]")
+    t2 = t.replace((*trimmed, Message.assistant("ok"), Message.user("more")))
+    fast = render(t2, provider, memo=memo)
+    slow = render(t2, provider)
+    assert memo.warm.reused == 1
+    assert "[trimmed]" in _dump(fast.payload)
+    assert _dump(fast.payload) == _dump(slow.payload)
+    assert _tokens(memo, fast) == payload_tokens(slow.payload, provider, MODEL)
 
 
 def test_reuse_refused_for_a_result_answering_a_kept_call() -> None:

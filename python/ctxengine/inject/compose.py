@@ -7,10 +7,11 @@ import dataclasses
 from collections.abc import Mapping
 from functools import partial
 from itertools import chain, repeat
+from operator import ne
 from typing import TYPE_CHECKING, Any, Final
 
 from ..assemble.compact import SUMMARY_META
-from ..assemble.history import KIND
+from ..assemble.history import KIND, HistoryItem
 from ..compaction import summary_message
 from ..grain import ContextGrain
 from ..transcript.model import Message, Text, Transcript
@@ -83,7 +84,9 @@ def _with_text(message: Message, text: str) -> Message:
     return dataclasses.replace(message, blocks=tuple(blocks))
 
 
-def _message(state: SessionState, node_id: str, item: Any, text: str | None) -> Message:
+def _message(
+    state: SessionState, node_id: str, item: HistoryItem | None, text: str | None
+) -> Message:
     """The history message of one plan node (``text``: the plan's replacement, if any)."""
     memo = state.token_cache.memo
     if item is None:  # a placeholder standing for removed turns
@@ -105,7 +108,7 @@ class Composed:
     """The history of the last composed transcript, and what each message was made from."""
 
     order: list[str]
-    items: list[Any]
+    items: list[HistoryItem | None]
     texts: list[str | None]
     replacements: list[str | None]
     messages: list[Message]
@@ -113,6 +116,21 @@ class Composed:
 
 #: New history nodes looked for in front of the kept ones (placeholders, the summary).
 _HEAD: Final = 4
+
+
+def _changed(new: list[Any], old: list[Any]) -> set[int]:
+    """Positions where two lists of the same length differ (found at C speed)."""
+    if new == old:
+        return set()
+    flags = list(map(ne, new, old))
+    out: set[int] = set()
+    j = flags.index(True)
+    while True:
+        out.add(j)
+        try:
+            j = flags.index(True, j + 1)
+        except ValueError:
+            return out
 
 
 def _history(state: SessionState, plan: Any) -> list[Message]:
@@ -134,17 +152,18 @@ def _history(state: SessionState, plan: Any) -> list[Message]:
             except ValueError:
                 continue
             end = head + len(prev.order) - k
-            if (
-                order[head:end] == prev.order[k:]
-                and items[head:end] == prev.items[k:]
-                and texts[head:end] == prev.texts[k:]
-                and replacements[head:end] == prev.replacements[k:]
-            ):
+            if order[head:end] == prev.order[k:] and items[head:end] == prev.items[k:]:
                 make = [
                     _message(state, order[j], items[j], replacements[j])
                     for j in chain(range(head), range(end, len(order)))
                 ]
                 messages = make[:head] + prev.messages[k:] + make[head:]
+                # kept nodes whose text changed (a soft trim): composed again
+                for j in _changed(texts[head:end], prev.texts[k:]) | _changed(
+                    replacements[head:end], prev.replacements[k:]
+                ):
+                    j += head
+                    messages[j] = _message(state, order[j], items[j], replacements[j])
             break
     if messages is None:
         messages = list(map(partial(_message, state), order, items, replacements))

@@ -18,9 +18,10 @@ positions of the previous render are reused by slicing, never renumbered.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import ne
 from typing import Any, Final
 
 from ..tokens import get_tokenizer, message_strings
@@ -32,8 +33,8 @@ from .adapters.gemini import message_parts
 from .adapters.openai import _message_dicts
 from .adapters.responses import instructions_of, message_items
 from .cache import Breakpoint, candidates_at, choose
-from .ids import fits
 from .hygiene import BOOTSTRAP_TEXT
+from .ids import fits
 
 __all__ = ("Record", "Warm", "pieces", "trusted_transcript")
 
@@ -88,6 +89,7 @@ class Record:
     counts: dict[str, tuple[int, list[int]]] = field(default_factory=dict)
     parent: Record | None = None  # the record this one reuses, with the history
     reused: tuple[int, int, int] = (0, 0, 0)  # (head messages, first parent index, count)
+    replaced: list[int] = field(default_factory=list)  # reused positions with a new message
 
     def hist(self) -> tuple[Message, ...]:
         return self.src.messages[self.lead :]
@@ -119,6 +121,10 @@ class Record:
             fresh = iter(self._count_pieces(model, [self.pieces[i] for i in new]))
             per = [next(fresh) for _ in range(head)] + pc[1][first : first + n]
             per += list(fresh)
+            if self.replaced:
+                again = self._count_pieces(model, [self.pieces[h] for h in self.replaced])
+                for h, c in zip(self.replaced, again, strict=True):
+                    per[h] = c
         else:
             per = self._count_pieces(model, self.pieces)
         if self.instructions is not None:
@@ -261,7 +267,7 @@ class Warm:
             a, b = msgs[k], pmsgs[k]
             if a is not b and (a != b or a.meta != b.meta or family_of(a, t) != family_of(b, t)):
                 return None
-        if msgs[lead].role == "system" or prev.hist_system and key[0] == "openai-responses":
+        if msgs[lead].role == "system" or (prev.hist_system and key[0] == "openai-responses"):
             return None
         ids = list(map(id, msgs))
         # the first kept message of the previous history: after at most a few new ones
@@ -279,9 +285,20 @@ class Warm:
         head, start = found
         n = len(pids) - start
         cut = lead + head
-        if ids[cut : cut + n] != pids[start:]:
-            return None
         provider = key[0]
+        replaced: list[int] = []  # kept positions holding another message of the same shape
+        if ids[cut : cut + n] != pids[start:]:
+            flags = list(map(ne, ids[cut : cut + n], pids[start:]))
+            j = flags.index(True)
+            while True:
+                old, new = pmsgs[start + j], msgs[cut + j]
+                if len(replaced) >= _MAX_REPLACED or not _same_shape(old, new, provider, t):
+                    return None
+                replaced.append(head + j)
+                try:
+                    j = flags.index(True, j + 1)
+                except ValueError:
+                    break
         first = start - lead  # index in the previous history
         pm = pmsgs[start]
         if pm.role == "tool":
@@ -323,7 +340,9 @@ class Warm:
             boot = prev.boot or _bootstrap()
             report = _boot_report(lead, hist0.role)
         cleaned = (
-            t if boot is None else trusted_transcript((*msgs[:lead], boot, *msgs[lead:]), t.source_format)
+            t
+            if boot is None
+            else trusted_transcript((*msgs[:lead], boot, *msgs[lead:]), t.source_format)
         )
         names = {c.id: c.name for m in chain(heads, tail) for c in m.tool_calls}
         new_pieces = [pieces(provider, m, family(m), names) for m in chain(heads, tail)]
@@ -333,6 +352,10 @@ class Warm:
             if boot is not None:
                 lead_pieces = [*lead_pieces, pieces(provider, boot, None, names)]
         hist_pieces = new_pieces[:head] + prev.pieces[first:] + new_pieces[head:]
+        hist = msgs[lead:]
+        for h in replaced:
+            m = hist[h]
+            hist_pieces[h] = pieces(provider, m, family(m), _names_before(hist, h))
         hoff = serial - head
         rec = Record(
             key=key,
@@ -350,10 +373,13 @@ class Warm:
             instructions=prev.instructions,
             parent=prev if prev.counts else None,
             reused=(head, first, n),
+            replaced=replaced,
         )
         prev.parent = None
         if turns:
             self._turns_reuse(rec, prev, tk, heads, tail, head)
+            for h in replaced:
+                _rebuild_turn(rec, h)
         self._finish(rec, n_marks, cache_ttl)
         self.reused += 1
         return rec
@@ -423,9 +449,10 @@ class Warm:
             if len(c) != 1 or c[0].action != "bootstrap_user" or report.id_map:
                 return None
             boot = cleaned.messages[lead]
-            if len(cleaned.messages) != len(msgs) + 1 or cleaned.messages[lead + 1] is not msgs[
-                lead
-            ]:
+            if (
+                len(cleaned.messages) != len(msgs) + 1
+                or cleaned.messages[lead + 1] is not msgs[lead]
+            ):
                 return None  # pragma: no cover - a bootstrap inserts one message
         elif cleaned is not t:
             return None  # pragma: no cover - clean returns its input when nothing changed
@@ -497,7 +524,9 @@ class Warm:
             first_user = lead if boot is not None else None
             last_user = first_user
             if rec.users:
-                first_user = first_user if first_user is not None else lead + rec.users[0] - rec.hoff
+                first_user = (
+                    first_user if first_user is not None else lead + rec.users[0] - rec.hoff
+                )
                 last_user = lead + b + rec.users[-1] - rec.hoff
             plan = tuple(choose(candidates_at(rec.cleaned, lead, first_user, last_user), n_marks))
         rec.breakpoints = plan
@@ -510,7 +539,9 @@ class Warm:
         turns = list(map(dict.copy, rec.turns))
         if boot is not None:
             ps = rec.lead_pieces[lead]
-            turns.insert(0, {"role": "user", "content": marked(ps, marker) if lead in marks else list(ps)})
+            turns.insert(
+                0, {"role": "user", "content": marked(ps, marker) if lead in marks else list(ps)}
+            )
         off = lead + b
         for i in sorted(marks):
             h = i - off
@@ -527,6 +558,40 @@ class Warm:
         rec.payload = {"messages": turns}
         if system:
             rec.payload["system"] = system
+
+
+#: Kept messages that may be replaced (a soft trim) before a render takes the full path.
+_MAX_REPLACED: Final = 8
+
+
+def _same_shape(old: Message, new: Message, provider: str, t: Transcript) -> bool:
+    """Whether hygiene decides the same for ``new`` in place of ``old``: same role, call and
+    result ids, failure, and something the provider receives."""
+    return (
+        new.role == old.role
+        and new.failed == old.failed
+        and [c.id for c in new.tool_calls] == [c.id for c in old.tool_calls]
+        and [r.call_id for r in new.tool_results] == [r.call_id for r in old.tool_results]
+        and bool(exported_blocks(new, provider, family_of(new, t)))
+    )
+
+
+def _names_before(hist: Sequence[Message], h: int) -> dict[str, str]:
+    """Tool names of the calls a tool message at ``h`` answers (the assistant turn before)."""
+    for i in range(h - 1, -1, -1):
+        if hist[i].role == "assistant":
+            return {c.id: c.name for c in hist[i].tool_calls}
+    return {}
+
+
+def _rebuild_turn(rec: Record, h: int) -> None:
+    """Make the turn holding history message ``h`` again from the messages' pieces."""
+    s = h + rec.hoff
+    ti = bisect.bisect_right(rec.tstart, s) - 1
+    end = rec.tstart[ti + 1] - rec.hoff if ti + 1 < len(rec.tstart) else len(rec.pieces)
+    key = "parts" if rec.key[0] == "gemini" else "content"
+    content = [p for x in range(rec.tstart[ti] - rec.hoff, end) for p in rec.pieces[x]]
+    rec.turns[ti] = {"role": rec.turns[ti]["role"], key: content}
 
 
 def _role(provider: str, m: Message) -> str:
