@@ -140,7 +140,7 @@ def sessions(draw: Any) -> tuple[str, dict[str, Any], list[Transcript]]:
             # a soft trim: the same message with shorter text (or emptied)
             i = draw(st.integers(0, len(history) - 1))
             m = history[i]
-            text = draw(st.sampled_from(["[trimmed]", "", " "]))
+            text = draw(st.sampled_from(["[trimmed]"] * 6 + ["", " "]))
             if m.role == "tool":
                 results = tuple(
                     ToolResult(r.call_id, (Text(text),), r.is_error) for r in m.tool_results
