@@ -118,7 +118,11 @@ def sessions(draw: Any) -> tuple[str, dict[str, Any], list[Transcript]]:
         transcripts.append(Transcript((*head, *history), source_format="render"))
         edit = draw(
             st.sampled_from(
-                ["append", "append", "append", "drop", "drop", "head", "replace", "trim", "system"]
+                [
+                    *["append"] * 3,
+                    *["drop"] * 2,
+                    *["head", "replace", "trim", "system", "rewind"],
+                ]
             )
         )
         serial += 10
@@ -136,6 +140,8 @@ def sessions(draw: Any) -> tuple[str, dict[str, Any], list[Transcript]]:
         elif edit == "replace" and len(history) > 2:
             i = draw(st.integers(1, len(history) - 2))
             history[i] = draw(_message(serial, hostile))[0]
+        elif edit == "rewind" and len(history) > 1:
+            history = history[: -draw(st.integers(1, len(history) - 1))]
         elif edit == "trim" and history:
             # a soft trim: the same message with shorter text (or emptied)
             i = draw(st.integers(0, len(history) - 1))
@@ -248,6 +254,18 @@ def test_soft_trim_of_a_kept_message_is_reused(provider: str) -> None:
     assert "[trimmed]" in _dump(fast.payload)
     assert _dump(fast.payload) == _dump(slow.payload)
     assert _tokens(memo, fast) == payload_tokens(slow.payload, provider, MODEL)
+
+
+def test_reuse_refused_when_the_end_is_dropped() -> None:
+    """The previous history's last messages gone (a rewrite): no reuse, the full path."""
+    messages = _tool_session(5)
+    t = Transcript((Message.system("sys"), *messages), source_format="render")
+    memo = RenderMemo()
+    render(t, "openai", memo=memo)
+    shorter = t.replace(t.messages[:-3])
+    out = render(shorter, "openai", memo=memo)
+    assert memo.warm.reused == 0
+    assert _dump(out.payload) == _dump(render(shorter, "openai").payload)
 
 
 def test_reuse_refused_for_a_result_answering_a_kept_call() -> None:

@@ -287,6 +287,8 @@ class Warm:
         cut = lead + head
         provider = key[0]
         replaced: list[int] = []  # kept positions holding another message of the same shape
+        if len(msgs) < cut + n:
+            return None  # the end of the previous history was dropped
         if ids[cut : cut + n] != pids[start:]:
             flags = list(map(ne, ids[cut : cut + n], pids[start:]))
             j = flags.index(True)
