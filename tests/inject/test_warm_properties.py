@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from ctxengine.errors import AdapterError
 from ctxengine.inject.memo import RenderMemo
-from ctxengine.inject.payload import payload_tokens
+from ctxengine.inject.payload import MessageTokenCache, payload_tokens
 from ctxengine.inject.render import Rendered, render
 from ctxengine.transcript import Message, Text, Thinking, ToolCall, ToolResult, Transcript
 
@@ -174,10 +174,10 @@ def _render_or_error(t: Transcript, provider: str, **options: Any) -> Rendered |
 
 
 def _tokens(memo: RenderMemo, out: Rendered) -> int:
-    record = memo.warm.record_of(out.payload)
-    if record is None:
-        return payload_tokens(out.payload, out.provider, MODEL)
-    return record.tokens(MODEL)
+    """The payload's tokens as the inject phase counts them (reused counts when it can)."""
+    cache = MessageTokenCache()
+    cache.memo = memo
+    return cache.tokens(out.transcript, out.payload, out.provider, MODEL)
 
 
 @SETTINGS

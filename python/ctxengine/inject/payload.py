@@ -58,7 +58,7 @@ class MessageTokenCache:
         work are reused with it, only its new messages are counted."""
         record = self.memo.warm.record_of(payload)
         if record is not None:
-            return record.tokens(model)
+            return record.tokens(model, _strings)
         if provider == "openai":
             return self.openai_tokens(transcript, payload, model)
         return payload_tokens(payload, provider, model)

@@ -18,7 +18,7 @@ positions of the previous render are reused by slicing, never renumbered.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import ne
@@ -30,14 +30,15 @@ from ..transcript.model import Message, Text, Transcript
 from ..transcript.providers import STRICT_ALTERNATION, exported_blocks, family_of, id_ok
 from .adapters.anthropic import cache_marker, marked, message_blocks
 from .adapters.gemini import message_parts
-from .adapters.openai import _message_dicts
+from .adapters.openai import message_dicts
 from .adapters.responses import instructions_of, message_items
 from .cache import Breakpoint, candidates_at, choose
-from .hygiene import BOOTSTRAP_TEXT
 from .ids import fits
 
-__all__ = ("Record", "Warm", "pieces", "trusted_transcript")
+__all__ = ("BOOTSTRAP_TEXT", "Record", "Warm", "pieces", "trusted_transcript")
 
+#: The text of the user turn hygiene puts first when a history does not start with one.
+BOOTSTRAP_TEXT: Final = "(session bootstrap)"
 _TURNS: Final = frozenset({"anthropic", "gemini"})
 _MESSAGE_OVERHEAD: Final = 4
 _REPLY_PRIMING: Final = 3
@@ -90,6 +91,7 @@ class Record:
     parent: Record | None = None  # the record this one reuses, with the history
     reused: tuple[int, int, int] = (0, 0, 0)  # (head messages, first parent index, count)
     replaced: list[int] = field(default_factory=list)  # reused positions with a new message
+    _strings: Callable[[Any], Iterable[str]] = field(default=lambda v: (), repr=False)
 
     def hist(self) -> tuple[Message, ...]:
         return self.src.messages[self.lead :]
@@ -99,9 +101,11 @@ class Record:
         p = self.payload
         return len(p.get("messages") or p.get("input") or p.get("contents") or [])
 
-    def tokens(self, model: str) -> int:
-        """Tokens of :attr:`payload` (what :func:`payload_tokens` counts), per-message counts
-        reused from the parent record."""
+    def tokens(self, model: str, strings: Callable[[Any], Iterable[str]]) -> int:
+        """Tokens of :attr:`payload` (what :func:`payload_tokens` counts, ``strings`` giving
+        the text leaves it counts of a non-OpenAI-Chat payload), per-message counts reused
+        from the parent record."""
+        self._strings = strings
         lead, per = self._counts(model)
         total = lead + sum(per)
         if self.key[0] == "openai":
@@ -150,9 +154,8 @@ class Record:
                 out.append(overhead)
             counts = self._count_strings(model, per)
             return [a + b for a, b in zip(out, counts, strict=True)]
-        from .payload import _strings  # the payload counter's text leaves
-
-        return self._count_strings(model, [[s for p in ps for s in _strings(p)] for ps in pieces])
+        leaves = self._strings
+        return self._count_strings(model, [[s for p in ps for s in leaves(p)] for ps in pieces])
 
     @staticmethod
     def _count_strings(model: str, groups: list[list[str]]) -> list[int]:
@@ -624,7 +627,7 @@ def _add_turn(
 def pieces(provider: str, m: Message, family: str | None, names: dict[str, str]) -> Pieces:
     """The exported pieces of one message for ``provider``."""
     if provider == "openai":
-        return _message_dicts(m)
+        return message_dicts(m)
     if provider == "openai-responses":
         return message_items(m, family)
     if provider == "anthropic":
