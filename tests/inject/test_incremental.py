@@ -91,18 +91,23 @@ async def test_incremental_payload_equals_from_scratch(
 
 
 @pytest.mark.anyio
-async def test_memo_holds_only_the_last_two_renders() -> None:
+async def test_memo_holds_only_the_last_renders() -> None:
     engine = ContextEngine("gpt-4o", Budget(total=2_000))
     async with engine.session("memo") as session:
+        widest = 0
         for i in range(60):
             session.extend([Message.user(f"question {i} " * 40), Message.assistant(f"answer {i}")])
             out = await session.render()
+            widest = max(widest, len(out.transcript))
         memo = session._state.token_cache.memo
-        table = memo.table("export", "openai")
-        # after a render: exactly the messages that render exported, not the session's 120
-        assert table.new == {}
-        assert set(table.old) == {id(m) for m in out.transcript.messages}
-        assert len(out.transcript) < 120
+        # the warm record is the last render's, message for message
+        record = memo.warm.records[("openai", None, "render")]
+        assert [id(m) for m in record.src.messages] == [id(m) for m in out.transcript.messages]
+        assert memo.warm.reused > 0
+        # per-message tables hold at most one render's window, not the session's 120 messages
+        for table in memo._tables.values():
+            assert table.new == {}
+            assert 0 < len(table.old) <= widest < 120
 
 
 @pytest.mark.anyio

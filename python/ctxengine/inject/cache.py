@@ -55,6 +55,15 @@ def _candidates(t: Transcript) -> list[tuple[int | None, str]]:
     msgs = t.messages
     lead = next((i for i, m in enumerate(msgs) if m.role != "system"), len(msgs))
     users = [i for i, m in enumerate(msgs) if m.role == "user" and i >= lead]
+    return candidates_at(t, lead, users[0] if users else None, users[-1] if users else None)
+
+
+def candidates_at(
+    t: Transcript, lead: int, first_user: int | None, last_user: int | None
+) -> list[tuple[int | None, str]]:
+    """The candidate markers of :func:`plan_cache_breakpoints`, given the index of the first
+    non-system message and of the first and last user message from there (None: no user)."""
+    msgs = t.messages
     out: list[tuple[int | None, str]] = []
     if lead:
         out.append((_last_cacheable(t, lead - 1), "system prompt: identical on every request"))
@@ -65,21 +74,40 @@ def _candidates(t: Transcript) -> list[tuple[int | None, str]]:
                 "tail: the whole history, read back by the next request",
             )
         )
-    if len(users) >= 2:
+    if first_user is not None and last_user is not None and last_user != first_user:
         out.append(
             (
-                _last_cacheable(t, users[-1] - 1, lead),
+                _last_cacheable(t, last_user - 1, lead),
                 "previous turn: the prefix the previous request ended with",
             )
         )
-    if users:
+    if first_user is not None:
         out.append(
             (
-                _last_cacheable(t, users[0], lead),
+                _last_cacheable(t, first_user, lead),
                 "task prefix: up to the first user message, never pruned or limited away",
             )
         )
     return out
+
+
+def check_breakpoints(n: object) -> None:
+    """Raise :class:`AdapterError` unless ``n`` is a valid ``cache_breakpoints`` value."""
+    if not isinstance(n, int) or not 0 <= n <= MAX_BREAKPOINTS:
+        raise AdapterError(
+            f"cache_breakpoints is {n!r}; expected an int from 0 to {MAX_BREAKPOINTS}"
+        )
+
+
+def choose(candidates: list[tuple[int | None, str]], n: int) -> list[Breakpoint]:
+    """The first ``n`` distinct candidates, in message order."""
+    chosen: dict[int, str] = {}
+    for index, reason in candidates:
+        if len(chosen) >= n:
+            break
+        if index is not None and index not in chosen:
+            chosen[index] = reason
+    return [Breakpoint(i, chosen[i]) for i in sorted(chosen)]
 
 
 def plan_cache_breakpoints(t: Transcript, n: int = MAX_BREAKPOINTS) -> list[Breakpoint]:
@@ -93,16 +121,7 @@ def plan_cache_breakpoints(t: Transcript, n: int = MAX_BREAKPOINTS) -> list[Brea
     Raises:
         AdapterError: ``n`` is not between 0 and 4.
     """
-    if not isinstance(n, int) or not 0 <= n <= MAX_BREAKPOINTS:
-        raise AdapterError(
-            f"cache_breakpoints is {n!r}; expected an int from 0 to {MAX_BREAKPOINTS}"
-        )
+    check_breakpoints(n)
     if n == 0:
         return []
-    chosen: dict[int, str] = {}
-    for index, reason in _candidates(t):
-        if len(chosen) >= n:
-            break
-        if index is not None and index not in chosen:
-            chosen[index] = reason
-    return [Breakpoint(i, chosen[i]) for i in sorted(chosen)]
+    return choose(_candidates(t), n)

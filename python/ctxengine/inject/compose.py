@@ -4,14 +4,18 @@ headed by the compaction summary (a user message, never system text)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from functools import partial
+from itertools import chain, repeat
+from operator import ne
 from typing import TYPE_CHECKING, Any, Final
 
 from ..assemble.compact import SUMMARY_META
-from ..assemble.history import KIND
+from ..assemble.history import KIND, HistoryItem
 from ..compaction import summary_message
 from ..grain import ContextGrain
 from ..transcript.model import Message, Text, Transcript
+from .warm import trusted_transcript
 
 if TYPE_CHECKING:
     from ..state import SessionState
@@ -80,25 +84,91 @@ def _with_text(message: Message, text: str) -> Message:
     return dataclasses.replace(message, blocks=tuple(blocks))
 
 
-def _history(state: SessionState, plan: Any) -> Iterator[Message]:
-    replacements = plan.replacements
-    for node_id in plan.history_order:
-        item = state.items.get(node_id)
-        if item is None:  # a placeholder standing for removed turns
-            yield Message.user(replacements.get(node_id, f"[{node_id}]"))
-            continue
-        message = state.messages[item.index]
-        text = replacements.get(node_id, item.text)
-        if text is item.source_text and (
-            item.kind != KIND["tool_result"] or len(message.blocks) == 1
-        ):
-            yield message
-        elif item.composed is not None and item.composed[0] is text:
-            yield item.composed[1]
-        else:
-            composed = _recompose(message, item.result, text, text is not item.source_text)
-            item.composed = (text, composed)
-            yield composed
+def _message(
+    state: SessionState, node_id: str, item: HistoryItem | None, text: str | None
+) -> Message:
+    """The history message of one plan node (``text``: the plan's replacement, if any)."""
+    memo = state.token_cache.memo
+    if item is None:  # a placeholder standing for removed turns
+        return memo.message("user", text if text is not None else f"[{node_id}]")
+    message = state.messages[item.index]
+    if text is None:
+        text = item.text
+    if text is item.source_text and (item.kind != KIND["tool_result"] or len(message.blocks) == 1):
+        return message
+    if item.composed is not None and item.composed[0] == text:
+        return item.composed[1]
+    composed = _recompose(message, item.result, text, text is not item.source_text)
+    item.composed = (text, composed)
+    return composed
+
+
+@dataclasses.dataclass(slots=True)
+class Composed:
+    """The history of the last composed transcript, and what each message was made from."""
+
+    order: list[str]
+    items: list[HistoryItem | None]
+    texts: list[str | None]
+    replacements: list[str | None]
+    messages: list[Message]
+
+
+#: New history nodes looked for in front of the kept ones (placeholders, the summary).
+_HEAD: Final = 4
+
+
+def _changed(new: list[Any], old: list[Any]) -> set[int]:
+    """Positions where two lists of the same length differ (found at C speed)."""
+    if new == old:
+        return set()
+    flags = list(map(ne, new, old))
+    out: set[int] = set()
+    j = flags.index(True)
+    while True:
+        out.add(j)
+        try:
+            j = flags.index(True, j + 1)
+        except ValueError:
+            return out
+
+
+def _history(state: SessionState, plan: Any) -> list[Message]:
+    """The kept history as messages. The previous render's messages are reused for the nodes
+    it also kept, when their items, texts and replacements are the same (a few C-level passes
+    over the window instead of a Python loop); only new nodes at either end are composed."""
+    order: list[str] = list(plan.history_order)
+    items = list(map(state.items.get, order))
+    texts = list(map(getattr, items, repeat("text"), repeat(None)))
+    rep = plan.replacements
+    replacements = list(map(rep.get, order)) if rep else [None] * len(order)
+    memo = state.token_cache.memo
+    prev: Composed | None = memo.composed
+    messages: list[Message] | None = None
+    if prev is not None and order:
+        for head in range(min(_HEAD, len(order))):
+            try:
+                k = prev.order.index(order[head])
+            except ValueError:
+                continue
+            end = head + len(prev.order) - k
+            if order[head:end] == prev.order[k:] and items[head:end] == prev.items[k:]:
+                make = [
+                    _message(state, order[j], items[j], replacements[j])
+                    for j in chain(range(head), range(end, len(order)))
+                ]
+                messages = make[:head] + prev.messages[k:] + make[head:]
+                # kept nodes whose text changed (a soft trim): composed again
+                for j in _changed(texts[head:end], prev.texts[k:]) | _changed(
+                    replacements[head:end], prev.replacements[k:]
+                ):
+                    j += head
+                    messages[j] = _message(state, order[j], items[j], replacements[j])
+            break
+    if messages is None:
+        messages = list(map(partial(_message, state), order, items, replacements))
+    memo.composed = Composed(order, items, texts, replacements, messages)
+    return messages
 
 
 def _recompose(message: Message, result_index: int, text: str, changed: bool) -> Message:
@@ -115,9 +185,10 @@ def compose(state: SessionState, plan: Any, by_id: Mapping[str, ContextGrain]) -
     """The neutral transcript of a render: one system message, then the kept history (the
     compaction summary first, as a user message)."""
     texts = _context_texts(state, plan, by_id)
-    messages = [Message.system(SEPARATOR.join(texts))] if texts else []
+    memo = state.token_cache.memo
+    messages = [memo.message("system", SEPARATOR.join(texts))] if texts else []
     summary = _summary(plan, by_id)
     if summary is not None and summary.text:
         messages.append(summary)
     messages.extend(_history(state, plan))
-    return Transcript(tuple(messages), source_format="render")
+    return trusted_transcript(tuple(messages), "render")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..errors import AdapterError
 from ..transcript.changes import Change, Problem, Report
@@ -43,6 +43,7 @@ from ..transcript.providers import (
 )
 from .ids import IdRewriter, fits
 from .pairing import SYNTHETIC_RESULT_TEXT, Pairing, check_pairing
+from .warm import BOOTSTRAP_TEXT
 
 if TYPE_CHECKING:
     from .memo import RenderMemo
@@ -62,8 +63,6 @@ __all__ = (
 )
 
 IdMode = Literal["strict", "strict9"]
-
-BOOTSTRAP_TEXT: Final = "(session bootstrap)"
 
 
 def sanitize_tool_ids(

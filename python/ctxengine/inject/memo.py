@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from ..transcript.model import Message, Transcript
+from ..transcript.model import Message, Text, Transcript
 from ..transcript.providers import exported_blocks, family_of
+from .warm import Warm
 
 __all__ = ("RenderMemo",)
 
@@ -57,7 +58,10 @@ class _Table(Generic[V]):
         return out
 
     def roll(self) -> None:
-        self.old, self.new = self.new, {}
+        """End a render: what it did not use is dropped (a table it did not use at all, as
+        when the render reused the previous one's work, is kept as it is)."""
+        if self.new:
+            self.old, self.new = self.new, {}
 
 
 class RenderMemo:
@@ -69,6 +73,12 @@ class RenderMemo:
 
     def __init__(self) -> None:
         self._tables: dict[tuple[Any, ...], _Table[Any]] = {}
+        #: The previous renders, for a render that only dropped leading turns and appended.
+        self.warm = Warm()
+        self._made: dict[tuple[str, str], Message] = {}
+        self._made_old: dict[tuple[str, str], Message] = {}
+        #: The history compose made last (see :func:`ctxengine.inject.compose.compose`).
+        self.composed: Any = None
 
     def table(self, *key: Any) -> _Table[Any]:
         """The table for ``key`` (kind of work and everything besides the message it reads)."""
@@ -85,7 +95,20 @@ class RenderMemo:
 
         return self.table("nonempty", provider, t.source_format).many(t.messages, make)
 
+    def message(self, role: str, text: str) -> Message:
+        """A one-text message made by compose, the same object as in the render before when
+        the text is the same (so the work of that render is reused for it)."""
+        key = (role, text)
+        m = self._made.get(key)
+        if m is None:
+            m = self._made_old.get(key)
+            if m is None:
+                m = Message(role, (Text(text),))  # type: ignore[arg-type]
+            self._made[key] = m
+        return m
+
     def end_render(self) -> None:
         """Drop what the render before this one used and this one did not."""
         for table in self._tables.values():
             table.roll()
+        self._made_old, self._made = self._made, {}

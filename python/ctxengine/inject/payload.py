@@ -50,6 +50,19 @@ class MessageTokenCache:
         #: Per-message hygiene checks and exported dicts, for the session's renders.
         self.memo = RenderMemo()
 
+    def tokens(
+        self, transcript: Transcript, payload: dict[str, Any], provider: str, model: str
+    ) -> int:
+        """Tokens of a payload rendered for ``provider`` from ``transcript`` (what
+        :func:`payload_tokens` counts): the counts of a render that reused the previous one's
+        work are reused with it, only its new messages are counted."""
+        record = self.memo.warm.record_of(payload)
+        if record is not None:
+            return record.tokens(model, _strings)
+        if provider == "openai":
+            return self.openai_tokens(transcript, payload, model)
+        return payload_tokens(payload, provider, model)
+
     def openai_tokens(self, transcript: Transcript, payload: Mapping[str, Any], model: str) -> int:
         """Tokens of an OpenAI Chat payload rendered one dict per message from ``transcript``."""
         dicts = payload.get("messages", [])

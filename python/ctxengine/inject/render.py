@@ -8,15 +8,16 @@ from typing import Any, Final
 
 from ..errors import AdapterError
 from ..transcript.changes import Report
-from ..transcript.model import Transcript, set_renderer
-from ..transcript.providers import check_provider
+from ..transcript.model import Message, Transcript, set_renderer
+from ..transcript.providers import check_provider, family_of
 from .adapters.anthropic import export_anthropic
 from .adapters.gemini import export_gemini
 from .adapters.openai import export_openai
 from .adapters.responses import export_responses
-from .cache import Breakpoint, plan_cache_breakpoints
+from .cache import Breakpoint, check_breakpoints, plan_cache_breakpoints
 from .hygiene import clean, validate
 from .memo import RenderMemo
+from .warm import pieces as _pieces
 
 __all__ = ("OPTIONS", "Rendered", "render")
 
@@ -93,13 +94,29 @@ def render(
     if id_mode not in (None, "strict", "strict9"):
         raise AdapterError(f"id_mode is {id_mode!r}; expected None, 'strict' or 'strict9'")
     report = Report()
-    if hygiene:
-        cleaned, report = clean(t, provider, id_mode=id_mode, memo=memo)  # type: ignore[arg-type]
-        problems = validate(cleaned, provider) if _recheck(cleaned, t, report) else []
-        t = cleaned
-        if problems:
-            listed = "; ".join(f"[{p.index}] {p.code}: {p.message}" for p in problems[:5])
-            raise AdapterError(f"hygiene left {len(problems)} problem(s) for {provider}: {listed}")
+    marks = cache_breakpoints if provider == "anthropic" else 0
+    if hygiene and memo is not None:
+        check_breakpoints(cache_breakpoints)
+        key = (provider, id_mode, t.source_format)
+        record = memo.warm.reuse(t, key, marks, cache_ttl)
+        if record is None:
+            cleaned, report = _clean(t, provider, id_mode, memo)
+            table = memo.table("pieces", provider, t.source_format)
+            source = t
+
+            def make(m: Message) -> list[dict[str, Any]]:
+                return _pieces(provider, m, family_of(m, source), {})
+
+            record = memo.warm.build(
+                t, cleaned, report, key, marks, cache_ttl, lambda m: table.get(m, make)
+            )
+            t = cleaned
+        if record is not None:
+            return Rendered(
+                provider, record.payload, record.cleaned, record.report, record.breakpoints
+            )
+    elif hygiene:
+        t, report = _clean(t, provider, id_mode, memo)
     if provider != "anthropic":
         plan_cache_breakpoints(t, cache_breakpoints)  # validates the option
         payload = export_openai(t, memo) if provider == "openai" else _EXPORTERS[provider](t)
@@ -107,6 +124,18 @@ def render(
     plan = tuple(plan_cache_breakpoints(t, cache_breakpoints)) if cache_breakpoints else ()
     payload = export_anthropic(t, breakpoints={b.index for b in plan}, cache_ttl=cache_ttl)
     return Rendered(provider, payload, t, report, plan)
+
+
+def _clean(
+    t: Transcript, provider: str, id_mode: str | None, memo: RenderMemo | None
+) -> tuple[Transcript, Report]:
+    """:func:`clean`, then :func:`validate` unless every rule is known to hold."""
+    cleaned, report = clean(t, provider, id_mode=id_mode, memo=memo)  # type: ignore[arg-type]
+    problems = validate(cleaned, provider) if _recheck(cleaned, t, report) else []
+    if problems:
+        listed = "; ".join(f"[{p.index}] {p.code}: {p.message}" for p in problems[:5])
+        raise AdapterError(f"hygiene left {len(problems)} problem(s) for {provider}: {listed}")
+    return cleaned, report
 
 
 #: Changes that only remove what a provider rejects (an empty message, the calls of a failed

@@ -14,7 +14,6 @@ from ..errors import BudgetError
 from ..grain import ContextGrain
 from ..transcript.model import Message, Text, Transcript
 from .compose import compose
-from .payload import payload_tokens
 from .render import render
 
 if TYPE_CHECKING:
@@ -167,10 +166,7 @@ async def inject(
         composed = _no_trailing_space(_non_blank(composed, request.provider), request.provider)
         rendered = render(composed, request.provider, memo=memo, **request.options)
         payload, transcript = rendered.payload, rendered.transcript
-        if request.provider == "openai":
-            tokens = state.token_cache.openai_tokens(transcript, payload, config.model)
-        else:
-            tokens = payload_tokens(payload, request.provider, config.model)
+        tokens = state.token_cache.tokens(transcript, payload, request.provider, config.model)
         if tokens <= budget:
             break
         if attempt == MAX_REPLANS:

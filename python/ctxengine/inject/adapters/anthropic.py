@@ -12,6 +12,7 @@ from ...transcript.importers.common import arguments_object
 from ...transcript.model import (
     Block,
     Image,
+    Message,
     Text,
     Thinking,
     ToolCall,
@@ -19,7 +20,7 @@ from ...transcript.model import (
 )
 from ...transcript.providers import IMAGE_TYPES, exportable, family_of, image_placeholder
 
-__all__ = ("export_anthropic",)
+__all__ = ("cache_marker", "export_anthropic", "marked", "message_blocks")
 
 
 def _media_out(b: Text | Image) -> dict[str, Any]:
@@ -70,20 +71,41 @@ def _mark(blocks: list[dict[str, Any]], marker: dict[str, Any]) -> None:
             return
 
 
+def marked(blocks: list[dict[str, Any]], marker: dict[str, Any]) -> list[dict[str, Any]]:
+    """``blocks`` with ``cache_control`` on a copy of the last block that may carry it; the
+    list and that block are new, ``blocks`` is left as it was."""
+    out = list(blocks)
+    for k in range(len(out) - 1, -1, -1):
+        if out[k]["type"] not in ("thinking", "redacted_thinking"):
+            out[k] = {**out[k], "cache_control": dict(marker)}
+            break
+    return out
+
+
+def message_blocks(m: Message, family: str | None) -> list[dict[str, Any]]:
+    """The content blocks of one neutral message, unmarked."""
+    return [_block_out(b) for b in m.blocks if exportable(b, "anthropic", family)]
+
+
+def cache_marker(cache_ttl: str | None) -> dict[str, Any]:
+    """The ``cache_control`` value for ``cache_ttl``."""
+    marker: dict[str, Any] = {"type": "ephemeral"}
+    if cache_ttl is not None:
+        marker["ttl"] = cache_ttl
+    return marker
+
+
 def export_anthropic(
     t: Transcript, *, breakpoints: Collection[int] = (), cache_ttl: str | None = None
 ) -> dict[str, Any]:
     """``{"system": [...], "messages": [...]}``; consecutive tool/user messages share one user
     turn. ``breakpoints`` are message indices whose last block gets ``cache_control``."""
-    marker: dict[str, Any] = {"type": "ephemeral"}
-    if cache_ttl is not None:
-        marker["ttl"] = cache_ttl
+    marker = cache_marker(cache_ttl)
     system: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
     leading = True
     for i, m in enumerate(t.messages):
-        family = family_of(m, t)
-        blocks = [_block_out(b) for b in m.blocks if exportable(b, "anthropic", family)]
+        blocks = message_blocks(m, family_of(m, t))
         if i in breakpoints:
             _mark(blocks, marker)
         if m.role == "system" and leading:

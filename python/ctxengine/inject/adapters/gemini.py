@@ -12,6 +12,7 @@ from ...transcript.importers.common import arguments_object
 from ...transcript.model import (
     Block,
     Image,
+    Message,
     Text,
     Thinking,
     ToolCall,
@@ -20,7 +21,7 @@ from ...transcript.model import (
 )
 from ...transcript.providers import exportable, family_of, image_placeholder
 
-__all__ = ("export_gemini",)
+__all__ = ("export_gemini", "message_parts")
 
 
 def _media_out(b: Image) -> dict[str, Any]:
@@ -74,6 +75,12 @@ def _parts_out(blocks: list[Block], names: Mapping[str, str]) -> list[dict[str, 
     return parts
 
 
+def message_parts(m: Message, family: str | None, names: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The parts of one neutral message; ``names``: call id -> tool name, for results that do
+    not carry their tool's name."""
+    return _parts_out([b for b in m.blocks if exportable(b, "gemini", family)], names)
+
+
 def export_gemini(t: Transcript) -> dict[str, Any]:
     """``{"contents": [...], "system_instruction": {...}}``; tool results and user text that
     follow each other share one user content."""
@@ -82,9 +89,7 @@ def export_gemini(t: Transcript) -> dict[str, Any]:
     contents: list[dict[str, Any]] = []
     leading = True
     for m in t.messages:
-        family = family_of(m, t)
-        blocks = [b for b in m.blocks if exportable(b, "gemini", family)]
-        parts = _parts_out(blocks, names)
+        parts = message_parts(m, family_of(m, t), names)
         if m.role == "system" and leading:
             system.extend(parts)
             continue

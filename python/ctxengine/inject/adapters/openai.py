@@ -5,16 +5,20 @@ The importer of the same shape is :mod:`ctxengine.transcript.importers.openai`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...transcript.importers.common import image_url
 from ...transcript.model import Image, Message, Text, ToolCall, Transcript
 from ...transcript.providers import IMAGE_TYPES, image_placeholder
 
-if TYPE_CHECKING:
-    from ..memo import RenderMemo
 
-__all__ = ("export_openai",)
+class _Memo(Protocol):
+    """What the exporter needs of a session's :class:`~ctxengine.inject.memo.RenderMemo`."""
+
+    def table(self, *key: Any) -> Any: ...
+
+
+__all__ = ("export_openai", "message_dicts")
 
 
 def _text_content(blocks: list[Text]) -> str | list[dict[str, Any]]:
@@ -59,7 +63,7 @@ def _assistant_out(m: Message) -> dict[str, Any]:
     return out
 
 
-def _message_dicts(m: Message) -> list[dict[str, Any]]:
+def message_dicts(m: Message) -> list[dict[str, Any]]:
     """The Chat Completions messages of one neutral message (a tool message gives one per
     result)."""
     if m.role == "system":
@@ -78,7 +82,7 @@ def _message_dicts(m: Message) -> list[dict[str, Any]]:
     return out
 
 
-def export_openai(t: Transcript, memo: RenderMemo | None = None) -> dict[str, Any]:
+def export_openai(t: Transcript, memo: _Memo | None = None) -> dict[str, Any]:
     """``{"messages": [...]}`` for Chat Completions. Thinking is left out; media in assistant
     turns and tool results become text placeholders (the API takes none there).
 
@@ -87,8 +91,8 @@ def export_openai(t: Transcript, memo: RenderMemo | None = None) -> dict[str, An
     messages: list[dict[str, Any]] = []
     if memo is None:
         for m in t.messages:
-            messages.extend(_message_dicts(m))
+            messages.extend(message_dicts(m))
         return {"messages": messages}
-    per_message = memo.table("export", "openai").many(t.messages, _message_dicts)
+    per_message = memo.table("export", "openai").many(t.messages, message_dicts)
     messages = [d.copy() for ds in per_message for d in ds]
     return {"messages": messages}

@@ -24,7 +24,7 @@ from ...transcript.providers import (
     responses_reasoning_item,
 )
 
-__all__ = ("export_responses",)
+__all__ = ("export_responses", "instructions_of", "message_items")
 
 
 def _content_parts(blocks: tuple[Text | Image, ...] | list[Text | Image]) -> list[dict[str, Any]]:
@@ -67,11 +67,30 @@ def _assistant_items(m: Message, family: str | None) -> list[dict[str, Any]]:
     return items
 
 
-def export_responses(t: Transcript) -> dict[str, Any]:
-    """``{"input": [...]}`` plus ``"instructions"`` when the transcript opens with exactly one
-    single-text system message. Thinking is sent only as the reasoning item it came from."""
-    payload: dict[str, Any] = {}
-    messages = t.messages
+def message_items(m: Message, family: str | None) -> list[dict[str, Any]]:
+    """The ``input`` items of one neutral message (``family``: its signature family)."""
+    if m.role == "system":
+        texts = [b for b in m.blocks if isinstance(b, Text)]
+        role = m.meta.get("openai_role", "system")
+        return [{"type": "message", "role": role, "content": _simple(list(texts))}]
+    if m.role == "user":
+        blocks = [b for b in m.blocks if isinstance(b, (Text, Image))]
+        return [{"type": "message", "role": "user", "content": _simple(blocks)}]
+    if m.role == "assistant":
+        return _assistant_items(m, family)
+    return [
+        {
+            "type": "function_call_output",
+            "call_id": r.call_id,
+            "output": _simple(list(r.content)) if r.content else "",
+        }
+        for r in m.tool_results
+    ]
+
+
+def instructions_of(messages: tuple[Message, ...]) -> str | None:
+    """The ``instructions`` text: when the messages open with exactly one single-text system
+    message (and hold no other), its text; else None."""
     first = messages[0] if messages else None
     if (
         first is not None
@@ -80,24 +99,21 @@ def export_responses(t: Transcript) -> dict[str, Any]:
         and "openai_role" not in first.meta
         and not any(m.role == "system" for m in messages[1:])
     ):
-        payload["instructions"] = first.text
+        return first.text
+    return None
+
+
+def export_responses(t: Transcript) -> dict[str, Any]:
+    """``{"input": [...]}`` plus ``"instructions"`` when the transcript opens with exactly one
+    single-text system message. Thinking is sent only as the reasoning item it came from."""
+    payload: dict[str, Any] = {}
+    messages = t.messages
+    instructions = instructions_of(messages)
+    if instructions is not None:
+        payload["instructions"] = instructions
         messages = messages[1:]
     items: list[dict[str, Any]] = []
     for m in messages:
-        if m.role == "system":
-            texts = [b for b in m.blocks if isinstance(b, Text)]
-            role = m.meta.get("openai_role", "system")
-            items.append({"type": "message", "role": role, "content": _simple(list(texts))})
-        elif m.role == "user":
-            blocks = [b for b in m.blocks if isinstance(b, (Text, Image))]
-            items.append({"type": "message", "role": "user", "content": _simple(blocks)})
-        elif m.role == "assistant":
-            items.extend(_assistant_items(m, family_of(m, t)))
-        else:
-            for r in m.tool_results:
-                output = _simple(list(r.content)) if r.content else ""
-                items.append(
-                    {"type": "function_call_output", "call_id": r.call_id, "output": output}
-                )
+        items.extend(message_items(m, family_of(m, t)))
     payload["input"] = items
     return payload

@@ -1,0 +1,635 @@
+"""Warm renders: a render that follows what changed since the session's previous render.
+
+A session's renders are mostly the previous transcript with whole leading turns dropped and new
+messages appended: the same frozen :class:`Message` objects in the middle. When the previous
+render needed no hygiene (or only the bootstrap user turn of Anthropic/Gemini), its cleaned
+messages, exported provider dicts and per-message token counts are reused for that middle part,
+and only the messages new at either end are checked against the hygiene rules, exported and
+counted. The rules are checked exactly as :func:`~ctxengine.hygiene.clean` would find them
+broken; anything else (an edit of a sent message, a result answering a call of the kept part, a
+new message hygiene would change, ...) is not handled here and the render takes the full path.
+
+Messages are split in three parts: ``lead`` (the leading system messages), an optional
+bootstrap user turn, and the history. History messages carry *serials* (their index plus
+``Record.hoff``) that stay the same while a message is kept, so the turn starts and user
+positions of the previous render are reused by slicing, never renumbered.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import chain
+from operator import ne
+from typing import Any, Final
+
+from ..tokens import get_tokenizer, message_strings
+from ..transcript.changes import Change, Report
+from ..transcript.model import Message, Text, Transcript
+from ..transcript.providers import STRICT_ALTERNATION, exported_blocks, family_of, id_ok
+from .adapters.anthropic import cache_marker, marked, message_blocks
+from .adapters.gemini import message_parts
+from .adapters.openai import message_dicts
+from .adapters.responses import instructions_of, message_items
+from .cache import Breakpoint, candidates_at, choose
+from .ids import fits
+
+__all__ = ("BOOTSTRAP_TEXT", "Record", "Warm", "pieces", "trusted_transcript")
+
+#: The text of the user turn hygiene puts first when a history does not start with one.
+BOOTSTRAP_TEXT: Final = "(session bootstrap)"
+_TURNS: Final = frozenset({"anthropic", "gemini"})
+_MESSAGE_OVERHEAD: Final = 4
+_REPLY_PRIMING: Final = 3
+
+Pieces = list[dict[str, Any]]
+
+
+def trusted_transcript(messages: tuple[Message, ...], source_format: str | None) -> Transcript:
+    """A transcript of messages already known to be :class:`Message` objects (no re-check)."""
+    t = object.__new__(Transcript)
+    object.__setattr__(t, "messages", messages)
+    object.__setattr__(t, "source_format", source_format)
+    object.__setattr__(t, "meta", {})
+    return t
+
+
+def _bootstrap() -> Message:
+    return Message("user", (Text(BOOTSTRAP_TEXT),), meta={"bootstrap": True})
+
+
+def _boot_report(lead: int, role: str) -> Report:
+    change = Change("fix_turn_order", "bootstrap_user", lead, f"history started with {role}")
+    return Report((change,))
+
+
+@dataclass(slots=True, eq=False)
+class Record:
+    """What one render made, in the parts the next render can reuse."""
+
+    key: tuple[Any, ...]
+    src: Transcript  # the transcript given to render
+    ids: list[int]  # id() of each message of src
+    lead: int  # leading system messages
+    boot: Message | None  # the bootstrap user turn hygiene put after them
+    cleaned: Transcript
+    report: Report
+    calls: set[str]  # tool call ids of src (and possibly of messages dropped since)
+    hist_system: bool  # a system message in the history
+    lead_pieces: list[Pieces]  # exported pieces of each lead message (and of boot, last)
+    pieces: list[Pieces]  # exported pieces of each history message
+    hoff: int  # serial of history message h is h + hoff
+    tstart: list[int] = field(default_factory=list)  # serials of history turn starts
+    turns: list[dict[str, Any]] = field(default_factory=list)  # the history turns, unmarked
+    users: list[int] = field(default_factory=list)  # serials of history user messages
+    payload: dict[str, Any] = field(default_factory=dict)
+    breakpoints: tuple[Breakpoint, ...] = ()
+    instructions: str | None = None  # OpenAI Responses
+    # token counts, by model: (lead and boot, per history message)
+    counts: dict[str, tuple[int, list[int]]] = field(default_factory=dict)
+    parent: Record | None = None  # the record this one reuses, with the history
+    reused: tuple[int, int, int] = (0, 0, 0)  # (head messages, first parent index, count)
+    replaced: list[int] = field(default_factory=list)  # reused positions with a new message
+    _strings: Callable[[Any], Iterable[str]] = field(default=lambda v: (), repr=False)
+
+    def hist(self) -> tuple[Message, ...]:
+        return self.src.messages[self.lead :]
+
+    def items(self) -> int:
+        """Items of the payload's message list."""
+        p = self.payload
+        return len(p.get("messages") or p.get("input") or p.get("contents") or [])
+
+    def tokens(self, model: str, strings: Callable[[Any], Iterable[str]]) -> int:
+        """Tokens of :attr:`payload` (what :func:`payload_tokens` counts, ``strings`` giving
+        the text leaves it counts of a non-OpenAI-Chat payload), per-message counts reused
+        from the parent record."""
+        self._strings = strings
+        lead, per = self._counts(model)
+        total = lead + sum(per)
+        if self.key[0] == "openai":
+            return total + _REPLY_PRIMING
+        return total + _MESSAGE_OVERHEAD * (self.items() + 1) + _REPLY_PRIMING
+
+    def _counts(self, model: str) -> tuple[int, list[int]]:
+        got = self.counts.get(model)
+        if got is not None:
+            return got
+        hist = self.hist()
+        parent = self.parent
+        pc = parent.counts.get(model) if parent is not None else None
+        if parent is not None and pc is not None:
+            head, first, n = self.reused
+            new = list(range(head)) + list(range(head + n, len(hist)))
+            fresh = iter(self._count_pieces(model, [self.pieces[i] for i in new]))
+            per = [next(fresh) for _ in range(head)] + pc[1][first : first + n]
+            per += list(fresh)
+            if self.replaced:
+                again = self._count_pieces(model, [self.pieces[h] for h in self.replaced])
+                for h, c in zip(self.replaced, again, strict=True):
+                    per[h] = c
+        else:
+            per = self._count_pieces(model, self.pieces)
+        if self.instructions is not None:
+            lead = self._count_strings(model, [[self.instructions]])[0]
+        else:
+            lead = sum(self._count_pieces(model, self.lead_pieces))
+        got = self.counts[model] = (lead, per)
+        self.parent = None  # its counts are taken over: let it go
+        return got
+
+    def _count_pieces(self, model: str, pieces: Sequence[Pieces]) -> list[int]:
+        if self.key[0] == "openai":
+            out: list[int] = []
+            per: list[list[str]] = []
+            for ps in pieces:
+                strings: list[str] = []
+                overhead = 0
+                for d in ps:
+                    texts, extra = message_strings(d)
+                    strings += texts
+                    overhead += extra
+                per.append(strings)
+                out.append(overhead)
+            counts = self._count_strings(model, per)
+            return [a + b for a, b in zip(out, counts, strict=True)]
+        leaves = self._strings
+        return self._count_strings(model, [[s for p in ps for s in leaves(p)] for ps in pieces])
+
+    @staticmethod
+    def _count_strings(model: str, groups: list[list[str]]) -> list[int]:
+        flat = [s for g in groups for s in g]
+        counts = iter(get_tokenizer(model).count_many(flat)) if flat else iter(())
+        return [sum(next(counts) for _ in g) for g in groups]
+
+
+class _Checker:
+    """The hygiene rules, checked message by message on messages new to a render: True while
+    :func:`~ctxengine.hygiene.clean` would leave every one of them as it is."""
+
+    __slots__ = ("calls", "family", "keep", "new_ids", "prev", "provider", "strict", "wanted")
+
+    def __init__(
+        self,
+        provider: str,
+        keep: Callable[[str], bool],
+        calls: Sequence[set[str]],
+        family: Callable[[Message], str | None],
+        prev: str | None,
+    ) -> None:
+        self.provider = provider
+        self.strict = provider in STRICT_ALTERNATION
+        self.keep = keep
+        self.calls = calls
+        self.new_ids: set[str] = set()
+        self.family = family
+        self.prev = prev  # role of the message before (None: the start of the history)
+        self.wanted: set[str] | None = None  # calls of the open span not answered yet
+
+    def ok(self, m: Message) -> bool:
+        role = m.role
+        if not exported_blocks(m, self.provider, self.family(m)):
+            return False  # dropped as empty
+        if role == "system" and (self.strict or self.provider == "openai-responses"):
+            return False  # moved to user (strict) or changes the instructions (responses)
+        if self.strict and role == self.prev and role in ("user", "assistant"):
+            return False  # merged
+        if role == "tool":
+            wanted = self.wanted
+            if wanted is None or self.prev not in ("assistant", "tool"):
+                return False  # orphan, or moved up past a user message
+            for r in m.tool_results:
+                if r.call_id not in wanted:
+                    return False  # orphan or duplicate
+                wanted.discard(r.call_id)
+        elif role == "assistant":
+            if self.wanted:
+                return False  # the span before has a call with no result
+            calls = m.tool_calls
+            if calls:
+                if m.failed:
+                    return False
+                for c in calls:
+                    cid = c.id
+                    if not self.keep(cid) or cid in self.new_ids:
+                        return False
+                    if any(cid in ids for ids in self.calls):
+                        return False
+                    self.new_ids.add(cid)
+                self.wanted = {c.id for c in calls}
+                if len(self.wanted) != len(calls):  # pragma: no cover - ids checked distinct
+                    return False
+            else:
+                self.wanted = None
+        self.prev = role
+        return True
+
+    def done(self) -> bool:
+        """Whether the last span has all its results."""
+        return not self.wanted
+
+
+class Warm:
+    """The records of a session's renders, one per provider and options."""
+
+    def __init__(self) -> None:
+        self.records: dict[tuple[Any, ...], Record] = {}
+        self.by_payload: tuple[int, Record] | None = None  # the last render's
+        #: Renders that reused the previous one's work, and full renders recorded for reuse.
+        self.reused = 0
+        self.built = 0
+
+    def record_of(self, payload: dict[str, Any]) -> Record | None:
+        """The record of the render that made ``payload`` (the last one), if any."""
+        last = self.by_payload
+        if last is not None and last[0] == id(payload) and last[1].payload is payload:
+            return last[1]
+        return None
+
+    def _keep(self, provider: str, id_mode: str | None) -> Callable[[str], bool]:
+        if id_mode is not None:
+            return lambda cid: fits(cid, id_mode)
+        return lambda cid: fits(cid, "strict") or id_ok(cid, provider)
+
+    # -- the reuse path ---------------------------------------------------------------------
+
+    def reuse(
+        self, t: Transcript, key: tuple[Any, ...], n_marks: int, cache_ttl: str | None
+    ) -> Record | None:
+        """The record of rendering ``t`` from the previous render's, or None (full path)."""
+        prev = self.records.get(key)
+        if prev is None:
+            return None
+        msgs = t.messages
+        lead = prev.lead
+        pmsgs = prev.src.messages
+        if len(msgs) <= lead:
+            return None
+        for k in range(lead):
+            a, b = msgs[k], pmsgs[k]
+            if a is not b and (a != b or a.meta != b.meta or family_of(a, t) != family_of(b, t)):
+                return None
+        if msgs[lead].role == "system" or (prev.hist_system and key[0] == "openai-responses"):
+            return None
+        ids = list(map(id, msgs))
+        # the first kept message of the previous history: after at most a few new ones
+        pids = prev.ids
+        found = None
+        for head in range(min(4, len(msgs) - lead)):
+            try:
+                start = pids.index(ids[lead + head], lead)
+            except ValueError:
+                continue
+            found = head, start
+            break
+        if found is None:
+            return None
+        head, start = found
+        n = len(pids) - start
+        cut = lead + head
+        provider = key[0]
+        replaced: list[int] = []  # kept positions holding another message of the same shape
+        if len(msgs) < cut + n:
+            return None  # the end of the previous history was dropped
+        if ids[cut : cut + n] != pids[start:]:
+            flags = list(map(ne, ids[cut : cut + n], pids[start:]))
+            j = flags.index(True)
+            while True:
+                old, new = pmsgs[start + j], msgs[cut + j]
+                if len(replaced) >= _MAX_REPLACED or not _same_shape(old, new, provider, t):
+                    return None
+                replaced.append(head + j)
+                try:
+                    j = flags.index(True, j + 1)
+                except ValueError:
+                    break
+        first = start - lead  # index in the previous history
+        pm = pmsgs[start]
+        if pm.role == "tool":
+            return None  # its call was dropped: an orphan now
+        turns = provider in _TURNS
+        serial = first + prev.hoff
+        tk = 0
+        if turns:
+            tk = bisect.bisect_left(prev.tstart, serial)
+            if tk >= len(prev.tstart) or prev.tstart[tk] != serial:
+                return None  # not at a turn boundary
+        keep = self._keep(provider, key[1])
+
+        def family(m: Message) -> str | None:
+            return family_of(m, t)
+
+        heads = msgs[lead:cut]
+        tail = msgs[cut + n :]
+        head_ids: set[str] = set()
+        if heads:
+            check = _Checker(provider, keep, (prev.calls,), family, None)
+            if not all(check.ok(m) for m in heads) or not check.done():
+                return None
+            strict = provider in STRICT_ALTERNATION
+            if strict and pm.role == check.prev and pm.role in ("user", "assistant"):
+                return None
+            head_ids = check.new_ids
+        check = _Checker(provider, keep, (prev.calls, head_ids), family, pmsgs[-1].role)
+        if not all(check.ok(m) for m in tail) or not check.done():
+            return None
+        # every check passed: from here on the previous record is superseded
+        calls = prev.calls  # a superset of the calls: dropped ones stay (a reuse is refused)
+        calls.update(head_ids)
+        calls.update(check.new_ids)
+        hist0 = msgs[lead]
+        boot: Message | None = None
+        report = Report()
+        if provider in STRICT_ALTERNATION and hist0.role != "user":
+            boot = prev.boot or _bootstrap()
+            report = _boot_report(lead, hist0.role)
+        cleaned = (
+            t
+            if boot is None
+            else trusted_transcript((*msgs[:lead], boot, *msgs[lead:]), t.source_format)
+        )
+        names = {c.id: c.name for m in chain(heads, tail) for c in m.tool_calls}
+        new_pieces = [pieces(provider, m, family(m), names) for m in chain(heads, tail)]
+        lead_pieces = prev.lead_pieces
+        if (boot is not None) != (prev.boot is not None):
+            lead_pieces = lead_pieces[:lead]
+            if boot is not None:
+                lead_pieces = [*lead_pieces, pieces(provider, boot, None, names)]
+        hist_pieces = new_pieces[:head] + prev.pieces[first:] + new_pieces[head:]
+        hist = msgs[lead:]
+        for h in replaced:
+            m = hist[h]
+            hist_pieces[h] = pieces(provider, m, family(m), _names_before(hist, h))
+        hoff = serial - head
+        rec = Record(
+            key=key,
+            src=t,
+            ids=ids,
+            lead=lead,
+            boot=boot,
+            cleaned=cleaned,
+            report=report,
+            calls=calls,
+            hist_system=prev.hist_system or any(m.role == "system" for m in chain(heads, tail)),
+            lead_pieces=lead_pieces,
+            pieces=hist_pieces,
+            hoff=hoff,
+            instructions=prev.instructions,
+            parent=prev if prev.counts else None,
+            reused=(head, first, n),
+            replaced=replaced,
+        )
+        prev.parent = None
+        if turns:
+            self._turns_reuse(rec, prev, tk, heads, tail, head)
+            for h in replaced:
+                _rebuild_turn(rec, h)
+        self._finish(rec, n_marks, cache_ttl)
+        self.reused += 1
+        return rec
+
+    def _turns_reuse(
+        self,
+        rec: Record,
+        prev: Record,
+        tk: int,
+        heads: Sequence[Message],
+        tail: Sequence[Message],
+        head: int,
+    ) -> None:
+        provider = rec.key[0]
+        hoff = rec.hoff
+        hist = rec.hist()
+        # the new head's turns, then the previous ones, then the tail's (the first of which may
+        # continue the previous last turn)
+        h_start: list[int] = []
+        h_turns: list[dict[str, Any]] = []
+        h_users: list[int] = []
+        for h, m in enumerate(heads):
+            _add_turn(provider, h_turns, h_start, m, rec.pieces[h], h + hoff)
+            if m.role == "user":
+                h_users.append(h + hoff)
+        tstart = h_start + prev.tstart[tk:]
+        turns = h_turns + prev.turns[tk:]
+        uk = bisect.bisect_left(prev.users, hoff + head)
+        users = h_users + prev.users[uk:]
+        base = len(hist) - len(tail)
+        copied = False
+        for j, m in enumerate(tail):
+            h = base + j
+            if not copied and turns and _role(provider, m) == turns[-1]["role"] == "user":
+                last = turns[-1]
+                key = "parts" if provider == "gemini" else "content"
+                turns[-1] = {"role": last["role"], key: list(last[key])}
+                copied = True
+            if _add_turn(provider, turns, tstart, m, rec.pieces[h], h + hoff):
+                copied = True
+            if m.role == "user":
+                users.append(h + hoff)
+        rec.tstart, rec.turns, rec.users = tstart, turns, users
+
+    # -- the full path ----------------------------------------------------------------------
+
+    def build(
+        self,
+        t: Transcript,
+        cleaned: Transcript,
+        report: Report,
+        key: tuple[Any, ...],
+        n_marks: int,
+        cache_ttl: str | None,
+        pieces_of: Callable[[Message], Pieces] | None,
+    ) -> Record | None:
+        """The record of a render the full path cleaned, when the next one can reuse it: hygiene
+        changed nothing, or only added the bootstrap user turn."""
+        provider = key[0]
+        msgs = t.messages
+        lead = next((i for i, m in enumerate(msgs) if m.role != "system"), len(msgs))
+        if lead == len(msgs):
+            return None
+        boot: Message | None = None
+        if report.changes:
+            c = report.changes
+            if len(c) != 1 or c[0].action != "bootstrap_user" or report.id_map:
+                return None
+            boot = cleaned.messages[lead]
+            if (
+                len(cleaned.messages) != len(msgs) + 1
+                or cleaned.messages[lead + 1] is not msgs[lead]
+            ):
+                return None  # pragma: no cover - a bootstrap inserts one message
+        elif cleaned is not t:
+            return None  # pragma: no cover - clean returns its input when nothing changed
+        hist = msgs[lead:]
+        names = {c.id: c.name for m in hist for c in m.tool_calls}
+
+        def make(m: Message) -> Pieces:
+            if pieces_of is not None and not (provider == "gemini" and m.role == "tool"):
+                return pieces_of(m)
+            return pieces(provider, m, family_of(m, t), names)
+
+        lead_msgs = list(msgs[:lead]) + ([boot] if boot is not None else [])
+        rec = Record(
+            key=key,
+            src=t,
+            ids=list(map(id, msgs)),
+            lead=lead,
+            boot=boot,
+            cleaned=cleaned,
+            report=report,
+            calls={c.id for m in hist for c in m.tool_calls},
+            hist_system=any(m.role == "system" for m in hist),
+            lead_pieces=[pieces(provider, m, family_of(m, t), names) for m in lead_msgs],
+            pieces=[make(m) for m in hist],
+            hoff=0,
+        )
+        if provider == "openai-responses":
+            rec.instructions = instructions_of(cleaned.messages)
+            if rec.instructions is not None:
+                rec.lead_pieces = [[]]
+        if provider in _TURNS:
+            for h, m in enumerate(hist):
+                _add_turn(provider, rec.turns, rec.tstart, m, rec.pieces[h], h)
+                if m.role == "user":
+                    rec.users.append(h)
+        self._finish(rec, n_marks, cache_ttl)
+        self.built += 1
+        return rec
+
+    # -- both -------------------------------------------------------------------------------
+
+    def _finish(self, rec: Record, n_marks: int, cache_ttl: str | None) -> None:
+        provider = rec.key[0]
+        if provider == "openai":
+            dicts = chain.from_iterable(chain(rec.lead_pieces, rec.pieces))
+            rec.payload = {"messages": list(map(dict.copy, dicts))}
+        elif provider == "openai-responses":
+            items = list(map(dict.copy, chain.from_iterable(chain(rec.lead_pieces, rec.pieces))))
+            rec.payload = {"instructions": rec.instructions} if rec.instructions is not None else {}
+            rec.payload["input"] = items
+        elif provider == "anthropic":
+            self._anthropic(rec, n_marks, cache_ttl)
+        else:
+            system = [p for ps in rec.lead_pieces[: rec.lead] for p in ps]
+            contents = list(map(dict.copy, rec.turns))
+            if rec.boot is not None:
+                contents.insert(0, {"role": "user", "parts": list(rec.lead_pieces[rec.lead])})
+            rec.payload = {"contents": contents}
+            if system:
+                rec.payload["system_instruction"] = {"parts": system}
+        self.records[rec.key] = rec
+        self.by_payload = (id(rec.payload), rec)
+
+    def _anthropic(self, rec: Record, n_marks: int, cache_ttl: str | None) -> None:
+        lead, boot = rec.lead, rec.boot
+        b = 1 if boot is not None else 0
+        plan: tuple[Breakpoint, ...] = ()
+        if n_marks:
+            first_user = lead if boot is not None else None
+            last_user = first_user
+            if rec.users:
+                first_user = (
+                    first_user if first_user is not None else lead + rec.users[0] - rec.hoff
+                )
+                last_user = lead + b + rec.users[-1] - rec.hoff
+            plan = tuple(choose(candidates_at(rec.cleaned, lead, first_user, last_user), n_marks))
+        rec.breakpoints = plan
+        marks = {bp.index for bp in plan}
+        marker = cache_marker(cache_ttl)
+        system: list[dict[str, Any]] = []
+        for i in range(lead):
+            ps = rec.lead_pieces[i]
+            system.extend(marked(ps, marker) if i in marks else ps)
+        turns = list(map(dict.copy, rec.turns))
+        if boot is not None:
+            ps = rec.lead_pieces[lead]
+            turns.insert(
+                0, {"role": "user", "content": marked(ps, marker) if lead in marks else list(ps)}
+            )
+        off = lead + b
+        for i in sorted(marks):
+            h = i - off
+            if h < 0:
+                continue
+            s = h + rec.hoff
+            ti = bisect.bisect_right(rec.tstart, s) - 1
+            end = rec.tstart[ti + 1] - rec.hoff if ti + 1 < len(rec.tstart) else len(rec.pieces)
+            content: list[dict[str, Any]] = []
+            for x in range(rec.tstart[ti] - rec.hoff, end):
+                ps = rec.pieces[x]
+                content.extend(marked(ps, marker) if x + off in marks else ps)
+            turns[ti + b] = {"role": rec.turns[ti]["role"], "content": content}
+        rec.payload = {"messages": turns}
+        if system:
+            rec.payload["system"] = system
+
+
+#: Kept messages that may be replaced (a soft trim) before a render takes the full path.
+_MAX_REPLACED: Final = 8
+
+
+def _same_shape(old: Message, new: Message, provider: str, t: Transcript) -> bool:
+    """Whether hygiene decides the same for ``new`` in place of ``old``: same role, call and
+    result ids, failure, and something the provider receives."""
+    return (
+        new.role == old.role
+        and new.failed == old.failed
+        and [c.id for c in new.tool_calls] == [c.id for c in old.tool_calls]
+        and [r.call_id for r in new.tool_results] == [r.call_id for r in old.tool_results]
+        and bool(exported_blocks(new, provider, family_of(new, t)))
+    )
+
+
+def _names_before(hist: Sequence[Message], h: int) -> dict[str, str]:
+    """Tool names of the calls a tool message at ``h`` answers (the assistant turn before)."""
+    for i in range(h - 1, -1, -1):
+        if hist[i].role == "assistant":
+            return {c.id: c.name for c in hist[i].tool_calls}
+    return {}
+
+
+def _rebuild_turn(rec: Record, h: int) -> None:
+    """Make the turn holding history message ``h`` again from the messages' pieces."""
+    s = h + rec.hoff
+    ti = bisect.bisect_right(rec.tstart, s) - 1
+    end = rec.tstart[ti + 1] - rec.hoff if ti + 1 < len(rec.tstart) else len(rec.pieces)
+    key = "parts" if rec.key[0] == "gemini" else "content"
+    content = [p for x in range(rec.tstart[ti] - rec.hoff, end) for p in rec.pieces[x]]
+    rec.turns[ti] = {"role": rec.turns[ti]["role"], key: content}
+
+
+def _role(provider: str, m: Message) -> str:
+    if m.role == "assistant":
+        return "model" if provider == "gemini" else "assistant"
+    return "user"
+
+
+def _add_turn(
+    provider: str,
+    turns: list[dict[str, Any]],
+    tstart: list[int],
+    m: Message,
+    pieces: Pieces,
+    serial: int,
+) -> bool:
+    """Append ``m``'s pieces to the turns; True when they went into a new turn."""
+    role = _role(provider, m)
+    key = "parts" if provider == "gemini" else "content"
+    if turns and turns[-1]["role"] == role == "user":
+        turns[-1][key].extend(pieces)
+        return False
+    turns.append({"role": role, key: list(pieces)})
+    tstart.append(serial)
+    return True
+
+
+def pieces(provider: str, m: Message, family: str | None, names: dict[str, str]) -> Pieces:
+    """The exported pieces of one message for ``provider``."""
+    if provider == "openai":
+        return message_dicts(m)
+    if provider == "openai-responses":
+        return message_items(m, family)
+    if provider == "anthropic":
+        return message_blocks(m, family)
+    return message_parts(m, family, names)

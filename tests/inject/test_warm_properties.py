@@ -1,0 +1,291 @@
+"""Differential property tests of warm renders (issue 14).
+
+A render given the session's memo reuses the previous render's hygiene, export and token counts
+when the new transcript is the previous one with leading messages dropped and/or messages added
+at either end. Here random sessions go through random edit sequences (append, drop leading
+messages, replace a middle one, new head messages, system text changes) with reused message
+objects, as the engine makes them; every render with the memo must equal, byte for byte, the
+render from scratch of the same transcript: payload, cleaned transcript, hygiene report, cache
+breakpoints, and the payload's tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxengine.errors import AdapterError
+from ctxengine.inject.memo import RenderMemo
+from ctxengine.inject.payload import MessageTokenCache, payload_tokens
+from ctxengine.inject.render import Rendered, render
+from ctxengine.transcript import Message, Text, Thinking, ToolCall, ToolResult, Transcript
+
+MODEL = "gpt-4o"
+PROVIDERS = ["openai", "openai-responses", "anthropic", "gemini"]
+SETTINGS = settings(max_examples=120, deadline=None, database=None)
+_IDS = ["c1", "c2", "call_3", "call|item:4", "x" * 50, "dup", "abcdefghi", "toolu_01"]
+
+
+def _dump(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, sort_keys=True, ensure_ascii=False)
+
+
+@st.composite
+def _message(draw: Any, serial: int, hostile: bool = True) -> list[Message]:
+    """One step of a session: a message, or an assistant turn with its results; with
+    ``hostile`` also what hygiene must repair (and messages some providers drop)."""
+    kinds = ["user", "user", "user", "assistant", "calls", "calls", "calls"] * 4
+    if hostile:
+        kinds += ["thinking", "system", "blank", "tool"]
+    kind = draw(st.sampled_from(kinds))
+    if not hostile:
+        ids = [f"id{serial}x{k}" for k in range(draw(st.integers(1, 2)))]
+        turn = Message.assistant(f"calling {serial}", [ToolCall(i, "read", {}) for i in ids])
+        results = tuple(ToolResult(i, (Text(f"out {i}"),)) for i in ids)
+        if kind == "calls":
+            return [turn, Message("tool", results)]
+        if kind == "assistant":
+            return [Message.assistant(f"answer {serial}")]
+        return [Message.user(f"question {serial}")]
+    if kind == "user":
+        return [Message.user(f"question {serial}")]
+    if kind == "blank":
+        return [Message.user("  ")]
+    if kind == "system":
+        return [Message.system(f"note {serial}")]
+    if kind == "assistant":
+        stop = draw(st.sampled_from([*[None] * 8, "error"]))
+        return [Message("assistant", (Text(f"answer {serial}"),), stop_reason=stop)]
+    if kind == "thinking":
+        family = draw(st.sampled_from([None, "anthropic", "gemini", "openai-responses"]))
+        sig = draw(st.sampled_from([None, "sig", '{"type": "reasoning", "id": "rs_1"}']))
+        blocks: tuple[Any, ...] = (Thinking(f"thought {serial}", sig),)
+        if draw(st.booleans()):
+            blocks += (Text(f"said {serial}"),)
+        meta = {"provider_family": family} if family else {}
+        return [Message("assistant", blocks, meta=meta)]
+    if kind == "tool":  # a result nobody asked for (or a late duplicate)
+        return [Message.tool(draw(st.sampled_from(_IDS)), f"late {serial}")]
+    n = draw(st.integers(1, 2))
+    ids = [draw(st.sampled_from([*_IDS, *[f"id{serial}x{k}"] * 24])) for k in range(n)]
+    calls = [ToolCall(i, "read", {"n": serial}) for i in ids]
+    stop = draw(st.sampled_from([*[None] * 12, "aborted"]))
+    turn = Message("assistant", (Text(f"calling {serial}"), *calls), stop_reason=stop)
+    answer = draw(st.sampled_from(["all"] * 12 + ["split"] * 3 + ["none", "first", "after_user"]))
+    results = [ToolResult(i, (Text(f"out {i} {serial}"),)) for i in ids]
+    if answer == "all":
+        return [turn, Message("tool", tuple(results))]
+    if answer == "split":
+        return [turn] + [Message("tool", (r,)) for r in results]
+    if answer == "first":
+        return [turn, Message("tool", tuple(results[:1]))]
+    if answer == "after_user":
+        return [turn, Message.user(f"wait {serial}"), Message("tool", tuple(results))]
+    return [turn]
+
+
+@st.composite
+def _steps(draw: Any, start: int, hostile: bool) -> list[Message]:
+    out: list[Message] = []
+    for k in range(draw(st.integers(1, 3))):
+        out += draw(_message(start + k, hostile))
+    return out
+
+
+@st.composite
+def sessions(draw: Any) -> tuple[str, dict[str, Any], list[Transcript]]:
+    """A provider, its options and a sequence of transcripts, each an edit of the one before."""
+    provider = draw(st.sampled_from(PROVIDERS))
+    options: dict[str, Any] = {}
+    if provider == "anthropic" and draw(st.booleans()):
+        options = {"cache_breakpoints": draw(st.integers(1, 4)), "cache_ttl": "5m"}
+    if draw(st.integers(0, 4)) == 0:
+        options["id_mode"] = draw(st.sampled_from(["strict", "strict9"]))
+    hostile = draw(st.booleans())
+    system: Message | None = Message.system("you are helpful")
+    history: list[Message] = [Message.user("task")]
+    serial = 0
+    for _ in range(draw(st.integers(0, 6))):
+        serial += 10
+        history += draw(_steps(serial, hostile))
+    transcripts = []
+    for _ in range(draw(st.integers(2, 9))):
+        head = [system] if system is not None else []
+        transcripts.append(Transcript((*head, *history), source_format="render"))
+        edit = draw(
+            st.sampled_from(
+                [
+                    *["append"] * 3,
+                    *["drop"] * 2,
+                    *["head", "replace", "trim", "system", "rewind"],
+                ]
+            )
+        )
+        serial += 10
+        if edit == "append":
+            history += draw(_steps(serial, hostile))
+        elif edit == "drop" and history:
+            k = draw(st.integers(1, max(1, len(history) // 2)))
+            while draw(st.booleans()) and k < len(history) and history[k].role == "tool":
+                k += 1  # mostly at a turn boundary, as the plan drops turns
+            history = history[k:]
+            if draw(st.booleans()):
+                history += draw(_steps(serial + 5, hostile))
+        elif edit == "head":
+            history = [Message.user(f"[{serial} earlier turns removed]"), *history[1:]]
+        elif edit == "replace" and len(history) > 2:
+            i = draw(st.integers(1, len(history) - 2))
+            history[i] = draw(_message(serial, hostile))[0]
+        elif edit == "rewind" and len(history) > 1:
+            history = history[: -draw(st.integers(1, len(history) - 1))]
+        elif edit == "trim" and history:
+            # a soft trim: the same message with shorter text (or emptied)
+            i = draw(st.integers(0, len(history) - 1))
+            m = history[i]
+            text = draw(st.sampled_from(["[trimmed]"] * 6 + ["", " "]))
+            if m.role == "tool":
+                results = tuple(
+                    ToolResult(r.call_id, (Text(text),), r.is_error) for r in m.tool_results
+                )
+                history[i] = Message("tool", results)
+            elif m.role in ("user", "assistant", "system"):
+                rest = tuple(b for b in m.blocks if not isinstance(b, Text))
+                blocks = ((Text(text),) if m.role != "assistant" or text else ()) + rest
+                history[i] = Message(m.role, blocks, stop_reason=m.stop_reason, meta=m.meta)
+        elif edit == "system":
+            system = draw(
+                st.sampled_from([None, Message.system("you are helpful"), Message.system("new")])
+            )
+    return provider, options, transcripts
+
+
+STATS = [0, 0]
+
+
+def _render_or_error(t: Transcript, provider: str, **options: Any) -> Rendered | str:
+    try:
+        return render(t, provider, **options)
+    except AdapterError as e:
+        return str(e)
+
+
+def _tokens(memo: RenderMemo, out: Rendered) -> int:
+    """The payload's tokens as the inject phase counts them (reused counts when it can)."""
+    cache = MessageTokenCache()
+    cache.memo = memo
+    return cache.tokens(out.transcript, out.payload, out.provider, MODEL)
+
+
+@SETTINGS
+@given(sessions())
+def test_warm_render_equals_render_from_scratch(case: Any) -> None:
+    provider, options, transcripts = case
+    memo = RenderMemo()
+    for t in transcripts:
+        before = memo.warm.reused
+        fast = _render_or_error(t, provider, memo=memo, **options)
+        STATS[memo.warm.reused > before] += 1
+        slow = _render_or_error(t, provider, **options)
+        memo.end_render()
+        if isinstance(slow, str) or isinstance(fast, str):
+            assert fast == slow
+            continue
+        assert _dump(fast.payload) == _dump(slow.payload)
+        assert fast.transcript.messages == slow.transcript.messages
+        assert fast.report == slow.report
+        assert fast.breakpoints == slow.breakpoints
+        assert _tokens(memo, fast) == payload_tokens(slow.payload, provider, MODEL)
+
+
+def _tool_session(n: int) -> list[Message]:
+    out: list[Message] = [Message.user("start")]
+    for i in range(n):
+        out.append(Message.assistant(f"step {i}", [ToolCall(f"t{i}", "read", {"i": i})]))
+        out.append(Message.tool(f"t{i}", f"result {i}"))
+        out.append(Message.assistant(f"done {i}"))
+        out.append(Message.user(f"next {i}"))
+    return out
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_sliding_window_reuses_every_render(provider: str) -> None:
+    """A window that drops whole leading turns and gains new ones: after the first render,
+    every render reuses the previous one (and still equals the render from scratch)."""
+    messages = _tool_session(60)
+    system = Message.system("sys")
+    memo = RenderMemo()
+    options = {"cache_breakpoints": 4} if provider == "anthropic" else {}
+    renders = 0
+    for end in range(41, len(messages), 4):
+        start = end - 40
+        while messages[start].role != "assistant":  # begin at a turn (Anthropic: bootstrap)
+            start += 1
+        t = Transcript((system, *messages[start:end]), source_format="render")
+        fast = render(t, provider, memo=memo, **options)
+        slow = render(t, provider, **options)
+        memo.end_render()
+        assert _dump(fast.payload) == _dump(slow.payload)
+        assert fast.report == slow.report
+        assert _tokens(memo, fast) == payload_tokens(slow.payload, provider, MODEL)
+        renders += 1
+    assert memo.warm.built == 1
+    assert memo.warm.reused == renders - 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_soft_trim_of_a_kept_message_is_reused(provider: str) -> None:
+    """A kept tool result shortened (as the plan's soft trim does): only it is exported and
+    counted again, and the payload is the one made from scratch."""
+    messages = _tool_session(10)
+    memo = RenderMemo()
+    t = Transcript((Message.system("sys"), *messages), source_format="render")
+    render(t, provider, memo=memo)
+    memo.end_render()
+    trimmed = list(t.messages)
+    trimmed[3] = Message.tool("t0", "[trimmed]")
+    t2 = t.replace((*trimmed, Message.assistant("ok"), Message.user("more")))
+    fast = render(t2, provider, memo=memo)
+    slow = render(t2, provider)
+    assert memo.warm.reused == 1
+    assert "[trimmed]" in _dump(fast.payload)
+    assert _dump(fast.payload) == _dump(slow.payload)
+    assert _tokens(memo, fast) == payload_tokens(slow.payload, provider, MODEL)
+
+
+def test_reuse_refused_when_the_end_is_dropped() -> None:
+    """The previous history's last messages gone (a rewrite): no reuse, the full path."""
+    messages = _tool_session(5)
+    t = Transcript((Message.system("sys"), *messages), source_format="render")
+    memo = RenderMemo()
+    render(t, "openai", memo=memo)
+    shorter = t.replace(t.messages[:-3])
+    out = render(shorter, "openai", memo=memo)
+    assert memo.warm.reused == 0
+    assert _dump(out.payload) == _dump(render(shorter, "openai").payload)
+
+
+def test_reuse_refused_for_a_result_answering_a_kept_call() -> None:
+    calls = Message.assistant("go", [ToolCall("k1", "read", {})])
+    first = Transcript((Message.user("q"), calls, Message.tool("k1", "a")), source_format="x")
+    memo = RenderMemo()
+    render(first, "openai", memo=memo)
+    # a second result for the kept call: hygiene drops it, so the full path must run
+    second = first.replace((*first.messages, Message.tool("k1", "again")))
+    out = render(second, "openai", memo=memo)
+    assert memo.warm.reused == 0
+    assert [c.action for c in out.report.changes] == ["dropped_duplicate", "dropped_message"]
+    assert len(out.payload["messages"]) == 3
+
+
+def test_payload_message_dicts_are_fresh_per_render() -> None:
+    t = Transcript((Message.user("hello"), Message.assistant("hi")), source_format="x")
+    memo = RenderMemo()
+    first = render(t, "openai", memo=memo)
+    first.payload["messages"][0]["content"] = "tampered"
+    second = render(t.replace((*t.messages, Message.user("more"))), "openai", memo=memo)
+    assert memo.warm.reused == 1
+    assert second.payload["messages"][0]["content"] == "hello"
