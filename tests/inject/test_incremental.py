@@ -85,7 +85,7 @@ async def test_incremental_payload_equals_from_scratch(
                     assert out.tokens == payload_tokens(out.payload, "openai", "gpt-4o")
                 assert out.report.tokens <= 8_000 or not out.report.fits
         # trims happened: the 8k budget keeps a window of a long session
-        assert len(out.transcript) < len(messages)
+        assert any(g.status != "kept" for g in out.report if g.node_id in session.state.items)
     assert checked.renders >= 4 * 6
     assert checked.changed > 0  # the real sessions need repairs, so that path is compared too
 

@@ -2,7 +2,8 @@
 //! enough, mark the oldest turn groups whose removal makes the plan fit; the Python side
 //! summarizes them into one `core_memory` grain.
 
-use super::{Groups, Reason, Run, Stage};
+use super::{kind, Groups, Reason, Run, Stage, Status};
+use crate::assemble::role;
 
 impl Run<'_> {
     /// Compaction request: if still over, pick the oldest unprotected turn groups whose removal
@@ -23,6 +24,39 @@ impl Run<'_> {
             self.compaction.0.push(turn);
             self.compaction.1 += held;
         }
+        self.groups = Some((groups, scores));
+    }
+
+    /// Hard-trimmed turn groups holding a user request go to compaction with its own picks: a
+    /// request is summarized, never only counted in the removed-turns placeholder. Run after
+    /// backfill (a restored group is not removed); the turns end sorted.
+    pub(super) fn requests_to_compaction(&mut self) {
+        let Some((groups, scores)) = self.groups.take() else {
+            return;
+        };
+        let (c, o) = (self.c, self.o);
+        for g in 0..groups.len() {
+            let range = groups.start[g] as usize..groups.end[g] as usize;
+            let slots = o.turns.slots.get(range).unwrap_or(&[]);
+            let removed = |s: u32| {
+                self.status[s as usize] == Status::Dropped && self.stage[s as usize] == Stage::Hard
+            };
+            let request = slots.iter().any(|&s| {
+                let i = s as usize;
+                removed(s) && c.kind[i] == kind::MESSAGE && c.role[i] == role::USER
+            });
+            if request {
+                self.compaction.0.push(groups.turn[g]);
+                let held: usize = slots
+                    .iter()
+                    .filter(|&&s| removed(s))
+                    .map(|&s| c.tokens[s as usize] as usize)
+                    .sum();
+                self.compaction.1 += held;
+            }
+        }
+        self.compaction.0.sort_unstable();
+        self.compaction.0.dedup();
         self.groups = Some((groups, scores));
     }
 
