@@ -88,9 +88,9 @@ impl Run<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{by_id, loaded, session};
+    use super::super::fixtures::{by_id, loaded, message, session};
     use super::*;
-    use crate::assemble::{flags, Status};
+    use crate::assemble::{flags, role, Status};
 
     #[test]
     fn compaction_requests_old_high_score_turns() {
@@ -109,6 +109,60 @@ mod tests {
             (plan.status[s as usize], plan.stage[s as usize]),
             (Status::Dropped, Stage::Compaction)
         );
+    }
+
+    #[test]
+    fn hard_trimmed_request_turns_go_to_compaction() {
+        // user requests in turns of their own (as the engine builds them), tool steps after
+        let mut items = vec![];
+        for t in 0..10u32 {
+            let seq = u64::from(t) * 3;
+            let request = format!("request {t}: {}", "please look at this ".repeat(8));
+            items.push(message(seq, 2 * t, role::USER, &request));
+            let mut call = message(
+                seq + 1,
+                2 * t + 1,
+                role::ASSISTANT,
+                &"let me look ".repeat(30),
+            );
+            call.flags = flags::HAS_TOOL_CALL;
+            items.push(call);
+            items.push(message(seq + 2, 2 * t + 1, role::TOOL, "ok\nok"));
+        }
+        let (mut a, full) = loaded(items);
+        let plan = a.plan(full / 3).expect("plan");
+        let hard_requests: Vec<u32> = plan
+            .live
+            .iter()
+            .map(|&s| s as usize)
+            .filter(|&i| plan.stage[i] == Stage::Hard && a.cols.role[i] == role::USER)
+            .map(|i| a.cols.turn[i])
+            .collect();
+        assert!(
+            !hard_requests.is_empty(),
+            "some request turn is hard-trimmed"
+        );
+        for t in &hard_requests {
+            assert!(
+                plan.compaction_turns.contains(t),
+                "{t}: {:?}",
+                plan.compaction_turns
+            );
+        }
+        // a hard-trimmed tool step alone is only counted in the placeholder
+        let steps: Vec<u32> = plan
+            .live
+            .iter()
+            .map(|&s| s as usize)
+            .filter(|&i| plan.stage[i] == Stage::Hard && a.cols.role[i] == role::TOOL)
+            .map(|i| a.cols.turn[i])
+            .collect();
+        assert!(steps.iter().all(|t| !plan.compaction_turns.contains(t)));
+        let mut sorted = plan.compaction_turns.clone();
+        sorted.dedup();
+        sorted.sort_unstable();
+        assert_eq!(sorted, plan.compaction_turns, "sorted, once each");
+        assert!(plan.placeholder.is_some());
     }
 
     #[test]

@@ -277,6 +277,43 @@ mod tests {
         );
     }
 
+    #[test]
+    fn protected_items_may_use_the_reserve_and_everything_else_goes() {
+        let mut a = assembly();
+        let mut rules = grain("sys.rules", &"word ".repeat(95), SYS, 0, 0);
+        rules.flags = flags::PROTECTED;
+        a.upsert(vec![
+            rules,
+            grain("rag.doc", &"doc ".repeat(40), TOOL, 50, 1),
+        ])
+        .expect("valid");
+        a.upsert(session(2, 1)).expect("valid");
+        let full = a.plan(1_000_000).expect("fits");
+        let need: usize = full
+            .live
+            .iter()
+            .map(|&s| s as usize)
+            .filter(|&i| i == 0 || (a.cols.kind[i] != kind::CONTEXT && a.cols.turn[i] == 1))
+            .map(|i| full.tokens_before[i] as usize)
+            .sum();
+        let budget = need + need / 20; // over budget less the 10 % reserve, within the budget
+        let plan = a.plan(budget).expect("protected content fits the budget");
+        assert!(need > plan.available, "{need} <= {}", plan.available);
+        assert!(!plan.fits, "over the target");
+        assert!(
+            plan.total_after <= budget,
+            "{} > {budget}",
+            plan.total_after
+        );
+        let doc = plan
+            .live
+            .iter()
+            .copied()
+            .find(|&s| plan.node_id(s) == "rag.doc");
+        assert_eq!(plan.status[doc.expect("live") as usize], Status::Dropped);
+        assert!(matches!(a.plan(need - 1), Err(CoreError::Budget(_))));
+    }
+
     fn random_session(next: &mut impl FnMut(u64) -> u64) -> Vec<ItemSpec> {
         let mut items = vec![];
         let words = ["alpha ", "beta\n", "gamma delta ", "ε ", "0123 "];
