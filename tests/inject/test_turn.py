@@ -40,7 +40,10 @@ async def test_a_whitespace_user_message_gives_a_non_empty_payload(provider: str
 
 # -- defect 4: tiny budgets, images, protected content in the reserve ------------------------
 
-_PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+_PIXEL = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+    "+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
 
 
 @pytest.mark.parametrize("budget", [20, 30, 50, 60, 80, 120])

@@ -4,14 +4,14 @@
 //!
 //! 1. dropped grains, most important first (lowest priority number, then rank, then seq), to
 //!    their best form that fits (whole, soft-trimmed, cleared or folded stand-in);
-//! 2. hard-trimmed turn groups, newest first, whole (a tool call comes back with its results),
-//!    the removed-turns placeholder recounted for each;
+//! 2. hard-trimmed and compaction-picked turn groups, newest first, whole (a tool call comes
+//!    back with its results), the removed-turns placeholder recounted for each (a restored
+//!    compaction pick is no longer to be summarized);
 //! 3. folded branches back to one stand-in per grain, then folded grains to their text, most
 //!    important first;
 //! 4. soft-trimmed and cleared tool results, newest first, to their text or their head + tail.
 //!
-//! Compaction picks stay picked (the Python side summarizes them). Each pass is one walk over
-//! the items it concerns: linear in the session.
+//! Each pass is one walk over the items it concerns: linear in the session.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -142,25 +142,25 @@ impl Run<'_> {
         }
     }
 
-    /// Hard-trimmed turn groups back, newest first, whole; each in full if it fits, else with
-    /// its tool results at their cheapest soft form.
+    /// Hard-trimmed and compaction-picked turn groups back, newest first, whole; each in full
+    /// if it fits, else with its tool results at their cheapest soft form.
     fn restore_removed_groups(&mut self) {
-        if self.removed.is_none() {
-            return;
-        }
         let Some((groups, scores)) = self.groups.take() else {
             return;
         };
         for g in (0..groups.len()).rev() {
-            if self.removed.is_none() || self.room() == 0 {
+            if self.room() == 0 {
                 break;
             }
             let range = groups.start[g] as usize..groups.end[g] as usize;
             let slots = self.o.turns.slots.get(range).unwrap_or(&[]);
-            if slots.is_empty()
+            let Some(&first) = slots.first() else {
+                continue;
+            };
+            let stage = self.stage[first as usize];
+            if !matches!(stage, Stage::Hard | Stage::Compaction)
                 || !slots.iter().all(|&s| {
-                    self.status[s as usize] == Status::Dropped
-                        && self.stage[s as usize] == Stage::Hard
+                    self.status[s as usize] == Status::Dropped && self.stage[s as usize] == stage
                 })
             {
                 continue;
@@ -169,6 +169,11 @@ impl Run<'_> {
                 .iter()
                 .map(|&s| self.c.tokens[s as usize] as usize)
                 .sum();
+            if full > self.room() {
+                for &s in slots {
+                    self.soft_forms(s as usize);
+                }
+            }
             let cheapest = |run: &Self, s: u32| -> (Form, usize) {
                 let i = s as usize;
                 [Form::Cleared, Form::Trimmed, Form::Full]
@@ -183,8 +188,13 @@ impl Run<'_> {
                 .map(|&s| u64::from(self.c.tokens[s as usize]))
                 .sum();
             let turn = groups.turn[g];
-            let Some(delta) = self.unremove(turn, before) else {
-                continue;
+            let delta = if stage == Stage::Hard {
+                let Some(delta) = self.unremove(turn, before) else {
+                    continue;
+                };
+                delta
+            } else {
+                0
             };
             let room = self.room() as i64 - delta;
             let forms: Option<Vec<Form>> = if full as i64 <= room {
@@ -194,8 +204,8 @@ impl Run<'_> {
             } else {
                 None
             };
-            match forms {
-                Some(forms) => {
+            match (forms, stage) {
+                (Some(forms), Stage::Hard) => {
                     for (&s, f) in slots.iter().zip(forms) {
                         self.set_form(s, f);
                     }
@@ -208,7 +218,15 @@ impl Run<'_> {
                     }
                     self.charge_restored();
                 }
-                None => self.reremove(turn, before),
+                (Some(forms), _) => {
+                    for (&s, f) in slots.iter().zip(forms) {
+                        self.set_form(s, f);
+                    }
+                    self.compaction.0.retain(|&t| t != turn);
+                    self.compaction.1 = self.compaction.1.saturating_sub(before as usize);
+                }
+                (None, Stage::Hard) => self.reremove(turn, before),
+                (None, _) => {}
             }
         }
         self.groups = Some((groups, scores));

@@ -27,6 +27,28 @@ impl Run<'_> {
         self.groups = Some((groups, scores));
     }
 
+    /// When the plan is still over its target with everything else cut (tiny budgets), the
+    /// removed-turns placeholder goes too: the turns it listed go to compaction instead.
+    pub(super) fn placeholder_to_compaction(&mut self) {
+        if self.total() <= self.target || self.removed.is_none() {
+            return;
+        }
+        let c = self.c;
+        for &s in &self.o.history.slots {
+            let i = s as usize;
+            if self.status[i] == Status::Dropped && self.stage[i] == Stage::Hard {
+                let turn = c.turn[i];
+                self.stage[i] = Stage::Compaction;
+                self.reasons[i] = Reason::Compaction { turn };
+                self.compaction.0.push(turn);
+                self.compaction.1 += c.tokens[i] as usize;
+            }
+        }
+        if let (Some(r), Some(w)) = (self.removed.take(), self.charged_window.take()) {
+            self.used[w] -= r.charged as usize;
+        }
+    }
+
     /// Hard-trimmed turn groups holding a user request go to compaction with its own picks: a
     /// request is summarized, never only counted in the removed-turns placeholder. Run after
     /// backfill (a restored group is not removed); the turns end sorted.
@@ -109,6 +131,35 @@ mod tests {
             (plan.status[s as usize], plan.stage[s as usize]),
             (Status::Dropped, Stage::Compaction)
         );
+    }
+
+    #[test]
+    fn at_a_tiny_budget_the_placeholder_gives_way_to_compaction() {
+        let (mut a, _) = loaded(session(6, 3));
+        for budget in 30..80 {
+            let Ok(plan) = a.plan(budget) else { continue };
+            let protected: usize = plan
+                .live
+                .iter()
+                .map(|&s| s as usize)
+                .filter(|&i| a.cols.turn[i] == 5)
+                .map(|i| plan.tokens_before[i] as usize)
+                .sum();
+            if protected <= plan.target {
+                assert!(
+                    plan.fits,
+                    "{budget}: {} > {}",
+                    plan.total_after, plan.target
+                );
+            }
+            assert!(plan.total_after <= budget, "{budget}");
+            if plan.placeholder.is_none() {
+                assert!(plan
+                    .live
+                    .iter()
+                    .all(|&s| plan.stage[s as usize] != Stage::Hard));
+            }
+        }
     }
 
     #[test]

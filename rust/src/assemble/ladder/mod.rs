@@ -179,6 +179,7 @@ impl<'a> Run<'a> {
             self.reallocate();
             self.compact();
             self.drop_to_target();
+            self.placeholder_to_compaction();
             self.timings.compaction = self.lap();
             self.reallocate();
             self.backfill();
