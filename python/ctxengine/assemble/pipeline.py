@@ -223,9 +223,8 @@ def plan_within(state: SessionState, config: RenderConfig, cut: int = 0) -> Any:
         return state.asm.plan(budget)
     except BudgetError as exc:
         message = str(exc).replace(
-            f"over the budget of {budget};",
-            f"over the budget of {config.tokens_total} less {config.tokens_total - budget} "
-            "of request framing;",
+            f", over the budget of {budget};",
+            f" but the budget of {config.tokens_total} leaves {budget} after request framing;",
         )
         raise BudgetError(message) from None
 
