@@ -9,8 +9,7 @@ renders grow at their end); its use is recorded, not checked. ``BudgetError`` is
 when it says the protected content alone (e.g. a first user message longer than the budget)
 exceeds the budget.
 
-In ``pytest`` each transcript is rendered at a few points of its replay (a quarter, half, three
-quarters and all of it); ``CTXENGINE_SWEEP=full`` renders before every assistant turn, as
+In ``pytest`` each transcript is rendered at two points of its replay (half and all of it); ``CTXENGINE_SWEEP=full`` renders before every assistant turn, as
 ``ctxengine replay`` does (the long run of ``.ci/run``). ``CTXENGINE_SWEEP_REPORT=<file>``
 appends one JSON line per render (for the figures in the report).
 """
@@ -64,7 +63,7 @@ def _render_points(messages: list[Message]) -> set[int]:
     turns.append(len(messages))
     if FULL:
         return set(turns)
-    return {turns[min(len(turns) - 1, (len(turns) * k) // 4)] for k in (1, 2, 3, 4)}
+    return {turns[min(len(turns) - 1, (len(turns) * k) // 4)] for k in (2, 4)}
 
 
 def _cut(out: Any) -> bool:

@@ -28,7 +28,13 @@ from ctxengine.hygiene import validate
 from ctxengine.transcript import Image, Message, Text, Thinking, ToolCall, ToolResult
 
 EXAMPLES = int(os.environ.get("CTXENGINE_HYPOTHESIS_EXAMPLES", "40"))
-PROPERTY = settings(max_examples=EXAMPLES, deadline=None, database=None)
+#: The short run is derandomized (the same examples every run); the long run explores.
+PROPERTY = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize="CTXENGINE_HYPOTHESIS_EXAMPLES" not in os.environ,
+)
 #: A model with a 1M-token window (budgets up to 200k are accepted) counted by o200k_base.
 MODEL = "gpt-4.1"
 PROVIDERS = ("openai", "openai-responses", "anthropic", "gemini")
