@@ -9,7 +9,8 @@ renders grow at their end); its use is recorded, not checked. ``BudgetError`` is
 when it says the protected content alone (e.g. a first user message longer than the budget)
 exceeds the budget.
 
-In ``pytest`` each transcript is rendered at two points of its replay (half and all of it); ``CTXENGINE_SWEEP=full`` renders before every assistant turn, as
+In ``pytest`` each transcript is rendered at two points of its replay (half and all of it);
+``CTXENGINE_SWEEP=full`` renders before every assistant turn, as
 ``ctxengine replay`` does (the long run of ``.ci/run``). ``CTXENGINE_SWEEP_REPORT=<file>``
 appends one JSON line per render (for the figures in the report).
 """
