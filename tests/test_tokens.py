@@ -456,6 +456,18 @@ def test_count_messages_with_an_estimator_is_not_exact_but_scaled() -> None:
         ctxengine.count_messages(SYNTHETIC, model="llama-3")
 
 
+def test_count_messages_charges_each_image_part() -> None:
+    from ctxengine.tokens import IMAGE_TOKENS
+
+    text = {"type": "text", "text": "what is this?"}
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 4000}}
+    plain = [{"role": "user", "content": [text]}]
+    with_images = [{"role": "user", "content": [text, image, image]}]
+    base = ctxengine.count_messages(plain, model="gpt-4o")
+    assert ctxengine.count_messages(with_images, model="gpt-4o") == base + 2 * IMAGE_TOKENS
+    assert IMAGE_TOKENS == 85 + 4 * 170  # OpenAI's tile rule: 2 x 2 tiles of 512 px, high detail
+
+
 # --- cache -----------------------------------------------------------------------------------
 
 LONG = "The cache keys on content, so this text must be long enough to be cached. " * 10

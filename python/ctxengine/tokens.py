@@ -41,6 +41,10 @@ __all__ = (
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMING = 3
+#: Tokens charged per image part: OpenAI's documented tile rule for a high-detail image that
+#: fills 2 × 2 tiles of 512 px (85 + 4 × 170). The plan charges every image this much too, for
+#: every provider (the image's size is not known before it is sent).
+IMAGE_TOKENS = 765
 
 
 @lru_cache(maxsize=256)
@@ -114,8 +118,12 @@ def _message_strings(message: Mapping[str, Any]) -> tuple[list[str], int]:
             overhead += TOKENS_PER_NAME if key == "name" else 0
         elif isinstance(value, list):  # content parts
             for part in value:
-                if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                if not isinstance(part, Mapping):
+                    continue
+                if isinstance(part.get("text"), str):
                     strings.append(part["text"])
+                elif part.get("type") in {"image_url", "input_image", "image"}:
+                    overhead += IMAGE_TOKENS
         elif value is not None:
             strings.append(json.dumps(value, ensure_ascii=False, sort_keys=True))
     return strings, overhead
@@ -127,7 +135,8 @@ def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
     Follows OpenAI's documented rule for current chat models: every message costs 3 tokens of
     framing plus the tokens of each of its string values (role, content, name...); a ``name``
     costs 1 more; the reply is primed with 3 tokens. Tool calls are counted from their function
-    name and JSON arguments; content parts from their text. Non-OpenAI models get the same rule
+    name and JSON arguments; content parts from their text, an image part as
+    :data:`IMAGE_TOKENS`. Non-OpenAI models get the same rule
     over their estimator (``exact=False``).
 
     Raises:

@@ -236,3 +236,72 @@ async def test_a_shadowed_grain_with_a_bad_window_does_not_break_the_turn() -> N
     assert [(f["plugin"], f["kind"], f["node_id"]) for f in out.report.faults] == [
         ("sloppy", "denied", "hist.0")
     ]
+
+
+# -- the budget contract: many small grains, backfill (issue 9, defects 2 and 5) -------------
+
+
+class _ManyGrains:
+    """Returns ``n`` small grains; its over-budget handler adds ``extra`` more to the tree."""
+
+    name, version, priority, enabled = "many", "1.0.0", 10, True
+
+    def __init__(self, n: int, extra: int = 0) -> None:
+        self.n, self.extra = n, extra
+
+    async def collect(self, scene: object) -> list[ContextGrain]:
+        return [ContextGrain(f"rag.d.{i}", content=f"doc {i}") for i in range(self.n)]
+
+    def on_over_budget(self, event: object) -> None:
+        tree = event.tree  # type: ignore[attr-defined]
+        tree += [ContextGrain(f"rag.x.{i}", content=f"extra {i}") for i in range(self.extra)]
+
+
+@pytest.mark.parametrize(("n", "extra"), [(2_000, 0), (2_000, 50_000)])
+async def test_many_small_grains_fit_and_every_drop_is_reported(n: int, extra: int) -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=1_500), plugins=[_ManyGrains(n, extra)])
+    async with engine.session("many") as s:
+        await s.user_message("hi")
+        out = await s.render()
+    assert out.tokens <= 1_500
+    assert out.report.fits
+    decisions = {g.node_id: g for g in out.report if g.node_id.startswith("rag.")}
+    assert len(decisions) == n + extra  # no silent loss: every grain has a decision
+    dropped = [g for g in decisions.values() if g.decision == "dropped"]
+    assert len(dropped) > n // 2
+    assert all(g.stage == "fold" and g.reason.startswith("dropped: ") for g in dropped)
+    kept = [g for g in decisions.values() if g.decision == "kept"]
+    assert len(kept) > 100  # the room is used, not left empty
+    text = system_text(out.payload)
+    assert all(g.node_id not in text for g in dropped)
+    # one priority for all: the earliest emitted stay, the latest go first
+    assert decisions["rag.d.0"].decision == "kept"
+    assert out.transcript.messages[-1].text == "hi"
+
+
+async def test_cuts_stop_at_the_target_and_backfill_the_room() -> None:
+    """Renders the ladder cut fill ≥ 95 % of the target; compaction waits until the payload
+    has used ≥ 95 % of it (the high-water mark), then leaves room to grow (the low-water mark)."""
+    engine = ContextEngine("gpt-4o", Budget(total=16_000))
+    async with engine.session("fill") as s:
+        await _steps(s, "f", 60, lines=60)
+        uses: list[float] = []
+        peaks: list[float] = []  # the render before each compaction
+        previous = 0.0
+        compactions = 0
+        for i in range(24):
+            out = await s.render()
+            assert out.tokens <= 16_000
+            share = out.tokens / out.report.target
+            if out.report.compactions:
+                compactions += 1
+                if i:
+                    peaks.append(previous)
+                assert share >= 0.5  # the low-water mark, not an empty window
+            elif any(g.status != "kept" for g in out.report):
+                uses.append(share)
+            previous = share
+            await _steps(s, f"g{i}", 2, lines=60)
+    assert compactions >= 2 and peaks
+    assert min(peaks) >= 0.95, peaks
+    assert not uses or min(uses) >= 0.95, uses

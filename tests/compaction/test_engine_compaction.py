@@ -175,7 +175,9 @@ def test_system_prompt_and_summary_head_are_stable_between_compactions(provider:
     rendered = anyio.run(_run_turns, ContextEngine("gpt-4o", Budget(total=2000)), 80, provider)
     pairs, _, head = _prefix_checks(provider, rendered)
     assert pairs >= 10
-    assert head >= pairs - 2  # a hard-trimmed request turn is summarized without a report entry
+    # A hard-trimmed request turn is summarized without a report entry; Anthropic merges a
+    # removed-turns placeholder that follows the first user message into that message.
+    assert head >= pairs - 3
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])

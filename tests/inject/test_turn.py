@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from ctxengine import Budget, ContextEngine, ContextGrain, count_messages
+from ctxengine import Budget, BudgetError, ContextEngine, ContextGrain
 from ctxengine.collect.events import AfterRender
 from ctxengine.hygiene import validate
-from ctxengine.transcript import ToolCall
+from ctxengine.tokens import IMAGE_TOKENS, count_messages
+from ctxengine.transcript import Image, Message, Text, ToolCall
 
 pytestmark = pytest.mark.anyio
 
@@ -89,3 +90,81 @@ async def test_an_anthropic_prefill_never_ends_in_whitespace(reply: str) -> None
         ["user", "assistant"] if reply.strip() else ["user"]
     )
     assert openai.payload["messages"][-1]["content"] == reply  # other providers: verbatim
+
+
+# -- defect 4: tiny budgets, images, protected content in the reserve ------------------------
+
+_PIXEL = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+    "+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+
+@pytest.mark.parametrize("budget", [20, 30, 50, 60, 80, 120])
+@pytest.mark.parametrize("provider", ["openai", "openai-responses", "anthropic", "gemini"])
+async def test_fold_stand_ins_never_overrun_a_tiny_budget(budget: int, provider: str) -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=budget))
+    async with engine.session("tiny") as s:
+        for i in range(6):
+            s.add(ContextGrain(f"mem.n{i}", content="lorem ipsum dolor " * 30, lifespan="session"))
+            s.add(ContextGrain(f"rag.d{i}", content="sit amet " * 40, lifespan="session"))
+        await s.user_message("hi")
+        out = await s.render(provider)
+    assert out.tokens <= budget
+    assert out.report.tokens <= budget and out.report.fits
+    decisions = {g.node_id: g.decision for g in out.report}
+    assert {decisions[f"mem.n{i}"] for i in range(6)} <= {"kept", "folded", "dropped"}
+    assert "dropped" in decisions.values()  # at these budgets something has to go, reported
+
+
+async def test_openai_tokens_count_image_parts() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=2_000))
+    async with engine.session("img") as s:
+        s.extend([Message("user", (Text("what is in this?"), Image("image/png", _PIXEL)))])
+        await s.assistant_message("a pixel " * 100)
+        await s.user_message("and now?")
+        out = await s.render("openai")
+    messages = out.payload["messages"]
+    images = sum(
+        1
+        for m in messages
+        if isinstance(m.get("content"), list)
+        for p in m["content"]
+        if p.get("type") == "image_url"
+    )
+    stripped = [
+        {**m, "content": [p for p in m["content"] if p.get("type") != "image_url"]}
+        if isinstance(m.get("content"), list)
+        else m
+        for m in messages
+    ]
+    assert images == 1  # the plan counted it (765 tokens) and kept it within the budget
+    assert out.tokens == count_messages(stripped, model="gpt-4o") + IMAGE_TOKENS
+    assert out.tokens <= 2_000 and out.report.fits
+    engine = ContextEngine("gpt-4o", Budget(total=700))  # the image alone is over the target
+    async with engine.session("img") as s:
+        s.extend([Message("user", (Text("what is in this?"), Image("image/png", _PIXEL)))])
+        await s.assistant_message("a pixel")
+        await s.user_message("and now?")
+        out = await s.render("openai")
+    assert out.tokens <= 700 and out.report.fits
+    assert "image_url" not in str(out.payload)
+
+
+async def test_protected_content_may_use_the_reserve_but_not_more() -> None:
+    rules = "rule " * 1_700  # about 1,700 tokens: over budget less the 10 % reserve
+    engine = ContextEngine("gpt-4o", Budget(total=1_900))
+    async with engine.session("rules") as s:
+        s.add(ContextGrain("sys.rules", content=rules, protected=True, lifespan="session"))
+        s.add(ContextGrain("rag.doc", content="doc " * 50))
+        await s.user_message("hi")
+        out = await s.render()
+        assert out.tokens <= 1_900
+        assert rules.strip() in out.payload["messages"][0]["content"]
+        assert out.report.get("rag.doc").decision == "dropped"
+    engine = ContextEngine("gpt-4o", Budget(total=1_600))
+    async with engine.session("rules") as s:
+        s.add(ContextGrain("sys.rules", content=rules, protected=True, lifespan="session"))
+        await s.user_message("hi")
+        with pytest.raises(BudgetError, match=r"sys\.rules \(\d+ tokens\).*|over the budget"):
+            await s.render()

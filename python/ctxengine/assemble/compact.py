@@ -46,10 +46,13 @@ SUMMARY_SLACK: Final = 16
 
 
 def summary_limit(config: RenderConfig) -> int:
-    """The summary window's share of the target, in tokens (the summary's cap)."""
+    """The summary window's share of the target, in tokens (the summary's cap): at least 64, but
+    never more than half the target (the summary is protected: at a tiny budget a larger one
+    would leave no room for the latest request)."""
     budget = config.budget
     share = budget.windows[budget.window_of(SUMMARY_ID)]
-    return max(64, int(config.tokens_total * budget.pretrim_ratio * share))
+    target = int(config.tokens_total * budget.pretrim_ratio)
+    return max(min(64, target // 2), int(target * share))
 
 
 def _summary_grain(result: CompactionResult, turns: Sequence[int]) -> ContextGrain:

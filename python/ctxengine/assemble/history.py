@@ -15,6 +15,7 @@ from typing import Final
 
 from .. import _core
 from ..grain import ContextGrain
+from ..tokens import IMAGE_TOKENS
 from ..transcript.model import Image, Message, Text, Thinking, ToolResult
 from .guard import truncate_tool_result
 
@@ -42,8 +43,7 @@ FLAG: Final = {
 
 #: Tokens of OpenAI message framing: 3 per message plus the role.
 MESSAGE_OVERHEAD: Final = 4
-#: Tokens charged per image (OpenAI's high-detail 512px tile estimate: 85 + 4 × 170).
-IMAGE_TOKENS: Final = 765
+
 
 _FEEDBACK = re.compile(
     r"^\s*(thanks|thank you|great|perfect|nice|good|wrong|no[,.!]|nope|not what|that's not|"

@@ -180,23 +180,6 @@ def _sync(
     sync_context(state, config, plugins.registry, ctx)
 
 
-def _silently_dropped_requests(state: SessionState, plan: Any) -> set[int]:
-    """Turns the plan removed (hard trim) that hold a user request: they go to compaction
-    with the plan's own picks, so a request is summarized, never dropped silently."""
-    if plan.total_before <= plan.target:
-        return set()
-    ids, status, *_ = plan.decisions()
-    turns: set[int] = set()
-    user = _core.ROLE_USER
-    for node_id, code in zip(ids, status, strict=False):
-        if code != _core.STATUS_DROPPED:
-            continue
-        item = state.items.get(node_id)
-        if item is not None and item.role == user and item.kind != _core.KIND_CONTEXT:
-            turns.add(item.turn)
-    return turns
-
-
 async def _compact_all(
     state: SessionState,
     config: RenderConfig,
@@ -206,12 +189,12 @@ async def _compact_all(
     log: TurnLog,
 ) -> tuple[list[ContextGrain], Any]:
     for _ in range(MAX_COMPACTIONS):
-        turns = set(plan.compaction_turns) | _silently_dropped_requests(state, plan)
+        turns = plan.compaction_turns
         if not turns:
             break
         protected = [g for g in context if g.protected]
         done = await compact(
-            state, config, plugins.registry, sorted(turns), log, protected=protected, plan=plan
+            state, config, plugins.registry, list(turns), log, protected=protected, plan=plan
         )
         if not done:
             break
@@ -240,9 +223,9 @@ def plan_within(state: SessionState, config: RenderConfig, cut: int = 0) -> Any:
         return state.asm.plan(budget)
     except BudgetError as exc:
         message = str(exc).replace(
-            f"the budget of {budget} leaves", f"the budget of {config.tokens_total} leaves"
+            f", over the budget of {budget};",
+            f" but the budget of {config.tokens_total} leaves {budget} after request framing;",
         )
-        message = message.replace("after the reserve;", "after the reserve and request framing;")
         raise BudgetError(message) from None
 
 

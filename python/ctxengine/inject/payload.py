@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from ..tokens import count_messages, get_tokenizer, message_strings
+from ..tokens import IMAGE_TOKENS, count_messages, get_tokenizer, message_strings
 from ..transcript.model import Message, Transcript
 from .memo import RenderMemo
 
@@ -17,16 +17,27 @@ _SKIP_KEYS: Final = frozenset(
 )
 _MESSAGE_OVERHEAD: Final = 4
 _REPLY_PRIMING: Final = 3
+#: Part types (Anthropic, Responses, Chat) and Gemini part keys that carry an image: counted as
+#: :data:`~ctxengine.tokens.IMAGE_TOKENS`, not by the text of their data or URL.
+_IMAGE_TYPES: Final = frozenset({"image", "input_image", "image_url"})
+_MEDIA_KEYS: Final = frozenset({"inline_data", "file_data", "inlineData", "fileData"})
+#: Sentinel string :func:`_strings` yields for an image part.
+_IMAGE: Final = "\x00image"
 
 
 def _strings(value: Any, key: str = "") -> Iterator[str]:
     if key in _SKIP_KEYS:
         return
-    if isinstance(value, str):
+    if key in _MEDIA_KEYS:
+        yield _IMAGE
+    elif isinstance(value, str):
         yield value
     elif isinstance(value, Mapping):
         if key in {"input", "args", "arguments"}:
             yield json.dumps(value, ensure_ascii=False)
+            return
+        if value.get("type") in _IMAGE_TYPES:
+            yield _IMAGE
             return
         for k, v in value.items():
             yield from _strings(v, k)
@@ -91,7 +102,8 @@ def payload_tokens(payload: Mapping[str, Any], provider: str, model: str) -> int
 
     OpenAI Chat Completions: exact, by OpenAI's documented per-message rule
     (:func:`~ctxengine.count_messages`). Other shapes: every text leaf counted (ids, types and
-    binary data excluded), plus 4 tokens per message and 3 for the reply.
+    binary data excluded), an image part as :data:`~ctxengine.tokens.IMAGE_TOKENS`, plus 4
+    tokens per message and 3 for the reply.
     """
     if provider == "openai":
         return count_messages(payload.get("messages", []), model=model)
@@ -103,5 +115,7 @@ def payload_tokens(payload: Mapping[str, Any], provider: str, model: str) -> int
         for s in _strings(v, k)
     ]
     texts += [s for item in items for s in _strings(item)]
-    counts = get_tokenizer(model).count_many(texts)
-    return sum(counts) + _MESSAGE_OVERHEAD * (len(items) + 1) + _REPLY_PRIMING
+    images = sum(1 for t in texts if t is _IMAGE)
+    counts = get_tokenizer(model).count_many([t for t in texts if t is not _IMAGE])
+    overhead = _MESSAGE_OVERHEAD * (len(items) + 1) + _REPLY_PRIMING
+    return sum(counts) + images * IMAGE_TOKENS + overhead

@@ -85,6 +85,11 @@ pub enum Reason {
         /// The turn group.
         turn: u32,
     },
+    /// Dropped whole: folding was not enough and its priority is among the least important.
+    Dropped {
+        /// The grain's priority.
+        priority: i64,
+    },
 }
 
 /// Per-window accounting, in tokens.
@@ -215,6 +220,10 @@ impl Plan {
             }
             Reason::Removed { turn, score } => format!("turn {turn} removed (score {score:.2})"),
             Reason::Compaction { turn } => format!("turn {turn} to be summarized by compaction"),
+            Reason::Dropped { priority } => format!(
+                "dropped: folding was not enough and priority {priority} is among the least \
+                 important"
+            ),
         }
     }
 

@@ -2,7 +2,8 @@
 //! enough, mark the oldest turn groups whose removal makes the plan fit; the Python side
 //! summarizes them into one `core_memory` grain.
 
-use super::{Groups, Reason, Run, Stage};
+use super::{kind, Groups, Reason, Run, Stage, Status};
+use crate::assemble::role;
 
 impl Run<'_> {
     /// Compaction request: if still over, pick the oldest unprotected turn groups whose removal
@@ -23,6 +24,61 @@ impl Run<'_> {
             self.compaction.0.push(turn);
             self.compaction.1 += held;
         }
+        self.groups = Some((groups, scores));
+    }
+
+    /// When the plan is still over its target with everything else cut (tiny budgets), the
+    /// removed-turns placeholder goes too: the turns it listed go to compaction instead.
+    pub(super) fn placeholder_to_compaction(&mut self) {
+        if self.total() <= self.target || self.removed.is_none() {
+            return;
+        }
+        let c = self.c;
+        for &s in &self.o.history.slots {
+            let i = s as usize;
+            if self.status[i] == Status::Dropped && self.stage[i] == Stage::Hard {
+                let turn = c.turn[i];
+                self.stage[i] = Stage::Compaction;
+                self.reasons[i] = Reason::Compaction { turn };
+                self.compaction.0.push(turn);
+                self.compaction.1 += c.tokens[i] as usize;
+            }
+        }
+        if let (Some(r), Some(w)) = (self.removed.take(), self.charged_window.take()) {
+            self.used[w] -= r.charged as usize;
+        }
+    }
+
+    /// Hard-trimmed turn groups holding a user request go to compaction with its own picks: a
+    /// request is summarized, never only counted in the removed-turns placeholder. Run after
+    /// backfill (a restored group is not removed); the turns end sorted.
+    pub(super) fn requests_to_compaction(&mut self) {
+        let Some((groups, scores)) = self.groups.take() else {
+            return;
+        };
+        let (c, o) = (self.c, self.o);
+        for g in 0..groups.len() {
+            let range = groups.start[g] as usize..groups.end[g] as usize;
+            let slots = o.turns.slots.get(range).unwrap_or(&[]);
+            let removed = |s: u32| {
+                self.status[s as usize] == Status::Dropped && self.stage[s as usize] == Stage::Hard
+            };
+            let request = slots.iter().any(|&s| {
+                let i = s as usize;
+                removed(s) && c.kind[i] == kind::MESSAGE && c.role[i] == role::USER
+            });
+            if request {
+                self.compaction.0.push(groups.turn[g]);
+                let held: usize = slots
+                    .iter()
+                    .filter(|&&s| removed(s))
+                    .map(|&s| c.tokens[s as usize] as usize)
+                    .sum();
+                self.compaction.1 += held;
+            }
+        }
+        self.compaction.0.sort_unstable();
+        self.compaction.0.dedup();
         self.groups = Some((groups, scores));
     }
 
@@ -54,9 +110,9 @@ impl Run<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{by_id, loaded, session};
+    use super::super::fixtures::{by_id, loaded, message, session};
     use super::*;
-    use crate::assemble::{flags, Status};
+    use crate::assemble::{flags, role, Status};
 
     #[test]
     fn compaction_requests_old_high_score_turns() {
@@ -75,6 +131,89 @@ mod tests {
             (plan.status[s as usize], plan.stage[s as usize]),
             (Status::Dropped, Stage::Compaction)
         );
+    }
+
+    #[test]
+    fn at_a_tiny_budget_the_placeholder_gives_way_to_compaction() {
+        let (mut a, _) = loaded(session(6, 3));
+        for budget in 30..80 {
+            let Ok(plan) = a.plan(budget) else { continue };
+            let protected: usize = plan
+                .live
+                .iter()
+                .map(|&s| s as usize)
+                .filter(|&i| a.cols.turn[i] == 5)
+                .map(|i| plan.tokens_before[i] as usize)
+                .sum();
+            if protected <= plan.target {
+                assert!(
+                    plan.fits,
+                    "{budget}: {} > {}",
+                    plan.total_after, plan.target
+                );
+            }
+            assert!(plan.total_after <= budget, "{budget}");
+            if plan.placeholder.is_none() {
+                assert!(plan
+                    .live
+                    .iter()
+                    .all(|&s| plan.stage[s as usize] != Stage::Hard));
+            }
+        }
+    }
+
+    #[test]
+    fn hard_trimmed_request_turns_go_to_compaction() {
+        // user requests in turns of their own (as the engine builds them), tool steps after
+        let mut items = vec![];
+        for t in 0..10u32 {
+            let seq = u64::from(t) * 3;
+            let request = format!("request {t}: {}", "please look at this ".repeat(8));
+            items.push(message(seq, 2 * t, role::USER, &request));
+            let mut call = message(
+                seq + 1,
+                2 * t + 1,
+                role::ASSISTANT,
+                &"let me look ".repeat(30),
+            );
+            call.flags = flags::HAS_TOOL_CALL;
+            items.push(call);
+            items.push(message(seq + 2, 2 * t + 1, role::TOOL, "ok\nok"));
+        }
+        let (mut a, full) = loaded(items);
+        let plan = a.plan(full / 3).expect("plan");
+        let hard_requests: Vec<u32> = plan
+            .live
+            .iter()
+            .map(|&s| s as usize)
+            .filter(|&i| plan.stage[i] == Stage::Hard && a.cols.role[i] == role::USER)
+            .map(|i| a.cols.turn[i])
+            .collect();
+        assert!(
+            !hard_requests.is_empty(),
+            "some request turn is hard-trimmed"
+        );
+        for t in &hard_requests {
+            assert!(
+                plan.compaction_turns.contains(t),
+                "{t}: {:?}",
+                plan.compaction_turns
+            );
+        }
+        // a hard-trimmed tool step alone is only counted in the placeholder
+        let steps: Vec<u32> = plan
+            .live
+            .iter()
+            .map(|&s| s as usize)
+            .filter(|&i| plan.stage[i] == Stage::Hard && a.cols.role[i] == role::TOOL)
+            .map(|i| a.cols.turn[i])
+            .collect();
+        assert!(steps.iter().all(|t| !plan.compaction_turns.contains(t)));
+        let mut sorted = plan.compaction_turns.clone();
+        sorted.dedup();
+        sorted.sort_unstable();
+        assert_eq!(sorted, plan.compaction_turns, "sorted, once each");
+        assert!(plan.placeholder.is_some());
     }
 
     #[test]

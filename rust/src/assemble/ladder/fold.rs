@@ -127,7 +127,8 @@ mod tests {
             .expect("stand-in")
             .starts_with("[folded mem.n3 (label): "));
         assert_eq!(plan.status[by_id(&plan, "mem.n0") as usize], Status::Kept);
-        let plan = a.plan(150).expect("folded");
+        // room for one stand-in for the branch, not for one per grain
+        let plan = a.plan(40).expect("folded");
         let head = by_id(&plan, "mem.n0");
         let text = plan.replacement(head).expect("branch stand-in");
         assert!(text.starts_with("[folded branch mem: 4 nodes, "), "{text}");

@@ -6,7 +6,10 @@
 //! - [`hard`]: remove whole low-scoring history turn groups;
 //! - [`placeholder`]: the one message standing for the removed turns, and its token accounting;
 //! - [`fold`]: fold the least important context grains, then whole branches, to stand-ins;
+//! - [`drop`]: drop the least important grains when their stand-ins are still too many;
 //! - [`compact`]: mark the oldest turn groups for summarization when still over;
+//! - [`backfill`]: undo cuts, most valuable first, into the room the steps left below the
+//!   target (each stage cuts in whole items, so it ends below the target);
 //! - [`order`]: the rendered order of the survivors and the finished [`Plan`];
 //! - [`history`]: what the stages protect (preamble, protected tail, latest user turn).
 //!
@@ -14,7 +17,9 @@
 //! one window flow to windows still over; "every window within its allocation" is then the same
 //! as "total ≤ target", and the allocation decides which windows get cut.
 
+mod backfill;
 mod compact;
+mod drop;
 mod fold;
 mod hard;
 mod history;
@@ -44,7 +49,9 @@ impl Assembly {
     /// Decide, for every live item, what is rendered within `budget` tokens.
     ///
     /// Errors with [`CoreError::Budget`] when protected items (PROTECTED flag and the latest user
-    /// message's turn group) alone exceed the budget minus the reserve.
+    /// message's turn group) alone exceed the budget. They may use the reserve (a margin for
+    /// what is not theirs): the plan then cuts everything else and does not fit its target
+    /// (`fits` is false), but the payload stays within the budget.
     pub fn plan(&mut self, budget: usize) -> CoreResult<Plan> {
         let t0 = Instant::now();
         self.refresh_orders();
@@ -166,11 +173,17 @@ impl<'a> Run<'a> {
             self.timings.hard = self.lap();
             self.reallocate();
             self.fold();
+            self.reallocate();
+            self.drop_grains();
             self.timings.fold = self.lap();
             self.reallocate();
             self.compact();
+            self.drop_to_target();
+            self.placeholder_to_compaction();
             self.timings.compaction = self.lap();
             self.reallocate();
+            self.backfill();
+            self.requests_to_compaction();
         }
         Ok(self.finish())
     }
@@ -201,7 +214,7 @@ impl<'a> Run<'a> {
             .fold(0, |m, w| m | (1u64 << (w & 63)))
     }
 
-    /// Fail when protected items alone exceed `available`, naming the largest ones.
+    /// Fail when protected items alone exceed the budget, naming the largest ones.
     fn check_protected(&self) -> CoreResult<()> {
         let c = self.c;
         let latest = self.hist.latest_user_turn;
@@ -215,7 +228,7 @@ impl<'a> Run<'a> {
                 named.push((c.tokens[s], s as u32));
             }
         }
-        if total <= self.available {
+        if total <= self.budget {
             return Ok(());
         }
         named.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -225,10 +238,9 @@ impl<'a> Run<'a> {
             .map(|&(t, s)| format!("{} ({t} tokens)", c.node_ids[s as usize]))
             .collect();
         Err(CoreError::Budget(format!(
-            "protected items alone need {total} tokens but the budget of {} leaves {} after the \
-             reserve; {} protected items, largest: {}",
+            "protected items alone need {total} tokens, over the budget of {}; {} protected \
+             items, largest: {}",
             self.budget,
-            self.available,
             named.len(),
             list.join(", ")
         )))
@@ -264,6 +276,43 @@ mod tests {
             matches!(&err, Err(CoreError::Budget(m)) if m.contains("sys.big") && m.contains("100")),
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn protected_items_may_use_the_reserve_and_everything_else_goes() {
+        let mut a = assembly();
+        let mut rules = grain("sys.rules", &"word ".repeat(95), SYS, 0, 0);
+        rules.flags = flags::PROTECTED;
+        a.upsert(vec![
+            rules,
+            grain("rag.doc", &"doc ".repeat(40), TOOL, 50, 1),
+        ])
+        .expect("valid");
+        a.upsert(session(2, 1)).expect("valid");
+        let full = a.plan(1_000_000).expect("fits");
+        let need: usize = full
+            .live
+            .iter()
+            .map(|&s| s as usize)
+            .filter(|&i| i == 0 || (a.cols.kind[i] != kind::CONTEXT && a.cols.turn[i] == 1))
+            .map(|i| full.tokens_before[i] as usize)
+            .sum();
+        let budget = need + need / 20; // over budget less the 10 % reserve, within the budget
+        let plan = a.plan(budget).expect("protected content fits the budget");
+        assert!(need > plan.available, "{need} <= {}", plan.available);
+        assert!(!plan.fits, "over the target");
+        assert!(
+            plan.total_after <= budget,
+            "{} > {budget}",
+            plan.total_after
+        );
+        let doc = plan
+            .live
+            .iter()
+            .copied()
+            .find(|&s| plan.node_id(s) == "rag.doc");
+        assert_eq!(plan.status[doc.expect("live") as usize], Status::Dropped);
+        assert!(matches!(a.plan(need - 1), Err(CoreError::Budget(_))));
     }
 
     fn random_session(next: &mut impl FnMut(u64) -> u64) -> Vec<ItemSpec> {
@@ -346,7 +395,7 @@ mod tests {
                 if a.cols.flags[i] & flags::PROTECTED != 0 {
                     assert_eq!(plan.status[i], Status::Kept);
                 }
-                if plan.status[i] == Status::Dropped {
+                if plan.status[i] == Status::Dropped && a.cols.kind[i] != kind::CONTEXT {
                     let t = a.cols.turn[i];
                     assert!(plan
                         .live

@@ -76,11 +76,15 @@ impl Run<'_> {
             .collect()
     }
 
-    /// Context grains still rendered (a folded branch once), by `(priority, rank, seq)`.
+    /// Context grains still rendered (a folded branch once, dropped ones not), by
+    /// `(priority, rank, seq)`.
     fn context_order(&self) -> Vec<u32> {
         let slots = self.o.context.slots.iter().copied();
         slots
-            .filter(|&s| self.reasons[s as usize] != Reason::Branch)
+            .filter(|&s| {
+                let i = s as usize;
+                self.reasons[i] != Reason::Branch && self.status[i] != Status::Dropped
+            })
             .collect()
     }
 

@@ -106,26 +106,41 @@ impl Run<'_> {
 
     fn clear(&mut self, s: u32) {
         let i = s as usize;
-        let (text, count) = match &self.derived[i].cleared {
-            Some(t) => t.clone(),
-            None => {
-                let c = self.c;
-                let label = if c.labels[i].is_empty() {
-                    &*c.node_ids[i]
-                } else {
-                    &c.labels[i]
-                };
-                let t = text::cleared(label, c.tokens[i]);
-                let entry = (Arc::from(t.as_str()), self.count(&t));
-                self.derived[i].cleared = Some(entry.clone());
-                entry
-            }
-        };
+        let (text, count) = self.cleared_form(i);
         let tokens = count.saturating_add(self.c.overhead[i]);
         if tokens < self.after[i] {
             self.repl[s as usize] = Some(text);
             self.decide(s, Status::Cleared, Stage::Soft, Reason::Cleared, tokens);
         }
+    }
+
+    /// The cleared placeholder of slot `i` with its count, built once per item version.
+    fn cleared_form(&mut self, i: usize) -> (Arc<str>, u32) {
+        if let Some(t) = &self.derived[i].cleared {
+            return t.clone();
+        }
+        let c = self.c;
+        let label = if c.labels[i].is_empty() {
+            &*c.node_ids[i]
+        } else {
+            &c.labels[i]
+        };
+        let t = text::cleared(label, c.tokens[i]);
+        let entry = (Arc::from(t.as_str()), self.count(&t));
+        self.derived[i].cleared = Some(entry.clone());
+        entry
+    }
+
+    /// Build the soft forms (head + tail, cleared) of tool result `i` if soft trim did not:
+    /// backfill restores a removed group with them when it does not fit whole.
+    pub(super) fn soft_forms(&mut self, i: usize) {
+        if self.c.kind[i] != kind::TOOL_RESULT || self.c.flags[i] & SOFT_KEEP != 0 {
+            return;
+        }
+        if self.c.chars[i] as usize > self.cfg.soft_trim_chars {
+            self.trimmed(i);
+        }
+        self.cleared_form(i);
     }
 }
 

@@ -1,0 +1,140 @@
+"""The render contract on every shared real transcript, replayed at 300 … 200,000 tokens for
+every provider: no render over its budget (an independent tiktoken count of the payload), and
+the ladder uses the room it has: at least 90 % of the target whenever it cut something that
+would fit in the room left (a render whose only cuts are larger than the room — one 500-token
+message at a 300 budget — cannot do better).
+
+A render that compacted sits near the compaction's low-water mark by design (so the next
+renders grow at their end); its use is recorded, not checked. ``BudgetError`` is accepted only
+when it says the protected content alone (e.g. a first user message longer than the budget)
+exceeds the budget.
+
+In ``pytest`` each transcript is rendered at two points of its replay (half and all of it);
+``CTXENGINE_SWEEP=full`` renders before every assistant turn, as
+``ctxengine replay`` does (the long run of ``.ci/run``). ``CTXENGINE_SWEEP_REPORT=<file>``
+appends one JSON line per render (for the figures in the report).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from contract_count import independent_count
+from ctxengine import Budget, BudgetError, ContextEngine
+from ctxengine.assemble.pipeline import FRAMING_TOKENS
+from ctxengine.replay import _feed
+from ctxengine.transcript import Message, Transcript, load_all
+from transcript.helpers import all_files
+
+BUDGETS = (300, 1_500, 8_000, 32_000, 200_000)
+PROVIDERS = ("openai", "openai-responses", "anthropic", "gemini")
+MODEL = "gpt-4.1"  # a 1M-token window: 200k budgets are accepted; o200k_base counts exactly
+FULL = os.environ.get("CTXENGINE_SWEEP") == "full"
+REPORT = os.environ.get("CTXENGINE_SWEEP_REPORT")
+#: Use of the target required whenever a render cut something.
+MIN_USE = 0.90
+
+
+def _transcripts() -> list[tuple[str, Transcript]]:
+    out = []
+    for path in all_files():
+        for n, t in enumerate(load_all(path)):
+            if len(t) >= 2:
+                out.append((f"{path.parent.name}/{path.name[:40]}#{n}", t))
+    return out
+
+
+TRANSCRIPTS = _transcripts()
+
+
+def _render_points(messages: list[Message]) -> set[int]:
+    """Indices before which a render happens (before an assistant turn)."""
+    turns = [
+        i
+        for i, m in enumerate(messages)
+        if m.role == "assistant" and i > 0 and messages[i - 1].role != "assistant"
+    ]
+    turns.append(len(messages))
+    if FULL:
+        return set(turns)
+    return {turns[min(len(turns) - 1, (len(turns) * k) // 4)] for k in (2, 4)}
+
+
+def _cut(out: Any) -> bool:
+    return any(g.status != "kept" for g in out.report)
+
+
+def _room_left_for_a_cut(out: Any) -> bool:
+    """Whether some cut item would fit in what the plan left below its target (then backfill
+    should have used it): a render whose every cut is larger than the room cannot do better."""
+    room = out.report.target - (out.report.tokens_estimated - FRAMING_TOKENS)
+    costs: dict[str, int] = {}
+    for g in out.report:
+        if g.status == "kept":
+            continue
+        turn = re.match(r"turn (\d+) ", g.reason)  # a turn group comes back whole
+        key = f"turn {turn.group(1)}" if turn else g.node_id
+        costs[key] = costs.get(key, 0) + g.tokens_before - g.tokens_after
+    return any(0 < c <= room for c in costs.values())
+
+
+async def _sweep(name: str, t: Transcript, budget: int) -> list[dict[str, Any]]:
+    messages = list(t)
+    points = _render_points(messages)
+    engine = ContextEngine(MODEL, Budget(total=budget))
+    rows: list[dict[str, Any]] = []
+    async with engine.session("sweep") as s:
+        for i in range(len(messages) + 1):
+            if i in points and len(s.messages):
+                for provider in PROVIDERS:
+                    try:
+                        out = await s.render(provider)
+                    except BudgetError as exc:  # only when protected content alone is over
+                        need = re.search(r"protected items alone need (\d+) tokens", str(exc))
+                        assert need and int(need.group(1)) > budget - FRAMING_TOKENS, exc
+                        rows.append({"transcript": name, "budget": budget, "refused": True})
+                        continue
+                    counted = independent_count(out.payload, provider)
+                    rows.append(
+                        {
+                            "transcript": name,
+                            "budget": budget,
+                            "provider": provider,
+                            "at": i,
+                            "tokens": out.tokens,
+                            "counted": counted,
+                            "target": out.report.target,
+                            "cut": _cut(out),
+                            "compacted": bool(out.report.compactions),
+                            "use": out.tokens / out.report.target,
+                            "room_for_a_cut": _room_left_for_a_cut(out),
+                        }
+                    )
+                    assert counted <= budget, rows[-1]
+                    assert out.tokens <= budget, rows[-1]
+                    if not rows[-1]["compacted"] and rows[-1]["cut"] and rows[-1]["room_for_a_cut"]:
+                        assert rows[-1]["use"] >= MIN_USE, rows[-1]
+            if i < len(messages):
+                await _feed(s, messages[i])
+    if REPORT:
+        with Path(REPORT).open("a", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+    return rows
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+@pytest.mark.parametrize(("name", "transcript"), TRANSCRIPTS, ids=[n for n, _ in TRANSCRIPTS])
+def test_replayed_renders_keep_the_budget_and_use_the_room(
+    name: str, transcript: Transcript, budget: int
+) -> None:
+    rows = anyio.run(_sweep, name, transcript, budget)
+    assert rows  # every transcript renders (or is refused) at each render point
+    rendered = [r for r in rows if not r.get("refused")]
+    assert not rendered or {r["provider"] for r in rendered} == set(PROVIDERS)
