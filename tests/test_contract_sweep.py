@@ -10,9 +10,9 @@ when it says the protected content alone (e.g. a first user message longer than 
 exceeds the budget.
 
 In ``pytest`` each transcript is rendered at two points of its replay (half and all of it);
-``CTXENGINE_SWEEP=full`` renders before every assistant turn, as
-``ctxengine replay`` does (the long run of ``.ci/run``). ``CTXENGINE_SWEEP_REPORT=<file>``
-appends one JSON line per render (for the figures in the report).
+``CTXENGINE_SWEEP=full`` renders before every assistant turn, as ``ctxengine replay`` does (a
+long run: about 16 minutes on two loaded cores). ``CTXENGINE_SWEEP_REPORT=<file>`` appends one
+JSON line per render (for the figures in the report).
 """
 
 from __future__ import annotations
