@@ -32,22 +32,12 @@ OPS = ("warm:real", "warm:syn1k", "warm:syn10k", "count:o200k", "cold:real", "co
 
 
 def _worker() -> None:  # pragma: no cover - runs in the child processes
+    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benches")]
     from ctxengine import Budget, ContextEngine, Tokenizer, clear_cache
-    from ctxengine.transcript import Message, ToolCall, load
+    from ctxengine.transcript import Message, load
+    from test_bench_engine import _synthetic as synthetic
 
     loop = asyncio.new_event_loop()
-
-    def synthetic(n: int) -> list[Message]:
-        messages: list[Message] = []
-        i = 0
-        while len(messages) < n:
-            messages.append(Message.user(f"request {i}: check module_{i}.py for the bug"))
-            call = ToolCall(f"c{i}", "read", {"path": f"module_{i}.py"})
-            messages.append(Message.assistant(f"looking at module_{i}", [call]))
-            messages.append(Message.tool(f"c{i}", f"def f_{i}():\n    return {i}\n" * 5))
-            messages.append(Message.assistant(f"module_{i} is fine"))
-            i += 1
-        return messages
 
     async def open_session(messages: Any) -> Any:
         engine = ContextEngine("gpt-4o", Budget(total=BUDGET))
