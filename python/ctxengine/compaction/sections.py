@@ -253,9 +253,21 @@ def build_parts(facts: KeyFacts, body: str, messages: int) -> SummaryParts:
     )
 
 
-def _drop_oldest(items: list[str], n: int) -> tuple[list[str], int]:
-    n = min(n, len(items))
-    return items[n:], n
+def _drop_oldest(field: str, share: int) -> Callable[[SummaryParts], bool]:
+    """A step dropping the oldest ``1/share`` (at least one) of list ``field``, counted in
+    ``<field>_more`` (the "...and N more" line)."""
+
+    def step(p: SummaryParts) -> bool:
+        items: list[str] = getattr(p, field)
+        if not items:
+            return False
+        n = min(max(1, len(items) // share), len(items))
+        setattr(p, field, items[n:])
+        setattr(p, f"{field}_more", getattr(p, f"{field}_more") + n)
+        return True
+
+    step.__name__ = field
+    return step
 
 
 def _steps(p: SummaryParts) -> list[Callable[[SummaryParts], bool]]:
@@ -271,13 +283,6 @@ def _steps(p: SummaryParts) -> list[Callable[[SummaryParts], bool]]:
         if not p.identifiers:
             return False
         p.identifiers = p.identifiers[len(p.identifiers) // 2 + 1 :]
-        return True
-
-    def read(p: SummaryParts) -> bool:
-        if not p.read:
-            return False
-        p.read, n = _drop_oldest(p.read, max(1, len(p.read) // 2))
-        p.read_more += n
         return True
 
     def pending(p: SummaryParts) -> bool:
@@ -303,25 +308,11 @@ def _steps(p: SummaryParts) -> list[Callable[[SummaryParts], bool]]:
         p.requests_width = widths[0]
         return True
 
-    def requests(p: SummaryParts) -> bool:
-        if not p.requests:
-            return False
-        p.requests, n = _drop_oldest(p.requests, max(1, len(p.requests) // 4))
-        p.requests_more += n
-        return True
-
     def failures(p: SummaryParts) -> bool:
         long = [f for f in p.failures if len(f) > 120]
         if not long:
             return False
         p.failures = [f if len(f) <= 120 else f[:118] + "…”" for f in p.failures]
-        return True
-
-    def modified(p: SummaryParts) -> bool:
-        if not p.modified:
-            return False
-        p.modified, n = _drop_oldest(p.modified, max(1, len(p.modified) // 2))
-        p.modified_more += n
         return True
 
     def latest(p: SummaryParts) -> bool:
@@ -335,11 +326,11 @@ def _steps(p: SummaryParts) -> list[Callable[[SummaryParts], bool]]:
         idents,
         pending,
         short_requests,
-        read,
+        _drop_oldest("read", 2),
         compact_requests,
         failures,
-        requests,
-        modified,
+        _drop_oldest("requests", 4),
+        _drop_oldest("modified", 2),
         latest,
     ]
 
