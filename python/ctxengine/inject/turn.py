@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..assemble.pipeline import FRAMING_TOKENS, Assembled, plan_within
 from ..assemble.report import LazyColumns, Origins, RenderReport
 from ..collect.events import AfterRender
+from ..collect.scene import copy_data
 from ..errors import BudgetError
 from ..grain import ContextGrain
 from ..transcript.model import Message, Text, Transcript
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from ..config import RenderConfig
     from ..state import SessionState, TurnLog
 
-__all__ = ("MAX_REPLANS", "RenderedContext", "inject", "json_copy")
+__all__ = ("MAX_REPLANS", "RenderedContext", "inject")
 
 #: Re-plans when the rendered payload counts more than the budget (what the plan could not see,
 #: e.g. synthetic results hygiene added for unanswered tool calls).
@@ -92,15 +93,6 @@ def _report(
 #: without it their payload would have no message at all, which both reject.
 BLANK_USER_TEXT: Final = "(empty message)"
 _REJECT_BLANK: Final = frozenset({"anthropic", "gemini"})
-
-
-def json_copy(value: Any) -> Any:
-    """A deep copy of JSON data (dicts, lists and scalars; anything else is shared)."""
-    if isinstance(value, dict):
-        return {k: json_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [json_copy(v) for v in value]
-    return value
 
 
 def _non_blank(t: Transcript, provider: str) -> Transcript:
@@ -188,7 +180,7 @@ async def inject(
     report.cache_breakpoints = info.get("cache_breakpoints", [])
     out = RenderedContext(payload, tokens, _tree(state, assembled), report, transcript)
     if plugins.registry.has_hook("on_after_render"):
-        event = AfterRender(json_copy(payload), tokens, report.copy())
+        event = AfterRender(copy_data(payload), tokens, report.copy())
         outcome = await plugins.fire(event)
         report.faults.extend(f.to_dict() for f in outcome.faults)
     state.turn += 1
