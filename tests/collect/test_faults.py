@@ -219,14 +219,18 @@ async def test_the_renders_own_cancellation_still_cancels_it() -> None:
     assert scope.cancelled_caught  # cancellation from outside is not turned into a fault
 
 
-class Stubborn(Simple):
-    """An async collect that swallows cancellation and runs until ``release`` is set."""
+class Held(Simple):
+    """A plugin whose collect runs until the test sets ``release``; ``finished`` says it ended."""
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.release = threading.Event()
         self.finished = threading.Event()
         self.calls = 0
+
+
+class Stubborn(Held):
+    """An async collect that swallows cancellation and runs until ``release`` is set."""
 
     async def collect(self, scene: Any) -> list[ContextGrain]:
         self.calls += 1
@@ -239,14 +243,8 @@ class Stubborn(Simple):
         return []
 
 
-class LoopBlocker(Simple):
+class LoopBlocker(Held):
     """An async collect that blocks its event loop (``time.sleep`` style) until released."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.release = threading.Event()
-        self.finished = threading.Event()
-        self.calls = 0
 
     async def collect(self, scene: Any) -> list[ContextGrain]:
         self.calls += 1
