@@ -25,7 +25,6 @@ from . import _core
 from .assemble.budget import Budget
 from .assemble.compact import compact_now
 from .assemble.guard import PruneSettings, max_tool_result_chars, truncate_tool_result
-from .assemble.high_water import compact_at_high_water
 from .assemble.history import HistoryBuilder
 from .assemble.pipeline import assemble
 from .collect.dispatch import SessionDispatcher
@@ -843,7 +842,6 @@ class Session:
         grains = await collect(state, config, plugins, provider, log)
         timings = {"collect": time.perf_counter() - started}
         assembled = await assemble(state, config, plugins, grains, log)
-        assembled = await compact_at_high_water(state, config, plugins.registry, assembled, log)
         request = Request(provider, options, started, timings, self.engine.setup_faults)
         return await inject(state, config, plugins, assembled, request, log)
 

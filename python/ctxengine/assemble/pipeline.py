@@ -188,13 +188,24 @@ async def _compact_all(
     plan: Any,
     log: TurnLog,
 ) -> tuple[list[ContextGrain], Any]:
+    """Compaction in a render: the turns the ladder sent to compaction, and the high-water mark.
+
+    The high-water mark (docs/compaction.md): when the plan passed its target and no compaction
+    ran in this render, the render compacts down to the low-water mark instead of letting the
+    ladder soft-trim, hard-trim and placeholder messages the provider has already seen (which
+    breaks its prompt cache on every render once the budget is full). Between two compactions
+    each payload is then the previous one plus what was added at its end. A failed compaction
+    (timed out, empty, rejected by the gate) writes nothing; the plan then stands as the ladder
+    made it.
+    """
     for _ in range(MAX_COMPACTIONS):
-        turns = plan.compaction_turns
-        if not turns:
+        turns = list(plan.compaction_turns)
+        at_mark = not turns and not log.compactions and plan.total_before > plan.target
+        if not turns and not at_mark:
             break
         protected = [g for g in context if g.protected]
         done = await compact(
-            state, config, plugins.registry, list(turns), log, protected=protected, plan=plan
+            state, config, plugins.registry, turns, log, protected=protected, plan=plan
         )
         if not done:
             break
@@ -204,6 +215,8 @@ async def _compact_all(
         context += [summary] if summary is not None else []
         _sync(state, config, plugins, context)
         plan = plan_within(state, config)
+        if at_mark:
+            break  # down to the low-water mark: the new plan stands
     return context, plan
 
 
