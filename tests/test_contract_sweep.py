@@ -4,8 +4,10 @@ the ladder uses the room it has: at least 90 % of the target whenever it cut som
 would fit in the room left (a render whose only cuts are larger than the room — one 500-token
 message at a 300 budget — cannot do better).
 
-A render that compacted sits near the compaction's low-water mark by design (so the next
-renders grow at their end); its use is recorded, not checked. ``BudgetError`` is accepted only
+A render that compacted is held to the same rule: it lands at the compaction's low-water mark
+(``CompactionConfig.render_low_water`` of the target, measured with the actual summary), and
+a summarized turn that would still fit in the room left counts as a cut that fits (the
+compaction should have kept it verbatim). ``BudgetError`` is accepted only
 when it says the protected content alone (e.g. a first user message longer than the budget)
 exceeds the budget.
 
@@ -79,7 +81,8 @@ def _room_left_for_a_cut(out: Any) -> bool:
     for g in out.report:
         if g.status == "kept":
             continue
-        turn = re.match(r"turn (\d+) ", g.reason)  # a turn group comes back whole
+        # a turn group comes back whole (a summarized turn too: the compaction could keep it)
+        turn = re.match(r"turn (\d+) ", g.reason) or re.search(r"\(turn (\d+)\)$", g.reason)
         key = f"turn {turn.group(1)}" if turn else g.node_id
         costs[key] = costs.get(key, 0) + g.tokens_before - g.tokens_after
     return any(0 < c <= room for c in costs.values())
@@ -119,7 +122,7 @@ async def _sweep(name: str, t: Transcript, budget: int) -> list[dict[str, Any]]:
                     )
                     assert counted <= budget, rows[-1]
                     assert out.tokens <= budget, rows[-1]
-                    if not rows[-1]["compacted"] and rows[-1]["cut"] and rows[-1]["room_for_a_cut"]:
+                    if rows[-1]["cut"] and rows[-1]["room_for_a_cut"]:
                         assert rows[-1]["use"] >= MIN_USE, rows[-1]
             if i < len(messages):
                 await _feed(s, messages[i])
