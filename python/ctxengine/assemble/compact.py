@@ -11,7 +11,7 @@ by section (a summary of summaries). A failed, empty or timed-out summary writes
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
@@ -189,12 +189,14 @@ class _Landing:
     order: list[int]
     base: int
     freed: list[int]
+    size: dict[int, int]
+    kept: set[int] = field(default_factory=set)
 
     def rest(self, k: int) -> int:
-        return self.base - self.freed[k]
+        return self.base - self.freed[k] + sum(self.size[t] for t in self.kept)
 
     def turns(self, k: int) -> list[int]:
-        return sorted([*self.forced, *self.order[:k]])
+        return sorted(t for t in [*self.forced, *self.order[:k]] if t not in self.kept)
 
     def items(self, k: int) -> list[Any]:
         return [i for t in self.turns(k) for i in self.by_turn[t]]
@@ -225,7 +227,7 @@ def _landing(
     freed = [0]
     for t in order:
         freed.append(freed[-1] + size[t])
-    return _Landing(by_turn, forced, order, base, freed)
+    return _Landing(by_turn, forced, order, base, freed, size)
 
 
 def _doomed(
@@ -362,7 +364,50 @@ async def _choose(
             back = await landing(k - 1) if len(tried) < MAX_TRIALS + 1 else None
             if back is not None and back <= plan.target - SUMMARY_SLACK:
                 k -= 1
+    if k in fits and len(tried) <= MAX_TRIALS + 1:
+        await _give_back(state, config, plan, protected, land, k, tried, estimator, cache)
     return k, land, tried
+
+
+async def _give_back(
+    state: SessionState,
+    config: RenderConfig,
+    plan: Any,
+    protected: Sequence[ContextGrain],
+    land: _Landing,
+    k: int,
+    tried: dict[int, CompactionResult],
+    estimator: object,
+    cache: dict[str, str],
+) -> None:
+    """When the landing is still under :data:`MIN_USE` of the target (a big turn, or the
+    ladder's own picks), keep verbatim the newest summarized turns that fit in the room left
+    (one more summary measures it; kept only when the render still fits its target)."""
+    at = land.rest(k) + tried[k].summary_tokens + SUMMARY_FRAMING
+    if at >= plan.target * (MIN_USE + 0.01):  # a margin for the payload's exact count
+        return
+    back: set[int] = set()
+    chosen = land.turns(k)
+    # up to the low-water mark first (room for the next renders), then up to the target
+    room = max(SUMMARY_SLACK, min(MIN_ROOM, plan.target // 4))
+    for limit in (_low(config, plan), plan.target - room):
+        for t in reversed(chosen):
+            if t not in back and len(back) + 1 < len(chosen) and at + land.size[t] <= limit:
+                back.add(t)
+                at += land.size[t]
+        if at >= plan.target * (MIN_USE + 0.01):
+            break
+    if not back:
+        return
+    land.kept |= back
+    settings = replace(config.compaction, memory_dir=None)
+    result = await _summarize(
+        state, config, land.items(k), plan, protected, estimator, settings, cache
+    )
+    if result.ok and land.rest(k) + result.summary_tokens <= plan.target - SUMMARY_SLACK:
+        tried[k] = result
+    else:
+        land.kept -= back
 
 
 def _deferred(state: SessionState, plan: Any) -> str | None:
