@@ -227,7 +227,19 @@ def _landing(
     freed = [0]
     for t in order:
         freed.append(freed[-1] + size[t])
+    if plan is not None and base - freed[-1] + _estimate(state) > plan.target:
+        base -= _tail_cuts(state, plan, start)
     return _Landing(by_turn, forced, order, base, freed, size)
+
+
+def _tail_cuts(state: SessionState, plan: Any, start: int) -> int:
+    """Tokens the plan cut from the protected tail. When the tail alone does not fit beside
+    the other history (one huge message), the ladder cuts it whatever is summarized, so the
+    landing is measured without what it cuts there (else every older turn would be
+    summarized for room the ladder makes anyway)."""
+    ids, _, _, _, before, after, _ = plan.decisions()
+    tail = {i.node_id for i in state.items.values() if i.index >= start}
+    return sum(b - a for n, b, a in zip(ids, before, after, strict=True) if n in tail)
 
 
 def _doomed(
@@ -329,6 +341,8 @@ async def _choose(
     if plan is None or len(land.order) < smallest:
         return 0, land, {}
     low = _low(config, plan)
+    if not land.forced and land.rest(0) + _tokens(state, [SUMMARY_ID]) <= low:
+        return 0, land, {}  # what the ladder cuts in the tail anyway leaves room: keep the rest
     settings = replace(config.compaction, memory_dir=None)
     estimator = config.summarizer
     if not isinstance(estimator, ExtractiveSummarizer):
@@ -453,6 +467,10 @@ async def compact(
     if why is not None:
         log.compactions.append({"ok": False, "stage": "deferred", "turns": [], "error": why})
         return False
+    if turns and plan is not None and any(c.get("ok") for c in log.compactions):
+        start = tail_start(state, config.compaction.keep_assistant_turns)
+        if all(i.index >= start for i in state.items.values() if i.turn in set(turns)):
+            return False  # the ladder's picks lie in the protected tail: more would not help
     cache: dict[str, str] = {}
     k, land, tried = await _choose(state, config, turns, plan, protected, cache)
     doomed, turns = land.items(k), land.turns(k)
