@@ -50,12 +50,15 @@ SUMMARY_META: Final = "compaction_summary"
 #: Tokens kept free below the plan's target when the summary takes its room (the summary's
 #: message framing and the count's estimate of the rendered text).
 SUMMARY_SLACK: Final = 16
-#: The summary's message framing in the plan (``assemble.pipeline.SUMMARY_FRAMING``).
-SUMMARY_FRAMING: Final = 4
+#: What the plan counts for the summary grain beyond its text's tokens (its grain overhead;
+#: the message framing is taken off the plan's budget, ``assemble.pipeline.SUMMARY_FRAMING``).
+SUMMARY_FRAMING: Final = 2
 #: Most summaries measured to land one compaction at its low-water mark.
 MAX_TRIALS: Final = 6
 #: Below this use of the target a compaction that one big turn made overshoot stops before it.
 MIN_USE: Final = 0.9
+#: Most rounds of keeping summarized turns verbatim when a compaction overshot.
+GIVE_BACK_ROUNDS: Final = 3
 #: Fewest tokens a compaction leaves below the target for the next renders (tiny budgets).
 MIN_ROOM: Final = 96
 #: After a failed compaction: renders before the next attempt (doubled per failure in a row),
@@ -378,7 +381,7 @@ async def _choose(
             back = await landing(k - 1) if len(tried) < MAX_TRIALS + 1 else None
             if back is not None and back <= plan.target - SUMMARY_SLACK:
                 k -= 1
-    if k in fits and len(tried) <= MAX_TRIALS + 1:
+    if k in tried and tried[k].ok and len(tried) <= MAX_TRIALS + 1:
         await _give_back(state, config, plan, protected, land, k, tried, estimator, cache)
     return k, land, tried
 
@@ -395,33 +398,37 @@ async def _give_back(
     cache: dict[str, str],
 ) -> None:
     """When the landing is still under :data:`MIN_USE` of the target (a big turn, or the
-    ladder's own picks), keep verbatim the newest summarized turns that fit in the room left
-    (one more summary measures it; kept only when the render still fits its target)."""
-    at = land.rest(k) + tried[k].summary_tokens + SUMMARY_FRAMING
-    if at >= plan.target * (MIN_USE + 0.01):  # a margin for the payload's exact count
-        return
-    back: set[int] = set()
-    chosen = land.turns(k)
-    # up to the low-water mark first (room for the next renders), then up to the target
-    room = max(SUMMARY_SLACK, min(MIN_ROOM, plan.target // 4))
-    for limit in (_low(config, plan), plan.target - room):
-        for t in reversed(chosen):
-            if t not in back and len(back) + 1 < len(chosen) and at + land.size[t] <= limit:
-                back.add(t)
-                at += land.size[t]
-        if at >= plan.target * (MIN_USE + 0.01):
-            break
-    if not back:
-        return
-    land.kept |= back
+    ladder's own picks), keep verbatim the newest summarized turns that fit in the room left:
+    up to the low-water mark first (room for the next renders), then up to the target (at a
+    tiny budget less :data:`MIN_ROOM`, room for the next turn). Each round is measured with
+    one more summary (a smaller one when the turns kept held requests, which may leave room
+    for more); a round is kept only when the render still fits its target."""
+    tiny = plan.target < 16 * MIN_ROOM
+    room = min(MIN_ROOM, plan.target // 4) if tiny else 0
     settings = replace(config.compaction, memory_dir=None)
-    result = await _summarize(
-        state, config, land.items(k), plan, protected, estimator, settings, cache
-    )
-    if result.ok and land.rest(k) + result.summary_tokens <= plan.target - SUMMARY_SLACK:
+    for _ in range(GIVE_BACK_ROUNDS):
+        at = land.rest(k) + tried[k].summary_tokens + SUMMARY_FRAMING
+        if at >= plan.target * (MIN_USE + 0.01):  # a margin for the payload's exact count
+            return
+        back: set[int] = set()
+        chosen = land.turns(k)
+        for limit in (_low(config, plan), plan.target - room):
+            for t in reversed(chosen):
+                if t not in back and len(back) + 1 < len(chosen) and at + land.size[t] <= limit:
+                    back.add(t)
+                    at += land.size[t]
+            if at >= plan.target * (MIN_USE + 0.01):
+                break
+        if not back:
+            return
+        land.kept |= back
+        result = await _summarize(
+            state, config, land.items(k), plan, protected, estimator, settings, cache
+        )
+        if not result.ok or land.rest(k) + result.summary_tokens + SUMMARY_FRAMING > plan.target:
+            land.kept -= back
+            return
         tried[k] = result
-    else:
-        land.kept -= back
 
 
 def _deferred(state: SessionState, plan: Any) -> str | None:
