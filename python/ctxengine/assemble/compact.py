@@ -397,18 +397,20 @@ async def _give_back(
     estimator: object,
     cache: dict[str, str],
 ) -> None:
-    """When the landing is still under :data:`MIN_USE` of the target (a big turn, or the
-    ladder's own picks), keep verbatim the newest summarized turns that fit in the room left:
-    up to the low-water mark first (room for the next renders), then up to the target (at a
-    tiny budget less :data:`MIN_ROOM`, room for the next turn). Each round is measured with
-    one more summary (a smaller one when the turns kept held requests, which may leave room
-    for more); a round is kept only when the render still fits its target."""
+    """When the landing is still under the mark and under :data:`MIN_USE` of the target (a
+    big turn, or the ladder's own picks), keep verbatim the newest summarized turns that fit
+    in the room left: up to the low-water mark first (room for the next renders), then up to
+    the target (at a tiny budget less :data:`MIN_ROOM`, room for the next turn). Each round
+    is measured with one more summary (a smaller one when the turns kept held requests, which
+    may leave room for more); a round is kept only when the render still fits its target."""
     tiny = plan.target < 16 * MIN_ROOM
     room = min(MIN_ROOM, plan.target // 4) if tiny else 0
     settings = replace(config.compaction, memory_dir=None)
+    # under the mark and under MIN_USE (with a margin for the payload's exact count)
+    floor = min(_low(config, plan), plan.target * (MIN_USE + 0.01))
     for _ in range(GIVE_BACK_ROUNDS):
         at = land.rest(k) + tried[k].summary_tokens + SUMMARY_FRAMING
-        if at >= plan.target * (MIN_USE + 0.01):  # a margin for the payload's exact count
+        if at >= floor:
             return
         back: set[int] = set()
         chosen = land.turns(k)
@@ -417,7 +419,7 @@ async def _give_back(
                 if t not in back and len(back) + 1 < len(chosen) and at + land.size[t] <= limit:
                     back.add(t)
                     at += land.size[t]
-            if at >= plan.target * (MIN_USE + 0.01):
+            if at >= floor:
                 break
         if not back:
             return
