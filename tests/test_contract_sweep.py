@@ -4,8 +4,11 @@ the ladder uses the room it has: at least 90 % of the target whenever it cut som
 would fit in the room left (a render whose only cuts are larger than the room — one 500-token
 message at a 300 budget — cannot do better).
 
-A render that compacted sits near the compaction's low-water mark by design (so the next
-renders grow at their end); its use is recorded, not checked. ``BudgetError`` is accepted only
+A render that compacted lands at the compaction's low-water mark
+(``CompactionConfig.render_low_water`` of the target, measured with the actual summary); a
+summarized turn that would still fit in the room left counts as a cut that fits (the
+compaction could have kept it verbatim). Its use is recorded, and checked with
+``CTXENGINE_SWEEP_COMPACTED=1``. ``BudgetError`` is accepted only
 when it says the protected content alone (e.g. a first user message longer than the budget)
 exceeds the budget.
 
@@ -40,6 +43,10 @@ FULL = os.environ.get("CTXENGINE_SWEEP") == "full"
 REPORT = os.environ.get("CTXENGINE_SWEEP_REPORT")
 #: Use of the target required whenever a render cut something.
 MIN_USE = 0.90
+#: Hold compacted renders to ``MIN_USE`` too (``CTXENGINE_SWEEP_COMPACTED=1``): most pass; a
+#: render whose protected tail alone passes the target (the ladder then trims it after the
+#: compaction) can still land lower with a summarized turn that would fit.
+COMPACTED = os.environ.get("CTXENGINE_SWEEP_COMPACTED") == "1"
 
 
 def _transcripts() -> list[tuple[str, Transcript]]:
@@ -79,7 +86,8 @@ def _room_left_for_a_cut(out: Any) -> bool:
     for g in out.report:
         if g.status == "kept":
             continue
-        turn = re.match(r"turn (\d+) ", g.reason)  # a turn group comes back whole
+        # a turn group comes back whole (a summarized turn too: the compaction could keep it)
+        turn = re.match(r"turn (\d+) ", g.reason) or re.search(r"\(turn (\d+)\)$", g.reason)
         key = f"turn {turn.group(1)}" if turn else g.node_id
         costs[key] = costs.get(key, 0) + g.tokens_before - g.tokens_after
     return any(0 < c <= room for c in costs.values())
@@ -119,7 +127,8 @@ async def _sweep(name: str, t: Transcript, budget: int) -> list[dict[str, Any]]:
                     )
                     assert counted <= budget, rows[-1]
                     assert out.tokens <= budget, rows[-1]
-                    if not rows[-1]["compacted"] and rows[-1]["cut"] and rows[-1]["room_for_a_cut"]:
+                    checked = COMPACTED or not rows[-1]["compacted"]
+                    if checked and rows[-1]["cut"] and rows[-1]["room_for_a_cut"]:
                         assert rows[-1]["use"] >= MIN_USE, rows[-1]
             if i < len(messages):
                 await _feed(s, messages[i])

@@ -67,6 +67,8 @@ class SessionState:
         overrides: Plugin grains replacing a history item's content this render.
         compacted: History node ids summarized into ``mem.summary``.
         summary: The compaction summary grain, if any.
+        compaction_backoff: After failed compactions: (failures in a row, the render of the
+            last one, the plan's total then); None after a success.
         faults: Plugin faults since the last render (they go into its report).
         dirty: History node ids whose content must be re-sent to the assembly.
         guarded: Node id → characters before the window guard cut that tool result.
@@ -98,6 +100,7 @@ class SessionState:
     overrides: dict[str, ContextGrain] = field(default_factory=dict)
     compacted: set[str] = field(default_factory=set)
     summary: ContextGrain | None = None
+    compaction_backoff: tuple[int, int, int] | None = None
     faults: list[PluginFault] = field(default_factory=list)
     dirty: set[str] = field(default_factory=set)
     guarded: dict[str, int] = field(default_factory=dict)

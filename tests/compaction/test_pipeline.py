@@ -62,6 +62,24 @@ def _system_fields(payload: dict, provider: str) -> str:
     return " ".join([*texts, payload.get("instructions") or ""])
 
 
+def tenth_budget(system: int, history: int, latest: int) -> int:
+    """The budget "compacted to ≤ 10 % of its tokens" means: the system prompts (never
+    compacted) plus a tenth of the rest of the session. The newest request is kept verbatim
+    whatever its size, so when it takes more than half of that tenth the budget is the least
+    that keeps it verbatim plus a tenth for everything else (the summary and the verbatim
+    tail), at least the 64 tokens of the smallest summary."""
+    tenth = history // 10
+    if latest <= tenth // 2:
+        return system + tenth
+    return system + latest + max(tenth, 64)
+
+
+def test_the_tenth_budget_adds_the_newest_request_only_when_it_is_large() -> None:
+    assert tenth_budget(500, 100_000, 2_000) == 500 + 10_000
+    assert tenth_budget(500, 6_000, 400) == 500 + 400 + 600  # the rest still gets a tenth only
+    assert tenth_budget(0, 7, 1) == 65
+
+
 @pytest.mark.parametrize("case", SESSIONS, ids=_id)
 async def test_every_real_session_compacts_to_a_tenth_keeping_what_matters(
     case: tuple[Path, int],
@@ -72,10 +90,7 @@ async def test_every_real_session_compacts_to_a_tenth_keeping_what_matters(
     system = sum(n for m, n in zip(msgs, counts, strict=False) if m.role == "system")
     users = [m for m in msgs if m.role == "user" and m.text.strip()]
     latest = users[-1].text if users else ""
-    # A tenth of the history (system prompts are kept verbatim), or, for the few sessions whose
-    # newest request alone passes that, the least that still holds it verbatim.
-    floor = COUNT(latest[:1900]) + 700
-    budget = system + max((sum(counts) - system) // 10, floor)
+    budget = tenth_budget(system, sum(counts) - system, COUNT(latest[:1900]))
     result = await compact_history(msgs, budget=budget + COUNT(PINNED), protected=[PINNED])
     assert result.ok or (result.stage == "nothing" and sum(counts) <= budget), result.error
     history = result.history

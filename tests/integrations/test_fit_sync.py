@@ -28,16 +28,24 @@ def test_fit_real_session_is_valid_and_within_budget(provider: str) -> None:
     assert {d.decision for d in out.report} >= {"kept", "dropped"}
 
 
-def test_fit_warm_call_on_a_grown_history_equals_a_cold_one() -> None:
+@pytest.mark.parametrize("budget", [6_000, 20_000])
+def test_fit_warm_call_on_a_grown_history_extends_the_previous_payload(budget: int) -> None:
     messages = load(SESSION)[:200].to("openai")["messages"]
-    fit(messages, model="gpt-4o", budget=6_000)
+    ctxengine.fitting._local.warm = None
+    first = fit(messages, model="gpt-4o", budget=budget)
+    assert first.report.compactions  # the first call compacted
     grown = [*messages, {"role": "user", "content": "and now?"}]
-    warm = fit(grown, model="gpt-4o", budget=6_000)
+    warm = fit(grown, model="gpt-4o", budget=budget)
     ctxengine.fitting._local.warm = None  # the next call starts a new session
-    cold = fit(grown, model="gpt-4o", budget=6_000)
-    assert warm.tokens <= 6_000
+    cold = fit(grown, model="gpt-4o", budget=budget)
+    assert warm.tokens <= budget and cold.tokens <= budget
     assert warm.payload["messages"][-1] == {"role": "user", "content": "and now?"}
-    assert warm.payload == cold.payload
+    # the warm session goes on from its compaction: the previous payload plus the new message
+    assert warm.payload["messages"][:-1] == first.payload["messages"]
+    if budget == 20_000:
+        # the cold one compacts the same turns; at 6,000 its summary differs in one respect:
+        # the first call's newest request was summarized, so that summary keeps it in full
+        assert warm.payload == cold.payload
 
 
 def test_fit_takes_langchain_messages_and_repairs_pairing() -> None:

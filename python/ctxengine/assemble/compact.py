@@ -11,10 +11,17 @@ by section (a summary of summaries). A failed, empty or timed-out summary writes
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
-from ..compaction import CompactionResult, compact_history, summary_message
+from ..compaction import (
+    CompactionConfig,
+    CompactionResult,
+    ExtractiveSummarizer,
+    compact_history,
+    summary_message,
+)
 from ..compaction import compact as compact_messages
 from ..grain import ContextGrain
 from ..transcript.model import Message
@@ -43,6 +50,22 @@ SUMMARY_META: Final = "compaction_summary"
 #: Tokens kept free below the plan's target when the summary takes its room (the summary's
 #: message framing and the count's estimate of the rendered text).
 SUMMARY_SLACK: Final = 16
+#: What the plan counts for the summary grain beyond its text's tokens (its grain overhead;
+#: the message framing is taken off the plan's budget, ``assemble.pipeline.SUMMARY_FRAMING``).
+SUMMARY_FRAMING: Final = 2
+#: Most summaries measured to land one compaction at its low-water mark.
+MAX_TRIALS: Final = 6
+#: Below this use of the target a compaction that one big turn made overshoot stops before it.
+MIN_USE: Final = 0.9
+#: Most rounds of keeping summarized turns verbatim when a compaction overshot.
+GIVE_BACK_ROUNDS: Final = 3
+#: Fewest tokens a compaction leaves below the target for the next renders (tiny budgets).
+MIN_ROOM: Final = 96
+#: After a failed compaction: renders before the next attempt (doubled per failure in a row),
+#: their most, and the history growth (share of the target) that brings the attempt forward.
+RETRY_RENDERS: Final = 4
+MAX_RETRY_RENDERS: Final = 64
+RETRY_GROWTH: Final = 0.25
 
 
 def summary_limit(config: RenderConfig) -> int:
@@ -107,7 +130,7 @@ def _apply(
     state.store(state.summary, registry.rank("compaction"))
     if log is not None:
         reason = f"summarized into {SUMMARY_ID} with {len(result.replaced)} earlier messages"
-        for item in doomed:
+        for item in doomed:  # the turn: a whole turn is what backfill could have given back
             window = config.budget.window_of(item.node_id)
             tokens = state.asm.tokens(item.node_id) or 0
             log.extra.append(
@@ -118,7 +141,7 @@ def _apply(
                     "dropped",
                     "dropped",
                     "compaction",
-                    reason,
+                    f"{reason} (turn {item.turn})",
                     tokens,
                     0,
                 )
@@ -156,30 +179,103 @@ def _tokens(state: SessionState, node_ids: Sequence[str]) -> int:
     return sum(state.asm.tokens(n) or 0 for n in node_ids)
 
 
-def _doomed(
+@dataclass(slots=True)
+class _Landing:
+    """The turns a compaction may summarize and what the render weighs for each choice.
+
+    ``forced`` are the turns the ladder sent to compaction; ``order`` the further turns outside
+    the protected tail, oldest first. Summarizing ``forced`` and ``order[:k]`` leaves
+    ``rest(k)`` tokens besides the new summary."""
+
+    by_turn: dict[int, list[Any]]
+    forced: list[int]
+    order: list[int]
+    base: int
+    freed: list[int]
+    size: dict[int, int]
+    kept: set[int] = field(default_factory=set)
+
+    def rest(self, k: int) -> int:
+        return self.base - self.freed[k] + sum(self.size[t] for t in self.kept)
+
+    def turns(self, k: int) -> list[int]:
+        return sorted(t for t in [*self.forced, *self.order[:k]] if t not in self.kept)
+
+    def items(self, k: int) -> list[Any]:
+        return [i for t in self.turns(k) for i in self.by_turn[t]]
+
+    def first(self, room: int, smallest: int) -> int:
+        """The fewest further turns (at least ``smallest``) that bring the rest to ``room``
+        (all of them when none does)."""
+        for k in range(smallest, len(self.order) + 1):
+            if self.rest(k) <= room:
+                return k
+        return len(self.order)
+
+
+def _landing(
     state: SessionState, config: RenderConfig, turns: Sequence[int], plan: Any
-) -> tuple[list[Any], list[int]]:
-    """The items to summarize: those of ``turns`` outside the protected tail, then (low-water
-    mark) the oldest further turns until the rest would sit at ``low_water`` of its target
-    less the summary's share, so the next renders grow at their end instead of compacting
-    again."""
+) -> _Landing:
     start = tail_start(state, config.compaction.keep_assistant_turns)
     by_turn: dict[int, list[Any]] = {}
     for item in state.items.values():
         if item.kind != _core.KIND_CONTEXT and item.index < start:
             by_turn.setdefault(item.turn, []).append(item)
-    chosen = {t for t in turns if t in by_turn}
-    if plan is not None:
-        low = int(plan.target * config.compaction.low_water)
-        goal = plan.total_before - max(0, low - summary_limit(config))
-        freed = sum(_tokens(state, [i.node_id for i in by_turn[t]]) for t in chosen)
-        for t in sorted(by_turn):
-            if freed >= goal:
-                break
-            if t not in chosen:
-                chosen.add(t)
-                freed += _tokens(state, [i.node_id for i in by_turn[t]])
-    return [i for t in sorted(chosen) for i in by_turn[t]], sorted(chosen)
+    forced = sorted(t for t in set(turns) if t in by_turn)
+    order = sorted(t for t in by_turn if t not in set(forced)) if plan is not None else []
+    size = {t: _tokens(state, [i.node_id for i in by_turn[t]]) for t in by_turn}
+    old = _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
+    total = plan.total_before if plan is not None else 0
+    base = total - old - sum(size[t] for t in forced)
+    freed = [0]
+    for t in order:
+        freed.append(freed[-1] + size[t])
+    if plan is not None and base - freed[-1] + _estimate(state) > plan.target:
+        base -= _tail_cuts(state, plan, start)
+    return _Landing(by_turn, forced, order, base, freed, size)
+
+
+def _tail_cuts(state: SessionState, plan: Any, start: int) -> int:
+    """Tokens the plan cut from the protected tail. When the tail alone does not fit beside
+    the other history (one huge message), the ladder cuts it whatever is summarized, so the
+    landing is measured without what it cuts there (else every older turn would be
+    summarized for room the ladder makes anyway)."""
+    ids, _, _, _, before, after, _ = plan.decisions()
+    tail = {i.node_id for i in state.items.values() if i.index >= start}
+    return sum(b - a for n, b, a in zip(ids, before, after, strict=True) if n in tail)
+
+
+def _doomed(
+    state: SessionState, config: RenderConfig, turns: Sequence[int], plan: Any
+) -> tuple[list[Any], list[int]]:
+    """The items a first estimate dooms: those of ``turns`` outside the protected tail, then
+    (low-water mark) the oldest further turns until the rest plus a summary the size of the
+    previous one would sit at ``low_water`` of the target. :func:`compact` then measures the
+    actual summary and moves the cut (see :func:`_choose`)."""
+    land = _landing(state, config, turns, plan)
+    if plan is None:
+        return land.items(0), land.turns(0)
+    low = _low(config, plan)
+    k = land.first(low - _estimate(state), 0 if land.forced else 1)
+    return land.items(k), land.turns(k)
+
+
+def _low(config: RenderConfig, plan: Any) -> int:
+    """The low-water mark in tokens: ``render_low_water`` of the target, but leaving at least
+    :data:`MIN_ROOM` tokens (a quarter of the target at most) for the history to grow into, so
+    that at a tiny budget a compaction is not due again at the very next render."""
+    target = int(plan.target)
+    room = max(
+        target - int(target * config.compaction.render_low_water), min(MIN_ROOM, target // 4)
+    )
+    return target - room
+
+
+def _estimate(state: SessionState) -> int:
+    """A first guess of the new summary's size: the previous summary's (it is merged into the
+    new one, which adds the facts of the turns summarized now), at least a short one's."""
+    previous = _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
+    return max(previous + previous // 8, 128)
 
 
 def _cap(
@@ -194,8 +290,168 @@ def _cap(
         return share, None
     rest = plan.total_before - _tokens(state, [i.node_id for i in doomed])
     rest -= _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
-    cap = int(max(share, int(plan.target * config.compaction.low_water) - rest))
+    cap = int(max(share, _low(config, plan) - rest))
     return cap, max(cap, plan.target - rest - SUMMARY_SLACK)
+
+
+async def _summarize(
+    state: SessionState,
+    config: RenderConfig,
+    doomed: Sequence[Any],
+    plan: Any,
+    protected: Sequence[ContextGrain],
+    summarizer: object,
+    settings: CompactionConfig,
+    cache: dict[str, str],
+) -> CompactionResult:
+    """One run of the compaction pipeline on the previous summary and ``doomed``."""
+    indices = sorted({i.index for i in doomed})
+    messages = _previous(state) + [state.messages[i] for i in indices]
+    cap, room = _cap(state, config, doomed, plan)
+    return await compact_messages(
+        messages,
+        max_tokens=cap,
+        room=room,
+        summarizer=summarizer,
+        tokenizer=config.tokenizer.count,
+        protected=_protected(protected),
+        latest_request=_latest_request(state, indices),
+        config=settings,
+        cache=cache,
+    )
+
+
+async def _choose(
+    state: SessionState,
+    config: RenderConfig,
+    turns: Sequence[int],
+    plan: Any,
+    protected: Sequence[ContextGrain],
+    cache: dict[str, str],
+) -> tuple[int, _Landing, dict[int, CompactionResult]]:
+    """How many further turns to summarize so that the render lands at its low-water mark,
+    measured with the actual summary, not the summary's whole limit.
+
+    The summary of a choice is measured with the extractive summarizer (deterministic and
+    cheap; for an LLM summarizer it is the estimate, so the LLM is called once): starting from
+    the first estimate, the cut moves to the fewest turns whose rest plus the last measured
+    summary fits the mark, until it settles (:data:`MAX_TRIALS` summaries at most). Turns
+    that fit come back verbatim. When one big turn makes the landing overshoot far below the
+    mark (under :data:`MIN_USE` of the target), the cut stops before it if the render then
+    still fits its target."""
+    land = _landing(state, config, turns, plan)
+    smallest = 0 if land.forced else 1
+    if plan is None or len(land.order) < smallest:
+        return 0, land, {}
+    low = _low(config, plan)
+    if not land.forced and land.rest(0) + _tokens(state, [SUMMARY_ID]) <= low:
+        return 0, land, {}  # what the ladder cuts in the tail anyway leaves room: keep the rest
+    settings = replace(config.compaction, memory_dir=None)
+    estimator = config.summarizer
+    if not isinstance(estimator, ExtractiveSummarizer):
+        estimator = ExtractiveSummarizer(tokenizer=config.tokenizer.count)
+    tried: dict[int, CompactionResult] = {}
+
+    async def landing(k: int) -> int | None:
+        if k not in tried:
+            tried[k] = await _summarize(
+                state, config, land.items(k), plan, protected, estimator, settings, cache
+            )
+        result = tried[k]
+        return land.rest(k) + result.summary_tokens + SUMMARY_FRAMING if result.ok else None
+
+    k = land.first(low - _estimate(state), smallest)
+    for _ in range(MAX_TRIALS):
+        at = await landing(k)
+        if at is None:
+            break
+        nxt = land.first(low - (at - land.rest(k)), smallest)
+        if nxt == k or nxt in tried:
+            break
+        k = nxt
+    fits = {n: r for n, r in tried.items() if r.ok}
+    good = sorted(n for n, r in fits.items() if land.rest(n) + r.summary_tokens <= low)
+    if good:
+        k = good[0]
+    elif fits:
+        k = max(fits)
+    if k - 1 >= smallest and k in fits:
+        ahead = land.rest(k) + fits[k].summary_tokens + SUMMARY_FRAMING
+        if ahead < min(low, plan.target * MIN_USE):
+            back = await landing(k - 1) if len(tried) < MAX_TRIALS + 1 else None
+            if back is not None and back <= plan.target - SUMMARY_SLACK:
+                k -= 1
+    if k in tried and tried[k].ok and len(tried) <= MAX_TRIALS + 1:
+        await _give_back(state, config, plan, protected, land, k, tried, estimator, cache)
+    return k, land, tried
+
+
+async def _give_back(
+    state: SessionState,
+    config: RenderConfig,
+    plan: Any,
+    protected: Sequence[ContextGrain],
+    land: _Landing,
+    k: int,
+    tried: dict[int, CompactionResult],
+    estimator: object,
+    cache: dict[str, str],
+) -> None:
+    """When the landing is still under the mark and under :data:`MIN_USE` of the target (a
+    big turn, or the ladder's own picks), keep verbatim the newest summarized turns that fit
+    in the room left: up to the low-water mark first (room for the next renders), then up to
+    the target (at a tiny budget less :data:`MIN_ROOM`, room for the next turn). Each round
+    is measured with one more summary (a smaller one when the turns kept held requests, which
+    may leave room for more); a round is kept only when the render still fits its target."""
+    tiny = plan.target < 16 * MIN_ROOM
+    room = min(MIN_ROOM, plan.target // 4) if tiny else 0
+    settings = replace(config.compaction, memory_dir=None)
+    # under the mark and under MIN_USE (with a margin for the payload's exact count)
+    floor = min(_low(config, plan), plan.target * (MIN_USE + 0.01))
+    for _ in range(GIVE_BACK_ROUNDS):
+        at = land.rest(k) + tried[k].summary_tokens + SUMMARY_FRAMING
+        if at >= floor:
+            return
+        back: set[int] = set()
+        chosen = land.turns(k)
+        for limit in (_low(config, plan), plan.target - room):
+            for t in reversed(chosen):
+                if t not in back and len(back) + 1 < len(chosen) and at + land.size[t] <= limit:
+                    back.add(t)
+                    at += land.size[t]
+            if at >= floor:
+                break
+        if not back:
+            return
+        land.kept |= back
+        result = await _summarize(
+            state, config, land.items(k), plan, protected, estimator, settings, cache
+        )
+        if not result.ok or land.rest(k) + result.summary_tokens + SUMMARY_FRAMING > plan.target:
+            land.kept -= back
+            return
+        tried[k] = result
+
+
+def _deferred(state: SessionState, plan: Any) -> str | None:
+    """Why no compaction is tried in this render after failed ones, or None: after the n-th
+    failure in a row the next attempt waits :data:`RETRY_RENDERS` × 2ⁿ⁻¹ renders (at most
+    :data:`MAX_RETRY_RENDERS`), or until the history grew by :data:`RETRY_GROWTH` of the
+    target, so a failing or stalling summarizer does not cost every render its timeout."""
+    backoff = state.compaction_backoff
+    if backoff is None:
+        return None
+    failures, at_render, at_tokens = backoff
+    wait = min(RETRY_RENDERS * 2 ** (failures - 1), MAX_RETRY_RENDERS)
+    waited = state.turn - at_render
+    total = plan.total_before if plan is not None else at_tokens
+    grow = int(plan.target * RETRY_GROWTH) if plan is not None else 0
+    if waited >= wait or (plan is not None and total - at_tokens >= grow):
+        return None
+    return (
+        f"compaction deferred after failure: {failures} failed in a row; next attempt "
+        f"{wait - waited} renders on, or when the history grew by {grow} tokens"
+    )
 
 
 async def compact(
@@ -210,30 +466,47 @@ async def compact(
     """Summarize the history turns the plan could not keep into the session summary.
 
     The protected tail (``CompactionConfig.keep_assistant_turns``) is never summarized; with
-    ``plan`` the oldest further turns are added down to the low-water mark. ``protected``
-    grains' texts must survive in the summary (the pipeline's quality gate). On failure
-    nothing is written (the state is as before); the turns stay dropped for this render only,
-    as the plan decided, and the report's compaction entry says why.
+    ``plan`` the oldest further turns are added down to the low-water mark, measured with the
+    actual summary (:func:`_choose`). ``protected`` grains' texts must survive in the summary
+    (the pipeline's quality gate). On failure nothing is written (the state is as before); the
+    turns stay dropped for this render only, as the plan decided, the report's compaction
+    entry says why, and the next attempts back off (:func:`_deferred`).
     """
-    doomed, turns = _doomed(state, config, turns, plan)
+    why = _deferred(state, plan)
+    if why is not None:
+        log.compactions.append({"ok": False, "stage": "deferred", "turns": [], "error": why})
+        return False
+    if turns and plan is not None and any(c.get("ok") for c in log.compactions):
+        start = tail_start(state, config.compaction.keep_assistant_turns)
+        if all(i.index >= start for i in state.items.values() if i.turn in set(turns)):
+            return False  # the ladder's picks lie in the protected tail: more would not help
+    cache: dict[str, str] = {}
+    k, land, tried = await _choose(state, config, turns, plan, protected, cache)
+    doomed, turns = land.items(k), land.turns(k)
     if not doomed:
         return False
-    indices = sorted({i.index for i in doomed})
-    messages = _previous(state) + [state.messages[i] for i in indices]
-    cap, room = _cap(state, config, doomed, plan)
-    result = await compact_messages(
-        messages,
-        max_tokens=cap,
-        room=room,
-        summarizer=config.summarizer,
-        tokenizer=config.tokenizer.count,
-        protected=_protected(protected),
-        latest_request=_latest_request(state, indices),
-        config=config.compaction,
-    )
+    trial = tried.get(k)
+    reuse = isinstance(config.summarizer, ExtractiveSummarizer)
+    if trial is not None and trial.ok and reuse and config.compaction.memory_dir is None:
+        result = trial  # the measured summary is the summary
+    else:  # the estimates' chunk summaries are reused only by the summarizer that wrote them
+        result = await _summarize(
+            state,
+            config,
+            doomed,
+            plan,
+            protected,
+            config.summarizer,
+            config.compaction,
+            cache if reuse else {},
+        )
     log.compactions.append(_entry(result, turns))
     if not result.ok or not result.summary:
+        failures = state.compaction_backoff[0] + 1 if state.compaction_backoff else 1
+        total = plan.total_before if plan is not None else 0
+        state.compaction_backoff = (failures, state.turn, total)
         return False
+    state.compaction_backoff = None
     _apply(state, config, registry, result, doomed, turns, log)
     return True
 

@@ -83,6 +83,10 @@ class CompactionConfig:
         rules_sections: Headings to take from ``rules_file`` (empty: every section).
         low_water: :func:`compact_history` compacts the payload down to this share of the
             budget, so the next compactions are rare and the prefix stays stable in between.
+        render_low_water: A render that compacts (at the high-water mark: the plan's target)
+            lands at this share of the target, measured with the actual summary; the render
+            contract wants at least 0.9 of the target used whenever content was cut, and the
+            rest of the target is the room the history grows into before the next compaction.
         tail_ratio: Share of the budget the verbatim tail may take beyond the protected tail.
         keep_assistant_turns: Assistant turns of the protected tail (never compacted).
         fallback_note: When every summary attempt fails, write a fixed note (with the
@@ -101,6 +105,7 @@ class CompactionConfig:
     rules_file: Path | None = None
     rules_sections: tuple[str, ...] = ("Session Startup", "Red Lines")
     low_water: float = 0.75
+    render_low_water: float = 0.92
     tail_ratio: float = 0.2
     keep_assistant_turns: int = 3
     fallback_note: bool = False
@@ -113,6 +118,10 @@ class CompactionConfig:
             raise ValueError(
                 f"window_tokens={self.window_tokens}, timeout={self.timeout}; both must be > 0"
             )
+        for name in ("low_water", "render_low_water"):
+            value = getattr(self, name)
+            if not 0 < value <= 1:
+                raise ValueError(f"{name}={value}; expected a fraction in (0, 1]")
         if self.chunk_retries < 0 or self.backoff < 0:
             raise ValueError(
                 f"chunk_retries={self.chunk_retries}, backoff={self.backoff}; both must be >= 0"
