@@ -15,7 +15,7 @@ from typing import Final
 
 from ..tokens import Tokenizer
 from ..transcript import Message
-from .facts import extract_facts, first_line, is_summary
+from .facts import extract_facts, first_line, is_summary, message_text
 from .protocol import Count, counter
 from .sections import build_parts, cap_summary, parse_sections
 
@@ -82,17 +82,19 @@ class ExtractiveSummarizer:
         progress: list[str] = []
         for m in messages:
             if is_summary(m):
-                carried = parse_sections(m.text)
+                carried = parse_sections(message_text(m))
                 goal = goal or " ".join(carried.get("Goal", [])) or None
                 decisions += carried.get("Decisions", [])
                 progress += carried.get("Progress", [])
-            elif m.role == "user" and goal is None and m.text.strip():
-                flat = " ".join(m.text.split())
+                continue
+            text = message_text(m)
+            if m.role == "user" and goal is None and text.strip():
+                flat = " ".join(text.split())
                 goal = flat if len(flat) <= _GOAL_CHARS else flat[: _GOAL_CHARS - 1] + "…"
-            elif m.role == "assistant" and m.text.strip():
-                lines = _prose_lines(m.text)
+            elif m.role == "assistant" and text.strip():
+                lines = _prose_lines(text)
                 decisions += [ln for ln in lines if _DECISION.search(ln)]
-                progress.append(first_line(m.text))
+                progress.append(first_line(text))
         keep = self.max_items
         out: list[str] = []
         if goal:

@@ -26,7 +26,16 @@ from ..errors import SummarizerError
 from ..grain import ContextGrain
 from ..tokens import Tokenizer
 from ..transcript import Message, Text, ToolResult
-from .facts import KeyFacts, extract_facts, first_line, is_summary, read_rules
+from .facts import (
+    KeyFacts,
+    extract_facts,
+    first_line,
+    is_summary,
+    message_scope,
+    message_text,
+    read_rules,
+    scoped,
+)
 from .planning import (
     chunk_by_tokens,
     chunk_max_tokens,
@@ -167,16 +176,38 @@ class CompactionResult:
         }
 
 
-def _message_text(m: Message) -> str:
-    parts = [m.role, m.text]
+def _joined(m: Message, text: str) -> str:
+    parts = [m.role, text]
     parts += [f"{c.name} {c.arguments_json}" for c in m.tool_calls]
     parts += [r.text for r in m.tool_results]
     return "\n".join(p for p in parts if p)
 
 
+def _message_text(m: Message) -> str:
+    """What compaction counts and hashes of ``m``: role, text, tool calls and results (once
+    per message inside a :func:`~ctxengine.compaction.facts.message_scope`)."""
+    seen = scoped(m)
+    if seen is None:
+        return _joined(m, m.text)
+    if seen.joined is None:
+        seen.joined = _joined(m, seen.text)
+    return seen.joined
+
+
 def message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
-    """Token estimate of each message: its text, tool calls and results, plus 4 of framing."""
-    return [count(_message_text(m)) + 4 for m in messages]
+    """Token estimate of each message: its text, tool calls and results, plus 4 of framing
+    (counted once per message and ``count`` inside a
+    :func:`~ctxengine.compaction.facts.message_scope`)."""
+    out = []
+    for m in messages:
+        seen = scoped(m)
+        if seen is None:
+            out.append(count(_joined(m, m.text)) + 4)
+            continue
+        if seen.count is None or seen.count != count:
+            seen.tokens, seen.count = count(_message_text(m)) + 4, count
+        out.append(seen.tokens)
+    return out
 
 
 def summary_message(text: str, replaced: int) -> Message:
@@ -417,6 +448,24 @@ async def compact(
     """
     if max_tokens <= 0:
         raise ValueError(f"max_tokens is {max_tokens}; expected a positive number of tokens")
+    with message_scope():
+        return await _compact(
+            messages, max_tokens, summarizer, tokenizer, protected, latest_request, config,
+            cache, room,
+        )  # fmt: skip
+
+
+async def _compact(
+    messages: Sequence[Message],
+    max_tokens: int,
+    summarizer: Summarizer | object | None,
+    tokenizer: Tokenizer | Count | str | None,
+    protected: Sequence[str | ContextGrain],
+    latest_request: str | None,
+    config: CompactionConfig | None,
+    cache: MutableMapping[str, str] | None,
+    room: int | None,
+) -> CompactionResult:
     from .extractive import ExtractiveSummarizer
 
     config = config or CompactionConfig()
@@ -533,6 +582,21 @@ async def compact_history(
     Raises:
         ValueError: ``budget`` is not positive.
     """
+    with message_scope():
+        return await _compact_history(
+            messages, budget, summarizer, tokenizer, protected, config, cache
+        )
+
+
+async def _compact_history(
+    messages: Sequence[Message],
+    budget: int,
+    summarizer: Summarizer | object | None,
+    tokenizer: Tokenizer | Count | str | None,
+    protected: Sequence[str | ContextGrain],
+    config: CompactionConfig | None,
+    cache: MutableMapping[str, str] | None,
+) -> CompactionResult:
     config = config or CompactionConfig()
     count = counter(tokenizer)
     msgs = tuple(messages)
@@ -555,7 +619,7 @@ async def compact_history(
             break
     users = [i for i in range(head, cut) if msgs[i].role == "user" and not is_summary(msgs[i])]
     newest_user = max((i for i, m in enumerate(msgs) if m.role == "user"), default=-1)
-    latest = msgs[users[-1]].text if users and users[-1] == newest_user else None
+    latest = message_text(msgs[users[-1]]) if users and users[-1] == newest_user else None
     args: dict[str, Any] = {
         "summarizer": summarizer,
         "tokenizer": count,
