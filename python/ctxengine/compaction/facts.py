@@ -570,10 +570,10 @@ def extract_facts(
         idents += mf.idents
         if mf.calls:
             names.update(mf.calls)
-        for call_id, name, text in mf.errors:
+        for call_id, tool, output in mf.errors:
             if call_id not in seen_calls:
                 seen_calls.add(call_id)
-                facts.failures.append(_failure(name or names.get(call_id, "tool"), call_id, text))
+                facts.failures.append(_failure(tool or names.get(call_id, "tool"), call_id, output))
     facts.files_read, facts.files_modified = _replay(mf.files for mf in read)
     _add(facts.identifiers, idents)
     facts.identifiers = facts.identifiers[-max_identifiers:]
