@@ -106,6 +106,11 @@ def message_scope() -> Iterator[None]:
         _SCOPE.reset(token)
 
 
+def scope_memo() -> dict[int, _Seen] | None:
+    """The memo of the current :func:`message_scope` (None outside one)."""
+    return _SCOPE.get()
+
+
 def scoped(m: Message) -> _Seen | None:
     memo = _SCOPE.get()
     if memo is None:

@@ -34,6 +34,7 @@ from .facts import (
     message_scope,
     message_text,
     read_rules,
+    scope_memo,
     scoped,
 )
 from .planning import (
@@ -44,7 +45,7 @@ from .planning import (
     tool_groups,
 )
 from .protocol import Count, Summarizer, call_summarizer, counter
-from .sections import build_parts, capped_summary
+from .sections import additive, build_parts, capped_summary
 
 __all__ = (
     "DEFAULT_INSTRUCTIONS",
@@ -198,16 +199,43 @@ def message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
     """Token estimate of each message: its text, tool calls and results, plus 4 of framing
     (counted once per message and ``count`` inside a
     :func:`~ctxengine.compaction.facts.message_scope`)."""
+    exact = additive(count)
+    memo = scope_memo()
     out = []
     for m in messages:
-        seen = scoped(m)
-        if seen is None:
-            out.append(count(_joined(m, m.text)) + 4)
-            continue
+        seen = memo.get(id(m)) if memo is not None else None
+        if seen is None or seen.message is not m:
+            seen = scoped(m)
+            if seen is None:
+                out.append(_tokens(m, m.text, count, exact) + 4)
+                continue
         if seen.count is None or seen.count != count:
-            seen.tokens, seen.count = count(_message_text(m)) + 4, count
+            seen.tokens, seen.count = _tokens(m, seen.text, count, exact) + 4, count
         out.append(seen.tokens)
     return out
+
+
+def _tokens(m: Message, text: str, count: Count, exact: Tokenizer | None) -> int:
+    """``count(_joined(m, text))``. With an exact counter (:func:`~ctxengine.compaction.
+    sections.additive`) the longest part (the text, or a tool result) is counted alone: the
+    session counted that very text when it entered the plan, so its count is a cache hit,
+    and only the role and the small parts around it are new (it is cut out only where the
+    pre-tokenizer cannot join across: after the newline before it, when it starts with
+    neither whitespace nor ``/``, and before the newline after it, when it ends in a letter
+    or digit)."""
+    parts = [m.role, text]
+    parts += [f"{c.name} {c.arguments_json}" for c in m.tool_calls]
+    parts += [r.text for r in m.tool_results]
+    parts = [p for p in parts if p]
+    if exact is not None and len(parts) > 1:
+        k = max(range(1, len(parts)), key=lambda i: len(parts[i]))
+        big = parts[k]
+        last = k == len(parts) - 1
+        starts = len(big) >= 64 and not big[0].isspace() and big[0] != "/"
+        if starts and (last or big[-1].isalnum()):
+            n = exact.count("\n".join(parts[:k]) + "\n") + exact.count(big)
+            return n + (0 if last else exact.count("\n" + "\n".join(parts[k + 1 :])))
+    return count("\n".join(parts))
 
 
 def summary_message(text: str, replaced: int) -> Message:

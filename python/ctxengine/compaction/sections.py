@@ -388,7 +388,7 @@ def _restore(
 ) -> str:
     """Put dropped requests and files back, newest first (short form), while they fit: the
     shrink steps cut in coarse strides."""
-    exact = _additive(count)
+    exact = additive(count)
     for name, more in (("requests", "requests_more"), ("read", "read_more")):
         full, kept = getattr(parts, name), getattr(work, name)
         dropped = full[: len(full) - len(kept)]  # requests: render() cuts them to the width
@@ -424,7 +424,7 @@ def _restore(
     return text
 
 
-def _additive(count: Count) -> Tokenizer | None:
+def additive(count: Count) -> Tokenizer | None:
     """The exact ``o200k_base``/``cl100k_base`` tokenizer whose ``count`` is ``count``, else
     None. Their pre-tokenizers never join the characters on both sides of a split point — a
     space after a non-space character, or a character other than whitespace or ``/`` after a
@@ -451,7 +451,7 @@ def _put_back(
     """:func:`_restore`'s loop for one list, sized by pieces instead of re-rendering and
     re-counting the whole summary for every item put back: each step changes a few pieces (the
     list's first item, the "omitted" line or the "(and N more)" tail), whose tokens are added
-    and taken away. The same decisions as the plain loop, given :func:`_additive`; the text it
+    and taken away. The same decisions as the plain loop, given :func:`additive`; the text it
     ends with is counted whole, and None (the caller runs the plain loop) when that count
     differs."""
     more = f"{name}_more"
