@@ -15,9 +15,9 @@ from typing import Final
 
 from ..tokens import Tokenizer
 from ..transcript import Message
-from .facts import extract_facts, first_line, is_summary, message_text
+from .facts import extract_facts, facts_of, first_line, message_scope
 from .protocol import Count, counter
-from .sections import build_parts, cap_summary, parse_sections
+from .sections import build_parts, cap_summary
 
 __all__ = ("ExtractiveSummarizer",)
 
@@ -70,8 +70,9 @@ class ExtractiveSummarizer:
 
     def summarize_sync(self, messages: Sequence[Message], *, max_tokens: int | None = None) -> str:
         """The same summary, without an event loop."""
-        facts = extract_facts(messages)
-        parts = build_parts(facts, self._body(messages), len(messages))
+        with message_scope():  # the facts and the prose read each message once
+            facts = extract_facts(messages)
+            parts = build_parts(facts, self._body(messages), len(messages))
         if max_tokens is None:
             return parts.render()
         return cap_summary(parts, max_tokens, self._count)
@@ -81,13 +82,14 @@ class ExtractiveSummarizer:
         decisions: list[str] = []
         progress: list[str] = []
         for m in messages:
-            if is_summary(m):
-                carried = parse_sections(message_text(m))
+            read = facts_of(m)  # the text, and an earlier summary's sections, read once
+            if read.carried is not None:
+                carried = read.carried
                 goal = goal or " ".join(carried.get("Goal", [])) or None
                 decisions += carried.get("Decisions", [])
                 progress += carried.get("Progress", [])
                 continue
-            text = message_text(m)
+            text = read.text
             if m.role == "user" and goal is None and text.strip():
                 flat = " ".join(text.split())
                 goal = flat if len(flat) <= _GOAL_CHARS else flat[: _GOAL_CHARS - 1] + "…"

@@ -524,8 +524,9 @@ def _read(m: Message, text: str) -> _MessageFacts:
     return facts
 
 
-def _facts_of(m: Message) -> _MessageFacts:
-    """``m``'s facts: read once per message inside a :func:`message_scope`."""
+def facts_of(m: Message) -> _MessageFacts:
+    """What ``m`` gives :func:`extract_facts` (its text; for an earlier summary its sections):
+    read once per message inside a :func:`message_scope`."""
     seen = scoped(m)
     if seen is None:
         return _read(m, m.text)
@@ -560,8 +561,12 @@ def extract_facts(
     idents: list[str] = []
     plain: list[Message] = []
     read: list[_MessageFacts] = []
+    memo = _SCOPE.get()
     for m in messages:
-        mf = _facts_of(m)
+        seen = memo.get(id(m)) if memo is not None else None
+        mf = seen.facts if seen is not None and seen.message is m else None
+        if mf is None:
+            mf = facts_of(m)
         if mf.carried is not None:
             for name, lines in mf.carried.items():
                 if name not in facts.carried:
