@@ -73,6 +73,8 @@ MERGE_INSTRUCTIONS: Final = (
     "drop only repetition."
 )
 _WORD: Final = re.compile(r"[^\W_]{2,}")
+#: What makes a summary unusable when it is more than a tenth of it: U+FFFD, control characters.
+_BAD: Final = re.compile(r"[\ufffd\x00-\x08\x0b\x0c\x0e-\x1f]")
 #: The newest request is kept verbatim up to this many characters.
 MAX_LATEST_CHARS: Final = 1900
 
@@ -250,7 +252,7 @@ def _usable(text: object) -> str:
     if not stripped:
         raise SummarizerError("summarizer returned an empty summary")
     words = _WORD.findall(stripped)
-    bad = sum(1 for c in stripped if c == "\ufffd" or (ord(c) < 32 and c not in "\n\t\r"))
+    bad = len(_BAD.findall(stripped))
     if len(words) < 3 or bad > len(stripped) * 0.1:
         raise SummarizerError(f"summarizer returned unusable text: {stripped[:60]!r}")
     return stripped
@@ -273,7 +275,8 @@ class _Run:
     def _key(messages: Sequence[Message], instructions: str, max_tokens: int) -> str:
         h = hashlib.sha256(f"{instructions}\0{max_tokens}".encode())
         for m in messages:
-            h.update(b"\0" + _message_text(m).encode("utf-8", "surrogatepass"))
+            h.update(b"\0")
+            h.update(_message_text(m).encode("utf-8", "surrogatepass"))
         return h.hexdigest()
 
     async def call(self, messages: Sequence[Message], instructions: str, max_tokens: int) -> str:
