@@ -112,12 +112,15 @@ def scope_memo() -> dict[int, _Seen] | None:
 
 
 def scoped(m: Message) -> _Seen | None:
+    """What the current :func:`message_scope` holds of ``m`` (made on first use); None outside
+    a scope."""
     memo = _SCOPE.get()
     if memo is None:
         return None
-    seen = memo.get(id(m))
+    key = id(m)
+    seen = memo.get(key)
     if seen is None or seen.message is not m:
-        seen = memo[id(m)] = _Seen(m, m.text)
+        seen = memo[key] = _Seen(m, m.text)
     return seen
 
 
@@ -504,7 +507,8 @@ class _MessageFacts:
 
 
 def _read(m: Message, text: str) -> _MessageFacts:
-    if is_summary(m):
+    if m.meta.get("ctxengine_summary") or (m.role == "user" and text.startswith(_SUMMARY_HEAD)):
+        # an earlier summary (:func:`is_summary`)
         return _MessageFacts(text, carried=parse_sections(text))
     facts = _MessageFacts(text, files=_file_ops(m, text))
     if m.role == "user":
