@@ -5,7 +5,9 @@
 Each side runs in its own process (``PYTHONPATH`` set to its ``python/`` folder, holding its
 built extension); the driver asks both for one operation at a time, in random order, so both
 see the same machine load, and reports the median of the per-round ratios NEW/OLD. On a
-shared or loaded machine this is much steadier than two benchmark runs one after the other.
+shared or loaded machine this is much steadier than two benchmark runs one after the other;
+``--clock cpu`` measures each round in the process's CPU time instead of wall time (steadier
+still when other jobs take the cores).
 
 Operations: ``warm:real`` / ``cold:real`` (the 914-message pi session into 32k, as in
 ``test_bench_engine.py``), ``warm:syn1k`` / ``warm:syn10k`` / ``cold:syn1k`` / ``cold:syn10k``
@@ -44,6 +46,9 @@ def _worker() -> None:  # pragma: no cover - runs in the child processes
     from test_bench_engine import _synthetic as synthetic
 
     loop = asyncio.new_event_loop()
+    clock = (
+        time.process_time if os.environ.get("CTXENGINE_AB_CLOCK") == "cpu" else time.perf_counter
+    )
 
     async def open_session(messages: Any) -> Any:
         engine = ContextEngine("gpt-4o", Budget(total=BUDGET))
@@ -76,9 +81,9 @@ def _worker() -> None:  # pragma: no cover - runs in the child processes
         if kind == "count":
             rounds[0] += 1
             fresh = text[rounds[0] % 97 :] + str(rounds[0])
-            t = time.perf_counter()
+            t = clock()
             tok.count(fresh, cache=False)
-            return time.perf_counter() - t
+            return clock() - t
         if kind == "cold":
             messages = source(name)
 
@@ -86,26 +91,26 @@ def _worker() -> None:  # pragma: no cover - runs in the child processes
                 clear_cache()
                 return await (await open_session(messages)).render()
 
-            t = time.perf_counter()
+            t = clock()
             loop.run_until_complete(cold())
-            return time.perf_counter() - t
+            return clock() - t
         session = warm_session(name)
 
         async def again() -> Any:
             session.extend([Message.assistant("ok"), Message.user("one more question")])
             return await session.render()
 
-        t = time.perf_counter()
+        t = clock()
         loop.run_until_complete(again())
-        return time.perf_counter() - t
+        return clock() - t
 
     print("ready", flush=True)
     for line in sys.stdin:
         print(run(line.strip()), flush=True)
 
 
-def _side(python_path: str) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=python_path)
+def _side(python_path: str, clock: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=python_path, CTXENGINE_AB_CLOCK=clock)
     proc = subprocess.Popen(
         [sys.executable, __file__, "--worker"],
         stdin=subprocess.PIPE,
@@ -127,10 +132,17 @@ def main(argv: list[str] | None = None) -> None:
         "--ops", default=",".join(OPS), help=f"comma-separated, of {', '.join(OPS + MORE_OPS)}"
     )
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="wall time, or the process's CPU time (steadier when other jobs share the cores; "
+        "it adds the time of every thread, so multi-threaded counting weighs more)",
+    )
     args = parser.parse_args(argv)
     sides = dict(s.split("=", 1) for s in (args.old, args.new))
     names = list(sides)
-    procs = {name: _side(path) for name, path in sides.items()}
+    procs = {name: _side(path, args.clock) for name, path in sides.items()}
     rng = random.Random(0)
 
     def once(name: str, op: str) -> float:
