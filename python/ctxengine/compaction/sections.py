@@ -121,9 +121,9 @@ class SummaryParts:
 
     def render(self) -> str:
         """The summary text."""
-        return "\n".join(self._layout()[0])
+        return "\n".join(self.layout()[0])
 
-    def _layout(self) -> tuple[list[str], int]:
+    def layout(self) -> tuple[list[str], int]:
         """The lines of the summary, and the index of its ``Read:`` line (-1: none)."""
         read_at = -1
         out = [f"{HEADER}: {self.messages} messages]", PREAMBLE]
@@ -502,7 +502,7 @@ def _step_tokens(
     if len(items) < 2 or not items[-1] or items[-1][-1].isspace():
         return None
     if not follow:
-        lines, at = work._layout()
+        lines, at = work.layout()
         if at < 0:
             return None
         follow.append(_following(lines, at))
