@@ -5,11 +5,16 @@
 Each side runs in its own process (``PYTHONPATH`` set to its ``python/`` folder, holding its
 built extension); the driver asks both for one operation at a time, in random order, so both
 see the same machine load, and reports the median of the per-round ratios NEW/OLD. On a
-shared or loaded machine this is much steadier than two benchmark runs one after the other.
+shared or loaded machine this is much steadier than two benchmark runs one after the other;
+``--clock cpu`` measures each round in the process's CPU time instead of wall time (steadier
+still when other jobs take the cores).
 
 Operations: ``warm:real`` / ``cold:real`` (the 914-message pi session into 32k, as in
-``test_bench_engine.py``), ``warm:syn1k`` / ``warm:syn10k`` / ``cold:syn1k`` (the synthetic
-sessions of the scaling benchmarks) and ``count:o200k`` (a fresh 400 kB text, cache off).
+``test_bench_engine.py``), ``warm:syn1k`` / ``warm:syn10k`` / ``cold:syn1k`` / ``cold:syn10k``
+/ ``cold:syn100k`` (the synthetic sessions of the scaling benchmarks; a cold round is a new
+engine and session, ``extend``, ``user_message`` and ``render`` with the count cache cleared)
+and ``count:o200k`` (a fresh 400 kB text, cache off). Sessions are built when an operation
+first needs them.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SESSION = ROOT.parent / "shared/data/transcripts/pi-openclaw-session/large-session.jsonl"
 BUDGET = 32_000
 OPS = ("warm:real", "warm:syn1k", "warm:syn10k", "count:o200k", "cold:real", "cold:syn1k")
+#: Also available, not run by default (a round of ``cold:syn100k`` takes seconds).
+MORE_OPS = ("cold:syn10k", "cold:syn100k")
+_SIZES = {"syn1k": 1_000, "syn10k": 10_000, "syn100k": 100_000}
 
 
 def _worker() -> None:  # pragma: no cover - runs in the child processes
@@ -38,6 +46,9 @@ def _worker() -> None:  # pragma: no cover - runs in the child processes
     from test_bench_engine import _synthetic as synthetic
 
     loop = asyncio.new_event_loop()
+    clock = (
+        time.process_time if os.environ.get("CTXENGINE_AB_CLOCK") == "cpu" else time.perf_counter
+    )
 
     async def open_session(messages: Any) -> Any:
         engine = ContextEngine("gpt-4o", Budget(total=BUDGET))
@@ -47,49 +58,59 @@ def _worker() -> None:  # pragma: no cover - runs in the child processes
         return session
 
     real = load(SESSION)
-    sources: dict[str, Any] = {"real": real, "syn1k": synthetic(1000), "syn10k": synthetic(10000)}
-    warm = {}
-    for name, messages in sources.items():
-        warm[name] = loop.run_until_complete(open_session(messages))
-        loop.run_until_complete(warm[name].render())
+    sources: dict[str, Any] = {"real": real}
+    warm: dict[str, Any] = {}
+
+    def source(name: str) -> Any:
+        if name not in sources:
+            sources[name] = synthetic(_SIZES[name])
+        return sources[name]
+
+    def warm_session(name: str) -> Any:
+        if name not in warm:
+            warm[name] = loop.run_until_complete(open_session(source(name)))
+            loop.run_until_complete(warm[name].render())
+        return warm[name]
+
     text = "\n".join(m.text for m in real.messages)[:400_000]
     tok = Tokenizer("o200k_base")
     rounds = [0]
 
     def run(op: str) -> float:
-        kind, source = op.split(":")
+        kind, name = op.split(":")
         if kind == "count":
             rounds[0] += 1
             fresh = text[rounds[0] % 97 :] + str(rounds[0])
-            t = time.perf_counter()
+            t = clock()
             tok.count(fresh, cache=False)
-            return time.perf_counter() - t
+            return clock() - t
         if kind == "cold":
+            messages = source(name)
 
             async def cold() -> Any:
                 clear_cache()
-                return await (await open_session(sources[source])).render()
+                return await (await open_session(messages)).render()
 
-            t = time.perf_counter()
+            t = clock()
             loop.run_until_complete(cold())
-            return time.perf_counter() - t
-        session = warm[source]
+            return clock() - t
+        session = warm_session(name)
 
         async def again() -> Any:
             session.extend([Message.assistant("ok"), Message.user("one more question")])
             return await session.render()
 
-        t = time.perf_counter()
+        t = clock()
         loop.run_until_complete(again())
-        return time.perf_counter() - t
+        return clock() - t
 
     print("ready", flush=True)
     for line in sys.stdin:
         print(run(line.strip()), flush=True)
 
 
-def _side(python_path: str) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=python_path)
+def _side(python_path: str, clock: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=python_path, CTXENGINE_AB_CLOCK=clock)
     proc = subprocess.Popen(
         [sys.executable, __file__, "--worker"],
         stdin=subprocess.PIPE,
@@ -107,12 +128,21 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("old", help="NAME=PYTHONPATH of the baseline build")
     parser.add_argument("new", help="NAME=PYTHONPATH of the build compared with it")
-    parser.add_argument("--ops", default=",".join(OPS))
+    parser.add_argument(
+        "--ops", default=",".join(OPS), help=f"comma-separated, of {', '.join(OPS + MORE_OPS)}"
+    )
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="wall time, or the process's CPU time (steadier when other jobs share the cores; "
+        "it adds the time of every thread, so multi-threaded counting weighs more)",
+    )
     args = parser.parse_args(argv)
     sides = dict(s.split("=", 1) for s in (args.old, args.new))
     names = list(sides)
-    procs = {name: _side(path) for name, path in sides.items()}
+    procs = {name: _side(path, args.clock) for name, path in sides.items()}
     rng = random.Random(0)
 
     def once(name: str, op: str) -> float:

@@ -342,11 +342,23 @@ class TurnLog:
 
 def _valid(text: str) -> str:
     """``text`` with each lone surrogate (e.g. from ``errors='surrogateescape'``) as U+FFFD."""
+    if text.isascii():
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
+
+
+def _clean(block: Block) -> bool:
+    """Whether ``block``'s text is valid UTF-8 already (the common case: nothing to copy)."""
+    kind = type(block)
+    if kind is Text or kind is Thinking:
+        return _valid(block.text) is block.text  # type: ignore[union-attr]
+    if kind is ToolResult:
+        return all(_clean(b) for b in block.content)  # type: ignore[union-attr]
+    return not isinstance(block, (Text, Thinking, ToolResult))
 
 
 def _valid_block(block: Block) -> Block:
@@ -364,6 +376,8 @@ def _valid_block(block: Block) -> Block:
 def repair_text(message: Message) -> Message:
     """``message`` with valid UTF-8 text: a lone surrogate cannot be encoded, counted or sent,
     so it becomes U+FFFD when the message enters the session (the message itself when clean)."""
+    if all(_clean(b) for b in message.blocks):
+        return message
     blocks = tuple(_valid_block(b) for b in message.blocks)
     if all(a is b for a, b in zip(blocks, message.blocks, strict=True)):
         return message

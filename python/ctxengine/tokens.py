@@ -107,7 +107,10 @@ def _message_strings(message: Mapping[str, Any]) -> tuple[list[str], int]:
     strings: list[str] = []
     overhead = TOKENS_PER_MESSAGE
     for key, value in message.items():
-        if key == "tool_calls" and isinstance(value, Sequence):
+        if type(value) is str and key != "tool_calls":  # role, content, name...: most values
+            strings.append(value)
+            overhead += TOKENS_PER_NAME if key == "name" else 0
+        elif key == "tool_calls" and isinstance(value, Sequence):
             for call in value:
                 fn = call.get("function", {}) if isinstance(call, Mapping) else {}
                 strings += [str(fn.get("name", "")), str(fn.get("arguments", ""))]

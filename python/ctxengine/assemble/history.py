@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Final
+from functools import lru_cache
+from typing import Any, Final
 
 from .. import _core
 from ..grain import ContextGrain
@@ -19,7 +20,15 @@ from ..tokens import IMAGE_TOKENS
 from ..transcript.model import Image, Message, Text, Thinking, ToolResult
 from .guard import truncate_tool_result
 
-__all__ = ("FLAG", "KIND", "ROLE", "HistoryBuilder", "HistoryItem", "tool_result_node_id")
+__all__ = (
+    "FLAG",
+    "KIND",
+    "ROLE",
+    "HistoryBuilder",
+    "HistoryItem",
+    "tool_result_node_id",
+    "transcript_grain",
+)
 
 # The codes of the core's columns, by the names this module uses (the core owns the values).
 KIND: Final = {
@@ -55,6 +64,30 @@ _STRUCTURAL = re.compile(
     re.IGNORECASE,
 )
 _NODE_CHARS = re.compile(r"[^A-Za-z0-9_\-:]")
+
+
+def transcript_grain(
+    node_id: str, text: str, priority: int, protected: bool, meta: dict[str, Any]
+) -> ContextGrain:
+    """The ``transcript`` grain of a history item (lifespan ``session``, no window).
+
+    Its fields are valid by construction: a node id made by :class:`HistoryBuilder`, an int
+    priority, text the session repaired on entry. So for ASCII text (nothing to re-check) the
+    grain is made without running :meth:`ContextGrain.check`, which costs more than the rest of
+    the item on a cold render; other text is checked as usual."""
+    if not text.isascii():
+        return ContextGrain(node_id, "transcript", text, priority, "session", None, protected, meta)
+    grain: ContextGrain = object.__new__(ContextGrain)
+    grain.node_id, grain.origin, grain.content = node_id, "transcript", text
+    grain.priority, grain.lifespan, grain.window = priority, "session", None
+    grain.protected, grain.meta = protected, meta
+    return grain
+
+
+@lru_cache(maxsize=1024)
+def _structural(tool_name: str) -> bool:
+    """Whether a tool of this name changes things (edits, writes, commits...)."""
+    return _STRUCTURAL.search(tool_name) is not None
 
 
 @dataclass(slots=True)
@@ -112,70 +145,68 @@ class HistoryBuilder:
 
     def _message(self, index: int, message: Message) -> HistoryItem:
         calls = message.tool_calls
-        for call in calls:
-            self.tool_names[call.id] = call.name
-            self.call_group[call.id] = self.turn
-        flags = FLAG["tool_call"] if calls else 0
-        if message.role == "user" and (len(message.text) > 40 or _FEEDBACK.search(message.text)):
+        flags = 0
+        if calls:
+            flags = FLAG["tool_call"]
+            for call in calls:
+                self.tool_names[call.id] = call.name
+                self.call_group[call.id] = self.turn
+            if any(_structural(c.name) for c in calls):
+                flags |= FLAG["structural"]
+        text = message.text
+        role = message.role
+        if role == "user" and (len(text) > 40 or _FEEDBACK.search(text)):
             # Explicit user input: a request worth stating, or feedback on the last step.
             flags |= FLAG["feedback"]
-        if any(_STRUCTURAL.search(c.name) for c in calls):
-            flags |= FLAG["structural"]
-        images = sum(isinstance(b, Image) for b in message.blocks)
+        blocks = message.blocks
+        images = 0
+        thinking: tuple[str, ...] = ()
+        if not (len(blocks) == 1 and type(blocks[0]) is Text):  # else: one text block
+            images = sum(isinstance(b, Image) for b in blocks)
+            # Thinking is rendered for Anthropic and Gemini: it is counted (never trimmed alone,
+            # so the turn's overhead), as are the tool calls' names and arguments.
+            thinking = tuple(b.text for b in blocks if isinstance(b, Thinking) and b.text)
         flags |= FLAG["image"] if images else 0
-        kind, role = KIND["message"], ROLE[message.role]
-        if message.role == "system":
+        kind = KIND["message"]
+        if role == "system":
             kind, flags = KIND["context"], flags | FLAG["protected"]
-        # Thinking is rendered for Anthropic and Gemini: it is counted (never trimmed alone, so
-        # the turn's overhead), as are the tool calls' names and arguments.
-        thinking = tuple(b.text for b in message.blocks if isinstance(b, Thinking) and b.text)
         texts = thinking + tuple(t for c in calls for t in (c.name, c.arguments_json))
         context = kind == _core.KIND_CONTEXT
         node_id = self._node_id(f"sys.transcript.{index}" if context else f"hist.{index}")
-        text = message.text
-        grain = ContextGrain(
-            node_id,
-            "transcript",
-            text,
-            priority=0 if context else 100,
-            lifespan="session",
-            protected=context,
-            meta={"message_index": index, "role": message.role},
-        )
+        meta = {"message_index": index, "role": role}
+        grain = transcript_grain(node_id, text, 0 if context else 100, context, meta)
         overhead = MESSAGE_OVERHEAD + images * IMAGE_TOKENS
-        label = f"{message.role} message {index}"
         return HistoryItem(
             node_id,
             index,
             -1,
             text,
             kind,
-            role,
+            ROLE[role],
             self.turn,
             flags,
             texts,
             overhead,
-            label,
+            f"{role} message {index}",
             grain,
             text,
         )
 
     def _result(self, index: int, position: int, result: ToolResult) -> HistoryItem:
         name = result.name or self.tool_names.get(result.call_id, "tool")
-        images = sum(isinstance(b, Image) for b in result.content)
+        content = result.content
+        if len(content) == 1 and type(content[0]) is Text:
+            images, source = 0, content[0].text
+        else:
+            images = sum(isinstance(b, Image) for b in content)
+            source = "\n".join(b.text for b in content if isinstance(b, Text))
         flags = FLAG["image"] if images else 0
         node_id = self._node_id(tool_result_node_id(result.call_id) or f"act.tool_result.m{index}")
-        source = "\n".join(b.text for b in result.content if isinstance(b, Text))
         text = source
         if self.max_result_chars is not None and len(source) > self.max_result_chars:
             text = truncate_tool_result(source, self.max_result_chars)
-        grain = ContextGrain(
-            node_id,
-            "transcript",
-            text,
-            lifespan="session",
-            meta={"message_index": index, "role": "tool", "tool": name},
-        )
+        meta = {"message_index": index, "role": "tool", "tool": name}
+        grain = transcript_grain(node_id, text, 100, False, meta)
         return HistoryItem(
             node_id,
             index,

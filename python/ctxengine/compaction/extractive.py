@@ -15,9 +15,9 @@ from typing import Final
 
 from ..tokens import Tokenizer
 from ..transcript import Message
-from .facts import extract_facts, first_line, is_summary
+from .facts import extract_facts, facts_of, first_line, message_scope
 from .protocol import Count, counter
-from .sections import build_parts, cap_summary, parse_sections
+from .sections import build_parts, cap_summary
 
 __all__ = ("ExtractiveSummarizer",)
 
@@ -70,8 +70,9 @@ class ExtractiveSummarizer:
 
     def summarize_sync(self, messages: Sequence[Message], *, max_tokens: int | None = None) -> str:
         """The same summary, without an event loop."""
-        facts = extract_facts(messages)
-        parts = build_parts(facts, self._body(messages), len(messages))
+        with message_scope():  # the facts and the prose read each message once
+            facts = extract_facts(messages)
+            parts = build_parts(facts, self._body(messages), len(messages))
         if max_tokens is None:
             return parts.render()
         return cap_summary(parts, max_tokens, self._count)
@@ -81,18 +82,21 @@ class ExtractiveSummarizer:
         decisions: list[str] = []
         progress: list[str] = []
         for m in messages:
-            if is_summary(m):
-                carried = parse_sections(m.text)
+            read = facts_of(m)  # the text, and an earlier summary's sections, read once
+            if read.carried is not None:
+                carried = read.carried
                 goal = goal or " ".join(carried.get("Goal", [])) or None
                 decisions += carried.get("Decisions", [])
                 progress += carried.get("Progress", [])
-            elif m.role == "user" and goal is None and m.text.strip():
-                flat = " ".join(m.text.split())
+                continue
+            text = read.text
+            if m.role == "user" and goal is None and text.strip():
+                flat = " ".join(text.split())
                 goal = flat if len(flat) <= _GOAL_CHARS else flat[: _GOAL_CHARS - 1] + "…"
-            elif m.role == "assistant" and m.text.strip():
-                lines = _prose_lines(m.text)
+            elif m.role == "assistant" and text.strip():
+                lines = _prose_lines(text)
                 decisions += [ln for ln in lines if _DECISION.search(ln)]
-                progress.append(first_line(m.text))
+                progress.append(first_line(text))
         keep = self.max_items
         out: list[str] = []
         if goal:

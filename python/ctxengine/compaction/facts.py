@@ -7,7 +7,9 @@ whichever summarizer wrote its prose, so a summarizer cannot lose them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -21,6 +23,8 @@ __all__ = (
     "extract_facts",
     "files_touched",
     "first_line",
+    "message_scope",
+    "message_text",
     "read_rules",
 )
 
@@ -69,6 +73,63 @@ _QUESTION: Final = re.compile(r"[^\n]{8,}\?\s*$", re.M)
 _SUMMARY_HEAD: Final = "[Summary of the earlier conversation"
 
 
+@dataclass(slots=True)
+class _Seen:
+    """What one compaction learned of one message; computed once, however many of its steps
+    read the message (the chunk summaries, the facts of the whole stretch, the token counts,
+    the cache key). ``message`` keeps the object alive, so its ``id()`` stays its key."""
+
+    message: Message
+    text: str
+    facts: _MessageFacts | None = None
+    joined: str | None = None
+    count: Any = None
+    tokens: int = 0
+
+
+_SCOPE: ContextVar[dict[int, _Seen] | None] = ContextVar("ctxengine_compaction", default=None)
+
+
+@contextmanager
+def message_scope() -> Iterator[None]:
+    """Within it, what compaction derives from a message (its text, key facts, token count) is
+    computed once per message object and reused. A compaction opens one; nested scopes share
+    the outer one. Messages are immutable, so reuse cannot change a result; the memo lives as
+    long as the scope."""
+    if _SCOPE.get() is not None:
+        yield
+        return
+    token = _SCOPE.set({})
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+def scope_memo() -> dict[int, _Seen] | None:
+    """The memo of the current :func:`message_scope` (None outside one)."""
+    return _SCOPE.get()
+
+
+def scoped(m: Message) -> _Seen | None:
+    """What the current :func:`message_scope` holds of ``m`` (made on first use); None outside
+    a scope."""
+    memo = _SCOPE.get()
+    if memo is None:
+        return None
+    key = id(m)
+    seen = memo.get(key)
+    if seen is None or seen.message is not m:
+        seen = memo[key] = _Seen(m, m.text)
+    return seen
+
+
+def message_text(m: Message) -> str:
+    """``m.text``, computed once per message inside a :func:`message_scope`."""
+    seen = scoped(m)
+    return m.text if seen is None else seen.text
+
+
 @dataclass(frozen=True, slots=True)
 class Failure:
     """One failed tool call: tool ``name``, ``call_id``, ``status``, ``exit_code`` (when the
@@ -113,11 +174,14 @@ def is_summary(message: Message) -> bool:
     summary by its sections instead of being taken for a user request)."""
     if message.meta.get("ctxengine_summary"):
         return True
-    return message.role == "user" and message.text.startswith(_SUMMARY_HEAD)
+    return message.role == "user" and message_text(message).startswith(_SUMMARY_HEAD)
 
 
-def _add(target: list[str], items: Iterable[str]) -> None:
-    seen = set(target)
+def _add(target: list[str], items: Iterable[str], seen: set[str] | None = None) -> None:
+    """Append the new, non-empty ``items`` to ``target``; ``seen`` (the set of ``target``,
+    kept by a caller adding many times) saves building it on every call."""
+    if seen is None:
+        seen = set(target)
     for item in items:
         if item and item not in seen:
             seen.add(item)
@@ -234,61 +298,105 @@ def _argument_paths(args: dict[str, Any]) -> list[str]:
     return paths
 
 
-def _call_files(call: ToolCall, current: str | None) -> tuple[list[str], list[str]]:
+#: One step of :func:`files_touched`'s reading of a message: ``R``/``W`` add files read /
+#: modified, ``WC`` adds the current file (if any) to those modified, ``C`` sets it.
+_FileOp = tuple[str, Any]
+
+
+def _call_ops(call: ToolCall) -> list[_FileOp]:
+    """The file steps of one tool call (see :data:`_FileOp`): what it reads and modifies, then
+    the current file it leaves (its first path argument)."""
     name = call.name.lower()
     args = call.arguments if isinstance(call.arguments, dict) else {}
     raw = call.arguments if isinstance(call.arguments, str) else ""
     paths = _argument_paths(args)
-    if name in _SHELL_TOOLS or (not paths and isinstance(args.get("command"), str)):
+    ops: list[_FileOp] = []
+    if name in _SHELL_TOOLS:
         command = args.get("command", args.get("cmd", raw))
         if isinstance(command, list):
             command = " ".join(str(c) for c in command)
-        if name in _SHELL_TOOLS:
-            return _shell_files(str(command))
-    if name in _EDITOR_TOOLS:
+        read, modified = _shell_files(str(command))
+        ops += [("R", read), ("W", modified)]
+    elif name in _EDITOR_TOOLS:
         sub = str(args.get("command", ""))
-        return (paths, []) if sub in _EDITOR_READ else ([], paths)
-    if name in {"apply_patch", "patch"} or "*** Begin Patch" in raw:
+        ops.append(("R", paths) if sub in _EDITOR_READ else ("W", paths))
+    elif name in {"apply_patch", "patch"} or "*** Begin Patch" in raw:
         text = raw or str(args.get("input", args.get("patch", "")))
-        return [], [p for p in _PATCH_FILE.findall(text) if p != "/dev/null"]
-    if name in _WRITE_TOOLS:
-        return [], paths or ([current] if current else [])
-    if name in _READ_TOOLS:
-        return paths, []
-    return [], []
+        ops.append(("W", [p for p in _PATCH_FILE.findall(text) if p != "/dev/null"]))
+    elif name in _WRITE_TOOLS:
+        ops.append(("W", paths) if paths else ("WC", None))
+    elif name in _READ_TOOLS:
+        ops.append(("R", paths))
+    if paths:
+        ops.append(("C", paths[0]))
+    return ops
+
+
+def _call_files(call: ToolCall, current: str | None) -> tuple[list[str], list[str]]:
+    """Files one tool call reads and modifies (``current``: the file a write without a path
+    argument edits)."""
+    read: list[str] = []
+    modified: list[str] = []
+    for kind, value in _call_ops(call):
+        if kind == "R":
+            read += value
+        elif kind == "W":
+            modified += value
+        elif kind == "WC" and current:
+            modified.append(current)
+    return read, modified
+
+
+def _file_ops(m: Message, text: str) -> list[_FileOp]:
+    """The file steps of message ``m`` (``text``: its text), in the order they happen."""
+    ops: list[_FileOp] = []
+    if m.role == "assistant":
+        for call in m.tool_calls:
+            ops += _call_ops(call)
+        if "```" in text:
+            for action, rest in _TEXT_ACTION.findall(text):
+                words = rest.split()
+                target = _clean_path(words[0]) if words else None
+                if action == "open" and target:
+                    ops += [("R", [target]), ("C", target)]
+                elif action == "create" and target:
+                    ops += [("W", [target]), ("C", target)]
+                elif action in {"edit", "insert"}:
+                    ops.append(("WC", None))
+            ops.append(("W", _AIDER_EDIT.findall(text)))
+    opened = _OPEN_FILE.findall(text) if m.role != "tool" and "(Open file: " in text else []
+    for result in m.tool_results:
+        tail = result.text[-400:]
+        if "(Open file: " in tail:
+            opened += _OPEN_FILE.findall(tail)
+    if opened and opened[-1].strip() != "n/a":
+        ops.append(("C", opened[-1].strip()))
+    return ops
+
+
+def _replay(steps: Iterable[list[_FileOp]]) -> tuple[list[str], list[str]]:
+    read: list[str] = []
+    modified: list[str] = []
+    read_seen: set[str] = set()
+    modified_seen: set[str] = set()
+    current: str | None = None
+    for ops in steps:
+        for kind, value in ops:
+            if kind == "C":
+                current = value
+            elif kind == "R":
+                _add(read, value, read_seen)
+            elif kind == "W":
+                _add(modified, value, modified_seen)
+            elif current:
+                _add(modified, [current], modified_seen)
+    return read, modified
 
 
 def files_touched(messages: Sequence[Message]) -> tuple[list[str], list[str]]:
     """``(files read, files modified)`` by the tool calls of ``messages`` (and, for logs whose
     actions are text — SWE-agent commands, aider edit blocks — by those), oldest first."""
-    read: list[str] = []
-    modified: list[str] = []
-    current: str | None = None
-    for m in messages:
-        if m.role == "assistant":
-            for call in m.tool_calls:
-                r, w = _call_files(call, current)
-                _add(read, r)
-                _add(modified, w)
-                args = call.arguments if isinstance(call.arguments, dict) else {}
-                current = next(iter(_argument_paths(args)), current)
-            for action, rest in _TEXT_ACTION.findall(m.text):
-                target = _clean_path(rest.split()[0]) if rest.split() else None
-                if action == "open" and target:
-                    _add(read, [target])
-                    current = target
-                elif action == "create" and target:
-                    _add(modified, [target])
-                    current = target
-                elif action in {"edit", "insert"} and current:
-                    _add(modified, [current])
-            _add(modified, _AIDER_EDIT.findall(m.text))
-        opened = _OPEN_FILE.findall(m.text if m.role != "tool" else "")
-        for result in m.tool_results:
-            opened += _OPEN_FILE.findall(result.text[-400:])
-        if opened and opened[-1].strip() != "n/a":
-            current = opened[-1].strip()
-    return read, modified
+    return _replay(_file_ops(m, message_text(m)) for m in messages)
 
 
 def _failure(name: str, call_id: str, text: str) -> Failure:
@@ -343,15 +451,17 @@ def _identifiers(text: str) -> tuple[str, ...]:
     return (*found, *uuids, *hashes, *paths, *tickets)
 
 
-def _pending(messages: Sequence[Message]) -> list[str]:
+def _pending(messages: Sequence[Message], texts: Sequence[str]) -> list[str]:
     asks: list[str] = []
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
-    after = messages[last_user + 1 :] if last_user is not None else messages
-    if last_user is not None and not any(m.role == "assistant" and m.text for m in after):
-        asks.append("answer the latest request: " + first_line(messages[last_user].text))
-    for m in reversed(messages):
-        if m.role == "assistant" and m.text.strip():
-            asks += ["assistant asked: " + first_line(q) for q in _QUESTION.findall(m.text)[-3:]]
+    after = range(last_user + 1, len(messages)) if last_user is not None else range(len(messages))
+    if last_user is not None and not any(
+        messages[i].role == "assistant" and texts[i] for i in after
+    ):
+        asks.append("answer the latest request: " + first_line(texts[last_user]))
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "assistant" and texts[i].strip():
+            asks += ["assistant asked: " + first_line(q) for q in _QUESTION.findall(texts[i])[-3:]]
             break
     for m in messages[last_user or 0 :]:
         for call in m.tool_calls:
@@ -380,9 +490,53 @@ def parse_sections(text: str) -> dict[str, list[str]]:
     return found
 
 
-def _carry(facts: KeyFacts, message: Message) -> None:
-    for name, lines in parse_sections(message.text).items():
-        _add(facts.carried.setdefault(name, []), lines)
+@dataclass(slots=True)
+class _MessageFacts:
+    """What one message gives :func:`extract_facts`, whatever its neighbours: an earlier
+    summary gives its sections (``carried``) and nothing else; otherwise its request, its
+    identifiers, its tool calls (id → name), its failed results (call id, name, text) and its
+    file steps (see :data:`_FileOp`)."""
+
+    text: str
+    carried: dict[str, list[str]] | None = None
+    request: str | None = None
+    idents: tuple[str, ...] = ()
+    calls: tuple[tuple[str, str], ...] = ()
+    errors: tuple[tuple[str, str | None, str], ...] = ()
+    files: list[_FileOp] = field(default_factory=list)
+
+
+def _read(m: Message, text: str) -> _MessageFacts:
+    if m.meta.get("ctxengine_summary") or (m.role == "user" and text.startswith(_SUMMARY_HEAD)):
+        # an earlier summary (:func:`is_summary`)
+        return _MessageFacts(text, carried=parse_sections(text))
+    facts = _MessageFacts(text, files=_file_ops(m, text))
+    if m.role == "user":
+        request = text.strip()
+        if request:
+            facts.request = request
+            facts.idents = _identifiers(text)
+    elif m.role == "assistant":
+        calls = m.tool_calls
+        idents = _identifiers(text)
+        if calls:
+            facts.calls = tuple((c.id, c.name) for c in calls)
+            idents += tuple(i for c in calls for i in _identifiers(c.arguments_json))
+        facts.idents = idents
+    elif m.role == "tool":
+        facts.errors = tuple((r.call_id, r.name, r.text) for r in m.tool_results if r.is_error)
+    return facts
+
+
+def facts_of(m: Message) -> _MessageFacts:
+    """What ``m`` gives :func:`extract_facts` (its text; for an earlier summary its sections):
+    read once per message inside a :func:`message_scope`."""
+    seen = scoped(m)
+    if seen is None:
+        return _read(m, m.text)
+    if seen.facts is None:
+        seen.facts = _read(m, seen.text)
+    return seen.facts
 
 
 def extract_facts(
@@ -394,6 +548,10 @@ def extract_facts(
 ) -> KeyFacts:
     """The key facts of ``messages``. Earlier summaries among them contribute their sections.
 
+    Each message is read alone (once per message inside a :func:`message_scope`, however many
+    stretches it is part of); what depends on its neighbours — a failure's tool name, the
+    current file of an edit without a path, duplicates — is settled here, in order.
+
     Args:
         messages: The stretch to summarize, oldest first.
         rules: Workspace rules to keep verbatim (see :func:`read_rules`).
@@ -403,31 +561,37 @@ def extract_facts(
     facts = KeyFacts(rules=list(rules), pinned=[p for p in pinned if p.strip()])
     names: dict[str, str] = {}
     seen_calls: set[str] = set()
+    carried_seen: dict[str, set[str]] = {}
     idents: list[str] = []
-    plain = []
+    plain: list[Message] = []
+    read: list[_MessageFacts] = []
+    memo = _SCOPE.get()
     for m in messages:
-        if is_summary(m):
-            _carry(facts, m)
+        seen = memo.get(id(m)) if memo is not None else None
+        mf = seen.facts if seen is not None and seen.message is m else None
+        if mf is None:
+            mf = facts_of(m)
+        if mf.carried is not None:
+            for name, lines in mf.carried.items():
+                if name not in facts.carried:
+                    facts.carried[name], carried_seen[name] = [], set()
+                _add(facts.carried[name], lines, carried_seen[name])
             continue
         plain.append(m)
-        if m.role == "user" and m.text.strip():
-            facts.requests.append(m.text.strip())
-            idents += _identifiers(m.text)
-        elif m.role == "assistant":
-            idents += _identifiers(m.text)
-            for call in m.tool_calls:
-                names[call.id] = call.name
-                idents += _identifiers(call.arguments_json)
-        for r in m.tool_results:
-            if r.is_error and r.call_id not in seen_calls:
-                seen_calls.add(r.call_id)
-                facts.failures.append(
-                    _failure(r.name or names.get(r.call_id, "tool"), r.call_id, r.text)
-                )
-    facts.files_read, facts.files_modified = files_touched(plain)
+        read.append(mf)
+        if mf.request is not None:
+            facts.requests.append(mf.request)
+        idents += mf.idents
+        if mf.calls:
+            names.update(mf.calls)
+        for call_id, tool, output in mf.errors:
+            if call_id not in seen_calls:
+                seen_calls.add(call_id)
+                facts.failures.append(_failure(tool or names.get(call_id, "tool"), call_id, output))
+    facts.files_read, facts.files_modified = _replay(mf.files for mf in read)
     _add(facts.identifiers, idents)
     facts.identifiers = facts.identifiers[-max_identifiers:]
-    facts.pending = _pending(plain)
+    facts.pending = _pending(plain, [mf.text for mf in read])
     return facts
 
 

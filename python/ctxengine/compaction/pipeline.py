@@ -26,7 +26,17 @@ from ..errors import SummarizerError
 from ..grain import ContextGrain
 from ..tokens import Tokenizer
 from ..transcript import Message, Text, ToolResult
-from .facts import KeyFacts, extract_facts, first_line, is_summary, read_rules
+from .facts import (
+    KeyFacts,
+    extract_facts,
+    first_line,
+    is_summary,
+    message_scope,
+    message_text,
+    read_rules,
+    scope_memo,
+    scoped,
+)
 from .planning import (
     chunk_by_tokens,
     chunk_max_tokens,
@@ -35,7 +45,7 @@ from .planning import (
     tool_groups,
 )
 from .protocol import Count, Summarizer, call_summarizer, counter
-from .sections import build_parts, capped_summary
+from .sections import additive, build_parts, capped_summary
 
 __all__ = (
     "DEFAULT_INSTRUCTIONS",
@@ -63,6 +73,8 @@ MERGE_INSTRUCTIONS: Final = (
     "drop only repetition."
 )
 _WORD: Final = re.compile(r"[^\W_]{2,}")
+#: What makes a summary unusable when it is more than a tenth of it: U+FFFD, control characters.
+_BAD: Final = re.compile(r"[\ufffd\x00-\x08\x0b\x0c\x0e-\x1f]")
 #: The newest request is kept verbatim up to this many characters.
 MAX_LATEST_CHARS: Final = 1900
 
@@ -176,16 +188,65 @@ class CompactionResult:
         }
 
 
-def _message_text(m: Message) -> str:
-    parts = [m.role, m.text]
+def _joined(m: Message, text: str) -> str:
+    parts = [m.role, text]
     parts += [f"{c.name} {c.arguments_json}" for c in m.tool_calls]
     parts += [r.text for r in m.tool_results]
     return "\n".join(p for p in parts if p)
 
 
+def _message_text(m: Message) -> str:
+    """What compaction counts and hashes of ``m``: role, text, tool calls and results (once
+    per message inside a :func:`~ctxengine.compaction.facts.message_scope`)."""
+    seen = scoped(m)
+    if seen is None:
+        return _joined(m, m.text)
+    if seen.joined is None:
+        seen.joined = _joined(m, seen.text)
+    return seen.joined
+
+
 def message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
-    """Token estimate of each message: its text, tool calls and results, plus 4 of framing."""
-    return [count(_message_text(m)) + 4 for m in messages]
+    """Token estimate of each message: its text, tool calls and results, plus 4 of framing
+    (counted once per message and ``count`` inside a
+    :func:`~ctxengine.compaction.facts.message_scope`)."""
+    exact = additive(count)
+    memo = scope_memo()
+    out = []
+    for m in messages:
+        seen = memo.get(id(m)) if memo is not None else None
+        if seen is None or seen.message is not m:
+            seen = scoped(m)
+            if seen is None:
+                out.append(_tokens(m, m.text, count, exact) + 4)
+                continue
+        if seen.count is None or seen.count != count:
+            seen.tokens, seen.count = _tokens(m, seen.text, count, exact) + 4, count
+        out.append(seen.tokens)
+    return out
+
+
+def _tokens(m: Message, text: str, count: Count, exact: Tokenizer | None) -> int:
+    """``count(_joined(m, text))``. With an exact counter (:func:`~ctxengine.compaction.
+    sections.additive`) the longest part (the text, or a tool result) is counted alone: the
+    session counted that very text when it entered the plan, so its count is a cache hit,
+    and only the role and the small parts around it are new (it is cut out only where the
+    pre-tokenizer cannot join across: after the newline before it, when it starts with
+    neither whitespace nor ``/``, and before the newline after it, when it ends in a letter
+    or digit)."""
+    parts = [m.role, text]
+    parts += [f"{c.name} {c.arguments_json}" for c in m.tool_calls]
+    parts += [r.text for r in m.tool_results]
+    parts = [p for p in parts if p]
+    if exact is not None and len(parts) > 1:
+        k = max(range(1, len(parts)), key=lambda i: len(parts[i]))
+        big = parts[k]
+        last = k == len(parts) - 1
+        starts = len(big) >= 64 and not big[0].isspace() and big[0] != "/"
+        if starts and (last or big[-1].isalnum()):
+            n = exact.count("\n".join(parts[:k]) + "\n") + exact.count(big)
+            return n + (0 if last else exact.count("\n" + "\n".join(parts[k + 1 :])))
+    return count("\n".join(parts))
 
 
 def summary_message(text: str, replaced: int) -> Message:
@@ -200,7 +261,7 @@ def _usable(text: object) -> str:
     if not stripped:
         raise SummarizerError("summarizer returned an empty summary")
     words = _WORD.findall(stripped)
-    bad = sum(1 for c in stripped if c == "\ufffd" or (ord(c) < 32 and c not in "\n\t\r"))
+    bad = len(_BAD.findall(stripped))
     if len(words) < 3 or bad > len(stripped) * 0.1:
         raise SummarizerError(f"summarizer returned unusable text: {stripped[:60]!r}")
     return stripped
@@ -223,7 +284,8 @@ class _Run:
     def _key(messages: Sequence[Message], instructions: str, max_tokens: int) -> str:
         h = hashlib.sha256(f"{instructions}\0{max_tokens}".encode())
         for m in messages:
-            h.update(b"\0" + _message_text(m).encode("utf-8", "surrogatepass"))
+            h.update(b"\0")
+            h.update(_message_text(m).encode("utf-8", "surrogatepass"))
         return h.hexdigest()
 
     async def call(self, messages: Sequence[Message], instructions: str, max_tokens: int) -> str:
@@ -426,6 +488,24 @@ async def compact(
     """
     if max_tokens <= 0:
         raise ValueError(f"max_tokens is {max_tokens}; expected a positive number of tokens")
+    with message_scope():
+        return await _compact(
+            messages, max_tokens, summarizer, tokenizer, protected, latest_request, config,
+            cache, room,
+        )  # fmt: skip
+
+
+async def _compact(
+    messages: Sequence[Message],
+    max_tokens: int,
+    summarizer: Summarizer | object | None,
+    tokenizer: Tokenizer | Count | str | None,
+    protected: Sequence[str | ContextGrain],
+    latest_request: str | None,
+    config: CompactionConfig | None,
+    cache: MutableMapping[str, str] | None,
+    room: int | None,
+) -> CompactionResult:
     from .extractive import ExtractiveSummarizer
 
     config = config or CompactionConfig()
@@ -542,6 +622,21 @@ async def compact_history(
     Raises:
         ValueError: ``budget`` is not positive.
     """
+    with message_scope():
+        return await _compact_history(
+            messages, budget, summarizer, tokenizer, protected, config, cache
+        )
+
+
+async def _compact_history(
+    messages: Sequence[Message],
+    budget: int,
+    summarizer: Summarizer | object | None,
+    tokenizer: Tokenizer | Count | str | None,
+    protected: Sequence[str | ContextGrain],
+    config: CompactionConfig | None,
+    cache: MutableMapping[str, str] | None,
+) -> CompactionResult:
     config = config or CompactionConfig()
     count = counter(tokenizer)
     msgs = tuple(messages)
@@ -564,7 +659,7 @@ async def compact_history(
             break
     users = [i for i in range(head, cut) if msgs[i].role == "user" and not is_summary(msgs[i])]
     newest_user = max((i for i, m in enumerate(msgs) if m.role == "user"), default=-1)
-    latest = msgs[users[-1]].text if users and users[-1] == newest_user else None
+    latest = message_text(msgs[users[-1]]) if users and users[-1] == newest_user else None
     args: dict[str, Any] = {
         "summarizer": summarizer,
         "tokenizer": count,

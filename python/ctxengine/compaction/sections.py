@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from ..tokens import Tokenizer
 from .facts import SECTION_HEADING, Failure, KeyFacts, first_line, parse_sections
 
 __all__ = (
@@ -120,6 +121,11 @@ class SummaryParts:
 
     def render(self) -> str:
         """The summary text."""
+        return "\n".join(self.layout()[0])
+
+    def layout(self) -> tuple[list[str], int]:
+        """The lines of the summary, and the index of its ``Read:`` line (-1: none)."""
+        read_at = -1
         out = [f"{HEADER}: {self.messages} messages]", PREAMBLE]
         if self.body:
             out += ["", *self.body]
@@ -132,7 +138,9 @@ class SummaryParts:
         if self.modified or self.read:
             out += ["", "## Files"]
             out += [_joined("Modified", self.modified, self.modified_more)] if self.modified else []
-            out += [_joined("Read", self.read, self.read_more)] if self.read else []
+            if self.read:
+                read_at = len(out)
+                out.append(_joined("Read", self.read, self.read_more))
         if self.rules or self.pinned:
             out += ["", "## Rules", *self.rules, *(f"- {p}" for p in self.pinned)]
         if self.identifiers:
@@ -143,14 +151,17 @@ class SummaryParts:
                 out.append(f"- ({self.requests_more} earlier requests omitted)")
             width = self.requests_width
             if width and width < _REQUEST_WIDTHS[0] and self.requests:
-                out.append(EXCERPTS + _SEPARATOR.join(_cut(r, width) for r in self.requests))
+                cut = [r if len(r) <= width else r[:width] + "…" for r in self.requests]
+                out.append(EXCERPTS + _SEPARATOR.join(cut))
+            elif width:
+                out += [f"- {r}" if len(r) <= width else f"- {r[:width]}…" for r in self.requests]
             else:
-                out += [f"- {_cut(r, width) if width else r}" for r in self.requests]
+                out += [f"- {r}" for r in self.requests]
             if self.latest:
                 out.append("- (latest) " + self.latest.strip().replace("\n", "\n  "))
         if self.pending:
             out += ["", "## Pending", *(f"- {p}" for p in self.pending)]
-        return "\n".join(out)
+        return out, read_at
 
 
 def _joined(label: str, items: list[str], more: int) -> str:
@@ -377,11 +388,20 @@ def _restore(
 ) -> str:
     """Put dropped requests and files back, newest first (short form), while they fit: the
     shrink steps cut in coarse strides."""
+    exact = additive(count)
     for name, more in (("requests", "requests_more"), ("read", "read_more")):
         full, kept = getattr(parts, name), getattr(work, name)
         dropped = full[: len(full) - len(kept)]  # requests: render() cuts them to the width
         if name == "read":
             dropped = [_cut(x, 79) for x in dropped]
+        if exact is not None and dropped:
+            before = (list(kept), getattr(work, more))
+            fast = _put_back(name, work, dropped[:], max_tokens, exact, text)
+            if fast is not None:
+                text = fast
+                continue
+            setattr(work, name, before[0])  # the sizes did not add up: the plain loop decides
+            setattr(work, more, before[1])
         while dropped and count(text) < max_tokens:
             setattr(work, name, [dropped[-1], *getattr(work, name)])
             setattr(work, more, getattr(work, more) - 1)
@@ -402,6 +422,114 @@ def _restore(
             break
         text = candidate
     return text
+
+
+def additive(count: Count) -> Tokenizer | None:
+    """The exact ``o200k_base``/``cl100k_base`` tokenizer whose ``count`` is ``count``, else
+    None. Their pre-tokenizers never join the characters on both sides of a split point — a
+    space after a non-space character, or a character other than whitespace or ``/`` after a
+    newline — so the tokens of a text are the sum of those of its pieces cut there (checked
+    by ``tests/compaction/test_fast_paths.py``)."""
+    tok = getattr(count, "__self__", None)
+    if (
+        isinstance(tok, Tokenizer)
+        and getattr(count, "__name__", "") == "count"
+        and tok.exact
+        and tok.name in {"o200k_base", "cl100k_base"}
+    ):
+        return tok
+    return None
+
+
+def _omitted(tok: Tokenizer, more: int) -> int:
+    return tok.count(f"- ({more} earlier requests omitted)\n") if more else 0
+
+
+def _put_back(
+    name: str, work: SummaryParts, dropped: list[str], max_tokens: int, tok: Tokenizer, text: str
+) -> str | None:
+    """:func:`_restore`'s loop for one list, sized by pieces instead of re-rendering and
+    re-counting the whole summary for every item put back: each step changes a few pieces (the
+    list's first item, the "omitted" line or the "(and N more)" tail), whose tokens are added
+    and taken away. The same decisions as the plain loop, given :func:`additive`; the text it
+    ends with is counted whole, and None (the caller runs the plain loop) when that count
+    differs."""
+    more = f"{name}_more"
+    tokens = tok.count(text)
+    follow: list[str] = []  # the text after the "Read:" line (the same for the whole loop)
+    while dropped and tokens < max_tokens:
+        items: list[str] = getattr(work, name)
+        n = getattr(work, more)
+        delta = _step_tokens(name, work, items, n, dropped[-1], tok, follow)
+        setattr(work, name, [dropped[-1], *items])
+        setattr(work, more, n - 1)
+        new = tokens + delta if delta is not None else tok.count(work.render())
+        if new > max_tokens:
+            setattr(work, name, items)
+            setattr(work, more, n)
+            break
+        tokens = new
+        dropped.pop()
+    final = work.render()
+    return final if tok.count(final) == tokens else None
+
+
+def _step_tokens(
+    name: str, work: SummaryParts, items: list[str], more: int, item: str, tok: Tokenizer,
+    follow: list[str],
+) -> int | None:  # fmt: skip
+    """Tokens added by putting ``item`` back in front of ``items`` (``more`` of them
+    omitted), or None when the pieces do not cover the current shape (then the step is
+    counted whole)."""
+    count = tok.count
+    if name == "requests":
+        if not items:
+            return None
+        width = work.requests_width
+        omitted = _omitted(tok, more - 1) - _omitted(tok, more)
+        if width and width < _REQUEST_WIDTHS[0]:  # the compact list: "Excerpts: a; b; c"
+            if len(items) < 2:
+                return None
+            new, old = _cut(item, width), _cut(items[0], width)
+            return (
+                omitted
+                + count(f"{EXCERPTS}{new};")
+                + count(f" {old};")
+                - count(f"{EXCERPTS}{old};")
+            )
+        return omitted + count(f"- {_cut(item, width) if width else item}\n")
+    # "Read: a, b, c (and N more)": the new first item, the old one now after ", ", the tail
+    if len(items) < 2 or not items[-1] or items[-1][-1].isspace():
+        return None
+    if not follow:
+        lines, at = work.layout()
+        if at < 0:
+            return None
+        follow.append(_following(lines, at))
+    last = f" {items[-1]}"
+
+    def tail(n: int) -> int:
+        if n:
+            return count(last) + count(f" (and {n} more){follow[0]}")
+        return count(last + follow[0])
+
+    return (
+        count(f"Read: {item},")
+        + count(f" {items[0]},")
+        - count(f"Read: {items[0]},")
+        + tail(more - 1)
+        - tail(more)
+    )
+
+
+def _following(lines: list[str], at: int) -> str:
+    """The text after line ``at`` up to the next split point (the start of a line that begins
+    with neither whitespace nor ``/``), or to the end."""
+    rest = lines[at + 1 :]
+    for j, line in enumerate(rest):
+        if line and not line[0].isspace() and line[0] != "/":
+            return "\n" + "".join(x + "\n" for x in rest[:j])
+    return "\n" + "\n".join(rest) if rest else ""
 
 
 def _fill(body: list[str], work: SummaryParts, max_tokens: int, count: Count) -> list[str]:

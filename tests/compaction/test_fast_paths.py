@@ -1,0 +1,320 @@
+"""The cold-render fast paths give exactly what the straightforward definitions give.
+
+- key facts read once per message and merged in order == the whole-stretch reading (the
+  definition below, as it was written before the per-message reading);
+- the summary cap sized by pieces == re-rendering and re-counting the summary per step (the
+  same function given a counter it cannot see into);
+- exact o200k/cl100k counts add up at the split points that sizing relies on;
+- transcript grains made without ``check()`` == grains made by the constructor;
+- whole renders of every shared session with the fast paths on == with them off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxengine import Budget, BudgetError, ContextEngine
+from ctxengine.assemble.history import transcript_grain
+from ctxengine.compaction import (
+    ExtractiveSummarizer,
+    KeyFacts,
+    build_parts,
+    capped_summary,
+    extract_facts,
+    files_touched,
+    pipeline,
+    sections,
+    summary_message,
+)
+from ctxengine.compaction import facts as F
+from ctxengine.grain import ContextGrain
+from ctxengine.tokens import get_tokenizer
+from ctxengine.transcript import Message, ToolCall, load_all
+
+from .helpers import all_files
+
+ENCODINGS = ("o200k_base", "cl100k_base")
+
+
+def _sessions() -> list[tuple[str, list[Message]]]:
+    out = []
+    for path in all_files():
+        for n, t in enumerate(load_all(path)):
+            if len(t) >= 2:
+                out.append((f"{path.parent.name}/{path.name[:30]}#{n}", list(t)))
+    return out
+
+
+SESSIONS = _sessions()
+
+
+# -- the straightforward definitions ---------------------------------------------------------
+
+
+def _add(target: list[str], items: Sequence[str]) -> None:
+    for item in items:
+        if item and item not in target:
+            target.append(item)
+
+
+def _reference_files(messages: Sequence[Message]) -> tuple[list[str], list[str]]:
+    read: list[str] = []
+    modified: list[str] = []
+    current: str | None = None
+    for m in messages:
+        if m.role == "assistant":
+            for call in m.tool_calls:
+                r, w = F._call_files(call, current)
+                _add(read, r)
+                _add(modified, w)
+                args = call.arguments if isinstance(call.arguments, dict) else {}
+                current = next(iter(F._argument_paths(args)), current)
+            for action, rest in F._TEXT_ACTION.findall(m.text):
+                target = F._clean_path(rest.split()[0]) if rest.split() else None
+                if action == "open" and target:
+                    _add(read, [target])
+                    current = target
+                elif action == "create" and target:
+                    _add(modified, [target])
+                    current = target
+                elif action in {"edit", "insert"} and current:
+                    _add(modified, [current])
+            _add(modified, F._AIDER_EDIT.findall(m.text))
+        opened = F._OPEN_FILE.findall(m.text if m.role != "tool" else "")
+        for result in m.tool_results:
+            opened += F._OPEN_FILE.findall(result.text[-400:])
+        if opened and opened[-1].strip() != "n/a":
+            current = opened[-1].strip()
+    return read, modified
+
+
+def _reference_pending(messages: Sequence[Message]) -> list[str]:
+    asks: list[str] = []
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
+    after = messages[last_user + 1 :] if last_user is not None else messages
+    if last_user is not None and not any(m.role == "assistant" and m.text for m in after):
+        asks.append("answer the latest request: " + F.first_line(messages[last_user].text))
+    for m in reversed(messages):
+        if m.role == "assistant" and m.text.strip():
+            found = F._QUESTION.findall(m.text)[-3:]
+            asks += ["assistant asked: " + F.first_line(q) for q in found]
+            break
+    for m in messages[last_user or 0 :]:
+        for call in m.tool_calls:
+            if call.name in {"AskUserQuestion", "ask_user", "ask_followup_question"}:
+                asks.append("question to the user: " + F.first_line(call.arguments_json, 200))
+    return asks
+
+
+def _reference_facts(messages: Sequence[Message]) -> KeyFacts:
+    facts = KeyFacts()
+    names: dict[str, str] = {}
+    seen_calls: set[str] = set()
+    idents: list[str] = []
+    plain = []
+    for m in messages:
+        if F.is_summary(m):
+            for name, lines in F.parse_sections(m.text).items():
+                _add(facts.carried.setdefault(name, []), lines)
+            continue
+        plain.append(m)
+        if m.role == "user" and m.text.strip():
+            facts.requests.append(m.text.strip())
+            idents += F._identifiers(m.text)
+        elif m.role == "assistant":
+            idents += F._identifiers(m.text)
+            for call in m.tool_calls:
+                names[call.id] = call.name
+                idents += F._identifiers(call.arguments_json)
+        for r in m.tool_results:
+            if r.is_error and r.call_id not in seen_calls:
+                seen_calls.add(r.call_id)
+                name = r.name or names.get(r.call_id, "tool")
+                facts.failures.append(F._failure(name, r.call_id, r.text))
+    facts.files_read, facts.files_modified = _reference_files(plain)
+    _add(facts.identifiers, idents)
+    facts.identifiers = facts.identifiers[-40:]
+    facts.pending = _reference_pending(plain)
+    return facts
+
+
+def _stretches(messages: list[Message]) -> Iterator[list[Message]]:
+    """The whole session, its quarters, and its second half after a summary of its first."""
+    yield messages
+    q = max(1, len(messages) // 4)
+    for i in range(0, len(messages), q):
+        yield messages[i : i + q]
+    half = len(messages) // 2
+    summary = ExtractiveSummarizer().summarize_sync(messages[:half])
+    yield [summary_message(summary, half), *messages[half:]]
+
+
+# -- key facts --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "messages"), SESSIONS, ids=[s[0] for s in SESSIONS])
+def test_facts_read_per_message_equal_the_whole_stretch_reading(
+    name: str, messages: list[Message]
+) -> None:
+    stretches = list(_stretches(messages))
+    expected = [_reference_facts(s) for s in stretches]
+    assert [extract_facts(s) for s in stretches] == expected, name  # no scope: read afresh
+    with F.message_scope():  # in one scope each message is read once, for every stretch
+        assert [extract_facts(s) for s in stretches] == expected, name
+        assert [extract_facts(s) for s in stretches] == expected, name  # memo hits
+    assert files_touched(messages) == _reference_files(messages)
+    assert F._SCOPE.get() is None  # the scope ended with its block
+
+
+def test_a_write_without_a_path_edits_the_current_file_across_stretch_boundaries() -> None:
+    read = Message.assistant("", [ToolCall("c1", "read", {"path": "src/a.py"})])
+    write = Message.assistant("", [ToolCall("c2", "write", {"content": "x = 1"})])
+    shell = Message.assistant("", [ToolCall("c3", "bash", {"command": "cat b.txt > c.txt"})])
+    msgs = [read, Message.tool("c1", "ok"), write, Message.tool("c2", "ok"), shell, write]
+    with F.message_scope():
+        assert files_touched(msgs) == (["src/a.py", "b.txt", "c.txt"], ["src/a.py", "c.txt"])
+        assert files_touched(msgs[2:]) == (["b.txt", "c.txt"], ["c.txt"])  # no current file
+        assert extract_facts(msgs).files_modified == ["src/a.py", "c.txt"]
+    assert files_touched(msgs) == _reference_files(msgs)
+
+
+# -- the summary cap --------------------------------------------------------------------------
+
+
+def _synthetic_parts(n: int) -> Any:
+    messages: list[Message] = []
+    for i in range(n):
+        messages.append(Message.user(f"request {i}: check module_{i}.py for the bug in f_{i}"))
+        call = ToolCall(f"c{i}", "read", {"path": f"pkg/sub_{i % 7}/module_{i}.py"})
+        messages.append(Message.assistant(f"looking at module_{i}", [call]))
+        messages.append(Message.tool(f"c{i}", "x"))
+    facts = extract_facts(messages)
+    return build_parts(facts, ExtractiveSummarizer()._body(messages), len(messages))
+
+
+def _parts() -> list[Any]:
+    out = [_synthetic_parts(n) for n in (3, 40, 400)]
+    for _, messages in SESSIONS:
+        for stretch in list(_stretches(messages))[:3]:
+            body = ExtractiveSummarizer()._body(stretch)
+            out.append(build_parts(extract_facts(stretch), body, len(stretch)))
+    return out
+
+
+PARTS = _parts()
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_message_counts_by_pieces_equal_whole_counts(encoding: str) -> None:
+    count = get_tokenizer(encoding).count
+    opaque = lambda text: count(text)  # noqa: E731
+    for _, messages in SESSIONS:
+        assert pipeline.message_tokens(messages, count) == pipeline.message_tokens(messages, opaque)
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_the_cap_sized_by_pieces_equals_the_cap_counted_whole(
+    encoding: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    count = get_tokenizer(encoding).count
+    opaque = lambda text: count(text)  # noqa: E731 (a counter the cap cannot see into)
+    assert sections.additive(count) is not None and sections.additive(opaque) is None
+    outcomes: list[bool] = []
+    put_back = sections._put_back
+
+    def spy(*args: Any) -> str | None:
+        text = put_back(*args)
+        outcomes.append(text is not None)
+        return text
+
+    monkeypatch.setattr(sections, "_put_back", spy)
+    for parts in PARTS:
+        full = count(parts.render())
+        for cap in sorted({64, 300, full // 8, full // 3, full - 1}):
+            for room in (None, cap * 2):
+                fast = capped_summary(parts, max(cap, 1), count, room)
+                assert fast == capped_summary(parts, max(cap, 1), opaque, room), (cap, room)
+    assert len(outcomes) > 50 and all(outcomes)  # the pieces were used, and always added up
+
+
+_PIECE = st.sampled_from(
+    [*"ab Z9 /.,;:-_#()\n\t\r'", "’", "é", "日本", "  ", "\n\n", "'s", "1234", "…", "- ", "http://"]
+)
+
+
+def _split_point(text: str, q: int) -> bool:
+    """A space after a non-space; a newline after a letter or digit; after a newline, anything
+    but whitespace and ``/``."""
+    before, at = text[q - 1], text[q]
+    if at in " \n" and (before.isalnum() if at == "\n" else not before.isspace()):
+        return True
+    return before == "\n" and not at.isspace() and at != "/"
+
+
+@settings(max_examples=400)
+@given(st.lists(_PIECE, min_size=2, max_size=30).map("".join), st.sampled_from(ENCODINGS))
+def test_exact_counts_add_up_at_the_split_points(text: str, encoding: str) -> None:
+    count = get_tokenizer(encoding).count
+    points = [q for q in range(1, len(text)) if _split_point(text, q)]
+    for q in points:
+        assert count(text) == count(text[:q]) + count(text[q:]), (text[:q], text[q:])
+
+
+# -- history items ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["plain ascii", "", "naïve café", "tab\tand\nnewline"])
+def test_transcript_grains_equal_the_checked_ones(text: str) -> None:
+    meta = {"message_index": 3, "role": "tool", "tool": "read"}
+    made = transcript_grain("act.tool_result.c_1", text, 100, False, meta)
+    built = ContextGrain(
+        "act.tool_result.c_1", "transcript", text, 100, "session", None, False, dict(meta)
+    )
+    assert made == built and made.text == text and made.window is None
+    made.check()  # valid, as the constructor would have found
+
+
+# -- whole renders ----------------------------------------------------------------------------
+
+
+async def _renders(messages: list[Message]) -> list[Any]:
+    out: list[Any] = []
+    for budget in (1_500, 32_000):
+        for provider in ("openai", "anthropic"):
+            engine = ContextEngine("gpt-4.1", Budget(total=budget))
+            async with engine.session("s") as s:
+                # a first compaction, then one of its summary and the rest
+                for part in (messages[: len(messages) // 2], messages[len(messages) // 2 :]):
+                    s.extend(part)
+                    try:
+                        r = await s.render(provider)
+                    except BudgetError as exc:  # a first message alone over the budget
+                        out.append(str(exc))
+                        continue
+                    report = r.report.to_dict()
+                    report.pop("timings")
+                    state = s._state
+                    summary = state.summary.text if state.summary is not None else None
+                    out.append(json.dumps([r.payload, report, summary], sort_keys=True))
+    return out
+
+
+def test_renders_with_the_fast_paths_equal_renders_without(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sessions = [m for _, m in SESSIONS]
+    fast = [asyncio.run(_renders(m)) for m in sessions]
+    for module in (F, pipeline):  # no per-message memo: each message read every time
+        monkeypatch.setattr(module, "scoped", lambda m: None)
+    for module in (sections, pipeline):  # the cap and the message counts count whole texts
+        monkeypatch.setattr(module, "additive", lambda count: None)
+    slow = [asyncio.run(_renders(m)) for m in sessions]
+    assert fast == slow
+    assert sum("Summary of the earlier conversation" in r for s in fast for r in s) > 10
