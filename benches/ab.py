@@ -8,8 +8,10 @@ see the same machine load, and reports the median of the per-round ratios NEW/OL
 shared or loaded machine this is much steadier than two benchmark runs one after the other.
 
 Operations: ``warm:real`` / ``cold:real`` (the 914-message pi session into 32k, as in
-``test_bench_engine.py``), ``warm:syn1k`` / ``warm:syn10k`` / ``cold:syn1k`` (the synthetic
-sessions of the scaling benchmarks) and ``count:o200k`` (a fresh 400 kB text, cache off).
+``test_bench_engine.py``), ``warm:syn1k`` / ``warm:syn10k`` / ``warm:syn100k`` / ``cold:syn1k``
+(the synthetic sessions of the scaling benchmarks), ``count:o200k`` (a fresh 400 kB text, cache
+off) and ``lc:real`` (a warm round of the memoized LangChain peer on the pi session: the same
+code on both sides, so its line reads as the peer's time next to ours in the same run).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SESSION = ROOT.parent / "shared/data/transcripts/pi-openclaw-session/large-session.jsonl"
 BUDGET = 32_000
 OPS = ("warm:real", "warm:syn1k", "warm:syn10k", "count:o200k", "cold:real", "cold:syn1k")
+#: Sessions built only when an operation asks for them (the 100k one takes seconds).
+LAZY = {"syn100k": 100_000}
 
 
 def _worker() -> None:  # pragma: no cover - runs in the child processes
@@ -36,6 +40,7 @@ def _worker() -> None:  # pragma: no cover - runs in the child processes
     from ctxengine import Budget, ContextEngine, Tokenizer, clear_cache
     from ctxengine.transcript import Message, load
     from test_bench_engine import _synthetic as synthetic
+    from test_bench_engine import langchain_warm_round
 
     loop = asyncio.new_event_loop()
 
@@ -48,16 +53,28 @@ def _worker() -> None:  # pragma: no cover - runs in the child processes
 
     real = load(SESSION)
     sources: dict[str, Any] = {"real": real, "syn1k": synthetic(1000), "syn10k": synthetic(10000)}
-    warm = {}
+    warm: dict[str, Any] = {}
     for name, messages in sources.items():
         warm[name] = loop.run_until_complete(open_session(messages))
         loop.run_until_complete(warm[name].render())
+    peer: dict[str, Any] = {}
     text = "\n".join(m.text for m in real.messages)[:400_000]
     tok = Tokenizer("o200k_base")
     rounds = [0]
 
     def run(op: str) -> float:
         kind, source = op.split(":")
+        if kind == "lc":
+            if source not in peer:
+                peer[source] = langchain_warm_round(sources[source])[0]
+            t = time.perf_counter()
+            peer[source]()
+            return time.perf_counter() - t
+        if source in LAZY and source not in sources:
+            sources[source] = synthetic(LAZY[source])
+        if kind == "warm" and source not in warm:
+            warm[source] = loop.run_until_complete(open_session(sources[source]))
+            loop.run_until_complete(warm[source].render())
         if kind == "count":
             rounds[0] += 1
             fresh = text[rounds[0] % 97 :] + str(rounds[0])
