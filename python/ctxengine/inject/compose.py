@@ -139,7 +139,7 @@ def _history(state: SessionState, plan: Any) -> list[Message]:
     """The kept history as messages. The previous render's messages are reused for the nodes
     it also kept, when their items, texts and replacements are the same (a few C-level passes
     over the window instead of a Python loop); only new nodes at either end are composed."""
-    order: list[str] = list(plan.history_order)
+    order: list[str] = plan.history_order  # a new list on every access
     items = list(map(state.items.get, order))
     texts = list(map(getattr, items, repeat("text"), repeat(None)))
     rep = plan.replacements

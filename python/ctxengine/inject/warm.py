@@ -20,8 +20,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import ne
+from itertools import chain, islice
+from operator import is_, is_not
 from typing import Any, Final
 
 from ..tokens import get_tokenizer, message_strings
@@ -116,12 +116,11 @@ class Record:
         got = self.counts.get(model)
         if got is not None:
             return got
-        hist = self.hist()
         parent = self.parent
         pc = parent.counts.get(model) if parent is not None else None
         if parent is not None and pc is not None:
             head, first, n = self.reused
-            new = list(range(head)) + list(range(head + n, len(hist)))
+            new = list(range(head)) + list(range(head + n, len(self.src.messages) - self.lead))
             fresh = iter(self._count_pieces(model, [self.pieces[i] for i in new]))
             per = [next(fresh) for _ in range(head)] + pc[1][first : first + n]
             per += list(fresh)
@@ -272,13 +271,12 @@ class Warm:
                 return None
         if msgs[lead].role == "system" or (prev.hist_system and key[0] == "openai-responses"):
             return None
-        ids = list(map(id, msgs))
         # the first kept message of the previous history: after at most a few new ones
         pids = prev.ids
         found = None
         for head in range(min(4, len(msgs) - lead)):
             try:
-                start = pids.index(ids[lead + head], lead)
+                start = pids.index(id(msgs[lead + head]), lead)
             except ValueError:
                 continue
             found = head, start
@@ -292,8 +290,9 @@ class Warm:
         replaced: list[int] = []  # kept positions holding another message of the same shape
         if len(msgs) < cut + n:
             return None  # the end of the previous history was dropped
-        if ids[cut : cut + n] != pids[start:]:
-            flags = list(map(ne, ids[cut : cut + n], pids[start:]))
+        # the kept part: the same objects (ids of pmsgs are valid: prev.src holds them)
+        if not all(map(is_, islice(msgs, cut, cut + n), islice(pmsgs, start, None))):
+            flags = list(map(is_not, islice(msgs, cut, cut + n), islice(pmsgs, start, None)))
             j = flags.index(True)
             while True:
                 old, new = pmsgs[start + j], msgs[cut + j]
@@ -362,6 +361,10 @@ class Warm:
             m = hist[h]
             hist_pieces[h] = pieces(provider, m, family(m), _names_before(hist, h))
         hoff = serial - head
+        if replaced:
+            ids = list(map(id, msgs))
+        else:  # the ids of the kept part are the previous ones
+            ids = [*map(id, msgs[:cut]), *pids[start:], *map(id, tail)]
         rec = Record(
             key=key,
             src=t,
