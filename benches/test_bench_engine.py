@@ -2,7 +2,8 @@
 
 - cold: a ~1,000-message real session (pi/OpenClaw, 914 messages) into 32k tokens, counts not
   cached, vs ``trim_messages`` with an exact tiktoken counter;
-- warm: one new message on that session, then render;
+- warm: one more exchange (an answer and a question) on that session, then render, vs
+  ``trim_messages`` of the grown list with the exact counter memoized per message;
 - scaling: cold and warm renders of synthetic sessions of 1k, 10k and 100k grains.
 
 Run ``pytest benches/test_bench_engine.py --benchmark-enable --benchmark-only`` and compare the
@@ -29,19 +30,12 @@ def transcript():  # type: ignore[no-untyped-def]
     return load(SESSION)
 
 
-def _tiktoken_counter(memoized: bool = False):  # type: ignore[no-untyped-def]
-    """An exact o200k message counter; ``memoized`` keeps each text's count across calls (what
-    a user would add to make repeated trims of a growing session cheap)."""
+def _tiktoken_counter():  # type: ignore[no-untyped-def]
+    """An exact o200k message counter, nothing kept between calls."""
     enc = encoding("o200k_base")
-    memo: dict[str, int] = {}
 
     def tokens(text: str) -> int:
-        if not memoized:
-            return len(enc.encode_ordinary(text))
-        n = memo.get(text)
-        if n is None:
-            n = memo[text] = len(enc.encode_ordinary(text))
-        return n
+        return len(enc.encode_ordinary(text))
 
     def count(messages) -> int:  # type: ignore[no-untyped-def]
         total = 3
