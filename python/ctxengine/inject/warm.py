@@ -88,6 +88,9 @@ class Record:
     instructions: str | None = None  # OpenAI Responses
     # token counts, by model: (lead and boot, per history message)
     counts: dict[str, tuple[int, list[int]]] = field(default_factory=dict)
+    # OpenAI Chat / Responses: the dicts of lead_pieces then pieces, flat (what the payload
+    # copies), carried over from the parent record when only messages were added or dropped
+    flat: list[dict[str, Any]] | None = None
     parent: Record | None = None  # the record this one reuses, with the history
     reused: tuple[int, int, int] = (0, 0, 0)  # (head messages, first parent index, count)
     replaced: list[int] = field(default_factory=list)  # reused positions with a new message
@@ -361,6 +364,16 @@ class Warm:
             m = hist[h]
             hist_pieces[h] = pieces(provider, m, family(m), _names_before(hist, h))
         hoff = serial - head
+        flat = None
+        if prev.flat is not None and not replaced and not head and lead_pieces is prev.lead_pieces:
+            # the previous flat dicts less those of the dropped messages, plus the new ones
+            flat = prev.flat
+            dropped = sum(map(len, prev.pieces[:first]))
+            if dropped:
+                nlead = sum(map(len, lead_pieces))
+                flat = flat[:nlead] + flat[nlead + dropped :]
+            flat.extend(chain.from_iterable(new_pieces))
+            prev.flat = None  # taken over (extended in place)
         if replaced:
             ids = list(map(id, msgs))
         else:  # the ids of the kept part are the previous ones
@@ -379,6 +392,7 @@ class Warm:
             pieces=hist_pieces,
             hoff=hoff,
             instructions=prev.instructions,
+            flat=flat,
             parent=prev if prev.counts else None,
             reused=(head, first, n),
             replaced=replaced,
@@ -504,13 +518,18 @@ class Warm:
 
     def _finish(self, rec: Record, n_marks: int, cache_ttl: str | None) -> None:
         provider = rec.key[0]
-        if provider == "openai":
-            dicts = chain.from_iterable(chain(rec.lead_pieces, rec.pieces))
-            rec.payload = {"messages": list(map(dict.copy, dicts))}
-        elif provider == "openai-responses":
-            items = list(map(dict.copy, chain.from_iterable(chain(rec.lead_pieces, rec.pieces))))
-            rec.payload = {"instructions": rec.instructions} if rec.instructions is not None else {}
-            rec.payload["input"] = items
+        if provider in ("openai", "openai-responses"):
+            flat = rec.flat
+            if flat is None:
+                flat = rec.flat = list(chain.from_iterable(chain(rec.lead_pieces, rec.pieces)))
+            items = list(map(dict.copy, flat))  # fresh dicts: a caller may edit the payload
+            if provider == "openai":
+                rec.payload = {"messages": items}
+            else:
+                rec.payload = (
+                    {"instructions": rec.instructions} if rec.instructions is not None else {}
+                )
+                rec.payload["input"] = items
         elif provider == "anthropic":
             self._anthropic(rec, n_marks, cache_ttl)
         else:
