@@ -10,11 +10,13 @@ shared or loaded machine this is much steadier than two benchmark runs one after
 still when other jobs take the cores).
 
 Operations: ``warm:real`` / ``cold:real`` (the 914-message pi session into 32k, as in
-``test_bench_engine.py``), ``warm:syn1k`` / ``warm:syn10k`` / ``cold:syn1k`` / ``cold:syn10k``
-/ ``cold:syn100k`` (the synthetic sessions of the scaling benchmarks; a cold round is a new
-engine and session, ``extend``, ``user_message`` and ``render`` with the count cache cleared)
-and ``count:o200k`` (a fresh 400 kB text, cache off). Sessions are built when an operation
-first needs them.
+``test_bench_engine.py``), ``warm:syn1k`` / ``warm:syn10k`` / ``warm:syn100k`` /
+``cold:syn1k`` / ``cold:syn10k`` / ``cold:syn100k`` (the synthetic sessions of the scaling
+benchmarks; a cold round is a new engine and session, ``extend``, ``user_message`` and
+``render`` with the count cache cleared), ``count:o200k`` (a fresh 400 kB text, cache off) and
+``lc:real`` (a warm round of the memoized LangChain peer on the pi session: the same code on
+both sides, so its line reads as the peer's time next to ours in the same run). Sessions are
+built when an operation first needs them.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ SESSION = ROOT.parent / "shared/data/transcripts/pi-openclaw-session/large-sessi
 BUDGET = 32_000
 OPS = ("warm:real", "warm:syn1k", "warm:syn10k", "count:o200k", "cold:real", "cold:syn1k")
 #: Also available, not run by default (a round of ``cold:syn100k`` takes seconds).
-MORE_OPS = ("cold:syn10k", "cold:syn100k")
+MORE_OPS = ("warm:syn100k", "cold:syn10k", "cold:syn100k", "lc:real")
 _SIZES = {"syn1k": 1_000, "syn10k": 10_000, "syn100k": 100_000}
 
 
@@ -44,6 +46,7 @@ def _worker() -> None:  # pragma: no cover - runs in the child processes
     from ctxengine import Budget, ContextEngine, Tokenizer, clear_cache
     from ctxengine.transcript import Message, load
     from test_bench_engine import _synthetic as synthetic
+    from test_bench_engine import langchain_warm_round
 
     loop = asyncio.new_event_loop()
     clock = (
@@ -72,12 +75,19 @@ def _worker() -> None:  # pragma: no cover - runs in the child processes
             loop.run_until_complete(warm[name].render())
         return warm[name]
 
+    peer: dict[str, Any] = {}
     text = "\n".join(m.text for m in real.messages)[:400_000]
     tok = Tokenizer("o200k_base")
     rounds = [0]
 
     def run(op: str) -> float:
         kind, name = op.split(":")
+        if kind == "lc":
+            if name not in peer:
+                peer[name] = langchain_warm_round(source(name))[0]
+            t = clock()
+            peer[name]()
+            return clock() - t
         if kind == "count":
             rounds[0] += 1
             fresh = text[rounds[0] % 97 :] + str(rounds[0])

@@ -243,10 +243,12 @@ class Assembly:
     def __len__(self) -> int: ...
     def tokens(self, node_id: str) -> int | None:
         """Tokens of a live item (count + overhead), or None."""
-    def plan(self, budget: int) -> Plan:
-        """Plan the render within ``budget`` tokens. Raises BudgetError when protected items
-        (PROTECTED flag, the latest user message's turn) alone exceed the budget minus the
-        reserve."""
+    def plan(self, budget: int, *, full: bool = False) -> Plan:
+        """Plan the render within ``budget`` tokens. Incremental: when everything fits, the plan
+        follows the per-window totals and orders that ``upsert``/``remove`` keep up to date
+        (no pass over the history); ``full=True`` recomputes everything from the items and
+        gives the same plan. Raises BudgetError when protected items (PROTECTED flag, the
+        latest user message's turn) alone exceed the budget minus the reserve."""
 
 def fuse(
     node_ids: Sequence[str], priorities: Sequence[int], ranks: Sequence[int], seqs: Sequence[int]

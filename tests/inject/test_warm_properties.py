@@ -11,18 +11,23 @@ breakpoints, and the payload's tokens.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxengine.errors import AdapterError
+import ctxengine.assemble.pipeline as pipeline
+from ctxengine import Budget, ContextEngine
+from ctxengine.errors import AdapterError, BudgetError
 from ctxengine.inject.memo import RenderMemo
 from ctxengine.inject.payload import MessageTokenCache, payload_tokens
 from ctxengine.inject.render import Rendered, render
-from ctxengine.transcript import Message, Text, Thinking, ToolCall, ToolResult, Transcript
+from ctxengine.transcript import Message, Text, Thinking, ToolCall, ToolResult, Transcript, load
+from offline_tiktoken import TRANSCRIPTS
 
 MODEL = "gpt-4o"
 PROVIDERS = ["openai", "openai-responses", "anthropic", "gemini"]
@@ -289,3 +294,139 @@ def test_payload_message_dicts_are_fresh_per_render() -> None:
     second = render(t.replace((*t.messages, Message.user("more"))), "openai", memo=memo)
     assert memo.warm.reused == 1
     assert second.payload["messages"][0]["content"] == "hello"
+
+
+# -- the incremental plan ---------------------------------------------------------------------
+# The core's plan follows the totals and orders upsert/remove keep up to date: every plan a
+# render asks for must equal the plan recomputed from the items (``full=True``), at the render's
+# budget and at tighter ones where the ladder must cut, as sessions grow, fill their budget,
+# compact and slide.
+
+
+def _plan_facts(plan: Any) -> tuple[Any, ...]:
+    return (
+        plan.budget,
+        plan.available,
+        plan.target,
+        plan.total_before,
+        plan.total_after,
+        plan.fits,
+        plan.context_order,
+        plan.history_order,
+        plan.replacements,
+        plan.windows,
+        plan.compaction_turns,
+        plan.compaction_tokens,
+        plan.decisions(),
+    )
+
+
+def _plan_or_error(asm: Any, budget: int, full: bool) -> tuple[Any, ...] | str:
+    try:
+        return _plan_facts(asm.plan(budget, full=full))
+    except BudgetError as exc:
+        return str(exc)
+
+
+class PlanChecks:
+    """Wraps the assemble phase's ``plan_within``: each plan it makes is compared with the full
+    plan, and so are plans for a third and an eighth of its budget."""
+
+    def __init__(self) -> None:
+        self.plans = 0
+        self.cut = 0  # compared plans the ladder had to cut
+        self.fast = 0  # compared plans that fit (the path that skips the history)
+
+    def wrap(self, original: Any) -> Any:
+        def plan_within(state: Any, config: Any, cut: int = 0) -> Any:
+            plan = original(state, config, cut)
+            assert _plan_facts(plan) == _plan_or_error(state.asm, plan.budget, True)
+            for budget in (plan.budget, plan.budget // 3, plan.budget // 8):
+                fast = _plan_or_error(state.asm, budget, False)
+                assert fast == _plan_or_error(state.asm, budget, True), budget
+                if not isinstance(fast, str):
+                    over = fast[3] > fast[2]  # total_before > target
+                    self.cut += over
+                    self.fast += not over
+            self.plans += 1
+            return plan
+
+        return plan_within
+
+
+def _checked_plans(monkeypatch: pytest.MonkeyPatch) -> PlanChecks:
+    checks = PlanChecks()
+    monkeypatch.setattr(pipeline, "plan_within", checks.wrap(pipeline.plan_within))
+    return checks
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl",
+        TRANSCRIPTS / "claude-code-spotter" / "ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl",
+    ],
+    ids=lambda p: p.parent.name,
+)
+@pytest.mark.anyio
+async def test_incremental_plan_equals_the_full_plan_on_real_sessions(
+    path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checks = _checked_plans(monkeypatch)
+    messages = list(load(path).messages)
+    engine = ContextEngine(MODEL, Budget(total=12_000))
+    async with engine.session("plans") as session:
+        session.extend(messages[:20])
+        await session.user_message("Where are we?")
+        await session.render()
+        step = max(2, len(messages) // 25)
+        for k, start in enumerate(range(20, len(messages), step)):
+            session.extend(messages[start : start + step])
+            for _ in range(3):  # warm rounds: one more exchange, as the benchmarks append
+                session.extend([Message.assistant(f"ok {k}"), Message.user(f"next {k}")])
+                await session.render()
+        compactions = session._state.summary is not None
+    assert checks.plans >= 25 * 3
+    assert checks.cut > 0 and checks.fast > 0, (checks.cut, checks.fast)
+    assert compactions, "the budget filled up: the session compacted"
+
+
+@st.composite
+def _growing(draw: Any) -> tuple[int, list[list[Message]]]:
+    """A budget and a session in steps: each step a few messages of random sizes."""
+    budget = draw(st.sampled_from([1_500, 3_000, 6_000, 20_000]))
+    steps: list[list[Message]] = []
+    for i in range(draw(st.integers(3, 12))):
+        step: list[Message] = [Message.user(f"request {i} " + "word " * draw(st.integers(0, 300)))]
+        for j in range(draw(st.integers(0, 2))):
+            cid = f"c{i}x{j}"
+            step.append(Message.assistant(f"call {i}", [ToolCall(cid, "read", {"i": i})]))
+            size = draw(st.sampled_from([5, 50, 400, 3_000]))
+            step.append(Message.tool(cid, f"line {i}\n" * size))
+        step.append(Message.assistant(f"answer {i} " + "done " * draw(st.integers(0, 200))))
+        steps.append(step)
+    return budget, steps
+
+
+@settings(max_examples=25, deadline=None, database=None)
+@given(_growing())
+def test_incremental_plan_equals_the_full_plan_on_generated_sessions(case: Any) -> None:
+    budget, steps = case
+    checks = PlanChecks()
+    original = pipeline.plan_within
+    pipeline.plan_within = checks.wrap(original)  # type: ignore[assignment]
+    try:
+        anyio.run(_play, budget, steps)
+    finally:
+        pipeline.plan_within = original  # type: ignore[assignment]
+    assert checks.plans >= len(steps)
+
+
+async def _play(budget: int, steps: list[list[Message]]) -> None:
+    engine = ContextEngine(MODEL, Budget(total=budget))
+    async with engine.session("generated") as session:
+        for step in steps:
+            session.extend(step)
+            # the latest turn alone may be over the budget: the plan check ran before
+            with contextlib.suppress(BudgetError):
+                await session.render()

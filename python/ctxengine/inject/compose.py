@@ -4,10 +4,10 @@ headed by the compaction summary (a user message, never system text)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import partial
 from itertools import chain, repeat
-from operator import ne
+from operator import attrgetter, ne
 from typing import TYPE_CHECKING, Any, Final
 
 from ..assemble.compact import SUMMARY_META
@@ -20,12 +20,13 @@ from .warm import trusted_transcript
 if TYPE_CHECKING:
     from ..state import SessionState
 
-__all__ = ("compose", "is_summary_grain")
+__all__ = ("compose", "history_grains", "is_summary_grain")
 
 SEPARATOR: Final = "\n\n"
 _SKIP_KEYS: Final = frozenset(
     {"type", "role", "cache_control", "media_type", "mime_type", "mimeType", "signature", "data"}
 )
+_GRAIN: Final = attrgetter("grain")
 _MESSAGE_OVERHEAD: Final = 4
 _REPLY_PRIMING: Final = 3
 
@@ -108,10 +109,11 @@ class Composed:
     """The history of the last composed transcript, and what each message was made from."""
 
     order: list[str]
-    items: list[HistoryItem | None]
+    items: list[HistoryItem | None]  # by node of ``order`` (None: a placeholder)
     texts: list[str | None]
     replacements: list[str | None]
     messages: list[Message]
+    plan: Any = None  # the plan composed
 
 
 #: New history nodes looked for in front of the kept ones (placeholders, the summary).
@@ -137,7 +139,7 @@ def _history(state: SessionState, plan: Any) -> list[Message]:
     """The kept history as messages. The previous render's messages are reused for the nodes
     it also kept, when their items, texts and replacements are the same (a few C-level passes
     over the window instead of a Python loop); only new nodes at either end are composed."""
-    order: list[str] = list(plan.history_order)
+    order: list[str] = plan.history_order  # a new list on every access
     items = list(map(state.items.get, order))
     texts = list(map(getattr, items, repeat("text"), repeat(None)))
     rep = plan.replacements
@@ -167,8 +169,19 @@ def _history(state: SessionState, plan: Any) -> list[Message]:
             break
     if messages is None:
         messages = list(map(partial(_message, state), order, items, replacements))
-    memo.composed = Composed(order, items, texts, replacements, messages)
+    memo.composed = Composed(order, items, texts, replacements, messages, plan)
     return messages
+
+
+def history_grains(state: SessionState, plan: Any) -> list[ContextGrain]:
+    """The grains of the history nodes ``plan`` keeps, in order: taken from what
+    :func:`compose` looked up for that plan (one C-level pass), else looked up again."""
+    composed: Composed | None = state.token_cache.memo.composed
+    if composed is not None and composed.plan is plan:
+        items: Iterable[HistoryItem | None] = composed.items
+    else:
+        items = map(state.items.get, plan.history_order)
+    return list(map(_GRAIN, filter(None, items)))
 
 
 def _recompose(message: Message, result_index: int, text: str, changed: bool) -> Message:

@@ -14,7 +14,7 @@ from ..collect.scene import copy_data
 from ..errors import BudgetError
 from ..grain import ContextGrain
 from ..transcript.model import Message, Text, Transcript
-from .compose import compose
+from .compose import compose, history_grains
 from .render import render
 
 if TYPE_CHECKING:
@@ -135,10 +135,9 @@ def _no_trailing_space(t: Transcript, provider: str) -> Transcript:
 
 
 def _tree(state: SessionState, a: Assembled) -> list[ContextGrain]:
-    by_id, items = a.by_id, state.items
-    return [by_id[n] for n in a.plan.context_order if n in by_id] + [
-        items[n].grain for n in a.plan.history_order if n in items
-    ]
+    by_id = a.by_id
+    context = [by_id[n] for n in a.plan.context_order if n in by_id]
+    return context + history_grains(state, a.plan)
 
 
 async def inject(

@@ -20,8 +20,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import ne
+from itertools import chain, islice
+from operator import is_, is_not
 from typing import Any, Final
 
 from ..tokens import get_tokenizer, message_strings
@@ -88,6 +88,9 @@ class Record:
     instructions: str | None = None  # OpenAI Responses
     # token counts, by model: (lead and boot, per history message)
     counts: dict[str, tuple[int, list[int]]] = field(default_factory=dict)
+    # OpenAI Chat / Responses: the dicts of lead_pieces then pieces, flat (what the payload
+    # copies), carried over from the parent record when only messages were added or dropped
+    flat: list[dict[str, Any]] | None = None
     parent: Record | None = None  # the record this one reuses, with the history
     reused: tuple[int, int, int] = (0, 0, 0)  # (head messages, first parent index, count)
     replaced: list[int] = field(default_factory=list)  # reused positions with a new message
@@ -116,12 +119,11 @@ class Record:
         got = self.counts.get(model)
         if got is not None:
             return got
-        hist = self.hist()
         parent = self.parent
         pc = parent.counts.get(model) if parent is not None else None
         if parent is not None and pc is not None:
             head, first, n = self.reused
-            new = list(range(head)) + list(range(head + n, len(hist)))
+            new = list(range(head)) + list(range(head + n, len(self.src.messages) - self.lead))
             fresh = iter(self._count_pieces(model, [self.pieces[i] for i in new]))
             per = [next(fresh) for _ in range(head)] + pc[1][first : first + n]
             per += list(fresh)
@@ -272,13 +274,12 @@ class Warm:
                 return None
         if msgs[lead].role == "system" or (prev.hist_system and key[0] == "openai-responses"):
             return None
-        ids = list(map(id, msgs))
         # the first kept message of the previous history: after at most a few new ones
         pids = prev.ids
         found = None
         for head in range(min(4, len(msgs) - lead)):
             try:
-                start = pids.index(ids[lead + head], lead)
+                start = pids.index(id(msgs[lead + head]), lead)
             except ValueError:
                 continue
             found = head, start
@@ -292,8 +293,9 @@ class Warm:
         replaced: list[int] = []  # kept positions holding another message of the same shape
         if len(msgs) < cut + n:
             return None  # the end of the previous history was dropped
-        if ids[cut : cut + n] != pids[start:]:
-            flags = list(map(ne, ids[cut : cut + n], pids[start:]))
+        # the kept part: the same objects (ids of pmsgs are valid: prev.src holds them)
+        if not all(map(is_, islice(msgs, cut, cut + n), islice(pmsgs, start, None))):
+            flags = list(map(is_not, islice(msgs, cut, cut + n), islice(pmsgs, start, None)))
             j = flags.index(True)
             while True:
                 old, new = pmsgs[start + j], msgs[cut + j]
@@ -362,6 +364,20 @@ class Warm:
             m = hist[h]
             hist_pieces[h] = pieces(provider, m, family(m), _names_before(hist, h))
         hoff = serial - head
+        flat = None
+        if prev.flat is not None and not replaced and not head and lead_pieces is prev.lead_pieces:
+            # the previous flat dicts less those of the dropped messages, plus the new ones
+            flat = prev.flat
+            dropped = sum(map(len, prev.pieces[:first]))
+            if dropped:
+                nlead = sum(map(len, lead_pieces))
+                flat = flat[:nlead] + flat[nlead + dropped :]
+            flat.extend(chain.from_iterable(new_pieces))
+            prev.flat = None  # taken over (extended in place)
+        if replaced:
+            ids = list(map(id, msgs))
+        else:  # the ids of the kept part are the previous ones
+            ids = [*map(id, msgs[:cut]), *pids[start:], *map(id, tail)]
         rec = Record(
             key=key,
             src=t,
@@ -376,6 +392,7 @@ class Warm:
             pieces=hist_pieces,
             hoff=hoff,
             instructions=prev.instructions,
+            flat=flat,
             parent=prev if prev.counts else None,
             reused=(head, first, n),
             replaced=replaced,
@@ -501,13 +518,18 @@ class Warm:
 
     def _finish(self, rec: Record, n_marks: int, cache_ttl: str | None) -> None:
         provider = rec.key[0]
-        if provider == "openai":
-            dicts = chain.from_iterable(chain(rec.lead_pieces, rec.pieces))
-            rec.payload = {"messages": list(map(dict.copy, dicts))}
-        elif provider == "openai-responses":
-            items = list(map(dict.copy, chain.from_iterable(chain(rec.lead_pieces, rec.pieces))))
-            rec.payload = {"instructions": rec.instructions} if rec.instructions is not None else {}
-            rec.payload["input"] = items
+        if provider in ("openai", "openai-responses"):
+            flat = rec.flat
+            if flat is None:
+                flat = rec.flat = list(chain.from_iterable(chain(rec.lead_pieces, rec.pieces)))
+            items = list(map(dict.copy, flat))  # fresh dicts: a caller may edit the payload
+            if provider == "openai":
+                rec.payload = {"messages": items}
+            else:
+                rec.payload = (
+                    {"instructions": rec.instructions} if rec.instructions is not None else {}
+                )
+                rec.payload["input"] = items
         elif provider == "anthropic":
             self._anthropic(rec, n_marks, cache_ttl)
         else:

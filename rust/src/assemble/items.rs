@@ -39,6 +39,9 @@ pub(crate) struct Columns {
     pub flags: Vec<u8>,
     pub alive: Vec<bool>,
     pub derived: Vec<Derived>,
+    /// Tokens of the live items of each window, kept up to date by every write and removal,
+    /// so a plan knows the session's total without a pass over the items.
+    pub demand: Vec<usize>,
 }
 
 /// A cached order of live slots and whether it is current.
@@ -65,6 +68,10 @@ pub struct Assembly {
     index: Index,
     free: Vec<u32>,
 }
+
+/// Tombstones are compacted away once there are at least this many and more than live items,
+/// so slot-indexed work follows the live items, not every item the session ever had.
+const COMPACT_MIN_FREE: usize = 256;
 
 impl Assembly {
     /// An empty assembly; errors with [`CoreError::Value`] when the configuration is invalid.
@@ -291,6 +298,12 @@ impl Assembly {
             };
             let s = slot as usize;
             let c = &mut self.cols;
+            if c.alive[s] {
+                let w = usize::from(c.window[s]);
+                if let Some(d) = c.demand.get_mut(w) {
+                    *d = d.saturating_sub(c.tokens[s] as usize);
+                }
+            }
             c.alive[s] = false;
             c.texts[s] = String::new();
             c.labels[s] = String::new();
@@ -310,8 +323,76 @@ impl Assembly {
                     order.slots.retain(|&s| alive[s as usize]);
                 }
             }
+            if self.free.len() >= COMPACT_MIN_FREE && self.free.len() > self.index.len() {
+                self.compact_slots();
+            }
         }
         removed
+    }
+
+    /// Renumber the live items into slots `0..len()` (in their slot order) and drop the
+    /// tombstones. Valid cached orders are renumbered, not rebuilt.
+    fn compact_slots(&mut self) {
+        let c = &mut self.cols;
+        let n = c.alive.len();
+        let mut new_of = vec![u32::MAX; n];
+        let mut next = 0u32;
+        for (s, slot) in new_of.iter_mut().enumerate() {
+            if c.alive[s] {
+                *slot = next;
+                next += 1;
+            }
+        }
+        fn keep<T>(v: &mut Vec<T>, alive: &[bool]) {
+            let mut s = 0;
+            v.retain(|_| {
+                let live = alive.get(s).copied().unwrap_or(false);
+                s += 1;
+                live
+            });
+        }
+        let alive = std::mem::take(&mut c.alive);
+        let mut ids = std::mem::take(Arc::make_mut(&mut c.node_ids));
+        keep(&mut ids, &alive);
+        c.node_ids = Arc::new(ids);
+        keep(&mut c.texts, &alive);
+        keep(&mut c.labels, &alive);
+        keep(&mut c.summaries, &alive);
+        keep(&mut c.chars, &alive);
+        keep(&mut c.tokens, &alive);
+        keep(&mut c.overhead, &alive);
+        keep(&mut c.window, &alive);
+        keep(&mut c.priority, &alive);
+        keep(&mut c.rank, &alive);
+        keep(&mut c.seq, &alive);
+        keep(&mut c.kind, &alive);
+        keep(&mut c.role, &alive);
+        keep(&mut c.turn, &alive);
+        keep(&mut c.flags, &alive);
+        keep(&mut c.derived, &alive);
+        c.alive = vec![true; next as usize];
+        for slot in self.index.values_mut() {
+            *slot = new_of[*slot as usize];
+        }
+        for order in [
+            &mut self.orders.context,
+            &mut self.orders.history,
+            &mut self.orders.turns,
+        ] {
+            if order.valid {
+                for s in &mut order.slots {
+                    *s = new_of[*s as usize];
+                }
+            } else {
+                order.slots.clear();
+            }
+        }
+        self.free.clear();
+    }
+
+    /// Slots in use, live or not (the length of every slot-indexed column).
+    pub fn slots(&self) -> usize {
+        self.cols.alive.len()
     }
 
     /// Rebuild the cached orders that are out of date.
@@ -363,6 +444,12 @@ fn extend_or_invalidate<K: Ord>(order: &mut Order, slot: u32, key: impl Fn(u32) 
 impl Columns {
     /// Overwrite slot `s` with `item`; `count` is its text count, `None` to keep the text.
     fn write(&mut self, s: usize, item: ItemSpec, count: Option<u32>) {
+        if self.alive[s] {
+            let w = usize::from(self.window[s]);
+            if let Some(d) = self.demand.get_mut(w) {
+                *d = d.saturating_sub(self.tokens[s] as usize);
+            }
+        }
         let text_count = count.unwrap_or_else(|| self.tokens[s].saturating_sub(self.overhead[s]));
         if count.is_some() {
             self.chars[s] = u32::try_from(item.text.chars().count()).unwrap_or(u32::MAX);
@@ -389,6 +476,11 @@ impl Columns {
         self.turn[s] = item.turn;
         self.flags[s] = item.flags;
         self.alive[s] = true;
+        let w = usize::from(item.window);
+        if self.demand.len() <= w {
+            self.demand.resize(w + 1, 0);
+        }
+        self.demand[w] += self.tokens[s] as usize;
     }
 
     fn grow(&mut self, id: Arc<str>) {

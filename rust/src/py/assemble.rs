@@ -262,12 +262,22 @@ impl PyAssembly {
         self.inner.lock().tokens(node_id)
     }
 
-    /// Plan the render within `budget` tokens (GIL released). Raises `BudgetError` when
-    /// protected items alone exceed it and `ValueError` for a negative budget.
-    fn plan(&self, py: Python<'_>, budget: i64) -> PyResult<PyPlan> {
+    /// Plan the render within `budget` tokens (GIL released). Incremental: when everything
+    /// fits, the plan follows the totals and orders kept up to date by `upsert`/`remove`;
+    /// `full=True` recomputes everything from the items (the same plan). Raises `BudgetError`
+    /// when protected items alone exceed it and `ValueError` for a negative budget.
+    #[pyo3(signature = (budget, *, full = false))]
+    fn plan(&self, py: Python<'_>, budget: i64, full: bool) -> PyResult<PyPlan> {
         let budget = usize::try_from(budget)
             .map_err(|_| PyValueError::new_err(format!("budget must be >= 0; got {budget}")))?;
-        let plan = py.detach(|| self.inner.lock().plan(budget))?;
+        let plan = py.detach(|| {
+            let mut a = self.inner.lock();
+            if full {
+                a.plan_full(budget)
+            } else {
+                a.plan(budget)
+            }
+        })?;
         Ok(PyPlan {
             plan,
             names: Arc::clone(&self.names),
@@ -302,9 +312,7 @@ impl PyPlan {
         let p = &self.plan;
         let kept = PyString::intern(py, "kept");
         let mut cache = self.reasons.0.lock();
-        if cache.len() < p.node_ids.len() {
-            cache.resize_with(p.node_ids.len(), || None);
-        }
+        cache.resize_with(p.node_ids.len(), || None);
         let mut out = Vec::with_capacity(p.live.len());
         for &slot in &p.live {
             let s = slot as usize;
@@ -333,6 +341,9 @@ impl PyPlan {
         let ids = &self.plan.node_ids;
         let placeholder = PyString::intern(py, assemble::PLACEHOLDER_ID);
         let mut cache = self.names.0.lock();
+        if cache.len() > ids.len() {
+            cache.truncate(ids.len()); // slots were compacted: the rest can never be hit
+        }
         let out: Vec<Bound<'py, PyString>> = slots
             .iter()
             .map(|&s| match ids.get(s as usize) {

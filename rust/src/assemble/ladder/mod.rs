@@ -52,7 +52,23 @@ impl Assembly {
     /// message's turn group) alone exceed the budget. They may use the reserve (a margin for
     /// what is not theirs): the plan then cuts everything else and does not fit its target
     /// (`fits` is false), but the payload stays within the budget.
+    ///
+    /// Incremental: the session's total comes from the per-window totals the assembly keeps
+    /// up to date, and the orders from the cached ones (extended in place by appended items),
+    /// so when everything fits the target the plan keeps every item without scanning the
+    /// history or checking protection (protected items are then within the budget too); the
+    /// ladder runs only when the total is over the target. Equal to [`Assembly::plan_full`].
     pub fn plan(&mut self, budget: usize) -> CoreResult<Plan> {
+        self.plan_with(budget, true)
+    }
+
+    /// [`Assembly::plan`] from scratch: every total recounted from the items and the history
+    /// scanned whether or not the ladder runs (the reference the incremental plan equals).
+    pub fn plan_full(&mut self, budget: usize) -> CoreResult<Plan> {
+        self.plan_with(budget, false)
+    }
+
+    fn plan_with(&mut self, budget: usize, incremental: bool) -> CoreResult<Plan> {
         let t0 = Instant::now();
         self.refresh_orders();
         let mut derived = std::mem::take(&mut self.cols.derived);
@@ -61,7 +77,7 @@ impl Assembly {
             &self.cols,
             &self.orders,
             &mut derived,
-            budget,
+            (budget, incremental),
             t0,
         )
         .and_then(Run::ladder);
@@ -70,7 +86,19 @@ impl Assembly {
     }
 }
 
-/// Tokens of the live items of each window.
+/// Tokens of the live items of each window, as the assembly keeps them.
+fn kept_demand(cfg: &AssemblyConfig, c: &Columns) -> Vec<usize> {
+    let mut demand = c.demand.clone();
+    demand.resize(cfg.windows.len(), 0);
+    debug_assert_eq!(
+        demand,
+        self::demand(cfg, c),
+        "per-window totals out of date"
+    );
+    demand
+}
+
+/// Tokens of the live items of each window, summed over the items.
 fn demand(cfg: &AssemblyConfig, c: &Columns) -> Vec<usize> {
     let mut demand = vec![0usize; cfg.windows.len()];
     for s in 0..c.alive.len() {
@@ -115,7 +143,7 @@ impl<'a> Run<'a> {
         c: &'a Columns,
         o: &'a Orders,
         derived: &'a mut Vec<Derived>,
-        budget: usize,
+        (budget, incremental): (usize, bool),
         clock: Instant,
     ) -> CoreResult<Self> {
         let reserve_share = cfg
@@ -124,13 +152,24 @@ impl<'a> Run<'a> {
             .map_or(0.0, |(_, s)| *s);
         let (available, target) = limits(budget, reserve_share, cfg.pretrim_ratio);
         let n = c.alive.len();
-        let demand = demand(cfg, c);
+        let demand = if incremental {
+            kept_demand(cfg, c)
+        } else {
+            demand(cfg, c)
+        };
+        // Everything fits: no stage runs, and protected items (a part of the total) are within
+        // the budget, so neither the history scan nor the protection check can matter.
+        let fits = incremental && demand.iter().sum::<usize>() <= target;
         let mut run = Self {
             cfg,
             c,
             o,
             derived,
-            hist: History::scan(cfg, c, &o.history.slots),
+            hist: if fits {
+                History::default()
+            } else {
+                History::scan(cfg, c, &o.history.slots)
+            },
             budget,
             available,
             target,
@@ -149,7 +188,9 @@ impl<'a> Run<'a> {
             timings: Timings::default(),
             clock,
         };
-        run.check_protected()?;
+        if !fits {
+            run.check_protected()?;
+        }
         run.reallocate();
         run.timings.allocate = run.lap();
         Ok(run)
@@ -260,7 +301,7 @@ impl<'a> Run<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::fixtures::{assembly, grain, message, session, HIST, SYS, TOOL};
+    use super::fixtures::{assembly, grain, ids, message, session, HIST, SYS, TOOL};
     use super::*;
     use crate::assemble::{role, ItemSpec};
 
@@ -346,6 +387,148 @@ mod tests {
             items.push(g);
         }
         items
+    }
+
+    /// Every decision, order and total of two plans (not their timings).
+    fn assert_same_plan(a: &Plan, b: &Plan, what: &str) {
+        assert_eq!(
+            (a.budget, a.available, a.target, a.fits),
+            (b.budget, b.available, b.target, b.fits),
+            "{what}"
+        );
+        assert_eq!(
+            (a.total_before, a.total_after),
+            (b.total_before, b.total_after),
+            "{what}"
+        );
+        assert_eq!(a.live, b.live, "{what}");
+        assert_eq!(a.status, b.status, "{what}");
+        assert_eq!(a.stage, b.stage, "{what}");
+        assert_eq!(a.reasons, b.reasons, "{what}");
+        assert_eq!(a.tokens_before, b.tokens_before, "{what}");
+        assert_eq!(a.tokens_after, b.tokens_after, "{what}");
+        assert_eq!(a.window, b.window, "{what}");
+        assert_eq!(a.replacements, b.replacements, "{what}");
+        assert_eq!(a.placeholder, b.placeholder, "{what}");
+        assert_eq!(a.context_order, b.context_order, "{what}");
+        assert_eq!(a.history_order, b.history_order, "{what}");
+        assert_eq!(a.windows, b.windows, "{what}");
+        assert_eq!(a.compaction_turns, b.compaction_turns, "{what}");
+        assert_eq!(a.compaction_tokens, b.compaction_tokens, "{what}");
+        assert_eq!(a.node_ids, b.node_ids, "{what}");
+    }
+
+    fn xorshift(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut x = seed;
+        move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if m == 0 {
+                0
+            } else {
+                x % m
+            }
+        }
+    }
+
+    #[test]
+    fn incremental_plan_equals_the_full_plan_as_a_session_grows() {
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+        let mut outcomes = [0usize; 3]; // fits, cut by the ladder, protected over budget
+        for case in 0..60 {
+            let mut a = assembly();
+            a.upsert(random_session(&mut next)).expect("valid");
+            // small budgets fill up after a few appends: the ladder must then cut
+            let budget = 300 + next(4000) as usize;
+            let mut seq = 10_000;
+            let mut turn = 100;
+            for step in 0..40 {
+                match next(10) {
+                    0 => turn += 1,
+                    1 => {
+                        // an edit of a kept item (a soft trim done by the app, an override)
+                        let id = format!("hist.{}", next(40));
+                        if a.tokens(&id).is_some() {
+                            let mut m = message(next(40), 1, role::ASSISTANT, "edited");
+                            m.node_id = id;
+                            a.upsert(vec![m]).expect("valid");
+                        }
+                    }
+                    2 => {
+                        a.remove(&[format!("hist.{}", next(40))]);
+                    }
+                    _ => {}
+                }
+                seq += 1;
+                let r = [role::USER, role::ASSISTANT, role::TOOL][next(3) as usize];
+                let text = "words and more words ".repeat(1 + next(30) as usize);
+                a.upsert(vec![message(seq, turn, r, &text)]).expect("valid");
+                let what = format!("case {case} step {step} budget {budget}");
+                match (a.plan(budget), a.plan_full(budget)) {
+                    (Ok(fast), Ok(full)) => {
+                        outcomes[usize::from(fast.total_before > fast.target)] += 1;
+                        assert_same_plan(&fast, &full, &what);
+                    }
+                    (Err(e1), Err(e2)) => {
+                        outcomes[2] += 1;
+                        assert_eq!(e1.to_string(), e2.to_string(), "{what}");
+                    }
+                    (x, y) => panic!("{what}: {:?} vs {:?}", x.err(), y.err()),
+                }
+            }
+        }
+        assert!(outcomes.iter().all(|&n| n > 0), "{outcomes:?}");
+    }
+
+    #[test]
+    fn tombstones_are_compacted_and_plans_stay_the_same() {
+        let mut a = assembly();
+        let items: Vec<ItemSpec> = (0..600)
+            .map(|i| {
+                message(
+                    i,
+                    (i / 3) as u32,
+                    [role::USER, role::ASSISTANT][(i % 2) as usize],
+                    "a few words",
+                )
+            })
+            .collect();
+        a.upsert(items).expect("valid");
+        let before = a.plan(1_000_000).expect("fits");
+        let gone: Vec<String> = (0..500).map(|i| format!("hist.{i}")).collect();
+        assert_eq!(a.remove(&gone), 500);
+        assert_eq!(a.slots(), 100, "the 500 tombstones are compacted away");
+        assert_eq!(a.len(), 100);
+        assert_eq!(a.tokens("hist.550"), before.tokens_before.get(550).copied());
+        assert_eq!(a.tokens("hist.10"), None);
+        a.upsert(vec![message(600, 300, role::USER, "next question")])
+            .expect("valid");
+        for budget in [1_000_000, 400, 250] {
+            let fast = a.plan(budget);
+            let full = a.plan_full(budget);
+            match (fast, full) {
+                (Ok(fast), Ok(full)) => {
+                    assert_same_plan(&fast, &full, &format!("budget {budget}"));
+                    if budget == 1_000_000 {
+                        let order = ids(&fast, &fast.history_order);
+                        let want: Vec<String> = (500..=600).map(|i| format!("hist.{i}")).collect();
+                        assert_eq!(order, want.iter().map(String::as_str).collect::<Vec<_>>());
+                        assert_eq!(fast.total_before, fast.total_after);
+                    }
+                }
+                (Err(e1), Err(e2)) => assert_eq!(e1.to_string(), e2.to_string()),
+                (x, y) => panic!("budget {budget}: {:?} vs {:?}", x.err(), y.err()),
+            }
+        }
+        // a later removal below the threshold leaves a tombstone, reused by the next insert
+        a.remove(&["hist.600".to_string()]);
+        assert_eq!(a.slots(), 101);
+        a.upsert(vec![message(601, 301, role::USER, "again")])
+            .expect("valid");
+        assert_eq!(a.slots(), 101);
+        let (fast, full) = (a.plan(500).expect("fits"), a.plan_full(500).expect("fits"));
+        assert_same_plan(&fast, &full, "after reuse");
     }
 
     #[test]
