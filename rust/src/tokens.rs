@@ -507,6 +507,33 @@ mod tests {
     }
 
     #[test]
+    fn warm_pretoken_caches_give_the_cold_ids() {
+        // More distinct pretokens (60k) than the per-thread front table holds (16k slots), each
+        // seen several times, so entries are hit, evicted and refilled between the passes.
+        let words: String = (0..60_000u32)
+            .map(|i| {
+                format!(
+                    " w{}x{} {}",
+                    i % 977,
+                    i / 977,
+                    ["the", "of", "and"][i as usize % 3]
+                )
+            })
+            .collect();
+        for enc in Encoding::ALL {
+            // The first pass on a new thread (whose caches start empty, or a retired thread's):
+            // the later passes on this thread hit what it filled, and must give the same ids.
+            // tests/test_tokens.py checks the ids themselves against tiktoken.
+            let cold = std::thread::scope(|s| s.spawn(|| enc.encode(&words)).join().ok());
+            let cold = cold.expect("the cold pass ran");
+            for _ in 0..3 {
+                assert_eq!(enc.encode(&words), cold, "{}", enc.name());
+            }
+            assert_eq!(enc.count_uncached(&words), cold.len());
+        }
+    }
+
+    #[test]
     fn decode_rejects_unknown_ids_and_knows_specials() {
         let enc = Encoding::Cl100kBase;
         assert_eq!(
