@@ -1,7 +1,12 @@
 """Token counting through Python, side by side with its peers in the same run.
 
 Peers: Python ``tiktoken`` (built offline from the shared rank files) and ``toktok`` (the
-``toktok-rs`` package on PyPI, the Python face of the crate ctxengine vendors). Corpora: ~4 MB
+``toktok-rs`` package on PyPI, the Python face of the crate ctxengine vendors). The PyPI
+package named ``quicktok`` (0.2.0) is not a peer: it is a trainable byte-level BPE
+(``BasicTokenizer``) with neither tiktoken's encodings nor its pre-tokenizer, so it cannot give
+tiktoken's counts. On a shared machine prefer ``benches/paired_tokens.py`` for the ratio
+against toktok: it interleaves the two sides round by round and reports medians of the
+per-round ratios, in wall and CPU time. Corpora: ~4 MB
 of the shared transcripts (every file, sorted by path, concatenated) and ~4 MB of code (the
 installed ``openai`` package's ``.py`` files, sorted by path). Counting runs on fresh text:
 every round counts a different rotation of the corpus, and ctxengine's content cache is

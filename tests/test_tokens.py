@@ -181,6 +181,36 @@ def test_count_many_names_a_non_string_item() -> None:
         ctxengine.count_many(["a", 1])
 
 
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_count_many_of_a_large_mixed_batch_equals_tiktoken(name: str) -> None:
+    # Many runs for the pool (a run is ~64 KB or 512 texts): empty, tiny and 200 KB texts, in
+    # an order that mixes them, from the shared transcripts; every count in its place.
+    text = "".join(p.read_text(encoding="utf-8") for p in FILES)[:2_000_000]
+    rng = random.Random(7)
+    batch, at = [], 0
+    while at < len(text):
+        size = rng.choice([0, 1, 7, 300, 4096, 200_000])
+        batch.append(text[at : at + size])
+        at += size
+    tk = _tk(name)
+    expected = [len(tk.encode_ordinary(t)) for t in batch]
+    tok = ctxengine.get_tokenizer(name)
+    assert tok.count_many(batch, cache=False) == expected
+    ctxengine.clear_cache()
+    assert tok.count_many(tuple(batch)) == expected  # misses, then the cache in place
+    assert tok.count_many(iter(batch)) == expected  # hits
+
+
+def test_count_many_names_a_bad_item_after_counting_started() -> None:
+    # The bad items come after several runs have gone to the pool.
+    good = ["lorem ipsum dolor sit amet " * 400] * 40
+    with pytest.raises(TypeError, match=r"texts\[40\] must be str, got bytes"):
+        ctxengine.count_many([*good, b"x", "y"])
+    with pytest.raises(errors.EncodingError, match=r"texts\[41\] is not valid Unicode"):
+        ctxengine.count_many([*good, "ok", "bad \ud800 surrogate"])
+    assert ctxengine.count_many(good) == [ctxengine.count_tokens(good[0])] * 40
+
+
 # --- pathological inputs ---------------------------------------------------------------------
 
 

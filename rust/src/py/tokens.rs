@@ -1,5 +1,8 @@
 //! `Tokenizer` and the token-cache functions of `ctxengine._core`.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyDict, PyString};
@@ -20,22 +23,138 @@ fn as_str<'a>(text: &'a Bound<'_, PyString>) -> PyResult<&'a str> {
     text.to_str().map_err(|e| not_unicode(None, &e))
 }
 
-fn extract_texts(texts: &Bound<'_, PyAny>) -> PyResult<Vec<PyBackedStr>> {
-    let mut out = Vec::with_capacity(texts.len().unwrap_or(0));
-    for (i, item) in texts.try_iter()?.enumerate() {
-        let item = item?;
-        let s = item.cast::<PyString>().map_err(|_| {
-            pyo3::exceptions::PyTypeError::new_err(format!(
-                "texts[{i}] must be str, got {}",
-                item.get_type()
-                    .name()
-                    .map(|n| n.to_string())
-                    .unwrap_or_default()
-            ))
-        })?;
-        out.push(PyBackedStr::try_from(s.clone()).map_err(|e| not_unicode(Some(i), &e))?);
+/// `texts[i]` as UTF-8 (CPython encodes a str on first use and keeps the bytes with it).
+fn extract_text(i: usize, item: &Bound<'_, PyAny>) -> PyResult<PyBackedStr> {
+    let s = item.cast::<PyString>().map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "texts[{i}] must be str, got {}",
+            item.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        ))
+    })?;
+    PyBackedStr::try_from(s.clone()).map_err(|e| not_unicode(Some(i), &e))
+}
+
+/// A batch is handed to the pool in runs of texts of about this many bytes.
+const RUN_BYTES: usize = 64 * 1024;
+/// ... or of at most this many texts.
+const RUN_TEXTS: usize = 512;
+
+/// Shared state of a streamed count: the texts converted so far, the runs of them published
+/// for counting, and the counts.
+struct Stream {
+    texts: Vec<OnceLock<PyBackedStr>>,
+    counts: Vec<AtomicUsize>,
+    /// `runs[r]` = `(start, end)`: run `r` is `texts[start..end]`; set before `published > r`.
+    runs: Vec<OnceLock<(usize, usize)>>,
+    published: AtomicUsize,
+    /// No run will be published any more.
+    finished: AtomicBool,
+    /// The next run to claim.
+    next: AtomicUsize,
+    /// Runs counted.
+    done: AtomicUsize,
+}
+
+impl Stream {
+    /// Claim and count runs until every published run is claimed and no more will come.
+    fn work(&self, counter: Counter, cache: bool) {
+        loop {
+            let r = self.next.fetch_add(1, Ordering::AcqRel);
+            // Wait for run `r` to be published (the converting thread is ~5-10x faster than a
+            // counting one, so this spins only at the start of a batch).
+            while r >= self.published.load(Ordering::Acquire) {
+                if self.finished.load(Ordering::Acquire)
+                    && r >= self.published.load(Ordering::Acquire)
+                {
+                    return;
+                }
+                std::thread::yield_now();
+            }
+            if let Some(&(start, end)) = self.runs[r].get() {
+                for i in start..end {
+                    if let Some(t) = self.texts[i].get() {
+                        self.counts[i].store(counter.count(t, cache), Ordering::Relaxed);
+                    }
+                }
+            }
+            self.done.fetch_add(1, Ordering::AcqRel);
+        }
     }
-    Ok(out)
+}
+
+/// Count `items` on every core while this thread is still converting them to UTF-8.
+///
+/// The conversion needs the GIL, so it runs on this thread, one text after another; done for
+/// the whole batch before counting, it was ~9% of the work done serially (a ceiling of ~1.8x
+/// on 2 cores). Instead, runs of converted texts (~64 KB each) are published as they are
+/// ready to `cores - 1` pool workers, and this thread, once it has converted the last text,
+/// releases the GIL and counts beside them: one counting thread per core.
+fn count_streamed(
+    py: Python<'_>,
+    counter: Counter,
+    items: &[Bound<'_, PyAny>],
+    cache: bool,
+) -> PyResult<Vec<usize>> {
+    let n = items.len();
+    let stream = Stream {
+        texts: (0..n).map(|_| OnceLock::new()).collect(),
+        counts: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+        runs: (0..n).map(|_| OnceLock::new()).collect(),
+        published: AtomicUsize::new(0),
+        finished: AtomicBool::new(false),
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+    };
+    let stream = &stream;
+    let mut failed: Option<PyErr> = None;
+    rayon::in_place_scope(|scope| {
+        let mut workers = rayon::current_num_threads().saturating_sub(1);
+        let (mut start, mut bytes, mut total, mut runs) = (0usize, 0usize, 0usize, 0usize);
+        for (i, item) in items.iter().enumerate() {
+            let text = match extract_text(i, item) {
+                Ok(t) => t,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            };
+            bytes += text.len();
+            total += text.len();
+            // Set once, here, before any published run covers `i`.
+            let _ = stream.texts[i].set(text);
+            if bytes >= RUN_BYTES || i + 1 - start >= RUN_TEXTS || i + 1 == n {
+                let _ = stream.runs[runs].set((start, i + 1));
+                runs += 1;
+                stream.published.store(runs, Ordering::Release);
+                // Workers join once the batch has a run's worth of bytes and more is coming:
+                // waking the pool costs more than counting a small batch on this thread.
+                if workers > 0 && total >= RUN_BYTES && i + 1 < n {
+                    workers -= 1;
+                    scope.spawn(move |_| stream.work(counter, cache));
+                }
+                (start, bytes) = (i + 1, 0);
+            }
+        }
+        stream.finished.store(true, Ordering::Release);
+        py.detach(|| {
+            stream.work(counter, cache);
+            // Wait, without the GIL, for the runs the workers are still counting.
+            while stream.done.load(Ordering::Acquire) < runs {
+                std::thread::yield_now();
+            }
+        });
+    });
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(stream
+            .counts
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect()),
+    }
 }
 
 impl PyTokenizer {
@@ -107,9 +226,10 @@ impl PyTokenizer {
         texts: &Bound<'_, PyAny>,
         cache: bool,
     ) -> PyResult<Vec<usize>> {
-        let texts = extract_texts(texts)?;
-        let counter = self.counter;
-        Ok(py.detach(|| counter.count_many(&texts, cache)))
+        let items = texts
+            .try_iter()?
+            .collect::<PyResult<Vec<Bound<'_, PyAny>>>>()?;
+        count_streamed(py, self.counter, &items, cache)
     }
 
     fn encode(&self, py: Python<'_>, text: &Bound<'_, PyString>) -> PyResult<Vec<u32>> {
