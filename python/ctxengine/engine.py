@@ -841,7 +841,7 @@ class Session:
         state.faults = []
         grains = await collect(state, config, plugins, provider, log)
         timings = {"collect": time.perf_counter() - started}
-        assembled = await assemble(state, config, plugins, grains, log)
+        assembled = await assemble(state, config, plugins, grains, log, provider)
         request = Request(provider, options, started, timings, self.engine.setup_faults)
         return await inject(state, config, plugins, assembled, request, log)
 

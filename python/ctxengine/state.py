@@ -71,6 +71,8 @@ class SessionState:
             last one, the plan's total then); None after a success.
         faults: Plugin faults since the last render (they go into its report).
         dirty: History node ids whose content must be re-sent to the assembly.
+        counted_for: The provider the assembly's thinking counts are for (thinking is sent only
+            to the provider that signed it, so a render for another provider re-counts it).
         guarded: Node id → characters before the window guard cut that tool result.
         order: Context node id → emission order in the last render.
         seq: Last sequence number given to a stored grain.
@@ -103,6 +105,7 @@ class SessionState:
     compaction_backoff: tuple[int, int, int] | None = None
     faults: list[PluginFault] = field(default_factory=list)
     dirty: set[str] = field(default_factory=set)
+    counted_for: str | None = None
     guarded: dict[str, int] = field(default_factory=dict)
     order: dict[str, int] = field(default_factory=dict)
     seq: int = 0

@@ -23,3 +23,48 @@ async def test_thinking_is_counted_so_a_render_fits_the_budget(provider: str) ->
     # the latest request is last; "hi" fits again (backfill) and merges with it, its answer not
     assert out.transcript.messages[-1].text.split("\n")[-1] == "next"
     assert "step" not in out.transcript.messages[-1].text
+
+
+def _thinking_session(signature: str | None) -> list[Message]:
+    return [
+        Message.user("where is the report?"),
+        Message("assistant", (Thinking("ponder " * 400, signature=signature), Text("in ./out"))),
+        Message.user("thanks, and the log?"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("provider", "signature", "sent"),
+    [
+        ("openai", "sig", False),  # OpenAI Chat never takes reasoning
+        ("anthropic", None, False),  # Anthropic needs the signature
+        ("anthropic", "sig", True),
+        ("gemini", None, True),  # Gemini takes its own thought text
+    ],
+)
+async def test_thinking_counts_only_where_the_export_sends_it(
+    provider: str, signature: str | None, sent: bool
+) -> None:
+    # An aider session with unsigned thinking at 1,500 tokens was planned at 723 tokens and
+    # rendered 305: the plan counted thinking no payload carried, and cut what would have fit.
+    engine = ContextEngine("gpt-4o", Budget(total=2000))
+    async with engine.session("think") as s:
+        s.extend(_thinking_session(signature))
+        out = await s.render(provider)
+    carried = "ponder" in str(out.payload)
+    assert carried is sent
+    assert abs(out.report.tokens_estimated - out.tokens) <= 20  # the plan counts what is sent
+    assert (out.report.tokens_estimated > 400) is sent
+
+
+async def test_a_render_for_another_provider_recounts_thinking() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=2000))
+    async with engine.session("think") as s:
+        s.extend(_thinking_session("sig"))
+        estimates = {}
+        for provider in ("openai", "anthropic", "openai", "anthropic"):
+            out = await s.render(provider)
+            assert abs(out.report.tokens_estimated - out.tokens) <= 20, provider
+            estimates.setdefault(provider, set()).add(out.report.tokens_estimated)
+    assert len(estimates["openai"]) == len(estimates["anthropic"]) == 1  # stable per provider
+    assert min(estimates["anthropic"]) > max(estimates["openai"]) + 400

@@ -18,6 +18,7 @@ from .. import _core
 from ..grain import ContextGrain
 from ..tokens import IMAGE_TOKENS
 from ..transcript.model import Image, Message, Text, Thinking, ToolResult
+from ..transcript.providers import family_of
 from .guard import truncate_tool_result
 
 __all__ = (
@@ -102,13 +103,15 @@ class HistoryItem:
     role: int
     turn: int
     flags: int
-    overhead_texts: tuple[str, ...]
+    overhead_texts: tuple[str, ...]  # tool call names and arguments (counted, never trimmed)
     overhead: int
     label: str
     grain: ContextGrain
     source_text: str  # the text as the message holds it (compose re-renders when they differ)
     guarded_from: int = 0  # characters before the window guard cut it (0: not cut)
     composed: tuple[str, Message] | None = None  # last rendered (text, message), reused
+    thinking: tuple[Thinking, ...] = ()  # counted only for a provider its export sends it to
+    family: str | None = None  # the provider whose signatures the message carries
 
 
 def tool_result_node_id(call_id: str) -> str:
@@ -160,17 +163,17 @@ class HistoryBuilder:
             flags |= FLAG["feedback"]
         blocks = message.blocks
         images = 0
-        thinking: tuple[str, ...] = ()
+        thinking: tuple[Thinking, ...] = ()
         if not (len(blocks) == 1 and type(blocks[0]) is Text):  # else: one text block
             images = sum(isinstance(b, Image) for b in blocks)
-            # Thinking is rendered for Anthropic and Gemini: it is counted (never trimmed alone,
-            # so the turn's overhead), as are the tool calls' names and arguments.
-            thinking = tuple(b.text for b in blocks if isinstance(b, Thinking) and b.text)
+            # Thinking goes back only to the provider that signed it (``exportable``): it is
+            # counted for the renders that send it (never trimmed alone: the turn's overhead).
+            thinking = tuple(b for b in blocks if isinstance(b, Thinking) and b.text)
         flags |= FLAG["image"] if images else 0
         kind = KIND["message"]
         if role == "system":
             kind, flags = KIND["context"], flags | FLAG["protected"]
-        texts = thinking + tuple(t for c in calls for t in (c.name, c.arguments_json))
+        texts = tuple(t for c in calls for t in (c.name, c.arguments_json))
         context = kind == _core.KIND_CONTEXT
         node_id = self._node_id(f"sys.transcript.{index}" if context else f"hist.{index}")
         meta = {"message_index": index, "role": role}
@@ -190,6 +193,8 @@ class HistoryBuilder:
             f"{role} message {index}",
             grain,
             text,
+            thinking=thinking,
+            family=family_of(message) if thinking else None,
         )
 
     def _result(self, index: int, position: int, result: ToolResult) -> HistoryItem:

@@ -248,8 +248,10 @@ async def assemble(
     plugins: SessionDispatcher,
     grains: list[ContextGrain],
     log: TurnLog,
+    provider: str = "openai",
 ) -> Assembled:
-    """The assemble phase: the collected grains become a plan that fits the budget."""
+    """The assemble phase: the collected grains become a plan that fits the budget (for
+    ``provider``: thinking counts only where its export sends it)."""
     grains = admit(config, grains, log, windows=False)
     grains = apply_overrides(state, config, fuse_grains(config, plugins, grains, log), log)
     grains, state.splits = split_large(
@@ -265,13 +267,13 @@ async def assemble(
     context = _tree_context(state, config, tree, log)
     _sync(state, config, plugins, context)
     apply_prune_options(state, config, log)
-    sync_history(state, config, scan=before or over)
+    sync_history(state, config, scan=before or over, provider=provider)
     plan = plan_within(state, config)
     if plan.total_before > plan.target and over:
         await _hook(plugins, OverBudget(tree, config.budget, plan.total_before - plan.target), log)
         context = _tree_context(state, config, tree, log)
         _sync(state, config, plugins, context)
-        sync_history(state, config, scan=True)
+        sync_history(state, config, scan=True, provider=provider)
         plan = plan_within(state, config)
     context, plan = await _compact_all(state, config, plugins, context, plan, log)
     log.extra.extend(rejected_decisions(config.budget, log.faults))

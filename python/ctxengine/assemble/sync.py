@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _core
 from ..grain import ContextGrain
 from ..tokens import count_many
+from ..transcript.providers import exportable
 from .core import upsert
 from .history import FLAG, KIND, HistoryItem
 
@@ -50,20 +51,48 @@ def _changed_items(state: SessionState, scan: bool) -> tuple[list[HistoryItem], 
     return items, texts
 
 
-def sync_history(state: SessionState, config: RenderConfig, scan: bool) -> None:
-    """Upsert new history items and those whose content changed since the last render.
+def _overhead_texts(item: HistoryItem, provider: str) -> tuple[str, ...]:
+    """What an item carries besides its text: tool calls, and the thinking ``provider``'s
+    export sends (thinking goes back only to the provider that signed it)."""
+    if not item.thinking:
+        return item.overhead_texts
+    sent = tuple(b.text for b in item.thinking if exportable(b, provider, item.family))
+    return sent + item.overhead_texts
+
+
+def _recount_thinking(state: SessionState, provider: str, items: list[HistoryItem]) -> None:
+    """A render for another provider than the last one re-counts the items with thinking."""
+    if state.counted_for in (None, provider):
+        return
+    queued = {id(i) for i in items}
+    items.extend(
+        i
+        for i in state.items.values()
+        if i.thinking and id(i) not in queued and i.node_id not in state.limited
+    )
+
+
+def sync_history(
+    state: SessionState, config: RenderConfig, scan: bool, provider: str = "openai"
+) -> None:
+    """Upsert new history items and those whose content changed since the last render (and,
+    for a render to another provider, those whose thinking that provider is sent or not).
 
     Transactional: the pending and dirty sets are cleared only once the assembly took the
     items, so a render that fails here leaves them for the next one (no history is lost)."""
     items, texts = _changed_items(state, scan)
+    _recount_thinking(state, provider, items)
+    texts.extend(item_text(state, i) for i in items[len(texts) :])
     if not items:
         state.pending.clear()
         state.dirty.clear()
+        state.counted_for = provider
         return
-    extra = count_many([t for i in items for t in i.overhead_texts], model=config.model)
+    extras = [_overhead_texts(i, provider) for i in items]
+    extra = count_many([t for e in extras for t in e], model=config.model)
     overheads, k = [], 0
-    for item in items:
-        n = len(item.overhead_texts)
+    for item, e in zip(items, extras, strict=True):
+        n = len(e)
         overheads.append(item.overhead + sum(extra[k : k + n]))
         k += n
     windows = config.window_index
@@ -85,6 +114,7 @@ def sync_history(state: SessionState, config: RenderConfig, scan: bool) -> None:
     )
     state.pending.clear()
     state.dirty.clear()
+    state.counted_for = provider
     for item, text in zip(items, texts, strict=True):
         item.text = text
 
