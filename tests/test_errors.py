@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import anyio
 import pytest
 
+import ctxengine
 import ctxengine.errors as errors
 from ctxengine import ContextEngine
 
@@ -16,6 +22,8 @@ BAD_ARGUMENT = (
     "AdapterError",
     "TranscriptError",
     "SessionIdError",
+    "ConfigError",
+    "ConfigTypeError",
 )
 NOT_ARGUMENT = ("PluginError", "StoreError", "ContextOverflowError", "SummarizerError")
 
@@ -50,3 +58,52 @@ def test_an_unknown_render_option_lists_the_valid_ones() -> None:
             assert (await s.render("anthropic", cache_breakpoints=2)).tokens > 0
 
     anyio.run(main)
+
+
+def _bad_settings() -> list[tuple[str, Callable[[], Any]]]:
+    from ctxengine.assemble.guard import PruneSettings, max_tool_result_chars
+    from ctxengine.compaction import CompactionConfig, ExtractiveSummarizer, plan_cut
+    from ctxengine.memory.store import HashingEmbedder
+    from ctxengine.splitter import TextSplitter
+
+    return [
+        ("PruneSettings(soft_trim_ratio=1.5)", lambda: PruneSettings(soft_trim_ratio=1.5)),
+        ("CompactionConfig(render_low_water=0)", lambda: CompactionConfig(render_low_water=0)),
+        ("plan_cut(low_water=1.5)", lambda: plan_cut([], [], budget=100, low_water=1.5)),
+        ("ExtractiveSummarizer(max_items=0)", lambda: ExtractiveSummarizer(max_items=0)),
+        ("TextSplitter(max_chars=0)", lambda: TextSplitter(max_chars=0)),
+        ("HashingEmbedder(dim=4)", lambda: HashingEmbedder(dim=4)),
+        ("max_tool_result_chars(0)", lambda: max_tool_result_chars(0)),
+    ]
+
+
+@pytest.mark.parametrize(("call", "make"), _bad_settings(), ids=[c for c, _ in _bad_settings()])
+def test_a_setting_out_of_range_is_a_config_error_naming_the_value(
+    call: str, make: Callable[[], Any]
+) -> None:
+    with pytest.raises(ctxengine.ConfigError) as info:
+        make()
+    assert isinstance(info.value, ctxengine.CtxEngineError) and isinstance(info.value, ValueError)
+    value = re.search(r"[(=]([-\d.]+)\)$", call)
+    assert value is not None and value.group(1) in str(info.value), (call, str(info.value))
+    assert "expected" in str(info.value) or "must" in str(info.value)
+
+
+def test_a_summarizer_without_summarize_is_a_config_type_error() -> None:
+    from ctxengine.compaction.protocol import call_summarizer
+
+    with pytest.raises(errors.ConfigTypeError, match="object has no summarize") as info:
+        anyio.run(lambda: call_summarizer(object(), [], instructions="", max_tokens=10))
+    assert isinstance(info.value, TypeError) and isinstance(info.value, ctxengine.CtxEngineError)
+
+
+def test_the_library_raises_no_bare_value_or_type_error() -> None:
+    # One tree: a bad argument is a CtxEngineError that is also a ValueError (or TypeError).
+    root = Path(ctxengine.__file__).parent
+    bare = [
+        f"{path.relative_to(root)}:{n}"
+        for path in root.rglob("*.py")
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"raise (ValueError|TypeError)\(", line) and "# internal" not in line
+    ]
+    assert not bare, bare

@@ -15,6 +15,7 @@ from ._core import __version__
 from .errors import (
     AdapterError,
     BudgetError,
+    ConfigError,
     CtxEngineError,
     EncodingError,
     GrainError,
@@ -112,6 +113,7 @@ __all__ = (
     "AdapterError",
     "Budget",
     "BudgetError",
+    "ConfigError",
     "ContextEngine",
     "ContextGrain",
     "ContextScene",

@@ -3,7 +3,9 @@
 Every error the library raises derives from :class:`CtxEngineError`. Errors that describe a bad
 argument also derive from :class:`ValueError`, so callers that already catch ``ValueError`` keep
 working: :class:`EncodingError`, :class:`GrainError`, :class:`BudgetError`, :class:`FoldError`,
-:class:`AdapterError` and :class:`TranscriptError`. :class:`PluginError` (mostly a plugin that
+:class:`AdapterError`, :class:`TranscriptError` and :class:`ConfigError` (a setting or argument
+out of its range, e.g. ``PruneSettings(soft_ratio=1.5)``; also a :class:`TypeError` when the
+value is of the wrong kind). :class:`PluginError` (mostly a plugin that
 failed or was refused, not a bad argument), :class:`StoreError` (I/O) and
 :class:`ContextOverflowError` (the provider's verdict) do not. The Rust core raises these
 same classes (it imports them from this module), so there is exactly one tree whichever side
@@ -17,6 +19,8 @@ from typing import Any
 __all__ = (
     "AdapterError",
     "BudgetError",
+    "ConfigError",
+    "ConfigTypeError",
     "ContextOverflowError",
     "CtxEngineError",
     "EncodingError",
@@ -107,6 +111,16 @@ class ContextOverflowError(CtxEngineError):
         self.tokens, self.limit = tokens, limit
         self.tried = list(tried or [])
         self.recovery = list(recovery or [])
+
+
+class ConfigError(CtxEngineError, ValueError):
+    """A setting or argument out of its range (a fraction above 1, a non-positive size...);
+    the message names the value and what was expected."""
+
+
+class ConfigTypeError(ConfigError, TypeError):
+    """A setting or argument of the wrong kind (an object with no ``summarize()`` given as
+    the summarizer); a :class:`ConfigError` and a :class:`TypeError`."""
 
 
 class SummarizerError(CtxEngineError):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .errors import ConfigError
+
 __all__ = ("TextSplitter",)
 
 DEFAULT_SEPARATORS = ("\n\n", "\n", ". ", " ")
@@ -26,9 +28,9 @@ class TextSplitter:
 
     def __init__(self, max_chars: int = 80_000, separators: Sequence[str] = DEFAULT_SEPARATORS):
         if max_chars <= 0:
-            raise ValueError(f"max_chars must be positive; got {max_chars!r}")
+            raise ConfigError(f"max_chars must be positive; got {max_chars!r}")
         if any(not s for s in separators):
-            raise ValueError(f"separators must be non-empty strings; got {list(separators)!r}")
+            raise ConfigError(f"separators must be non-empty strings; got {list(separators)!r}")
         self.max_chars = max_chars
         self.separators = tuple(separators)
 

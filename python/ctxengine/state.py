@@ -15,6 +15,7 @@ from . import _core
 from .assemble.history import HistoryBuilder, HistoryItem
 from .assemble.report import GrainDecision
 from .collect.faults import PluginFault
+from .errors import ConfigError
 from .grain import ContextGrain
 from .inject.payload import MessageTokenCache
 from .transcript.model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
@@ -232,13 +233,13 @@ class SessionState:
                 messages and ``messages`` is None.
         """
         if data.get("version") != FORMAT_VERSION:
-            raise ValueError(
+            raise ConfigError(
                 f"session state version is {data.get('version')!r}; expected {FORMAT_VERSION}"
             )
         state = cls(str(data["session_id"]), asm, builder)
         if messages is None:
             if data.get("messages") is None:
-                raise ValueError("session state holds no messages and none were given")
+                raise ConfigError("session state holds no messages and none were given")
             messages = [_message_of(raw) for raw in data["messages"]]
         for message in messages:
             state.append(message)

@@ -28,6 +28,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Final
 
 from .. import _core
+from ..errors import ConfigError
 from ..grain import ContextGrain
 from ..splitter import TextSplitter
 from ..transcript.changes import Change, Report
@@ -96,9 +97,9 @@ def max_tool_result_chars(
         ValueError: ``window_tokens`` is not positive or ``share`` is not in (0, 1].
     """
     if window_tokens <= 0:
-        raise ValueError(f"window_tokens is {window_tokens}; expected a positive number of tokens")
+        raise ConfigError(f"window_tokens is {window_tokens}; expected a positive number of tokens")
     if not 0 < share <= 1:
-        raise ValueError(f"share is {share}; expected a fraction in (0, 1]")
+        raise ConfigError(f"share is {share}; expected a fraction in (0, 1]")
     return max(MIN_KEEP_CHARS, min(hard_cap, int(window_tokens * share * chars_per_token)))
 
 
@@ -154,7 +155,7 @@ def truncate_tool_result(text: str, max_chars: int) -> str:
         ValueError: ``max_chars`` is not positive.
     """
     if max_chars <= 0:
-        raise ValueError(f"max_chars is {max_chars}; expected a positive number of characters")
+        raise ConfigError(f"max_chars is {max_chars}; expected a positive number of characters")
     limit = max(max_chars, MIN_KEEP_CHARS)
     if len(text) <= limit:
         return text
@@ -278,9 +279,9 @@ class PruneSettings:
         for name in ("soft_trim_ratio", "hard_clear_ratio"):
             value = getattr(self, name)
             if not 0 < value <= 1:
-                raise ValueError(f"{name} is {value}; expected a fraction in (0, 1]")
+                raise ConfigError(f"{name} is {value}; expected a fraction in (0, 1]")
         if self.hard_clear_ratio < self.soft_trim_ratio:
-            raise ValueError(
+            raise ConfigError(
                 f"hard_clear_ratio ({self.hard_clear_ratio}) is below soft_trim_ratio "
                 f"({self.soft_trim_ratio}); expected hard >= soft"
             )
@@ -293,15 +294,15 @@ class PruneSettings:
             "image_chars",
         ):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name} is {getattr(self, name)}; expected a value >= 0")
+                raise ConfigError(f"{name} is {getattr(self, name)}; expected a value >= 0")
         for name in ("ttl_turns", "max_turns"):
             value = getattr(self, name)
             if value is not None and value < 1:
-                raise ValueError(f"{name} is {value}; expected None or at least 1 user turn")
+                raise ConfigError(f"{name} is {value}; expected None or at least 1 user turn")
         if self.ttl_seconds is not None and self.ttl_seconds < 0:
-            raise ValueError(f"ttl_seconds is {self.ttl_seconds}; expected None or >= 0")
+            raise ConfigError(f"ttl_seconds is {self.ttl_seconds}; expected None or >= 0")
         if self.chars_per_token <= 0:
-            raise ValueError(f"chars_per_token is {self.chars_per_token}; expected > 0")
+            raise ConfigError(f"chars_per_token is {self.chars_per_token}; expected > 0")
         object.__setattr__(self, "allow", tuple(self.allow))
         object.__setattr__(self, "deny", tuple(self.deny))
 
@@ -406,7 +407,7 @@ def plan_prune(
         ValueError: ``window_tokens`` is not positive.
     """
     if window_tokens <= 0:
-        raise ValueError(f"window_tokens is {window_tokens}; expected a positive number of tokens")
+        raise ConfigError(f"window_tokens is {window_tokens}; expected a positive number of tokens")
     if s.ttl_seconds is not None and cache_age is not None and cache_age < s.ttl_seconds:
         return {}, []
     window_chars = window_tokens * s.chars_per_token
@@ -499,7 +500,7 @@ def turn_cut(msgs: Sequence[Message], n: int) -> tuple[int, int, int] | None:
         ValueError: ``n`` is below 1.
     """
     if n < 1:
-        raise ValueError(f"n is {n}; expected at least 1 user turn")
+        raise ConfigError(f"n is {n}; expected at least 1 user turn")
     starts = turn_starts(msgs)
     if len(starts) <= n:
         return None

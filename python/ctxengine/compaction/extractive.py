@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from ..errors import ConfigError
 from ..tokens import Tokenizer
 from ..transcript import Message
 from .facts import extract_facts, facts_of, first_line, message_scope
@@ -50,7 +51,7 @@ class ExtractiveSummarizer:
 
     def __init__(self, max_items: int = 12, *, tokenizer: Tokenizer | Count | str | None = None):
         if max_items < 1:
-            raise ValueError(f"max_items is {max_items}; expected at least 1")
+            raise ConfigError(f"max_items is {max_items}; expected at least 1")
         self.max_items = max_items
         self._count = counter(tokenizer)
 

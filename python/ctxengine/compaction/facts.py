@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Final
 
+from ..errors import ConfigError
 from ..transcript import Message, ToolCall
 
 __all__ = (
@@ -228,7 +229,7 @@ def _shell_words(part: str) -> list[str]:
                 return words
             continue
         if bad is not None:
-            raise ValueError(f"unbalanced shell quoting at {m.start()}")
+            raise ValueError(f"unbalanced shell quoting at {m.start()}")  # internal: caught
         if plain is not None:
             piece = plain
         elif escaped is not None:
@@ -609,7 +610,7 @@ def read_rules(path: str | Path, sections: Sequence[str]) -> list[str]:
     try:
         text = file.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"rules file {str(file)!r} is not UTF-8 text") from exc
+        raise ConfigError(f"rules file {str(file)!r} is not UTF-8 text") from exc
     wanted = {s.strip().lower() for s in sections}
     blocks = re.split(r"(?m)^(?=#{1,3} )", text)
     kept = []

@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 import anyio
 
-from ..errors import SummarizerError
+from ..errors import ConfigError, SummarizerError
 from ..grain import ContextGrain
 from ..tokens import Tokenizer
 from ..transcript import Message, Text, ToolResult
@@ -127,15 +127,15 @@ class CompactionConfig:
 
     def __post_init__(self) -> None:
         if self.window_tokens <= 0 or self.timeout <= 0:
-            raise ValueError(
+            raise ConfigError(
                 f"window_tokens={self.window_tokens}, timeout={self.timeout}; both must be > 0"
             )
         for name in ("low_water", "render_low_water"):
             value = getattr(self, name)
             if not 0 < value <= 1:
-                raise ValueError(f"{name}={value}; expected a fraction in (0, 1]")
+                raise ConfigError(f"{name}={value}; expected a fraction in (0, 1]")
         if self.chunk_retries < 0 or self.backoff < 0:
-            raise ValueError(
+            raise ConfigError(
                 f"chunk_retries={self.chunk_retries}, backoff={self.backoff}; both must be >= 0"
             )
 
@@ -487,7 +487,7 @@ async def compact(
         ValueError: ``max_tokens`` is not positive.
     """
     if max_tokens <= 0:
-        raise ValueError(f"max_tokens is {max_tokens}; expected a positive number of tokens")
+        raise ConfigError(f"max_tokens is {max_tokens}; expected a positive number of tokens")
     with message_scope():
         return await _compact(
             messages, max_tokens, summarizer, tokenizer, protected, latest_request, config,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from ..errors import ConfigError
 from ..transcript import Message
 
 __all__ = (
@@ -39,7 +40,7 @@ _LARGE_MESSAGE_SHARE: Final = 0.1
 
 def _check_window(window: int) -> None:
     if window <= 0:
-        raise ValueError(f"window is {window}; expected a positive number of tokens")
+        raise ConfigError(f"window is {window}; expected a positive number of tokens")
 
 
 def adaptive_chunk_ratio(token_counts: Sequence[int], window: int) -> float:
@@ -111,7 +112,7 @@ def chunk_by_tokens(
         ValueError: ``max_tokens`` is not positive.
     """
     if max_tokens <= 0:
-        raise ValueError(f"max_tokens is {max_tokens}; expected a positive number of tokens")
+        raise ConfigError(f"max_tokens is {max_tokens}; expected a positive number of tokens")
     chunks: list[range] = []
     start: int | None = None
     stop = 0
@@ -140,7 +141,7 @@ def split_by_token_share(
         ValueError: ``parts`` is below 1.
     """
     if parts < 1:
-        raise ValueError(f"parts is {parts}; expected at least 1")
+        raise ConfigError(f"parts is {parts}; expected at least 1")
     sizes = _group_tokens(token_counts, groups)
     total = sum(sizes)
     if not groups:
@@ -209,10 +210,10 @@ def plan_cut(
         ValueError: a ratio is outside (0, 1] or ``budget`` is not positive.
     """
     if budget <= 0:
-        raise ValueError(f"budget is {budget}; expected a positive number of tokens")
+        raise ConfigError(f"budget is {budget}; expected a positive number of tokens")
     for name, value in (("low_water", low_water), ("tail_ratio", tail_ratio)):
         if not 0 < value <= 1:
-            raise ValueError(f"{name} is {value}; expected a fraction in (0, 1]")
+            raise ConfigError(f"{name} is {value}; expected a fraction in (0, 1]")
     head = 0
     while head < len(messages) and messages[head].role == "system":
         head += 1

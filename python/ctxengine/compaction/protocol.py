@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
+from ..errors import ConfigTypeError
 from ..tokens import Tokenizer, get_tokenizer
 from ..transcript import Message
 
@@ -60,7 +61,9 @@ async def call_summarizer(
     """
     method = getattr(summarizer, "summarize", None)
     if method is None:
-        raise TypeError(f"{type(summarizer).__name__} has no summarize(); expected a Summarizer")
+        raise ConfigTypeError(
+            f"{type(summarizer).__name__} has no summarize(); expected a Summarizer"
+        )
     if _accepts_max_tokens(type(summarizer)):  # type: ignore[arg-type]
         result = await method(messages, instructions=instructions, max_tokens=max_tokens)
     else:

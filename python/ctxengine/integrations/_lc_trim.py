@@ -28,7 +28,7 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately
 
-from ..errors import EncodingError
+from ..errors import ConfigError, EncodingError
 from ..tokens import get_tokenizer
 
 __all__ = ("Counter", "resolve_counter", "select_first", "select_last")
@@ -166,7 +166,7 @@ def resolve_counter(token_counter: Any) -> Counter:
         try:
             return _exact(token_counter)
         except EncodingError as exc:
-            raise ValueError(
+            raise ConfigError(
                 f"Invalid token_counter shortcut {token_counter!r}. Available shortcuts: "
                 f"'approximate', or a model or encoding name ctxengine counts exactly ({exc})"
             ) from None
@@ -191,7 +191,7 @@ def resolve_counter(token_counter: Any) -> Counter:
         if _takes_message(token_counter):
             return Counter(one=token_counter)
         return Counter(list_fn=token_counter)
-    raise ValueError(
+    raise ConfigError(
         "'token_counter' expected to be a model that implements "
         "'get_num_tokens_from_messages()' or a function. Received object of type "
         f"{type(token_counter)}."

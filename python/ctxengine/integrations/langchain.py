@@ -34,6 +34,7 @@ from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage, conv
 from langchain_core.runnables import RunnableLambda
 
 from ..engine import ContextEngine, RenderedContext
+from ..errors import ConfigError
 from ..sync import SyncSession
 from ._lc_trim import MessageType, resolve_counter, select_first, select_last
 
@@ -118,9 +119,9 @@ def _trim(
     text_splitter: Any,
 ) -> list[BaseMessage]:
     if start_on and strategy == "first":
-        raise ValueError("start_on parameter is only valid with strategy='last'")
+        raise ConfigError("start_on parameter is only valid with strategy='last'")
     if include_system and strategy == "first":
-        raise ValueError("include_system parameter is only valid with strategy='last'")
+        raise ConfigError("include_system parameter is only valid with strategy='last'")
     msgs = _as_messages(messages)
     counter = resolve_counter(token_counter)
     split_text = getattr(text_splitter, "split_text", None)
@@ -142,7 +143,7 @@ def _trim(
             start_on=start_on,
             end_on=end_on,
         )
-    raise ValueError(
+    raise ConfigError(
         f"Unrecognized strategy={strategy!r}. Supported strategies are 'last' and 'first'."
     )
 

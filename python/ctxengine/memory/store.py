@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._core import Bm25Index, bm25_tokenize
+from ..errors import ConfigError
 from .daily import DAILY_DIR, LONG_TERM, append_daily
 
 __all__ = ("Embedder", "HashingEmbedder", "MemoryHit", "MemoryStore", "split_entries")
@@ -51,7 +52,7 @@ class HashingEmbedder:
 
     def __init__(self, dim: int = 256) -> None:
         if dim < 8:
-            raise ValueError(f"dim is {dim}; expected at least 8")
+            raise ConfigError(f"dim is {dim}; expected at least 8")
         self.dim = dim
 
     def _features(self, text: str) -> list[str]:
@@ -101,7 +102,7 @@ class MemoryStore:
         weight: float = 0.5,
     ) -> None:
         if not 0 <= weight <= 1:
-            raise ValueError(f"weight is {weight}; expected a fraction in [0, 1]")
+            raise ConfigError(f"weight is {weight}; expected a fraction in [0, 1]")
         self.folder = Path(folder)
         self.embedder: Embedder | None = HashingEmbedder() if embedder == "hashing" else embedder  # type: ignore[assignment]
         self.weight = weight if self.embedder is not None else 0.0
@@ -153,7 +154,7 @@ class MemoryStore:
         if self.embedder is not None and entries:
             vectors = np.asarray(self.embedder([e[2] for e in entries]), dtype=np.float32)
             if vectors.shape[0] != len(entries):
-                raise ValueError(
+                raise ConfigError(
                     f"embedder returned {vectors.shape[0]} vectors for {len(entries)} texts"
                 )
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -172,7 +173,7 @@ class MemoryStore:
             ValueError: ``k`` is below 1, or the embedder returned the wrong number of vectors.
         """
         if k < 1:
-            raise ValueError(f"k is {k}; expected at least 1")
+            raise ConfigError(f"k is {k}; expected at least 1")
         with self._lock:
             self._refresh()
             entries, index, vectors = self._entries, self._index, self._vectors
