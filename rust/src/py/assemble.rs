@@ -262,6 +262,12 @@ impl PyAssembly {
         self.inner.lock().tokens(node_id)
     }
 
+    /// Tokens of the protected items (PROTECTED flag, the latest user message's turn group):
+    /// the least budget `plan` accepts.
+    fn protected_tokens(&self) -> usize {
+        self.inner.lock().protected_tokens()
+    }
+
     /// Plan the render within `budget` tokens (GIL released). Raises `BudgetError` when
     /// protected items alone exceed it and `ValueError` for a negative budget.
     fn plan(&self, py: Python<'_>, budget: i64) -> PyResult<PyPlan> {
