@@ -125,15 +125,22 @@ def safe_id(node_id: object) -> str:
 
 
 def admit(
-    config: RenderConfig, grains: list[ContextGrain], log: TurnLog, *, windows: bool = True
+    config: RenderConfig,
+    grains: list[ContextGrain],
+    log: TurnLog,
+    *,
+    windows: bool = True,
+    fields: bool = True,
 ) -> list[ContextGrain]:
     """Grains the core can take; a plugin grain it cannot is reported and left out. Before
-    fusion (``windows=False``) only the grains' own fields are checked."""
+    fusion (``windows=False``) only the grains' own fields are checked; ``fields=False`` skips
+    them when they were checked in this render and no plugin code ran since."""
     out: list[ContextGrain] = []
     for grain in grains:
         exc: CtxEngineError | None
         try:
-            grain.check()  # it may have been changed since it was made
+            if fields:
+                grain.check()  # it may have been changed since it was made
         except CtxEngineError as error:
             exc = error
         else:
@@ -163,10 +170,16 @@ def admit(
 
 
 def _tree_context(
-    state: SessionState, config: RenderConfig, tree: list[ContextGrain], log: TurnLog
+    state: SessionState,
+    config: RenderConfig,
+    tree: list[ContextGrain],
+    log: TurnLog,
+    *,
+    fields: bool = True,
 ) -> list[ContextGrain]:
-    """The non-history grains of the tree the core can take, and their emission order."""
-    context = admit(config, [g for g in tree if g.node_id not in state.items], log)
+    """The non-history grains of the tree the core can take, and their emission order
+    (``fields``: check the grains' fields again, as a handler may have changed them)."""
+    context = admit(config, [g for g in tree if g.node_id not in state.items], log, fields=fields)
     state.order = {g.node_id: n for n, g in enumerate(context)}
     return context
 
@@ -348,7 +361,8 @@ async def assemble(
     tree = grains + [i.grain for i in state.items.values()] if before or over else grains
     if before:
         await _hook(plugins, BeforeRender(tree), log)
-    context = _tree_context(state, config, tree, log)
+    # Without a before-render handler no plugin code ran since the fields were checked above.
+    context = _tree_context(state, config, tree, log, fields=before)
     _sync(state, config, plugins, context)
     apply_prune_options(state, config, log)
     sync_history(state, config, scan=before or over)
