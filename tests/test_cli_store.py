@@ -320,7 +320,12 @@ BAD = {
     ),
     "bad budget": (["restore", "agent-1", "--budget", "0"], "'0' is not a token count"),
     "unknown model": (["restore", "agent-1", "--model", "llama-3"], "unknown model or encoding"),
-    "budget too small": (["context", "list", "agent-1", "--render", "--budget", "50"], "budget"),
+    # 20 tokens: the latest request alone does not fit (at 50 it does, and the summary is
+    # shortened or cut to the room it leaves: the summary never causes a BudgetError)
+    "budget too small": (
+        ["context", "list", "agent-1", "--render", "--budget", "20"],
+        "protected items alone need 20 tokens but the budget of 20",
+    ),
     "unknown provider": (["restore", "agent-1", "--provider", "bard"], "invalid choice: 'bard'"),
     "redis down": (
         ["snapshots", "agent-1", "--store", "redis://127.0.0.1:1/0"],

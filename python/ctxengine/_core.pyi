@@ -243,6 +243,9 @@ class Assembly:
     def __len__(self) -> int: ...
     def tokens(self, node_id: str) -> int | None:
         """Tokens of a live item (count + overhead), or None."""
+    def protected_tokens(self) -> int:
+        """Tokens of the protected items (PROTECTED flag, the latest user message's turn): the
+        least budget ``plan`` accepts."""
     def plan(self, budget: int, *, full: bool = False) -> Plan:
         """Plan the render within ``budget`` tokens. Incremental: when everything fits, the plan
         follows the per-window totals and orders that ``upsert``/``remove`` keep up to date

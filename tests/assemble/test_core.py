@@ -294,6 +294,19 @@ def test_protected_items_over_budget_raise_budget_error() -> None:
         asm.plan(100)
 
 
+def test_protected_tokens_is_the_least_budget_a_plan_accepts() -> None:
+    """The protected grains and the latest user turn (here turn 2: its question, call and
+    result), never the other turns: a plan can take exactly that budget and no less."""
+    asm = assembly()
+    upsert(asm, [Item("sys.rules", "word " * 30, flags=PROTECTED), *session(3, 2)])
+    latest = ("hist.7", "hist.8", "hist.9")
+    need = asm.protected_tokens()
+    assert need == (asm.tokens("sys.rules") or 0) + sum(asm.tokens(n) or 0 for n in latest)
+    assert asm.plan(need).total_after <= need
+    with pytest.raises(BudgetError):
+        asm.plan(need - 1)
+
+
 def test_compaction_request_lists_old_turns() -> None:
     asm = assembly()
     items = session(8, 1)

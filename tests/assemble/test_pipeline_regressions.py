@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
 from ctxengine import Budget, ContextEngine, ContextGrain
 from ctxengine.builtins import ToolResultCompressor
-from ctxengine.transcript import ToolCall
+from ctxengine.transcript import Message, Text, Thinking, ToolCall
 
 pytestmark = pytest.mark.anyio
 
@@ -305,3 +307,92 @@ async def test_cuts_stop_at_the_target_and_backfill_the_room() -> None:
     assert compactions >= 2 and peaks
     assert min(peaks) >= 0.95, peaks
     assert not uses or min(uses) >= 0.95, uses
+
+
+LATEST = (
+    "LATEST 👩‍💻 alpha alpha مرحبا بالعالم alpha alpha alpha "
+    + "x" * 40
+    + " alpha 🙂🚀 alpha alpha alpha"
+)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_summary_never_makes_the_protected_content_overflow(provider: str) -> None:
+    """Found by the contract property test: compacting at 94 tokens wrote a 39-token protected
+    summary, and the rules, the system message and the request (44 tokens, which fit) with it
+    raised ``BudgetError``. The summary is shortened to the room they leave it."""
+    engine = ContextEngine("gpt-4.1", Budget(total=94))
+    calls = tuple(ToolCall("call_1", "bash", {"cmd": c}) for c in ("alpha", "alpha", "alpha alpha"))
+    async with engine.session("tiny") as s:
+        s.extend(
+            [
+                Message("assistant", (Thinking("alpha", signature="sig"),)),
+                Message("assistant", (Thinking("alpha", signature="sig"), *calls)),
+                Message("assistant", (Thinking("alpha", signature="sig"), Text("alpha"), *calls)),
+                Message.system("alpha"),
+                Message("assistant", (Thinking("alpha", signature="sig"),)),
+            ]
+        )
+        s.add(
+            ContextGrain(
+                "sys.rules", content="alpha alpha alpha beta", protected=True, lifespan="session"
+            )
+        )
+        await s.user_message(LATEST)
+        out = await s.render(provider)
+    assert out.tokens <= 94
+    assert out.transcript.messages[-1].text.endswith(LATEST)
+    assert "alpha alpha alpha beta" in str(out.payload)
+    fitted = [d for d in out.report if d.node_id == "mem.summary" and d.stage == "compaction"]
+    assert fitted and fitted[0].tokens_after < fitted[0].tokens_before, fitted
+
+
+async def _summarized(budget: int) -> tuple[Any, Any]:
+    """A session at ``budget`` whose earlier turns are in a compaction summary of ~65 tokens."""
+    engine = ContextEngine("gpt-4.1", Budget(total=budget))
+    cm = engine.session("fit")
+    s = await cm.__aenter__()
+    for i in range(8):
+        await s.user_message(f"request {i}: read file_{i}.py and explain what it does in detail")
+        await s.assistant_message(f"file_{i}.py defines a parser for format {i}; " * 6)
+    first = await s.render()
+    assert [d.decision for d in first.report if d.node_id == "mem.summary"] == ["kept"]
+    return cm, s
+
+
+def _summary_decisions(out: Any) -> list[Any]:
+    return [d for d in out.report if d.node_id == "mem.summary"]
+
+
+async def test_a_summary_is_shortened_to_the_room_left_then_sent_whole_again() -> None:
+    cm, s = await _summarized(300)
+    whole = history_head((await s.render()).payload)
+    await s.user_message("LATEST " + "word " * 250)  # leaves the summary ~30 tokens
+    out = await s.render()
+    await s.user_message("thanks")
+    later = await s.render()
+    await cm.__aexit__(None, None, None)
+    assert out.tokens <= 300
+    kept, fitted = _summary_decisions(out)
+    assert fitted.decision == "folded" and "shortened" in fitted.reason
+    assert kept.tokens_after == fitted.tokens_after < fitted.tokens_before
+    head = history_head(out.payload)
+    assert head and whole.startswith(head) and len(head) < len(whole)
+    # The session kept the whole summary: a render with room sends all of it again.
+    assert history_head(later.payload) == whole
+    assert [d.decision for d in _summary_decisions(later)] == ["kept"]
+
+
+@pytest.mark.parametrize("words", [275, 283])
+async def test_a_summary_with_no_room_left_is_cut_with_a_decision(words: int) -> None:
+    """At 283 words the request alone needs 289 of the 292 tokens framing leaves: it fits
+    (the summary's own framing is not charged once the summary is cut)."""
+    cm, s = await _summarized(300)
+    await s.user_message("LATEST " + "word " * words)
+    out = await s.render()
+    await cm.__aexit__(None, None, None)
+    assert out.tokens <= 300
+    (cut,) = _summary_decisions(out)
+    assert cut.decision == "dropped" and cut.tokens_after == 0 and "was cut" in cut.reason
+    assert "Summary of the earlier conversation" not in str(out.payload)
+    assert out.transcript.messages[-1].text.startswith("LATEST word")

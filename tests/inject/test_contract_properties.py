@@ -8,9 +8,12 @@ within the budget, with no validity problem, the latest user message verbatim an
 protected grain present.
 
 A short, derandomized run by default; ``CTXENGINE_HYPOTHESIS_EXAMPLES`` sets the number of
-examples of a long, random run. A long run still finds one open defect: after a compaction at a
-budget under about 80 tokens, the protected summary can make protected content overflow
-(``BudgetError``) where the protected content without it would fit.
+examples of a long, random run (``.ci/run`` runs two, one per core, with distinct
+``--hypothesis-seed`` values it prints: the same seed and count replay the same examples, and
+a failure prints its reproduction blob).
+
+Each example builds one session and renders it for the four providers (one engine, one
+session: the same content is counted once per provider, not built four times).
 """
 
 from __future__ import annotations
@@ -29,13 +32,16 @@ from ctxengine import Budget, BudgetError, ContextEngine, ContextGrain
 from ctxengine.hygiene import validate
 from ctxengine.transcript import Image, Message, Text, Thinking, ToolCall, ToolResult
 
+LONG = "CTXENGINE_HYPOTHESIS_EXAMPLES" in os.environ
 EXAMPLES = int(os.environ.get("CTXENGINE_HYPOTHESIS_EXAMPLES", "40"))
-#: The short run is derandomized (the same examples every run); the long run explores.
+#: The short run is derandomized (the same examples every run); the long run explores, and
+#: prints the blob that replays a failing example (``@reproduce_failure``).
 PROPERTY = settings(
     max_examples=EXAMPLES,
     deadline=None,
     database=None,
-    derandomize="CTXENGINE_HYPOTHESIS_EXAMPLES" not in os.environ,
+    derandomize=not LONG,
+    print_blob=LONG,
 )
 #: A model with a 1M-token window (budgets up to 200k are accepted) counted by o200k_base.
 MODEL = "gpt-4.1"
@@ -45,18 +51,16 @@ PIXEL = (
     "+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
 
-WORDS = st.sampled_from(
-    [
-        "alpha",
-        "beta",
-        "日本語のテキスト",
-        "中文内容",
-        "مرحبا بالعالم",
-        "שלום",
-        "🙂🚀",
-        "👩‍💻",
-        "x" * 40,
-    ]
+WORDS = (
+    "alpha",
+    "beta",
+    "日本語のテキスト",
+    "中文内容",
+    "مرحبا بالعالم",
+    "שלום",
+    "🙂🚀",
+    "👩‍💻",
+    "x" * 40,
 )
 HOSTILE_IDS = st.sampled_from(
     ["call_1", "call_1", "", " ", "a|b", "../../etc", "id with spaces", "ü-ñ", "x" * 90, "toolu_9"]
@@ -64,7 +68,10 @@ HOSTILE_IDS = st.sampled_from(
 
 
 def _text(draw: Any, max_words: int = 30) -> str:
-    return " ".join(draw(st.lists(WORDS, min_size=1, max_size=max_words)))
+    """Up to ``max_words`` words, one byte each: one draw, not one per word (a thinking block
+    of 200 words would otherwise cost 200 draws), shrinking to fewer and earlier words."""
+    picks = draw(st.binary(min_size=1, max_size=max_words))
+    return " ".join(WORDS[b % len(WORDS)] for b in picks)
 
 
 @st.composite
@@ -132,11 +139,10 @@ def _fill(s: Any, msgs: list[Message], grains: list[ContextGrain]) -> None:
         s.add(g)
 
 
-async def _render_all(
-    msgs: list[Message], grains: list[ContextGrain], latest: str, budget: int
-) -> dict[str, Any]:
+async def _render_into(
+    out: dict[str, Any], msgs: list[Message], grains: list[ContextGrain], latest: str, budget: int
+) -> None:
     engine = ContextEngine(MODEL, Budget(total=budget))
-    out: dict[str, Any] = {}
     async with engine.session("prop") as s:
         _fill(s, msgs, grains)
         await s.user_message(latest)
@@ -145,6 +151,16 @@ async def _render_all(
                 out[provider] = await s.render(provider)
             except BudgetError as exc:
                 out[provider] = exc
+
+
+def _render_all(
+    msgs: list[Message], grains: list[ContextGrain], latest: str, budget: int
+) -> dict[str, Any]:
+    """One session's render (or ``BudgetError``) per provider. The coroutine returns nothing:
+    when ``asyncio.run`` restores the SIGINT handler it replaced, ``signal`` builds the repr
+    of the old one, which holds the main task and so its result (every payload, in full)."""
+    out: dict[str, Any] = {}
+    anyio.run(_render_into, out, msgs, grains, latest, budget)
     return out
 
 
@@ -159,11 +175,11 @@ def test_every_render_keeps_the_contract(
 ) -> None:
     msgs, grains, latest = session
     budget = max(50, round(10**exponent))
-    rendered = anyio.run(_render_all, msgs, grains, latest, budget)
+    rendered = _render_all(msgs, grains, latest, budget)
     failed = [p for p, r in rendered.items() if isinstance(r, BudgetError)]
     if failed:  # then the protected content alone cannot fit either
         sys_msgs, protected = _protected_only(msgs, grains)
-        alone = anyio.run(_render_all, sys_msgs, protected, latest, budget)
+        alone = _render_all(sys_msgs, protected, latest, budget)
         for p in failed:
             r = alone[p]
             assert isinstance(r, BudgetError) or independent_count(r.payload, p) > budget, (
@@ -183,5 +199,5 @@ def test_every_render_keeps_the_contract(
         for g in grains:
             if g.protected:
                 assert g.text in text, g.node_id
-        reported = {d.node_id for d in out.report}
+        reported = set(out.report.columns()["node_id"])  # what iterating it yields
         assert {g.node_id for g in grains} <= reported  # nothing leaves silently

@@ -8,7 +8,7 @@ from ctxengine import Budget, BudgetError, ContextEngine, ContextGrain
 from ctxengine.collect.events import AfterRender
 from ctxengine.hygiene import validate
 from ctxengine.tokens import IMAGE_TOKENS, count_messages
-from ctxengine.transcript import Image, Message, Text, ToolCall
+from ctxengine.transcript import Image, Message, Text, Thinking, ToolCall
 
 pytestmark = pytest.mark.anyio
 
@@ -25,6 +25,47 @@ async def test_synthetic_results_hygiene_adds_are_budgeted() -> None:
     assert out.tokens <= 400
     assert out.report.fits
     assert out.transcript.messages[-1].text == "go on"
+
+
+def _unanswered_duplicate_calls() -> list[Message]:
+    """Three assistant turns reusing one call id, none answered: hygiene renames the repeats
+    and adds a synthetic result for every call (~36 tokens each) that the plan cannot see, so
+    the payload carries ~4x what the plan estimates (found by the contract property test)."""
+
+    def turn(text: str, *cmds: str) -> Message:
+        calls = tuple(ToolCall("call_1", "bash", {"cmd": c}) for c in cmds)
+        return Message("assistant", (Thinking("alpha", signature="sig"), Text(text), *calls))
+
+    return [
+        turn("alpha alpha", "alpha alpha alpha alpha", "alpha alpha alpha alpha", "alpha alpha"),
+        turn("alpha " * 9, "alpha alpha"),
+        turn("alpha alpha", "alpha", "alpha", "alpha alpha alpha alpha"),
+    ]
+
+
+PROVIDERS = ("openai", "openai-responses", "anthropic", "gemini")
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("budget", [77, 87, 179, 200, 229, 258, 350, 400, 472])
+async def test_replans_fit_a_payload_the_plan_estimates_at_a_quarter(
+    provider: str, budget: int
+) -> None:
+    """The re-plan cuts to what the plan keeps scaled by the overshoot (scaling the plan's own
+    budget cut nothing when the plan kept far less than it: 481 tokens at 472 after three
+    re-plans), and never below the protected content (it raised ``BudgetError`` at 77-87 though
+    the rules and the request fit)."""
+    rules = "日本語のテキスト " + "x" * 40 + " 🙂🚀"
+    engine = ContextEngine("gpt-4.1", Budget(total=budget))
+    async with engine.session("dups") as s:
+        s.extend(_unanswered_duplicate_calls())
+        s.add(ContextGrain("sys.rules", content=rules, protected=True, lifespan="session"))
+        await s.user_message("LATEST alpha")
+        out = await s.render(provider)
+    assert out.tokens <= budget and out.report.fits
+    assert out.transcript.messages[-1].text == "LATEST alpha"
+    assert rules in str(out.payload)
+    assert validate(out.transcript, provider) == []
 
 
 @pytest.mark.parametrize(("provider", "key"), [("anthropic", "messages"), ("gemini", "contents")])

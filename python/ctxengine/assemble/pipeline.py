@@ -6,15 +6,15 @@ The heavy steps (counting, scoring, allocation, the trim ladder, ordering) run i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
 from ..collect.events import BeforeRender, OverBudget
 from ..collect.faults import PluginFault
 from ..errors import BudgetError, CtxEngineError
 from ..grain import ContextGrain
-from .compact import MAX_COMPACTIONS, compact
+from .compact import MAX_COMPACTIONS, SUMMARY_ID, compact
 from .core import fuse as core_fuse
 from .guard import split_large
 from .prune import apply_prune_options
@@ -25,18 +25,20 @@ from .report import (
     report_window,
     shadowed_decision,
 )
-from .sync import HISTORY_PRIORITY, sync_context, sync_history
+from .sync import CONTEXT_OVERHEAD, HISTORY_PRIORITY, sync_context, sync_history
 
 if TYPE_CHECKING:
     from ..collect.dispatch import SessionDispatcher
     from ..config import RenderConfig
     from ..state import SessionState, TurnLog
 
-__all__ = ("FRAMING_TOKENS", "Assembled", "assemble")
+__all__ = ("FRAMING_TOKENS", "Assembled", "assemble", "plan_budget", "plan_within")
 
 FRAMING_TOKENS = 8  # reply priming (3) + system message framing (4) + 1 spare
 #: The summary is counted in ``core_memory`` but sent as its own history message.
 SUMMARY_FRAMING = 4
+#: Tokens of text below which a shortened summary says too little to be sent: it is cut.
+MIN_SUMMARY_TEXT: Final = 8
 
 
 @dataclass(slots=True)
@@ -123,15 +125,22 @@ def safe_id(node_id: object) -> str:
 
 
 def admit(
-    config: RenderConfig, grains: list[ContextGrain], log: TurnLog, *, windows: bool = True
+    config: RenderConfig,
+    grains: list[ContextGrain],
+    log: TurnLog,
+    *,
+    windows: bool = True,
+    fields: bool = True,
 ) -> list[ContextGrain]:
     """Grains the core can take; a plugin grain it cannot is reported and left out. Before
-    fusion (``windows=False``) only the grains' own fields are checked."""
+    fusion (``windows=False``) only the grains' own fields are checked; ``fields=False`` skips
+    them when they were checked in this render and no plugin code ran since."""
     out: list[ContextGrain] = []
     for grain in grains:
         exc: CtxEngineError | None
         try:
-            grain.check()  # it may have been changed since it was made
+            if fields:
+                grain.check()  # it may have been changed since it was made
         except CtxEngineError as error:
             exc = error
         else:
@@ -161,10 +170,16 @@ def admit(
 
 
 def _tree_context(
-    state: SessionState, config: RenderConfig, tree: list[ContextGrain], log: TurnLog
+    state: SessionState,
+    config: RenderConfig,
+    tree: list[ContextGrain],
+    log: TurnLog,
+    *,
+    fields: bool = True,
 ) -> list[ContextGrain]:
-    """The non-history grains of the tree the core can take, and their emission order."""
-    context = admit(config, [g for g in tree if g.node_id not in state.items], log)
+    """The non-history grains of the tree the core can take, and their emission order
+    (``fields``: check the grains' fields again, as a handler may have changed them)."""
+    context = admit(config, [g for g in tree if g.node_id not in state.items], log, fields=fields)
     state.order = {g.node_id: n for n, g in enumerate(context)}
     return context
 
@@ -214,10 +229,97 @@ async def _compact_all(
         context = [g for g in context if summary is None or g.node_id != summary.node_id]
         context += [summary] if summary is not None else []
         _sync(state, config, plugins, context)
+        context = _fit_summary(state, config, plugins, context, log)
         plan = plan_within(state, config)
         if at_mark:
             break  # down to the low-water mark: the new plan stands
     return context, plan
+
+
+def plan_budget(state: SessionState, config: RenderConfig, cut: int = 0) -> int:
+    """The budget the core plans for: the user's total less the request framing (and the
+    summary's message framing when the core holds the summary), less ``cut``."""
+    budget = config.tokens_total - FRAMING_TOKENS - cut
+    if state.summary is not None and state.summary.node_id in state.in_asm:
+        budget -= SUMMARY_FRAMING
+    return max(budget, 0)
+
+
+def _summary_room(state: SessionState, config: RenderConfig) -> int:
+    """Tokens of text the compaction summary may have beside the protected content: the
+    summary is protected (the ladder never cuts it), so it must leave the budget to the
+    user's protected content (system messages, protected grains, the latest request)."""
+    protected = state.asm.protected_tokens()
+    if state.summary is not None:
+        protected -= state.asm.tokens(state.summary.node_id) or 0
+    return plan_budget(state, config) - protected - CONTEXT_OVERHEAD
+
+
+def _fit_summary(
+    state: SessionState,
+    config: RenderConfig,
+    plugins: SessionDispatcher,
+    context: list[ContextGrain],
+    log: TurnLog,
+) -> list[ContextGrain]:
+    """``context`` with the compaction summary fitted to the room the protected content
+    leaves it (:func:`_summary_room`), for this render: shortened to that room, or cut when the
+    room is under :data:`MIN_SUMMARY_TEXT` tokens, with a decision in the report. The
+    summary is not the user's content: it never makes a render raise ``BudgetError``. The
+    session keeps the whole summary (a later render with more room sends it all)."""
+    summary = state.summary
+    if summary is None or summary.node_id not in state.in_asm:
+        return context
+    if state.asm.protected_tokens() <= plan_budget(state, config):
+        return context
+    room = _summary_room(state, config)
+    before = state.asm.tokens(summary.node_id) or 0
+    window = report_window(config.budget, summary)
+    tokenizer = config.tokenizer
+    text = tokenizer.truncate(summary.text, room).rstrip() if room >= MIN_SUMMARY_TEXT else ""
+    if tokenizer.count(text) < MIN_SUMMARY_TEXT:
+        reason = (
+            f"the compaction summary ({before} tokens) was cut: the protected content leaves "
+            f"it {max(room + CONTEXT_OVERHEAD, 0)} tokens of the budget of {config.tokens_total}"
+        )
+        log.extra.append(
+            GrainDecision(
+                SUMMARY_ID,
+                "compaction",
+                window,
+                "dropped",
+                "dropped",
+                "compaction",
+                reason,
+                before,
+                0,
+            )
+        )
+        fitted = [g for g in context if g.node_id != summary.node_id]
+    else:
+        short = replace(summary, content=text, meta={**summary.meta, "shortened_from": before})
+        after = tokenizer.count(text) + CONTEXT_OVERHEAD
+        reason = (
+            f"the compaction summary was shortened from {before} to {after} tokens: the "
+            f"protected content leaves it {room + CONTEXT_OVERHEAD} tokens of the budget of "
+            f"{config.tokens_total}"
+        )
+        log.extra.append(
+            GrainDecision(
+                SUMMARY_ID,
+                "compaction",
+                window,
+                "folded",
+                "trimmed",
+                "compaction",
+                reason,
+                before,
+                after,
+            )
+        )
+        fitted = [short if g.node_id == summary.node_id else g for g in context]
+    _sync(state, config, plugins, fitted)
+    return fitted
 
 
 def plan_within(state: SessionState, config: RenderConfig, cut: int = 0) -> Any:
@@ -228,10 +330,7 @@ def plan_within(state: SessionState, config: RenderConfig, cut: int = 0) -> Any:
         BudgetError: protected content alone does not fit; the message names the user's total,
             not the framing-reduced figure the core was given.
     """
-    budget = config.tokens_total - FRAMING_TOKENS - cut
-    if state.summary is not None:
-        budget -= SUMMARY_FRAMING
-    budget = max(budget, 0)
+    budget = plan_budget(state, config, cut)
     try:
         return state.asm.plan(budget)
     except BudgetError as exc:
@@ -264,16 +363,19 @@ async def assemble(
     tree = grains + [i.grain for i in state.items.values()] if before or over else grains
     if before:
         await _hook(plugins, BeforeRender(tree), log)
-    context = _tree_context(state, config, tree, log)
+    # Without a before-render handler no plugin code ran since the fields were checked above.
+    context = _tree_context(state, config, tree, log, fields=before)
     _sync(state, config, plugins, context)
     apply_prune_options(state, config, log)
     sync_history(state, config, scan=before or over, provider=provider)
+    context = _fit_summary(state, config, plugins, context, log)
     plan = plan_within(state, config)
     if plan.total_before > plan.target and over:
         await _hook(plugins, OverBudget(tree, config.budget, plan.total_before - plan.target), log)
         context = _tree_context(state, config, tree, log)
         _sync(state, config, plugins, context)
         sync_history(state, config, scan=True, provider=provider)
+        context = _fit_summary(state, config, plugins, context, log)
         plan = plan_within(state, config)
     context, plan = await _compact_all(state, config, plugins, context, plan, log)
     log.extra.extend(rejected_decisions(config.budget, log.faults))

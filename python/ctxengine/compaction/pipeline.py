@@ -337,15 +337,17 @@ def _pieces(m: Message, max_tokens: int, count: Count) -> list[Message]:
     text = "\n".join(r.text for r in m.tool_results) if m.role == "tool" else m.text
     lines = text.splitlines(keepends=True)
     pieces: list[str] = []
-    current, size = "", 0
+    current: list[str] = []  # joined once per piece: a piece may hold thousands of lines
+    size = 0
     for line, n in zip(lines, (count(ln) for ln in lines), strict=False):
         if n > max_tokens:  # one huge line: cut by characters (~3 per token)
             line, n = line[: max_tokens * 3], max_tokens
         if current and size + n > max_tokens:
-            pieces.append(current)
-            current, size = "", 0
-        current, size = current + line, size + n
-    pieces.append(current)
+            pieces.append("".join(current))
+            current, size = [], 0
+        current.append(line)
+        size += n
+    pieces.append("".join(current))
     out = []
     for i, piece in enumerate(pieces):
         if m.role == "tool":

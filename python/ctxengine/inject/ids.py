@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from ..errors import AdapterError
 from ..transcript.changes import Change
@@ -29,17 +29,26 @@ def _digest(text: str, n: int) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
 
 
-def _new_id(old: str, mode: str, used: set[str]) -> str:
-    """The alphanumeric part of ``old`` when it fits and is free; else it (cut) plus a hash."""
+def _candidates(old: str, mode: str) -> Iterator[str]:
+    """The ids ``old`` may become, in order of preference (hashed lazily: the first free one
+    is nearly always among the first two, and each hash costs a SHA-256)."""
     base = _NON_ALNUM.sub("", old)
     if mode == "strict9":
-        candidates = [base] if len(base) == 9 else []
-        candidates += [_digest(f"{old}#{k}", 9) for k in range(1, 1000)]
+        if len(base) == 9:
+            yield base
+        for k in range(1, 1000):
+            yield _digest(f"{old}#{k}", 9)
     else:
-        candidates = [base] if 0 < len(base) <= 40 else []
+        if 0 < len(base) <= 40:
+            yield base
         stem = (base or "call")[:32]
-        candidates += [stem + _digest(f"{old}#{k}", 8) for k in range(1, 1000)]
-    for cand in candidates:
+        for k in range(1, 1000):
+            yield stem + _digest(f"{old}#{k}", 8)
+
+
+def _new_id(old: str, mode: str, used: set[str]) -> str:
+    """The alphanumeric part of ``old`` when it fits and is free; else it (cut) plus a hash."""
+    for cand in _candidates(old, mode):
         if cand not in used:
             return cand
     raise AdapterError(f"cannot find a free {mode} id for {old!r}")  # pragma: no cover

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from ..assemble.pipeline import FRAMING_TOKENS, Assembled, plan_within
+from ..assemble.pipeline import FRAMING_TOKENS, Assembled, plan_budget, plan_within
 from ..assemble.report import LazyColumns, Origins, RenderReport
 from ..collect.events import AfterRender
 from ..collect.scene import copy_data
@@ -140,6 +140,26 @@ def _tree(state: SessionState, a: Assembled) -> list[ContextGrain]:
     return context + history_grains(state, a.plan)
 
 
+def _replan_cut(state: SessionState, config: RenderConfig, plan: Any, cut: int, tokens: int) -> int:
+    """The cut of the next re-plan, after a payload of ``tokens`` passed the budget.
+
+    The payload carries what the plan did not count (in proportion to what it keeps, as
+    synthetic results are), so the plan must keep at most its estimate scaled by the
+    overshoot. Scaling the plan's budget is not enough when the plan keeps far less than it:
+    the plan cuts only what passes its target (``pretrim_ratio`` of its budget, or less after
+    the reserve), so the next plan is given the budget whose target is that scaled estimate.
+    The cut never takes the plan's budget below the protected content, which no plan can cut.
+    """
+    budget = config.tokens_total
+    planned = budget - FRAMING_TOKENS - cut
+    scaled = planned * budget // tokens - 1
+    keep = (plan.total_after + FRAMING_TOKENS) * budget // tokens - 1 - FRAMING_TOKENS
+    ratio = min(config.budget.pretrim_ratio, plan.target / max(plan.budget, 1))
+    by_target = int(max(keep, 0) / ratio) if ratio > 0 else scaled
+    most = plan_budget(state, config) - state.asm.protected_tokens()
+    return min(budget - FRAMING_TOKENS - min(scaled, by_target), max(most, 0))
+
+
 async def inject(
     state: SessionState,
     config: RenderConfig,
@@ -166,10 +186,7 @@ async def inject(
                 f"the rendered payload has {tokens} tokens, over the budget of {budget}, after "
                 f"{MAX_REPLANS} re-plans cutting {cut} tokens; raise the budget"
             )
-        # The payload carries what the plan did not count (in proportion to what it keeps, as
-        # synthetic results are): plan again for the budget scaled by the overshoot.
-        planned = budget - FRAMING_TOKENS - cut
-        cut += planned - planned * budget // tokens + 1
+        cut = _replan_cut(state, config, assembled.plan, cut, tokens)
         assembled = Assembled(plan_within(state, config, cut), assembled.by_id)
     memo.end_render()
     request.timings["total"] = time.perf_counter() - request.started

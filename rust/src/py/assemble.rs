@@ -262,6 +262,12 @@ impl PyAssembly {
         self.inner.lock().tokens(node_id)
     }
 
+    /// Tokens of the protected items (PROTECTED flag, the latest user message's turn group):
+    /// the least budget `plan` accepts.
+    fn protected_tokens(&self) -> usize {
+        self.inner.lock().protected_tokens()
+    }
+
     /// Plan the render within `budget` tokens (GIL released). Incremental: when everything
     /// fits, the plan follows the totals and orders kept up to date by `upsert`/`remove`;
     /// `full=True` recomputes everything from the items (the same plan). Raises `BudgetError`

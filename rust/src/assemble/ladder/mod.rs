@@ -84,6 +84,27 @@ impl Assembly {
         self.cols.derived = derived;
         result
     }
+
+    /// Tokens of the protected items (PROTECTED flag and the latest user message's turn group):
+    /// what a plan can never cut, so the least budget [`Assembly::plan`] accepts.
+    pub fn protected_tokens(&mut self) -> usize {
+        self.refresh_orders();
+        let hist = History::scan(&self.config, &self.cols, &self.orders.history.slots);
+        let c = &self.cols;
+        protected_slots(c, &hist)
+            .map(|s| c.tokens[s] as usize)
+            .sum()
+    }
+}
+
+/// Slots of the live protected items: PROTECTED flag, or the latest user message's turn group.
+fn protected_slots<'c>(c: &'c Columns, hist: &History) -> impl Iterator<Item = usize> + 'c {
+    let latest = hist.latest_user_turn;
+    (0..c.alive.len()).filter(move |&s| {
+        c.alive[s]
+            && (c.flags[s] & flags::PROTECTED != 0
+                || (c.kind[s] != kind::CONTEXT && latest == Some(c.turn[s])))
+    })
 }
 
 /// Tokens of the live items of each window, as the assembly keeps them.
@@ -258,16 +279,11 @@ impl<'a> Run<'a> {
     /// Fail when protected items alone exceed the budget, naming the largest ones.
     fn check_protected(&self) -> CoreResult<()> {
         let c = self.c;
-        let latest = self.hist.latest_user_turn;
         let mut total = 0usize;
         let mut named: Vec<(u32, u32)> = Vec::new();
-        for s in 0..c.alive.len() {
-            let hard = c.flags[s] & flags::PROTECTED != 0
-                || (c.kind[s] != kind::CONTEXT && latest == Some(c.turn[s]));
-            if c.alive[s] && hard {
-                total += c.tokens[s] as usize;
-                named.push((c.tokens[s], s as u32));
-            }
+        for s in protected_slots(c, &self.hist) {
+            total += c.tokens[s] as usize;
+            named.push((c.tokens[s], s as u32));
         }
         if total <= self.budget {
             return Ok(());
@@ -317,6 +333,23 @@ mod tests {
             matches!(&err, Err(CoreError::Budget(m)) if m.contains("sys.big") && m.contains("100")),
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn protected_tokens_is_the_least_budget_a_plan_accepts() {
+        let mut a = assembly();
+        let mut rules = grain("sys.rules", &"word ".repeat(30), SYS, 0, 0);
+        rules.flags = flags::PROTECTED;
+        a.upsert(vec![
+            rules,
+            grain("rag.doc", &"doc ".repeat(40), TOOL, 50, 1),
+        ])
+        .expect("valid");
+        a.upsert(session(3, 1)).expect("valid");
+        let need = a.protected_tokens();
+        assert!(need > 30, "{need}: the rules and the latest user turn");
+        assert!(a.plan(need).is_ok());
+        assert!(matches!(a.plan(need - 1), Err(CoreError::Budget(_))));
     }
 
     #[test]
