@@ -221,3 +221,32 @@ async def _verify(root: Path, acked: list[Ack]) -> None:
     after = FileStore(root).branch(child.SESSION)
     assert [e.id for e in after[:-1]] == ids and after[-1].parent_id == ids[-1]
     assert after[-1].data["message"]["blocks"][0]["text"] == "after the crash"
+
+
+@pytest.mark.parametrize("turns", [41, 140])
+def test_a_restored_snapshot_renders_its_payload_again_after_a_compacting_turn(
+    tmp_path: Path, turns: int
+) -> None:
+    # Turns 40 and 139 of the child compact, and the plan after the compaction was still over
+    # its target (the ladder trimmed the protected tail's large result): the next render, with
+    # nothing added, compacted again, so re-rendering the acknowledged snapshot of turn 40 gave
+    # another payload. A render now leaves a state whose next render is the same.
+    async def main() -> None:
+        eng = child.engine(tmp_path / "store", fsync=False)
+        async with eng.session(child.SESSION) as s:
+            for t in range(turns):
+                out = await child.play(s, t)
+                snapshot = await s.checkpoint()
+            assert any(c["ok"] for c in out.report.compactions)  # the turn compacted
+            again = await s.render()
+            assert not again.report.compactions
+            assert child.digest(again.payload) == child.digest(out.payload)
+        assert snapshot is not None
+        at = await child.engine(tmp_path / "store", fsync=False).load(
+            child.SESSION, snapshot=snapshot.id
+        )
+        assert at is not None
+        at.persist = False
+        assert child.digest((await at.render()).payload) == child.digest(out.payload)
+
+    asyncio.run(main())

@@ -205,19 +205,23 @@ async def _compact_all(
 ) -> tuple[list[ContextGrain], Any]:
     """Compaction in a render: the turns the ladder sent to compaction, and the high-water mark.
 
-    The high-water mark (docs/compaction.md): when the plan passed its target and no compaction
-    ran in this render, the render compacts down to the low-water mark instead of letting the
-    ladder soft-trim, hard-trim and placeholder messages the provider has already seen (which
-    breaks its prompt cache on every render once the budget is full). Between two compactions
-    each payload is then the previous one plus what was added at its end. A failed compaction
+    The high-water mark (docs/compaction.md): when the plan passed its target, the render
+    compacts down to the low-water mark instead of letting the ladder soft-trim, hard-trim and
+    placeholder messages the provider has already seen (which breaks its prompt cache on every
+    render once the budget is full). Between two compactions each payload is then the previous
+    one plus what was added at its end. The mark is also checked after the ladder's own
+    compaction, once: a render leaves a state whose next render, with nothing added, does not
+    compact again (so re-rendering a restored snapshot gives its payload). A failed compaction
     (timed out, empty, rejected by the gate) writes nothing; the plan then stands as the ladder
     made it.
     """
+    marked = False
     for _ in range(MAX_COMPACTIONS):
         turns = list(plan.compaction_turns)
-        at_mark = not turns and not log.compactions and plan.total_before > plan.target
+        at_mark = not turns and not marked and plan.total_before > plan.target
         if not turns and not at_mark:
             break
+        marked = marked or at_mark
         protected = [g for g in context if g.protected]
         done = await compact(
             state, config, plugins.registry, turns, log, protected=protected, plan=plan
