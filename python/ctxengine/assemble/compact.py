@@ -23,6 +23,7 @@ from ..compaction import (
     summary_message,
 )
 from ..compaction import compact as compact_messages
+from ..compaction.facts import message_scope
 from ..grain import ContextGrain
 from ..transcript.model import Message
 from .report import GrainDecision
@@ -221,8 +222,9 @@ def _landing(
     for item in state.items.values():
         if item.kind != _core.KIND_CONTEXT and item.index < start:
             by_turn.setdefault(item.turn, []).append(item)
-    forced = sorted(t for t in set(turns) if t in by_turn)
-    order = sorted(t for t in by_turn if t not in set(forced)) if plan is not None else []
+    asked = set(turns)
+    forced = sorted(t for t in asked if t in by_turn)
+    order = sorted(t for t in by_turn if t not in asked) if plan is not None else []
     size = {t: _tokens(state, [i.node_id for i in by_turn[t]]) for t in by_turn}
     old = _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
     total = plan.total_before if plan is not None else 0
@@ -478,28 +480,32 @@ async def compact(
         return False
     if turns and plan is not None and any(c.get("ok") for c in log.compactions):
         start = tail_start(state, config.compaction.keep_assistant_turns)
-        if all(i.index >= start for i in state.items.values() if i.turn in set(turns)):
+        asked = set(turns)
+        if all(i.index >= start for i in state.items.values() if i.turn in asked):
             return False  # the ladder's picks lie in the protected tail: more would not help
     cache: dict[str, str] = {}
-    k, land, tried = await _choose(state, config, turns, plan, protected, cache)
-    doomed, turns = land.items(k), land.turns(k)
-    if not doomed:
-        return False
-    trial = tried.get(k)
-    reuse = isinstance(config.summarizer, ExtractiveSummarizer)
-    if trial is not None and trial.ok and reuse and config.compaction.memory_dir is None:
-        result = trial  # the measured summary is the summary
-    else:  # the estimates' chunk summaries are reused only by the summarizer that wrote them
-        result = await _summarize(
-            state,
-            config,
-            doomed,
-            plan,
-            protected,
-            config.summarizer,
-            config.compaction,
-            cache if reuse else {},
-        )
+    # One reading of each message (text, key facts, counts) for every trial of the landing
+    # and the summary itself: the trials summarize overlapping stretches of the same history.
+    with message_scope():
+        k, land, tried = await _choose(state, config, turns, plan, protected, cache)
+        doomed, turns = land.items(k), land.turns(k)
+        if not doomed:
+            return False
+        trial = tried.get(k)
+        reuse = isinstance(config.summarizer, ExtractiveSummarizer)
+        if trial is not None and trial.ok and reuse and config.compaction.memory_dir is None:
+            result = trial  # the measured summary is the summary
+        else:  # the estimates' chunk summaries are reused only by the summarizer that wrote them
+            result = await _summarize(
+                state,
+                config,
+                doomed,
+                plan,
+                protected,
+                config.summarizer,
+                config.compaction,
+                cache if reuse else {},
+            )
     log.compactions.append(_entry(result, turns))
     if not result.ok or not result.summary:
         failures = state.compaction_backoff[0] + 1 if state.compaction_backoff else 1
