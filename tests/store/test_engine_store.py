@@ -38,6 +38,7 @@ async def test_every_message_added_is_in_the_store_and_a_new_worker_resumes(
         await s.tool_result("c1", "print('hi')\n" * 50, name="read")
         assert s.unsaved == 0  # extend's messages were saved by the next async call
         first = await s.render()
+        await s.checkpoint()  # written before the next render (the writer keeps only the newest)
         await s.user_message("and then?")
         out = await s.render()
     engine.flush()
@@ -61,6 +62,7 @@ async def test_restore_gives_the_payload_of_the_last_render(tmp_path: Path) -> N
         for i in range(3):
             await s.user_message(f"question {i}")
             out = await s.render()
+            await s.checkpoint()  # each snapshot written (the writer keeps only the newest)
             await s.assistant_message(f"answer {i}")
     engine.flush()
     restored = await _engine(tmp_path).restore("s2")
@@ -80,6 +82,7 @@ async def test_a_torn_last_line_and_a_damaged_snapshot_are_skipped(tmp_path: Pat
     async with engine.session("s3") as s:
         s.extend(load(PI).messages[:80])
         out = await s.render()
+        await s.checkpoint()  # written before the next render (the writer keeps only the newest)
         await s.user_message("one more")
         later = await s.render()
     engine.flush()
