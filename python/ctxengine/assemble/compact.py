@@ -56,6 +56,10 @@ SUMMARY_SLACK: Final = 16
 SUMMARY_FRAMING: Final = 2
 #: Most summaries measured to land one compaction at its low-water mark.
 MAX_TRIALS: Final = 6
+#: Beyond this many turns to choose from, a landing measures :data:`LARGE_TRIALS` summaries:
+#: each is a pass over most of the history (a cold 100k-message session took 6 of them).
+LARGE_TURNS: Final = 2_000
+LARGE_TRIALS: Final = 2
 #: Below this use of the target a compaction that one big turn made overshoot stops before it.
 MIN_USE: Final = 0.9
 #: Most rounds of keeping summarized turns verbatim when a compaction overshot.
@@ -337,7 +341,8 @@ async def _choose(
     The summary of a choice is measured with the extractive summarizer (deterministic and
     cheap; for an LLM summarizer it is the estimate, so the LLM is called once): starting from
     the first estimate, the cut moves to the fewest turns whose rest plus the last measured
-    summary fits the mark, until it settles (:data:`MAX_TRIALS` summaries at most). Turns
+    summary fits the mark, until it settles (:data:`MAX_TRIALS` summaries at most,
+    :data:`LARGE_TRIALS` beyond :data:`LARGE_TURNS` turns). Turns
     that fit come back verbatim. When one big turn makes the landing overshoot far below the
     mark (under :data:`MIN_USE` of the target), the cut stops before it if the render then
     still fits its target."""
@@ -363,7 +368,8 @@ async def _choose(
         return land.rest(k) + result.summary_tokens + SUMMARY_FRAMING if result.ok else None
 
     k = land.first(low - _estimate(state), smallest)
-    for _ in range(MAX_TRIALS):
+    trials = MAX_TRIALS if len(land.order) <= LARGE_TURNS else LARGE_TRIALS
+    for _ in range(trials):
         at = await landing(k)
         if at is None:
             break
@@ -380,10 +386,10 @@ async def _choose(
     if k - 1 >= smallest and k in fits:
         ahead = land.rest(k) + fits[k].summary_tokens + SUMMARY_FRAMING
         if ahead < min(low, plan.target * MIN_USE):
-            back = await landing(k - 1) if len(tried) < MAX_TRIALS + 1 else None
+            back = await landing(k - 1) if len(tried) < trials + 1 else None
             if back is not None and back <= plan.target - SUMMARY_SLACK:
                 k -= 1
-    if k in tried and tried[k].ok and len(tried) <= MAX_TRIALS + 1:
+    if k in tried and tried[k].ok and len(tried) <= trials + 1:
         await _give_back(state, config, plan, protected, land, k, tried, estimator, cache)
     return k, land, tried
 
