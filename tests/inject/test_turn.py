@@ -209,3 +209,32 @@ async def test_protected_content_may_use_the_reserve_but_not_more() -> None:
         await s.user_message("hi")
         with pytest.raises(BudgetError, match=r"sys\.rules \(\d+ tokens\).*|over the budget"):
             await s.render()
+
+
+async def test_an_empty_assistant_message_does_not_stop_warm_renders_reusing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An aborted turn's empty assistant message in the kept history: hygiene dropped it on
+    # every render, and a render whose hygiene changed something is not reused, so every warm
+    # render took the full path (4x the work on the pi session). Compose leaves it out now;
+    # the report still says it was dropped, and the payload is the cold render's.
+    import ctxengine.inject.render as render_module
+
+    calls = []
+    full = render_module._clean
+    monkeypatch.setattr(render_module, "_clean", lambda *a, **k: calls.append(1) or full(*a, **k))
+    engine = ContextEngine("gpt-4o", Budget(total=4000))
+    async with engine.session("s") as s:
+        s.extend([Message.user("start"), Message.assistant(""), Message.user("go on")])
+        first = await s.render()
+        for i in range(3):
+            s.extend([Message.assistant(f"step {i}"), Message.user(f"next {i}")])
+            out = await s.render()
+        assert len(calls) == 1  # only the first render cleaned in full
+    for r in (first, out):
+        changes = r.report.hygiene["changes"]
+        assert [(c["action"], c["index"]) for c in changes] == [("dropped_empty", 1)]
+        assert all(m.get("content") != "" for m in r.payload["messages"])
+    async with ContextEngine("gpt-4o", Budget(total=4000)).session("cold") as c:
+        c.extend(s.messages)
+        assert (await c.render()).payload == out.payload

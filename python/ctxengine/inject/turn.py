@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..collect.dispatch import SessionDispatcher
     from ..config import RenderConfig
     from ..state import SessionState, TurnLog
+    from .memo import RenderMemo
 
 __all__ = ("MAX_REPLANS", "RenderedContext", "inject")
 
@@ -113,6 +114,48 @@ def _non_blank(t: Transcript, provider: str) -> Transcript:
     return Transcript(tuple(messages), source_format=t.source_format)
 
 
+def _non_empty(
+    t: Transcript, provider: str, memo: RenderMemo
+) -> tuple[Transcript, list[dict[str, Any]]]:
+    """``t`` without the assistant messages that carry nothing ``provider``'s exporter sends
+    (an aborted turn's empty message), and the hygiene changes saying so. Hygiene would drop
+    them itself, on every render: a render whose hygiene changed something cannot be reused by
+    the next one, so one empty message in the kept history made every warm render a full one."""
+    sent = memo.nonempty(t, provider)
+    if all(sent):
+        return t, []
+    messages = t.messages
+    drop = [i for i, ok in enumerate(sent) if not ok and messages[i].role == "assistant"]
+    if not drop:
+        return t, []
+    gone = set(drop)
+    kept = tuple(m for i, m in enumerate(messages) if i not in gone)
+    changes = [
+        {
+            "rule": "fix_turn_order",
+            "action": "dropped_empty",
+            "index": i,
+            "detail": "empty assistant message",
+            "call_id": None,
+        }
+        for i in drop
+    ]
+    return Transcript(kept, source_format=t.source_format), changes
+
+
+def _with_changes(hygiene: dict[str, Any], changes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The render's hygiene report with ``changes`` made before it (by :func:`_non_empty`)."""
+    if not changes:
+        return hygiene
+    out = dict(hygiene)
+    counts = dict(out.get("counts", {}))
+    for c in changes:
+        counts[c["action"]] = counts.get(c["action"], 0) + 1
+    out.update(changed=True, counts=counts, changes=changes + list(out.get("changes", [])))
+    out.setdefault("id_map", [])
+    return out
+
+
 def _no_trailing_space(t: Transcript, provider: str) -> Transcript:
     """For Anthropic, ``t`` without trailing whitespace at the end of a final assistant message
     (a prefill, which Anthropic rejects when it ends in whitespace); ``t`` itself otherwise.
@@ -175,6 +218,7 @@ async def inject(
     for attempt in range(MAX_REPLANS + 1):
         composed = compose(state, assembled.plan, assembled.by_id)
         composed = _no_trailing_space(_non_blank(composed, request.provider), request.provider)
+        composed, dropped = _non_empty(composed, request.provider, memo)
         rendered = render(composed, request.provider, memo=memo, **request.options)
         payload, transcript = rendered.payload, rendered.transcript
         tokens = state.token_cache.tokens(transcript, payload, request.provider, config.model)
@@ -192,7 +236,7 @@ async def inject(
     request.timings["total"] = time.perf_counter() - request.started
     report = _report(state, config, assembled, tokens, request, log)
     info = rendered.to_dict()
-    report.hygiene = info.get("hygiene", {})
+    report.hygiene = _with_changes(info.get("hygiene", {}), dropped)
     report.cache_breakpoints = info.get("cache_breakpoints", [])
     out = RenderedContext(payload, tokens, _tree(state, assembled), report, transcript)
     if plugins.registry.has_hook("on_after_render"):
