@@ -7,13 +7,13 @@ whichever summarizer wrote its prose, so a summarizer cannot lose them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from ..errors import ConfigError
 from ..transcript import Message, ToolCall
@@ -88,6 +88,7 @@ class _Seen:
     tokens: int = 0
 
 
+_T = TypeVar("_T")
 _SCOPE: ContextVar[dict[int, _Seen] | None] = ContextVar("ctxengine_compaction", default=None)
 
 
@@ -123,6 +124,19 @@ def scoped(m: Message) -> _Seen | None:
     if seen is None or seen.message is not m:
         seen = memo[key] = _Seen(m, m.text)
     return seen
+
+
+def memoized(m: Message, field: str, make: Callable[[Message, str], _T]) -> _T:
+    """``make(m, text)``, kept in ``m``'s entry of the current :func:`message_scope` under
+    ``field`` (``"facts"``, ``"joined"``); computed on every call outside a scope."""
+    seen = scoped(m)
+    if seen is None:
+        return make(m, m.text)
+    value: _T | None = getattr(seen, field)
+    if value is None:
+        value = make(m, seen.text)
+        setattr(seen, field, value)
+    return value
 
 
 def message_text(m: Message) -> str:
@@ -532,12 +546,7 @@ def _read(m: Message, text: str) -> _MessageFacts:
 def facts_of(m: Message) -> _MessageFacts:
     """What ``m`` gives :func:`extract_facts` (its text; for an earlier summary its sections):
     read once per message inside a :func:`message_scope`."""
-    seen = scoped(m)
-    if seen is None:
-        return _read(m, m.text)
-    if seen.facts is None:
-        seen.facts = _read(m, seen.text)
-    return seen.facts
+    return memoized(m, "facts", _read)
 
 
 def extract_facts(

@@ -31,6 +31,7 @@ from .facts import (
     extract_facts,
     first_line,
     is_summary,
+    memoized,
     message_scope,
     message_text,
     read_rules,
@@ -198,12 +199,7 @@ def _joined(m: Message, text: str) -> str:
 def _message_text(m: Message) -> str:
     """What compaction counts and hashes of ``m``: role, text, tool calls and results (once
     per message inside a :func:`~ctxengine.compaction.facts.message_scope`)."""
-    seen = scoped(m)
-    if seen is None:
-        return _joined(m, m.text)
-    if seen.joined is None:
-        seen.joined = _joined(m, seen.text)
-    return seen.joined
+    return memoized(m, "joined", _joined)
 
 
 def message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
