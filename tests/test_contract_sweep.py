@@ -4,11 +4,10 @@ the ladder uses the room it has: at least 90 % of the target whenever it cut som
 would fit in the room left (a render whose only cuts are larger than the room — one 500-token
 message at a 300 budget — cannot do better).
 
-A render that compacted lands at the compaction's low-water mark
-(``CompactionConfig.render_low_water`` of the target, measured with the actual summary); a
+A render that compacted is held to the same 90 %: it lands at the compaction's low-water mark
+(``CompactionConfig.render_low_water`` of the target, measured with the actual summary), and a
 summarized turn that would still fit in the room left counts as a cut that fits (the
-compaction could have kept it verbatim). Its use is recorded, and checked with
-``CTXENGINE_SWEEP_COMPACTED=1``. ``BudgetError`` is accepted only
+compaction could have kept it verbatim). ``BudgetError`` is accepted only
 when it says the protected content alone (e.g. a first user message longer than the budget)
 exceeds the budget.
 
@@ -43,10 +42,6 @@ FULL = os.environ.get("CTXENGINE_SWEEP") == "full"
 REPORT = os.environ.get("CTXENGINE_SWEEP_REPORT")
 #: Use of the target required whenever a render cut something.
 MIN_USE = 0.90
-#: Hold compacted renders to ``MIN_USE`` too (``CTXENGINE_SWEEP_COMPACTED=1``): most pass; a
-#: render whose protected tail alone passes the target (the ladder then trims it after the
-#: compaction) can still land lower with a summarized turn that would fit.
-COMPACTED = os.environ.get("CTXENGINE_SWEEP_COMPACTED") == "1"
 
 
 def _transcripts() -> list[tuple[str, Transcript]]:
@@ -127,8 +122,7 @@ async def _sweep(name: str, t: Transcript, budget: int) -> list[dict[str, Any]]:
                     )
                     assert counted <= budget, rows[-1]
                     assert out.tokens <= budget, rows[-1]
-                    checked = COMPACTED or not rows[-1]["compacted"]
-                    if checked and rows[-1]["cut"] and rows[-1]["room_for_a_cut"]:
+                    if rows[-1]["cut"] and rows[-1]["room_for_a_cut"]:
                         assert rows[-1]["use"] >= MIN_USE, rows[-1]
             if i < len(messages):
                 await _feed(s, messages[i])

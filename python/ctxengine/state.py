@@ -70,6 +70,9 @@ class SessionState:
         summary: The compaction summary grain, if any.
         compaction_backoff: After failed compactions: (failures in a row, the render of the
             last one, the plan's total then); None after a success.
+        settled: After a render that compacted: (messages, the plan's total before trimming)
+            it left. A render of that same state past the high-water mark does not compact
+            again (it trims as that render did, so it gives the same payload).
         faults: Plugin faults since the last render (they go into its report).
         dirty: History node ids whose content must be re-sent to the assembly.
         counted_for: The provider the assembly's thinking counts are for (thinking is sent only
@@ -104,6 +107,7 @@ class SessionState:
     compacted: set[str] = field(default_factory=set)
     summary: ContextGrain | None = None
     compaction_backoff: tuple[int, int, int] | None = None
+    settled: tuple[int, int] | None = None
     faults: list[PluginFault] = field(default_factory=list)
     dirty: set[str] = field(default_factory=set)
     counted_for: str | None = None
@@ -206,6 +210,7 @@ class SessionState:
             "overrides": [_grain_json(g) for g in self.overrides.values()],
             "compacted": sorted(self.compacted),
             "summary": None if self.summary is None else _grain_json(self.summary),
+            "settled": None if self.settled is None else list(self.settled),
             "faults": [f.to_dict() for f in self.faults],
             "order": dict(self.order),
             "seq": self.seq,
@@ -256,6 +261,8 @@ class SessionState:
         state.order = {str(k): int(v) for k, v in data["order"].items()}
         state.seq, state.turn = int(data["seq"]), int(data["turn"])
         state.task_id, state.closed = data["task_id"], bool(data["closed"])
+        settled = data.get("settled")  # absent from snapshots written before it
+        state.settled = None if settled is None else (int(settled[0]), int(settled[1]))
         return state
 
     def stored_or(self, grain: ContextGrain) -> ContextGrain:

@@ -64,7 +64,8 @@ LARGE_TRIALS: Final = 2
 MIN_USE: Final = 0.9
 #: Most rounds of keeping summarized turns verbatim when a compaction overshot.
 GIVE_BACK_ROUNDS: Final = 3
-#: Fewest tokens a compaction leaves below the target for the next renders (tiny budgets).
+#: Fewest tokens a compaction that gives summarized turns back leaves below the target at a
+#: tiny budget (room for the next turn, when the turns given back allow it).
 MIN_ROOM: Final = 96
 #: After a failed compaction: renders before the next attempt (doubled per failure in a row),
 #: their most, and the history growth (share of the target) that brings the attempt forward.
@@ -199,6 +200,8 @@ class _Landing:
     freed: list[int]
     size: dict[int, int]
     kept: set[int] = field(default_factory=set)
+    #: The summary's size when it fills the room its turns leave (see :func:`_fill`).
+    fill: int | None = None
 
     def rest(self, k: int) -> int:
         return self.base - self.freed[k] + sum(self.size[t] for t in self.kept)
@@ -222,11 +225,11 @@ def _landing(
     state: SessionState, config: RenderConfig, turns: Sequence[int], plan: Any
 ) -> _Landing:
     start = tail_start(state, config.compaction.keep_assistant_turns)
+    asked = set(turns)
     by_turn: dict[int, list[Any]] = {}
     for item in state.items.values():
         if item.kind != _core.KIND_CONTEXT and item.index < start:
             by_turn.setdefault(item.turn, []).append(item)
-    asked = set(turns)
     forced = sorted(t for t in asked if t in by_turn)
     order = sorted(t for t in by_turn if t not in asked) if plan is not None else []
     size = {t: _tokens(state, [i.node_id for i in by_turn[t]]) for t in by_turn}
@@ -236,19 +239,88 @@ def _landing(
     freed = [0]
     for t in order:
         freed.append(freed[-1] + size[t])
+    land = _Landing(by_turn, forced, order, base, freed, size)
     if plan is not None and base - freed[-1] + _estimate(state) > plan.target:
-        base -= _tail_cuts(state, plan, start)
-    return _Landing(by_turn, forced, order, base, freed, size)
+        cuts = _tail_cuts(state, plan, start)
+        land.base -= sum(cuts.values())
+        _take_tail(state, config, plan, land, start, asked, cuts)
+    return land
 
 
-def _tail_cuts(state: SessionState, plan: Any, start: int) -> int:
-    """Tokens the plan cut from the protected tail. When the tail alone does not fit beside
-    the other history (one huge message), the ladder cuts it whatever is summarized, so the
-    landing is measured without what it cuts there (else every older turn would be
+def _take_tail(
+    state: SessionState,
+    config: RenderConfig,
+    plan: Any,
+    land: _Landing,
+    start: int,
+    asked: set[int],
+    cuts: dict[int, int],
+) -> None:
+    """The protected tail's turns the ladder cannot keep, summarized with the rest instead of
+    dropped unsummarized (lost to every render until they left the tail): those it sent to
+    compaction, then, while even with every older turn summarized the tail passes the target,
+    its oldest further ones (the ladder would send them next, for a second summary after older
+    turns were summarized for room this frees anyway). Not at the high-water mark alone (the
+    ladder asked for nothing): a render that fits once trimmed is left as it is, so that
+    rendering it again gives the same payload. Only when the summary keeps its size
+    beside what stays: when one huge request leaves it less, the turns stay dropped for this
+    render and the summary whole for the next (:func:`_fit_summary` fits it to this one)."""
+    over = land.base - land.freed[-1] + _estimate(state) - plan.target
+    taken: list[tuple[int, list[Any], int]] = []
+    for t, items in _tail_turns(state, start) if asked else ():
+        if t not in asked and over <= 0:
+            continue
+        held = _tokens(state, [i.node_id for i in items]) - cuts.get(t, 0)
+        taken.append((t, items, held))
+        over -= held
+    if not taken:
+        return
+    whole = config.tokenizer.count(state.summary.text) if state.summary is not None else 0
+    low = _low(config, plan)
+    if low - (land.base - land.freed[-1] - sum(h for _, _, h in taken)) < min(whole, low // 2):
+        return
+    for t, items, held in taken:
+        land.by_turn[t] = items
+        land.size[t] = held + cuts.get(t, 0)
+        land.forced.append(t)
+        land.base -= held
+    land.forced.sort()
+
+
+def _tail_turns(state: SessionState, start: int) -> list[tuple[int, list[Any]]]:
+    """The protected tail's turns the ladder may send to compaction, oldest first: not the
+    latest user message's turn, none holding protected content or a system message."""
+    newest = next(
+        (i for i in range(len(state.messages) - 1, -1, -1) if state.messages[i].role == "user"),
+        -1,
+    )
+    turns: dict[int, list[Any]] = {}
+    pinned: set[int] = set()
+    for item in state.items.values():
+        if item.kind == _core.KIND_CONTEXT or item.index < start:
+            continue
+        turns.setdefault(item.turn, []).append(item)
+        if (
+            item.index == newest
+            or item.flags & _core.FLAG_PROTECTED
+            or state.messages[item.index].role == "system"
+        ):
+            pinned.add(item.turn)
+    return sorted((t, items) for t, items in turns.items() if t not in pinned)
+
+
+def _tail_cuts(state: SessionState, plan: Any, start: int) -> dict[int, int]:
+    """Tokens the plan cut from the protected tail, per turn. When the tail alone does not fit
+    beside the other history (one huge message), the ladder cuts it whatever is summarized, so
+    the landing is measured without what it cuts there (else every older turn would be
     summarized for room the ladder makes anyway)."""
     ids, _, _, _, before, after, _ = plan.decisions()
-    tail = {i.node_id for i in state.items.values() if i.index >= start}
-    return sum(b - a for n, b, a in zip(ids, before, after, strict=True) if n in tail)
+    tail = {i.node_id: i.turn for i in state.items.values() if i.index >= start}
+    cuts: dict[int, int] = {}
+    for n, b, a in zip(ids, before, after, strict=True):
+        if n in tail and b > a:
+            cuts[tail[n]] = cuts.get(tail[n], 0) + b - a
+    return cuts
 
 
 def _doomed(
@@ -267,14 +339,12 @@ def _doomed(
 
 
 def _low(config: RenderConfig, plan: Any) -> int:
-    """The low-water mark in tokens: ``render_low_water`` of the target, but leaving at least
-    :data:`MIN_ROOM` tokens (a quarter of the target at most) for the history to grow into, so
-    that at a tiny budget a compaction is not due again at the very next render."""
+    """The low-water mark in tokens: ``render_low_water`` of the target. At a tiny budget the
+    room it leaves may be smaller than the next turn, so the next render compacts again: the
+    render contract (at least 90 % of the target used whenever content was cut) holds there
+    too, and below about a thousand tokens no provider caches a prompt prefix anyway."""
     target = int(plan.target)
-    room = max(
-        target - int(target * config.compaction.render_low_water), min(MIN_ROOM, target // 4)
-    )
-    return target - room
+    return int(target * config.compaction.render_low_water)
 
 
 def _estimate(state: SessionState) -> int:
@@ -294,9 +364,10 @@ def _cap(
     share = summary_limit(config)
     if plan is None:
         return share, None
-    rest = plan.total_before - _tokens(state, [i.node_id for i in doomed])
-    rest -= _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
-    cap = int(max(share, _low(config, plan) - rest))
+    previous = _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
+    rest = plan.total_before - _tokens(state, [i.node_id for i in doomed]) - previous
+    low = _low(config, plan)
+    cap = int(max(share, low - rest))
     return cap, max(cap, plan.target - rest - SUMMARY_SLACK)
 
 
@@ -309,15 +380,18 @@ async def _summarize(
     summarizer: object,
     settings: CompactionConfig,
     cache: dict[str, str],
+    fill: int | None = None,
 ) -> CompactionResult:
-    """One run of the compaction pipeline on the previous summary and ``doomed``."""
+    """One run of the compaction pipeline on the previous summary and ``doomed`` (``fill``:
+    a summary of that size, its prose ending with excerpts of the newest doomed messages)."""
     indices = sorted({i.index for i in doomed})
     messages = _previous(state) + [state.messages[i] for i in indices]
     cap, room = _cap(state, config, doomed, plan)
     return await compact_messages(
         messages,
-        max_tokens=cap,
-        room=room,
+        max_tokens=fill if fill is not None else cap,
+        room=room if fill is None or room is None else max(room, fill),
+        fill=fill is not None,
         summarizer=summarizer,
         tokenizer=config.tokenizer.count,
         protected=_protected(protected),
@@ -391,7 +465,41 @@ async def _choose(
                 k -= 1
     if k in tried and tried[k].ok and len(tried) <= trials + 1:
         await _give_back(state, config, plan, protected, land, k, tried, estimator, cache)
+    if k in tried and tried[k].ok:
+        await _fill(state, config, plan, protected, land, k, tried, estimator, cache)
     return k, land, tried
+
+
+async def _fill(
+    state: SessionState,
+    config: RenderConfig,
+    plan: Any,
+    protected: Sequence[ContextGrain],
+    land: _Landing,
+    k: int,
+    tried: dict[int, CompactionResult],
+    estimator: object,
+    cache: dict[str, str],
+) -> None:
+    """When the landing is still under :data:`MIN_USE` of the target (the summarized turns are
+    larger than the room they leave: one huge message, or the protected tail's own turns),
+    the summary takes that room, up to halfway from the low-water mark to the target, its
+    prose ending with verbatim excerpts of the newest summarized messages, rather than leave
+    it empty."""
+    at = land.rest(k) + tried[k].summary_tokens + SUMMARY_FRAMING
+    if at >= min(_low(config, plan), plan.target * (MIN_USE + 0.01)):
+        return
+    # halfway from the mark to the target: a summary the cap had to cut lands a little short
+    size = (_low(config, plan) + plan.target) // 2 - land.rest(k) - SUMMARY_FRAMING
+    if size <= tried[k].summary_tokens:
+        return
+    settings = replace(config.compaction, memory_dir=None)
+    result = await _summarize(
+        state, config, land.items(k), plan, protected, estimator, settings, cache, fill=size
+    )
+    if result.ok and land.rest(k) + result.summary_tokens + SUMMARY_FRAMING <= plan.target:
+        tried[k] = result
+        land.fill = size
 
 
 async def _give_back(
@@ -473,10 +581,12 @@ async def compact(
 ) -> bool:
     """Summarize the history turns the plan could not keep into the session summary.
 
-    The protected tail (``CompactionConfig.keep_assistant_turns``) is never summarized; with
-    ``plan`` the oldest further turns are added down to the low-water mark, measured with the
-    actual summary (:func:`_choose`). ``protected`` grains' texts must survive in the summary
-    (the pipeline's quality gate). On failure nothing is written (the state is as before); the
+    The protected tail (``CompactionConfig.keep_assistant_turns``) is summarized only where the
+    ladder could not keep it (its turns the plan sent to compaction, or would once the older
+    turns are summarized: :func:`_landing`); with ``plan`` the oldest further turns are added
+    down to the low-water mark, measured with the actual summary (:func:`_choose`).
+    ``protected`` grains' texts must survive in the summary (the pipeline's quality gate).
+    On failure nothing is written (the state is as before); the
     turns stay dropped for this render only, as the plan decided, the report's compaction
     entry says why, and the next attempts back off (:func:`_deferred`).
     """
@@ -484,11 +594,6 @@ async def compact(
     if why is not None:
         log.compactions.append({"ok": False, "stage": "deferred", "turns": [], "error": why})
         return False
-    if turns and plan is not None and any(c.get("ok") for c in log.compactions):
-        start = tail_start(state, config.compaction.keep_assistant_turns)
-        asked = set(turns)
-        if all(i.index >= start for i in state.items.values() if i.turn in asked):
-            return False  # the ladder's picks lie in the protected tail: more would not help
     cache: dict[str, str] = {}
     # One reading of each message (text, key facts, counts) for every trial of the landing
     # and the summary itself: the trials summarize overlapping stretches of the same history.
@@ -511,6 +616,7 @@ async def compact(
                 config.summarizer,
                 config.compaction,
                 cache if reuse else {},
+                fill=land.fill,
             )
     log.compactions.append(_entry(result, turns))
     if not result.ok or not result.summary:

@@ -210,12 +210,16 @@ async def _compact_all(
     placeholder messages the provider has already seen (which breaks its prompt cache on every
     render once the budget is full). Between two compactions each payload is then the previous
     one plus what was added at its end. The mark is also checked after the ladder's own
-    compaction, once: a render leaves a state whose next render, with nothing added, does not
-    compact again (so re-rendering a restored snapshot gives its payload). A failed compaction
+    compaction, once, and after the mark's compaction the ladder's own picks are compacted
+    too. A render that compacted records the state it left (``SessionState.settled``, kept in
+    snapshots): a render of that same state past the mark does not compact it again (its
+    landing may sit over the target when the ladder trims the protected tail), so rendering it
+    again, or a restored snapshot of it, gives the same payload. A failed compaction
     (timed out, empty, rejected by the gate) writes nothing; the plan then stands as the ladder
     made it.
     """
-    marked = False
+    marked = state.settled == (len(state.messages), plan.total_before)
+    compacted = False
     for _ in range(MAX_COMPACTIONS):
         turns = list(plan.compaction_turns)
         at_mark = not turns and not marked and plan.total_before > plan.target
@@ -228,16 +232,26 @@ async def _compact_all(
         )
         if not done:
             break
-        # The new summary replaces any stored one that came in with this turn's context.
+        compacted = True
+        # The new summary replaces any stored one that came in with this turn's context (and
+        # the decision that fitted the old one to this render: it was never sent).
+        log.extra[:] = [d for d in log.extra if not _fitted_summary(d)]
         summary = state.summary
         context = [g for g in context if summary is None or g.node_id != summary.node_id]
         context += [summary] if summary is not None else []
         _sync(state, config, plugins, context)
         context = _fit_summary(state, config, plugins, context, log)
         plan = plan_within(state, config)
-        if at_mark:
-            break  # down to the low-water mark: the new plan stands
+        # after the mark's compaction the loop goes on only for turns the ladder still sends
+        # to compaction: a render of the new state with nothing added would compact them
+    if compacted:
+        state.settled = (len(state.messages), plan.total_before)
     return context, plan
+
+
+def _fitted_summary(d: GrainDecision) -> bool:
+    """Whether ``d`` is :func:`_fit_summary`'s decision on the summary."""
+    return d.node_id == SUMMARY_ID and d.stage == "compaction" and "compaction summary" in d.reason
 
 
 def plan_budget(state: SessionState, config: RenderConfig, cut: int = 0) -> int:

@@ -12,6 +12,7 @@ says "keep the original" and carries the reason.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, MutableMapping, Sequence
@@ -46,7 +47,14 @@ from .planning import (
     tool_groups,
 )
 from .protocol import Count, Summarizer, call_summarizer, counter
-from .sections import additive, build_parts, capped_summary
+from .sections import (
+    SummaryParts,
+    additive,
+    build_parts,
+    capped_parts,
+    capped_summary,
+    quote_tool_text,
+)
 
 __all__ = (
     "DEFAULT_INSTRUCTIONS",
@@ -407,6 +415,99 @@ def _normalized(text: str) -> str:
     return " ".join(text.split())
 
 
+#: Heading of the verbatim excerpts a summary allowed to fill its room ends its prose with.
+EXCERPTS_HEADING: Final = "## Latest messages (excerpts, newest first)"
+#: Longest line of those excerpts, in characters.
+EXCERPT_LINE_CHARS: Final = 200
+
+
+def _excerpt_lines(messages: Sequence[Message], tokens: int, count: Count) -> list[str]:
+    """Verbatim lines of the newest ``messages`` in about ``tokens`` tokens: messages newest
+    first, each by its last lines (in their order), what a summary given room to fill keeps of
+    the turns it replaces. Every line is quoted: tool and user text is data here, never an
+    instruction."""
+    out: list[str] = []
+    left = tokens - count(EXCERPTS_HEADING) - 2
+    for m in reversed(messages):
+        if left <= 0:
+            break
+        if is_summary(m):
+            continue
+        if m.role == "tool":
+            pieces = [
+                (
+                    f"tool result {r.name or r.call_id}",
+                    "\n".join(c.text for c in r.content if isinstance(c, Text)),
+                )
+                for r in m.tool_results
+            ]
+        else:
+            calls = ", ".join(c.name for c in m.tool_calls) if m.role == "assistant" else ""
+            pieces = [(f"{m.role} (called {calls})" if calls else m.role, message_text(m))]
+        for label, text in reversed(pieces):
+            lines = [ln for ln in text.splitlines() if ln.strip()]
+            kept: list[str] = []
+            for line in reversed(lines):
+                quoted = quote_tool_text(line, EXCERPT_LINE_CHARS)
+                cost = count(quoted) + 2
+                if cost > left:  # the end of the line that still fits, then no more
+                    tail = _tail_within(line, left, count)
+                    if tail:
+                        kept.append(tail)
+                    left = 0
+                    break
+                kept.append(quoted)
+                left -= cost
+            if not kept:
+                break
+            kept.reverse()
+            skipped = len(lines) - len(kept)
+            head = f"- {label}: " + (f"(…{skipped} earlier lines) " if skipped else "")
+            out += [head + kept[0], *(f"  {q}" for q in kept[1:])]
+    return ["", EXCERPTS_HEADING, *out] if out else []
+
+
+def _tail_within(line: str, tokens: int, count: Count) -> str | None:
+    """The longest end of ``line``, quoted and marked cut ("“…end”"), within ``tokens``."""
+    flat = " ".join(line.split())[-EXCERPT_LINE_CHARS:]
+    lo, hi = 0, len(flat)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(quote_tool_text("…" + flat[-mid:])) + 2 <= tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return quote_tool_text("…" + flat[-lo:]) if lo >= 8 else None
+
+
+def _filled(
+    run: _Run, work: SummaryParts, source: Sequence[Message], summary: str, limit: int
+) -> str:
+    """``summary`` (``work`` rendered, within ``limit``) with the room left up to ``limit``
+    filled by :func:`_excerpt_lines` at the end of its prose: the most lines that fit, then
+    the next one cut to the characters that still fit."""
+    count = run.count
+    body = work.body
+
+    def text(extra: list[str]) -> str:
+        return dataclasses.replace(work, body=[*body, *extra]).render()
+
+    best, got = summary, count(summary)
+    budget = limit - got
+    for _ in range(4):  # the lines' own counts add up a little differently than the text's
+        lines = _excerpt_lines(source, budget, count) if budget > 8 else []
+        if len(lines) < 3:
+            break
+        candidate = text(lines)
+        n = count(candidate)
+        if got < n <= limit:
+            best, got = candidate, n
+        if limit - max(2, limit // 200) <= n <= limit:
+            break
+        budget += limit - n
+    return best
+
+
 def _gate(
     summary: str, facts: KeyFacts, latest: str | None, max_tokens: int, count: Count
 ) -> list[str]:
@@ -461,6 +562,7 @@ async def compact(
     config: CompactionConfig | None = None,
     cache: MutableMapping[str, str] | None = None,
     room: int | None = None,
+    fill: bool = False,
 ) -> CompactionResult:
     """Summarize ``messages`` into one summary of at most ``max_tokens``.
 
@@ -480,6 +582,9 @@ async def compact(
         cache: Chunk summaries by content; pass the same mapping to a retry to reuse them.
         room: A larger cap (≥ ``max_tokens``) the summary may take rather than drop an
             earlier request (see :func:`~ctxengine.compaction.cap_summary`).
+        fill: End the prose with verbatim excerpts of the newest messages, up to
+            ``max_tokens`` (a render whose summarized turns are larger than the room they
+            leave uses that room for them instead of leaving it empty).
 
     Raises:
         ValueError: ``max_tokens`` is not positive.
@@ -489,7 +594,7 @@ async def compact(
     with message_scope():
         return await _compact(
             messages, max_tokens, summarizer, tokenizer, protected, latest_request, config,
-            cache, room,
+            cache, room, fill,
         )  # fmt: skip
 
 
@@ -503,6 +608,7 @@ async def _compact(
     config: CompactionConfig | None,
     cache: MutableMapping[str, str] | None,
     room: int | None,
+    fill: bool = False,
 ) -> CompactionResult:
     from .extractive import ExtractiveSummarizer
 
@@ -527,7 +633,7 @@ async def _compact(
     try:
         with anyio.fail_after(config.timeout):
             stage, summary, gate = await _attempts(
-                run, msgs, counts, facts, latest_request, max_tokens, room
+                run, msgs, counts, facts, latest_request, max_tokens, room, fill
             )
     except TimeoutError:
         stage, summary, gate = "failed", "", [f"timed out after {config.timeout:g} s"]
@@ -564,6 +670,7 @@ async def _attempts(
     latest: str | None,
     max_tokens: int,
     room: int | None,
+    fill: bool = False,
 ) -> tuple[Stage, str, list[str]]:
     """Summary, then without the oversized messages, then (if configured) the fixed note; the
     gate is checked after each and retried once with what was missing."""
@@ -579,7 +686,9 @@ async def _attempts(
             for _ in range(2):  # the gate: one retry, told what was missing
                 body = await run.summarize(source, instructions, max_tokens)
                 parts = build_parts(facts, body, len(msgs))
-                summary, limit = capped_summary(parts, max_tokens, run.count, room)
+                work, summary, limit = capped_parts(parts, max_tokens, run.count, room)
+                if fill:
+                    summary = _filled(run, work, source, summary, limit)
                 missing = _gate(summary, facts, latest, limit, run.count)
                 if not missing:
                     return stage, summary, []

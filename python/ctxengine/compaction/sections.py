@@ -28,6 +28,7 @@ __all__ = (
     "SummaryParts",
     "build_parts",
     "cap_summary",
+    "capped_parts",
     "capped_summary",
     "parse_sections",
     "quote_tool_text",
@@ -366,6 +367,15 @@ def capped_summary(
     parts: SummaryParts, max_tokens: int, count: Count, room: int | None = None
 ) -> tuple[str, int]:
     """:func:`cap_summary`, and the cap it applied (``max_tokens``, or up to ``room``)."""
+    _, text, limit = capped_parts(parts, max_tokens, count, room)
+    return text, limit
+
+
+def capped_parts(
+    parts: SummaryParts, max_tokens: int, count: Count, room: int | None = None
+) -> tuple[SummaryParts, str, int]:
+    """:func:`capped_summary`, and the parts as the cap left them (``text`` is their
+    rendering)."""
     work = dataclasses.replace(parts)
     text = work.render()
     limit = max_tokens
@@ -380,7 +390,7 @@ def capped_summary(
     if count(text) < limit and work.body != parts.body:  # regrow the prose into the room
         work.body = _fill(parts.body, work, limit, count)
         text = work.render()
-    return text, limit
+    return work, text, limit
 
 
 def _restore(
