@@ -223,14 +223,17 @@ async def _verify(root: Path, acked: list[Ack]) -> None:
     assert after[-1].data["message"]["blocks"][0]["text"] == "after the crash"
 
 
-@pytest.mark.parametrize("turns", [41, 140])
+@pytest.mark.parametrize("turns", [41, 140, 527])
 def test_a_restored_snapshot_renders_its_payload_again_after_a_compacting_turn(
     tmp_path: Path, turns: int
 ) -> None:
     # Turns 40 and 139 of the child compact, and the plan after the compaction was still over
     # its target (the ladder trimmed the protected tail's large result): the next render, with
     # nothing added, compacted again, so re-rendering the acknowledged snapshot of turn 40 gave
-    # another payload. A render now leaves a state whose next render is the same.
+    # another payload. A render now leaves a state whose next render is the same. Turn 526
+    # still did after that fix (the compaction landed over the target, the ladder trimmed, and
+    # the next render was past the mark again): the state now records what a compacting render
+    # left (``SessionState.settled``, in the snapshot too) and is not compacted again.
     async def main() -> None:
         eng = child.engine(tmp_path / "store", fsync=False)
         async with eng.session(child.SESSION) as s:
