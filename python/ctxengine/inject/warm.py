@@ -584,10 +584,10 @@ def _locate(
     are new at either end (``got``), else by searching the first kept message (``pids``: the
     ids of ``pmsgs``). None when the history is not such a continuation of the previous one."""
     if got is not None:
-        cut, start, replaced = got
-        if start < lead:
+        cut, first, rep = got
+        if first < lead:
             return None  # a lead message of the previous render is in the history now
-        return cut - lead, start, [i - lead for i in replaced]
+        return cut - lead, first, [i - lead for i in rep]
     for head in range(min(4, len(msgs) - lead)):
         try:
             start = pids.index(id(msgs[lead + head]), lead)
