@@ -4,9 +4,8 @@ headed by the compaction summary (a user message, never system text)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from functools import partial
-from itertools import chain, repeat
 from operator import attrgetter, ne
 from typing import TYPE_CHECKING, Any, Final
 
@@ -113,6 +112,7 @@ class Composed:
     texts: list[str | None]
     replacements: list[str | None]
     messages: list[Message]
+    grains: list[ContextGrain | None]  # the items' grains (None: a placeholder)
     plan: Any = None  # the plan composed
 
 
@@ -135,53 +135,65 @@ def _changed(new: list[Any], old: list[Any]) -> set[int]:
             return out
 
 
+def _kept(order: list[str], prev: Composed) -> tuple[int, int, int] | None:
+    """``(head, k, end)``: ``order[head:end]`` is ``prev.order[k:]``, after at most a few new
+    nodes; None when the plan did not keep the previous history that way."""
+    for head in range(min(_HEAD, len(order))):
+        try:
+            k = prev.order.index(order[head])
+        except ValueError:
+            continue
+        end = head + len(prev.order) - k
+        return (head, k, end) if order[head:end] == prev.order[k:] else None
+    return None
+
+
 def _history(state: SessionState, plan: Any) -> list[Message]:
     """The kept history as messages. The previous render's messages are reused for the nodes
-    it also kept, when their items, texts and replacements are the same (a few C-level passes
-    over the window instead of a Python loop); only new nodes at either end are composed."""
+    it also kept, when their texts and replacements are the same (a few C-level passes over
+    the window instead of a Python loop); only new nodes at either end are composed.
+
+    A node's item is looked up once, when it is new to the window: an item is made once per
+    node id (ids are never reused) and is only ever deleted, never replaced; its text may
+    change in place (a sync or a prune), which the comparison of texts sees."""
     order: list[str] = plan.history_order  # a new list on every access
-    items = list(map(state.items.get, order))
-    texts = list(map(getattr, items, repeat("text"), repeat(None)))
     rep = plan.replacements
     replacements = list(map(rep.get, order)) if rep else [None] * len(order)
     memo = state.token_cache.memo
     prev: Composed | None = memo.composed
-    messages: list[Message] | None = None
-    if prev is not None and order:
-        for head in range(min(_HEAD, len(order))):
-            try:
-                k = prev.order.index(order[head])
-            except ValueError:
-                continue
-            end = head + len(prev.order) - k
-            if order[head:end] == prev.order[k:] and items[head:end] == prev.items[k:]:
-                make = [
-                    _message(state, order[j], items[j], replacements[j])
-                    for j in chain(range(head), range(end, len(order)))
-                ]
-                messages = make[:head] + prev.messages[k:] + make[head:]
-                # kept nodes whose text changed (a soft trim): composed again
-                for j in _changed(texts[head:end], prev.texts[k:]) | _changed(
-                    replacements[head:end], prev.replacements[k:]
-                ):
-                    j += head
-                    messages[j] = _message(state, order[j], items[j], replacements[j])
-            break
-    if messages is None:
+    kept = _kept(order, prev) if prev is not None and order else None
+    if prev is None or kept is None:
+        items = list(map(state.items.get, order))
+        texts = [i.text if i is not None else None for i in items]
         messages = list(map(partial(_message, state), order, items, replacements))
-    memo.composed = Composed(order, items, texts, replacements, messages, plan)
+        grains = [i.grain if i is not None else None for i in items]
+    else:
+        head, k, end = kept
+        get = state.items.get
+        items = [*map(get, order[:head]), *prev.items[k:], *map(get, order[end:])]
+        texts = [i.text if i is not None else None for i in items]
+        fresh = [*range(head), *range(end, len(order))]
+        make = [_message(state, order[j], items[j], replacements[j]) for j in fresh]
+        messages = make[:head] + prev.messages[k:] + make[head:]
+        new_grains = [items[j].grain if items[j] is not None else None for j in fresh]
+        grains = new_grains[:head] + prev.grains[k:] + new_grains[head:]
+        # kept nodes whose text changed (a soft trim): composed again
+        for j in _changed(texts[head:end], prev.texts[k:]) | _changed(
+            replacements[head:end], prev.replacements[k:]
+        ):
+            j += head
+            messages[j] = _message(state, order[j], items[j], replacements[j])
+    memo.composed = Composed(order, items, texts, replacements, messages, grains, plan)
     return messages
 
 
 def history_grains(state: SessionState, plan: Any) -> list[ContextGrain]:
     """The grains of the history nodes ``plan`` keeps, in order: taken from what
-    :func:`compose` looked up for that plan (one C-level pass), else looked up again."""
+    :func:`compose` made for that plan (one C-level pass), else looked up again."""
     composed: Composed | None = state.token_cache.memo.composed
     if composed is not None and composed.plan is plan:
-        items: Iterable[HistoryItem | None] = composed.items
-    else:
-        items = map(state.items.get, plan.history_order)
-    return list(map(_GRAIN, filter(None, items)))
+        return list(filter(None, composed.grains))
+    return list(map(_GRAIN, filter(None, map(state.items.get, plan.history_order))))
 
 
 def _recompose(message: Message, result_index: int, text: str, changed: bool) -> Message:

@@ -6,6 +6,8 @@ from one message alone can be reused while that object is alive: whether the pro
 anything of it, and its exported provider dicts. Entries are keyed by the message's identity and
 hold the message (so the identity stays valid); an entry not used by a render is dropped at the
 end of the next one, so the memo follows the kept window, not the session's length.
+Per-position values of the last sequence (:class:`~ctxengine.inject.align.Aligned`) spare a
+warm render even that lookup per message.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from ..transcript.model import Message, Text, Transcript
 from ..transcript.providers import exported_blocks, family_of
+from .align import Aligned, Aligner
 from .warm import Warm
 
 __all__ = ("RenderMemo",)
@@ -73,8 +76,10 @@ class RenderMemo:
 
     def __init__(self) -> None:
         self._tables: dict[tuple[Any, ...], _Table[Any]] = {}
+        self._aligned: dict[tuple[Any, ...], Aligned[Any]] = {}
         #: The previous renders, for a render that only dropped leading turns and appended.
-        self.warm = Warm()
+        self.align = Aligner()
+        self.warm = Warm(self.align)
         self._made: dict[tuple[str, str], Message] = {}
         self._made_old: dict[tuple[str, str], Message] = {}
         #: The history compose made last (see :func:`ctxengine.inject.compose.compose`).
@@ -87,13 +92,23 @@ class RenderMemo:
             table = self._tables[key] = _Table()
         return table
 
+    def aligned(self, *key: Any) -> Aligned[Any]:
+        """The :class:`Aligned` values for ``key`` (kind of work and its parameters)."""
+        got = self._aligned.get(key)
+        if got is None:
+            got = self._aligned[key] = Aligned(self.align)
+        return got
+
     def nonempty(self, t: Transcript, provider: str) -> list[bool]:
-        """For each message of ``t``: whether ``provider``'s exporter sends any of its blocks."""
+        """For each message of ``t``: whether ``provider``'s exporter sends any of its blocks
+        (a list kept for the next call: not to be changed)."""
 
         def make(m: Message) -> bool:
             return bool(exported_blocks(m, provider, family_of(m, t)))
 
-        return self.table("nonempty", provider, t.source_format).many(t.messages, make)
+        key = ("nonempty", provider, t.source_format)
+        table = self.table(*key)
+        return self.aligned(*key).many(t.messages, make, lambda: table.many(t.messages, make))
 
     def message(self, role: str, text: str) -> Message:
         """A one-text message made by compose, the same object as in the render before when

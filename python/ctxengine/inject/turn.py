@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from itertools import compress
 from typing import TYPE_CHECKING, Any, Final
 
 from ..assemble.pipeline import FRAMING_TOKENS, Assembled, plan_budget, plan_within
@@ -16,6 +17,7 @@ from ..grain import ContextGrain
 from ..transcript.model import Message, Text, Transcript
 from .compose import compose, history_grains
 from .render import render
+from .warm import trusted_transcript
 
 if TYPE_CHECKING:
     from ..collect.dispatch import SessionDispatcher
@@ -96,22 +98,34 @@ BLANK_USER_TEXT: Final = "(empty message)"
 _REJECT_BLANK: Final = frozenset({"anthropic", "gemini"})
 
 
-def _non_blank(t: Transcript, provider: str) -> Transcript:
+def _blank(m: Message) -> bool:
+    return m.role == "user" and all(isinstance(b, Text) and not b.text.strip() for b in m.blocks)
+
+
+def _non_blank(t: Transcript, provider: str, memo: RenderMemo) -> Transcript:
     """``t`` with its blank user messages (whitespace text only) given a visible text, for the
-    providers that reject blank text; ``t`` itself otherwise."""
+    providers that reject blank text; ``t`` itself otherwise. The message standing for a blank
+    one is the same object on every render that keeps it (so warm renders reuse its work)."""
     if provider not in _REJECT_BLANK:
         return t
-    blank = [
-        i
-        for i, m in enumerate(t.messages)
-        if m.role == "user" and all(isinstance(b, Text) and not b.text.strip() for b in m.blocks)
-    ]
-    if not blank:
+    messages = t.messages
+    blank = memo.aligned("blank").many(messages, _blank, lambda: list(map(_blank, messages)))
+    if not any(blank):
         return t
-    messages = list(t.messages)
-    for i in blank:
-        messages[i] = Message.user(BLANK_USER_TEXT)
-    return Transcript(tuple(messages), source_format=t.source_format)
+    out = list(messages)
+    subs = memo.table("blank")
+    i = blank.index(True)
+    while True:
+        out[i] = subs.get(messages[i], _blank_stand_in)
+        try:
+            i = blank.index(True, i + 1)
+        except ValueError:
+            break
+    return trusted_transcript(tuple(out), t.source_format)
+
+
+def _blank_stand_in(m: Message) -> Message:
+    return Message.user(BLANK_USER_TEXT)
 
 
 def _non_empty(
@@ -125,11 +139,21 @@ def _non_empty(
     if all(sent):
         return t, []
     messages = t.messages
-    drop = [i for i, ok in enumerate(sent) if not ok and messages[i].role == "assistant"]
+    drop: list[int] = []
+    i = sent.index(False)
+    while True:
+        if messages[i].role == "assistant":
+            drop.append(i)
+        try:
+            i = sent.index(False, i + 1)
+        except ValueError:
+            break
     if not drop:
         return t, []
-    gone = set(drop)
-    kept = tuple(m for i, m in enumerate(messages) if i not in gone)
+    keep = [True] * len(messages)
+    for i in drop:
+        keep[i] = False
+    kept = tuple(compress(messages, keep))
     changes = [
         {
             "rule": "fix_turn_order",
@@ -140,7 +164,7 @@ def _non_empty(
         }
         for i in drop
     ]
-    return Transcript(kept, source_format=t.source_format), changes
+    return trusted_transcript(kept, t.source_format), changes
 
 
 def _with_changes(hygiene: dict[str, Any], changes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -217,7 +241,8 @@ async def inject(
     cut, budget = 0, config.tokens_total
     for attempt in range(MAX_REPLANS + 1):
         composed = compose(state, assembled.plan, assembled.by_id)
-        composed = _no_trailing_space(_non_blank(composed, request.provider), request.provider)
+        composed = _non_blank(composed, request.provider, memo)
+        composed = _no_trailing_space(composed, request.provider)
         composed, dropped = _non_empty(composed, request.provider, memo)
         rendered = render(composed, request.provider, memo=memo, **request.options)
         payload, transcript = rendered.payload, rendered.transcript

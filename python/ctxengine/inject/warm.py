@@ -21,7 +21,7 @@ import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, islice
-from operator import is_, is_not
+from operator import is_not
 from typing import Any, Final
 
 from ..tokens import get_tokenizer, message_strings
@@ -32,6 +32,7 @@ from .adapters.anthropic import cache_marker, marked, message_blocks
 from .adapters.gemini import message_parts
 from .adapters.openai import message_dicts
 from .adapters.responses import instructions_of, message_items
+from .align import Aligner, Alignment
 from .cache import Breakpoint, candidates_at, choose
 from .ids import fits
 
@@ -235,7 +236,8 @@ class _Checker:
 class Warm:
     """The records of a session's renders, one per provider and options."""
 
-    def __init__(self) -> None:
+    def __init__(self, aligner: Aligner | None = None) -> None:
+        self.align = aligner or Aligner()
         self.records: dict[tuple[Any, ...], Record] = {}
         self.by_payload: tuple[int, Record] | None = None  # the last render's
         #: Renders that reused the previous one's work, and full renders recorded for reuse.
@@ -274,38 +276,16 @@ class Warm:
                 return None
         if msgs[lead].role == "system" or (prev.hist_system and key[0] == "openai-responses"):
             return None
-        # the first kept message of the previous history: after at most a few new ones
-        pids = prev.ids
-        found = None
-        for head in range(min(4, len(msgs) - lead)):
-            try:
-                start = pids.index(id(msgs[lead + head]), lead)
-            except ValueError:
-                continue
-            found = head, start
-            break
-        if found is None:
-            return None
-        head, start = found
-        n = len(pids) - start
-        cut = lead + head
         provider = key[0]
-        replaced: list[int] = []  # kept positions holding another message of the same shape
-        if len(msgs) < cut + n:
-            return None  # the end of the previous history was dropped
-        # the kept part: the same objects (ids of pmsgs are valid: prev.src holds them)
-        if not all(map(is_, islice(msgs, cut, cut + n), islice(pmsgs, start, None))):
-            flags = list(map(is_not, islice(msgs, cut, cut + n), islice(pmsgs, start, None)))
-            j = flags.index(True)
-            while True:
-                old, new = pmsgs[start + j], msgs[cut + j]
-                if len(replaced) >= _MAX_REPLACED or not _same_shape(old, new, provider, t):
-                    return None
-                replaced.append(head + j)
-                try:
-                    j = flags.index(True, j + 1)
-                except ValueError:
-                    break
+        located = _locate(self.align(msgs, pmsgs, lead), msgs, pmsgs, prev.ids, lead)
+        if located is None:
+            return None
+        head, start, replaced = located
+        n = len(pmsgs) - start
+        cut = lead + head
+        for h in replaced:
+            if not _same_shape(pmsgs[start + h - head], msgs[lead + h], provider, t):
+                return None
         first = start - lead  # index in the previous history
         pm = pmsgs[start]
         if pm.role == "tool":
@@ -377,7 +357,7 @@ class Warm:
         if replaced:
             ids = list(map(id, msgs))
         else:  # the ids of the kept part are the previous ones
-            ids = [*map(id, msgs[:cut]), *pids[start:], *map(id, tail)]
+            ids = [*map(id, msgs[:cut]), *prev.ids[start:], *map(id, tail)]
         rec = Record(
             key=key,
             src=t,
@@ -589,6 +569,47 @@ class Warm:
 
 #: Kept messages that may be replaced (a soft trim) before a render takes the full path.
 _MAX_REPLACED: Final = 8
+
+
+def _locate(
+    got: Alignment | None,
+    msgs: Sequence[Message],
+    pmsgs: Sequence[Message],
+    pids: list[int],
+    lead: int,
+) -> tuple[int, int, list[int]] | None:
+    """``(head, start, replaced)``: the history of ``msgs`` is ``head`` new messages, then
+    ``pmsgs[start:]`` (``start`` in the previous history; the same objects except at the
+    history positions ``replaced``), then new ones. Found by :func:`align` when few messages
+    are new at either end (``got``), else by searching the first kept message (``pids``: the
+    ids of ``pmsgs``). None when the history is not such a continuation of the previous one."""
+    if got is not None:
+        cut, first, rep = got
+        if first < lead:
+            return None  # a lead message of the previous render is in the history now
+        return cut - lead, first, [i - lead for i in rep]
+    for head in range(min(4, len(msgs) - lead)):
+        try:
+            start = pids.index(id(msgs[lead + head]), lead)
+        except ValueError:
+            continue
+        cut = lead + head
+        n = len(pids) - start
+        if len(msgs) < cut + n:
+            return None  # the end of the previous history was dropped
+        window = islice(msgs, cut, cut + n)
+        flags = list(map(is_not, window, islice(pmsgs, start, None)))
+        replaced: list[int] = []
+        j = -1
+        while True:
+            try:
+                j = flags.index(True, j + 1)
+            except ValueError:
+                return head, start, replaced
+            if len(replaced) >= _MAX_REPLACED:
+                return None
+            replaced.append(head + j)
+    return None
 
 
 def _same_shape(old: Message, new: Message, provider: str, t: Transcript) -> bool:
