@@ -78,6 +78,8 @@ class SessionState:
         counted_for: The provider the assembly's thinking counts are for (thinking is sent only
             to the provider that signed it, so a render for another provider re-counts it).
         guarded: Node id → characters before the window guard cut that tool result.
+        unanswered: Result node id a call waits for → the node id of the assistant item whose
+            count includes the synthetic result hygiene adds while none is there.
         order: Context node id → emission order in the last render.
         seq: Last sequence number given to a stored grain.
         turn: Index of the next render.
@@ -112,6 +114,7 @@ class SessionState:
     dirty: set[str] = field(default_factory=set)
     counted_for: str | None = None
     guarded: dict[str, int] = field(default_factory=dict)
+    unanswered: dict[str, str] = field(default_factory=dict)
     order: dict[str, int] = field(default_factory=dict)
     seq: int = 0
     turn: int = 0

@@ -8,7 +8,7 @@ import pytest
 
 from ctxengine import Budget, ContextEngine, ContextGrain
 from ctxengine.assemble import sync
-from ctxengine.transcript import ToolCall
+from ctxengine.transcript import Message, ToolCall
 
 pytestmark = pytest.mark.anyio
 
@@ -48,3 +48,62 @@ async def test_a_failed_sync_leaves_the_history_for_the_next_render(
         out = await s.render()
     texts = [m["content"] for m in out.payload["messages"]]
     assert texts == ["be brief", "first question", "first answer", "second question"]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
+async def test_the_plan_counts_the_synthetic_results_of_unanswered_calls(provider: str) -> None:
+    """Issue 9, defect 3: 20 unanswered tool calls then a user message at a 400 budget rendered
+    967 tokens while the plan estimated 208 (hygiene adds a synthetic error result for each
+    call, which the plan did not see); the re-plans then cut to an estimate scaled by the
+    overshoot, far under the target. The plan now counts them with their calls, so one plan
+    fits and fills its target."""
+    engine = ContextEngine("gpt-4o", Budget(total=400))
+    async with engine.session("plain") as s:
+        await s.user_message("hi")
+        planned = (await s.render(provider)).report.target  # the target of a plan that fits
+    async with engine.session("syn") as s:
+        await s.user_message("hi")
+        for i in range(20):
+            await s.assistant_message("", [ToolCall(f"c{i}", "read", {"p": i})])
+        await s.user_message("go on")
+        out = await s.render(provider)
+        target = out.report.target
+        # no re-plan (it cut the target to 86 of 310): the plan saw what the payload carries
+        assert target >= 0.95 * planned
+        assert out.tokens <= 400 and out.report.fits
+        assert abs(out.report.tokens_estimated - out.tokens) <= 0.1 * out.tokens
+        assert out.tokens >= 0.9 * target
+        assert out.transcript.messages[-1].text.endswith("go on")
+        # results that come later take the synthetic ones' place in the count
+        charged = out.report.tokens_estimated
+        s.extend([Message.tool(f"c{i}", "ok") for i in range(18, 20)])
+        await s.user_message("and?")
+        later = await s.render(provider)
+    assert later.tokens <= 400
+    # an answered call is not charged twice (its synthetic result and its real one)
+    assert later.report.tokens_estimated <= 1.1 * later.tokens
+    assert charged > 0
+
+
+async def test_a_call_answered_later_is_counted_as_its_result_alone() -> None:
+    """The synthetic result charged to an unanswered call goes when its result comes: the plan
+    of the session then equals that of a session that had the result from the start."""
+    calls = [ToolCall(f"c{i}", "read", {"p": i}) for i in range(5)]
+    results = [Message.tool(f"c{i}", f"contents of file {i}") for i in range(5)]
+    engine = ContextEngine("gpt-4o", Budget(total=50_000))
+    async with engine.session("late") as s:
+        await s.user_message("hi")
+        s.extend([Message.assistant("", calls)])
+        early = await s.render()
+        s.extend(results)
+        await s.user_message("go on")
+        late = await s.render()
+    async with engine.session("whole") as w:
+        await w.user_message("hi")
+        w.extend([Message.assistant("", calls), *results])
+        await w.user_message("go on")
+        whole = await w.render()
+    assert early.report.hygiene["changes"]  # five synthetic results, counted by the plan
+    assert abs(early.report.tokens_estimated - early.tokens) <= 0.05 * early.tokens
+    assert late.report.tokens_estimated == whole.report.tokens_estimated
+    assert late.tokens == whole.tokens

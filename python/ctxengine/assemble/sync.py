@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _core
 from ..grain import ContextGrain
+from ..inject.pairing import SYNTHETIC_RESULT_TEXT
 from ..tokens import count_many
 from ..transcript.providers import exportable
 from .core import upsert
-from .history import FLAG, KIND, HistoryItem
+from .history import FLAG, KIND, MESSAGE_OVERHEAD, HistoryItem, tool_result_node_id
 
 if TYPE_CHECKING:
     from ..collect.registry import Registry
@@ -72,6 +73,42 @@ def _recount_thinking(state: SessionState, provider: str, items: list[HistoryIte
     )
 
 
+def _unanswered(state: SessionState, item: HistoryItem) -> list[tuple[str, str]]:
+    """The (call id, result node id) pairs the tool calls of assistant ``item`` wait for:
+    hygiene adds a synthetic error result for each call with no result in the history (and for
+    each repeat of a call id, which it renames), so the plan counts them with the call, as a
+    result item would count, until one comes."""
+    if not item.flags & FLAG["tool_call"] or item.kind != KIND["message"]:
+        return []
+    message = state.messages[item.index]
+    if message.failed:  # hygiene drops the calls of a failed turn
+        return []
+    seen: set[str] = set()
+    out = []
+    for call in message.tool_calls:
+        node = tool_result_node_id(call.id)
+        if call.id in seen or node not in state.items:
+            out.append((call.id, node))
+        seen.add(call.id)
+    return out
+
+
+def _answered(state: SessionState, items: list[HistoryItem]) -> None:
+    """Add to ``items`` the assistant items charged with a synthetic result that a result among
+    them now answers (their count drops it)."""
+    if not state.unanswered:
+        return
+    queued = {id(i) for i in items}
+    for item in list(items):
+        owner = (
+            state.unanswered.pop(item.node_id, None) if item.kind == KIND["tool_result"] else None
+        )
+        call = state.items.get(owner) if owner is not None else None
+        if call is not None and id(call) not in queued:
+            items.append(call)
+            queued.add(id(call))
+
+
 def sync_history(
     state: SessionState, config: RenderConfig, scan: bool, provider: str = "openai"
 ) -> None:
@@ -82,6 +119,7 @@ def sync_history(
     items, so a render that fails here leaves them for the next one (no history is lost)."""
     items, texts = _changed_items(state, scan)
     _recount_thinking(state, provider, items)
+    _answered(state, items)
     texts.extend(item_text(state, i) for i in items[len(texts) :])
     if not items:
         state.pending.clear()
@@ -91,9 +129,19 @@ def sync_history(
     extras = [_overhead_texts(i, provider) for i in items]
     extra = count_many([t for e in extras for t in e], model=config.model)
     overheads, k = [], 0
+    synthetic = 0
     for item, e in zip(items, extras, strict=True):
         n = len(e)
-        overheads.append(item.overhead + sum(extra[k : k + n]))
+        overhead = item.overhead + sum(extra[k : k + n])
+        waits = _unanswered(state, item)
+        if waits:
+            if not synthetic:
+                synthetic = config.tokenizer.count(SYNTHETIC_RESULT_TEXT) + MESSAGE_OVERHEAD
+            ids = count_many([c for c, _ in waits], model=config.model)
+            overhead += synthetic * len(waits) + sum(ids)
+            for _, node in waits:
+                state.unanswered[node] = item.node_id
+        overheads.append(overhead)
         k += n
     windows = config.window_index
     upsert(
