@@ -8,6 +8,7 @@ import anyio
 import pytest
 
 from ctxengine import Budget, ContextEngine, ContextGrain
+from ctxengine.assemble.guard import SPLIT_CHARS
 from ctxengine.builtins import ToolResultCompressor
 from ctxengine.transcript import Message, Text, Thinking, ToolCall
 
@@ -396,3 +397,28 @@ async def test_a_summary_with_no_room_left_is_cut_with_a_decision(words: int) ->
     assert cut.decision == "dropped" and cut.tokens_after == 0 and "was cut" in cut.reason
     assert "Summary of the earlier conversation" not in str(out.payload)
     assert out.transcript.messages[-1].text.startswith("LATEST word")
+
+
+async def test_a_summary_larger_than_the_split_size_is_sent_whole_by_every_later_render() -> None:
+    """Found by the sweep of the shared transcripts (aider, 32k budget): a compaction summary
+    of 80,000 characters (one 116,000-character answer summarized with its excerpts) was split
+    by the guard into ``mem.summary.<i>`` chunks on the next render, which compose never sends:
+    the payload lost it (2,685 tokens of a 25,590 target). The summary is never split."""
+    answer = "\n".join(
+        f"Step {n}: checked the handler of hotkey {n}; it is fine." for n in range(2500)
+    )
+    engine = ContextEngine("gpt-4.1", Budget(total=40_000))
+    async with engine.session("big") as s:
+        await s.user_message("Find why the hotkey sticks.")
+        await s.assistant_message(answer)
+        await s.user_message("So what is the cause?")
+        first = await s.render("openai")
+        assert any(c["ok"] for c in first.report.compactions)
+        summary = s.state.summary
+        assert summary is not None and len(summary.text) > SPLIT_CHARS
+        for provider in ("openai", "openai-responses", "anthropic", "gemini"):
+            out = await s.render(provider)
+            assert out.tokens <= 40_000
+            assert out.tokens >= 0.9 * out.report.target, (provider, out.tokens)
+            assert "Summary of the earlier conversation" in str(out.payload)
+            assert not any(d.stage == "guard" for d in out.report if d.node_id == "mem.summary")

@@ -360,7 +360,9 @@ def _cap(
     """The summary's cap and room: its window's share, or more when the plan leaves more room
     below the low-water mark; and the room up to the plan's target the summary may take
     rather than drop a request (the next render then compacts again: a long session at a
-    small budget compacts more often, and loses no request)."""
+    small budget compacts more often, and loses no request), counting what stays at the size
+    the plan left it when that leaves more (tool results the ladder soft-trimmed: a summary
+    that must keep a long request then fits instead of failing the compaction)."""
     share = summary_limit(config)
     if plan is None:
         return share, None
@@ -368,7 +370,27 @@ def _cap(
     rest = plan.total_before - _tokens(state, [i.node_id for i in doomed]) - previous
     low = _low(config, plan)
     cap = int(max(share, low - rest))
-    return cap, max(cap, plan.target - rest - SUMMARY_SLACK)
+    # what stays takes what the plan left it (soft trims stand when the summary needs room)
+    after = _after(plan)
+    gone = {i.node_id for i in doomed}
+    gone.add(SUMMARY_ID)
+    stays = plan.total_after - sum(after.get(n, 0) for n in gone)
+    return cap, max(cap, plan.target - rest - SUMMARY_SLACK, plan.target - stays - SUMMARY_SLACK)
+
+
+_AFTER: list[tuple[Any, dict[str, int]]] = []
+
+
+def _after(plan: Any) -> dict[str, int]:
+    """Node id → the tokens ``plan`` left the item (read once per plan: the trials of a
+    landing ask for the same)."""
+    entry = _AFTER[0] if _AFTER else None
+    if entry is not None and entry[0] is plan:
+        return entry[1]
+    ids, _, _, _, _, after, _ = plan.decisions()
+    table = dict(zip(ids, after, strict=True))
+    _AFTER[:] = [(plan, table)]
+    return table
 
 
 async def _summarize(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Final
@@ -559,8 +559,10 @@ def split_large(
     budget: Budget,
     tokenizer: _core.Tokenizer,
     decisions: list[GrainDecision],
+    whole: Collection[str] = (),
 ) -> tuple[list[ContextGrain], Splits]:
-    """Guard: a grain over ``SPLIT_CHARS`` becomes ``<node_id>.<i>`` chunks.
+    """Guard: a grain over ``SPLIT_CHARS`` becomes ``<node_id>.<i>`` chunks (not those of
+    ``whole``: the compaction summary is one message, fitted to the room as a whole).
 
     ``splits`` caches the chunks of the last render by content; the cache of this render (only
     grains still present) is returned with the grains. A decision per split grain is appended.
@@ -569,7 +571,7 @@ def split_large(
     fresh: Splits = {}
     for grain in grains:
         text = grain.text
-        if len(text) <= SPLIT_CHARS:
+        if len(text) <= SPLIT_CHARS or grain.node_id in whole:
             out.append(grain)
             continue
         key = (text, grain.origin, grain.priority, grain.lifespan, grain.window, grain.protected)

@@ -372,7 +372,7 @@ async def assemble(
     grains = admit(config, grains, log, windows=False)
     grains = apply_overrides(state, config, fuse_grains(config, plugins, grains, log), log)
     grains, state.splits = split_large(
-        grains, state.splits, config.budget, config.tokenizer, log.extra
+        grains, state.splits, config.budget, config.tokenizer, log.extra, whole=(SUMMARY_ID,)
     )
     before = plugins.registry.has_hook("on_before_render")
     over = plugins.registry.has_hook("on_over_budget")
