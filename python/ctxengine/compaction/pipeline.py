@@ -431,7 +431,14 @@ def _excerpt_lines(messages: Sequence[Message], tokens: int, count: Count) -> li
     for m in reversed(messages):
         if left <= 0:
             break
-        if is_summary(m):
+        if is_summary(m):  # an earlier summary's excerpts: older than every message here
+            for line in _carried_excerpts(message_text(m)):
+                cost = count(line) + 1
+                if cost > left:
+                    left = 0
+                    break
+                out.append(line)
+                left -= cost
             continue
         if m.role == "tool":
             pieces = [
@@ -445,7 +452,12 @@ def _excerpt_lines(messages: Sequence[Message], tokens: int, count: Count) -> li
             calls = ", ".join(c.name for c in m.tool_calls) if m.role == "assistant" else ""
             pieces = [(f"{m.role} (called {calls})" if calls else m.role, message_text(m))]
         for label, text in reversed(pieces):
-            lines = [ln for ln in text.splitlines() if ln.strip()]
+            lines = [
+                flat[k : k + EXCERPT_LINE_CHARS]
+                for ln in text.splitlines()
+                if (flat := " ".join(ln.split()))
+                for k in range(0, len(flat), EXCERPT_LINE_CHARS)
+            ]
             kept: list[str] = []
             for line in reversed(lines):
                 quoted = quote_tool_text(line, EXCERPT_LINE_CHARS)
@@ -465,6 +477,21 @@ def _excerpt_lines(messages: Sequence[Message], tokens: int, count: Count) -> li
             head = f"- {label}: " + (f"(…{skipped} earlier lines) " if skipped else "")
             out += [head + kept[0], *(f"  {q}" for q in kept[1:])]
     return ["", EXCERPTS_HEADING, *out] if out else []
+
+
+def _carried_excerpts(summary: str) -> list[str]:
+    """The lines of ``summary``'s excerpts section (:data:`EXCERPTS_HEADING`), as written."""
+    lines = summary.splitlines()
+    try:
+        start = lines.index(EXCERPTS_HEADING) + 1
+    except ValueError:
+        return []
+    out = []
+    for line in lines[start:]:
+        if not line.startswith(("- ", "  ")):
+            break
+        out.append(line)
+    return out
 
 
 def _tail_within(line: str, tokens: int, count: Count) -> str | None:
