@@ -18,6 +18,7 @@ from ctxengine.compaction import (
     parse_sections,
     should_compact,
 )
+from ctxengine.compaction.pipeline import EXCERPTS_HEADING
 from ctxengine.tokens import get_tokenizer
 from ctxengine.transcript import Message, ToolCall, Transcript, load_all, render
 
@@ -351,3 +352,33 @@ async def test_extractive_summaries_are_deterministic() -> None:
     b = await compact(t.messages, max_tokens=8_000, summarizer=ExtractiveSummarizer())
     assert a.ok and a.summary == b.summary
     assert a.entry()["summary_sha256"] == b.entry()["summary_sha256"]
+
+
+async def test_a_filling_summary_excerpts_the_newest_lines_and_carries_the_earlier_ones() -> None:
+    """``fill=True``: the room up to ``max_tokens`` holds verbatim excerpts, newest message
+    first and each message by its last lines (a long line in chunks, tool text quoted); a
+    later merge keeps the earlier summary's excerpts after the new ones, so a summary that had
+    filled its room does not shrink to its sections when one more small turn joins it."""
+    count = get_tokenizer("o200k_base").count
+    old = [
+        Message.user("Find why the export fails."),
+        Message.assistant("\n".join(f"Checked exporter {n}: it writes rows." for n in range(60))),
+    ]
+    first = await compact(old, max_tokens=400, fill=True)
+    assert first.ok and first.message is not None
+    assert EXCERPTS_HEADING in first.summary
+    assert "Checked exporter 59: it writes rows." in first.summary  # the newest line is kept
+    assert "Checked exporter 1: it writes rows." not in first.summary  # the room ran out
+    assert 0.95 * 400 <= count(first.summary) <= 400
+    plain = await compact(old, max_tokens=400)
+    assert EXCERPTS_HEADING not in plain.summary and count(plain.summary) < count(first.summary)
+
+    call = ToolCall("c1", "bash", {"cmd": "make export"})
+    turn = [Message.assistant("Running it.", [call]), Message.tool("c1", "x" * 450 + " OK")]
+    merged = await compact([first.message, *turn], max_tokens=600, fill=True)
+    assert merged.ok
+    text = merged.summary
+    body = text[text.index(EXCERPTS_HEADING) :]
+    assert body.index("OK”") < body.index("Checked exporter 59: it writes rows.")  # newest first
+    assert "x" * 150 in body  # the 454-character result in 200-character chunks, not cut
+    assert count(text) <= 600
