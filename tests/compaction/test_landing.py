@@ -16,12 +16,12 @@ from typing import Any
 import anyio
 import pytest
 
-from ctxengine import Budget, ContextEngine
+from ctxengine import Budget, ContextEngine, ContextGrain
 from ctxengine.assemble.compact import RETRY_RENDERS
 from ctxengine.compaction import CompactionConfig
 from ctxengine.compaction.pipeline import EXCERPTS_HEADING
 from ctxengine.compaction.sections import request_findable
-from ctxengine.transcript import Message
+from ctxengine.transcript import Image, Message, Text, Thinking, ToolCall
 
 from .test_engine_compaction import FAST, rules, turn
 
@@ -150,3 +150,41 @@ def test_a_protected_tail_turn_larger_than_the_room_is_summarized_not_dropped() 
     assert out.payload["messages"][-1]["content"] == "where did you create the file?"
     assert EXCERPTS_HEADING in text
     assert "Diagnosis 89: the listener of window 89 keeps the key." in text  # the newest line
+
+
+async def _late_result_session(provider: str) -> Any:
+    png = (
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5E"
+        "rkJggg=="
+    )
+    picture = Message("user", (Text("alpha"), Image("image/png", data=png)))
+    call = ToolCall("call_1", "bash", {"cmd": "alpha"})
+    engine = ContextEngine("gpt-4.1", Budget(total=100))
+    async with engine.session("late") as s:
+        s.extend(
+            [
+                Message("assistant", (Thinking("alpha", signature="sig"), call)),
+                Message.tool("call_1", "alpha"),
+                Message.assistant("ok"),
+                *[picture] * 4,
+                Message("assistant", (Thinking("alpha", signature="sig"),)),
+                picture,
+                Message.tool("call_1", "stray"),  # a second result for call_1, in the tail
+                Message.assistant("ok"),
+            ]
+        )
+        s.add(ContextGrain("sys.rules", content="alpha", protected=True, lifespan="session"))
+        await s.user_message("LATEST alpha")
+        return await s.render(provider)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_late_result_of_an_older_turn_in_the_tail_is_summarized_once(provider: str) -> None:
+    """Found by the long contract run: a stray second result of ``call_1`` belongs to turn 0
+    but lies in the protected tail; the tail's turn 0 then replaced the turn's older items in
+    the landing and its items were summarized twice (``KeyError`` forgetting them)."""
+    out = anyio.run(_late_result_session, provider)
+    assert out.tokens <= 100
+    assert out.transcript.messages[-1].text.endswith("LATEST alpha")
+    ids = [d.node_id for d in out.report if "summarized into" in d.reason]
+    assert len(ids) == len(set(ids))

@@ -207,10 +207,10 @@ class _Landing:
         return self.base - self.freed[k] + sum(self.size[t] for t in self.kept)
 
     def turns(self, k: int) -> list[int]:
-        return sorted(t for t in [*self.forced, *self.order[:k]] if t not in self.kept)
+        return sorted({t for t in [*self.forced, *self.order[:k]] if t not in self.kept})
 
     def items(self, k: int) -> list[Any]:
-        return [i for t in self.turns(k) for i in self.by_turn[t]]
+        return list({i.node_id: i for t in self.turns(k) for i in self.by_turn[t]}.values())
 
     def first(self, room: int, smallest: int) -> int:
         """The fewest further turns (at least ``smallest``) that bring the rest to ``room``
@@ -268,6 +268,8 @@ def _take_tail(
     over = land.base - land.freed[-1] + _estimate(state) - plan.target
     taken: list[tuple[int, list[Any], int]] = []
     for t, items in _tail_turns(state, start) if asked else ():
+        if t in land.by_turn:  # a turn begun before the tail (a late result): not split
+            continue
         if t not in asked and over <= 0:
             continue
         held = _tokens(state, [i.node_id for i in items]) - cuts.get(t, 0)
