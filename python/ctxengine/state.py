@@ -9,6 +9,7 @@ Rust :class:`~ctxengine._core.Assembly` (a cache of the state, never serialized)
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
 from typing import Any, Final
 
 from . import _core
@@ -126,14 +127,22 @@ class SessionState:
 
     def append(self, message: Message) -> None:
         """Append ``message`` (lone surrogates in its text repaired) and its history items."""
-        message = repair_text(message)
-        index = len(self.messages)
-        self.messages.append(message)
-        for item in self.builder.items(index, message):
-            self.items[item.node_id] = item
-            self.pending.append(item)
-            if item.guarded_from:
-                self.guarded[item.node_id] = item.guarded_from
+        self.extend((message,))
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        """:meth:`append` each of ``messages``, in one loop."""
+        transcript, live, pending, guarded = self.messages, self.items, self.pending, self.guarded
+        items_of = self.builder.items
+        index = len(transcript)
+        for message in messages:
+            message = repair_text(message)
+            transcript.append(message)
+            for item in items_of(index, message):
+                live[item.node_id] = item
+                pending.append(item)
+                if item.guarded_from:
+                    guarded[item.node_id] = item.guarded_from
+            index += 1
 
     def store(self, grain: ContextGrain, rank: int) -> None:
         """Carry an engine grain across renders, replacing every grain with its id (the
@@ -377,10 +386,32 @@ def _valid_block(block: Block) -> Block:
     return block
 
 
+def _clean_blocks(blocks: tuple[Block, ...]) -> bool:
+    """``all(_clean(b) for b in blocks)``, written out for the common exact block types (ASCII
+    text needs no check); anything else goes through :func:`_clean`."""
+    for b in blocks:
+        kind = type(b)
+        if kind is Text or kind is Thinking:
+            text = b.text  # type: ignore[union-attr]
+            if not text.isascii() and _valid(text) is not text:
+                return False
+        elif kind is ToolResult:
+            for c in b.content:  # type: ignore[union-attr]
+                if type(c) is Text:
+                    text = c.text
+                    if not text.isascii() and _valid(text) is not text:
+                        return False
+                elif type(c) is not Image and not _clean(c):
+                    return False
+        elif kind is not ToolCall and kind is not Image and not _clean(b):
+            return False
+    return True
+
+
 def repair_text(message: Message) -> Message:
     """``message`` with valid UTF-8 text: a lone surrogate cannot be encoded, counted or sent,
     so it becomes U+FFFD when the message enters the session (the message itself when clean)."""
-    if all(_clean(b) for b in message.blocks):
+    if _clean_blocks(message.blocks):
         return message
     blocks = tuple(_valid_block(b) for b in message.blocks)
     if all(a is b for a, b in zip(blocks, message.blocks, strict=True)):
