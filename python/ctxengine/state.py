@@ -8,8 +8,8 @@ Rust :class:`~ctxengine._core.Assembly` (a cache of the state, never serialized)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from . import _core
