@@ -41,8 +41,10 @@ def _texts(state: SessionState, items: list[HistoryItem]) -> list[str]:
     for i in items:
         grain = i.grain
         content = grain.content
-        plain = type(grain) is ContextGrain and type(content) is str
-        texts.append(content if plain else grain.text)
+        if type(content) is str and type(grain) is ContextGrain:
+            texts.append(content)
+        else:
+            texts.append(grain.text)
     return texts
 
 
