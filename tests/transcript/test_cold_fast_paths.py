@@ -281,8 +281,14 @@ def _edge_messages() -> list[Message]:
         Message.tool("c9", "orphan", name="grep"),
         Message.tool("", "no id"),
         Message.tool("c/ä", lone),
-        Message("tool", (ToolResult("c2", (Text("a"), img, Text("b"))),
-                         ToolResult("c3", ()), ToolResult("c4", (MyText("s"),), True))),  # fmt: skip
+        Message(
+            "tool",
+            (
+                ToolResult("c2", (Text("a"), img, Text("b"))),
+                ToolResult("c3", ()),
+                ToolResult("c4", (MyText("s"),), True),
+            ),
+        ),
         Message("tool", (ToolResult("c5", (doc,)),)),
         Message("tool", (ToolResult("c6", (Text("x" * 300),)),)),
     ]
@@ -399,13 +405,13 @@ def test_exported_blocks_and_family_equal_the_reference(
             for family in {None, provider, "anthropic", family_of(m, t)}:
                 want = [b for b in m.blocks if exportable(b, provider, family)]
                 got = exported_blocks(m, provider, family)
-                assert len(got) == len(want) and all(a is b for a, b in zip(got, want))
+                assert len(got) == len(want) and all(a is b for a, b in zip(got, want, strict=True))
 
 
 def test_to_messages_returns_neutral_lists_as_they_are_and_still_checks_others() -> None:
     msgs = list(_edge_messages())
     out = to_messages(msgs)
-    assert out == msgs and out is not msgs and all(a is b for a, b in zip(out, msgs))
+    assert out == msgs and out is not msgs and all(a is b for a, b in zip(out, msgs, strict=True))
     mixed = [*msgs[:3], {"role": "user", "content": "hi"}]
     out = to_messages(mixed)
     assert out[:3] == msgs[:3] and out[3] == Message.user("hi")
