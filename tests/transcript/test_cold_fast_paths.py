@@ -446,3 +446,31 @@ def test_state_extend_equals_one_append_per_message() -> None:
     assert sa.messages == sb.messages and list(sa.items) == list(sb.items)
     assert list(sa.items.values()) == list(sb.items.values()) and sa.pending == sb.pending
     assert sa.guarded == sb.guarded
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+def test_compaction_message_counts_equal_the_definition_in_and_out_of_a_scope(
+    encoding: str,
+) -> None:
+    from ctxengine.compaction import message_tokens
+    from ctxengine.compaction.facts import message_scope
+    from ctxengine.compaction.pipeline import _BATCH_CHARS
+    from ctxengine.tokens import get_tokenizer
+
+    count = get_tokenizer(encoding).count
+
+    def joined(m: Message) -> str:  # role, text, calls, results: the empty ones left out
+        parts = [m.role, m.text, *(f"{c.name} {c.arguments_json}" for c in m.tool_calls)]
+        parts += [r.text for r in m.tool_results]
+        return "\n".join(p for p in parts if p)
+
+    big = Message.tool("cb", "line of output\n" * (_BATCH_CHARS // 10))  # counted by parts
+    for _, msgs, _ in SESSIONS:
+        clean = [repair_text(m) for m in msgs]  # as the session holds them
+        batch = [*clean, big, clean[0]]  # a message twice: the same count
+        want = [count(joined(m)) + 4 for m in batch]
+        assert message_tokens(batch, count) == want
+        with message_scope():
+            assert message_tokens(batch, count) == want
+            assert message_tokens(batch, count) == want  # from the scope's memo
+            assert message_tokens(batch, lambda t: count(t)) == want  # another counter: again
