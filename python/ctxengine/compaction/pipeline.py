@@ -195,6 +195,9 @@ def _joined(m: Message, text: str) -> str:
     calls, results = m.tool_calls, m.tool_results
     if not calls and not results:  # the role is never empty
         return f"{m.role}\n{text}" if text else m.role
+    if not calls and not text and len(results) == 1:  # one tool result
+        out = results[0].text
+        return f"{m.role}\n{out}" if out else m.role
     parts = [m.role, text]
     parts += [f"{c.name} {c.arguments_json}" for c in calls]
     parts += [r.text for r in results]
