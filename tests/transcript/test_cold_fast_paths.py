@@ -474,3 +474,15 @@ def test_compaction_message_counts_equal_the_definition_in_and_out_of_a_scope(
             assert message_tokens(batch, count) == want
             assert message_tokens(batch, count) == want  # from the scope's memo
             assert message_tokens(batch, lambda t: count(t)) == want  # another counter: again
+
+
+@pytest.mark.parametrize(("name", "msgs", "fmt"), SESSIONS, ids=_ids())
+def test_message_and_result_text_equal_the_join(
+    name: str, msgs: tuple[Message, ...], fmt: str | None
+) -> None:
+    for m in [*msgs, Message.user(Str("sub")), Message.tool("c", Str("out"))]:
+        want = "\n".join(b.text for b in m.blocks if isinstance(b, Text))
+        assert m.text == want and type(m.text) is str
+        for r in m.tool_results:
+            want = "\n".join(b.text for b in r.content if isinstance(b, Text))
+            assert r.text == want and type(r.text) is str
