@@ -75,7 +75,7 @@ _SUMMARY_HEAD: Final = "[Summary of the earlier conversation"
 
 
 @dataclass(slots=True)
-class _Seen:
+class Seen:
     """What one compaction learned of one message; computed once, however many of its steps
     read the message (the chunk summaries, the facts of the whole stretch, the token counts,
     the cache key). ``message`` keeps the object alive, so its ``id()`` stays its key."""
@@ -89,7 +89,7 @@ class _Seen:
 
 
 _T = TypeVar("_T")
-_SCOPE: ContextVar[dict[int, _Seen] | None] = ContextVar("ctxengine_compaction", default=None)
+_SCOPE: ContextVar[dict[int, Seen] | None] = ContextVar("ctxengine_compaction", default=None)
 
 
 @contextmanager
@@ -108,12 +108,12 @@ def message_scope() -> Iterator[None]:
         _SCOPE.reset(token)
 
 
-def scope_memo() -> dict[int, _Seen] | None:
+def scope_memo() -> dict[int, Seen] | None:
     """The memo of the current :func:`message_scope` (None outside one)."""
     return _SCOPE.get()
 
 
-def scoped(m: Message) -> _Seen | None:
+def scoped(m: Message) -> Seen | None:
     """What the current :func:`message_scope` holds of ``m`` (made on first use); None outside
     a scope."""
     memo = _SCOPE.get()
@@ -122,7 +122,7 @@ def scoped(m: Message) -> _Seen | None:
     key = id(m)
     seen = memo.get(key)
     if seen is None or seen.message is not m:
-        seen = memo[key] = _Seen(m, m.text)
+        seen = memo[key] = Seen(m, m.text)
     return seen
 
 

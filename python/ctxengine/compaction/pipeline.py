@@ -28,7 +28,7 @@ from ..tokens import Tokenizer
 from ..transcript import Message, Text, ToolResult
 from .facts import (
     KeyFacts,
-    _Seen,
+    Seen,
     extract_facts,
     first_line,
     is_summary,
@@ -223,7 +223,7 @@ def message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
     exact = additive(count)
     memo = scope_memo()
     out = [0] * len(messages)
-    todo: list[tuple[int, _Seen | None]] = []
+    todo: list[tuple[int, Seen | None]] = []
     texts: list[str] = []
     for i, m in enumerate(messages):
         seen = memo.get(id(m)) if memo is not None else None
