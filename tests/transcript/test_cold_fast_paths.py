@@ -486,3 +486,47 @@ def test_message_and_result_text_equal_the_join(
         for r in m.tool_results:
             want = "\n".join(b.text for b in r.content if isinstance(b, Text))
             assert r.text == want and type(r.text) is str
+
+
+def _ref_identifiers(text: str) -> tuple[str, ...]:
+    from ctxengine.compaction import facts as F
+
+    found = [u.rstrip(".,;:!?") for u in F._URL.findall(text)] if "://" in text else []
+    stripped = F._URL.sub(" ", text) if found else text
+    uuids: list[str] = []
+    hashes: list[str] = []
+    paths: list[str] = []
+    tickets: list[str] = []
+    for word in stripped.split():
+        if len(word) >= 7 and not word.isalpha():
+            if len(word) >= 36 and "-" in word:
+                uuids += F._UUID.findall(word)
+            hashes += [h for h in F._HASH.findall(word) if not h.isdigit()]
+        if "/" in word and "." in word:
+            paths += F._PATHLIKE.findall(word)
+        if "-" in word or "#" in word:
+            tickets += F._TICKET.findall(word)
+    return (*found, *uuids, *hashes, *paths, *tickets)
+
+
+IDENTIFIER_CASES = [
+    "commit 3f2a9c1d fixed JIRA-123 and #45, see https://x.test/a/b.py?q=1.",
+    "uuid 123E4567-E89B-12D3-A456-426614174000 and 123e4567-e89b-12d3-a456-426614174000",
+    "deadbee 1234567 abcdefa 0123456789abcdef0123 src/a/b.rs ./c.py ~/d/e.txt",
+    "AB-1 x-1 #1 #١٢ A1-٣ ab-12 ZZ9-0",
+    "FFFFFFF ffffff0 no ids here at all",
+    "",
+]
+
+
+@pytest.mark.parametrize(("name", "msgs", "fmt"), SESSIONS, ids=_ids())
+def test_identifiers_equal_the_reference(
+    name: str, msgs: tuple[Message, ...], fmt: str | None
+) -> None:
+    from ctxengine.compaction import facts as F
+
+    texts = [m.text for m in msgs] + [c.arguments_json for m in msgs for c in m.tool_calls]
+    texts += [r.text for m in msgs for r in m.tool_results]
+    for text in [*texts, *IDENTIFIER_CASES]:
+        assert F._identifiers.__wrapped__(text) == _ref_identifiers(text), text[:80]
+    assert any(_ref_identifiers(t) for t in IDENTIFIER_CASES[:4])

@@ -70,6 +70,10 @@ _HASH: Final = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b"
 _UUID: Final = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
 _PATHLIKE: Final = re.compile(r"(?<![\w/.:-])(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+\.\w{1,8}\b")
 _TICKET: Final = re.compile(r"(?<![\w#])(?:[A-Z][A-Z0-9]+-\d+|#\d{2,})\b")
+#: Necessary for a match of :data:`_HASH` or :data:`_UUID` (7 hex characters in a row; the
+#: UUID pattern is case-insensitive) and of :data:`_TICKET` (``X-1`` or ``#12``).
+_HEX_RUN: Final = re.compile(r"[0-9a-fA-F]{7}")
+_TICKET_HINT: Final = re.compile(r"[A-Z0-9]-\d|#\d\d")
 _QUESTION: Final = re.compile(r"[^\n]{8,}\?\s*$", re.M)
 _SUMMARY_HEAD: Final = "[Summary of the earlier conversation"
 
@@ -454,14 +458,18 @@ def _identifiers(text: str) -> tuple[str, ...]:
     hashes: list[str] = []
     paths: list[str] = []
     tickets: list[str] = []
+    # What a hash, a UUID or a ticket id needs somewhere in the text: without it no word
+    # holds one, and the per-word patterns are not run.
+    hexes = _HEX_RUN.search(stripped) is not None
+    ticketed = _TICKET_HINT.search(stripped) is not None
     for word in stripped.split():
-        if len(word) >= 7 and not word.isalpha():
+        if hexes and len(word) >= 7 and not word.isalpha():
             if len(word) >= 36 and "-" in word:
                 uuids += _UUID.findall(word)
             hashes += [h for h in _HASH.findall(word) if not h.isdigit()]
         if "/" in word and "." in word:
             paths += _PATHLIKE.findall(word)
-        if "-" in word or "#" in word:
+        if ticketed and ("-" in word or "#" in word):
             tickets += _TICKET.findall(word)
     return (*found, *uuids, *hashes, *paths, *tickets)
 
