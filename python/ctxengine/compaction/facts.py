@@ -207,13 +207,17 @@ def _add(target: list[str], items: Iterable[str], seen: set[str] | None = None) 
             target.append(item)
 
 
+_NOT_A_PATH: Final = re.compile(r"[*?$`<>|=&]")
+_EXTENSION: Final = re.compile(r"\.\w{1,8}$")
+
+
 def _clean_path(token: str) -> str | None:
     token = token.strip().strip("'\"`,;:()[]{}")
     if not token or token.startswith("-") or "://" in token or len(token) > 300:
         return None
-    if any(c in token for c in "*?$`<>|=&") or token in {"/dev/null", ".", ".."}:
+    if _NOT_A_PATH.search(token) or token in {"/dev/null", ".", ".."}:
         return None
-    if "/" in token or re.search(r"\.\w{1,8}$", token):
+    if "/" in token or _EXTENSION.search(token):
         return token
     return None
 
