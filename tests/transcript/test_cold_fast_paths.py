@@ -530,3 +530,27 @@ def test_identifiers_equal_the_reference(
     for text in [*texts, *IDENTIFIER_CASES]:
         assert F._identifiers.__wrapped__(text) == _ref_identifiers(text), text[:80]
     assert any(_ref_identifiers(t) for t in IDENTIFIER_CASES[:4])
+
+
+def test_bulk_pauses_the_collector_and_restores_it_as_it_was() -> None:
+    import gc
+
+    from ctxengine.state import bulk
+
+    assert gc.isenabled()
+    with bulk():
+        assert not gc.isenabled()
+        with bulk():  # nested: the outer one restores
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(KeyError), bulk():
+        raise KeyError("x")
+    assert gc.isenabled()  # restored after an error too
+    gc.disable()
+    try:
+        with bulk():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the caller's choice is left alone
+    finally:
+        gc.enable()

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _core
 from ..grain import ContextGrain
+from ..state import bulk
 from ..tokens import count_many
 from ..transcript.providers import exportable
 from .core import upsert
@@ -98,6 +99,11 @@ def sync_history(
 
     Transactional: the pending and dirty sets are cleared only once the assembly took the
     items, so a render that fails here leaves them for the next one (no history is lost)."""
+    with bulk():  # a cold render's columns: several objects per item, none to collect
+        _sync_history(state, config, scan, provider)
+
+
+def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provider: str) -> None:
     items, texts = _changed_items(state, scan)
     _recount_thinking(state, provider, items)
     texts.extend(item_text(state, i) for i in items[len(texts) :])
