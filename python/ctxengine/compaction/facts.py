@@ -90,6 +90,7 @@ class Seen:
     joined: str | None = None
     count: Any = None
     tokens: int = 0
+    prose: tuple[tuple[str, ...], str] | None = None  # the extractive summary's reading
 
 
 _T = TypeVar("_T")
