@@ -554,3 +554,18 @@ def test_bulk_pauses_the_collector_and_restores_it_as_it_was() -> None:
         assert not gc.isenabled()  # the caller's choice is left alone
     finally:
         gc.enable()
+
+
+def test_extractive_summary_from_the_scope_memo_equals_a_fresh_one() -> None:
+    from ctxengine.compaction import ExtractiveSummarizer
+    from ctxengine.compaction.facts import message_scope
+
+    summarizer = ExtractiveSummarizer()
+    for _, msgs, _ in SESSIONS[1:]:
+        clean = [repair_text(m) for m in msgs]
+        fresh = summarizer.summarize_sync(clean)
+        half = summarizer.summarize_sync(clean[len(clean) // 2 :])
+        with message_scope():  # an outer scope: the second reading comes from its memo
+            assert summarizer.summarize_sync(clean[len(clean) // 2 :]) == half
+            assert summarizer.summarize_sync(clean) == fresh
+            assert summarizer.summarize_sync(clean) == fresh
