@@ -468,8 +468,10 @@ class Session:
         Raises:
             TranscriptError: an item has an unknown shape (the message names its index).
         """
-        for message in to_messages(messages):
-            self._append(message)
+        batch = to_messages(messages)
+        self._state.extend(batch)
+        if self.engine.store is not None:
+            self._unsaved.extend(batch)
 
     async def ingest(self, messages: Iterable[Any] | Transcript) -> None:
         """Append messages in any supported shape, firing the events the one-message calls

@@ -107,12 +107,25 @@ def _message_strings(message: Mapping[str, Any]) -> tuple[list[str], int]:
     strings: list[str] = []
     overhead = TOKENS_PER_MESSAGE
     for key, value in message.items():
-        if type(value) is str and key != "tool_calls":  # role, content, name...: most values
+        kind = type(value)
+        if kind is str and key != "tool_calls":  # role, content, name...: most values
             strings.append(value)
-            overhead += TOKENS_PER_NAME if key == "name" else 0
-        elif key == "tool_calls" and isinstance(value, Sequence):
+            if key == "name":
+                overhead += TOKENS_PER_NAME
+        elif value is None:
+            continue
+        elif key == "tool_calls" and (kind is list or isinstance(value, Sequence)):
             for call in value:
-                fn = call.get("function", {}) if isinstance(call, Mapping) else {}
+                if type(call) is dict:
+                    fn = call.get("function", {})
+                    if type(fn) is dict:  # the common shape: both values str already
+                        name, arguments = fn.get("name", ""), fn.get("arguments", "")
+                        if type(name) is str and type(arguments) is str:
+                            strings.append(name)
+                            strings.append(arguments)
+                            continue
+                else:
+                    fn = call.get("function", {}) if isinstance(call, Mapping) else {}
                 strings += [str(fn.get("name", "")), str(fn.get("arguments", ""))]
         elif key == "function_call" and isinstance(value, Mapping):
             strings += [str(value.get("name", "")), str(value.get("arguments", ""))]
@@ -127,7 +140,7 @@ def _message_strings(message: Mapping[str, Any]) -> tuple[list[str], int]:
                     strings.append(part["text"])
                 elif part.get("type") in {"image_url", "input_image", "image"}:
                     overhead += IMAGE_TOKENS
-        elif value is not None:
+        else:
             strings.append(json.dumps(value, ensure_ascii=False, sort_keys=True))
     return strings, overhead
 

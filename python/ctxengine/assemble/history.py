@@ -54,6 +54,17 @@ FLAG: Final = {
 #: Tokens of OpenAI message framing: 3 per message plus the role.
 MESSAGE_OVERHEAD: Final = 4
 
+# The same codes as plain module constants (read once per message on a cold render).
+_KIND_CONTEXT: Final[int] = _core.KIND_CONTEXT
+_KIND_MESSAGE: Final[int] = _core.KIND_MESSAGE
+_KIND_TOOL_RESULT: Final[int] = _core.KIND_TOOL_RESULT
+_ROLE_TOOL: Final[int] = _core.ROLE_TOOL
+_TOOL_CALL: Final[int] = _core.FLAG_HAS_TOOL_CALL
+_STRUCTURAL_FLAG: Final[int] = _core.FLAG_STRUCTURAL
+_FEEDBACK_FLAG: Final[int] = _core.FLAG_FEEDBACK
+_IMAGE: Final[int] = _core.FLAG_IMAGE
+_PROTECTED: Final[int] = _core.FLAG_PROTECTED
+
 
 _FEEDBACK = re.compile(
     r"^\s*(thanks|thank you|great|perfect|nice|good|wrong|no[,.!]|nope|not what|that's not|"
@@ -140,45 +151,77 @@ class HistoryBuilder:
 
     def items(self, index: int, message: Message) -> list[HistoryItem]:
         """Items for ``message`` at transcript position ``index``."""
-        if message.role != "tool" or self.turn < 0:
+        if message.role != "tool":
             self.turn += 1
-        if message.role == "tool":
-            return [self._result(index, i, r) for i, r in enumerate(message.tool_results)]
-        return [self._message(index, message)]
+            return [self._message(index, message)]
+        if self.turn < 0:
+            self.turn = 0
+        return [self._result(index, i, r) for i, r in enumerate(message.tool_results)]
 
     def _message(self, index: int, message: Message) -> HistoryItem:
+        # One pass over the message; every per-message cold render goes through here, so the
+        # work is written out (see tests/assemble/test_history_fast.py for the reference).
         calls = message.tool_calls
-        flags = 0
-        if calls:
-            flags = FLAG["tool_call"]
-            for call in calls:
-                self.tool_names[call.id] = call.name
-                self.call_group[call.id] = self.turn
-            if any(_structural(c.name) for c in calls):
-                flags |= FLAG["structural"]
-        text = message.text
         role = message.role
-        if role == "user" and (len(text) > 40 or _FEEDBACK.search(text)):
-            # Explicit user input: a request worth stating, or feedback on the last step.
-            flags |= FLAG["feedback"]
+        turn = self.turn
+        flags = 0
+        texts: tuple[str, ...] = ()
+        if calls:
+            flags = _TOOL_CALL
+            names, groups = self.tool_names, self.call_group
+            structural = False
+            parts: list[str] = []
+            for call in calls:
+                cid, name = call.id, call.name
+                names[cid] = name
+                groups[cid] = turn
+                if not structural and _structural(name):
+                    structural = True
+                parts.append(name)
+                parts.append(call.arguments_json)
+            texts = tuple(parts)
+            if structural:
+                flags |= _STRUCTURAL_FLAG
         blocks = message.blocks
         images = 0
         thinking: tuple[Thinking, ...] = ()
-        if not (len(blocks) == 1 and type(blocks[0]) is Text):  # else: one text block
-            images = sum(isinstance(b, Image) for b in blocks)
-            # Thinking goes back only to the provider that signed it (``exportable``): it is
-            # counted for the renders that send it (never trimmed alone: the turn's overhead).
-            thinking = tuple(b for b in blocks if isinstance(b, Thinking) and b.text)
-        flags |= FLAG["image"] if images else 0
-        kind = KIND["message"]
+        if len(blocks) == 1 and type(blocks[0]) is Text:
+            text = blocks[0].text
+        else:
+            strings: list[str] = []
+            signed: list[Thinking] = []
+            for b in blocks:
+                if isinstance(b, Text):
+                    strings.append(b.text)
+                elif isinstance(b, Image):
+                    images += 1
+                elif isinstance(b, Thinking) and b.text:
+                    # Thinking goes back only to the provider that signed it (``exportable``):
+                    # counted for the renders that send it (never trimmed alone: the turn's
+                    # overhead).
+                    signed.append(b)
+            text = "\n".join(strings)
+            if images:
+                flags |= _IMAGE
+            if signed:
+                thinking = tuple(signed)
+        if role == "user" and (len(text) > 40 or _FEEDBACK.search(text)):
+            # Explicit user input: a request worth stating, or feedback on the last step.
+            flags |= _FEEDBACK_FLAG
+        used = self.used_ids
         if role == "system":
-            kind, flags = KIND["context"], flags | FLAG["protected"]
-        texts = tuple(t for c in calls for t in (c.name, c.arguments_json))
-        context = kind == _core.KIND_CONTEXT
-        node_id = self._node_id(f"sys.transcript.{index}" if context else f"hist.{index}")
+            kind, flags, priority = _KIND_CONTEXT, flags | _PROTECTED, 0
+            base = f"sys.transcript.{index}"
+        else:
+            kind, priority = _KIND_MESSAGE, 100
+            base = f"hist.{index}"
+        if base in used:
+            node_id = self._node_id(base)
+        else:
+            used.add(base)
+            node_id = base
         meta = {"message_index": index, "role": role}
-        grain = transcript_grain(node_id, text, 0 if context else 100, context, meta)
-        overhead = MESSAGE_OVERHEAD + images * IMAGE_TOKENS
+        grain = transcript_grain(node_id, text, priority, priority == 0, meta)
         return HistoryItem(
             node_id,
             index,
@@ -186,30 +229,39 @@ class HistoryBuilder:
             text,
             kind,
             ROLE[role],
-            self.turn,
+            turn,
             flags,
             texts,
-            overhead,
+            MESSAGE_OVERHEAD + images * IMAGE_TOKENS,
             f"{role} message {index}",
             grain,
             text,
-            thinking=thinking,
-            family=family_of(message) if thinking else None,
+            0,
+            None,
+            thinking,
+            family_of(message) if thinking else None,
         )
 
     def _result(self, index: int, position: int, result: ToolResult) -> HistoryItem:
-        name = result.name or self.tool_names.get(result.call_id, "tool")
+        call_id = result.call_id
+        name = result.name or self.tool_names.get(call_id, "tool")
         content = result.content
         if len(content) == 1 and type(content[0]) is Text:
             images, source = 0, content[0].text
         else:
             images = sum(isinstance(b, Image) for b in content)
             source = "\n".join(b.text for b in content if isinstance(b, Text))
-        flags = FLAG["image"] if images else 0
-        node_id = self._node_id(tool_result_node_id(result.call_id) or f"act.tool_result.m{index}")
+        base = tool_result_node_id(call_id) or f"act.tool_result.m{index}"
+        used = self.used_ids
+        if base in used:
+            node_id = self._node_id(base)
+        else:
+            used.add(base)
+            node_id = base
         text = source
-        if self.max_result_chars is not None and len(source) > self.max_result_chars:
-            text = truncate_tool_result(source, self.max_result_chars)
+        limit = self.max_result_chars
+        if limit is not None and len(source) > limit:
+            text = truncate_tool_result(source, limit)
         meta = {"message_index": index, "role": "tool", "tool": name}
         grain = transcript_grain(node_id, text, 100, False, meta)
         return HistoryItem(
@@ -217,11 +269,11 @@ class HistoryBuilder:
             index,
             position,
             text,
-            KIND["tool_result"],
-            ROLE["tool"],
-            self.call_group.get(result.call_id, self.turn),
-            flags,
-            (result.call_id,),
+            _KIND_TOOL_RESULT,
+            _ROLE_TOOL,
+            self.call_group.get(call_id, self.turn),
+            _IMAGE if images else 0,
+            (call_id,),
             MESSAGE_OVERHEAD + images * IMAGE_TOKENS,
             f"tool result: {name}",
             grain,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .. import _core
 from ..collect.events import BeforeRender, OverBudget
 from ..collect.faults import PluginFault
+from ..compaction.facts import message_scope
 from ..errors import BudgetError, CtxEngineError
 from ..grain import ContextGrain
 from .compact import MAX_COMPACTIONS, SUMMARY_ID, compact
@@ -217,7 +218,23 @@ async def _compact_all(
     again, or a restored snapshot of it, gives the same payload. A failed compaction
     (timed out, empty, rejected by the gate) writes nothing; the plan then stands as the ladder
     made it.
+
+    The compactions and landing trials of a render share one message scope: what compaction
+    derives from a message (text, key facts, counts) is computed once per render, however many
+    summaries read it.
     """
+    with message_scope():
+        return await _compact_rounds(state, config, plugins, context, plan, log)
+
+
+async def _compact_rounds(
+    state: SessionState,
+    config: RenderConfig,
+    plugins: SessionDispatcher,
+    context: list[ContextGrain],
+    plan: Any,
+    log: TurnLog,
+) -> tuple[list[ContextGrain], Any]:
     marked = state.settled == (len(state.messages), plan.total_before)
     compacted = False
     for _ in range(MAX_COMPACTIONS):

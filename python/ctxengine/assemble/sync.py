@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _core
 from ..grain import ContextGrain
 from ..inject.pairing import SYNTHETIC_RESULT_TEXT
+from ..state import bulk
 from ..tokens import count_many
 from ..transcript.providers import exportable
 from .core import upsert
@@ -33,14 +34,32 @@ def item_text(state: SessionState, item: HistoryItem) -> str:
     return (override or item.grain).text
 
 
+def _texts(state: SessionState, items: list[HistoryItem]) -> list[str]:
+    """``[item_text(state, i) for i in items]``; with nothing pruned or overridden that is
+    each grain's text (for the transcript grains the history builds: its ``str`` content)."""
+    if state.pruned or state.overrides:
+        return [item_text(state, i) for i in items]
+    texts: list[str] = []
+    for i in items:
+        grain = i.grain
+        content = grain.content
+        if type(content) is str and type(grain) is ContextGrain:
+            texts.append(content)
+        else:
+            texts.append(grain.text)
+    return texts
+
+
 def _changed_items(state: SessionState, scan: bool) -> tuple[list[HistoryItem], list[str]]:
     limited = state.limited
     items = [i for i in state.pending if i.node_id not in limited] if limited else state.pending
     items = list(items)  # pending is cleared by the caller once the core took them
+    texts = _texts(state, items)
+    if not scan and not state.dirty:
+        return items, texts
     candidates = (
         state.items.values() if scan else (state.items[n] for n in state.dirty if n in state.items)
     )
-    texts = [item_text(state, i) for i in items]
     seen = {id(i) for i in items}
     for item in candidates:
         if id(item) in seen or item.node_id in limited:
@@ -117,6 +136,11 @@ def sync_history(
 
     Transactional: the pending and dirty sets are cleared only once the assembly took the
     items, so a render that fails here leaves them for the next one (no history is lost)."""
+    with bulk():  # a cold render's columns: several objects per item, none to collect
+        _sync_history(state, config, scan, provider)
+
+
+def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provider: str) -> None:
     items, texts = _changed_items(state, scan)
     _recount_thinking(state, provider, items)
     _answered(state, items)
@@ -128,12 +152,19 @@ def sync_history(
         return
     extras = [_overhead_texts(i, provider) for i in items]
     extra = count_many([t for e in extras for t in e], model=config.model)
-    overheads, k = [], 0
+    overheads: list[int] = []
+    k = 0
     synthetic = 0
+    tool_call = FLAG["tool_call"]
     for item, e in zip(items, extras, strict=True):
         n = len(e)
-        overhead = item.overhead + sum(extra[k : k + n])
-        waits = _unanswered(state, item)
+        if n == 0:
+            overhead = item.overhead
+        elif n == 2:  # one tool call: its name and arguments
+            overhead = item.overhead + extra[k] + extra[k + 1]
+        else:
+            overhead = item.overhead + sum(extra[k : k + n])
+        waits = _unanswered(state, item) if item.flags & tool_call else []
         if waits:
             if not synthetic:
                 synthetic = config.tokenizer.count(SYNTHETIC_RESULT_TEXT) + MESSAGE_OVERHEAD
@@ -143,22 +174,48 @@ def sync_history(
                 state.unanswered[node] = item.node_id
         overheads.append(overhead)
         k += n
-    windows = config.window_index
+    windows, window_of = config.window_index, config.budget.window_of
+    by_prefix: dict[str, int] = {}  # window_of(node_id) depends on the prefix only
+    node_ids, columns = [], []
+    context = KIND["context"]
+    for i in items:
+        node_id = i.node_id
+        prefix = node_id.split(".", 1)[0]
+        window = by_prefix.get(prefix)
+        if window is None:
+            window = by_prefix[prefix] = windows[window_of(node_id)]
+        node_ids.append(node_id)
+        columns.append(
+            (
+                window,
+                0 if i.kind == context else HISTORY_PRIORITY,
+                i.index * 1024 + max(i.result, 0),
+                i.kind,
+                i.role,
+                i.turn,
+                i.flags,
+                i.label,
+            )
+        )
+    count = len(items)
+    win, pri, seqs, kinds, roles, turns, flags, labels = (
+        map(list, zip(*columns, strict=True)) if columns else ([] for _ in range(8))
+    )
     upsert(
         state.asm,
-        node_ids=[i.node_id for i in items],
+        node_ids=node_ids,
         texts=texts,
-        windows=[windows[config.budget.window_of(i.node_id)] for i in items],
-        priorities=[0 if i.kind == KIND["context"] else HISTORY_PRIORITY for i in items],
-        ranks=[0] * len(items),
-        seqs=[i.index * 1024 + max(i.result, 0) for i in items],
-        kinds=[i.kind for i in items],
-        roles=[i.role for i in items],
-        turns=[i.turn for i in items],
-        flags=[i.flags for i in items],
+        windows=win,
+        priorities=pri,
+        ranks=[0] * count,
+        seqs=seqs,
+        kinds=kinds,
+        roles=roles,
+        turns=turns,
+        flags=flags,
         overheads=overheads,
-        labels=[i.label for i in items],
-        summaries=[None] * len(items),
+        labels=labels,
+        summaries=[None] * count,
     )
     state.pending.clear()
     state.dirty.clear()

@@ -16,7 +16,7 @@ from typing import Final
 from ..errors import ConfigError
 from ..tokens import Tokenizer
 from ..transcript import Message
-from .facts import extract_facts, facts_of, first_line, message_scope
+from .facts import extract_facts, facts_of, first_line, memoized, message_scope
 from .protocol import Count, counter
 from .sections import build_parts, cap_summary
 
@@ -38,6 +38,12 @@ def _prose_lines(text: str) -> list[str]:
         if 12 <= len(line) <= 240 and not raw.startswith(("    ", "\t", "|", ">")):
             lines.append(line)
     return lines
+
+
+def _prose(m: Message, text: str) -> tuple[tuple[str, ...], str]:
+    """The decision lines and the first line of an assistant message's text (read once per
+    message inside a :func:`~ctxengine.compaction.facts.message_scope`)."""
+    return tuple(ln for ln in _prose_lines(text) if _DECISION.search(ln)), first_line(text)
 
 
 class ExtractiveSummarizer:
@@ -95,9 +101,9 @@ class ExtractiveSummarizer:
                 flat = " ".join(text.split())
                 goal = flat if len(flat) <= _GOAL_CHARS else flat[: _GOAL_CHARS - 1] + "…"
             elif m.role == "assistant" and text.strip():
-                lines = _prose_lines(text)
-                decisions += [ln for ln in lines if _DECISION.search(ln)]
-                progress.append(first_line(text))
+                found, first = memoized(m, "prose", _prose)
+                decisions += found
+                progress.append(first)
         keep = self.max_items
         out: list[str] = []
         if goal:

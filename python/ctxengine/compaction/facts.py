@@ -70,12 +70,16 @@ _HASH: Final = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b"
 _UUID: Final = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
 _PATHLIKE: Final = re.compile(r"(?<![\w/.:-])(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+\.\w{1,8}\b")
 _TICKET: Final = re.compile(r"(?<![\w#])(?:[A-Z][A-Z0-9]+-\d+|#\d{2,})\b")
+#: Necessary for a match of :data:`_HASH` or :data:`_UUID` (7 hex characters in a row; the
+#: UUID pattern is case-insensitive) and of :data:`_TICKET` (``X-1`` or ``#12``).
+_HEX_RUN: Final = re.compile(r"[0-9a-fA-F]{7}")
+_TICKET_HINT: Final = re.compile(r"[A-Z0-9]-\d|#\d\d")
 _QUESTION: Final = re.compile(r"[^\n]{8,}\?\s*$", re.M)
 _SUMMARY_HEAD: Final = "[Summary of the earlier conversation"
 
 
 @dataclass(slots=True)
-class _Seen:
+class Seen:
     """What one compaction learned of one message; computed once, however many of its steps
     read the message (the chunk summaries, the facts of the whole stretch, the token counts,
     the cache key). ``message`` keeps the object alive, so its ``id()`` stays its key."""
@@ -86,10 +90,11 @@ class _Seen:
     joined: str | None = None
     count: Any = None
     tokens: int = 0
+    prose: tuple[tuple[str, ...], str] | None = None  # the extractive summary's reading
 
 
 _T = TypeVar("_T")
-_SCOPE: ContextVar[dict[int, _Seen] | None] = ContextVar("ctxengine_compaction", default=None)
+_SCOPE: ContextVar[dict[int, Seen] | None] = ContextVar("ctxengine_compaction", default=None)
 
 
 @contextmanager
@@ -108,12 +113,12 @@ def message_scope() -> Iterator[None]:
         _SCOPE.reset(token)
 
 
-def scope_memo() -> dict[int, _Seen] | None:
+def scope_memo() -> dict[int, Seen] | None:
     """The memo of the current :func:`message_scope` (None outside one)."""
     return _SCOPE.get()
 
 
-def scoped(m: Message) -> _Seen | None:
+def scoped(m: Message) -> Seen | None:
     """What the current :func:`message_scope` holds of ``m`` (made on first use); None outside
     a scope."""
     memo = _SCOPE.get()
@@ -122,7 +127,7 @@ def scoped(m: Message) -> _Seen | None:
     key = id(m)
     seen = memo.get(key)
     if seen is None or seen.message is not m:
-        seen = memo[key] = _Seen(m, m.text)
+        seen = memo[key] = Seen(m, m.text)
     return seen
 
 
@@ -203,13 +208,17 @@ def _add(target: list[str], items: Iterable[str], seen: set[str] | None = None) 
             target.append(item)
 
 
+_NOT_A_PATH: Final = re.compile(r"[*?$`<>|=&]")
+_EXTENSION: Final = re.compile(r"\.\w{1,8}$")
+
+
 def _clean_path(token: str) -> str | None:
     token = token.strip().strip("'\"`,;:()[]{}")
     if not token or token.startswith("-") or "://" in token or len(token) > 300:
         return None
-    if any(c in token for c in "*?$`<>|=&") or token in {"/dev/null", ".", ".."}:
+    if _NOT_A_PATH.search(token) or token in {"/dev/null", ".", ".."}:
         return None
-    if "/" in token or re.search(r"\.\w{1,8}$", token):
+    if "/" in token or _EXTENSION.search(token):
         return token
     return None
 
@@ -454,14 +463,18 @@ def _identifiers(text: str) -> tuple[str, ...]:
     hashes: list[str] = []
     paths: list[str] = []
     tickets: list[str] = []
+    # What a hash, a UUID or a ticket id needs somewhere in the text: without it no word
+    # holds one, and the per-word patterns are not run.
+    hexes = _HEX_RUN.search(stripped) is not None
+    ticketed = _TICKET_HINT.search(stripped) is not None
     for word in stripped.split():
-        if len(word) >= 7 and not word.isalpha():
+        if hexes and len(word) >= 7 and not word.isalpha():
             if len(word) >= 36 and "-" in word:
                 uuids += _UUID.findall(word)
             hashes += [h for h in _HASH.findall(word) if not h.isdigit()]
         if "/" in word and "." in word:
             paths += _PATHLIKE.findall(word)
-        if "-" in word or "#" in word:
+        if ticketed and ("-" in word or "#" in word):
             tickets += _TICKET.findall(word)
     return (*found, *uuids, *hashes, *paths, *tickets)
 

@@ -29,6 +29,7 @@ from ..tokens import Tokenizer
 from ..transcript import Message, Text, ToolResult
 from .facts import (
     KeyFacts,
+    Seen,
     extract_facts,
     first_line,
     is_summary,
@@ -198,9 +199,16 @@ class CompactionResult:
 
 
 def _joined(m: Message, text: str) -> str:
+    """Role, text, tool calls and results of ``m``, the empty ones left out, one a line."""
+    calls, results = m.tool_calls, m.tool_results
+    if not calls and not results:  # the role is never empty
+        return f"{m.role}\n{text}" if text else m.role
+    if not calls and not text and len(results) == 1:  # one tool result
+        out = results[0].text
+        return f"{m.role}\n{out}" if out else m.role
     parts = [m.role, text]
-    parts += [f"{c.name} {c.arguments_json}" for c in m.tool_calls]
-    parts += [r.text for r in m.tool_results]
+    parts += [f"{c.name} {c.arguments_json}" for c in calls]
+    parts += [r.text for r in results]
     return "\n".join(p for p in parts if p)
 
 
@@ -210,23 +218,49 @@ def _message_text(m: Message) -> str:
     return memoized(m, "joined", _joined)
 
 
+#: Above this many characters a message is counted by its parts (:func:`_tokens`: its big
+#: part is a cache hit); shorter ones are counted whole, all in one batch.
+_BATCH_CHARS: Final = 2048
+
+
 def message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
     """Token estimate of each message: its text, tool calls and results, plus 4 of framing
     (counted once per message and ``count`` inside a
-    :func:`~ctxengine.compaction.facts.message_scope`)."""
+    :func:`~ctxengine.compaction.facts.message_scope`). The texts not counted before are
+    counted in one batch (``count_many``) when ``count`` is an exact tokenizer's."""
     exact = additive(count)
     memo = scope_memo()
-    out = []
-    for m in messages:
+    out = [0] * len(messages)
+    todo: list[tuple[int, Seen | None]] = []
+    texts: list[str] = []
+    for i, m in enumerate(messages):
         seen = memo.get(id(m)) if memo is not None else None
         if seen is None or seen.message is not m:
             seen = scoped(m)
-            if seen is None:
-                out.append(_tokens(m, m.text, count, exact) + 4)
-                continue
-        if seen.count is None or seen.count != count:
-            seen.tokens, seen.count = _tokens(m, seen.text, count, exact) + 4, count
-        out.append(seen.tokens)
+        if seen is not None and seen.count is not None and seen.count == count:
+            out[i] = seen.tokens
+            continue
+        if seen is None:
+            text = m.text
+            joined = _joined(m, text)
+        else:
+            text = seen.text
+            joined = seen.joined if seen.joined is not None else _joined(m, text)
+            seen.joined = joined
+        if exact is not None and len(joined) > _BATCH_CHARS:
+            n = _tokens(m, text, count, exact) + 4
+            out[i] = n
+            if seen is not None:
+                seen.tokens, seen.count = n, count
+            continue
+        todo.append((i, seen))
+        texts.append(joined)
+    if texts:
+        counts = exact.count_many(texts, cache=False) if exact is not None else map(count, texts)
+        for (i, seen), n in zip(todo, counts, strict=True):
+            out[i] = n + 4
+            if seen is not None:
+                seen.tokens, seen.count = n + 4, count
     return out
 
 

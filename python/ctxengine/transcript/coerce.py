@@ -72,6 +72,8 @@ def to_messages(messages: object) -> list[Message]:
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
         raise TranscriptError(f"messages is {short(messages)}; expected a list of messages")
     items = list(messages)
+    if {*map(type, items)} == {Message}:  # the common case: neutral messages already
+        return items
     for i, item in enumerate(items):
         if not _supported(item):
             raise TranscriptError(

@@ -103,7 +103,10 @@ class ToolResult:
     @property
     def text(self) -> str:
         """The text items joined with newlines (images left out)."""
-        return "\n".join(b.text for b in self.content if isinstance(b, Text))
+        content = self.content
+        if len(content) == 1 and type(content[0]) is Text and type(content[0].text) is str:
+            return content[0].text  # what the join gives for one item: the str itself
+        return "\n".join(b.text for b in content if isinstance(b, Text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +174,10 @@ class Message:
     @property
     def text(self) -> str:
         """The :class:`Text` blocks joined with newlines."""
-        return "\n".join(b.text for b in self.blocks if isinstance(b, Text))
+        blocks = self.blocks
+        if len(blocks) == 1 and type(blocks[0]) is Text and type(blocks[0].text) is str:
+            return blocks[0].text  # what the join gives for one item: the str itself
+        return "\n".join(b.text for b in blocks if isinstance(b, Text))
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:

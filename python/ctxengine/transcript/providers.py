@@ -11,7 +11,7 @@ import re
 from typing import Final, Literal, get_args
 
 from ..errors import AdapterError
-from .model import Block, Image, Message, Text, Thinking, Transcript
+from .model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult, Transcript
 
 __all__ = (
     "PROVIDERS",
@@ -88,9 +88,11 @@ def family_of(message: Message, transcript: Transcript | None = None) -> str | N
     Taken from ``message.meta["provider_family"]`` (importers set it, e.g. from pi's ``api``),
     else from the transcript's ``source_format``.
     """
-    fam = message.meta.get("provider_family")
-    if isinstance(fam, str):
-        return _FAMILIES.get(fam, fam)
+    meta = message.meta
+    if meta:
+        fam = meta.get("provider_family")
+        if isinstance(fam, str):
+            return _FAMILIES.get(fam, fam)
     if transcript is not None and transcript.source_format is not None:
         return _FAMILIES.get(transcript.source_format)
     return None
@@ -136,9 +138,22 @@ def exportable(block: Block, provider: str, family: str | None) -> bool:
     return True
 
 
+#: Block types every exporter sends (exact types: a subclass goes through :func:`exportable`).
+_ALWAYS_SENT: Final = frozenset({ToolCall, ToolResult, Image})
+
+
 def exported_blocks(message: Message, provider: str, family: str | None) -> list[Block]:
     """The blocks of ``message`` that the exporter for ``provider`` will send."""
-    return [b for b in message.blocks if exportable(b, provider, family)]
+    strict = provider in STRICT_ALTERNATION
+    out: list[Block] = []
+    for b in message.blocks:
+        kind = type(b)
+        if kind is Text:  # what :func:`exportable` decides for these exact types, inline
+            if not strict or b.text.strip():  # type: ignore[union-attr]
+                out.append(b)
+        elif kind in _ALWAYS_SENT or exportable(b, provider, family):
+            out.append(b)
+    return out
 
 
 def image_placeholder(image: Image) -> Text:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ...transcript.importers.common import image_url
-from ...transcript.model import Image, Message, Text, ToolCall, Transcript
+from ...transcript.model import Image, Message, Text, Thinking, ToolCall, Transcript
 from ...transcript.providers import IMAGE_TYPES, image_placeholder
 
 
@@ -33,6 +33,8 @@ def _flat_text(content: tuple[Text | Image, ...]) -> list[Text]:
 
 
 def _user(m: Message) -> dict[str, Any]:
+    if len(m.blocks) == 1 and type(m.blocks[0]) is Text:  # the common case, one text block
+        return {"role": "user", "content": m.blocks[0].text}
     blocks = [b for b in m.blocks if isinstance(b, (Text, Image))]
     if all(isinstance(b, Text) for b in blocks) and len(blocks) == 1:
         return {"role": "user", "content": blocks[0].text}  # type: ignore[union-attr]
@@ -48,9 +50,26 @@ def _user(m: Message) -> dict[str, Any]:
 
 
 def _assistant_out(m: Message) -> dict[str, Any]:
-    texts = _flat_text(tuple(b for b in m.blocks if isinstance(b, (Text, Image))))
-    out: dict[str, Any] = {"role": "assistant", "content": _text_content(texts) if texts else None}
-    calls = [b for b in m.blocks if isinstance(b, ToolCall)]
+    # One pass: text (media as placeholders) and tool calls, thinking left out.
+    texts: list[Text] = []
+    for b in m.blocks:
+        kind = type(b)
+        if kind is Text:
+            texts.append(b)  # type: ignore[arg-type]
+        elif kind is ToolCall or kind is Thinking:
+            continue
+        elif isinstance(b, Text):
+            texts.append(b)
+        elif isinstance(b, Image):
+            texts.append(image_placeholder(b))
+    if not texts:
+        content: str | list[dict[str, Any]] | None = None
+    elif len(texts) == 1:
+        content = texts[0].text
+    else:
+        content = [{"type": "text", "text": b.text} for b in texts]
+    out: dict[str, Any] = {"role": "assistant", "content": content}
+    calls = m.tool_calls
     if calls:
         out["tool_calls"] = [
             {
@@ -66,18 +85,23 @@ def _assistant_out(m: Message) -> dict[str, Any]:
 def message_dicts(m: Message) -> list[dict[str, Any]]:
     """The Chat Completions messages of one neutral message (a tool message gives one per
     result)."""
-    if m.role == "system":
-        role = m.meta.get("openai_role", "system")
-        texts = [b for b in m.blocks if isinstance(b, Text)]
-        return [{"role": role, "content": _text_content(texts) if texts else ""}]
-    if m.role == "user":
-        return [_user(m)]
-    if m.role == "assistant":
+    role = m.role
+    if role == "assistant":
         return [_assistant_out(m)]
+    if role == "user":
+        return [_user(m)]
+    if role == "system":
+        sys_role = m.meta.get("openai_role", "system")
+        texts = [b for b in m.blocks if isinstance(b, Text)]
+        return [{"role": sys_role, "content": _text_content(texts) if texts else ""}]
     out: list[dict[str, Any]] = []
     for r in m.tool_results:
-        texts = _flat_text(r.content)
-        content = _text_content(texts) if texts else ""
+        parts = r.content
+        if len(parts) == 1 and type(parts[0]) is Text:  # the common case, one text item
+            content: str | list[dict[str, Any]] = parts[0].text
+        else:
+            texts = _flat_text(parts)
+            content = _text_content(texts) if texts else ""
         out.append({"role": "tool", "tool_call_id": r.call_id, "content": content})
     return out
 
