@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ctxengine import Budget, ContextEngine
-from ctxengine.transcript import Message, Text, Thinking
+from ctxengine.transcript import Message, Text, Thinking, ToolCall
 
 pytestmark = pytest.mark.anyio
 
@@ -68,3 +68,23 @@ async def test_a_render_for_another_provider_recounts_thinking() -> None:
             estimates.setdefault(provider, set()).add(out.report.tokens_estimated)
     assert len(estimates["openai"]) == len(estimates["anthropic"]) == 1  # stable per provider
     assert min(estimates["anthropic"]) > max(estimates["openai"]) + 400
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
+async def test_the_calls_of_a_failed_turn_are_not_counted(provider: str) -> None:
+    """Found by the sweep of the shared sessions (pi, 32k): an assistant turn that ended in an
+    error held 16 edit calls (17,000 characters of arguments); hygiene strips them, but the
+    plan counted them, 5,600 tokens over the payload, and the render used 69 % of its target
+    while the plan thought it full."""
+    calls = tuple(
+        ToolCall(f"c{i}", "edit", {"path": "a.ts", "old": "x = 1;\n" * 60, "new": "y"})
+        for i in range(16)
+    )
+    engine = ContextEngine("gpt-4o", Budget(total=50_000))
+    async with engine.session("failed") as s:
+        await s.user_message("fix the renderer")
+        s.extend([Message("assistant", (Text("editing"), *calls), stop_reason="error")])
+        await s.user_message("ok, I removed them myself")
+        out = await s.render(provider)
+    assert not any(isinstance(b, ToolCall) for m in out.transcript.messages for b in m.blocks)
+    assert abs(out.report.tokens_estimated - out.tokens) <= 0.05 * out.tokens + 8

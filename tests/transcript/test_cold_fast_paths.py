@@ -100,6 +100,7 @@ class RefBuilder(HistoryBuilder):
         if role == "system":
             kind, flags = KIND["context"], flags | FLAG["protected"]
         texts = tuple(t for c in calls for t in (c.name, c.arguments_json))
+        texts = () if message.failed else texts  # hygiene strips a failed turn's calls
         context = kind == _core.KIND_CONTEXT
         node_id = self._node_id(f"sys.transcript.{index}" if context else f"hist.{index}")
         meta = {"message_index": index, "role": role}

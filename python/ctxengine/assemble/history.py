@@ -179,7 +179,8 @@ class HistoryBuilder:
                     structural = True
                 parts.append(name)
                 parts.append(call.arguments_json)
-            texts = tuple(parts)
+            # hygiene strips the calls of a failed turn: they are sent, so counted, only else
+            texts = tuple(parts) if not message.failed else ()
             if structural:
                 flags |= _STRUCTURAL_FLAG
         blocks = message.blocks
