@@ -381,4 +381,6 @@ async def test_a_filling_summary_excerpts_the_newest_lines_and_carries_the_earli
     body = text[text.index(EXCERPTS_HEADING) :]
     assert body.index("OK”") < body.index("Checked exporter 59: it writes rows.")  # newest first
     assert "x" * 150 in body  # the 454-character result in 200-character chunks, not cut
+    # the earlier summary's newest request, which the merge lists by its first line only
+    assert "- earlier request: “Find why the export fails.”" in body
     assert count(text) <= 600

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import takewhile
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -514,13 +515,28 @@ def _excerpt_lines(messages: Sequence[Message], tokens: int, count: Count) -> li
 
 
 def _carried_excerpts(summary: str) -> list[str]:
-    """The lines of ``summary``'s excerpts section (:data:`EXCERPTS_HEADING`), as written."""
+    """What an earlier ``summary`` gives the excerpts of the next: its newest request in full
+    (a merge keeps only its first line among the earlier requests), then the lines of its
+    excerpts section (:data:`EXCERPTS_HEADING`) as written."""
     lines = summary.splitlines()
+    out: list[str] = []
+    for n, line in enumerate(lines):
+        if line.startswith("- (latest) "):
+            request = [line.removeprefix("- (latest) ")]
+            request += [x[2:] for x in takewhile(lambda x: x.startswith("  "), lines[n + 1 :])]
+            chunks = [
+                quote_tool_text(flat[k : k + EXCERPT_LINE_CHARS], EXCERPT_LINE_CHARS + 1)
+                for x in request
+                if (flat := " ".join(x.split()))
+                for k in range(0, len(flat), EXCERPT_LINE_CHARS)
+            ]
+            if chunks:
+                out += [f"- earlier request: {chunks[0]}", *(f"  {c}" for c in chunks[1:])]
+            break
     try:
         start = lines.index(EXCERPTS_HEADING) + 1
     except ValueError:
-        return []
-    out = []
+        return out
     for line in lines[start:]:
         if not line.startswith(("- ", "  ")):
             break
