@@ -12,8 +12,9 @@ when it says the protected content alone (e.g. a first user message longer than 
 exceeds the budget.
 
 In ``pytest`` each transcript is rendered at two points of its replay (half and all of it);
-``CTXENGINE_SWEEP=full`` renders before every assistant turn, as ``ctxengine replay`` does (a
-long run: about 16 minutes on two loaded cores). ``CTXENGINE_SWEEP_REPORT=<file>`` appends one
+``CTXENGINE_SWEEP=full`` renders before every assistant turn, as ``ctxengine replay`` does
+(about 12,000 renders, 5 minutes on one core; ``.ci/run`` runs it beside its other steps).
+``CTXENGINE_SWEEP_REPORT=<file>`` appends one
 JSON line per render (for the figures in the report).
 """
 

@@ -507,14 +507,17 @@ async def _fill(
 ) -> None:
     """When the landing is still under :data:`MIN_USE` of the target (the summarized turns are
     larger than the room they leave: one huge message, or the protected tail's own turns),
-    the summary takes that room, up to halfway from the low-water mark to the target, its
-    prose ending with verbatim excerpts of the newest summarized messages, rather than leave
-    it empty."""
+    the summary takes that room up to the low-water mark (at a tiny budget halfway from it to
+    the target), its prose ending with verbatim excerpts of the newest summarized messages,
+    rather than leave it empty."""
     at = land.rest(k) + tried[k].summary_tokens + SUMMARY_FRAMING
     if at >= min(_low(config, plan), plan.target * (MIN_USE + 0.01)):
         return
-    # halfway from the mark to the target: a summary the cap had to cut lands a little short
-    size = (_low(config, plan) + plan.target) // 2 - land.rest(k) - SUMMARY_FRAMING
+    # up to the mark; at a tiny budget halfway from it to the target (a summary the cap had to
+    # cut lands a few tokens short, a large share there)
+    low = _low(config, plan)
+    top = (low + plan.target) // 2 if plan.target < 16 * MIN_ROOM else low
+    size = top - land.rest(k) - SUMMARY_FRAMING
     if size <= tried[k].summary_tokens:
         return
     settings = replace(config.compaction, memory_dir=None)
