@@ -571,7 +571,7 @@ def _filled(
 
     best, got = summary, count(summary)
     budget = limit - got
-    for _ in range(4):  # the lines' own counts add up a little differently than the text's
+    for _ in range(6):  # the lines' own counts add up a little differently than the text's
         lines = _excerpt_lines(source, budget, count) if budget > 8 else []
         if len(lines) < 3:
             break
@@ -581,7 +581,8 @@ def _filled(
             best, got = candidate, n
         if limit - max(2, limit // 200) <= n <= limit:
             break
-        budget += limit - n
+        # under: grow by what is left; over: shrink by at least a little more than the excess
+        budget += limit - n if n < limit else -max(n - limit, budget // 16, 4)
     return best
 
 
