@@ -182,3 +182,31 @@ def test_plugins_list_missing_folder_is_a_user_error(capsys: pytest.CaptureFixtu
     assert main(["plugins", "list", "--plugins", "missing"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and "'missing' does not exist" in captured.err
+
+
+def test_a_replay_tells_one_time_so_a_clock_that_moves_breaks_no_prefix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The demo's environment grain said the current minute on every call: a run that crossed
+    a minute boundary broke the prompt prefix at a call with no compaction (about one run in
+    five on a loaded machine). A replay tells the time it started."""
+    import datetime as real
+
+    from ctxengine.builtins import env_info
+
+    class Moving(real.datetime):
+        ticks = 0
+
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:  # a minute later on every call
+            cls.ticks += 1
+            return real.datetime(2026, 1, 1, 12, 0, tzinfo=real.timezone.utc) + real.timedelta(
+                minutes=cls.ticks
+            )
+
+    monkeypatch.setattr(env_info, "datetime", Moving)
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stdout", out)
+    assert main(["demo", "--json"]) == 0
+    calls = json.loads(out.getvalue())["calls"]
+    assert all(c["compactions"] for c in calls if not c["prefix_kept"])

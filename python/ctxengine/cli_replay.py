@@ -285,9 +285,16 @@ def _print(run: Run, console: Console) -> None:
 
 
 def _builtin_plugins() -> list[Any]:
+    """The built-in plugins a replay runs with. The environment grain tells the time the replay
+    started, on every call: a replay plays in seconds a session that took hours, and a clock
+    that moved on between two calls would change the top of the prompt (a prefix break the
+    replay would report, with nothing of the session's own in it)."""
+    from datetime import datetime
+
     from .builtins import EnvInfoProvider, ToolResultCompressor
 
-    return [EnvInfoProvider(), ToolResultCompressor()]
+    started = datetime.now().astimezone()
+    return [EnvInfoProvider(clock=lambda tz: started.astimezone(tz)), ToolResultCompressor()]
 
 
 def _progress(console: Console, disable: bool) -> Progress:
