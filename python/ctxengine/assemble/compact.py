@@ -109,12 +109,15 @@ def _previous(state: SessionState) -> list[Message]:
     return [summary_message(summary.text, int(summary.meta.get("replaced", 0) or 0))]
 
 
+def _newest_user(state: SessionState) -> int:
+    """Index of the newest user message (-1: none)."""
+    messages = state.messages
+    return next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), -1)
+
+
 def _latest_request(state: SessionState, indices: Sequence[int]) -> str | None:
     """The newest user request when it is among the summarized messages (it must survive)."""
-    newest = next(
-        (i for i in range(len(state.messages) - 1, -1, -1) if state.messages[i].role == "user"),
-        -1,
-    )
+    newest = _newest_user(state)
     return state.messages[newest].text if newest in set(indices) else None
 
 
@@ -292,10 +295,7 @@ def _take_tail(
 def _tail_turns(state: SessionState, start: int) -> list[tuple[int, list[Any]]]:
     """The protected tail's turns the ladder may send to compaction, oldest first: not the
     latest user message's turn, none holding protected content or a system message."""
-    newest = next(
-        (i for i in range(len(state.messages) - 1, -1, -1) if state.messages[i].role == "user"),
-        -1,
-    )
+    newest = _newest_user(state)
     turns: dict[int, list[Any]] = {}
     pinned: set[int] = set()
     for item in state.items.values():

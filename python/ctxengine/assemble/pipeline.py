@@ -221,49 +221,40 @@ async def _compact_all(
 
     The compactions and landing trials of a render share one message scope: what compaction
     derives from a message (text, key facts, counts) is computed once per render, however many
-    summaries read it.
+    summaries read it. A render that compacts nothing opens none.
     """
-    with message_scope():
-        return await _compact_rounds(state, config, plugins, context, plan, log)
-
-
-async def _compact_rounds(
-    state: SessionState,
-    config: RenderConfig,
-    plugins: SessionDispatcher,
-    context: list[ContextGrain],
-    plan: Any,
-    log: TurnLog,
-) -> tuple[list[ContextGrain], Any]:
     marked = state.settled == (len(state.messages), plan.total_before)
-    compacted = False
-    for _ in range(MAX_COMPACTIONS):
-        turns = list(plan.compaction_turns)
-        at_mark = not turns and not marked and plan.total_before > plan.target
-        if not turns and not at_mark:
-            break
-        marked = marked or at_mark
-        protected = [g for g in context if g.protected]
-        done = await compact(
-            state, config, plugins.registry, turns, log, protected=protected, plan=plan
-        )
-        if not done:
-            break
-        compacted = True
-        # The new summary replaces any stored one that came in with this turn's context (and
-        # the decision that fitted the old one to this render: it was never sent).
-        log.extra[:] = [d for d in log.extra if not _fitted_summary(d)]
-        summary = state.summary
-        context = [g for g in context if summary is None or g.node_id != summary.node_id]
-        context += [summary] if summary is not None else []
-        _sync(state, config, plugins, context)
-        context = _fit_summary(state, config, plugins, context, log)
-        plan = plan_within(state, config)
-        # after the mark's compaction the loop goes on only for turns the ladder still sends
-        # to compaction: a render of the new state with nothing added would compact them
-    if compacted:
-        state.settled = (len(state.messages), plan.total_before)
-    return context, plan
+    if not plan.compaction_turns and (marked or plan.total_before <= plan.target):
+        return context, plan  # nothing to compact (the warm path)
+    with message_scope():
+        compacted = False
+        for _ in range(MAX_COMPACTIONS):
+            turns = list(plan.compaction_turns)
+            at_mark = not turns and not marked and plan.total_before > plan.target
+            if not turns and not at_mark:
+                break
+            marked = marked or at_mark
+            protected = [g for g in context if g.protected]
+            done = await compact(
+                state, config, plugins.registry, turns, log, protected=protected, plan=plan
+            )
+            if not done:
+                break
+            compacted = True
+            # The new summary replaces any stored one that came in with this turn's context (and
+            # the decision that fitted the old one to this render: it was never sent).
+            log.extra[:] = [d for d in log.extra if not _fitted_summary(d)]
+            summary = state.summary
+            context = [g for g in context if summary is None or g.node_id != summary.node_id]
+            context += [summary] if summary is not None else []
+            _sync(state, config, plugins, context)
+            context = _fit_summary(state, config, plugins, context, log)
+            plan = plan_within(state, config)
+            # after the mark's compaction the loop goes on only for turns the ladder still sends
+            # to compaction: a render of the new state with nothing added would compact them
+        if compacted:
+            state.settled = (len(state.messages), plan.total_before)
+        return context, plan
 
 
 def _fitted_summary(d: GrainDecision) -> bool:
