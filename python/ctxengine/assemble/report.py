@@ -125,8 +125,22 @@ class RenderReport:
     def grains(self) -> list[GrainDecision]:
         """Every input grain's decision (including shadowed and compacted ones)."""
         if self._grains is None:
-            self._grains = self._build() + self._extra
+            rows = self._build()
+            at = self._planned_extra([g.node_id for g in rows])
+            for i, g in at.items():
+                rows[i] = g
+            used = {id(g) for g in at.values()}
+            self._grains = rows + [g for g in self._extra if id(g) not in used]
         return self._grains
+
+    def _planned_extra(self, ids: Sequence[str]) -> dict[int, GrainDecision]:
+        """Row → the extra decision that replaces the plan's own for that node: the summary
+        fitted to a render has one decision, the one that says what was sent (a shadowed
+        grain's decision stands beside the plan's own for the grain that shadowed it)."""
+        extra = {g.node_id: g for g in self._extra if g.stage == "compaction"}
+        if not extra:
+            return {}
+        return {i: extra[n] for i, n in enumerate(ids) if n in extra}
 
     def _build(self) -> list[GrainDecision]:
         if self._columns is None:
@@ -185,9 +199,15 @@ class RenderReport:
                     g = self._guard_decision(node_id, out["window"][i], before[i])
                     for name in _DECISION_FIELDS:
                         out[name][i] = getattr(g, name)
-        for g in self._extra:
+        at = self._planned_extra(ids)
+        for i, g in at.items():
             for name in _DECISION_FIELDS:
-                out[name].append(getattr(g, name))
+                out[name][i] = getattr(g, name)
+        used = {id(g) for g in at.values()}
+        for g in self._extra:
+            if id(g) not in used:
+                for name in _DECISION_FIELDS:
+                    out[name].append(getattr(g, name))
         return out
 
     def _guard_decision(self, node_id: str, window: str, tokens: int) -> GrainDecision:
