@@ -247,6 +247,9 @@ class SessionState:
             "compacted": sorted(self.compacted),
             "summary": None if self.summary is None else _grain_json(self.summary),
             "settled": None if self.settled is None else list(self.settled),
+            "compaction_backoff": (
+                None if self.compaction_backoff is None else list(self.compaction_backoff)
+            ),
             "faults": [f.to_dict() for f in self.faults],
             "order": dict(self.order),
             "seq": self.seq,
@@ -299,6 +302,10 @@ class SessionState:
         state.task_id, state.closed = data["task_id"], bool(data["closed"])
         settled = data.get("settled")  # absent from snapshots written before it
         state.settled = None if settled is None else (int(settled[0]), int(settled[1]))
+        backoff = data.get("compaction_backoff")  # the same
+        if backoff is not None:
+            failures, at_render, at_tokens = (int(x) for x in backoff)
+            state.compaction_backoff = (failures, at_render, at_tokens)
         return state
 
     def stored_or(self, grain: ContextGrain) -> ContextGrain:

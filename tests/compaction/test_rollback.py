@@ -5,12 +5,13 @@ render, in ``Session.compact()`` and in ``Session.run``'s overflow ladder."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ctxengine import Budget, ContextEngine, FileStore
+from ctxengine import Budget, ContextEngine, FileStore, Session
 from ctxengine.compaction import CompactionConfig
 
 from .helpers import Empty, Failing, Hanging
@@ -112,6 +113,36 @@ async def test_a_render_whose_compaction_times_out_records_no_summary_in_the_sto
     # the budget filled and compaction was tried (and timed out), then backed off
     assert timed_out >= 2 and deferred >= 5
     assert {e.kind for e in store.entries("s")} == {"message"}
+
+
+async def test_a_restored_session_keeps_its_compaction_backoff() -> None:
+    """The backoff after failed compactions is in the session state's JSON (a snapshot): a
+    session restored after a crash waits as the one before it would have, rather than pay
+    the failing summarizer's timeout on its first render."""
+    engine = ContextEngine("gpt-4o", Budget(total=1500), summarizer=Failing(), compaction=SHORT)
+    async with engine.session("s") as s:
+        s.add(rules())
+        for i in range(30):
+            await turn(s, i)
+            await s.render("openai")
+            if s.state.compaction_backoff is not None:
+                break
+        backoff = s.state.compaction_backoff
+        assert backoff is not None and backoff[0] >= 1
+        data = json.loads(json.dumps(s.state.to_json()))
+        await turn(s, 99)
+        expected = await s.render("openai")
+    assert data["compaction_backoff"] == list(backoff)
+    restored = Session.from_state(engine, engine.state_from_json(data))
+    assert restored.state.compaction_backoff == backoff
+    await turn(restored, 99)
+    out = await restored.render("openai")
+    deferred = [c["error"] for c in out.report.compactions if not c["ok"]]
+    assert deferred and "compaction deferred after failure" in deferred[0]
+    assert deferred == [c["error"] for c in expected.report.compactions if not c["ok"]]
+    # a snapshot written before the field existed restores with no backoff
+    del data["compaction_backoff"]
+    assert engine.state_from_json(data).compaction_backoff is None
 
 
 async def test_session_run_reports_a_timed_out_compaction_and_rolls_it_back(
