@@ -42,6 +42,28 @@ def test_files_from_every_tool_style() -> None:
     assert modified == ["/r/b.py", "c.md", "/w/e.c", "out.log", "g.py", "h.rs", "i.py", "j.py"]
 
 
+@pytest.mark.parametrize(
+    ("command", "read", "modified"),
+    [
+        # BSD sed: an empty backup suffix, then the script (a real pi session listed the
+        # script "s/new Editor()/new Editor(defaultEditorTheme)/g" as a modified file)
+        ("sed -i '' 's/new Editor()/new Editor(theme)/g' src/a.ts", [], ["src/a.ts"]),
+        ("sed -i.bak -e 's/a\\/b/c/' -e 's/x/y/' a/b.txt", [], ["a/b.txt"]),
+        ("sed --in-place 's/a/b/' c.txt d.txt", [], ["c.txt", "d.txt"]),
+        ("sed -n '1,20p' src/e.py", ["src/e.py"], []),
+        ("perl -pi -e 's/foo/bar/' lib/x.pm", [], ["lib/x.pm"]),  # -pi is in place
+        ("perl -pe 's/x/y/' in.txt > out.txt", [], ["out.txt"]),
+        ("grep -A 3 -e 'def x/y' src/f.py", ["src/f.py"], []),  # -A's value, -e's pattern
+        ("rg -g '*.py' 'a/b' src/g.py", ["src/g.py"], []),
+        ("awk -F: -v x=1 '{print $1}' /etc/passwd", ["/etc/passwd"], []),
+    ],
+)
+def test_shell_scripts_patterns_and_option_values_are_not_files(
+    command: str, read: list[str], modified: list[str]
+) -> None:
+    assert files_touched(_calls(ToolCall("1", "bash", {"command": command}))) == (read, modified)
+
+
 def test_failures_carry_name_status_exit_code_and_first_error_line() -> None:
     msgs = [
         *_calls(ToolCall("c1", "bash", {"command": "make"})),

@@ -279,6 +279,39 @@ def _shell_segments(command: str) -> list[list[str]]:
     return segments
 
 
+#: Options of grep, rg, ag, sed and perl whose value is the next word (a script, a pattern, a
+#: count, a glob), never a file the command reads or changes; awk's ``-F`` and ``-v`` too.
+_VALUE_OPTIONS: Final = frozenset(
+    {"-e", "-f", "-A", "-B", "-C", "-m", "-g", "-t", "-M", "--regexp", "--expression", "--file"}
+)
+_AWK_VALUE_OPTIONS: Final = frozenset({"-f", "-F", "-v"})
+#: Options after which the script or pattern is not the first operand.
+_SCRIPT_OPTIONS: Final = frozenset({"-e", "-f", "--regexp", "--expression", "--file"})
+
+
+def _file_operands(cmd: str, args: Sequence[str]) -> list[str]:
+    """The file operands of a grep/rg/ag/sed/awk/perl command: not the script or pattern (the
+    first operand, unless an ``-e``/``-f`` option gave it: a cluster ending in ``e`` such as
+    perl's ``-pe`` or ``-pi -e`` too), not an option's value, not the empty backup suffix of
+    BSD ``sed -i ''``."""
+    values = _AWK_VALUE_OPTIONS if cmd == "awk" else _VALUE_OPTIONS
+    operands: list[str] = []
+    scripted = skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a.split("=", 1)[0] in _SCRIPT_OPTIONS or (cmd == "awk" and a == "-f"):
+            scripted, skip = True, "=" not in a
+        elif a in values:
+            skip = True
+        elif a.startswith("-"):
+            if a[1:2] != "-" and len(a) > 2 and a.endswith("e") and cmd != "awk":
+                scripted = skip = True  # -pe, -ne, -pie: the script is the next word
+        elif a:
+            operands.append(a)
+    return operands if scripted else operands[1:]
+
+
 @lru_cache(maxsize=4096)
 def _shell_files(command: str) -> tuple[list[str], list[str]]:
     """Files a shell command reads and modifies (a best-effort static reading). Cached: a
@@ -298,10 +331,11 @@ def _shell_files(command: str) -> tuple[list[str], list[str]]:
         cmd = Path(words[0]).name
         args = [w for w in words[1:] if not w.startswith(">")]
         paths = [p for p in (_clean_path(a) for a in args) if p]
-        operands = [a for a in args if not a.startswith("-")]
-        if cmd in {"grep", "rg", "ag", "sed", "awk", "perl"} and operands:
-            paths = [p for p in paths if p != _clean_path(operands[0])]  # the pattern or script
-        in_place = cmd in {"sed", "perl"} and any(a.startswith("-i") for a in args)
+        if cmd in {"grep", "rg", "ag", "sed", "awk", "perl"}:
+            paths = [p for p in (_clean_path(a) for a in _file_operands(cmd, args)) if p]
+        in_place = (cmd == "sed" and any(a.startswith(("-i", "--in-place")) for a in args)) or (
+            cmd == "perl" and any(a[:1] == "-" and a[1:2] != "-" and "i" in a for a in args)
+        )
         if cmd in _SHELL_WRITE or in_place:
             modified.extend(paths[-1:] if cmd == "cp" else paths)
         elif cmd in _SHELL_READ:
