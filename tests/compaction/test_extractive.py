@@ -144,3 +144,8 @@ async def test_a_summary_of_summaries_keeps_every_line_of_its_parts() -> None:
             for path in line.split(": ", 1)[1].split(", "):
                 assert path in merged
     assert merged.count("[Summary of the earlier conversation") == 1  # no orphaned headers
+    # it says how much of the conversation it covers: both parts' messages
+    assert merged.startswith(f"[Summary of the earlier conversation: {len(t.messages)} messages]")
+    later = [summary_message(merged, 0), *t.messages[:3]]
+    again = await summarizer.summarize(later, instructions="", max_tokens=None)
+    assert again.startswith(f"[Summary of the earlier conversation: {len(t.messages) + 3} ")

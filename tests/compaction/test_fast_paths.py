@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -121,6 +122,9 @@ def _reference_facts(messages: Sequence[Message]) -> KeyFacts:
     plain = []
     for m in messages:
         if F.is_summary(m):
+            facts.summaries += 1
+            head = re.match(r"\[Summary of the earlier conversation: (\d+) messages\]", m.text)
+            facts.summarized += int(head.group(1)) if head else 1
             for name, lines in F.parse_sections(m.text).items():
                 _add(facts.carried.setdefault(name, []), lines)
             continue

@@ -76,6 +76,7 @@ _HEX_RUN: Final = re.compile(r"[0-9a-fA-F]{7}")
 _TICKET_HINT: Final = re.compile(r"[A-Z0-9]-\d|#\d\d")
 _QUESTION: Final = re.compile(r"[^\n]{8,}\?\s*$", re.M)
 _SUMMARY_HEAD: Final = "[Summary of the earlier conversation"
+_SUMMARY_COUNT: Final = re.compile(re.escape(_SUMMARY_HEAD) + r": (\d+) messages\]")
 
 
 @dataclass(slots=True)
@@ -176,6 +177,10 @@ class KeyFacts:
     pinned: list[str] = field(default_factory=list)
     carried: dict[str, list[str]] = field(default_factory=dict)
     """Section lines carried over from earlier summaries found among the messages."""
+    summaries: int = 0
+    """Earlier summaries found among the messages."""
+    summarized: int = 0
+    """Messages those earlier summaries stood for (the count in each one's first line)."""
 
     @property
     def latest_request(self) -> str | None:
@@ -629,6 +634,9 @@ def extract_facts(
         if mf is None:
             mf = facts_of(m)
         if mf.carried is not None:
+            facts.summaries += 1
+            head = _SUMMARY_COUNT.match(mf.text)
+            facts.summarized += int(head.group(1)) if head else 1
             for name, lines in mf.carried.items():
                 if name not in facts.carried:
                     facts.carried[name], carried_seen[name] = [], set()

@@ -220,7 +220,10 @@ def _carried_failures(items: list[str]) -> tuple[list[str], int, set[str]]:
 def build_parts(facts: KeyFacts, body: str, messages: int) -> SummaryParts:
     """The parts of a summary of ``messages`` messages: ``body`` (prose; any reserved
     sections in it are dropped) and the sections built from ``facts``, after the sections
-    carried from earlier summaries."""
+    carried from earlier summaries. Its first line counts the messages an earlier summary
+    among them stood for instead of that one message (a summary of summaries tells how much
+    of the conversation it covers)."""
+    messages += facts.summarized - facts.summaries
     carried = facts.carried
     failures, failures_more, ids = _carried_failures(carried.get("Tool Failures", []))
     failures += [_failure_line(f) for f in facts.failures if f.call_id not in ids]
