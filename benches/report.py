@@ -10,10 +10,17 @@ between two members of one benchmark group measured in it. Plots need matplotlib
 
 The benchmarks read (groups of ``benches/test_bench_*.py``):
 
-- counting: groups ``count <size>MB <corpus> <encoding>``, members ``ctxengine`` and ``tiktoken``;
+- counting: groups ``count <size>MB <corpus> <encoding>``, member ``ctxengine`` and its peers
+  (``toktok``, ``quicktok``, ``tiktoken``): the ratio is against the fastest peer of the run;
+- batch: groups ``batch <n> x 4KB <corpus> <encoding>``, ``ctxengine count_many`` against
+  ``ctxengine loop of count`` (the speedup on every core) and toktok's own threads;
 - render: ``render-cold-1k-messages-32k`` and ``render-warm-1k-messages-32k``, members whose
-  names start with ``test_ctxengine`` and ``test_langchain``;
-- scaling: ``render-cold-scaling`` and ``render-warm-scaling``, parametrized by ``n`` grains.
+  names start with ``test_ctxengine`` and the LangChain members (the fastest is the peer: the
+  memoized one when warm);
+- scaling: ``render-cold-scaling`` and ``render-warm-scaling``, parametrized by ``n`` grains;
+- quality: group ``replay-prefix-and-use``, one member per budget and provider, whose
+  ``extra_info`` holds the prefix breaks of ctxengine and of a sliding last-N window and the
+  budget use of the renders that cut.
 
 With ``--strict`` a missing section is an error, so a renamed benchmark breaks CI instead of
 silently dropping a line from the README.
@@ -26,15 +33,19 @@ import json
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 __all__ = ("Report", "load", "main", "markdown", "plot")
 
 _COUNT_GROUP = re.compile(r"^count (?P<mb>\d+(?:\.\d+)?)\s*MB (?P<corpus>\S+) (?P<encoding>\S+)$")
+_BATCH_GROUP = re.compile(r"^batch (?P<n>\d+) x 4KB (?P<corpus>\S+) (?P<encoding>\S+)$")
 RENDER_GROUPS = {"cold": "render-cold-1k-messages-32k", "warm": "render-warm-1k-messages-32k"}
 SCALING_GROUPS = {"cold": "render-cold-scaling", "warm": "render-warm-scaling"}
+QUALITY_GROUP = "replay-prefix-and-use"
+#: The counting peers, by ``impl``, with the names the table gives them.
+PEERS = {"toktok": "toktok-rs", "quicktok": "quicktok", "tiktoken": "tiktoken"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,15 +54,42 @@ class Counting:
     encoding: str
     megabytes: float
     ctxengine_s: float
-    tiktoken_s: float
+    peers: dict[str, float]  # impl -> median seconds
 
     @property
     def ctxengine_mbps(self) -> float:
         return self.megabytes / self.ctxengine_s
 
+    def mbps(self, impl: str) -> float:
+        return self.megabytes / self.peers[impl]
+
     @property
-    def tiktoken_mbps(self) -> float:
-        return self.megabytes / self.tiktoken_s
+    def strongest(self) -> str:
+        """The fastest peer of the run."""
+        return min(self.peers, key=self.peers.__getitem__)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    corpus: str
+    encoding: str
+    texts: int
+    many_s: float  # ctxengine count_many
+    loop_s: float  # ctxengine, a loop of count
+    toktok: tuple[float, float] | None  # toktok batch_count threads=1, threads=2
+
+
+@dataclass(frozen=True, slots=True)
+class Quality:
+    budget: int
+    provider: str
+    calls: int
+    breaks: int
+    compactions: int
+    last_n_breaks: int
+    cut_renders: int
+    median_use: float
+    min_use: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +97,7 @@ class Render:
     kind: str  # cold / warm
     ctxengine_s: float
     langchain_s: float
+    peer: str = "LangChain `trim_messages`"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +108,18 @@ class Report:
     render: list[Render]
     scaling: dict[str, dict[int, float]]  # cold/warm -> grains -> median seconds
     machine: str
+    batch: list[Batch] = field(default_factory=list)
+    quality: list[Quality] = field(default_factory=list)
 
     def missing(self) -> list[str]:
         """The sections without data."""
         out = []
         if not self.counting:
             out.append("counting (groups 'count <N>MB <corpus> <encoding>')")
+        if not self.batch:
+            out.append("batch (groups 'batch <n> x 4KB <corpus> <encoding>')")
+        if not self.quality:
+            out.append(f"quality ({QUALITY_GROUP})")
         if len(self.render) < len(RENDER_GROUPS):
             out.append(f"render ({', '.join(RENDER_GROUPS.values())})")
         for kind, group in SCALING_GROUPS.items():
@@ -109,6 +154,8 @@ def load(data: Any) -> Report:
         render=_render(groups),
         scaling={kind: _scaling(groups.get(g, [])) for kind, g in SCALING_GROUPS.items()},
         machine=_machine(data.get("machine_info") or {}),
+        batch=_batch(groups),
+        quality=_quality(groups.get(QUALITY_GROUP, [])),
     )
 
 
@@ -117,20 +164,55 @@ def _counting(groups: dict[str, list[dict[str, Any]]]) -> list[Counting]:
     for group, members in sorted(groups.items()):
         match = _COUNT_GROUP.match(group)
         by_impl = {_impl(b): b for b in members}
-        if match is None or not {"ctxengine", "tiktoken"} <= by_impl.keys():
+        peers = {i: _median(by_impl[i]) for i in PEERS if i in by_impl}
+        if match is None or "ctxengine" not in by_impl or not peers:
             continue
         size = (by_impl["ctxengine"].get("extra_info") or {}).get("bytes")
         megabytes = size / 2**20 if isinstance(size, int) else float(match["mb"])
         rows.append(
             Counting(
-                match["corpus"],
-                match["encoding"],
-                megabytes,
-                _median(by_impl["ctxengine"]),
-                _median(by_impl["tiktoken"]),
+                match["corpus"], match["encoding"], megabytes, _median(by_impl["ctxengine"]), peers
             )
         )
     return rows
+
+
+def _batch(groups: dict[str, list[dict[str, Any]]]) -> list[Batch]:
+    rows = []
+    for group, members in sorted(groups.items()):
+        match = _BATCH_GROUP.match(group)
+        by_impl = {_impl(b): _median(b) for b in members}
+        many, loop = by_impl.get("ctxengine count_many"), by_impl.get("ctxengine loop of count")
+        if match is None or many is None or loop is None:
+            continue
+        one = by_impl.get("toktok batch_count(threads=1)")
+        two = by_impl.get("toktok batch_count(threads=2)")
+        toktok = (one, two) if one is not None and two is not None else None
+        rows.append(Batch(match["corpus"], match["encoding"], int(match["n"]), many, loop, toktok))
+    return rows
+
+
+def _quality(members: list[dict[str, Any]]) -> list[Quality]:
+    rows = []
+    for b in members:
+        info = b.get("extra_info") or {}
+        try:
+            rows.append(
+                Quality(
+                    int(info["budget"]),
+                    str(info["provider"]),
+                    int(info["calls"]),
+                    int(info["breaks"]),
+                    int(info["compactions"]),
+                    int(info["last_n_breaks"]),
+                    int(info["cut_renders"]),
+                    float(info["median_use"]),
+                    float(info["min_use"]),
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    return sorted(rows, key=lambda q: (q.budget, q.provider))
 
 
 def _render(groups: dict[str, list[dict[str, Any]]]) -> list[Render]:
@@ -138,9 +220,13 @@ def _render(groups: dict[str, list[dict[str, Any]]]) -> list[Render]:
     for kind, group in RENDER_GROUPS.items():
         members = groups.get(group, [])
         ours = [b for b in members if str(b.get("name", "")).startswith("test_ctxengine")]
-        peer = [b for b in members if str(b.get("name", "")).startswith("test_langchain")]
-        if ours and peer:
-            rows.append(Render(kind, _median(ours[0]), _median(peer[0])))
+        peers = [b for b in members if "langchain" in str(b.get("name", ""))]
+        if ours and peers:
+            best = min(peers, key=_median)  # the strongest peer: memoized, when there is one
+            name = "LangChain `trim_messages`"
+            if "memoized" in str(best.get("name", "")):
+                name += " (exact counts memoized)"
+            rows.append(Render(kind, _median(ours[0]), _median(best), name))
     return rows
 
 
@@ -177,10 +263,25 @@ def markdown(report: Report) -> str:
         "|---|---|---|---|",
     ]
     for c in report.counting:
+        peers = "; ".join(
+            f"{PEERS[i]}: {c.mbps(i):.1f} MB/s" for i in sorted(c.peers, key=c.peers.__getitem__)
+        )
+        strongest = c.strongest
         lines.append(
             f"| count {c.megabytes:.1f} MB of {c.corpus}, one thread, `{c.encoding}` "
-            f"| {c.ctxengine_mbps:.1f} MB/s | tiktoken: {c.tiktoken_mbps:.1f} MB/s "
-            f"| {_ratio(c.tiktoken_s, c.ctxengine_s)} |"
+            f"| {c.ctxengine_mbps:.1f} MB/s | {peers} "
+            f"| {c.peers[strongest] / c.ctxengine_s:.2f}× the speed of {PEERS[strongest]} |"
+        )
+    for b in report.batch:
+        theirs = (
+            f"toktok-rs threads=2: {b.toktok[0] / b.toktok[1]:.2f}× its one thread"
+            if b.toktok is not None
+            else ""
+        )
+        lines.append(
+            f"| batch count ({b.texts} × 4 KB of {b.corpus}), `{b.encoding}`, every core "
+            f"| `count_many` {_ms(b.many_s)}, a loop of `count` {_ms(b.loop_s)} | {theirs} "
+            f"| {b.loop_s / b.many_s:.2f}× our one thread |"
         )
     for r in report.render:
         what = (
@@ -189,7 +290,7 @@ def markdown(report: Report) -> str:
             else "warm render (one new message on that session)"
         )
         lines.append(
-            f"| {what} | {_ms(r.ctxengine_s)} | LangChain `trim_messages`: {_ms(r.langchain_s)} "
+            f"| {what} | {_ms(r.ctxengine_s)} | {r.peer}: {_ms(r.langchain_s)} "
             f"| {_ratio(r.langchain_s, r.ctxengine_s)} |"
         )
     for kind in ("cold", "warm"):
@@ -198,6 +299,17 @@ def markdown(report: Report) -> str:
             sizes = " / ".join(f"{n // 1000}k" for n in points)
             times = " / ".join(_ms(t) for t in points.values())
             lines.append(f"| {kind} render, synthetic sessions of {sizes} grains | {times} | | |")
+    for q in report.quality:
+        lines.append(
+            f"| prefix breaks, replayed real session ({q.calls} calls), {q.budget // 1000}k, "
+            f"{q.provider} | {q.breaks} ({q.compactions} compactions) "
+            f"| sliding last-N window: {q.last_n_breaks} "
+            f"| {q.last_n_breaks / max(q.breaks, 1):.2f}× fewer |"
+        )
+        lines.append(
+            f"| budget use of its {q.cut_renders} renders that cut, {q.budget // 1000}k, "
+            f"{q.provider} | median {q.median_use:.3f}, min {q.min_use:.3f} | | |"
+        )
     lines.append("")
     lines.append(f"Medians of one pytest-benchmark run on {report.machine}.")
     return "\n".join(lines) + "\n"
@@ -223,15 +335,20 @@ def plot(report: Report, out: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(7, 3.5))
         labels = [f"{c.corpus}\n{c.encoding}" for c in report.counting]
         x = range(len(labels))
+        width = 0.8 / (1 + len(PEERS))
         ax.bar(
-            [i - 0.2 for i in x],
+            [i - 0.4 + width / 2 for i in x],
             [c.ctxengine_mbps for c in report.counting],
-            0.4,
+            width,
             label="ctxengine",
         )
-        ax.bar(
-            [i + 0.2 for i in x], [c.tiktoken_mbps for c in report.counting], 0.4, label="tiktoken"
-        )
+        for k, impl in enumerate(PEERS, start=1):
+            ax.bar(
+                [i - 0.4 + width * (k + 0.5) for i in x],
+                [c.mbps(impl) if impl in c.peers else 0.0 for c in report.counting],
+                width,
+                label=PEERS[impl],
+            )
         ax.set_xticks(list(x), labels)
         ax.set_ylabel("MB/s, one thread (higher is better)")
         ax.set_title("Token counting throughput")

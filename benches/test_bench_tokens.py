@@ -1,10 +1,10 @@
 """Token counting through Python, side by side with its peers in the same run.
 
-Peers: Python ``tiktoken`` (built offline from the shared rank files) and ``toktok`` (the
-``toktok-rs`` package on PyPI, the Python face of the crate ctxengine vendors). The PyPI
-package named ``quicktok`` (0.2.0) is not a peer: it is a trainable byte-level BPE
-(``BasicTokenizer``) with neither tiktoken's encodings nor its pre-tokenizer, so it cannot give
-tiktoken's counts. On a shared machine prefer ``benches/paired_tokens.py`` for the ratio
+Peers: Python ``tiktoken`` (built offline from the shared rank files), ``toktok`` (the
+``toktok-rs`` package on PyPI, the Python face of the crate ctxengine vendors) and
+``quicktok`` (the C++ exact counter, PyPI package ``quicktok-v1``, which ships its own copy of
+the vocabularies; the PyPI package named ``quicktok`` is an unrelated trainable BPE). On a
+shared machine prefer ``benches/paired_tokens.py`` for the ratio
 against toktok: it interleaves the two sides round by round and reports medians of the
 per-round ratios, in wall and CPU time. Corpora: ~4 MB
 of the shared transcripts (every file, sorted by path, concatenated) and ~4 MB of code (the
@@ -32,6 +32,7 @@ from typing import Any
 
 import openai
 import pytest
+import quicktok
 import toktok
 
 import ctxengine
@@ -131,11 +132,13 @@ def _single(name: str, impl: str) -> Callable[[str], int]:
         return tok.count
     if impl == "toktok":
         return lambda x: toktok.batch_count([x], name, threads=1)[0]
+    if impl == "quicktok":
+        return quicktok.get_encoding(name).count
     tk = encoding(name)
     return lambda x: len(tk.encode_ordinary(x))
 
 
-@pytest.mark.parametrize("impl", ["ctxengine", "toktok", "tiktoken"])
+@pytest.mark.parametrize("impl", ["ctxengine", "toktok", "quicktok", "tiktoken"])
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
 @pytest.mark.parametrize("kind", ["transcripts", "code"])
 def test_count_single_thread(benchmark: Any, kind: str, name: str, impl: str) -> None:

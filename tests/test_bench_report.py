@@ -25,13 +25,30 @@ def test_counting_is_mb_per_second_of_each_side(run: report.Report) -> None:
     assert set(by_corpus) == {("transcripts", "o200k_base"), ("code", "cl100k_base")}
     code = by_corpus["code", "cl100k_base"]
     assert code.ctxengine_mbps == pytest.approx(4 / 0.05)
-    assert code.tiktoken_mbps == pytest.approx(4 / 0.16)
+    assert code.mbps("tiktoken") == pytest.approx(4 / 0.16)
+    assert code.mbps("toktok") == pytest.approx(4 / 0.052)
+    assert code.strongest == "toktok"  # the fastest peer of the run, whatever its name
+    assert by_corpus["transcripts", "o200k_base"].strongest == "tiktoken"
+
+
+def test_batch_and_quality_rows(run: report.Report) -> None:
+    [batch] = run.batch
+    assert (batch.texts, batch.many_s, batch.loop_s, batch.toktok) == (
+        977,
+        0.03,
+        0.054,
+        (0.06, 0.05),
+    )
+    assert [(q.budget, q.provider, q.breaks, q.last_n_breaks) for q in run.quality] == [
+        (16000, "openai", 69, 89),
+        (64000, "anthropic", 14, 39),
+    ]
 
 
 def test_render_and_scaling_pairs(run: report.Report) -> None:
     assert [(r.kind, r.ctxengine_s, r.langchain_s) for r in run.render] == [
         ("cold", 0.02, 0.09),
-        ("warm", 0.001, 0.092),
+        ("warm", 0.001, 0.002),  # the strongest LangChain member: the memoized one
     ]
     assert run.scaling["cold"] == {1000: 0.03, 10000: 0.3, 100000: 3.0}
     assert list(run.scaling["warm"]) == [1000, 10000, 100000]
@@ -43,12 +60,20 @@ def test_markdown_table(run: report.Report) -> None:
     lines = table.splitlines()
     assert lines[0] == "| what | ctxengine | peer | ratio |"
     assert (
-        "| count 4.0 MB of code, one thread, `cl100k_base` | 80.0 MB/s | tiktoken: 25.0 MB/s "
-        "| 3.2× faster |" in lines
+        "| count 4.0 MB of code, one thread, `cl100k_base` | 80.0 MB/s | toktok-rs: 76.9 MB/s; "
+        "quicktok: 40.0 MB/s; tiktoken: 25.0 MB/s | 1.04× the speed of toktok-rs |" in lines
     )
     cold = next(line for line in lines if line.startswith("| cold render, 914-message"))
     assert cold.endswith("| 20 ms | LangChain `trim_messages`: 90 ms | 4.5× faster |")
-    assert any("92.0× faster" in line for line in lines)
+    warm = next(line for line in lines if line.startswith("| warm render (one new"))
+    assert warm.endswith(
+        "| LangChain `trim_messages` (exact counts memoized): 2 ms | 2.0× faster |"
+    )
+    assert any(line.endswith("| 1.80× our one thread |") for line in lines)
+    assert (
+        "| prefix breaks, replayed real session (218 calls), 16k, openai | 69 (69 compactions) "
+        "| sliding last-N window: 89 | 1.29× fewer |" in lines
+    )
     scaling = "| cold render, synthetic sessions of 1k / 10k / 100k grains"
     assert f"{scaling} | 30 ms / 300 ms / 3,000 ms | | |" in lines
     assert lines[-1] == "Medians of one pytest-benchmark run on Test CPU, Python 3.11.7."
@@ -72,5 +97,10 @@ def test_main_writes_the_table_and_strict_catches_a_missing_section(
     path.write_text(json.dumps(partial))
     assert report.main([str(path), "--out", str(tmp_path / "p"), "--no-plots", "--strict"]) == 1
     assert "no data for scaling cold (render-cold-scaling" in capsys.readouterr().err
+    partial = json.loads(RUN.read_text())
+    partial["benchmarks"] = [b for b in partial["benchmarks"] if b["group"] != report.QUALITY_GROUP]
+    path.write_text(json.dumps(partial))
+    assert report.main([str(path), "--out", str(tmp_path / "r"), "--no-plots", "--strict"]) == 1
+    assert "no data for quality (replay-prefix-and-use)" in capsys.readouterr().err
     path.write_text("[1, 2]")
     assert report.main([str(path), "--out", str(tmp_path / "q")]) == 2
