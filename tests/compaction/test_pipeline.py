@@ -239,6 +239,25 @@ async def test_the_gate_keeps_the_original_when_a_protected_fact_cannot_fit() ->
     assert ok.stats["gate"] == "passed"
 
 
+@pytest.mark.parametrize("words", [30, 60, 600])
+async def test_a_newest_request_with_a_long_first_line_passes_the_gate(words: int) -> None:
+    """The gate looks for the newest summarized request's first line, up to 240 characters:
+    a longer line is cut there with a "…" the summary does not hold, so a compaction whose
+    newest request was one long paragraph failed (a real aider session's 12,600-character
+    request; its turn was then dropped, unsummarized)."""
+    request = "Please read about the hotkey and push-to-talk feature " + "and more " * words
+    history = [
+        Message.user("First, set the project up."),
+        Message.assistant("Done: the project is set up."),
+        Message.user(request),
+        Message.assistant("I read it; the hotkey handler is in src/hotkey.py."),
+    ]
+    result = await compact(history, max_tokens=1_500)
+    assert result.ok, result.error
+    assert " ".join(request.split())[:200] in " ".join(result.summary.split())
+    assert result.stats["gate"] == "passed"
+
+
 async def test_tool_text_that_reads_like_instructions_is_quoted() -> None:
     history = [
         Message.user("run the checks"),

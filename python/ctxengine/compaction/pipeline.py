@@ -596,7 +596,8 @@ def _gate(
     ]
     if latest and _normalized(latest)[:MAX_LATEST_CHARS] not in flat:
         missing.append(f"latest request {first_line(latest, 60)!r}")
-    if facts.latest_request and first_line(facts.latest_request) not in flat:
+    # its first line (to MAX_LINE characters: a longer one is cut there, without the mark)
+    if facts.latest_request and first_line(facts.latest_request).removesuffix("…") not in flat:
         missing.append("the newest summarized request")
     if count(summary) > max_tokens:
         missing.append(f"size: {count(summary)} tokens over the cap of {max_tokens}")
