@@ -123,6 +123,23 @@ async def test_every_request_is_listed_and_the_newest_in_full() -> None:
     assert "## Goal" in text and "## Decisions" in text and "## Files" in text
 
 
+async def test_the_goal_stays_the_first_request_when_a_cap_took_the_earlier_prose() -> None:
+    summarizer = ExtractiveSummarizer()
+    first = [Message.user("Port the parser to Rust"), Message.assistant("Started: lexer done.")]
+    earlier = await summarizer.summarize(first, instructions="", max_tokens=None)
+    assert parse_sections(earlier)["Goal"] == ["Port the parser to Rust"]
+    # a tight cap cut the prose (its goal) first; the sections stay
+    capped = "\n".join(ln for ln in earlier.splitlines() if ln != "Port the parser to Rust")
+    assert "Goal" not in parse_sections(capped) or not parse_sections(capped)["Goal"]
+    later = [
+        summary_message(capped, 2),
+        Message.user("minor: rename a flag"),
+        Message.assistant("ok"),
+    ]
+    merged = await summarizer.summarize(later, instructions="", max_tokens=None)
+    assert parse_sections(merged)["Goal"] == ["Port the parser to Rust"]
+
+
 async def test_a_summary_of_summaries_keeps_every_line_of_its_parts() -> None:
     t = load_all(CC_MAIN)[0]
     half = len(t.messages) // 2

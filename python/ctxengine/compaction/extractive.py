@@ -92,7 +92,7 @@ class ExtractiveSummarizer:
             read = facts_of(m)  # the text, and an earlier summary's sections, read once
             if read.carried is not None:
                 carried = read.carried
-                goal = goal or " ".join(carried.get("Goal", [])) or None
+                goal = goal or " ".join(carried.get("Goal", [])) or _first_request(carried)
                 decisions += carried.get("Decisions", [])
                 progress += carried.get("Progress", [])
                 continue
@@ -115,3 +115,13 @@ class ExtractiveSummarizer:
         if recent:
             out += ["", "## Progress", *(f"- {p}" for p in recent)]
         return "\n".join(out)
+
+
+def _first_request(carried: dict[str, list[str]]) -> str | None:
+    """An earlier summary's first request, when the cap took its goal with the prose: the
+    goal stays the session's first request instead of the first one of the newer stretch."""
+    for line in carried.get("Requests", []):
+        line = line.removeprefix("(latest) ")
+        if not line.startswith(("(", "Excerpts:")):  # "(N earlier requests omitted)"
+            return line
+    return None
