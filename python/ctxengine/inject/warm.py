@@ -89,8 +89,8 @@ class Record:
     payload: dict[str, Any] = field(default_factory=dict)
     breakpoints: tuple[Breakpoint, ...] = ()
     instructions: str | None = None  # OpenAI Responses
-    # token counts, by model: (lead and boot, per history message)
-    counts: dict[str, tuple[int, list[int]]] = field(default_factory=dict)
+    # token counts, by model: (lead and boot, per history message, the sum of those)
+    counts: dict[str, tuple[int, list[int], int]] = field(default_factory=dict)
     # OpenAI Chat / Responses: the dicts of lead_pieces then pieces, flat (what the payload
     # copies), carried over from the parent record when only messages were added or dropped
     flat: list[dict[str, Any]] | None = None
@@ -115,35 +115,44 @@ class Record:
         the text leaves it counts of a non-OpenAI-Chat payload), per-message counts reused
         from the parent record."""
         self._strings = strings
-        lead, per = self._counts(model)
-        total = lead + sum(per)
+        lead, _, hist = self._counts(model)
+        total = lead + hist
         if self.key[0] == "openai":
             return total + _REPLY_PRIMING
         return total + _MESSAGE_OVERHEAD * (self.items() + 1) + _REPLY_PRIMING
 
-    def _counts(self, model: str) -> tuple[int, list[int]]:
+    def _counts(self, model: str) -> tuple[int, list[int], int]:
+        """``(lead, per history message, their sum)``: what the parent record counted is
+        taken over, only the new messages are counted (and the sum follows them)."""
         got = self.counts.get(model)
         if got is not None:
             return got
         parent = self.parent
         pc = parent.counts.get(model) if parent is not None else None
+        lead: int | None = None
         if parent is not None and pc is not None:
             head, first, n = self.reused
             new = list(range(head)) + list(range(head + n, len(self.src.messages) - self.lead))
-            fresh = iter(self._count_pieces(model, [self.pieces[i] for i in new]))
-            per = [next(fresh) for _ in range(head)] + pc[1][first : first + n]
-            per += list(fresh)
+            counted = self._count_pieces(model, [self.pieces[i] for i in new])
+            per = counted[:head] + pc[1][first : first + n] + counted[head:]
+            # the parent's history from ``first`` on is kept, to its end
+            hist = pc[2] - sum(pc[1][:first]) + sum(counted)
             if self.replaced:
                 again = self._count_pieces(model, [self.pieces[h] for h in self.replaced])
                 for h, c in zip(self.replaced, again, strict=True):
+                    hist += c - per[h]
                     per[h] = c
+            if self.lead_pieces is parent.lead_pieces and self.instructions == parent.instructions:
+                lead = pc[0]
         else:
             per = self._count_pieces(model, self.pieces)
-        if self.instructions is not None:
-            lead = self._count_strings(model, [[self.instructions]])[0]
-        else:
-            lead = sum(self._count_pieces(model, self.lead_pieces))
-        got = self.counts[model] = (lead, per)
+            hist = sum(per)
+        if lead is None:
+            if self.instructions is not None:
+                lead = self._count_strings(model, [[self.instructions]])[0]
+            else:
+                lead = sum(self._count_pieces(model, self.lead_pieces))
+        got = self.counts[model] = (lead, per, hist)
         self.parent = None  # its counts are taken over: let it go
         return got
 

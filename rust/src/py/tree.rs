@@ -37,14 +37,45 @@ fn shallow<'py>(value: &Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyAny>
     Ok(None)
 }
 
-/// `value` with every `dict` and `list` in it (at any depth) copied; other values, and the
-/// instances of subclasses, are shared. Iterative: deep values do not grow the native stack.
-#[pyfunction]
-pub fn fresh_tree<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let Some((root, first)) = shallow(value)? else {
-        return Ok(value.clone());
-    };
-    let mut stack = vec![first];
+/// Depth to which [`fresh_tree`] copies by recursion (the common, shallow values); below it
+/// the copy goes on with an explicit stack.
+const RECURSION: usize = 64;
+
+/// The copy of `value` (see [`fresh_tree`]) when it is a container, by recursion to
+/// [`RECURSION`] levels.
+fn copied<'py>(value: &Bound<'py, PyAny>, depth: usize) -> PyResult<Option<Bound<'py, PyAny>>> {
+    if depth >= RECURSION {
+        return Ok(match shallow(value)? {
+            Some((copy, pending)) => {
+                finish(vec![pending])?;
+                Some(copy)
+            }
+            None => None,
+        });
+    }
+    if value.is_exact_instance_of::<PyDict>() {
+        let dict = value.cast::<PyDict>()?;
+        let copy = dict.copy()?;
+        for (k, v) in dict.iter() {
+            if let Some(child) = copied(&v, depth + 1)? {
+                copy.set_item(k, child)?;
+            }
+        }
+        return Ok(Some(copy.into_any()));
+    }
+    if value.is_exact_instance_of::<PyList>() {
+        let list = value.cast::<PyList>()?;
+        let mut items = Vec::with_capacity(list.len());
+        for v in list.iter() {
+            items.push(copied(&v, depth + 1)?.unwrap_or(v));
+        }
+        return Ok(Some(PyList::new(value.py(), items)?.into_any()));
+    }
+    Ok(None)
+}
+
+/// Copy the children of the pending containers, and theirs, with an explicit stack.
+fn finish<'py>(mut stack: Vec<Pending<'py>>) -> PyResult<()> {
     while let Some(pending) = stack.pop() {
         match pending {
             Pending::Dict(original, copy) => {
@@ -65,5 +96,13 @@ pub fn fresh_tree<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>>
             }
         }
     }
-    Ok(root)
+    Ok(())
+}
+
+/// `value` with every `dict` and `list` in it (at any depth) copied; other values, and the
+/// instances of subclasses, are shared. Deep values do not grow the native stack: below
+/// [`RECURSION`] levels the copy goes on with an explicit stack.
+#[pyfunction]
+pub fn fresh_tree<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    Ok(copied(value, 0)?.unwrap_or_else(|| value.clone()))
 }
