@@ -24,7 +24,7 @@ mod _core {
     #[pymodule_export]
     use crate::py::tokens::{cache_info, clear_cache, set_cache_capacity, PyTokenizer};
     #[pymodule_export]
-    use crate::py::tree::fresh_tree;
+    use crate::py::tree::{fresh_items, fresh_tree};
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from ctxengine import Budget, ContextEngine
-from ctxengine._core import fresh_tree
+from ctxengine._core import fresh_items, fresh_tree
 from ctxengine.inject.memo import RenderMemo
 from ctxengine.inject.render import render
 from ctxengine.transcript import Message, Text, ToolCall, ToolResult, Transcript
@@ -139,3 +139,17 @@ def test_fresh_tree_copies_every_container_and_shares_the_rest() -> None:
         node = node[0]
     copied = fresh_tree(deep)
     assert copied is not deep and copied[0] is not deep[0]
+
+
+def test_fresh_items_copies_deep_dicts_deeply_and_the_others_as_they_are() -> None:
+    flat = {"role": "user", "content": "hi"}
+    nested = {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f"}}]}
+    items = [flat, nested, flat]
+    out = fresh_items(items, [False, True, False])
+    assert out == items and out is not items
+    assert all(a is not b for a, b in zip(out, items, strict=True))
+    assert out[1]["tool_calls"] is not nested["tool_calls"]
+    assert out[1]["tool_calls"][0]["function"] is not nested["tool_calls"][0]["function"]
+    assert out[0]["content"] is flat["content"]
+    with pytest.raises(ValueError, match="deep has 1 flags for 3 items"):
+        fresh_items(items, [True])

@@ -21,11 +21,11 @@ import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from gc import is_tracked
-from itertools import chain, compress, count, islice
+from itertools import chain, islice
 from operator import is_not
 from typing import Any, Final
 
-from .._core import fresh_tree
+from .._core import fresh_items, fresh_tree
 from ..tokens import get_tokenizer, message_strings
 from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, Transcript
@@ -523,7 +523,7 @@ class Warm:
             if flat is None:
                 flat = rec.flat = list(chain.from_iterable(chain(rec.lead_pieces, rec.pieces)))
                 rec.deep = list(map(is_tracked, flat))
-            items = _fresh(flat, rec.deep)
+            items = fresh_items(flat, rec.deep)  # a caller may edit the payload at any depth
             if provider == "openai":
                 rec.payload = {"messages": items}
             else:
@@ -588,15 +588,6 @@ class Warm:
         if system:
             payload["system"] = system
         rec.payload = fresh_tree(payload)
-
-
-def _fresh(flat: list[dict[str, Any]], deep: list[bool]) -> list[dict[str, Any]]:
-    """Copies of the dicts of ``flat`` that share no container with them (a caller may edit
-    the payload at any depth): a dict that holds none (``deep`` False) is copied as it is."""
-    items = list(map(dict.copy, flat))
-    for i in compress(count(), deep):
-        items[i] = fresh_tree(flat[i])
-    return items
 
 
 #: Kept messages that may be replaced (a soft trim) before a render takes the full path.

@@ -106,3 +106,31 @@ fn finish<'py>(mut stack: Vec<Pending<'py>>) -> PyResult<()> {
 pub fn fresh_tree<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     Ok(copied(value, 0)?.unwrap_or_else(|| value.clone()))
 }
+
+/// `[fresh_tree(d) if deep[i] else d.copy() for i, d in enumerate(items)]`, in one native
+/// loop: the dicts a caller knows hold no container are copied without looking inside.
+#[pyfunction]
+pub fn fresh_items<'py>(
+    items: &Bound<'py, PyList>,
+    deep: &Bound<'py, PyList>,
+) -> PyResult<Bound<'py, PyList>> {
+    if deep.len() != items.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "deep has {} flags for {} items; expected one per item",
+            deep.len(),
+            items.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for (item, flag) in items.iter().zip(deep.iter()) {
+        let copy = if flag.is_truthy()? {
+            copied(&item, 0)?
+        } else if item.is_exact_instance_of::<PyDict>() {
+            Some(item.cast::<PyDict>()?.copy()?.into_any())
+        } else {
+            copied(&item, 0)?
+        };
+        out.push(copy.unwrap_or(item));
+    }
+    PyList::new(items.py(), out)
+}
