@@ -19,7 +19,7 @@ from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, Transcript
 from ..transcript.providers import STRICT_ALTERNATION
 from .compose import compose, history_grains
-from .hygiene import _merge
+from .hygiene import merge_turns
 from .render import Rendered, render
 from .warm import trusted_transcript
 
@@ -227,7 +227,7 @@ def _merged(t: Transcript, provider: str, memo: RenderMemo) -> tuple[Transcript,
         if merged is None:
             merged = run[0]
             for m in run[1:]:
-                merged = _merge(merged, m, provider, t)
+                merged = merge_turns(merged, m, provider, t)
             made.append((run, merged))
             del made[:-4]  # the runs of the last renders, not every run this message headed
         out.append(merged)
