@@ -13,7 +13,9 @@ Operations: ``warm:real`` / ``cold:real`` (the 914-message pi session into 32k, 
 ``test_bench_engine.py``), ``warm:syn1k`` / ``warm:syn10k`` / ``warm:syn100k`` /
 ``cold:syn1k`` / ``cold:syn10k`` / ``cold:syn100k`` (the synthetic sessions of the scaling
 benchmarks; a cold round is a new engine and session, ``extend``, ``user_message`` and
-``render`` with the count cache cleared), ``count:o200k`` (a fresh 400 kB text, cache off) and
+``render`` with the count cache cleared), a warm one for another provider with its name after
+a ``+`` (``warm:real+anthropic``, with 4 cache breakpoints; ``warm:syn1k+gemini``, ...),
+``count:o200k`` (a fresh 400 kB text, cache off) and
 ``lc:real`` (a warm round of the memoized LangChain peer on the pi session: the same code on
 both sides, so its line reads as the peer's time next to ours in the same run). Sessions are
 built when an operation first needs them.
@@ -37,7 +39,15 @@ SESSION = ROOT.parent / "shared/data/transcripts/pi-openclaw-session/large-sessi
 BUDGET = 32_000
 OPS = ("warm:real", "warm:syn1k", "warm:syn10k", "count:o200k", "cold:real", "cold:syn1k")
 #: Also available, not run by default (a round of ``cold:syn100k`` takes seconds).
-MORE_OPS = ("warm:syn100k", "cold:syn10k", "cold:syn100k", "lc:real")
+MORE_OPS = (
+    "warm:syn100k",
+    "cold:syn10k",
+    "cold:syn100k",
+    "lc:real",
+    "warm:real+anthropic",
+    "warm:real+gemini",
+    "warm:real+openai-responses",
+)
 _SIZES = {"syn1k": 1_000, "syn10k": 10_000, "syn100k": 100_000}
 
 
@@ -62,18 +72,21 @@ def _worker() -> None:  # pragma: no cover - runs in the child processes
 
     real = load(SESSION)
     sources: dict[str, Any] = {"real": real}
-    warm: dict[str, Any] = {}
+    warm: dict[tuple[str, str], Any] = {}
 
     def source(name: str) -> Any:
         if name not in sources:
             sources[name] = synthetic(_SIZES[name])
         return sources[name]
 
-    def warm_session(name: str) -> Any:
-        if name not in warm:
-            warm[name] = loop.run_until_complete(open_session(source(name)))
-            loop.run_until_complete(warm[name].render())
-        return warm[name]
+    def options(provider: str) -> dict[str, Any]:
+        return {"cache_breakpoints": 4} if provider == "anthropic" else {}
+
+    def warm_session(name: str, provider: str) -> Any:
+        if (name, provider) not in warm:
+            session = warm[name, provider] = loop.run_until_complete(open_session(source(name)))
+            loop.run_until_complete(session.render(provider, **options(provider)))
+        return warm[name, provider]
 
     peer: dict[str, Any] = {}
     text = "\n".join(m.text for m in real.messages)[:400_000]
@@ -104,11 +117,13 @@ def _worker() -> None:  # pragma: no cover - runs in the child processes
             t = clock()
             loop.run_until_complete(cold())
             return clock() - t
-        session = warm_session(name)
+        name, _, provider = name.partition("+")
+        provider = provider or "openai"
+        session = warm_session(name, provider)
 
         async def again() -> Any:
             session.extend([Message.assistant("ok"), Message.user("one more question")])
-            return await session.render()
+            return await session.render(provider, **options(provider))
 
         t = clock()
         loop.run_until_complete(again())

@@ -4,7 +4,9 @@
   cached, vs ``trim_messages`` with an exact tiktoken counter;
 - warm: one more exchange (an answer and a question) on that session, then render, vs
   ``trim_messages`` of the grown list with the exact counter memoized per message;
-- scaling: cold and warm renders of synthetic sessions of 1k, 10k and 100k grains.
+- scaling: cold and warm renders of synthetic sessions of 1k, 10k and 100k grains; the warm
+  ones also in one group per size with the memoized ``trim_messages`` peer on the same session
+  (``render-warm-synthetic-<n>``: the ratio of that run).
 
 Run ``pytest benches/test_bench_engine.py --benchmark-enable --benchmark-only`` and compare the
 ``mean`` columns inside each group.
@@ -18,7 +20,7 @@ import pytest
 from langchain_core.messages import convert_to_messages, trim_messages
 
 from ctxengine import Budget, ContextEngine, clear_cache
-from ctxengine.transcript import Message, ToolCall, load
+from ctxengine.transcript import Message, ToolCall, Transcript, load
 from offline_tiktoken import TRANSCRIPTS, encoding
 
 SESSION = TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl"
@@ -213,6 +215,24 @@ def _synthetic(n_grains: int) -> list[Message]:
 @pytest.mark.benchmark(group="render-warm-scaling")
 def test_ctxengine_warm_scaling(benchmark, runner, n: int) -> None:  # type: ignore[no-untyped-def]
     _bench_warm(benchmark, runner, _synthetic(n))
+
+
+@pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
+def test_ctxengine_warm_vs_memoized_langchain(benchmark, runner, n: int) -> None:  # type: ignore[no-untyped-def]
+    """Our warm render of the synthetic session of ``n`` grains, in one group with the
+    memoized LangChain peer on the same messages (issue 14: flat, and ahead of the peer)."""
+    benchmark.group = f"render-warm-synthetic-{n}"
+    benchmark.extra_info.update(impl="ctxengine render (warm)")
+    _bench_warm(benchmark, runner, _synthetic(n))
+
+
+@pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
+def test_memoized_langchain_trim_messages_warm_synthetic(benchmark, n: int) -> None:  # type: ignore[no-untyped-def]
+    benchmark.group = f"render-warm-synthetic-{n}"
+    benchmark.extra_info.update(impl="langchain trim_messages (exact, memoized)", baseline=True)
+    warm, lc_messages = langchain_warm_round(Transcript(tuple(_synthetic(n)), source_format="x"))
+    kept = benchmark(warm)
+    assert 0 < len(kept) <= len(lc_messages)
 
 
 @pytest.mark.parametrize("n", [1_000, 10_000, 100_000])

@@ -2,7 +2,9 @@
 ``.ci/run`` with ``.stubtest-allowlist``)."""
 
 from collections.abc import Sequence
-from typing import Final, TypedDict, final
+from typing import Any, Final, TypedDict, TypeVar, final
+
+_T = TypeVar("_T")
 
 __all__ = [
     "FLAG_FEEDBACK",
@@ -37,6 +39,8 @@ __all__ = [
     "bm25_tokenize",
     "cache_info",
     "clear_cache",
+    "fresh_items",
+    "fresh_tree",
     "fuse",
     "set_cache_capacity",
 ]
@@ -277,3 +281,12 @@ class Bm25Index:
 
 def bm25_tokenize(text: str) -> list[str]:
     """The tokens BM25 indexes for ``text``."""
+
+def fresh_tree(value: _T) -> _T:
+    """``value`` with every ``dict`` and ``list`` in it copied, at any depth (the instances of
+    subclasses and every other value shared): a payload a caller may edit anywhere without
+    touching the dicts it was made from."""
+
+def fresh_items(items: list[dict[str, Any]], deep: list[bool]) -> list[dict[str, Any]]:
+    """``[fresh_tree(d) if deep[i] else d.copy() for i, d in enumerate(items)]`` (a dict not
+    ``deep`` must hold no dict or list). Raises ``ValueError`` unless one flag per item."""

@@ -23,6 +23,8 @@ mod _core {
     use crate::py::bm25::{bm25_tokenize, PyBm25Index};
     #[pymodule_export]
     use crate::py::tokens::{cache_info, clear_cache, set_cache_capacity, PyTokenizer};
+    #[pymodule_export]
+    use crate::py::tree::{fresh_items, fresh_tree};
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -107,7 +107,7 @@ def repair_pairing(t: Transcript) -> tuple[Transcript, Report]:
 # -- turn order ------------------------------------------------------------------------------
 
 
-def _merge(a: Message, b: Message, provider: str, t: Transcript) -> Message:
+def merge_turns(a: Message, b: Message, provider: str, t: Transcript) -> Message:
     """One message with the blocks of both; thinking the provider would not take is left out,
     so the merged message can claim the provider as its signature family."""
     blocks = [x for m in (a, b) for x in m.blocks if exportable(x, provider, family_of(m, t))]
@@ -141,7 +141,7 @@ def _order(
         if strict and out and out[-1].role == m.role and m.role in ("user", "assistant"):
             detail = f"merged into the {m.role} turn before it"
             changes.append(Change("fix_turn_order", "merged_turns", i, detail))
-            out[-1] = _merge(out[-1], m, provider, t)
+            out[-1] = merge_turns(out[-1], m, provider, t)
             continue
         out.append(m)
     return out

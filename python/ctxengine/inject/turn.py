@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from itertools import compress
+from itertools import compress, islice
+from operator import attrgetter, eq, is_
 from typing import TYPE_CHECKING, Any, Final
 
 from ..assemble.pipeline import FRAMING_TOKENS, Assembled, plan_budget, plan_within
@@ -14,9 +15,12 @@ from ..collect.events import AfterRender
 from ..collect.scene import copy_data
 from ..errors import BudgetError
 from ..grain import ContextGrain
+from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, Transcript
+from ..transcript.providers import STRICT_ALTERNATION
 from .compose import compose, history_grains
-from .render import render
+from .hygiene import merge_turns
+from .render import Rendered, render
 from .warm import trusted_transcript
 
 if TYPE_CHECKING:
@@ -167,6 +171,93 @@ def _non_empty(
     return trusted_transcript(kept, t.source_format), changes
 
 
+_ROLE: Final = attrgetter("role")
+_TURN_ROLES: Final = frozenset({"user", "assistant"})
+
+
+def _mergeable(m: Message, last: bool) -> bool:
+    """Whether ``m`` may be merged before hygiene in a run of same-role turns (at its end when
+    ``last``): no tool result, and tool calls only in the run's last message, so that the
+    merge moves no call away from its results (hygiene's pairing decides the same)."""
+    return not m.tool_results and (last or not m.tool_calls)
+
+
+def _merged(t: Transcript, provider: str, memo: RenderMemo) -> tuple[Transcript, list[Change]]:
+    """For Anthropic and Gemini: ``t`` with its runs of consecutive user or assistant messages
+    merged as hygiene's turn order merges them, and the changes hygiene would report for that
+    (indices in ``t``); ``t`` itself otherwise. Hygiene would merge them itself, on every
+    render: a render whose hygiene changed something cannot be reused by the next one. A
+    merged message is the same object on every render that keeps its run, so warm renders
+    reuse its work; :func:`inject` renders ``t`` itself when hygiene finds anything else to
+    change (its report would then hold indices of ``t``)."""
+    if provider not in STRICT_ALTERNATION:
+        return t, []
+    messages = t.messages
+    roles = memo.aligned("role").many(messages, _ROLE, lambda: list(map(_ROLE, messages)))
+    same = list(map(eq, roles, islice(roles, 1, None)))
+    if True not in same:
+        return t, []
+    runs: list[tuple[int, int]] = []  # [start, end) of each run to merge
+    i = same.index(True)
+    while True:
+        start = i
+        while i < len(same) and same[i]:
+            i += 1
+        end = i + 1
+        run = messages[start:end]
+        if roles[start] in _TURN_ROLES and all(
+            _mergeable(m, k == len(run) - 1) for k, m in enumerate(run)
+        ):
+            runs.append((start, end))
+        try:
+            i = same.index(True, i)
+        except ValueError:
+            break
+    if not runs:
+        return t, []
+    table = memo.table("merged", provider, t.source_format)
+    out: list[Message] = []
+    changes: list[Change] = []
+    done = 0
+    for start, end in runs:
+        out.extend(messages[done:start])
+        run = messages[start:end]
+        made: list[tuple[tuple[Message, ...], Message]] = table.get(run[0], _no_runs)
+        merged = next((m for r, m in made if len(r) == len(run) and all(map(is_, r, run))), None)
+        if merged is None:
+            merged = run[0]
+            for m in run[1:]:
+                merged = merge_turns(merged, m, provider, t)
+            made.append((run, merged))
+            del made[:-4]  # the runs of the last renders, not every run this message headed
+        out.append(merged)
+        detail = f"merged into the {roles[start]} turn before it"
+        changes.extend(
+            Change("fix_turn_order", "merged_turns", k, detail) for k in range(start + 1, end)
+        )
+        done = end
+    out.extend(messages[done:])
+    return trusted_transcript(tuple(out), t.source_format), changes
+
+
+def _no_runs(m: Message) -> list[tuple[tuple[Message, ...], Message]]:
+    return []
+
+
+def _render_merged(
+    composed: Transcript, provider: str, memo: RenderMemo, options: dict[str, Any]
+) -> Rendered:
+    """:func:`render` of ``composed``, its same-role runs merged first (see :func:`_merged`)
+    when hygiene then has nothing else to change but the bootstrap turn."""
+    merged, changes = _merged(composed, provider, memo)
+    if merged is not composed:
+        rendered = render(merged, provider, memo=memo, **options)
+        report = rendered.report
+        if all(c.action == "bootstrap_user" for c in report.changes) and not report.id_map:
+            return dataclasses.replace(rendered, report=Report((*changes, *report.changes)))
+    return render(composed, provider, memo=memo, **options)
+
+
 def _with_changes(hygiene: dict[str, Any], changes: list[dict[str, Any]]) -> dict[str, Any]:
     """The render's hygiene report with ``changes`` made before it (by :func:`_non_empty`)."""
     if not changes:
@@ -244,7 +335,7 @@ async def inject(
         composed = _non_blank(composed, request.provider, memo)
         composed = _no_trailing_space(composed, request.provider)
         composed, dropped = _non_empty(composed, request.provider, memo)
-        rendered = render(composed, request.provider, memo=memo, **request.options)
+        rendered = _render_merged(composed, request.provider, memo, request.options)
         payload, transcript = rendered.payload, rendered.transcript
         tokens = state.token_cache.tokens(transcript, payload, request.provider, config.model)
         if tokens <= budget:

@@ -20,10 +20,12 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from gc import is_tracked
 from itertools import chain, islice
 from operator import is_not
 from typing import Any, Final
 
+from .._core import fresh_items, fresh_tree
 from ..tokens import get_tokenizer, message_strings
 from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, Transcript
@@ -87,11 +89,14 @@ class Record:
     payload: dict[str, Any] = field(default_factory=dict)
     breakpoints: tuple[Breakpoint, ...] = ()
     instructions: str | None = None  # OpenAI Responses
-    # token counts, by model: (lead and boot, per history message)
-    counts: dict[str, tuple[int, list[int]]] = field(default_factory=dict)
+    # token counts, by model: (lead and boot, per history message, the sum of those)
+    counts: dict[str, tuple[int, list[int], int]] = field(default_factory=dict)
     # OpenAI Chat / Responses: the dicts of lead_pieces then pieces, flat (what the payload
     # copies), carried over from the parent record when only messages were added or dropped
     flat: list[dict[str, Any]] | None = None
+    #: For each dict of :attr:`flat`: whether it may hold a container (``gc.is_tracked``: a
+    #: dict the collector does not track holds none), so that its copy must be deep.
+    deep: list[bool] = field(default_factory=list)
     parent: Record | None = None  # the record this one reuses, with the history
     reused: tuple[int, int, int] = (0, 0, 0)  # (head messages, first parent index, count)
     replaced: list[int] = field(default_factory=list)  # reused positions with a new message
@@ -110,35 +115,44 @@ class Record:
         the text leaves it counts of a non-OpenAI-Chat payload), per-message counts reused
         from the parent record."""
         self._strings = strings
-        lead, per = self._counts(model)
-        total = lead + sum(per)
+        lead, _, hist = self._counts(model)
+        total = lead + hist
         if self.key[0] == "openai":
             return total + _REPLY_PRIMING
         return total + _MESSAGE_OVERHEAD * (self.items() + 1) + _REPLY_PRIMING
 
-    def _counts(self, model: str) -> tuple[int, list[int]]:
+    def _counts(self, model: str) -> tuple[int, list[int], int]:
+        """``(lead, per history message, their sum)``: what the parent record counted is
+        taken over, only the new messages are counted (and the sum follows them)."""
         got = self.counts.get(model)
         if got is not None:
             return got
         parent = self.parent
         pc = parent.counts.get(model) if parent is not None else None
+        lead: int | None = None
         if parent is not None and pc is not None:
             head, first, n = self.reused
             new = list(range(head)) + list(range(head + n, len(self.src.messages) - self.lead))
-            fresh = iter(self._count_pieces(model, [self.pieces[i] for i in new]))
-            per = [next(fresh) for _ in range(head)] + pc[1][first : first + n]
-            per += list(fresh)
+            counted = self._count_pieces(model, [self.pieces[i] for i in new])
+            per = counted[:head] + pc[1][first : first + n] + counted[head:]
+            # the parent's history from ``first`` on is kept, to its end
+            hist = pc[2] - sum(pc[1][:first]) + sum(counted)
             if self.replaced:
                 again = self._count_pieces(model, [self.pieces[h] for h in self.replaced])
                 for h, c in zip(self.replaced, again, strict=True):
+                    hist += c - per[h]
                     per[h] = c
+            if self.lead_pieces is parent.lead_pieces and self.instructions == parent.instructions:
+                lead = pc[0]
         else:
             per = self._count_pieces(model, self.pieces)
-        if self.instructions is not None:
-            lead = self._count_strings(model, [[self.instructions]])[0]
-        else:
-            lead = sum(self._count_pieces(model, self.lead_pieces))
-        got = self.counts[model] = (lead, per)
+            hist = sum(per)
+        if lead is None:
+            if self.instructions is not None:
+                lead = self._count_strings(model, [[self.instructions]])[0]
+            else:
+                lead = sum(self._count_pieces(model, self.lead_pieces))
+        got = self.counts[model] = (lead, per, hist)
         self.parent = None  # its counts are taken over: let it go
         return got
 
@@ -317,6 +331,7 @@ class Warm:
         if not all(check.ok(m) for m in tail) or not check.done():
             return None
         # every check passed: from here on the previous record is superseded
+        prev.payload = {}  # freed before the next one is made (when the caller let it go)
         calls = prev.calls  # a superset of the calls: dropped ones stay (a reuse is refused)
         calls.update(head_ids)
         calls.update(check.new_ids)
@@ -345,14 +360,18 @@ class Warm:
             hist_pieces[h] = pieces(provider, m, family(m), _names_before(hist, h))
         hoff = serial - head
         flat = None
+        deep: list[bool] = []
         if prev.flat is not None and not replaced and not head and lead_pieces is prev.lead_pieces:
             # the previous flat dicts less those of the dropped messages, plus the new ones
-            flat = prev.flat
+            flat, deep = prev.flat, prev.deep
             dropped = sum(map(len, prev.pieces[:first]))
             if dropped:
                 nlead = sum(map(len, lead_pieces))
                 flat = flat[:nlead] + flat[nlead + dropped :]
+                deep = deep[:nlead] + deep[nlead + dropped :]
+            added = len(flat)
             flat.extend(chain.from_iterable(new_pieces))
+            deep.extend(map(is_tracked, islice(flat, added, None)))
             prev.flat = None  # taken over (extended in place)
         if replaced:
             ids = list(map(id, msgs))
@@ -373,6 +392,7 @@ class Warm:
             hoff=hoff,
             instructions=prev.instructions,
             flat=flat,
+            deep=deep,
             parent=prev if prev.counts else None,
             reused=(head, first, n),
             replaced=replaced,
@@ -502,7 +522,8 @@ class Warm:
             flat = rec.flat
             if flat is None:
                 flat = rec.flat = list(chain.from_iterable(chain(rec.lead_pieces, rec.pieces)))
-            items = list(map(dict.copy, flat))  # fresh dicts: a caller may edit the payload
+                rec.deep = list(map(is_tracked, flat))
+            items = fresh_items(flat, rec.deep)  # a caller may edit the payload at any depth
             if provider == "openai":
                 rec.payload = {"messages": items}
             else:
@@ -514,12 +535,13 @@ class Warm:
             self._anthropic(rec, n_marks, cache_ttl)
         else:
             system = [p for ps in rec.lead_pieces[: rec.lead] for p in ps]
-            contents = list(map(dict.copy, rec.turns))
+            contents = list(rec.turns)
             if rec.boot is not None:
                 contents.insert(0, {"role": "user", "parts": list(rec.lead_pieces[rec.lead])})
-            rec.payload = {"contents": contents}
+            payload: dict[str, Any] = {"contents": contents}
             if system:
-                rec.payload["system_instruction"] = {"parts": system}
+                payload["system_instruction"] = {"parts": system}
+            rec.payload = fresh_tree(payload)
         self.records[rec.key] = rec
         self.by_payload = (id(rec.payload), rec)
 
@@ -543,7 +565,7 @@ class Warm:
         for i in range(lead):
             ps = rec.lead_pieces[i]
             system.extend(marked(ps, marker) if i in marks else ps)
-        turns = list(map(dict.copy, rec.turns))
+        turns = list(rec.turns)
         if boot is not None:
             ps = rec.lead_pieces[lead]
             turns.insert(
@@ -562,9 +584,10 @@ class Warm:
                 ps = rec.pieces[x]
                 content.extend(marked(ps, marker) if x + off in marks else ps)
             turns[ti + b] = {"role": rec.turns[ti]["role"], "content": content}
-        rec.payload = {"messages": turns}
+        payload: dict[str, Any] = {"messages": turns}
         if system:
-            rec.payload["system"] = system
+            payload["system"] = system
+        rec.payload = fresh_tree(payload)
 
 
 #: Kept messages that may be replaced (a soft trim) before a render takes the full path.

@@ -4,3 +4,4 @@ pub mod assemble;
 pub mod bm25;
 pub mod errors;
 pub mod tokens;
+pub mod tree;
