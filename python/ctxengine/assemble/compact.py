@@ -139,19 +139,28 @@ def _apply(
     state.store(state.summary, registry.rank("compaction"))
     if log is not None:
         reason = f"summarized into {SUMMARY_ID} with {len(result.replaced)} earlier messages"
+        window_of, tokens_of, add = config.budget.window_of, state.asm.tokens, log.extra.append
+        windows: dict[str, str] = {}  # a window depends on the node id's prefix alone
+        reasons: dict[int, str] = {}
         for item in doomed:  # the turn: a whole turn is what backfill could have given back
-            window = config.budget.window_of(item.node_id)
-            tokens = state.asm.tokens(item.node_id) or 0
-            log.extra.append(
+            node_id = item.node_id
+            prefix = node_id.split(".", 1)[0]
+            window = windows.get(prefix)
+            if window is None:
+                window = windows[prefix] = window_of(node_id)
+            why = reasons.get(item.turn)
+            if why is None:
+                why = reasons[item.turn] = f"{reason} (turn {item.turn})"
+            add(
                 GrainDecision(
-                    item.node_id,
+                    node_id,
                     "transcript",
                     window,
                     "dropped",
                     "dropped",
                     "compaction",
-                    f"{reason} (turn {item.turn})",
-                    tokens,
+                    why,
+                    tokens_of(node_id) or 0,
                     0,
                 )
             )

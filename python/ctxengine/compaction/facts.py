@@ -91,10 +91,14 @@ class Seen:
     count: Any = None
     tokens: int = 0
     prose: tuple[tuple[str, ...], str] | None = None  # the extractive summary's reading
+    digest: bytes | None = None  # of the joined text, for the chunk cache's keys
 
 
 _T = TypeVar("_T")
 _SCOPE: ContextVar[dict[int, Seen] | None] = ContextVar("ctxengine_compaction", default=None)
+#: What a :func:`message_scope` derived from a whole stretch of messages (keys name the step
+#: and hold the messages' identities; see :func:`stretch_memo`).
+_STRETCH: ContextVar[dict[Any, Any] | None] = ContextVar("ctxengine_stretches", default=None)
 
 
 @contextmanager
@@ -107,15 +111,26 @@ def message_scope() -> Iterator[None]:
         yield
         return
     token = _SCOPE.set({})
+    stretches = _STRETCH.set({})
     try:
         yield
     finally:
+        _STRETCH.reset(stretches)
         _SCOPE.reset(token)
 
 
 def scope_memo() -> dict[int, Seen] | None:
     """The memo of the current :func:`message_scope` (None outside one)."""
     return _SCOPE.get()
+
+
+def stretch_memo() -> dict[Any, Any] | None:
+    """The current :func:`message_scope`'s memo of what was derived from whole stretches of
+    messages (a chunk's extractive summary, a merge's note messages), None outside a scope:
+    the trials of a landing summarize overlapping stretches, most of their chunks the same.
+    An entry's key holds its messages' ``id()`` and its value the messages themselves, so an
+    entry is valid while the scope lives (callers check the messages are the same objects)."""
+    return _STRETCH.get()
 
 
 def scoped(m: Message) -> Seen | None:
