@@ -791,7 +791,7 @@ async def _attempts(
     config = run.config
     instructions = config.instructions
     stages: list[tuple[Stage, Sequence[Message]]] = [("summary", msgs)]
-    if any(is_oversized(n, config.window_tokens) for n in counts):
+    if counts and is_oversized(max(counts), config.window_tokens):  # any of them
         stages.append(("without_oversized", _without_oversized(msgs, counts, config.window_tokens)))
     errors: list[str] = []
     for stage, source in stages:
