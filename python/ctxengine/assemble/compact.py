@@ -194,7 +194,7 @@ def tail_start(state: SessionState, keep: int) -> int:
 
 
 def _tokens(state: SessionState, node_ids: Sequence[str]) -> int:
-    return sum(state.asm.tokens(n) or 0 for n in node_ids)
+    return sum(filter(None, map(state.asm.tokens, node_ids)))  # None: not in the plan (0)
 
 
 @dataclass(slots=True)
@@ -325,7 +325,7 @@ def _tail_cuts(state: SessionState, plan: Any, start: int) -> dict[int, int]:
     beside the other history (one huge message), the ladder cuts it whatever is summarized, so
     the landing is measured without what it cuts there (else every older turn would be
     summarized for room the ladder makes anyway)."""
-    ids, _, _, _, before, after, _ = plan.decisions()
+    ids, _, _, _, before, after, _ = _decisions(plan)
     tail = {i.node_id: i.turn for i in state.items.values() if i.index >= start}
     cuts: dict[int, int] = {}
     for n, b, a in zip(ids, before, after, strict=True):
@@ -390,6 +390,18 @@ def _cap(
 
 
 _AFTER: list[tuple[Any, dict[str, int]]] = []
+_DECISIONS: list[tuple[Any, Any]] = []
+
+
+def _decisions(plan: Any) -> Any:
+    """``plan.decisions()``, read once per plan (the landing and each of its trials read them;
+    a plan is never changed, a new state makes a new plan)."""
+    entry = _DECISIONS[0] if _DECISIONS else None
+    if entry is not None and entry[0] is plan:
+        return entry[1]
+    columns = plan.decisions()
+    _DECISIONS[:] = [(plan, columns)]
+    return columns
 
 
 def _after(plan: Any) -> dict[str, int]:
@@ -398,7 +410,7 @@ def _after(plan: Any) -> dict[str, int]:
     entry = _AFTER[0] if _AFTER else None
     if entry is not None and entry[0] is plan:
         return entry[1]
-    ids, _, _, _, _, after, _ = plan.decisions()
+    ids, _, _, _, _, after, _ = _decisions(plan)
     table = dict(zip(ids, after, strict=True))
     _AFTER[:] = [(plan, table)]
     return table

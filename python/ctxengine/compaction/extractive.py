@@ -17,7 +17,15 @@ from typing import Final
 from ..errors import ConfigError
 from ..tokens import Tokenizer
 from ..transcript import Message
-from .facts import extract_facts, facts_of, first_line, memoized, message_scope, stretch_memo
+from .facts import (
+    extract_facts,
+    facts_of,
+    first_line,
+    memoized,
+    message_scope,
+    scope_memo,
+    stretch_memo,
+)
 from .protocol import Count, counter
 from .sections import SummaryParts, build_parts, cap_summary
 
@@ -132,8 +140,12 @@ class ExtractiveSummarizer:
         goal: str | None = None
         decisions: list[str] = []
         progress: list[str] = []
+        memo = scope_memo()
         for m in messages:
-            read = facts_of(m)  # the text, and an earlier summary's sections, read once
+            seen = memo.get(id(m)) if memo is not None else None
+            read = seen.facts if seen is not None and seen.message is m else None
+            if read is None:
+                read = facts_of(m)  # the text, and an earlier summary's sections, read once
             if read.carried is not None:
                 carried = read.carried
                 goal = goal or " ".join(carried.get("Goal", [])) or None

@@ -605,10 +605,15 @@ def extract_facts(
     read: list[_MessageFacts] = []
     memo = _SCOPE.get()
     for m in messages:
-        seen = memo.get(id(m)) if memo is not None else None
-        mf = seen.facts if seen is not None and seen.message is m else None
-        if mf is None:
-            mf = facts_of(m)
+        if memo is None:
+            mf = _read(m, m.text)
+        else:  # facts_of(m), inline: every message of a long stretch passes here
+            seen = memo.get(id(m))
+            if seen is None or seen.message is not m:
+                seen = memo[id(m)] = Seen(m, m.text)
+            mf = seen.facts
+            if mf is None:
+                mf = seen.facts = _read(m, seen.text)
         if mf.carried is not None:
             for name, lines in mf.carried.items():
                 if name not in facts.carried:

@@ -214,15 +214,29 @@ def _joined(m: Message, text: str) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def _hashed(m: Message, text: str) -> bytes:
-    joined = memoized(m, "joined", _joined)
+def _hashed(joined: str) -> bytes:
     return hashlib.sha256(joined.encode("utf-8", "surrogatepass")).digest()
 
 
-def _digest(m: Message) -> bytes:
-    """A hash of what compaction reads of ``m`` (:func:`_message_text`), once per message
-    inside a message scope."""
-    return memoized(m, "digest", _hashed)
+def _digests(messages: Sequence[Message]) -> bytes:
+    """The hashes of what compaction reads of each message (:func:`_message_text`), joined;
+    each made once per message inside a message scope."""
+    memo = scope_memo()
+    if memo is None:
+        return b"".join(_hashed(_joined(m, m.text)) for m in messages)
+    out = []
+    for m in messages:
+        seen = memo.get(id(m))
+        if seen is None or seen.message is not m:
+            seen = memo[id(m)] = Seen(m, m.text)
+        digest = seen.digest
+        if digest is None:
+            joined = seen.joined
+            if joined is None:
+                joined = seen.joined = _joined(m, seen.text)
+            digest = seen.digest = _hashed(joined)
+        out.append(digest)
+    return b"".join(out)
 
 
 def _partial_note(partial: str) -> Message:
@@ -262,8 +276,8 @@ def message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
     texts: list[str] = []
     for i, m in enumerate(messages):
         seen = memo.get(id(m)) if memo is not None else None
-        if seen is None or seen.message is not m:
-            seen = scoped(m)
+        if memo is not None and (seen is None or seen.message is not m):
+            seen = memo[id(m)] = Seen(m, m.text)  # scoped(m), inline
         if seen is not None and seen.count is not None and seen.count == count:
             out[i] = seen.tokens
             continue
@@ -351,7 +365,7 @@ class _Run:
         """The cache key of one summarizer call: a hash of the instructions, the cap and each
         message's content (its own hash, made once per message in a message scope)."""
         h = hashlib.sha256(f"{instructions}\0{max_tokens}".encode())
-        h.update(b"".join(map(_digest, messages)))
+        h.update(_digests(messages))
         return h.hexdigest()
 
     async def call(self, messages: Sequence[Message], instructions: str, max_tokens: int) -> str:
