@@ -611,9 +611,9 @@ def extract_facts(
             seen = memo.get(id(m))
             if seen is None or seen.message is not m:
                 seen = memo[id(m)] = Seen(m, m.text)
-            mf = seen.facts
-            if mf is None:
-                mf = seen.facts = _read(m, seen.text)
+            known = seen.facts
+            mf = known if known is not None else _read(m, seen.text)
+            seen.facts = mf
         if mf.carried is not None:
             for name, lines in mf.carried.items():
                 if name not in facts.carried:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from itertools import takewhile
+from itertools import islice, takewhile
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -39,7 +39,6 @@ from .facts import (
     message_text,
     read_rules,
     scope_memo,
-    scoped,
     stretch_memo,
 )
 from .planning import (
@@ -340,7 +339,7 @@ def _usable(text: object) -> str:
     if not stripped:
         raise SummarizerError("summarizer returned an empty summary")
     # at least 3 words, at most a tenth bad characters (found without listing every word)
-    few = sum(1 for _ in zip(range(3), _WORD.finditer(stripped))) < 3
+    few = next(islice(_WORD.finditer(stripped), 2, None), None) is None
     bad = len(_BAD.findall(stripped)) if _BAD.search(stripped) is not None else 0
     if few or bad > len(stripped) * 0.1:
         raise SummarizerError(f"summarizer returned unusable text: {stripped[:60]!r}")

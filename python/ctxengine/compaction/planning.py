@@ -102,7 +102,9 @@ def tool_groups(messages: Sequence[Message]) -> list[range]:
 
 def _group_tokens(token_counts: Sequence[int], groups: Sequence[range]) -> list[int]:
     counts = list(token_counts)
-    return [counts[g.start] if len(g) == 1 else sum(counts[g.start : g.stop : g.step]) for g in groups]
+    return [
+        counts[g.start] if len(g) == 1 else sum(counts[g.start : g.stop : g.step]) for g in groups
+    ]
 
 
 def chunk_by_tokens(
