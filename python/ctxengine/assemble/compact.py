@@ -23,7 +23,7 @@ from ..compaction import (
     summary_message,
 )
 from ..compaction import compact as compact_messages
-from ..compaction.facts import message_scope
+from ..compaction.facts import message_scope, paused_collector
 from ..grain import ContextGrain
 from ..transcript.model import Message
 from .report import GrainDecision
@@ -135,6 +135,19 @@ def _apply(
     log: TurnLog | None,
 ) -> None:
     """Write a successful compaction: the new summary grain, the summarized items forgotten."""
+    with paused_collector():  # a report entry per summarized item
+        _write(state, config, registry, result, doomed, turns, log)
+
+
+def _write(
+    state: SessionState,
+    config: RenderConfig,
+    registry: Registry,
+    result: CompactionResult,
+    doomed: Sequence[Any],
+    turns: Sequence[int],
+    log: TurnLog | None,
+) -> None:
     state.summary = _summary_grain(result, turns)
     state.store(state.summary, registry.rank("compaction"))
     if log is not None:
@@ -234,6 +247,13 @@ class _Landing:
 
 
 def _landing(
+    state: SessionState, config: RenderConfig, turns: Sequence[int], plan: Any
+) -> _Landing:
+    with paused_collector():  # a list per turn of a long history
+        return _measure_landing(state, config, turns, plan)
+
+
+def _measure_landing(
     state: SessionState, config: RenderConfig, turns: Sequence[int], plan: Any
 ) -> _Landing:
     start = tail_start(state, config.compaction.keep_assistant_turns)

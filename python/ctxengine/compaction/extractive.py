@@ -23,6 +23,7 @@ from .facts import (
     first_line,
     memoized,
     message_scope,
+    paused_collector,
     scope_memo,
     stretch_memo,
 )
@@ -99,7 +100,7 @@ class ExtractiveSummarizer:
 
     def summarize_sync(self, messages: Sequence[Message], *, max_tokens: int | None = None) -> str:
         """The same summary, without an event loop."""
-        with message_scope():  # the facts and the prose read each message once
+        with message_scope(), paused_collector():  # the facts and the prose read once
             return self._summary(messages, max_tokens)
 
     def _summary(self, messages: Sequence[Message], max_tokens: int | None) -> str:

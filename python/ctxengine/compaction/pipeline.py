@@ -37,6 +37,7 @@ from .facts import (
     memoized,
     message_scope,
     message_text,
+    paused_collector,
     read_rules,
     scope_memo,
     stretch_memo,
@@ -268,6 +269,11 @@ def message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
     (counted once per message and ``count`` inside a
     :func:`~ctxengine.compaction.facts.message_scope`). The texts not counted before are
     counted in one batch (``count_many``) when ``count`` is an exact tokenizer's."""
+    with paused_collector():
+        return _message_tokens(messages, count)
+
+
+def _message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
     exact = additive(count)
     memo = scope_memo()
     out = [0] * len(messages)
