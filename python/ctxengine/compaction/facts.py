@@ -500,6 +500,8 @@ def _identifiers(text: str) -> tuple[str, ...]:
     # holds one, and the per-word patterns are not run.
     hexes = _HEX_RUN.search(stripped) is not None
     ticketed = _TICKET_HINT.search(stripped) is not None
+    if not hexes and not ticketed and "/" not in stripped:
+        return tuple(found)  # no word can hold a UUID, a hash, a path or a ticket id
     for word in stripped.split():
         if hexes and len(word) >= 7 and not word.isalpha():
             if len(word) >= 36 and "-" in word:
