@@ -249,13 +249,6 @@ class _Landing:
 def _landing(
     state: SessionState, config: RenderConfig, turns: Sequence[int], plan: Any
 ) -> _Landing:
-    with paused_collector():  # a list per turn of a long history
-        return _measure_landing(state, config, turns, plan)
-
-
-def _measure_landing(
-    state: SessionState, config: RenderConfig, turns: Sequence[int], plan: Any
-) -> _Landing:
     start = tail_start(state, config.compaction.keep_assistant_turns)
     asked = set(turns)
     by_turn: dict[int, list[Any]] = {}
@@ -485,7 +478,8 @@ async def _choose(
     that fit come back verbatim. When one big turn makes the landing overshoot far below the
     mark (under :data:`MIN_USE` of the target), the cut stops before it if the render then
     still fits its target."""
-    land = _landing(state, config, turns, plan)
+    with paused_collector():  # a list per turn of a long history
+        land = _landing(state, config, turns, plan)
     smallest = 0 if land.forced else 1
     if plan is None or len(land.order) < smallest:
         return 0, land, {}
