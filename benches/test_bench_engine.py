@@ -249,3 +249,57 @@ def test_ctxengine_cold_scaling(benchmark, runner, n: int) -> None:  # type: ign
 
     out = benchmark(runner.call, cold)
     assert out.tokens <= BUDGET
+
+
+def _quick(request: pytest.FixtureRequest) -> bool:
+    """A timed pass of one short round per benchmark (``.ci/run``'s quick mode)."""
+    return float(request.config.getoption("benchmark_max_time", 1.0) or 1.0) < 0.5
+
+
+@pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
+def test_cold_scaling_against_langchain(benchmark, runner, request, n: int) -> None:  # type: ignore[no-untyped-def]
+    """The cold goal of issue 14 at ``n`` grains, side by side in one group: our cold render
+    (a new engine and session, counts not cached) and LangChain's ``trim_messages`` of the same
+    session with the exact counter (nothing kept between calls), its group's baseline. In quick
+    mode the 100k pair is left out by size (about 6 s a round each; our 100k render is still
+    timed in ``render-cold-scaling``)."""
+    if n >= 100_000 and _quick(request):
+        pytest.skip("quick mode: the 100k pair takes about 12 s a round")
+    messages = _synthetic(n)
+    benchmark.group = f"render-cold-{n // 1000}k-synthetic-32k"
+    benchmark.extra_info.update(impl=f"ctxengine render (cold, {n:,} grains)")
+
+    async def cold():  # type: ignore[no-untyped-def]
+        clear_cache()
+        engine = ContextEngine("gpt-4o", Budget(total=BUDGET))
+        _, session = await _open(engine, messages)
+        return await session.render()
+
+    out = benchmark(runner.call, cold)
+    assert out.tokens <= BUDGET
+
+
+@pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
+def test_langchain_cold_scaling(benchmark, request, n: int) -> None:  # type: ignore[no-untyped-def]
+    """The peer of :func:`test_cold_scaling_against_langchain`: ``trim_messages`` of the same
+    synthetic session plus the same question, with the exact tiktoken counter."""
+    if n >= 100_000 and _quick(request):
+        pytest.skip("quick mode: the 100k pair takes about 12 s a round")
+    benchmark.group = f"render-cold-{n // 1000}k-synthetic-32k"
+    benchmark.extra_info.update(
+        impl=f"langchain trim_messages (exact, {n:,} grains)", baseline=True
+    )
+    session = Transcript((*_synthetic(n), Message.user("What is the status of the task?")))
+    lc_messages = convert_to_messages(session.to("openai")["messages"])
+    counter = _tiktoken_counter()
+    kept = benchmark(
+        trim_messages,
+        lc_messages,
+        max_tokens=BUDGET,
+        token_counter=counter,
+        strategy="last",
+        include_system=True,
+        start_on="human",
+    )
+    assert 0 < len(kept) <= len(lc_messages)
+    assert len(kept) < len(lc_messages) or n < 10_000  # 1,000 grains fit in 32k whole

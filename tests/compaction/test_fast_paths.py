@@ -310,13 +310,27 @@ async def _renders(messages: list[Message]) -> list[Any]:
     return out
 
 
+class _NoScope:
+    """A context variable that never holds a value: no message scope opens."""
+
+    def get(self) -> None:
+        return None
+
+    def set(self, value: object) -> None:
+        return None
+
+    def reset(self, token: object) -> None:
+        return None
+
+
 def test_renders_with_the_fast_paths_equal_renders_without(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sessions = [m for _, m in SESSIONS]
     fast = [asyncio.run(_renders(m)) for m in sessions]
-    for module in (F, pipeline):  # no per-message memo: each message read every time
-        monkeypatch.setattr(module, "scoped", lambda m: None)
+    # no message scope: each message read, each stretch summarized, every time
+    monkeypatch.setattr(F, "_SCOPE", _NoScope())
+    monkeypatch.setattr(F, "_STRETCH", _NoScope())
     for module in (sections, pipeline):  # the cap and the message counts count whole texts
         monkeypatch.setattr(module, "additive", lambda count: None)
     slow = [asyncio.run(_renders(m)) for m in sessions]

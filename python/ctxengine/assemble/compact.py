@@ -23,7 +23,7 @@ from ..compaction import (
     summary_message,
 )
 from ..compaction import compact as compact_messages
-from ..compaction.facts import message_scope
+from ..compaction.facts import message_scope, paused_collector
 from ..grain import ContextGrain
 from ..transcript.model import Message
 from .report import GrainDecision
@@ -135,23 +135,45 @@ def _apply(
     log: TurnLog | None,
 ) -> None:
     """Write a successful compaction: the new summary grain, the summarized items forgotten."""
+    with paused_collector():  # a report entry per summarized item
+        _write(state, config, registry, result, doomed, turns, log)
+
+
+def _write(
+    state: SessionState,
+    config: RenderConfig,
+    registry: Registry,
+    result: CompactionResult,
+    doomed: Sequence[Any],
+    turns: Sequence[int],
+    log: TurnLog | None,
+) -> None:
     state.summary = _summary_grain(result, turns)
     state.store(state.summary, registry.rank("compaction"))
     if log is not None:
         reason = f"summarized into {SUMMARY_ID} with {len(result.replaced)} earlier messages"
+        window_of, tokens_of, add = config.budget.window_of, state.asm.tokens, log.extra.append
+        windows: dict[str, str] = {}  # a window depends on the node id's prefix alone
+        reasons: dict[int, str] = {}
         for item in doomed:  # the turn: a whole turn is what backfill could have given back
-            window = config.budget.window_of(item.node_id)
-            tokens = state.asm.tokens(item.node_id) or 0
-            log.extra.append(
+            node_id = item.node_id
+            prefix = node_id.split(".", 1)[0]
+            window = windows.get(prefix)
+            if window is None:
+                window = windows[prefix] = window_of(node_id)
+            why = reasons.get(item.turn)
+            if why is None:
+                why = reasons[item.turn] = f"{reason} (turn {item.turn})"
+            add(
                 GrainDecision(
-                    item.node_id,
+                    node_id,
                     "transcript",
                     window,
                     "dropped",
                     "dropped",
                     "compaction",
-                    f"{reason} (turn {item.turn})",
-                    tokens,
+                    why,
+                    tokens_of(node_id) or 0,
                     0,
                 )
             )
@@ -185,7 +207,7 @@ def tail_start(state: SessionState, keep: int) -> int:
 
 
 def _tokens(state: SessionState, node_ids: Sequence[str]) -> int:
-    return sum(state.asm.tokens(n) or 0 for n in node_ids)
+    return sum(filter(None, map(state.asm.tokens, node_ids)))  # None: not in the plan (0)
 
 
 @dataclass(slots=True)
@@ -316,7 +338,7 @@ def _tail_cuts(state: SessionState, plan: Any, start: int) -> dict[int, int]:
     beside the other history (one huge message), the ladder cuts it whatever is summarized, so
     the landing is measured without what it cuts there (else every older turn would be
     summarized for room the ladder makes anyway)."""
-    ids, _, _, _, before, after, _ = plan.decisions()
+    ids, _, _, _, before, after, _ = _decisions(plan)
     tail = {i.node_id: i.turn for i in state.items.values() if i.index >= start}
     cuts: dict[int, int] = {}
     for n, b, a in zip(ids, before, after, strict=True):
@@ -381,6 +403,18 @@ def _cap(
 
 
 _AFTER: list[tuple[Any, dict[str, int]]] = []
+_DECISIONS: list[tuple[Any, Any]] = []
+
+
+def _decisions(plan: Any) -> Any:
+    """``plan.decisions()``, read once per plan (the landing and each of its trials read them;
+    a plan is never changed, a new state makes a new plan)."""
+    entry = _DECISIONS[0] if _DECISIONS else None
+    if entry is not None and entry[0] is plan:
+        return entry[1]
+    columns = plan.decisions()
+    _DECISIONS[:] = [(plan, columns)]
+    return columns
 
 
 def _after(plan: Any) -> dict[str, int]:
@@ -389,7 +423,7 @@ def _after(plan: Any) -> dict[str, int]:
     entry = _AFTER[0] if _AFTER else None
     if entry is not None and entry[0] is plan:
         return entry[1]
-    ids, _, _, _, _, after, _ = plan.decisions()
+    ids, _, _, _, _, after, _ = _decisions(plan)
     table = dict(zip(ids, after, strict=True))
     _AFTER[:] = [(plan, table)]
     return table
@@ -444,7 +478,8 @@ async def _choose(
     that fit come back verbatim. When one big turn makes the landing overshoot far below the
     mark (under :data:`MIN_USE` of the target), the cut stops before it if the render then
     still fits its target."""
-    land = _landing(state, config, turns, plan)
+    with paused_collector():  # a list per turn of a long history
+        land = _landing(state, config, turns, plan)
     smallest = 0 if land.forced else 1
     if plan is None or len(land.order) < smallest:
         return 0, land, {}

@@ -11,14 +11,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Final
 
 from ..errors import ConfigError
 from ..tokens import Tokenizer
 from ..transcript import Message
-from .facts import extract_facts, facts_of, first_line, memoized, message_scope
+from .facts import (
+    extract_facts,
+    facts_of,
+    first_line,
+    memoized,
+    message_scope,
+    paused_collector,
+    scope_memo,
+    stretch_memo,
+)
 from .protocol import Count, counter
-from .sections import build_parts, cap_summary
+from .sections import SummaryParts, build_parts, cap_summary
 
 __all__ = ("ExtractiveSummarizer",)
 
@@ -29,6 +39,19 @@ _DECISION: Final = re.compile(
     re.I,
 )
 _GOAL_CHARS: Final = 600
+
+
+@dataclass(slots=True)
+class _Stretch:
+    """One summarizer's reading of one stretch of messages inside a message scope: the
+    uncapped parts, their rendering and its tokens, and the summary per cap asked for."""
+
+    owner: ExtractiveSummarizer
+    messages: tuple[Message, ...]
+    parts: SummaryParts
+    text: str | None = None
+    tokens: int | None = None
+    capped: dict[int, str] = field(default_factory=dict)
 
 
 def _prose_lines(text: str) -> list[str]:
@@ -77,19 +100,53 @@ class ExtractiveSummarizer:
 
     def summarize_sync(self, messages: Sequence[Message], *, max_tokens: int | None = None) -> str:
         """The same summary, without an event loop."""
-        with message_scope():  # the facts and the prose read each message once
+        with message_scope(), paused_collector():  # the facts and the prose read once
+            return self._summary(messages, max_tokens)
+
+    def _summary(self, messages: Sequence[Message], max_tokens: int | None) -> str:
+        """:meth:`summarize_sync` inside a message scope: a stretch read before (the same
+        messages: the trials of a landing share most of their chunks) is not read again, and
+        a summary under a cap is the same under any larger one (the cap changes nothing
+        that fits: :func:`~ctxengine.compaction.sections.capped_parts`)."""
+        memo = stretch_memo()
+        key = (id(self), self.max_items, *map(id, messages))
+        entry: _Stretch | None = memo.get(key) if memo is not None else None
+        if (
+            entry is None
+            or entry.owner is not self
+            or len(entry.messages) != len(messages)
+            or any(a is not b for a, b in zip(entry.messages, messages, strict=True))
+        ):
             facts = extract_facts(messages)
             parts = build_parts(facts, self._body(messages), len(messages))
+            entry = _Stretch(self, tuple(messages), parts)
+            if memo is not None:
+                memo[key] = entry
+        if entry.text is None:
+            entry.text = entry.parts.render()
         if max_tokens is None:
-            return parts.render()
-        return cap_summary(parts, max_tokens, self._count)
+            return entry.text
+        hit = entry.capped.get(max_tokens)
+        if hit is None:
+            if entry.tokens is None:
+                entry.tokens = self._count(entry.text)
+            if entry.tokens <= max_tokens:
+                hit = entry.text
+            else:
+                hit = cap_summary(entry.parts, max_tokens, self._count)
+            entry.capped[max_tokens] = hit
+        return hit
 
     def _body(self, messages: Sequence[Message]) -> str:
         goal: str | None = None
         decisions: list[str] = []
         progress: list[str] = []
+        memo = scope_memo()
         for m in messages:
-            read = facts_of(m)  # the text, and an earlier summary's sections, read once
+            seen = memo.get(id(m)) if memo is not None else None
+            read = seen.facts if seen is not None and seen.message is m else None
+            if read is None:
+                read = facts_of(m)  # the text, and an earlier summary's sections, read once
             if read.carried is not None:
                 carried = read.carried
                 goal = goal or " ".join(carried.get("Goal", [])) or _first_request(carried)

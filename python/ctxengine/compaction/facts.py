@@ -6,6 +6,7 @@ whichever summarizer wrote its prose, so a summarizer cannot lose them.
 
 from __future__ import annotations
 
+import gc
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -92,10 +93,14 @@ class Seen:
     count: Any = None
     tokens: int = 0
     prose: tuple[tuple[str, ...], str] | None = None  # the extractive summary's reading
+    digest: bytes | None = None  # of the joined text, for the chunk cache's keys
 
 
 _T = TypeVar("_T")
 _SCOPE: ContextVar[dict[int, Seen] | None] = ContextVar("ctxengine_compaction", default=None)
+#: What a :func:`message_scope` derived from a whole stretch of messages (keys name the step
+#: and hold the messages' identities; see :func:`stretch_memo`).
+_STRETCH: ContextVar[dict[Any, Any] | None] = ContextVar("ctxengine_stretches", default=None)
 
 
 @contextmanager
@@ -108,15 +113,43 @@ def message_scope() -> Iterator[None]:
         yield
         return
     token = _SCOPE.set({})
+    stretches = _STRETCH.set({})
     try:
         yield
     finally:
+        _STRETCH.reset(stretches)
         _SCOPE.reset(token)
+
+
+@contextmanager
+def paused_collector() -> Iterator[None]:
+    """Pause the cyclic garbage collector (when it runs) for a synchronous step of compaction
+    that reads a long stretch (as ``ctxengine.state.bulk`` does for loading one): reading
+    100,000 messages makes several long-lived objects per message and frees none, and the
+    collector, run every few hundred of them, scanned the whole heap three times (1 s of a
+    cold 100k-message render) finding nothing to free. Never held across an ``await``."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def scope_memo() -> dict[int, Seen] | None:
     """The memo of the current :func:`message_scope` (None outside one)."""
     return _SCOPE.get()
+
+
+def stretch_memo() -> dict[Any, Any] | None:
+    """The current :func:`message_scope`'s memo of what was derived from whole stretches of
+    messages (a chunk's extractive summary, a merge's note messages), None outside a scope:
+    the trials of a landing summarize overlapping stretches, most of their chunks the same.
+    An entry's key holds its messages' ``id()`` and its value the messages themselves, so an
+    entry is valid while the scope lives (callers check the messages are the same objects)."""
+    return _STRETCH.get()
 
 
 def scoped(m: Message) -> Seen | None:
@@ -506,6 +539,8 @@ def _identifiers(text: str) -> tuple[str, ...]:
     # holds one, and the per-word patterns are not run.
     hexes = _HEX_RUN.search(stripped) is not None
     ticketed = _TICKET_HINT.search(stripped) is not None
+    if not hexes and not ticketed and "/" not in stripped:
+        return tuple(found)  # no word can hold a UUID, a hash, a path or a ticket id
     for word in stripped.split():
         if hexes and len(word) >= 7 and not word.isalpha():
             if len(word) >= 36 and "-" in word:
@@ -620,6 +655,13 @@ def extract_facts(
         pinned: Protected facts (e.g. protected grains' text) the summary must hold verbatim.
         max_identifiers: Most identifiers kept (the newest).
     """
+    with paused_collector():
+        return _extract_facts(messages, rules, pinned, max_identifiers)
+
+
+def _extract_facts(
+    messages: Sequence[Message], rules: Sequence[str], pinned: Sequence[str], max_identifiers: int
+) -> KeyFacts:
     facts = KeyFacts(rules=list(rules), pinned=[p for p in pinned if p.strip()])
     names: dict[str, str] = {}
     seen_calls: set[str] = set()
@@ -629,10 +671,15 @@ def extract_facts(
     read: list[_MessageFacts] = []
     memo = _SCOPE.get()
     for m in messages:
-        seen = memo.get(id(m)) if memo is not None else None
-        mf = seen.facts if seen is not None and seen.message is m else None
-        if mf is None:
-            mf = facts_of(m)
+        if memo is None:
+            mf = _read(m, m.text)
+        else:  # facts_of(m), inline: every message of a long stretch passes here
+            seen = memo.get(id(m))
+            if seen is None or seen.message is not m:
+                seen = memo[id(m)] = Seen(m, m.text)
+            known = seen.facts
+            mf = known if known is not None else _read(m, seen.text)
+            seen.facts = mf
         if mf.carried is not None:
             facts.summaries += 1
             head = _SUMMARY_COUNT.match(mf.text)

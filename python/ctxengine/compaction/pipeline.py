@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from itertools import takewhile
+from itertools import islice, takewhile
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -37,9 +37,10 @@ from .facts import (
     memoized,
     message_scope,
     message_text,
+    paused_collector,
     read_rules,
     scope_memo,
-    scoped,
+    stretch_memo,
 )
 from .planning import (
     chunk_by_tokens,
@@ -213,6 +214,45 @@ def _joined(m: Message, text: str) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def _hashed(joined: str) -> bytes:
+    return hashlib.sha256(joined.encode("utf-8", "surrogatepass")).digest()
+
+
+def _digests(messages: Sequence[Message]) -> bytes:
+    """The hashes of what compaction reads of each message (:func:`_message_text`), joined;
+    each made once per message inside a message scope."""
+    memo = scope_memo()
+    if memo is None:
+        return b"".join(_hashed(_joined(m, m.text)) for m in messages)
+    out = []
+    for m in messages:
+        seen = memo.get(id(m))
+        if seen is None or seen.message is not m:
+            seen = memo[id(m)] = Seen(m, m.text)
+        digest = seen.digest
+        if digest is None:
+            joined = seen.joined
+            if joined is None:
+                joined = seen.joined = _joined(m, seen.text)
+            digest = seen.digest = _hashed(joined)
+        out.append(digest)
+    return b"".join(out)
+
+
+def _partial_note(partial: str) -> Message:
+    """A partial summary as the message a merge reads: the same object for the same text
+    within a message scope (the trials of a landing merge mostly the same partials, so what
+    the merge derives from each is derived once)."""
+    memo = stretch_memo()
+    if memo is None:
+        return summary_message(partial, 0)
+    key = ("note", partial)
+    note: Message | None = memo.get(key)
+    if note is None:
+        note = memo[key] = summary_message(partial, 0)
+    return note
+
+
 def _message_text(m: Message) -> str:
     """What compaction counts and hashes of ``m``: role, text, tool calls and results (once
     per message inside a :func:`~ctxengine.compaction.facts.message_scope`)."""
@@ -229,6 +269,11 @@ def message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
     (counted once per message and ``count`` inside a
     :func:`~ctxengine.compaction.facts.message_scope`). The texts not counted before are
     counted in one batch (``count_many``) when ``count`` is an exact tokenizer's."""
+    with paused_collector():
+        return _message_tokens(messages, count)
+
+
+def _message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
     exact = additive(count)
     memo = scope_memo()
     out = [0] * len(messages)
@@ -236,8 +281,8 @@ def message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
     texts: list[str] = []
     for i, m in enumerate(messages):
         seen = memo.get(id(m)) if memo is not None else None
-        if seen is None or seen.message is not m:
-            seen = scoped(m)
+        if memo is not None and (seen is None or seen.message is not m):
+            seen = memo[id(m)] = Seen(m, m.text)  # scoped(m), inline
         if seen is not None and seen.count is not None and seen.count == count:
             out[i] = seen.tokens
             continue
@@ -299,9 +344,10 @@ def _usable(text: object) -> str:
     stripped = text.strip()
     if not stripped:
         raise SummarizerError("summarizer returned an empty summary")
-    words = _WORD.findall(stripped)
-    bad = len(_BAD.findall(stripped))
-    if len(words) < 3 or bad > len(stripped) * 0.1:
+    # at least 3 words, at most a tenth bad characters (found without listing every word)
+    few = next(islice(_WORD.finditer(stripped), 2, None), None) is None
+    bad = len(_BAD.findall(stripped)) if _BAD.search(stripped) is not None else 0
+    if few or bad > len(stripped) * 0.1:
         raise SummarizerError(f"summarizer returned unusable text: {stripped[:60]!r}")
     return stripped
 
@@ -321,10 +367,10 @@ class _Run:
 
     @staticmethod
     def _key(messages: Sequence[Message], instructions: str, max_tokens: int) -> str:
+        """The cache key of one summarizer call: a hash of the instructions, the cap and each
+        message's content (its own hash, made once per message in a message scope)."""
         h = hashlib.sha256(f"{instructions}\0{max_tokens}".encode())
-        for m in messages:
-            h.update(b"\0")
-            h.update(_message_text(m).encode("utf-8", "surrogatepass"))
+        h.update(_digests(messages))
         return h.hexdigest()
 
     async def call(self, messages: Sequence[Message], instructions: str, max_tokens: int) -> str:
@@ -352,14 +398,19 @@ class _Run:
         raise AssertionError("unreachable")
 
     async def summarize(
-        self, messages: Sequence[Message], instructions: str, max_tokens: int
+        self,
+        messages: Sequence[Message],
+        instructions: str,
+        max_tokens: int,
+        counts: list[int] | None = None,
     ) -> str:
-        """Chunks, then a merge of the partial summaries (in rounds while they pass a chunk)."""
-        chunks = _prepare_chunks(messages, self.config.window_tokens, self.count)
+        """Chunks, then a merge of the partial summaries (in rounds while they pass a chunk);
+        ``counts``: :func:`message_tokens` of ``messages`` when the caller has them."""
+        chunks = _prepare_chunks(messages, self.config.window_tokens, self.count, counts)
         self.stats["chunks"] = max(self.stats["chunks"], len(chunks))
         partials = [await self.call(chunk, instructions, max_tokens) for chunk in chunks]
         while len(partials) > 1:
-            notes = [summary_message(p, 0) for p in partials]
+            notes = [_partial_note(p) for p in partials]
             counts = message_tokens(notes, self.count)
             limit = chunk_max_tokens(counts, self.config.window_tokens)
             batches = chunk_by_tokens(counts, [range(i, i + 1) for i in range(len(notes))], limit)
@@ -402,10 +453,14 @@ def _pieces(m: Message, max_tokens: int, count: Count) -> list[Message]:
     return out
 
 
-def _prepare_chunks(messages: Sequence[Message], window: int, count: Count) -> list[list[Message]]:
+def _prepare_chunks(
+    messages: Sequence[Message], window: int, count: Count, counts: list[int] | None = None
+) -> list[list[Message]]:
     """Pre-trim and chunk: whole tool-call groups packed by tokens; an oversized message is
-    split into pieces summarized alone."""
-    counts = message_tokens(messages, count)
+    split into pieces summarized alone (``counts``: :func:`message_tokens` of ``messages``,
+    counted here when not given)."""
+    if counts is None:
+        counts = message_tokens(messages, count)
     limit = chunk_max_tokens(counts, window)
     chunks: list[list[Message]] = []
     for chunk in chunk_by_tokens(counts, tool_groups(messages), limit):
@@ -756,14 +811,16 @@ async def _attempts(
     config = run.config
     instructions = config.instructions
     stages: list[tuple[Stage, Sequence[Message]]] = [("summary", msgs)]
-    if any(is_oversized(n, config.window_tokens) for n in counts):
+    if counts and is_oversized(max(counts), config.window_tokens):  # any of them
         stages.append(("without_oversized", _without_oversized(msgs, counts, config.window_tokens)))
     errors: list[str] = []
     for stage, source in stages:
         try:
             missing: list[str] = []
             for _ in range(2):  # the gate: one retry, told what was missing
-                body = await run.summarize(source, instructions, max_tokens)
+                body = await run.summarize(
+                    source, instructions, max_tokens, counts if source is msgs else None
+                )
                 parts = build_parts(facts, body, len(msgs))
                 work, summary, limit = capped_parts(parts, max_tokens, run.count, room)
                 if fill:

@@ -86,12 +86,14 @@ def tool_groups(messages: Sequence[Message]) -> list[range]:
     """Consecutive index ranges that must never be cut apart: an assistant message with tool
     calls together with the tool messages that answer it; every other message alone."""
     groups: list[range] = []
+    roles = [m.role for m in messages]
+    n = len(roles)
     i = 0
-    while i < len(messages):
+    while i < n:
         j = i + 1
-        m = messages[i]
-        if (m.role == "assistant" and m.tool_calls) or m.role == "tool":
-            while j < len(messages) and messages[j].role == "tool":
+        role = roles[i]
+        if role == "tool" or (role == "assistant" and messages[i].tool_calls):
+            while j < n and roles[j] == "tool":
                 j += 1
         groups.append(range(i, j))
         i = j
@@ -99,7 +101,10 @@ def tool_groups(messages: Sequence[Message]) -> list[range]:
 
 
 def _group_tokens(token_counts: Sequence[int], groups: Sequence[range]) -> list[int]:
-    return [sum(token_counts[k] for k in g) for g in groups]
+    counts = list(token_counts)
+    return [
+        counts[g.start] if len(g) == 1 else sum(counts[g.start : g.stop : g.step]) for g in groups
+    ]
 
 
 def chunk_by_tokens(

@@ -185,6 +185,7 @@ def strip_sections(text: str) -> str:
 def _split_list(items: list[str], label: str) -> tuple[list[str], int]:
     """The entries of every ``label: a, b (and N more)`` line of ``items``, and the N's."""
     found: list[str] = []
+    listed: set[str] = set()
     more = 0
     for item in items:
         if item.startswith(label + ": "):
@@ -192,7 +193,10 @@ def _split_list(items: list[str], label: str) -> tuple[list[str], int]:
             tail = re.search(r" \(and (\d+) more\)$", rest)
             if tail:
                 rest, more = rest[: tail.start()], more + int(tail.group(1))
-            found += [p for p in rest.split(", ") if p and p not in found]
+            # entries not on an earlier line (a line's own repeats stay, as it lists them)
+            new = [p for p in rest.split(", ") if p and p not in listed]
+            found += new
+            listed.update(new)
     return found, more
 
 
@@ -379,6 +383,8 @@ def capped_parts(
 ) -> tuple[SummaryParts, str, int]:
     """:func:`capped_summary`, and the parts as the cap left them (``text`` is their
     rendering)."""
+    exact = additive(count)
+    count = _remembered(count)
     work = dataclasses.replace(parts)
     text = work.render()
     limit = max_tokens
@@ -389,19 +395,37 @@ def capped_parts(
             text = work.render()
         if count(text) <= limit:
             break
-    text = _restore(parts, work, limit, count, text)
+    text = _restore(parts, work, limit, count, text, exact)
     if count(text) < limit and work.body != parts.body:  # regrow the prose into the room
         work.body = _fill(parts.body, work, limit, count)
         text = work.render()
     return work, text, limit
 
 
+def _remembered(count: Count) -> Count:
+    """``count``, each text counted once: a capping counts the same rendering several times
+    (after a step, then before the next one)."""
+    seen: dict[str, int] = {}
+
+    def remembered(text: str) -> int:
+        n = seen.get(text)
+        if n is None:
+            n = seen[text] = count(text)
+        return n
+
+    return remembered
+
+
 def _restore(
-    parts: SummaryParts, work: SummaryParts, max_tokens: int, count: Count, text: str
+    parts: SummaryParts,
+    work: SummaryParts,
+    max_tokens: int,
+    count: Count,
+    text: str,
+    exact: Tokenizer | None,
 ) -> str:
     """Put dropped requests and files back, newest first (short form), while they fit: the
-    shrink steps cut in coarse strides."""
-    exact = additive(count)
+    shrink steps cut in coarse strides (``exact``: :func:`additive` of ``count``)."""
     for name, more in (("requests", "requests_more"), ("read", "read_more")):
         full, kept = getattr(parts, name), getattr(work, name)
         dropped = full[: len(full) - len(kept)]  # requests: render() cuts them to the width
