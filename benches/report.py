@@ -18,6 +18,9 @@ The benchmarks read (groups of ``benches/test_bench_*.py``):
   names start with ``test_ctxengine`` and the LangChain members (the fastest is the peer: the
   memoized one when warm);
 - scaling: ``render-cold-scaling`` and ``render-warm-scaling``, parametrized by ``n`` grains;
+- synthetic: ``render-warm-synthetic-<n>`` and ``render-cold-<k>k-synthetic-32k``, ctxengine
+  beside LangChain on the same messages, one group per size (not required: the quick pass
+  leaves the largest pair out);
 - quality: group ``replay-prefix-and-use``, one member per budget and provider, whose
   ``extra_info`` holds the prefix breaks of ctxengine and of a sliding last-N window and the
   budget use of the renders that cut.
@@ -44,6 +47,9 @@ _BATCH_GROUP = re.compile(r"^batch (?P<n>\d+) x 4KB (?P<corpus>\S+) (?P<encoding
 RENDER_GROUPS = {"cold": "render-cold-1k-messages-32k", "warm": "render-warm-1k-messages-32k"}
 SCALING_GROUPS = {"cold": "render-cold-scaling", "warm": "render-warm-scaling"}
 QUALITY_GROUP = "replay-prefix-and-use"
+_SYNTHETIC_GROUP = re.compile(
+    r"^render-(?:(?P<warm>warm)-synthetic-(?P<n>\d+)|(?P<cold>cold)-(?P<k>\d+)k-synthetic-32k)$"
+)
 #: The counting peers, by ``impl``, with the names the table gives them.
 PEERS = {"toktok": "toktok-rs", "quicktok": "quicktok", "tiktoken": "tiktoken"}
 
@@ -110,6 +116,8 @@ class Report:
     machine: str
     batch: list[Batch] = field(default_factory=list)
     quality: list[Quality] = field(default_factory=list)
+    #: (warm/cold, grains) -> (ours, LangChain's) median seconds, one group per size
+    synthetic: dict[tuple[str, int], tuple[float, float]] = field(default_factory=dict)
 
     def missing(self) -> list[str]:
         """The sections without data."""
@@ -156,7 +164,24 @@ def load(data: Any) -> Report:
         machine=_machine(data.get("machine_info") or {}),
         batch=_batch(groups),
         quality=_quality(groups.get(QUALITY_GROUP, [])),
+        synthetic=_synthetic(groups),
     )
+
+
+def _synthetic(
+    groups: dict[str, list[dict[str, Any]]],
+) -> dict[tuple[str, int], tuple[float, float]]:
+    out = {}
+    for group, members in groups.items():
+        match = _SYNTHETIC_GROUP.match(group)
+        if match is None:
+            continue
+        kind, n = ("warm", int(match["n"])) if match["warm"] else ("cold", int(match["k"]) * 1000)
+        ours = [b for b in members if _impl(b).startswith("ctxengine")]
+        peers = [b for b in members if _impl(b).startswith("langchain")]
+        if ours and peers:
+            out[kind, n] = (_median(ours[0]), min(map(_median, peers)))
+    return dict(sorted(out.items()))
 
 
 def _counting(groups: dict[str, list[dict[str, Any]]]) -> list[Counting]:
@@ -299,6 +324,13 @@ def markdown(report: Report) -> str:
             sizes = " / ".join(f"{n // 1000}k" for n in points)
             times = " / ".join(_ms(t) for t in points.values())
             lines.append(f"| {kind} render, synthetic sessions of {sizes} grains | {times} | | |")
+    for (kind, n), (ours, theirs) in report.synthetic.items():
+        peer = "memoized, exact" if kind == "warm" else "exact counter"
+        lines.append(
+            f"| {kind} render, synthetic session of {n:,} grains into 32k | {_ms(ours)} "
+            f"| LangChain `trim_messages` ({peer}), same messages: {_ms(theirs)} "
+            f"| {_ratio(theirs, ours)} |"
+        )
     for q in report.quality:
         lines.append(
             f"| prefix breaks, replayed real session ({q.calls} calls), {q.budget // 1000}k, "

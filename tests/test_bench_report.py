@@ -39,6 +39,7 @@ def test_batch_and_quality_rows(run: report.Report) -> None:
         0.054,
         (0.06, 0.05),
     )
+    assert run.synthetic == {("cold", 10_000): (0.9, 0.45), ("warm", 1000): (0.0018, 0.0011)}
     assert [(q.budget, q.provider, q.breaks, q.last_n_breaks) for q in run.quality] == [
         (16000, "openai", 69, 89),
         (64000, "anthropic", 14, 39),
@@ -70,6 +71,10 @@ def test_markdown_table(run: report.Report) -> None:
         "| LangChain `trim_messages` (exact counts memoized): 2 ms | 2.0× faster |"
     )
     assert any(line.endswith("| 1.80× our one thread |") for line in lines)
+    assert (
+        "| warm render, synthetic session of 1,000 grains into 32k | 1.8 ms | LangChain "
+        "`trim_messages` (memoized, exact), same messages: 1.1 ms | 1.6× slower |" in lines
+    )
     assert (
         "| prefix breaks, replayed real session (218 calls), 16k, openai | 69 (69 compactions) "
         "| sliding last-N window: 89 | 1.29× fewer |" in lines
