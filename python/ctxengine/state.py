@@ -8,9 +8,7 @@ Rust :class:`~ctxengine._core.Assembly` (a cache of the state, never serialized)
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -18,6 +16,7 @@ from . import _core
 from .assemble.history import HistoryBuilder, HistoryItem
 from .assemble.report import GrainDecision
 from .collect.faults import PluginFault
+from .compaction.facts import paused_collector
 from .errors import ConfigError
 from .grain import ContextGrain
 from .inject.payload import MessageTokenCache
@@ -49,25 +48,10 @@ class StoredGrain:
         return [self, *self.shadowed]
 
 
-@contextmanager
-def bulk() -> Iterator[None]:
-    """Pause the cyclic garbage collector (when it runs) for a synchronous bulk step.
-
-    Loading a long transcript makes several long-lived objects per message (history items,
-    grains, their metadata) and frees none: every few hundred of them the collector would
-    scan the young objects, and now and then the whole heap, finding nothing to free; at
-    100,000 messages that is half of the time of the loading. The collector runs again at the
-    end of the step as before (reference counting frees everything meanwhile as usual). Not
-    used across an ``await``: no other task runs without the collector.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+#: Pause the cyclic garbage collector for a synchronous bulk step (loading a long transcript
+#: makes several long-lived objects per message and frees none); one implementation with
+#: compaction's.
+bulk = paused_collector
 
 
 def _fusion_key(s: StoredGrain) -> tuple[Any, ...]:

@@ -123,11 +123,13 @@ def message_scope() -> Iterator[None]:
 
 @contextmanager
 def paused_collector() -> Iterator[None]:
-    """Pause the cyclic garbage collector (when it runs) for a synchronous step of compaction
-    that reads a long stretch (as ``ctxengine.state.bulk`` does for loading one): reading
-    100,000 messages makes several long-lived objects per message and frees none, and the
-    collector, run every few hundred of them, scanned the whole heap three times (1 s of a
-    cold 100k-message render) finding nothing to free. Never held across an ``await``."""
+    """Pause the cyclic garbage collector (when it runs) for a synchronous step that makes
+    many long-lived objects and frees none: a step of compaction reading a long stretch, or
+    loading a long transcript (``ctxengine.state.bulk`` is this function). Reading 100,000
+    messages makes several objects per message, and the collector, run every few hundred of
+    them, scanned the whole heap three times (1 s of a cold 100k-message render) finding
+    nothing to free. The collector runs again at the end of the step as before, even on an
+    error. Never held across an ``await``: no other task runs without the collector."""
     if not gc.isenabled():
         yield
         return
