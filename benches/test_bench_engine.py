@@ -251,20 +251,11 @@ def test_ctxengine_cold_scaling(benchmark, runner, n: int) -> None:  # type: ign
     assert out.tokens <= BUDGET
 
 
-def _quick(request: pytest.FixtureRequest) -> bool:
-    """A timed pass of one short round per benchmark (``.ci/run``'s quick mode)."""
-    return float(request.config.getoption("benchmark_max_time", 1.0) or 1.0) < 0.5
-
-
 @pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
-def test_cold_scaling_against_langchain(benchmark, runner, request, n: int) -> None:  # type: ignore[no-untyped-def]
+def test_cold_scaling_against_langchain(benchmark, runner, n: int) -> None:  # type: ignore[no-untyped-def]
     """The cold goal of issue 14 at ``n`` grains, side by side in one group: our cold render
     (a new engine and session, counts not cached) and LangChain's ``trim_messages`` of the same
-    session with the exact counter (nothing kept between calls), its group's baseline. In quick
-    mode the 100k pair is left out by size (about 6 s a round each; our 100k render is still
-    timed in ``render-cold-scaling``)."""
-    if n >= 100_000 and _quick(request):
-        pytest.skip("quick mode: the 100k pair takes about 12 s a round")
+    session with the exact counter (nothing kept between calls), its group's baseline."""
     messages = _synthetic(n)
     benchmark.group = f"render-cold-{n // 1000}k-synthetic-32k"
     benchmark.extra_info.update(impl=f"ctxengine render (cold, {n:,} grains)")
@@ -280,11 +271,9 @@ def test_cold_scaling_against_langchain(benchmark, runner, request, n: int) -> N
 
 
 @pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
-def test_langchain_cold_scaling(benchmark, request, n: int) -> None:  # type: ignore[no-untyped-def]
+def test_langchain_cold_scaling(benchmark, n: int) -> None:  # type: ignore[no-untyped-def]
     """The peer of :func:`test_cold_scaling_against_langchain`: ``trim_messages`` of the same
     synthetic session plus the same question, with the exact tiktoken counter."""
-    if n >= 100_000 and _quick(request):
-        pytest.skip("quick mode: the 100k pair takes about 12 s a round")
     benchmark.group = f"render-cold-{n // 1000}k-synthetic-32k"
     benchmark.extra_info.update(
         impl=f"langchain trim_messages (exact, {n:,} grains)", baseline=True
