@@ -9,7 +9,6 @@ transcript from scratch (no memo).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -20,16 +19,7 @@ from ctxengine.inject.memo import RenderMemo
 from ctxengine.inject.render import render
 from ctxengine.transcript import Message, Text, ToolCall, ToolResult, Transcript
 
-PROVIDERS = {
-    "openai": {},
-    "openai-responses": {},
-    "anthropic": {"cache_breakpoints": 4},
-    "gemini": {},
-}
-
-
-def _dump(payload: dict[str, Any]) -> str:
-    return json.dumps(payload, sort_keys=True, ensure_ascii=False)
+from .test_incremental import PROVIDERS, _dump
 
 
 def _tamper(value: Any) -> int:

@@ -125,6 +125,7 @@ def _protected(grains: Sequence[ContextGrain]) -> list[str]:
     return [g.text for g in grains if g.protected and g.text and g.node_id != SUMMARY_ID]
 
 
+@paused_collector()  # a report entry per summarized item
 def _apply(
     state: SessionState,
     config: RenderConfig,
@@ -135,19 +136,6 @@ def _apply(
     log: TurnLog | None,
 ) -> None:
     """Write a successful compaction: the new summary grain, the summarized items forgotten."""
-    with paused_collector():  # a report entry per summarized item
-        _write(state, config, registry, result, doomed, turns, log)
-
-
-def _write(
-    state: SessionState,
-    config: RenderConfig,
-    registry: Registry,
-    result: CompactionResult,
-    doomed: Sequence[Any],
-    turns: Sequence[int],
-    log: TurnLog | None,
-) -> None:
     state.summary = _summary_grain(result, turns)
     state.store(state.summary, registry.rank("compaction"))
     if log is not None:
