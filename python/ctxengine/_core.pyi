@@ -287,6 +287,14 @@ def fresh_tree(value: _T) -> _T:
     subclasses and every other value shared): a payload a caller may edit anywhere without
     touching the dicts it was made from."""
 
-def fresh_items(items: list[dict[str, Any]], deep: list[bool]) -> list[dict[str, Any]]:
+def fresh_items(
+    items: list[dict[str, Any]],
+    deep: list[bool],
+    earlier: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None,
+) -> list[dict[str, Any]]:
     """``[fresh_tree(d) if deep[i] else d.copy() for i, d in enumerate(items)]`` (a dict not
-    ``deep`` must hold no dict or list). Raises ``ValueError`` unless one flag per item."""
+    ``deep`` must hold no dict or list). ``earlier``: the ``items`` of an earlier call, still
+    alive, and the list it returned; a copy of the same item that only that list holds now and
+    that is unchanged at every depth (same keys, order and objects) is returned again instead
+    of a new copy. Raises ``ValueError`` unless one flag per item and one copy per earlier
+    item."""

@@ -9,6 +9,7 @@ transcript from scratch (no memo).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -143,3 +144,166 @@ def test_fresh_items_copies_deep_dicts_deeply_and_the_others_as_they_are() -> No
     assert out[0]["content"] is flat["content"]
     with pytest.raises(ValueError, match="deep has 1 flags for 3 items"):
         fresh_items(items, [True])
+
+
+def _walk(value: Any) -> list[Any]:
+    """Every dict and list of ``value``, at any depth."""
+    if isinstance(value, dict):
+        return [value, *(c for v in value.values() for c in _walk(v))]
+    if isinstance(value, list):
+        return [value, *(c for v in value for c in _walk(v))]
+    return []
+
+
+def _items() -> tuple[list[dict[str, Any]], list[bool]]:
+    plain = {"role": "user", "content": "hi"}
+    nested = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
+    }
+    parts = {"role": "user", "content": [{"type": "text", "text": "see"}]}
+    return [plain, nested, parts], [False, True, True]
+
+
+def test_fresh_items_hands_a_copy_out_again_only_when_let_go_and_unchanged() -> None:
+    items, deep = _items()
+    first = fresh_items(items, deep)
+    kept = list(first)
+    del first  # the receiver let the copies go, unchanged
+    again = fresh_items(items, deep, (items, kept))
+    assert again == items
+    assert all(a is b for a, b in zip(again, kept, strict=True))
+    # a copy still held by its receiver is never handed out again
+    held = list(again)
+    third = fresh_items(items, deep, (items, held))
+    assert third == items
+    assert not {id(c) for c in _walk(third)} & {id(c) for c in _walk(again)}
+
+
+def _edit(payload: list[dict[str, Any]], how: str) -> int:
+    """Edit one copy of ``payload`` in place, the way ``how`` names; the index edited."""
+    plain, nested, parts = payload
+    if how == "value":
+        plain["content"] = "changed"
+    elif how == "key":
+        plain["extra"] = "added"
+    elif how == "order":  # the same keys and values, in another order
+        plain["role"] = plain.pop("role")
+    elif how == "equal-object":  # an equal string, but another object
+        plain["role"] = "".join(["us", "er"])
+    elif how == "deep-value":
+        nested["tool_calls"][0]["function"]["arguments"] = '{"x": 1}'
+        return 1
+    elif how == "deep-append":
+        nested["tool_calls"].append({"id": "c2"})
+        return 1
+    elif how == "part":
+        parts["content"][0]["text"] = "SEE"
+        return 2
+    else:
+        parts["content"].insert(0, {"type": "text", "text": "new"})
+        return 2
+    return 0
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["value", "key", "order", "equal-object", "deep-value", "deep-append", "part", "part-add"],
+)
+def test_fresh_items_copies_again_what_its_receiver_edited(how: str) -> None:
+    items, deep = _items()
+    before = json.dumps(items)
+    first = fresh_items(items, deep)
+    kept = list(first)
+    edited = _edit(first, how)
+    del first
+    again = fresh_items(items, deep, (items, kept))
+    assert json.dumps(again) == before  # key order included
+    assert again[edited] is not kept[edited]
+    # the copies left alone are handed out again
+    assert all(again[i] is kept[i] for i in range(3) if i != edited)
+
+
+def test_fresh_items_copies_again_a_copy_whose_part_is_still_held() -> None:
+    items, deep = _items()
+    first = fresh_items(items, deep)
+    kept = list(first)
+    calls = first[1]["tool_calls"]  # the receiver keeps a part of one copy
+    text_part = first[2]["content"][0]
+    del first
+    again = fresh_items(items, deep, (items, kept))
+    assert again[0] is kept[0]
+    assert again[1] is not kept[1] and again[1]["tool_calls"] is not calls
+    assert again[2] is not kept[2] and again[2]["content"][0] is not text_part
+    calls.append("later edit")
+    text_part["text"] = "later edit"
+    assert again == items
+
+
+def test_fresh_items_never_hands_one_copy_out_twice() -> None:
+    plain = {"role": "user", "content": "same"}
+    items = [plain, plain]
+    first = fresh_items(items, [False, False])
+    kept = list(first)
+    del first
+    again = fresh_items(items, [False, False], (items, kept))
+    assert again[0] is not again[1]
+    assert again == items
+
+
+def test_fresh_items_names_a_mismatched_earlier_call() -> None:
+    items, deep = _items()
+    with pytest.raises(ValueError, match="earlier call has 1 copies of 3 items"):
+        fresh_items(items, deep, (items, [{}]))
+
+
+@pytest.mark.anyio
+async def test_warm_renders_hand_out_again_the_dicts_of_the_payload_two_renders_back() -> None:
+    """``out = await session.render()`` holds the last payload during the next render: the
+    dicts handed out the render before are the ones handed out again, never the held ones."""
+    engine = ContextEngine("gpt-4o", Budget(total=32_000))
+    async with engine.session("rehand") as session:
+        session.extend(_session(8))
+        out = await session.render()
+        rehanded = 0
+        for k in range(6):
+            session.extend([Message.user(f"next {k}"), Message.assistant(f"ok {k}")])
+            warm = session._state.token_cache.memo.warm
+            gens = next(iter(warm.handed.values()))
+            older = gens[0][1] if len(gens) == 2 else []  # the copies of two renders back
+            previous = out.payload
+            out = await session.render()
+            mine = _walk(out.payload)
+            assert not {id(c) for c in mine} & {id(c) for c in _walk(previous)}
+            rehanded += sum(1 for m in out.payload["messages"] if any(m is o for o in older))
+            fresh = render(out.transcript, "openai", hygiene=False)
+            assert json.dumps(out.payload) == json.dumps(fresh.payload)
+        # every message but the new ones of each render, from the third render on
+        assert rehanded >= 5 * 30
+
+
+@pytest.mark.anyio
+async def test_the_summary_is_one_message_between_compactions() -> None:
+    """Compose makes the compaction summary once per text: the next render finds it among the
+    messages it kept (a new object would be a new head, and the flat dicts made again)."""
+    engine = ContextEngine("gpt-4o", Budget(total=4_000))
+    async with engine.session("summary") as session:
+        session.extend(_session(60))
+        summaries: list[Message] = []
+        for k in range(10):  # until the session compacts
+            first = await session.render()
+            summaries = [m for m in first.transcript.messages if m.meta.get("ctxengine_summary")]
+            if summaries:
+                break
+            session.extend([Message.user(f"more {k}"), Message.assistant("x " * 200)])
+        assert len(summaries) == 1
+        session.extend([Message.user("next"), Message.assistant("ok")])
+        second = await session.render()
+        again = [m for m in second.transcript.messages if m.meta.get("ctxengine_summary")]
+        assert again == summaries and again[0] is summaries[0]
+        warm = session._state.token_cache.memo.warm
+        record = next(iter(warm.records.values()))
+        assert record.reused[0] == 0  # no new message in front of the kept ones

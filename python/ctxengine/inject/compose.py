@@ -18,6 +18,7 @@ from .warm import trusted_transcript
 
 if TYPE_CHECKING:
     from ..state import SessionState
+    from .memo import RenderMemo
 
 __all__ = ("compose", "history_grains", "is_summary_grain")
 
@@ -35,15 +36,17 @@ def is_summary_grain(grain: ContextGrain | None) -> bool:
     return grain is not None and grain.meta.get(SUMMARY_META) is True
 
 
-def _summary(plan: Any, by_id: Mapping[str, ContextGrain]) -> Message | None:
-    """The compaction summary kept by the plan, as the first history message."""
+def _summary(plan: Any, by_id: Mapping[str, ContextGrain], memo: RenderMemo) -> Message | None:
+    """The compaction summary kept by the plan, as the first history message: the same object
+    as in the render before while its text is the same (so that render's work is reused)."""
     for node_id in plan.context_order:
         grain = by_id.get(node_id)
         if is_summary_grain(grain):
             assert grain is not None
             text = plan.replacements.get(node_id, grain.text)
             replaced = grain.meta.get("replaced", 0)
-            return summary_message(text, replaced if isinstance(replaced, int) else 0)
+            replaced = replaced if isinstance(replaced, int) else 0
+            return memo.made(("summary", text, replaced), partial(summary_message, text, replaced))
     return None
 
 
@@ -212,7 +215,7 @@ def compose(state: SessionState, plan: Any, by_id: Mapping[str, ContextGrain]) -
     texts = _context_texts(state, plan, by_id)
     memo = state.token_cache.memo
     messages = [memo.message("system", SEPARATOR.join(texts))] if texts else []
-    summary = _summary(plan, by_id)
+    summary = _summary(plan, by_id, memo)
     if summary is not None and summary.text:
         messages.append(summary)
     messages.extend(_history(state, plan))

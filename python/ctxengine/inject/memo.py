@@ -80,8 +80,8 @@ class RenderMemo:
         #: The previous renders, for a render that only dropped leading turns and appended.
         self.align = Aligner()
         self.warm = Warm(self.align)
-        self._made: dict[tuple[str, str], Message] = {}
-        self._made_old: dict[tuple[str, str], Message] = {}
+        self._made: dict[tuple[Any, ...], Message] = {}
+        self._made_old: dict[tuple[Any, ...], Message] = {}
         #: The history compose made last (see :func:`ctxengine.inject.compose.compose`).
         self.composed: Any = None
 
@@ -113,12 +113,16 @@ class RenderMemo:
     def message(self, role: str, text: str) -> Message:
         """A one-text message made by compose, the same object as in the render before when
         the text is the same (so the work of that render is reused for it)."""
-        key = (role, text)
+        return self.made((role, text), lambda: Message(role, (Text(text),)))  # type: ignore[arg-type]
+
+    def made(self, key: tuple[Any, ...], make: Callable[[], Message]) -> Message:
+        """The message compose made for ``key`` in this render or the one before, else
+        ``make()`` (kept for the next render)."""
         m = self._made.get(key)
         if m is None:
             m = self._made_old.get(key)
             if m is None:
-                m = Message(role, (Text(text),))  # type: ignore[arg-type]
+                m = make()
             self._made[key] = m
         return m
 

@@ -254,6 +254,9 @@ class Warm:
         self.align = aligner or Aligner()
         self.records: dict[tuple[Any, ...], Record] = {}
         self.by_payload: tuple[int, Record] | None = None  # the last render's
+        #: OpenAI payloads: the message dicts ``fresh_items`` handed out by the last two
+        #: renders, with the dicts each copied (see :meth:`_handed`).
+        self.handed: dict[tuple[Any, ...], tuple[Handed, ...]] = {}
         #: Renders that reused the previous one's work, and full renders recorded for reuse.
         self.reused = 0
         self.built = 0
@@ -523,7 +526,7 @@ class Warm:
             if flat is None:
                 flat = rec.flat = list(chain.from_iterable(chain(rec.lead_pieces, rec.pieces)))
                 rec.deep = list(map(is_tracked, flat))
-            items = fresh_items(flat, rec.deep)  # a caller may edit the payload at any depth
+            items = self._handed(rec.key, flat, rec.deep)
             if provider == "openai":
                 rec.payload = {"messages": items}
             else:
@@ -544,6 +547,20 @@ class Warm:
             rec.payload = fresh_tree(payload)
         self.records[rec.key] = rec
         self.by_payload = (id(rec.payload), rec)
+
+    def _handed(
+        self, key: tuple[Any, ...], flat: list[dict[str, Any]], deep: list[bool]
+    ) -> list[dict[str, Any]]:
+        """Copies of ``flat`` for a payload (its caller may edit it at any depth).
+
+        The copies handed out two renders ago are handed out again where their receiver let
+        them go unchanged (``fresh_items`` checks both): a caller keeping the last payload,
+        as ``out = await session.render()`` does during the next render, never holds them.
+        Those of the last render are not, so no dict is in two payloads anyone holds."""
+        gens = self.handed.get(key, ())
+        items = fresh_items(flat, deep, gens[0] if len(gens) == 2 else None)
+        self.handed[key] = (*gens[-1:], (list(flat), list(items)))
+        return items
 
     def _anthropic(self, rec: Record, n_marks: int, cache_ttl: str | None) -> None:
         lead, boot = rec.lead, rec.boot
@@ -589,6 +606,9 @@ class Warm:
             payload["system"] = system
         rec.payload = fresh_tree(payload)
 
+
+#: What ``fresh_items`` handed out: the dicts it copied, and their copies (same order).
+Handed = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 
 #: Kept messages that may be replaced (a soft trim) before a render takes the full path.
 _MAX_REPLACED: Final = 8

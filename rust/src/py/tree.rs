@@ -6,6 +6,9 @@
 //! tool call's arguments), so every container it receives must be its own. Copying them here
 //! costs one allocation per container and no Python-level loop.
 
+use std::cell::{Cell, OnceCell};
+use std::collections::HashMap;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -107,12 +110,172 @@ pub fn fresh_tree<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>>
     Ok(copied(value, 0)?.unwrap_or_else(|| value.clone()))
 }
 
+/// References a copy handed out before holds when nobody but the walk of [`untouched`] and the
+/// container it sits in (its parent, or the caller's list of copies) refers to it.
+const UNSHARED: isize = 2;
+
+/// The reference count of `value`. PyO3 deprecates its safe accessor in favour of the raw
+/// `ffi::Py_REFCNT`, which this crate's `unsafe_code = "forbid"` rules out; the count is exact
+/// on the builds this extension supports (the stable ABI has no free-threaded build).
+#[allow(deprecated)]
+fn references(value: &Bound<'_, PyAny>) -> isize {
+    value.get_refcnt()
+}
+
+/// Whether `copy`, a copy [`fresh_tree`] made of `original` and handed out by an earlier
+/// call, can be handed out again: referred to by nobody else ([`UNSHARED`]: the caller let it
+/// go, and kept no container of it), and unchanged at every depth: the same keys in the same
+/// order and the same objects as `original`, or containers themselves untouched. A copy
+/// deeper than [`RECURSION`] levels is not looked at (it is copied again).
+fn untouched(copy: &Bound<'_, PyAny>, original: &Bound<'_, PyAny>, depth: usize) -> PyResult<bool> {
+    if depth >= RECURSION || references(copy) != UNSHARED {
+        return Ok(false);
+    }
+    let same = |c: &Bound<'_, PyAny>, o: &Bound<'_, PyAny>| -> PyResult<bool> {
+        if o.is_exact_instance_of::<PyDict>() || o.is_exact_instance_of::<PyList>() {
+            untouched(c, o, depth + 1)
+        } else {
+            Ok(c.is(o))
+        }
+    };
+    if original.is_exact_instance_of::<PyDict>() {
+        if !copy.is_exact_instance_of::<PyDict>() {
+            return Ok(false);
+        }
+        let (c, o) = (copy.cast::<PyDict>()?, original.cast::<PyDict>()?);
+        if c.len() != o.len() {
+            return Ok(false);
+        }
+        for ((ck, cv), (ok, ov)) in c.iter().zip(o.iter()) {
+            if !ck.is(&ok) || !same(&cv, &ov)? {
+                return Ok(false);
+            }
+        }
+        return Ok(true);
+    }
+    if original.is_exact_instance_of::<PyList>() {
+        if !copy.is_exact_instance_of::<PyList>() {
+            return Ok(false);
+        }
+        let (c, o) = (copy.cast::<PyList>()?, original.cast::<PyList>()?);
+        if c.len() != o.len() {
+            return Ok(false);
+        }
+        for (cv, ov) in c.iter().zip(o.iter()) {
+            if !same(&cv, &ov)? {
+                return Ok(false);
+            }
+        }
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// Whether two dicts of strings hold the same objects under the same keys in the same order.
+fn same_order(copy: &Bound<'_, PyAny>, original: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let (c, o) = (copy.cast::<PyDict>()?, original.cast::<PyDict>()?);
+    if c.len() != o.len() {
+        return Ok(false);
+    }
+    for ((ck, cv), (ok, ov)) in c.iter().zip(o.iter()) {
+        if !ck.is(&ok) || !cv.is(&ov) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Items looked at ahead of the expected one before the copies are indexed by address.
+const LOOKAHEAD: usize = 32;
+
+/// The copies an earlier call handed out, found by the address of the item each was made from:
+/// in order first (a render keeps most of the previous one's messages, in the same order, after
+/// dropping a few), by an index of all the addresses when that fails.
+struct Handed<'py> {
+    copies: Bound<'py, PyList>,
+    addresses: Vec<usize>,
+    next: Cell<usize>,
+    index: OnceCell<HashMap<usize, usize, ahash::RandomState>>,
+}
+
+impl<'py> Handed<'py> {
+    fn new(items: &Bound<'py, PyList>, copies: &Bound<'py, PyList>) -> PyResult<Self> {
+        if items.len() != copies.len() {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "the earlier call has {} copies of {} items; expected one copy per item",
+                copies.len(),
+                items.len()
+            )));
+        }
+        Ok(Self {
+            copies: copies.clone(),
+            addresses: items.iter().map(|item| item.as_ptr() as usize).collect(),
+            next: Cell::new(0),
+            index: OnceCell::new(),
+        })
+    }
+
+    /// The position of the item at `address` in the earlier call.
+    fn find(&self, address: usize) -> Option<usize> {
+        let from = self.next.get();
+        let ahead = self.addresses.get(from..).unwrap_or_default();
+        let j = match ahead.iter().take(LOOKAHEAD).position(|&a| a == address) {
+            Some(k) => from + k,
+            None => *self
+                .index
+                .get_or_init(|| {
+                    let mut at = HashMap::with_capacity_and_hasher(
+                        self.addresses.len(),
+                        ahash::RandomState::new(),
+                    );
+                    for (j, &a) in self.addresses.iter().enumerate() {
+                        at.insert(a, j);
+                    }
+                    at
+                })
+                .get(&address)?,
+        };
+        self.next.set(j + 1);
+        Some(j)
+    }
+
+    /// The copy of `item` this generation handed out, when it can be handed out again
+    /// (`deep`: `item` may hold containers; else it holds none, and its copy is looked at in
+    /// one comparison).
+    fn reusable(
+        &self,
+        item: &Bound<'py, PyAny>,
+        deep: bool,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(j) = self.find(item.as_ptr() as usize) else {
+            return Ok(None);
+        };
+        let copy = self.copies.get_item(j)?;
+        let ok = if deep {
+            untouched(&copy, item, 0)?
+        } else {
+            references(&copy) == UNSHARED
+                && copy.is_exact_instance_of::<PyDict>()
+                && same_order(&copy, item)?
+        };
+        Ok(ok.then_some(copy))
+    }
+}
+
 /// `[fresh_tree(d) if deep[i] else d.copy() for i, d in enumerate(items)]`, in one native
 /// loop: the dicts a caller knows hold no container are copied without looking inside.
+///
+/// `earlier` is an earlier call's `(items, copies)`: its items, still alive (the caller holds
+/// them, so that their addresses name them), and the list it returned, which only the caller's
+/// own list of it holds now. A copy of the same item that its receiver let go of and left
+/// unchanged ([`untouched`]) is handed out again instead of a new copy: no object is ever in
+/// two results someone else holds, and an edit of one never shows in another.
 #[pyfunction]
+#[pyo3(signature = (items, deep, earlier = None))]
 pub fn fresh_items<'py>(
     items: &Bound<'py, PyList>,
     deep: &Bound<'py, PyList>,
+    earlier: Option<(Bound<'py, PyList>, Bound<'py, PyList>)>,
 ) -> PyResult<Bound<'py, PyList>> {
     if deep.len() != items.len() {
         return Err(pyo3::exceptions::PyValueError::new_err(format!(
@@ -121,9 +284,20 @@ pub fn fresh_items<'py>(
             items.len()
         )));
     }
+    let handed = match &earlier {
+        Some((items, copies)) => Some(Handed::new(items, copies)?),
+        None => None,
+    };
     let mut out = Vec::with_capacity(items.len());
     for (item, flag) in items.iter().zip(deep.iter()) {
-        let copy = if flag.is_truthy()? {
+        let deep = flag.is_truthy()?;
+        if let Some(handed) = &handed {
+            if let Some(copy) = handed.reusable(&item, deep)? {
+                out.push(copy);
+                continue;
+            }
+        }
+        let copy = if deep {
             copied(&item, 0)?
         } else if item.is_exact_instance_of::<PyDict>() {
             Some(item.cast::<PyDict>()?.copy()?.into_any())
