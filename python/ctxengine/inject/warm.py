@@ -254,8 +254,8 @@ class Warm:
         self.align = aligner or Aligner()
         self.records: dict[tuple[Any, ...], Record] = {}
         self.by_payload: tuple[int, Record] | None = None  # the last render's
-        #: OpenAI payloads: the message dicts ``fresh_items`` handed out by the last two
-        #: renders, with the dicts each copied (see :meth:`_handed`).
+        #: The message (or turn) dicts ``fresh_items`` handed out by the last two renders of
+        #: each record, with the dicts each copied (see :meth:`_handed`).
         self.handed: dict[tuple[Any, ...], tuple[Handed, ...]] = {}
         #: Renders that reused the previous one's work, and full renders recorded for reuse.
         self.reused = 0
@@ -541,23 +541,26 @@ class Warm:
             contents = list(rec.turns)
             if rec.boot is not None:
                 contents.insert(0, {"role": "user", "parts": list(rec.lead_pieces[rec.lead])})
-            payload: dict[str, Any] = {"contents": contents}
+            payload: dict[str, Any] = {"contents": self._handed(rec.key, contents)}
             if system:
-                payload["system_instruction"] = {"parts": system}
-            rec.payload = fresh_tree(payload)
+                payload["system_instruction"] = {"parts": fresh_tree(system)}
+            rec.payload = payload
         self.records[rec.key] = rec
         self.by_payload = (id(rec.payload), rec)
 
     def _handed(
-        self, key: tuple[Any, ...], flat: list[dict[str, Any]], deep: list[bool]
+        self, key: tuple[Any, ...], flat: list[dict[str, Any]], deep: list[bool] | None = None
     ) -> list[dict[str, Any]]:
-        """Copies of ``flat`` for a payload (its caller may edit it at any depth).
+        """Copies of ``flat`` for a payload (its caller may edit it at any depth; ``deep``:
+        which dicts may hold a container, all when not given).
 
         The copies handed out two renders ago are handed out again where their receiver let
         them go unchanged (``fresh_items`` checks both): a caller keeping the last payload,
         as ``out = await session.render()`` does during the next render, never holds them.
         Those of the last render are not, so no dict is in two payloads anyone holds."""
         gens = self.handed.get(key, ())
+        if deep is None:
+            deep = [True] * len(flat)
         items = fresh_items(flat, deep, gens[0] if len(gens) == 2 else None)
         self.handed[key] = (*gens[-1:], (list(flat), list(items)))
         return items
@@ -601,10 +604,10 @@ class Warm:
                 ps = rec.pieces[x]
                 content.extend(marked(ps, marker) if x + off in marks else ps)
             turns[ti + b] = {"role": rec.turns[ti]["role"], "content": content}
-        payload: dict[str, Any] = {"messages": turns}
+        payload: dict[str, Any] = {"messages": self._handed(rec.key, turns)}
         if system:
-            payload["system"] = system
-        rec.payload = fresh_tree(payload)
+            payload["system"] = fresh_tree(system)
+        rec.payload = payload
 
 
 #: What ``fresh_items`` handed out: the dicts it copied, and their copies (same order).
