@@ -138,11 +138,3 @@ def test_langchain_trim_cached_counter(benchmark: Any, messages: list[BaseMessag
 def test_ctxengine_trim_cached_counter(benchmark: Any, messages: list[BaseMessage]) -> None:
     counter = _cached_per_message_counter()
     _run(benchmark, trim_messages, messages, "ctxengine cached counter", token_counter=counter)
-
-
-def test_same_result_as_langchain_without_tool_groups_cut(messages: list[BaseMessage]) -> None:
-    """On this history both keep the same messages (approximate counts): same semantics."""
-    kw: Any = {"max_tokens": MAX_TOKENS, "include_system": True, "start_on": "human"}
-    ours = trim_messages(messages, token_counter=count_tokens_approximately, **kw)
-    theirs = lc_trim_messages(messages, token_counter=count_tokens_approximately, **kw)
-    assert ours == theirs

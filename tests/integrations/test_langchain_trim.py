@@ -25,6 +25,7 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
     ToolMessage,
+    convert_to_messages,
 )
 from langchain_core.messages import trim_messages as lc_trim_messages
 from langchain_core.messages.utils import count_tokens_approximately
@@ -32,7 +33,8 @@ from langchain_core.tools import BaseTool
 
 from ctxengine.integrations.langchain import trim_messages
 from ctxengine.tokens import count_messages
-from offline_tiktoken import encoding
+from ctxengine.transcript import load
+from offline_tiktoken import TRANSCRIPTS, encoding
 
 
 def dummy_token_counter(messages: list[BaseMessage]) -> int:
@@ -640,3 +642,20 @@ def test_exact_counter_keeps_the_longest_suffix_within_budget(counter: str) -> N
     dropped = messages[len(messages) - len(kept)]
     assert openai([kept[0], dropped, *kept[1:]]) > 120  # one more would not fit
     assert kept[0] is messages[0]
+
+
+def test_same_result_as_langchain_on_real_sessions_without_tool_groups_cut() -> None:
+    """On 1,000 messages of two real sessions (approximate counts, the last 16k tokens from a
+    human turn), both keep the same messages: same semantics where no tool group is cut."""
+    out: list[dict[str, Any]] = []
+    for path in (
+        TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl",
+        TRANSCRIPTS / "claude-code-spotter" / "ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl",
+    ):
+        out += [m for m in load(path).to("openai")["messages"] if m["role"] != "system"]
+    messages = convert_to_messages(out[:1_000])
+    kw: Any = {"max_tokens": 16_000, "include_system": True, "start_on": "human"}
+    ours = trim_messages(messages, token_counter=count_tokens_approximately, **kw)
+    theirs = lc_trim_messages(messages, token_counter=count_tokens_approximately, **kw)
+    assert 0 < len(ours) < len(messages)
+    assert ours == theirs
