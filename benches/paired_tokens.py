@@ -15,12 +15,21 @@ ratio of one thread does not. For a batch the CPU ratio is the *work* of the par
 relative to the serial one (1.00 = no work added by parallelism); its wall speedup only means
 something with both cores free.
 
+Other jobs on the machine are measured too, per timed call, from ``/proc`` (Linux): the time
+this process's threads waited for a core while runnable (scheduler run-queue delay), the time
+the hypervisor took the vCPUs away (steal), and the CPU time of everything else on the machine.
+A round is *clean* when, in both of its timed calls, the waits were under 5 % of the wall time
+and other processes used under 0.1 of a core; the batch rows also give the medians over the
+clean rounds, the only wall ratios that say what two free cores do. ``--min-clean N`` keeps
+running batch rounds (up to ``--max-rounds``) until N of them were clean.
+
 Corpora and encodings as in ``test_bench_tokens.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -36,13 +45,57 @@ import toktok  # noqa: E402
 import ctxengine  # noqa: E402
 from test_bench_tokens import CHUNK, corpus, rotations  # noqa: E402
 
-Timed = tuple[float, float, int]  # wall seconds, CPU seconds, result
+Timed = tuple[float, float, int, float, float]
+"""Wall seconds, CPU seconds, result, waits (run-queue delay + steal) and other processes' CPU,
+both as a fraction of the wall time (0 when ``/proc`` is not there)."""
+
+CLEAN_WAIT = 0.05
+CLEAN_FOREIGN = 0.1
+
+
+def _ticks(field: slice) -> float:
+    """Sum of ``field`` of the machine's line in ``/proc/stat``, in seconds."""
+    with open("/proc/stat") as f:
+        values = f.readline().split()[1:]
+    return sum(int(v) for v in values[field]) / os.sysconf("SC_CLK_TCK")
+
+
+def _run_delay() -> float:
+    """Seconds this process's threads have spent runnable but waiting for a core."""
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # the thread exited meanwhile
+    return total * 1e-9
+
+
+def interference() -> tuple[float, float, float]:
+    """(run-queue delay of this process, steal, busy CPU of the machine) so far, in seconds."""
+    try:
+        # /proc/stat: user nice system idle iowait irq softirq steal ...
+        busy = _ticks(slice(0, 3)) + _ticks(slice(5, 8))
+        return _run_delay(), _ticks(slice(7, 8)), busy
+    except (OSError, ValueError):
+        return 0.0, 0.0, 0.0
 
 
 def timed(fn: Callable[[], int], clock: Callable[[], float]) -> Timed:
-    c, w = clock(), time.perf_counter()
+    d0, s0, b0 = interference()
+    p, c, w = time.process_time(), clock(), time.perf_counter()
     n = fn()
-    return time.perf_counter() - w, clock() - c, n
+    wall, cpu, own = time.perf_counter() - w, clock() - c, time.process_time() - p
+    d1, s1, b1 = interference()
+    waits = (d1 - d0 + s1 - s0) / wall
+    foreign = max(0.0, (b1 - b0) - (s1 - s0) - own) / wall
+    return wall, cpu, n, waits, foreign
+
+
+def clean(*runs: Timed) -> bool:
+    """No other job took a measurable share of the cores during any of ``runs``."""
+    return all(t[3] < CLEAN_WAIT and t[4] < CLEAN_FOREIGN for t in runs)
 
 
 def toktok_sum(name: str, threads: int, texts: list[str]) -> int:
@@ -65,11 +118,26 @@ def pair(
     return timed(a, clock), tb
 
 
-def report(label: str, ratios: list[tuple[float, float]]) -> None:
+Ratio = tuple[float, float, bool]  # wall, CPU, clean round
+
+
+def report(label: str, ratios: list[Ratio], clean_rows: bool = False) -> None:
     wall = statistics.median(r[0] for r in ratios)
     cpu = statistics.median(r[1] for r in ratios)
     lo, hi = min(r[1] for r in ratios), max(r[1] for r in ratios)
     print(f"{label:58s} wall {wall:5.2f}x   cpu {cpu:5.2f}x  (cpu min {lo:.2f} max {hi:.2f})")
+    if not clean_rows:
+        return
+    quiet = [r for r in ratios if r[2]]
+    if not quiet:
+        print(f"{'':58s} clean rounds: 0 of {len(ratios)}")
+        return
+    walls = sorted(r[0] for r in quiet)
+    print(
+        f"{'':58s} clean rounds: {len(quiet)} of {len(ratios)}, wall median"
+        f" {statistics.median(walls):.2f}x (min {walls[0]:.2f} max {walls[-1]:.2f}),"
+        f" cpu {statistics.median(r[1] for r in quiet):.2f}x"
+    )
 
 
 def single(kind: str, name: str, rounds: int) -> None:
@@ -90,20 +158,25 @@ def single(kind: str, name: str, rounds: int) -> None:
         )
         assert ours[2] == toktok.batch_count([x], name)[0]
         assert theirs[2] == tok.count(y, cache=False)
-        ratios.append((theirs[0] / ours[0], theirs[1] / ours[1]))
+        ratios.append((theirs[0] / ours[0], theirs[1] / ours[1], clean(ours, theirs)))
     report(f"{kind} {name}: count vs toktok batch_count(threads=1)", ratios)
 
 
-def batch(kind: str, name: str, rounds: int) -> None:
+def batch(kind: str, name: str, rounds: int, min_clean: int, max_rounds: int) -> None:
     text = corpus(kind)
     tok = ctxengine.get_tokenizer(name)
-    rots = rotations(text, rounds + 1)
+    pieces = max(rounds, max_rounds)
+    rots = rotations(text, pieces + 1)
     batches = [[t[i : i + CHUNK] for i in range(0, len(t), CHUNK)] for t in rots]
     tok.count_many(batches[-1], cache=False)  # start the pool, warm its pretoken caches
     toktok.batch_count(batches[-1], name, threads=2)
-    ours_ratios, theirs_ratios = [], []
-    for i in range(rounds):
-        xs, ys, zs, vs = (fresh(batches[i]) for _ in range(4))
+    ours_ratios: list[Ratio] = []
+    theirs_ratios: list[Ratio] = []
+    i = 0
+    while i < rounds or (
+        sum(r[2] for r in ours_ratios) < min_clean and i < max(rounds, max_rounds)
+    ):
+        xs, ys, zs, vs = (fresh(batches[i % pieces]) for _ in range(4))
 
         def loop(xs: list[str] = xs) -> int:
             ctxengine.clear_cache()
@@ -115,7 +188,7 @@ def batch(kind: str, name: str, rounds: int) -> None:
 
         one, two = pair(loop, many, i % 2 == 0, time.process_time)
         assert one[2] == two[2]
-        ours_ratios.append((one[0] / two[0], two[1] / one[1]))
+        ours_ratios.append((one[0] / two[0], two[1] / one[1], clean(one, two)))
         t1, t2 = pair(
             partial(toktok_sum, name, 1, zs),
             partial(toktok_sum, name, 2, vs),
@@ -123,11 +196,12 @@ def batch(kind: str, name: str, rounds: int) -> None:
             time.process_time,
         )
         assert t1[2] == t2[2] == one[2]
-        theirs_ratios.append((t1[0] / t2[0], t2[1] / t1[1]))
+        theirs_ratios.append((t1[0] / t2[0], t2[1] / t1[1], clean(t1, t2)))
+        i += 1
     n = len(batches[0])
     print(f"{'':58s} (batch: wall = speedup, cpu = work of 2 threads / 1)")
-    report(f"{kind} {name}: {n} x 4KB count_many vs loop of count", ours_ratios)
-    report(f"{kind} {name}: {n} x 4KB toktok threads=2 vs threads=1", theirs_ratios)
+    report(f"{kind} {name}: {n} x 4KB count_many vs loop of count", ours_ratios, True)
+    report(f"{kind} {name}: {n} x 4KB toktok threads=2 vs threads=1", theirs_ratios, True)
 
 
 def main() -> None:
@@ -136,13 +210,18 @@ def main() -> None:
     parser.add_argument("--corpus", nargs="+", default=["transcripts", "code"])
     parser.add_argument("--encodings", nargs="+", default=["o200k_base", "cl100k_base"])
     parser.add_argument("--no-batch", action="store_true")
+    parser.add_argument("--no-single", action="store_true")
+    parser.add_argument("--min-clean", type=int, default=0, help="clean batch rounds wanted")
+    parser.add_argument("--max-rounds", type=int, default=60, help="cap for --min-clean")
     args = parser.parse_args()
     print("ratios > 1: ctxengine faster (single thread) / parallel faster (batch)")
     for kind in args.corpus:
         for name in args.encodings:
-            single(kind, name, args.rounds)
+            if not args.no_single:
+                single(kind, name, args.rounds)
             if not args.no_batch:
-                batch(kind, name, max(3, args.rounds // 2))
+                rounds = max(3, args.rounds // 2)
+                batch(kind, name, rounds, args.min_clean, args.max_rounds)
 
 
 if __name__ == "__main__":
