@@ -289,36 +289,20 @@ impl Counter {
         self.scale(base)
     }
 
-    /// Counts of `texts` into `out` (the same length; extra items of either are left alone) on
-    /// this thread, through the cache if
-    /// `cached`: one cache lookup and one insert per [`CACHE_BATCH`] texts
-    /// ([`TokenCache::count_batch`]) rather than per text.
-    pub fn count_into<S: AsRef<str>>(&self, texts: &[S], cached: bool, out: &mut [usize]) {
-        if cached {
-            TokenCache::global().count_batch(self.encoding, texts, out);
-        } else {
-            for (n, t) in out.iter_mut().zip(texts) {
-                *n = self.encoding.count_uncached(t.as_ref());
-            }
-        }
-        for n in out.iter_mut().take(texts.len()) {
-            *n = self.scale(*n);
-        }
-    }
-
     /// Counts of many texts in parallel on every core.
     pub fn count_many<S: AsRef<str> + Sync>(&self, texts: &[S], cached: bool) -> Vec<usize> {
-        let mut out = vec![0; texts.len()];
         let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
         if bytes < PARALLEL_MIN_BYTES {
             // Waking the pool costs more than counting a small batch on this thread.
-            self.count_into(texts, cached, &mut out);
-            return out;
+            return texts
+                .iter()
+                .map(|t| self.count(t.as_ref(), cached))
+                .collect();
         }
-        out.par_chunks_mut(CACHE_BATCH)
-            .zip(texts.par_chunks(CACHE_BATCH))
-            .for_each(|(out, texts)| self.count_into(texts, cached, out));
-        out
+        texts
+            .par_iter()
+            .map(|t| self.count(t.as_ref(), cached))
+            .collect()
     }
 
     /// Longest prefix of `text` whose count is at most `max_tokens`, cut at a token boundary and
@@ -359,42 +343,15 @@ pub const MIN_CACHED_BYTES: usize = 64;
 pub const PARALLEL_MIN_BYTES: usize = 64 * 1024;
 /// Default number of cached counts (about 40 bytes each).
 pub const DEFAULT_CACHE_CAPACITY: usize = 65_536;
-/// Texts whose cache lookups (and then inserts) share one lock of the cache in
-/// [`TokenCache::count_batch`]: the lock's cache line, and the map's, move between the cores
-/// of a parallel count once per this many texts instead of twice per text.
-pub const CACHE_BATCH: usize = 16;
 
 type Key = (u128, u8);
-/// Content key to (count, sequence number of the insert).
-type Map = std::collections::HashMap<Key, (u32, u64), BuildHasherDefault<ahash::AHasher>>;
+type Map = std::collections::HashMap<Key, u32, BuildHasherDefault<ahash::AHasher>>;
 
 struct CacheInner {
     map: Map,
-    /// The keys of `map`, oldest first (their sequence numbers are consecutive).
     order: VecDeque<Key>,
     capacity: usize,
     evictions: u64,
-    /// Inserts so far: the next entry's sequence number.
-    inserted: u64,
-}
-
-impl CacheInner {
-    /// Add `key` (if new and the cache is enabled), evicting the oldest entries beyond capacity.
-    fn insert(&mut self, key: Key, n: u32) {
-        if self.capacity == 0 || self.map.contains_key(&key) {
-            return;
-        }
-        self.map.insert(key, (n, self.inserted));
-        self.inserted += 1;
-        self.order.push_back(key);
-        while self.map.len() > self.capacity {
-            let Some(old) = self.order.pop_front() else {
-                break;
-            };
-            self.map.remove(&old);
-            self.evictions += 1;
-        }
-    }
 }
 
 /// Bounded map from content hash to token count, with first-in-first-out eviction.
@@ -431,7 +388,6 @@ impl TokenCache {
                 order: VecDeque::new(),
                 capacity,
                 evictions: 0,
-                inserted: 0,
             }),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -448,8 +404,11 @@ impl TokenCache {
         if text.len() < MIN_CACHED_BYTES {
             return encoding.count_uncached(text);
         }
-        let key = Self::key(encoding, text);
-        if let Some(&(n, _)) = self.inner.lock().map.get(&key) {
+        let key = (
+            xxhash_rust::xxh3::xxh3_128(text.as_bytes()),
+            encoding.index() as u8,
+        );
+        if let Some(&n) = self.inner.lock().map.get(&key) {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return n as usize;
         }
@@ -460,104 +419,18 @@ impl TokenCache {
     }
 
     fn insert(&self, key: Key, n: u32) {
-        self.inner.lock().insert(key, n);
-    }
-
-    /// Count each of `texts` into `out` (the same length; extra items of either are left alone)
-    /// as [`TokenCache::count`] would, one
-    /// after another, but taking the lock once for the lookups and once for the inserts of
-    /// every [`CACHE_BATCH`] texts. Hashing and counting run outside the lock. A text repeated
-    /// within a batch is counted once and its repeats are hits, as in a loop of `count`
-    /// (unless the cache is disabled: then every repeat is a miss, as there).
-    pub fn count_batch<S: AsRef<str>>(&self, encoding: Encoding, texts: &[S], out: &mut [usize]) {
-        for (texts, out) in texts.chunks(CACHE_BATCH).zip(out.chunks_mut(CACHE_BATCH)) {
-            self.count_chunk(encoding, texts, out);
+        let mut inner = self.inner.lock();
+        if inner.capacity == 0 || inner.map.insert(key, n).is_some() {
+            return;
         }
-    }
-
-    fn count_chunk<S: AsRef<str>>(&self, encoding: Encoding, texts: &[S], out: &mut [usize]) {
-        let texts = &texts[..texts.len().min(out.len())];
-        let mut keys = [None::<Key>; CACHE_BATCH];
-        for (key, t) in keys.iter_mut().zip(texts) {
-            let t = t.as_ref();
-            if t.len() >= MIN_CACHED_BYTES {
-                *key = Some(Self::key(encoding, t));
-            }
+        inner.order.push_back(key);
+        while inner.map.len() > inner.capacity {
+            let Some(old) = inner.order.pop_front() else {
+                break;
+            };
+            inner.map.remove(&old);
+            inner.evictions += 1;
         }
-        // The lookups, under one lock, replay what a loop of `count` would find: a hit when the
-        // key is in the cache and would not have been evicted yet by the inserts of the misses
-        // before it in this chunk (FIFO: entries leave in the order of their sequence number),
-        // or when it repeats such a miss.
-        let mut miss = [false; CACHE_BATCH];
-        // `repeat_of[i] = Some(j)`: text `i` is a hit on the miss `j` earlier in this chunk.
-        let mut repeat_of = [None::<usize>; CACHE_BATCH];
-        // The misses to insert, in order; the `k`-th gets sequence number `first + k`.
-        let mut fresh = [0usize; CACHE_BATCH];
-        let mut nfresh = 0;
-        let (mut hits, mut misses) = (0u64, 0u64);
-        {
-            let inner = self.inner.lock();
-            let (len, first) = (inner.map.len() as u64, inner.inserted);
-            let capacity = inner.capacity as u64;
-            for i in 0..texts.len() {
-                let Some(key) = keys[i] else { continue };
-                // Sequence numbers below this one are evicted once `nfresh` misses are in.
-                let live = first - len + (len + nfresh as u64).saturating_sub(capacity);
-                let repeat = fresh[..nfresh]
-                    .iter()
-                    .enumerate()
-                    .rfind(|&(_, &j)| keys[j] == Some(key))
-                    .filter(|&(k, _)| first + k as u64 >= live);
-                let cached = inner.map.get(&key).filter(|&&(_, seq)| seq >= live);
-                match (repeat, cached) {
-                    (Some((_, &j)), _) => repeat_of[i] = Some(j),
-                    (None, Some(&(n, _))) => out[i] = n as usize,
-                    (None, None) => {
-                        miss[i] = true;
-                        if capacity > 0 {
-                            fresh[nfresh] = i;
-                            nfresh += 1;
-                        }
-                    }
-                }
-                if miss[i] {
-                    misses += 1;
-                } else {
-                    hits += 1;
-                }
-            }
-        }
-        for i in 0..texts.len() {
-            if keys[i].is_none() || miss[i] {
-                out[i] = encoding.count_uncached(texts[i].as_ref());
-            }
-        }
-        for i in 0..texts.len() {
-            if let Some(j) = repeat_of[i] {
-                out[i] = out[j];
-            }
-        }
-        if hits > 0 {
-            self.hits.fetch_add(hits, Ordering::Relaxed);
-        }
-        if misses > 0 {
-            self.misses.fetch_add(misses, Ordering::Relaxed);
-        }
-        if nfresh > 0 {
-            let mut inner = self.inner.lock();
-            for &i in &fresh[..nfresh] {
-                if let Some(key) = keys[i] {
-                    inner.insert(key, u32::try_from(out[i]).unwrap_or(u32::MAX));
-                }
-            }
-        }
-    }
-
-    fn key(encoding: Encoding, text: &str) -> Key {
-        (
-            xxhash_rust::xxh3::xxh3_128(text.as_bytes()),
-            encoding.index() as u8,
-        )
     }
 
     /// Change the capacity, evicting the oldest entries if needed.
@@ -715,80 +588,35 @@ mod tests {
         assert_eq!((stats.size, stats.evictions, stats.misses), (2, 1, 3));
     }
 
-    /// Texts of at least `MIN_CACHED_BYTES`, some repeated within a batch and across batches.
-    fn repeated_texts() -> Vec<String> {
-        (0..70)
-            .map(|i| {
-                let k = [0, 1, 2, 3, 1, 5, 0, 7][i % 8] + 8 * (i / 24);
-                format!("{k} {}", "token counting text ".repeat(4 + k % 5))
-            })
+    #[test]
+    fn parallel_counts_agree_with_the_cache_on_and_off() {
+        // Texts of at least `MIN_CACHED_BYTES`, many repeated, and two shorter ones.
+        let texts: Vec<String> = (0..3000)
+            .map(|i| format!("{} {}", i % 97, "token counting text ".repeat(4 + i % 5)))
             .chain(["short".to_string(), String::new()])
-            .collect()
-    }
-
-    #[test]
-    fn batched_cache_counts_and_stats_equal_a_loop() {
-        let texts = repeated_texts();
-        let enc = Encoding::O200kBase;
-        let exact: Vec<usize> = texts.iter().map(|t| enc.count_uncached(t)).collect();
-        for capacity in [0, 3, 10, 1000] {
-            let looped = TokenCache::new(capacity);
-            let counts: Vec<usize> = texts.iter().map(|t| looped.count(enc, t)).collect();
-            assert_eq!(counts, exact);
-            let batched = TokenCache::new(capacity);
-            let mut out = vec![0; texts.len()];
-            batched.count_batch(enc, &texts, &mut out);
-            assert_eq!(out, exact, "capacity {capacity}");
-            // Same hits, misses, evictions and size as one text at a time; bounded by capacity.
-            assert_eq!(batched.stats(), looped.stats(), "capacity {capacity}");
-            assert!(batched.stats().size <= capacity);
-            // A second pass over the same texts: every cached one is a hit when all fit.
-            batched.count_batch(enc, &texts, &mut out);
-            assert_eq!(out, exact);
-            if capacity == 1000 {
-                let s = batched.stats();
-                assert_eq!((s.misses, s.hits), (looped.stats().misses, 2 * 70 - s.misses));
-            }
-        }
-    }
-
-    #[test]
-    fn batched_counts_agree_across_threads_with_the_cache_on_and_off() {
-        let texts = repeated_texts();
+            .collect();
         let c = counter_for_encoding("cl100k_base").expect("known encoding");
-        let exact: Vec<usize> = texts.iter().map(|t| c.count(t, false)).collect();
+        let exact: Vec<usize> = texts.iter().map(|t| c.encoding.count_uncached(t)).collect();
+        assert!(texts.iter().map(String::len).sum::<usize>() > PARALLEL_MIN_BYTES);
+        for cached in [false, true, true] {
+            assert_eq!(c.count_many(&texts, cached), exact, "cached={cached}");
+        }
+        // Threads sharing one small cache: every count exact, every cacheable text a hit or a
+        // miss, the size bounded.
         let cache = TokenCache::new(16);
-        let runs: Vec<Vec<usize>> = std::thread::scope(|s| {
+        let counts: Vec<Vec<usize>> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..4)
-                .map(|k| {
-                    let (texts, cache) = (&texts, &cache);
-                    s.spawn(move || {
-                        let mut out = vec![0; texts.len()];
-                        // Different batch boundaries on each thread.
-                        for (t, o) in texts.chunks(5 + k).zip(out.chunks_mut(5 + k)) {
-                            cache.count_batch(c.encoding, t, o);
-                        }
-                        out
-                    })
-                })
+                .map(|_| s.spawn(|| texts.iter().map(|t| cache.count(c.encoding, t)).collect()))
                 .collect();
             hs.into_iter().filter_map(|h| h.join().ok()).collect()
         });
-        assert_eq!(runs, vec![exact.clone(); 4]);
-        let s = cache.stats();
-        assert_eq!(s.hits + s.misses, 4 * 70, "every cached-size text is a hit or a miss");
-        assert!(s.size <= 16 && s.misses >= 16);
-        for cached in [false, true] {
-            assert_eq!(c.count_many(&texts, cached), exact);
-            let big: Vec<String> = texts.iter().cycle().take(3000).cloned().collect();
-            let want: Vec<usize> = exact.iter().cycle().take(3000).copied().collect();
-            assert_eq!(c.count_many(&big, cached), want, "parallel, cached={cached}");
-        }
-        let claude = counter_for_model("claude-sonnet-4-5").expect("known model");
-        let mut out = vec![0; texts.len()];
-        claude.count_into(&texts, true, &mut out);
-        let one: Vec<usize> = texts.iter().map(|t| claude.count(t, false)).collect();
-        assert_eq!(out, one, "estimates scale each count once");
+        assert_eq!(counts, vec![exact; 4]);
+        let stats = cache.stats();
+        assert_eq!(stats.hits + stats.misses, 4 * 3000);
+        assert!(stats.size <= 16 && stats.misses >= 97);
+        // A miss whose key another thread inserted meanwhile inserts nothing.
+        assert!(stats.evictions >= 97 - 16);
+        assert!(stats.evictions + stats.size as u64 <= stats.misses);
     }
 
     #[test]

@@ -41,9 +41,8 @@ fn extract_text(i: usize, item: &Bound<'_, PyAny>) -> PyResult<PyBackedStr> {
 
 /// A batch is handed to the pool in runs of texts of about this many bytes: small enough that
 /// the last run, which one thread may still be counting while the other has nothing left, is a
-/// small part of a batch, and that the worker starts soon; large enough that claiming a run
-/// (one atomic add) and its two locks of the count cache ([`Counter::count_into`]) are
-/// negligible beside counting it.
+/// small part of a batch; large enough that claiming a run (an atomic add on a line both
+/// threads write) is negligible beside counting it.
 const RUN_BYTES: usize = 16 * 1024;
 /// ... or of at most this many texts.
 const RUN_TEXTS: usize = 512;
@@ -73,9 +72,6 @@ struct Stream {
 impl Stream {
     /// Claim and count runs until every published run is claimed and no more will come.
     fn work(&self, counter: Counter, cache: bool) {
-        // This thread's buffers for a run's texts and counts, reused from run to run.
-        let mut texts: Vec<&str> = Vec::new();
-        let mut counts: Vec<usize> = Vec::new();
         loop {
             let r = self.next.0.fetch_add(1, Ordering::AcqRel);
             // Wait for run `r` to be published (the converting thread is ~5-10x faster than a
@@ -89,17 +85,10 @@ impl Stream {
                 std::thread::yield_now();
             }
             if let Some(&(start, end)) = self.runs[r].get() {
-                texts.clear();
-                texts.extend(
-                    self.texts[start..end]
-                        .iter()
-                        .map(|t| t.get().map_or("", |t| &**t)),
-                );
-                counts.clear();
-                counts.resize(texts.len(), 0);
-                counter.count_into(&texts, cache, &mut counts);
-                for (slot, &n) in self.counts[start..end].iter().zip(&counts) {
-                    slot.store(n, Ordering::Relaxed);
+                for i in start..end {
+                    if let Some(t) = self.texts[i].get() {
+                        self.counts[i].store(counter.count(t, cache), Ordering::Relaxed);
+                    }
                 }
             }
             self.done.0.fetch_add(1, Ordering::AcqRel);
