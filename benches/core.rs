@@ -145,7 +145,7 @@ fn count_many(c: &mut Criterion) {
         b.iter_batched(
             empty,
             |()| counter.count_many(black_box(&texts), true),
-            BatchSize::SmallInput,
+            BatchSize::PerIteration,
         )
     });
     group.bench_function("sequential, cache misses", |b| {
@@ -157,7 +157,7 @@ fn count_many(c: &mut Criterion) {
                     .map(|t| counter.count(black_box(t), true))
                     .collect::<Vec<_>>()
             },
-            BatchSize::SmallInput,
+            BatchSize::PerIteration,
         )
     });
     group.finish();
