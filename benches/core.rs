@@ -3,7 +3,7 @@
 //! `cargo bench --no-default-features --bench core` (add `-- --quick` for a short run). Inputs
 //! are synthetic and deterministic: a mix of English prose, code, JSON, numbers and non-Latin
 //! text, so every pre-tokenizer branch is exercised; no file is read.
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
 
 use _core::assemble::score::{scores, Groups};
@@ -136,6 +136,29 @@ fn count_many(c: &mut Criterion) {
                 .map(|t| counter.count(black_box(t), false))
                 .collect::<Vec<_>>()
         })
+    });
+    // Through the process-wide cache, emptied before each run: every text is a miss (hash,
+    // count, insert), as for fresh text. Parallel against sequential here is the cost of the
+    // shared cache to two threads, without Python.
+    let empty = || TokenCache::global().clear();
+    group.bench_function("parallel, cache misses", |b| {
+        b.iter_batched(
+            empty,
+            |()| counter.count_many(black_box(&texts), true),
+            BatchSize::PerIteration,
+        )
+    });
+    group.bench_function("sequential, cache misses", |b| {
+        b.iter_batched(
+            empty,
+            |()| {
+                texts
+                    .iter()
+                    .map(|t| counter.count(black_box(t), true))
+                    .collect::<Vec<_>>()
+            },
+            BatchSize::PerIteration,
+        )
     });
     group.finish();
 }

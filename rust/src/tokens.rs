@@ -589,6 +589,37 @@ mod tests {
     }
 
     #[test]
+    fn parallel_counts_agree_with_the_cache_on_and_off() {
+        // Texts of at least `MIN_CACHED_BYTES`, many repeated, and two shorter ones.
+        let texts: Vec<String> = (0..3000)
+            .map(|i| format!("{} {}", i % 97, "token counting text ".repeat(4 + i % 5)))
+            .chain(["short".to_string(), String::new()])
+            .collect();
+        let c = counter_for_encoding("cl100k_base").expect("known encoding");
+        let exact: Vec<usize> = texts.iter().map(|t| c.encoding.count_uncached(t)).collect();
+        assert!(texts.iter().map(String::len).sum::<usize>() > PARALLEL_MIN_BYTES);
+        for cached in [false, true, true] {
+            assert_eq!(c.count_many(&texts, cached), exact, "cached={cached}");
+        }
+        // Threads sharing one small cache: every count exact, every cacheable text a hit or a
+        // miss, the size bounded.
+        let cache = TokenCache::new(16);
+        let counts: Vec<Vec<usize>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| texts.iter().map(|t| cache.count(c.encoding, t)).collect()))
+                .collect();
+            hs.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        assert_eq!(counts, vec![exact; 4]);
+        let stats = cache.stats();
+        assert_eq!(stats.hits + stats.misses, 4 * 3000);
+        assert!(stats.size <= 16 && stats.misses >= 97);
+        // A miss whose key another thread inserted meanwhile inserts nothing.
+        assert!(stats.evictions >= 97 - 16);
+        assert!(stats.evictions + stats.size as u64 <= stats.misses);
+    }
+
+    #[test]
     fn pathological_inputs_are_linear_and_do_not_panic() {
         let c = counter_for_encoding("cl100k_base").expect("known encoding");
         for text in [

@@ -8,7 +8,9 @@ use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyDict, PyString};
 
 use super::errors::not_unicode;
-use crate::tokens::{counter_for_encoding, counter_for_model, Counter, Encoding, TokenCache};
+use crate::tokens::{
+    counter_for_encoding, counter_for_model, Counter, Encoding, TokenCache, PARALLEL_MIN_BYTES,
+};
 
 /// Texts at least this long are counted with the GIL released.
 const DETACH_BYTES: usize = 8 * 1024;
@@ -37,10 +39,18 @@ fn extract_text(i: usize, item: &Bound<'_, PyAny>) -> PyResult<PyBackedStr> {
     PyBackedStr::try_from(s.clone()).map_err(|e| not_unicode(Some(i), &e))
 }
 
-/// A batch is handed to the pool in runs of texts of about this many bytes.
-const RUN_BYTES: usize = 64 * 1024;
+/// A batch is handed to the pool in runs of texts of about this many bytes: small enough that
+/// the last run, which one thread may still be counting while the other has nothing left, is a
+/// small part of a batch; large enough that claiming a run (an atomic add on a line both
+/// threads write) is negligible beside counting it.
+const RUN_BYTES: usize = 16 * 1024;
 /// ... or of at most this many texts.
 const RUN_TEXTS: usize = 512;
+
+/// A value alone on its cache line(s): the counters of a [`Stream`] are written by different
+/// threads, and sharing a line would make every write of one stall the readers of the others.
+#[repr(align(128))]
+struct Line<T>(T);
 
 /// Shared state of a streamed count: the texts converted so far, the runs of them published
 /// for counting, and the counts.
@@ -49,25 +59,26 @@ struct Stream {
     counts: Vec<AtomicUsize>,
     /// `runs[r]` = `(start, end)`: run `r` is `texts[start..end]`; set before `published > r`.
     runs: Vec<OnceLock<(usize, usize)>>,
-    published: AtomicUsize,
+    /// Runs published (written by the converting thread only).
+    published: Line<AtomicUsize>,
     /// No run will be published any more.
-    finished: AtomicBool,
+    finished: Line<AtomicBool>,
     /// The next run to claim.
-    next: AtomicUsize,
+    next: Line<AtomicUsize>,
     /// Runs counted.
-    done: AtomicUsize,
+    done: Line<AtomicUsize>,
 }
 
 impl Stream {
     /// Claim and count runs until every published run is claimed and no more will come.
     fn work(&self, counter: Counter, cache: bool) {
         loop {
-            let r = self.next.fetch_add(1, Ordering::AcqRel);
+            let r = self.next.0.fetch_add(1, Ordering::AcqRel);
             // Wait for run `r` to be published (the converting thread is ~5-10x faster than a
             // counting one, so this spins only at the start of a batch).
-            while r >= self.published.load(Ordering::Acquire) {
-                if self.finished.load(Ordering::Acquire)
-                    && r >= self.published.load(Ordering::Acquire)
+            while r >= self.published.0.load(Ordering::Acquire) {
+                if self.finished.0.load(Ordering::Acquire)
+                    && r >= self.published.0.load(Ordering::Acquire)
                 {
                     return;
                 }
@@ -80,7 +91,7 @@ impl Stream {
                     }
                 }
             }
-            self.done.fetch_add(1, Ordering::AcqRel);
+            self.done.0.fetch_add(1, Ordering::AcqRel);
         }
     }
 }
@@ -89,7 +100,7 @@ impl Stream {
 ///
 /// The conversion needs the GIL, so it runs on this thread, one text after another; done for
 /// the whole batch before counting, it was ~9% of the work done serially (a ceiling of ~1.8x
-/// on 2 cores). Instead, runs of converted texts (~64 KB each) are published as they are
+/// on 2 cores). Instead, runs of converted texts (~16 KB each) are published as they are
 /// ready to `cores - 1` pool workers, and this thread, once it has converted the last text,
 /// releases the GIL and counts beside them: one counting thread per core.
 fn count_streamed(
@@ -103,10 +114,10 @@ fn count_streamed(
         texts: (0..n).map(|_| OnceLock::new()).collect(),
         counts: (0..n).map(|_| AtomicUsize::new(0)).collect(),
         runs: (0..n).map(|_| OnceLock::new()).collect(),
-        published: AtomicUsize::new(0),
-        finished: AtomicBool::new(false),
-        next: AtomicUsize::new(0),
-        done: AtomicUsize::new(0),
+        published: Line(AtomicUsize::new(0)),
+        finished: Line(AtomicBool::new(false)),
+        next: Line(AtomicUsize::new(0)),
+        done: Line(AtomicUsize::new(0)),
     };
     let stream = &stream;
     let mut failed: Option<PyErr> = None;
@@ -128,21 +139,21 @@ fn count_streamed(
             if bytes >= RUN_BYTES || i + 1 - start >= RUN_TEXTS || i + 1 == n {
                 let _ = stream.runs[runs].set((start, i + 1));
                 runs += 1;
-                stream.published.store(runs, Ordering::Release);
-                // Workers join once the batch has a run's worth of bytes and more is coming:
-                // waking the pool costs more than counting a small batch on this thread.
-                if workers > 0 && total >= RUN_BYTES && i + 1 < n {
+                stream.published.0.store(runs, Ordering::Release);
+                // Workers join once the batch has `PARALLEL_MIN_BYTES` and more is coming, as in
+                // `Counter::count_many`: waking the pool costs more than counting a small batch.
+                if workers > 0 && total >= PARALLEL_MIN_BYTES && i + 1 < n {
                     workers -= 1;
                     scope.spawn(move |_| stream.work(counter, cache));
                 }
                 (start, bytes) = (i + 1, 0);
             }
         }
-        stream.finished.store(true, Ordering::Release);
+        stream.finished.0.store(true, Ordering::Release);
         py.detach(|| {
             stream.work(counter, cache);
             // Wait, without the GIL, for the runs the workers are still counting.
-            while stream.done.load(Ordering::Acquire) < runs {
+            while stream.done.0.load(Ordering::Acquire) < runs {
                 std::thread::yield_now();
             }
         });
