@@ -402,15 +402,41 @@ def capped_parts(
     return work, text, limit
 
 
+#: A rendering at least this long is counted by its sections (see :func:`_remembered`).
+_BY_SECTIONS: Final = 4096
+_SECTION_START: Final = "\n## "
+
+
 def _remembered(count: Count) -> Count:
     """``count``, each text counted once: a capping counts the same rendering several times
-    (after a step, then before the next one)."""
+    (after a step, then before the next one). With an :func:`additive` counter a long
+    rendering is counted section by section (each ``## `` heading starts a line with neither
+    whitespace nor ``/``: a split point), each section's text once: a shrink step changes one
+    section, and the others are not counted again."""
     seen: dict[str, int] = {}
+    tok = additive(count)
+    sections: dict[str, int] = {}
+
+    def by_sections(text: str) -> int:
+        parts = text.split(_SECTION_START)
+        if len(parts) == 1:
+            return count(text)
+        last = len(parts) - 1
+        total = 0
+        for i, part in enumerate(parts):
+            piece = ("## " + part if i else part) + ("\n" if i < last else "")
+            n = sections.get(piece)
+            if n is None:
+                n = sections[piece] = count(piece)
+            total += n
+        return total
+
+    whole = by_sections if tok is not None else count
 
     def remembered(text: str) -> int:
         n = seen.get(text)
         if n is None:
-            n = seen[text] = count(text)
+            n = seen[text] = whole(text) if len(text) >= _BY_SECTIONS else count(text)
         return n
 
     return remembered
