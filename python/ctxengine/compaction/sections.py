@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..tokens import Tokenizer
-from .facts import SECTION_HEADING, Failure, KeyFacts, first_line, parse_sections
+from .facts import (
+    SECTION_HEADING,
+    Failure,
+    KeyFacts,
+    first_line,
+    parse_sections,
+    stretch_memo,
+)
 
 __all__ = (
     "EXCERPTS",
@@ -305,6 +312,24 @@ def _carried_failures(items: list[str]) -> tuple[list[str], int, set[str]]:
     return lines, more, ids
 
 
+def _first_lines(requests: list[str]) -> list[str]:
+    """:func:`first_line` of each request, each text's once per message scope (the trials of
+    a landing build the parts of overlapping stretches: mostly the same requests)."""
+    memo = stretch_memo()
+    if memo is None:
+        return [first_line(r) for r in requests]
+    known: dict[str, str] | None = memo.get("first lines")
+    if known is None:
+        known = memo["first lines"] = {}
+    out = []
+    for r in requests:
+        line = known.get(r)
+        if line is None:
+            line = known[r] = first_line(r)
+        out.append(line)
+    return out
+
+
 def build_parts(facts: KeyFacts, body: str, messages: int) -> SummaryParts:
     """The parts of a summary of ``messages`` messages: ``body`` (prose; any reserved
     sections in it are dropped) and the sections built from ``facts``, after the sections
@@ -329,13 +354,14 @@ def build_parts(facts: KeyFacts, body: str, messages: int) -> SummaryParts:
         for r in carried.get("Requests", [])
         if (m := re.match(r"\((\d+) earlier requests omitted\)", r))
     )
-    requests = _merge(old_requests, [first_line(r) for r in facts.requests[:-1]])
+    requests = _merge(old_requests, _first_lines(facts.requests[:-1]))
     latest = facts.latest_request
     if latest is None and requests:
         latest = requests.pop()
     old_ids = [i for line in carried.get("Identifiers", []) for i in line.split(", ")]
     modified = _merge(old_mod, facts.files_modified)
-    read = [p for p in _merge(old_read, facts.files_read) if p not in set(modified)]
+    written = set(modified)
+    read = [p for p in _merge(old_read, facts.files_read) if p not in written]
     files = {*modified, *read}
     return SummaryParts(
         messages=messages,
