@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -246,6 +247,30 @@ def test_the_cap_sized_by_pieces_equals_the_cap_counted_whole(
                 fast = capped_summary(parts, max(cap, 1), count, room)
                 assert fast == capped_summary(parts, max(cap, 1), opaque, room), (cap, room)
     assert len(outcomes) > 50 and all(outcomes)  # the pieces were used, and always added up
+
+
+def test_the_cap_renders_and_counts_by_section_what_render_and_count_give() -> None:
+    """The cap's renderer (a section laid out again only when its fields changed, compared by
+    value) gives ``render()`` after every shrink step, also after a list changed in place;
+    its counter (by sections) gives the whole text's count."""
+    count = get_tokenizer("o200k_base").count
+    for parts in PARTS:
+        work = dataclasses.replace(parts)
+        render, counted = sections._Renderer(), sections._remembered(count)
+        assert render(work) == work.render()
+        for step in sections._steps(work):
+            while step(work):
+                text = render(work)
+                assert text == work.render()
+                assert counted(text) == count(text, cache=False)
+        work.body = [*work.body, "## Decisions"]
+        assert render(work) == work.render()
+        work.body.append("- a line added in place")  # the same list object, one more line
+        work.pending = list(work.pending)
+        work.pending.append("answer the question added in place")
+        text = render(work)
+        assert text == work.render() and "added in place" in text
+        assert counted(text) == count(text, cache=False)
 
 
 _PIECE = st.sampled_from(
