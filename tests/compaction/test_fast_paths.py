@@ -30,6 +30,7 @@ from ctxengine.compaction import (
     build_parts,
     capped_summary,
     extract_facts,
+    extractive,
     files_touched,
     pipeline,
     sections,
@@ -294,6 +295,27 @@ def test_exact_counts_add_up_at_the_split_points(text: str, encoding: str) -> No
     points = [q for q in range(1, len(text)) if _split_point(text, q)]
     for q in points:
         assert count(text) == count(text[:q]) + count(text[q:]), (text[:q], text[q:])
+
+
+def _reference_prose(text: str) -> tuple[tuple[str, ...], str]:
+    """The extractive summary's reading of an assistant text, as first written (two passes)."""
+    lines = []
+    for raw in extractive._FENCE.sub(" ", text).splitlines():
+        line = " ".join(raw.split())
+        if 12 <= len(line) <= 240 and not raw.startswith(("    ", "\t", "|", ">")):
+            lines.append(line)
+    return tuple(ln for ln in lines if extractive._DECISION.search(ln)), F.first_line(text)
+
+
+_PROSE = st.sampled_from(
+    [*"ab Z\n\t|>", "    ", "```", "\r\n", "\u2028", "\x0c", "I'll fix it", "decided", " x" * 130]
+)
+
+
+@settings(max_examples=300)
+@given(st.lists(_PROSE, max_size=40).map("".join))
+def test_the_prose_read_in_one_pass_equals_the_two_pass_reading(text: str) -> None:
+    assert extractive._prose(Message.assistant(text), text) == _reference_prose(text)
 
 
 # -- history items ----------------------------------------------------------------------------
