@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -29,6 +30,7 @@ from ctxengine.compaction import (
     build_parts,
     capped_summary,
     extract_facts,
+    extractive,
     files_touched,
     pipeline,
     sections,
@@ -248,6 +250,30 @@ def test_the_cap_sized_by_pieces_equals_the_cap_counted_whole(
     assert len(outcomes) > 50 and all(outcomes)  # the pieces were used, and always added up
 
 
+def test_the_cap_renders_and_counts_by_section_what_render_and_count_give() -> None:
+    """The cap's renderer (a section laid out again only when its fields changed, compared by
+    value) gives ``render()`` after every shrink step, also after a list changed in place;
+    its counter (by sections) gives the whole text's count."""
+    count = get_tokenizer("o200k_base").count
+    for parts in PARTS:
+        work = dataclasses.replace(parts)
+        render, counted = sections._Renderer(), sections._remembered(count)
+        assert render(work) == work.render()
+        for step in sections._steps(work):
+            while step(work):
+                text = render(work)
+                assert text == work.render()
+                assert counted(text) == count(text, cache=False)
+        work.body = [*work.body, "## Decisions"]
+        assert render(work) == work.render()
+        work.body.append("- a line added in place")  # the same list object, one more line
+        work.pending = list(work.pending)
+        work.pending.append("answer the question added in place")
+        text = render(work)
+        assert text == work.render() and "added in place" in text
+        assert counted(text) == count(text, cache=False)
+
+
 _PIECE = st.sampled_from(
     [*"ab Z9 /.,;:-_#()\n\t\r'", "’", "é", "日本", "  ", "\n\n", "'s", "1234", "…", "- ", "http://"]
 )
@@ -269,6 +295,27 @@ def test_exact_counts_add_up_at_the_split_points(text: str, encoding: str) -> No
     points = [q for q in range(1, len(text)) if _split_point(text, q)]
     for q in points:
         assert count(text) == count(text[:q]) + count(text[q:]), (text[:q], text[q:])
+
+
+def _reference_prose(text: str) -> tuple[tuple[str, ...], str]:
+    """The extractive summary's reading of an assistant text, as first written (two passes)."""
+    lines = []
+    for raw in extractive._FENCE.sub(" ", text).splitlines():
+        line = " ".join(raw.split())
+        if 12 <= len(line) <= 240 and not raw.startswith(("    ", "\t", "|", ">")):
+            lines.append(line)
+    return tuple(ln for ln in lines if extractive._DECISION.search(ln)), F.first_line(text)
+
+
+_PROSE = st.sampled_from(
+    [*"ab Z\n\t|>", "    ", "```", "\r\n", "\u2028", "\x0c", "I'll fix it", "decided", " x" * 130]
+)
+
+
+@settings(max_examples=300)
+@given(st.lists(_PROSE, max_size=40).map("".join))
+def test_the_prose_read_in_one_pass_equals_the_two_pass_reading(text: str) -> None:
+    assert extractive._prose(Message.assistant(text), text) == _reference_prose(text)
 
 
 # -- history items ----------------------------------------------------------------------------

@@ -215,6 +215,9 @@ class _Landing:
     kept: set[int] = field(default_factory=set)
     #: The summary's size when it fills the room its turns leave (see :func:`_fill`).
     fill: int | None = None
+    #: :meth:`items` by choice (``k`` and the turns kept): the trials of a landing, its
+    #: summary and its report ask for the same items (a list per choice of a long history).
+    chosen: dict[tuple[int, frozenset[int]], list[Any]] = field(default_factory=dict)
 
     def rest(self, k: int) -> int:
         return self.base - self.freed[k] + sum(self.size[t] for t in self.kept)
@@ -223,7 +226,15 @@ class _Landing:
         return sorted({t for t in [*self.forced, *self.order[:k]] if t not in self.kept})
 
     def items(self, k: int) -> list[Any]:
-        return list({i.node_id: i for t in self.turns(k) for i in self.by_turn[t]}.values())
+        """The items summarizing ``forced`` and ``order[:k]`` replaces (the same list for the
+        same choice: callers only read it)."""
+        key = (k, frozenset(self.kept))
+        items = self.chosen.get(key)
+        if items is None:
+            by_turn = self.by_turn
+            items = list({i.node_id: i for t in self.turns(k) for i in by_turn[t]}.values())
+            self.chosen[key] = items
+        return items
 
     def first(self, room: int, smallest: int) -> int:
         """The fewest further turns (at least ``smallest``) that bring the rest to ``room``
@@ -300,6 +311,7 @@ def _take_tail(
         land.forced.append(t)
         land.base -= held
     land.forced.sort()
+    land.chosen.clear()
 
 
 def _tail_turns(state: SessionState, start: int) -> list[tuple[int, list[Any]]]:

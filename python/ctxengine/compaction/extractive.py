@@ -18,6 +18,7 @@ from ..errors import ConfigError
 from ..tokens import Tokenizer
 from ..transcript import Message
 from .facts import (
+    MAX_LINE,
     extract_facts,
     facts_of,
     first_line,
@@ -54,19 +55,28 @@ class _Stretch:
     capped: dict[int, str] = field(default_factory=dict)
 
 
-def _prose_lines(text: str) -> list[str]:
-    lines = []
-    for raw in _FENCE.sub(" ", text).splitlines():
-        line = " ".join(raw.split())
-        if 12 <= len(line) <= 240 and not raw.startswith(("    ", "\t", "|", ">")):
-            lines.append(line)
-    return lines
-
-
 def _prose(m: Message, text: str) -> tuple[tuple[str, ...], str]:
     """The decision lines and the first line of an assistant message's text (read once per
-    message inside a :func:`~ctxengine.compaction.facts.message_scope`)."""
-    return tuple(ln for ln in _prose_lines(text) if _DECISION.search(ln)), first_line(text)
+    message inside a :func:`~ctxengine.compaction.facts.message_scope`): prose lines (code
+    fences blanked) of 12 to 240 characters that state a decision, whitespace collapsed, and
+    :func:`~ctxengine.compaction.facts.first_line`, taken from the same lines when the text
+    has no fence (one pass over it instead of two)."""
+    fenced = "```" in text
+    first: str | None = None
+    found: list[str] = []
+    for raw in (_FENCE.sub(" ", text) if fenced else text).splitlines():
+        line = " ".join(raw.split())
+        if first is None and line:
+            first = line
+        if (
+            12 <= len(line) <= 240
+            and not raw.startswith(("    ", "\t", "|", ">"))
+            and _DECISION.search(line)
+        ):
+            found.append(line)
+    if fenced or first is None:
+        return tuple(found), first_line(text)
+    return tuple(found), first if len(first) <= MAX_LINE else first[: MAX_LINE - 1] + "…"
 
 
 class ExtractiveSummarizer:

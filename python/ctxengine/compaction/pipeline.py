@@ -13,9 +13,11 @@ says "keep the original" and carries the reason.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import re
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import islice, takewhile
@@ -364,6 +366,8 @@ class _Run:
     ) -> None:
         self.summarizer, self.config, self.count, self.cache = summarizer, config, count, cache
         self.stats: dict[str, Any] = {"calls": 0, "retries": 0, "cache_hits": 0, "chunks": 0}
+        #: The collector is paused for this run (:func:`_steady`): a retry's wait resumes it.
+        self.paused = False
 
     @staticmethod
     def _key(messages: Sequence[Message], instructions: str, max_tokens: int) -> str:
@@ -393,7 +397,13 @@ class _Run:
                 if attempt == self.config.chunk_retries:
                     raise SummarizerError(f"summarizer failed: {exc!r}") from exc
                 self.stats["retries"] += 1
-                await anyio.sleep(delay)
+                if self.paused:  # other tasks run while this one waits: with the collector
+                    gc.enable()
+                try:
+                    await anyio.sleep(delay)
+                finally:
+                    if self.paused:
+                        gc.disable()
                 delay *= 2
         raise AssertionError("unreachable")
 
@@ -419,6 +429,29 @@ class _Run:
             merge = MERGE_INSTRUCTIONS + "\n" + instructions
             partials = [await self.call([notes[i] for i in b], merge, max_tokens) for b in batches]
         return partials[0]
+
+
+@contextmanager
+def _steady(run: _Run) -> Iterator[None]:
+    """The collector paused for ``run``'s summaries when its summarizer is the extractive one
+    itself (not a subclass), whose calls never wait: every chunk summary, merge and cap of a
+    long stretch makes objects that live until the compaction ends, and a pause per summary
+    ran a collection after each of them (a cold 100,000-message render: 80 collections of
+    everything the summaries made so far). A retry's wait resumes it (:meth:`_Run.call`), as
+    :func:`~ctxengine.compaction.facts.paused_collector` is never held while other tasks run.
+    """
+    from .extractive import ExtractiveSummarizer
+
+    if type(run.summarizer) is not ExtractiveSummarizer or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    run.paused = True
+    try:
+        yield
+    finally:
+        run.paused = False
+        gc.enable()
 
 
 def _pieces(m: Message, max_tokens: int, count: Count) -> list[Message]:
@@ -765,7 +798,7 @@ async def _compact(
         stats["memory_error"] = repr(exc)
     run = _Run(summarizer, config, count, cache if cache is not None else {})
     try:
-        with anyio.fail_after(config.timeout):
+        with anyio.fail_after(config.timeout), _steady(run):
             stage, summary, gate = await _attempts(
                 run, msgs, counts, facts, latest_request, max_tokens, room, fill
             )

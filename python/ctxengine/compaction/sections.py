@@ -15,10 +15,17 @@ import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from ..tokens import Tokenizer
-from .facts import SECTION_HEADING, Failure, KeyFacts, first_line, parse_sections
+from .facts import (
+    SECTION_HEADING,
+    Failure,
+    KeyFacts,
+    first_line,
+    parse_sections,
+    stretch_memo,
+)
 
 __all__ = (
     "EXCERPTS",
@@ -126,43 +133,127 @@ class SummaryParts:
 
     def layout(self) -> tuple[list[str], int]:
         """The lines of the summary, and the index of its ``Read:`` line (-1: none)."""
+        out: list[str] = []
         read_at = -1
-        out = [f"{HEADER}: {self.messages} messages]", PREAMBLE]
-        if self.body:
-            out += ["", *self.body]
-        if self.failures:
-            lines = self.failures[-MAX_FAILURE_LINES:]
-            more = self.failures_more + len(self.failures) - len(lines)
-            out += ["", "## Tool Failures", "```text", *lines]
-            out += [f"...and {more} more"] if more else []
-            out.append("```")
-        if self.modified or self.read:
-            out += ["", "## Files"]
-            out += [_joined("Modified", self.modified, self.modified_more)] if self.modified else []
-            if self.read:
-                read_at = len(out)
-                out.append(_joined("Read", self.read, self.read_more))
-        if self.rules or self.pinned:
-            out += ["", "## Rules", *self.rules, *(f"- {p}" for p in self.pinned)]
-        if self.identifiers:
-            out += ["", "## Identifiers", ", ".join(self.identifiers)]
-        if self.requests or self.latest:
-            out += ["", "## Requests"]
-            if self.requests_more:
-                out.append(f"- ({self.requests_more} earlier requests omitted)")
-            width = self.requests_width
-            if width and width < _REQUEST_WIDTHS[0] and self.requests:
-                cut = [r if len(r) <= width else r[:width] + "…" for r in self.requests]
-                out.append(EXCERPTS + _SEPARATOR.join(cut))
-            elif width:
-                out += [f"- {r}" if len(r) <= width else f"- {r[:width]}…" for r in self.requests]
-            else:
-                out += [f"- {r}" for r in self.requests]
-            if self.latest:
-                out.append("- (latest) " + self.latest.strip().replace("\n", "\n  "))
-        if self.pending:
-            out += ["", "## Pending", *(f"- {p}" for p in self.pending)]
+        for section in _SECTIONS:
+            lines, at = section.lines(self)
+            if at >= 0:
+                read_at = len(out) + at
+            out += lines
         return out, read_at
+
+
+def _head_lines(p: SummaryParts) -> tuple[list[str], int]:
+    return [f"{HEADER}: {p.messages} messages]", PREAMBLE], -1
+
+
+def _body_lines(p: SummaryParts) -> tuple[list[str], int]:
+    return (["", *p.body] if p.body else []), -1
+
+
+def _failures_lines(p: SummaryParts) -> tuple[list[str], int]:
+    if not p.failures:
+        return [], -1
+    lines = p.failures[-MAX_FAILURE_LINES:]
+    more = p.failures_more + len(p.failures) - len(lines)
+    out = ["", "## Tool Failures", "```text", *lines]
+    out += [f"...and {more} more"] if more else []
+    out.append("```")
+    return out, -1
+
+
+def _files_lines(p: SummaryParts) -> tuple[list[str], int]:
+    if not p.modified and not p.read:
+        return [], -1
+    out = ["", "## Files"]
+    out += [_joined("Modified", p.modified, p.modified_more)] if p.modified else []
+    read_at = -1
+    if p.read:
+        read_at = len(out)
+        out.append(_joined("Read", p.read, p.read_more))
+    return out, read_at
+
+
+def _rules_lines(p: SummaryParts) -> tuple[list[str], int]:
+    if not p.rules and not p.pinned:
+        return [], -1
+    return ["", "## Rules", *p.rules, *(f"- {x}" for x in p.pinned)], -1
+
+
+def _identifiers_lines(p: SummaryParts) -> tuple[list[str], int]:
+    return (["", "## Identifiers", ", ".join(p.identifiers)] if p.identifiers else []), -1
+
+
+def _requests_lines(p: SummaryParts) -> tuple[list[str], int]:
+    if not p.requests and not p.latest:
+        return [], -1
+    out = ["", "## Requests"]
+    if p.requests_more:
+        out.append(f"- ({p.requests_more} earlier requests omitted)")
+    width = p.requests_width
+    if width and width < _REQUEST_WIDTHS[0] and p.requests:
+        cut = [r if len(r) <= width else r[:width] + "…" for r in p.requests]
+        out.append(EXCERPTS + _SEPARATOR.join(cut))
+    elif width:
+        out += [f"- {r}" if len(r) <= width else f"- {r[:width]}…" for r in p.requests]
+    else:
+        out += [f"- {r}" for r in p.requests]
+    if p.latest:
+        out.append("- (latest) " + p.latest.strip().replace("\n", "\n  "))
+    return out, -1
+
+
+def _pending_lines(p: SummaryParts) -> tuple[list[str], int]:
+    return (["", "## Pending", *(f"- {x}" for x in p.pending)] if p.pending else []), -1
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    """One part of a summary's layout: its lines (and the index of a ``Read:`` line among
+    them, -1: none) from the parts' ``fields`` alone."""
+
+    lines: Callable[[SummaryParts], tuple[list[str], int]]
+    fields: tuple[str, ...]
+
+
+#: The layout of a summary, in order.
+_SECTIONS: Final = (
+    _Section(_head_lines, ("messages",)),
+    _Section(_body_lines, ("body",)),
+    _Section(_failures_lines, ("failures", "failures_more")),
+    _Section(_files_lines, ("modified", "modified_more", "read", "read_more")),
+    _Section(_rules_lines, ("rules", "pinned")),
+    _Section(_identifiers_lines, ("identifiers",)),
+    _Section(_requests_lines, ("requests", "requests_more", "requests_width", "latest")),
+    _Section(_pending_lines, ("pending",)),
+)
+
+
+class _Renderer:
+    """:meth:`SummaryParts.render` for a capping, which renders the same parts many times,
+    each time after a step that changed one part: a section whose fields hold what they held
+    when it was last rendered (compared by value, copies kept) is not laid out again."""
+
+    __slots__ = ("_memo",)
+
+    def __init__(self) -> None:
+        self._memo: list[tuple[list[Any], str | None] | None] = [None] * len(_SECTIONS)
+
+    def __call__(self, parts: SummaryParts) -> str:
+        texts: list[str] = []
+        memo = self._memo
+        for i, section in enumerate(_SECTIONS):
+            values = [getattr(parts, f) for f in section.fields]
+            hit = memo[i]
+            if hit is not None and hit[0] == values:
+                text = hit[1]
+            else:
+                lines = section.lines(parts)[0]
+                text = "\n".join(lines) if lines else None
+                memo[i] = ([list(v) if isinstance(v, list) else v for v in values], text)
+            if text is not None:
+                texts.append(text)
+        return "\n".join(texts)
 
 
 def _joined(label: str, items: list[str], more: int) -> str:
@@ -221,6 +312,24 @@ def _carried_failures(items: list[str]) -> tuple[list[str], int, set[str]]:
     return lines, more, ids
 
 
+def _first_lines(requests: list[str]) -> list[str]:
+    """:func:`first_line` of each request, each text's once per message scope (the trials of
+    a landing build the parts of overlapping stretches: mostly the same requests)."""
+    memo = stretch_memo()
+    if memo is None:
+        return [first_line(r) for r in requests]
+    known: dict[str, str] | None = memo.get("first lines")
+    if known is None:
+        known = memo["first lines"] = {}
+    out = []
+    for r in requests:
+        line = known.get(r)
+        if line is None:
+            line = known[r] = first_line(r)
+        out.append(line)
+    return out
+
+
 def build_parts(facts: KeyFacts, body: str, messages: int) -> SummaryParts:
     """The parts of a summary of ``messages`` messages: ``body`` (prose; any reserved
     sections in it are dropped) and the sections built from ``facts``, after the sections
@@ -245,13 +354,14 @@ def build_parts(facts: KeyFacts, body: str, messages: int) -> SummaryParts:
         for r in carried.get("Requests", [])
         if (m := re.match(r"\((\d+) earlier requests omitted\)", r))
     )
-    requests = _merge(old_requests, [first_line(r) for r in facts.requests[:-1]])
+    requests = _merge(old_requests, _first_lines(facts.requests[:-1]))
     latest = facts.latest_request
     if latest is None and requests:
         latest = requests.pop()
     old_ids = [i for line in carried.get("Identifiers", []) for i in line.split(", ")]
     modified = _merge(old_mod, facts.files_modified)
-    read = [p for p in _merge(old_read, facts.files_read) if p not in set(modified)]
+    written = set(modified)
+    read = [p for p in _merge(old_read, facts.files_read) if p not in written]
     files = {*modified, *read}
     return SummaryParts(
         messages=messages,
@@ -385,32 +495,59 @@ def capped_parts(
     rendering)."""
     exact = additive(count)
     count = _remembered(count)
+    render = _Renderer()
     work = dataclasses.replace(parts)
-    text = work.render()
+    text = render(work)
     limit = max_tokens
     for step in _steps(work):
         if step.__name__ == "requests" and room is not None and room > limit:
             limit = room  # the requests stay: the summary takes the larger room instead
         while count(text) > limit and step(work):
-            text = work.render()
+            text = render(work)
         if count(text) <= limit:
             break
-    text = _restore(parts, work, limit, count, text, exact)
+    text = _restore(parts, work, limit, count, text, exact, render)
     if count(text) < limit and work.body != parts.body:  # regrow the prose into the room
-        work.body = _fill(parts.body, work, limit, count)
-        text = work.render()
+        work.body = _fill(parts.body, work, limit, count, render)
+        text = render(work)
     return work, text, limit
+
+
+#: A rendering at least this long is counted by its sections (see :func:`_remembered`).
+_BY_SECTIONS: Final = 4096
+_SECTION_START: Final = "\n## "
 
 
 def _remembered(count: Count) -> Count:
     """``count``, each text counted once: a capping counts the same rendering several times
-    (after a step, then before the next one)."""
+    (after a step, then before the next one). With an :func:`additive` counter a long
+    rendering is counted section by section (each ``## `` heading starts a line with neither
+    whitespace nor ``/``: a split point), each section's text once: a shrink step changes one
+    section, and the others are not counted again."""
     seen: dict[str, int] = {}
+    tok = additive(count)
+    sections: dict[str, int] = {}
+
+    def by_sections(text: str) -> int:
+        parts = text.split(_SECTION_START)
+        if len(parts) == 1:
+            return count(text)
+        last = len(parts) - 1
+        total = 0
+        for i, part in enumerate(parts):
+            piece = ("## " + part if i else part) + ("\n" if i < last else "")
+            n = sections.get(piece)
+            if n is None:
+                n = sections[piece] = count(piece)
+            total += n
+        return total
+
+    whole = by_sections if tok is not None else count
 
     def remembered(text: str) -> int:
         n = seen.get(text)
         if n is None:
-            n = seen[text] = count(text)
+            n = seen[text] = whole(text) if len(text) >= _BY_SECTIONS else count(text)
         return n
 
     return remembered
@@ -423,6 +560,7 @@ def _restore(
     count: Count,
     text: str,
     exact: Tokenizer | None,
+    render: Callable[[SummaryParts], str] = SummaryParts.render,
 ) -> str:
     """Put dropped requests and files back, newest first (short form), while they fit: the
     shrink steps cut in coarse strides (``exact``: :func:`additive` of ``count``)."""
@@ -433,7 +571,7 @@ def _restore(
             dropped = [_cut(x, 79) for x in dropped]
         if exact is not None and dropped:
             before = (list(kept), getattr(work, more))
-            fast = _put_back(name, work, dropped[:], max_tokens, exact, text)
+            fast = _put_back(name, work, dropped[:], max_tokens, exact, text, render)
             if fast is not None:
                 text = fast
                 continue
@@ -442,7 +580,7 @@ def _restore(
         while dropped and count(text) < max_tokens:
             setattr(work, name, [dropped[-1], *getattr(work, name)])
             setattr(work, more, getattr(work, more) - 1)
-            candidate = work.render()
+            candidate = render(work)
             if count(candidate) > max_tokens:
                 setattr(work, name, getattr(work, name)[1:])
                 setattr(work, more, getattr(work, more) + 1)
@@ -453,7 +591,7 @@ def _restore(
         width = work.requests_width
         wider = [w for w in (0, *_REQUEST_WIDTHS) if w == 0 or w > width][-1]
         work.requests_width = wider
-        candidate = work.render()
+        candidate = render(work)
         if count(candidate) > max_tokens:
             work.requests_width = width
             break
@@ -483,7 +621,13 @@ def _omitted(tok: Tokenizer, more: int) -> int:
 
 
 def _put_back(
-    name: str, work: SummaryParts, dropped: list[str], max_tokens: int, tok: Tokenizer, text: str
+    name: str,
+    work: SummaryParts,
+    dropped: list[str],
+    max_tokens: int,
+    tok: Tokenizer,
+    text: str,
+    render: Callable[[SummaryParts], str] = SummaryParts.render,
 ) -> str | None:
     """:func:`_restore`'s loop for one list, sized by pieces instead of re-rendering and
     re-counting the whole summary for every item put back: each step changes a few pieces (the
@@ -500,14 +644,14 @@ def _put_back(
         delta = _step_tokens(name, work, items, n, dropped[-1], tok, follow)
         setattr(work, name, [dropped[-1], *items])
         setattr(work, more, n - 1)
-        new = tokens + delta if delta is not None else tok.count(work.render())
+        new = tokens + delta if delta is not None else tok.count(render(work))
         if new > max_tokens:
             setattr(work, name, items)
             setattr(work, more, n)
             break
         tokens = new
         dropped.pop()
-    final = work.render()
+    final = render(work)
     return final if tok.count(final) == tokens else None
 
 
@@ -569,12 +713,18 @@ def _following(lines: list[str], at: int) -> str:
     return "\n" + "\n".join(rest) if rest else ""
 
 
-def _fill(body: list[str], work: SummaryParts, max_tokens: int, count: Count) -> list[str]:
+def _fill(
+    body: list[str],
+    work: SummaryParts,
+    max_tokens: int,
+    count: Count,
+    render: Callable[[SummaryParts], str] = SummaryParts.render,
+) -> list[str]:
     lo, hi = len(work.body), len(body)
     while lo < hi:
         mid = (lo + hi + 1) // 2
         work.body = body[:mid]
-        if count(work.render()) <= max_tokens:
+        if count(render(work)) <= max_tokens:
             lo = mid
         else:
             hi = mid - 1
