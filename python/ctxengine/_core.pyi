@@ -294,7 +294,7 @@ def fresh_items(
 ) -> list[dict[str, Any]]:
     """``[fresh_tree(d) if deep[i] else d.copy() for i, d in enumerate(items)]`` (a dict not
     ``deep`` must hold no dict or list). ``earlier``: the ``items`` of an earlier call, still
-    alive, and the list it returned; a copy of the same ``deep`` item that only that list holds
-    now and that is unchanged at every depth (same keys, order and objects) is returned again
-    instead of a new copy. Raises ``ValueError`` unless one flag per item and one copy per earlier
+    alive, and the list it returned; a copy of the same item that only that list holds now and
+    that is unchanged at every depth (same keys, order and objects) is returned again instead
+    of a new copy. Raises ``ValueError`` unless one flag per item and one copy per earlier
     item."""

@@ -171,6 +171,21 @@ fn untouched(copy: &Bound<'_, PyAny>, original: &Bound<'_, PyAny>, depth: usize)
     Ok(false)
 }
 
+/// Whether `copy`, a copy of a dict holding no container, is unchanged: the same keys in the
+/// same order, bound to the same objects.
+fn flat_same(copy: &Bound<'_, PyAny>, original: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let (c, o) = (copy.cast::<PyDict>()?, original.cast::<PyDict>()?);
+    if c.len() != o.len() {
+        return Ok(false);
+    }
+    for ((ck, cv), (ok, ov)) in c.iter().zip(o.iter()) {
+        if !ck.is(&ok) || !cv.is(&ov) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Items looked at ahead of the expected one before the copies are indexed by address.
 const LOOKAHEAD: usize = 32;
 
@@ -225,13 +240,25 @@ impl<'py> Handed<'py> {
         Some(j)
     }
 
-    /// The copy of `item` this generation handed out, when it can be handed out again.
-    fn reusable(&self, item: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    /// The copy of `item` this generation handed out, when it can be handed out again
+    /// (`deep`: `item` may hold containers, looked at in depth; else a flat dict).
+    fn reusable(
+        &self,
+        item: &Bound<'py, PyAny>,
+        deep: bool,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let Some(j) = self.find(item.as_ptr() as usize) else {
             return Ok(None);
         };
         let copy = self.copies.get_item(j)?;
-        Ok(untouched(&copy, item, 0)?.then_some(copy))
+        let ok = if deep {
+            untouched(&copy, item, 0)?
+        } else {
+            references(&copy) == UNSHARED
+                && copy.is_exact_instance_of::<PyDict>()
+                && flat_same(&copy, item)?
+        };
+        Ok(ok.then_some(copy))
     }
 }
 
@@ -240,10 +267,10 @@ impl<'py> Handed<'py> {
 ///
 /// `earlier` is an earlier call's `(items, copies)`: its items, still alive (the caller holds
 /// them, so that their addresses name them), and the list it returned, which only the caller's
-/// own list of it holds now. A copy of the same `deep` item that its receiver let go of and
-/// left unchanged ([`untouched`]) is handed out again instead of a new copy (which would
-/// allocate every container of it again): no object is ever in two results someone else
-/// holds, and an edit of one never shows in another.
+/// own list of it holds now. A copy of the same item that its receiver let go of and left
+/// unchanged ([`untouched`], [`flat_same`]) is handed out again instead of a new copy: no
+/// object is ever in two results someone else holds, and an edit of one never shows in
+/// another.
 #[pyfunction]
 #[pyo3(signature = (items, deep, earlier = None))]
 pub fn fresh_items<'py>(
@@ -265,10 +292,10 @@ pub fn fresh_items<'py>(
     let mut out = Vec::with_capacity(items.len());
     for (item, flag) in items.iter().zip(deep.iter()) {
         let deep = flag.is_truthy()?;
-        // a dict holding no container is copied: as cheap as looking it over, and it leaves
-        // the collector nothing to track
-        if let (true, Some(handed)) = (deep, &handed) {
-            if let Some(copy) = handed.reusable(&item)? {
+        // handing a copy out again allocates nothing: a new copy, even of a flat dict, counts
+        // towards the collector's next pass, whose cost grows with the session's heap
+        if let Some(handed) = &handed {
+            if let Some(copy) = handed.reusable(&item, deep)? {
                 out.push(copy);
                 continue;
             }
