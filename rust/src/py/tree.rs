@@ -142,16 +142,7 @@ fn untouched(copy: &Bound<'_, PyAny>, original: &Bound<'_, PyAny>, depth: usize)
         if !copy.is_exact_instance_of::<PyDict>() {
             return Ok(false);
         }
-        let (c, o) = (copy.cast::<PyDict>()?, original.cast::<PyDict>()?);
-        if c.len() != o.len() {
-            return Ok(false);
-        }
-        for ((ck, cv), (ok, ov)) in c.iter().zip(o.iter()) {
-            if !ck.is(&ok) || !same(&cv, &ov)? {
-                return Ok(false);
-            }
-        }
-        return Ok(true);
+        return same_dict(copy.cast()?, original.cast()?, same);
     }
     if original.is_exact_instance_of::<PyList>() {
         if !copy.is_exact_instance_of::<PyList>() {
@@ -171,19 +162,28 @@ fn untouched(copy: &Bound<'_, PyAny>, original: &Bound<'_, PyAny>, depth: usize)
     Ok(false)
 }
 
-/// Whether `copy`, a copy of a dict holding no container, is unchanged: the same keys in the
-/// same order, bound to the same objects.
-fn flat_same(copy: &Bound<'_, PyAny>, original: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let (c, o) = (copy.cast::<PyDict>()?, original.cast::<PyDict>()?);
-    if c.len() != o.len() {
+/// Whether two dicts hold the same keys (the same objects) in the same order, bound to values
+/// `same` finds the same.
+fn same_dict(
+    copy: &Bound<'_, PyDict>,
+    original: &Bound<'_, PyDict>,
+    same: impl Fn(&Bound<'_, PyAny>, &Bound<'_, PyAny>) -> PyResult<bool>,
+) -> PyResult<bool> {
+    if copy.len() != original.len() {
         return Ok(false);
     }
-    for ((ck, cv), (ok, ov)) in c.iter().zip(o.iter()) {
-        if !ck.is(&ok) || !cv.is(&ov) {
+    for ((ck, cv), (ok, ov)) in copy.iter().zip(original.iter()) {
+        if !ck.is(&ok) || !same(&cv, &ov)? {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+/// Whether `copy`, a copy of a dict holding no container, is unchanged: the same keys in the
+/// same order, bound to the same objects.
+fn flat_same(copy: &Bound<'_, PyAny>, original: &Bound<'_, PyAny>) -> PyResult<bool> {
+    same_dict(copy.cast()?, original.cast()?, |c, o| Ok(c.is(o)))
 }
 
 /// Items looked at ahead of the expected one before the copies are indexed by address.
