@@ -46,7 +46,7 @@ def _fake_build(seen: dict[str, Any]) -> Any:
         (target / "release").mkdir(parents=True, exist_ok=True)
         (target / "release" / "lib_core.so").write_bytes(b"\0" * 1024)
         seen["target"] = target
-        return "ctxengine-0.1.0-cp310-abi3-linux_x86_64.whl"
+        return "ctxengine-0.1.0-cp311-cp311-linux_x86_64.whl"
 
     return build
 

@@ -310,3 +310,30 @@ async def test_the_summary_is_one_message_between_compactions() -> None:
         warm = session._state.token_cache.memo.warm
         record = next(iter(warm.records.values()))
         assert record.reused[0] == 0  # no new message in front of the kept ones
+
+
+@pytest.mark.anyio
+async def test_without_exact_reference_counts_every_payload_is_copied_anew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a free-threaded interpreter running without its GIL reference counts are split per
+    thread, so warm renders never hand a dict out again there (``warm._REHAND`` is False);
+    the same renders hand most of them out again otherwise (the test above)."""
+    from ctxengine.inject import warm as warm_module
+
+    monkeypatch.setattr(warm_module, "_REHAND", False)
+    engine = ContextEngine("gpt-4o", Budget(total=32_000))
+    async with engine.session("no-rehand") as session:
+        session.extend(_session(8))
+        out = await session.render()
+        older_seen = rehanded = 0
+        for k in range(6):
+            session.extend([Message.user(f"next {k}"), Message.assistant(f"ok {k}")])
+            warm = session._state.token_cache.memo.warm
+            gens = next(iter(warm.handed.values()))
+            older = gens[0][1] if len(gens) == 2 else []  # the copies of two renders back
+            older_seen += len(older)
+            out = await session.render()
+            rehanded += sum(1 for m in out.payload["messages"] if any(m is o for o in older))
+        assert warm.reused >= 5 and older_seen > 0
+        assert rehanded == 0

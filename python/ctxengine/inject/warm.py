@@ -18,6 +18,7 @@ positions of the previous render are reused by slicing, never renumbered.
 from __future__ import annotations
 
 import bisect
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from gc import is_tracked
@@ -47,6 +48,11 @@ _MESSAGE_OVERHEAD: Final = 4
 _REPLY_PRIMING: Final = 3
 
 Pieces = list[dict[str, Any]]
+
+#: Whether copies handed out before may be handed out again: their reference counts are exact
+#: only while one thread at a time runs Python (a free-threaded interpreter without its GIL
+#: splits them per thread), so there every payload is copied anew.
+_REHAND: Final = getattr(sys, "_is_gil_enabled", lambda: True)()
 
 
 def trusted_transcript(messages: tuple[Message, ...], source_format: str | None) -> Transcript:
@@ -561,7 +567,7 @@ class Warm:
         gens = self.handed.get(key, ())
         if deep is None:
             deep = [True] * len(flat)
-        items = fresh_items(flat, deep, gens[0] if len(gens) == 2 else None)
+        items = fresh_items(flat, deep, gens[0] if len(gens) == 2 and _REHAND else None)
         self.handed[key] = (*gens[-1:], (list(flat), list(items)))
         return items
 

@@ -115,8 +115,9 @@ pub fn fresh_tree<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>>
 const UNSHARED: isize = 2;
 
 /// The reference count of `value`. PyO3 deprecates its safe accessor in favour of the raw
-/// `ffi::Py_REFCNT`, which this crate's `unsafe_code = "forbid"` rules out; the count is exact
-/// on the builds this extension supports (the stable ABI has no free-threaded build).
+/// `ffi::Py_REFCNT`, which this crate's `unsafe_code = "forbid"` rules out. The count is exact
+/// while one thread at a time runs Python; on a free-threaded interpreter without its GIL the
+/// caller (`ctxengine.inject.warm`) never passes `earlier`.
 #[allow(deprecated)]
 fn references(value: &Bound<'_, PyAny>) -> isize {
     value.get_refcnt()
