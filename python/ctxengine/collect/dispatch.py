@@ -223,6 +223,8 @@ class SessionDispatcher:
         """
         self._wire()
         entries = self._active("collect")
+        if not entries:  # no task group to open for nobody (most of a small warm render's rest)
+            return self._merge([])
         slots = [_Result((e.priority, e.index, 0)) for e in entries]
         async with anyio.create_task_group() as tg:
             for entry, slot in zip(entries, slots, strict=True):
