@@ -151,7 +151,8 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
         state.counted_for = provider
         return
     extras = [_overhead_texts(i, provider) for i in items]
-    extra = count_many([t for e in extras for t in e], model=config.model)
+    flat = [t for e in extras for t in e]
+    extra = count_many(flat, model=config.model) if flat else []
     overheads: list[int] = []
     k = 0
     synthetic = 0

@@ -110,6 +110,9 @@ fn count_streamed(
     cache: bool,
 ) -> PyResult<Vec<usize>> {
     let n = items.len();
+    if n == 0 {
+        return Ok(Vec::new()); // no scope to open, no GIL to release
+    }
     let stream = Stream {
         texts: (0..n).map(|_| OnceLock::new()).collect(),
         counts: (0..n).map(|_| AtomicUsize::new(0)).collect(),
