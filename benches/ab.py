@@ -16,8 +16,9 @@ benchmarks; a cold round is a new engine and session, ``extend``, ``user_message
 ``render`` with the count cache cleared), a warm one for another provider with its name after
 a ``+`` (``warm:real+anthropic``, with 4 cache breakpoints; ``warm:syn1k+gemini``, ...),
 ``count:o200k`` (a fresh 400 kB text, cache off) and
-``lc:real`` (a warm round of the memoized LangChain peer on the pi session: the same code on
-both sides, so its line reads as the peer's time next to ours in the same run). Sessions are
+``lc:real`` / ``lc:syn1k`` / ... (a warm round of the memoized LangChain peer on that session:
+the same code on both sides, so its line reads as the peer's time next to ours in the same
+run). Sessions are
 built when an operation first needs them.
 """
 
@@ -54,7 +55,7 @@ _SIZES = {"syn1k": 1_000, "syn10k": 10_000, "syn100k": 100_000}
 def _worker() -> None:  # pragma: no cover - runs in the child processes
     sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benches")]
     from ctxengine import Budget, ContextEngine, Tokenizer, clear_cache
-    from ctxengine.transcript import Message, load
+    from ctxengine.transcript import Message, Transcript, load
     from test_bench_engine import _synthetic as synthetic
     from test_bench_engine import langchain_warm_round
 
@@ -97,7 +98,10 @@ def _worker() -> None:  # pragma: no cover - runs in the child processes
         kind, name = op.split(":")
         if kind == "lc":
             if name not in peer:
-                peer[name] = langchain_warm_round(source(name))[0]
+                messages = source(name)
+                if isinstance(messages, list):  # a synthetic session: its messages
+                    messages = Transcript(tuple(messages), source_format="synthetic")
+                peer[name] = langchain_warm_round(messages)[0]
             t = clock()
             peer[name]()
             return clock() - t
