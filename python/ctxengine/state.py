@@ -103,6 +103,8 @@ class SessionState:
         pruned_results: The same results by (message index, block index), as tool results.
         rendered_at: ``time.time()`` of the last render with the prune options (the cache age
             ``ttl_seconds`` is compared with).
+        retexted: History node ids whose item text a sync changed since the last compose
+            (compose reuses the messages of the others without looking at each item again).
     """
 
     session_id: str
@@ -136,6 +138,7 @@ class SessionState:
     pruned: dict[str, str] = field(default_factory=dict)
     pruned_results: dict[tuple[int, int], ToolResult] = field(default_factory=dict)
     rendered_at: float | None = None
+    retexted: set[str] = field(default_factory=set)
 
     # -- changes ------------------------------------------------------------------------------
 

@@ -125,3 +125,14 @@ async def test_payload_dicts_are_not_shared_between_renders() -> None:
         first.payload["messages"][0]["content"] = "tampered"
         second = await session.render()
         assert second.payload["messages"][0]["content"] == "hello"
+
+
+@pytest.mark.parametrize("nodes", [{"n3"}, {"n3", "n7", "gone"}, {f"n{i}" for i in range(12)}])
+def test_compose_finds_the_retexted_nodes_of_the_kept_window(nodes: set[str]) -> None:
+    """Compose composes again only the kept nodes a sync gave a new text: their positions
+    in the kept part of the window, by index for a few nodes and by one pass for many."""
+    from ctxengine.inject.compose import _positions
+
+    order = [f"n{i}" for i in range(20)]
+    got = sorted(_positions(order, nodes, 2, 10))
+    assert got == [j for j in range(2, 10) if order[j] in nodes]

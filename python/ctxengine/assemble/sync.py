@@ -221,8 +221,11 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
     state.pending.clear()
     state.dirty.clear()
     state.counted_for = provider
+    retexted = state.retexted
     for item, text in zip(items, texts, strict=True):
-        item.text = text
+        if item.text is not text:
+            item.text = text
+            retexted.add(item.node_id)
 
 
 def context_key(state: SessionState, registry: Registry, grain: ContextGrain) -> tuple[Any, ...]:

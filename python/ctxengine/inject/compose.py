@@ -112,7 +112,6 @@ class Composed:
 
     order: list[str]
     items: list[HistoryItem | None]  # by node of ``order`` (None: a placeholder)
-    texts: list[str | None]
     replacements: list[str | None]
     messages: list[Message]
     grains: list[ContextGrain | None]  # the items' grains (None: a placeholder)
@@ -153,41 +152,57 @@ def _kept(order: list[str], prev: Composed) -> tuple[int, int, int] | None:
 
 def _history(state: SessionState, plan: Any) -> list[Message]:
     """The kept history as messages. The previous render's messages are reused for the nodes
-    it also kept, when their texts and replacements are the same (a few C-level passes over
+    it also kept, when their texts and replacements are unchanged (a few C-level passes over
     the window instead of a Python loop); only new nodes at either end are composed.
 
     A node's item is looked up once, when it is new to the window: an item is made once per
     node id (ids are never reused) and is only ever deleted, never replaced; its text may
-    change in place (a sync or a prune), which the comparison of texts sees."""
+    change in place, only in a sync (a prune), which lists the node in ``state.retexted``."""
     order: list[str] = plan.history_order  # a new list on every access
     rep = plan.replacements
     replacements = list(map(rep.get, order)) if rep else [None] * len(order)
     memo = state.token_cache.memo
     prev: Composed | None = memo.composed
     kept = _kept(order, prev) if prev is not None and order else None
+    retexted = state.retexted
     if prev is None or kept is None:
         items = list(map(state.items.get, order))
-        texts = [i.text if i is not None else None for i in items]
         messages = list(map(partial(_message, state), order, items, replacements))
         grains = [i.grain if i is not None else None for i in items]
     else:
         head, k, end = kept
         get = state.items.get
         items = [*map(get, order[:head]), *prev.items[k:], *map(get, order[end:])]
-        texts = [i.text if i is not None else None for i in items]
         fresh = [*range(head), *range(end, len(order))]
         make = [_message(state, order[j], items[j], replacements[j]) for j in fresh]
         messages = make[:head] + prev.messages[k:] + make[head:]
         new_grains = [items[j].grain if items[j] is not None else None for j in fresh]
         grains = new_grains[:head] + prev.grains[k:] + new_grains[head:]
-        # kept nodes whose text changed (a soft trim): composed again
-        for j in _changed(texts[head:end], prev.texts[k:]) | _changed(
-            replacements[head:end], prev.replacements[k:]
-        ):
+        # kept nodes whose text a sync changed (a prune) or the plan replaced (a soft trim):
+        # composed again. Only those are looked up: each item looked at again is a cache miss
+        # on every render, most of a warm render's compose.
+        again = _changed(replacements[head:end], prev.replacements[k:])
+        if retexted:
+            again |= {j - head for j in _positions(order, retexted, head, end)}
+        for j in again:
             j += head
             messages[j] = _message(state, order[j], items[j], replacements[j])
-    memo.composed = Composed(order, items, texts, replacements, messages, grains, plan)
+    retexted.clear()
+    memo.composed = Composed(order, items, replacements, messages, grains, plan)
     return messages
+
+
+def _positions(order: list[str], nodes: set[str], start: int, end: int) -> list[int]:
+    """The positions in ``order[start:end]`` (offset by ``start``) of ``nodes``."""
+    if len(nodes) * 8 < end - start:
+        out = []
+        for node in nodes:
+            try:
+                out.append(order.index(node, start, end))
+            except ValueError:
+                continue
+        return out
+    return [j for j in range(start, end) if order[j] in nodes]
 
 
 def history_grains(state: SessionState, plan: Any) -> list[ContextGrain]:
