@@ -39,6 +39,7 @@ __all__ = [
     "bm25_tokenize",
     "cache_info",
     "clear_cache",
+    "differing",
     "fresh_items",
     "fresh_tree",
     "fuse",
@@ -281,6 +282,18 @@ class Bm25Index:
 
 def bm25_tokenize(text: str) -> list[str]:
     """The tokens BM25 indexes for ``text``."""
+
+def differing(
+    new: tuple[Any, ...],
+    new_start: int,
+    old: tuple[Any, ...],
+    old_start: int,
+    count: int,
+    limit: int,
+) -> list[int] | None:
+    """The offsets ``j < count`` at which ``new[new_start + j] is not old[old_start + j]``, in
+    order; None when more than ``limit`` differ. Raises ``ValueError`` when a run is out of its
+    tuple's range."""
 
 def fresh_tree(value: _T) -> _T:
     """``value`` with every ``dict`` and ``list`` in it copied, at any depth (the instances of

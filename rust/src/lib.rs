@@ -22,6 +22,8 @@ mod _core {
     #[pymodule_export]
     use crate::py::bm25::{bm25_tokenize, PyBm25Index};
     #[pymodule_export]
+    use crate::py::seq::differing;
+    #[pymodule_export]
     use crate::py::tokens::{cache_info, clear_cache, set_cache_capacity, PyTokenizer};
     #[pymodule_export]
     use crate::py::tree::{fresh_items, fresh_tree};

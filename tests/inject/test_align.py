@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import ctxengine.inject.turn as turn_module
 from ctxengine import Budget, ContextEngine
+from ctxengine._core import differing
 from ctxengine.inject.align import Aligned, Aligner, align
 from ctxengine.inject.compose import compose
 from ctxengine.inject.memo import RenderMemo
@@ -102,6 +103,27 @@ def test_aligner_remembers_the_same_answer_as_align(case: Any, second: int) -> N
     # a later stage of the same render asks again, maybe with another lead
     assert aligner(new, old, second) == align(new, old, second)
     assert aligner(new, old, lead) == align(new, old, lead)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(_continuation())
+def test_align_of_tuples_natively_matches_the_pass_over_other_sequences(case: Any) -> None:
+    """Tuples are compared natively (their item arrays), other sequences by a C-level pass
+    over the objects: the two answer the same."""
+    old, new, lead, _ = case
+    assert align(new, old, lead) == align(list(new), list(old), lead)
+
+
+def test_differing_lists_the_other_objects_up_to_a_limit() -> None:
+    a = tuple(POOL[:6])
+    b = (POOL[0], POOL[10], POOL[2], POOL[11], POOL[4], POOL[5])
+    assert differing(a, 0, b, 0, 6, 8) == [1, 3]
+    assert differing(a, 0, b, 0, 6, 2) == [1, 3]
+    assert differing(a, 0, b, 0, 6, 1) is None
+    assert differing(a, 2, b, 2, 3, 0) is None and differing(a, 4, b, 4, 2, 0) == []
+    assert differing(a, 1, (POOL[1], POOL[2]), 0, 2, 0) == []  # runs at other offsets
+    with pytest.raises(ValueError, match=r"old\[1:1\+6\] is out of range for a tuple of 6"):
+        differing(a, 0, b, 1, 6, 8)
 
 
 def test_align_finds_a_window_that_moved() -> None:

@@ -14,6 +14,7 @@ from itertools import islice
 from operator import is_, is_not
 from typing import Final, Generic, TypeVar
 
+from .._core import differing
 from ..transcript.model import Message
 
 __all__ = ("Aligned", "Aligner", "Alignment", "align")
@@ -37,7 +38,8 @@ def align(new: Sequence[Message], old: Sequence[Message], lead: int = 0) -> Alig
     before ``cut`` (at most a few messages from ``lead`` on) and after ``end`` (at most a few)
     is new. None when ``new`` is not such a continuation.
 
-    Found in constant time from the last message of ``old`` and checked with one C-level pass.
+    Found in constant time from the last message of ``old`` and checked with one native pass
+    over the two tuples' item arrays (a C-level pass for other sequences).
     """
     if not old or len(new) <= lead:
         return None
@@ -54,6 +56,9 @@ def align(new: Sequence[Message], old: Sequence[Message], lead: int = 0) -> Alig
             continue
         if old[start] is not new[cut]:
             continue
+        if type(new) is tuple and type(old) is tuple:  # the item arrays, objects untouched
+            diff = differing(new, cut, old, start, end - cut, _MAX_REPLACED)
+            return None if diff is None else (cut, start, [cut + j for j in diff])
         if all(map(is_, islice(new, cut, end), islice(old, start, None))):
             return cut, start, []
         flags = list(map(is_not, islice(new, cut, end), islice(old, start, None)))

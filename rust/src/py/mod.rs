@@ -3,5 +3,6 @@
 pub mod assemble;
 pub mod bm25;
 pub mod errors;
+pub mod seq;
 pub mod tokens;
 pub mod tree;
