@@ -1,7 +1,7 @@
 """Stub of the native module ``ctxengine._core`` (hand-written; checked by ``mypy.stubtest`` in
 ``.ci/run`` with ``.stubtest-allowlist``)."""
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TypedDict, TypeVar, final
 
 _T = TypeVar("_T")
@@ -122,6 +122,12 @@ class Tokenizer:
         """Token count of ``text``."""
     def count_many(self, texts: Sequence[str], *, cache: bool = True) -> list[int]:
         """Counts of a batch, in parallel with the GIL released."""
+    def count_chat(
+        self, groups: Iterable[Iterable[Mapping[str, Any]]], *, cache: bool = True
+    ) -> list[int | None]:
+        """For each group of OpenAI Chat message dicts, its tokens by the rule of
+        ``count_messages`` (reply priming excluded), or None when a dict has a shape the
+        exporters do not make (count it by ``count_messages`` then)."""
     def encode(self, text: str) -> list[int]:
         """Token ids; special-token text is ordinary text. Raises EncodingError for estimates."""
     def decode(self, ids: Sequence[int]) -> str:

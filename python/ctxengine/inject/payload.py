@@ -83,11 +83,14 @@ class MessageTokenCache:
         fresh: dict[int, tuple[Message, int]] = {}
         missing = [i for i, m in enumerate(transcript.messages) if id(m) not in self._entries]
         if missing:
-            strings, overheads = zip(*(message_strings(dicts[i]) for i in missing), strict=True)
-            counts = iter(get_tokenizer(model).count_many([t for ts in strings for t in ts]))
-            for i, texts, overhead in zip(missing, strings, overheads, strict=True):
+            tokenizer = get_tokenizer(model)
+            got = tokenizer.count_chat([[dicts[i]] for i in missing])  # the exported shapes
+            for i, n in zip(missing, got, strict=True):
+                if n is None:  # another shape: the rule in Python
+                    texts, overhead = message_strings(dicts[i])
+                    n = overhead + sum(tokenizer.count_many(texts))
                 m = transcript.messages[i]
-                fresh[id(m)] = (m, overhead + sum(next(counts) for _ in texts))
+                fresh[id(m)] = (m, n)
         total = _REPLY_PRIMING
         for m in transcript.messages:
             entry = fresh.get(id(m)) or self._entries[id(m)]

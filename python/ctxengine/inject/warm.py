@@ -164,21 +164,31 @@ class Record:
 
     def _count_pieces(self, model: str, pieces: Sequence[Pieces]) -> list[int]:
         if self.key[0] == "openai":
-            out: list[int] = []
-            per: list[list[str]] = []
-            for ps in pieces:
-                strings: list[str] = []
-                overhead = 0
-                for d in ps:
-                    texts, extra = message_strings(d)
-                    strings += texts
-                    overhead += extra
-                per.append(strings)
-                out.append(overhead)
-            counts = self._count_strings(model, per)
-            return [a + b for a, b in zip(out, counts, strict=True)]
+            got = get_tokenizer(model).count_chat(pieces)  # the exported shapes, natively
+            odd = [i for i, c in enumerate(got) if c is None]
+            if odd:
+                again = self._count_chat(model, [pieces[i] for i in odd])
+                for i, c in zip(odd, again, strict=True):
+                    got[i] = c
+            return got  # type: ignore[return-value]
         leaves = self._strings
         return self._count_strings(model, [[s for p in ps for s in leaves(p)] for ps in pieces])
+
+    def _count_chat(self, model: str, pieces: Sequence[Pieces]) -> list[int]:
+        """The chat rule in Python, for every shape (``count_chat`` walks the exported ones)."""
+        out: list[int] = []
+        per: list[list[str]] = []
+        for ps in pieces:
+            strings: list[str] = []
+            overhead = 0
+            for d in ps:
+                texts, extra = message_strings(d)
+                strings += texts
+                overhead += extra
+            per.append(strings)
+            out.append(overhead)
+        counts = self._count_strings(model, per)
+        return [a + b for a, b in zip(out, counts, strict=True)]
 
     @staticmethod
     def _count_strings(model: str, groups: list[list[str]]) -> list[int]:

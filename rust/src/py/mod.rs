@@ -2,6 +2,7 @@
 
 pub mod assemble;
 pub mod bm25;
+pub mod chat;
 pub mod errors;
 pub mod seq;
 pub mod tokens;

@@ -246,6 +246,19 @@ impl PyTokenizer {
         count_streamed(py, self.counter, &items, cache)
     }
 
+    /// For each group of OpenAI Chat message dicts (the dicts of one message), its tokens by
+    /// the rule of `count_messages` (without the reply priming), or None when a dict has a
+    /// shape the exporters do not make (see `py::chat`).
+    #[pyo3(signature = (groups, *, cache = true))]
+    fn count_chat(
+        &self,
+        py: Python<'_>,
+        groups: &Bound<'_, PyAny>,
+        cache: bool,
+    ) -> PyResult<Vec<Option<usize>>> {
+        super::chat::count_groups(py, self.counter, groups, cache)
+    }
+
     fn encode(&self, py: Python<'_>, text: &Bound<'_, PyString>) -> PyResult<Vec<u32>> {
         if let Some(e) = self.counter.estimator {
             return Err(super::errors::EncodingError::new_err(format!(
