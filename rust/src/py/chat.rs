@@ -86,13 +86,12 @@ fn parts<'py>(list: &Bound<'py, PyList>, out: &mut Vec<Bound<'py, PyString>>) ->
             }
             _ => {}
         }
-        match part.get_item("type").ok()? {
-            None => {}
-            Some(kind) => {
-                if IMAGE_PARTS.contains(&exact_str(&kind)?.to_str().ok()?) {
-                    images += IMAGE_TOKENS;
-                }
-            }
+        let image = match part.get_item("type").ok()? {
+            None => false,
+            Some(kind) => IMAGE_PARTS.contains(&exact_str(&kind)?.to_str().ok()?),
+        };
+        if image {
+            images += IMAGE_TOKENS;
         }
     }
     Some(images)
