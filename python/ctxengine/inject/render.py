@@ -12,7 +12,7 @@ from ..transcript.model import Message, Transcript, set_renderer
 from ..transcript.providers import check_provider, family_of
 from .adapters.anthropic import export_anthropic
 from .adapters.gemini import export_gemini
-from .adapters.openai import export_openai
+from .adapters.openai import export_openai, message_dicts
 from .adapters.responses import export_responses
 from .cache import Breakpoint, check_breakpoints, plan_cache_breakpoints
 from .hygiene import clean, validate
@@ -108,7 +108,13 @@ def render(
                 return _pieces(provider, m, family_of(m, source), {})
 
             record = memo.warm.build(
-                t, cleaned, report, key, marks, cache_ttl, lambda m: table.get(m, make)
+                t,
+                cleaned,
+                report,
+                key,
+                marks,
+                cache_ttl,
+                lambda ms: table.many(ms, message_dicts if provider == "openai" else make),
             )
             t = cleaned
         if record is not None:

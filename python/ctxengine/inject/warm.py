@@ -475,7 +475,7 @@ class Warm:
         key: tuple[Any, ...],
         n_marks: int,
         cache_ttl: str | None,
-        pieces_of: Callable[[Message], Pieces] | None,
+        pieces_of: Callable[[Sequence[Message]], list[Pieces]] | None,
     ) -> Record | None:
         """The record of a render the full path cleaned, when the next one can reuse it: hygiene
         changed nothing, or only added the bootstrap user turn."""
@@ -501,9 +501,14 @@ class Warm:
         names = {c.id: c.name for m in hist for c in m.tool_calls}
 
         def make(m: Message) -> Pieces:
-            if pieces_of is not None and not (provider == "gemini" and m.role == "tool"):
-                return pieces_of(m)
             return pieces(provider, m, family_of(m, t), names)
+
+        if pieces_of is None:
+            hist_pieces = [make(m) for m in hist]
+        elif provider != "gemini":
+            hist_pieces = pieces_of(hist)
+        else:  # a Gemini result names its call's function: made with the names of this history
+            hist_pieces = [make(m) if m.role == "tool" else pieces_of((m,))[0] for m in hist]
 
         lead_msgs = list(msgs[:lead]) + ([boot] if boot is not None else [])
         rec = Record(
@@ -517,7 +522,7 @@ class Warm:
             calls={c.id for m in hist for c in m.tool_calls},
             hist_system=any(m.role == "system" for m in hist),
             lead_pieces=[pieces(provider, m, family_of(m, t), names) for m in lead_msgs],
-            pieces=[make(m) for m in hist],
+            pieces=hist_pieces,
             hoff=0,
         )
         if provider == "openai-responses":
