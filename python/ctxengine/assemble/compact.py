@@ -10,6 +10,7 @@ by section (a summary of summaries). A failed, empty or timed-out summary writes
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
@@ -24,6 +25,7 @@ from ..compaction import (
 )
 from ..compaction import compact as compact_messages
 from ..compaction.facts import message_scope, paused_collector
+from ..compaction.pipeline import steady_collector
 from ..grain import ContextGrain
 from ..transcript.model import Message
 from .report import GrainDecision
@@ -116,9 +118,11 @@ def _newest_user(state: SessionState) -> int:
 
 
 def _latest_request(state: SessionState, indices: Sequence[int]) -> str | None:
-    """The newest user request when it is among the summarized messages (it must survive)."""
+    """The newest user request when it is among the summarized messages (``indices``,
+    sorted; it must survive)."""
     newest = _newest_user(state)
-    return state.messages[newest].text if newest in set(indices) else None
+    at = bisect_left(indices, newest)
+    return state.messages[newest].text if at < len(indices) and indices[at] == newest else None
 
 
 def _protected(grains: Sequence[ContextGrain]) -> list[str]:
@@ -218,6 +222,10 @@ class _Landing:
     #: :meth:`items` by choice (``k`` and the turns kept): the trials of a landing, its
     #: summary and its report ask for the same items (a list per choice of a long history).
     chosen: dict[tuple[int, frozenset[int]], list[Any]] = field(default_factory=dict)
+    #: :meth:`indices` by choice.
+    positions: dict[tuple[int, frozenset[int]], list[int]] = field(default_factory=dict)
+    #: Turn → the tokens the plan left its items (see :meth:`held`).
+    after: dict[int, int] = field(default_factory=dict)
 
     def rest(self, k: int) -> int:
         return self.base - self.freed[k] + sum(self.size[t] for t in self.kept)
@@ -235,6 +243,27 @@ class _Landing:
             items = list({i.node_id: i for t in self.turns(k) for i in by_turn[t]}.values())
             self.chosen[key] = items
         return items
+
+    def indices(self, k: int) -> list[int]:
+        """The message indices of :meth:`items`, sorted (the same list for the same choice)."""
+        key = (k, frozenset(self.kept))
+        found = self.positions.get(key)
+        if found is None:
+            found = self.positions[key] = sorted({i.index for i in self.items(k)})
+        return found
+
+    def held(self, k: int, plan: Any) -> tuple[int, int]:
+        """The tokens of :meth:`items` in the plan, before and after its trims: the sums of
+        their turns' (each turn's once per landing; a turn's items are its own, so the sums
+        over its turns are those over the items)."""
+        after = self.after
+        if not after:
+            table = _after(plan)
+            after.update(
+                (t, sum(table.get(i.node_id, 0) for i in items)) for t, items in self.by_turn.items()
+            )
+        turns = self.turns(k)
+        return sum(self.size[t] for t in turns), sum(after[t] for t in turns)
 
     def first(self, room: int, smallest: int) -> int:
         """The fewest further turns (at least ``smallest``) that bring the rest to ``room``
@@ -312,6 +341,8 @@ def _take_tail(
         land.base -= held
     land.forced.sort()
     land.chosen.clear()
+    land.positions.clear()
+    land.after.clear()
 
 
 def _tail_turns(state: SessionState, start: int) -> list[tuple[int, list[Any]]]:
@@ -379,26 +410,27 @@ def _estimate(state: SessionState) -> int:
 
 
 def _cap(
-    state: SessionState, config: RenderConfig, doomed: Sequence[Any], plan: Any
+    state: SessionState, config: RenderConfig, held: tuple[int, int], plan: Any
 ) -> tuple[int, int | None]:
     """The summary's cap and room: its window's share, or more when the plan leaves more room
     below the low-water mark; and the room up to the plan's target the summary may take
     rather than drop a request (the next render then compacts again: a long session at a
     small budget compacts more often, and loses no request), counting what stays at the size
     the plan left it when that leaves more (tool results the ladder soft-trimmed: a summary
-    that must keep a long request then fits instead of failing the compaction)."""
+    that must keep a long request then fits instead of failing the compaction).
+
+    ``held``: the tokens of the summarized items in the plan, before and after its trims
+    (:meth:`_Landing.held`)."""
     share = summary_limit(config)
     if plan is None:
         return share, None
     previous = _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
-    rest = plan.total_before - _tokens(state, [i.node_id for i in doomed]) - previous
+    before, after = held
+    rest = plan.total_before - before - previous
     low = _low(config, plan)
     cap = int(max(share, low - rest))
     # what stays takes what the plan left it (soft trims stand when the summary needs room)
-    after = _after(plan)
-    gone = {i.node_id for i in doomed}
-    gone.add(SUMMARY_ID)
-    stays = plan.total_after - sum(after.get(n, 0) for n in gone)
+    stays = plan.total_after - after - _after(plan).get(SUMMARY_ID, 0)
     return cap, max(cap, plan.target - rest - SUMMARY_SLACK, plan.target - stays - SUMMARY_SLACK)
 
 
@@ -432,7 +464,8 @@ def _after(plan: Any) -> dict[str, int]:
 async def _summarize(
     state: SessionState,
     config: RenderConfig,
-    doomed: Sequence[Any],
+    land: _Landing,
+    k: int,
     plan: Any,
     protected: Sequence[ContextGrain],
     summarizer: object,
@@ -440,11 +473,12 @@ async def _summarize(
     cache: dict[str, str],
     fill: int | None = None,
 ) -> CompactionResult:
-    """One run of the compaction pipeline on the previous summary and ``doomed`` (``fill``:
-    a summary of that size, its prose ending with excerpts of the newest doomed messages)."""
-    indices = sorted({i.index for i in doomed})
+    """One run of the compaction pipeline on the previous summary and the items of choice
+    ``k`` of ``land`` (``fill``: a summary of that size, its prose ending with excerpts of the
+    newest summarized messages)."""
+    indices = land.indices(k)
     messages = _previous(state) + [state.messages[i] for i in indices]
-    cap, room = _cap(state, config, doomed, plan)
+    cap, room = _cap(state, config, land.held(k, plan), plan)
     return await compact_messages(
         messages,
         max_tokens=fill if fill is not None else cap,
@@ -457,6 +491,16 @@ async def _summarize(
         config=settings,
         cache=cache,
     )
+
+
+def _estimator(config: RenderConfig) -> ExtractiveSummarizer:
+    """What measures a landing's trials: the render's summarizer when it is extractive, else
+    the extractive summarizer (the same for every trial of a landing: its readings of the
+    stretches are kept in the message scope by summarizer)."""
+    summarizer = config.summarizer
+    if isinstance(summarizer, ExtractiveSummarizer):
+        return summarizer
+    return ExtractiveSummarizer(tokenizer=config.tokenizer.count)
 
 
 async def _choose(
@@ -477,7 +521,27 @@ async def _choose(
     :data:`LARGE_TRIALS` beyond :data:`LARGE_TURNS` turns). Turns
     that fit come back verbatim. When one big turn makes the landing overshoot far below the
     mark (under :data:`MIN_USE` of the target), the cut stops before it if the render then
-    still fits its target."""
+    still fits its target.
+
+    The collector is paused for the whole landing when its summarizer is the extractive one
+    itself (:func:`~ctxengine.compaction.pipeline.steady_collector`: its calls never wait),
+    not per step of each trial: every step ran a collection of what the steps before it made,
+    and a full one among them (a cold 100,000-message render), all finding nothing to free."""
+    estimator = _estimator(config)
+    with steady_collector(estimator):
+        return await _choose_with(state, config, turns, plan, protected, cache, estimator)
+
+
+async def _choose_with(
+    state: SessionState,
+    config: RenderConfig,
+    turns: Sequence[int],
+    plan: Any,
+    protected: Sequence[ContextGrain],
+    cache: dict[str, str],
+    estimator: ExtractiveSummarizer,
+) -> tuple[int, _Landing, dict[int, CompactionResult]]:
+    """:func:`_choose` with its ``estimator``."""
     with paused_collector():  # a list per turn of a long history
         land = _landing(state, config, turns, plan)
     smallest = 0 if land.forced else 1
@@ -487,15 +551,12 @@ async def _choose(
     if not land.forced and land.rest(0) + _tokens(state, [SUMMARY_ID]) <= low:
         return 0, land, {}  # what the ladder cuts in the tail anyway leaves room: keep the rest
     settings = replace(config.compaction, memory_dir=None)
-    estimator = config.summarizer
-    if not isinstance(estimator, ExtractiveSummarizer):
-        estimator = ExtractiveSummarizer(tokenizer=config.tokenizer.count)
     tried: dict[int, CompactionResult] = {}
 
     async def landing(k: int) -> int | None:
         if k not in tried:
             tried[k] = await _summarize(
-                state, config, land.items(k), plan, protected, estimator, settings, cache
+                state, config, land, k, plan, protected, estimator, settings, cache
             )
         result = tried[k]
         return land.rest(k) + result.summary_tokens + SUMMARY_FRAMING if result.ok else None
@@ -557,7 +618,7 @@ async def _fill(
         return
     settings = replace(config.compaction, memory_dir=None)
     result = await _summarize(
-        state, config, land.items(k), plan, protected, estimator, settings, cache, fill=size
+        state, config, land, k, plan, protected, estimator, settings, cache, fill=size
     )
     if result.ok and land.rest(k) + result.summary_tokens + SUMMARY_FRAMING <= plan.target:
         tried[k] = result
@@ -603,7 +664,7 @@ async def _give_back(
             return
         land.kept |= back
         result = await _summarize(
-            state, config, land.items(k), plan, protected, estimator, settings, cache
+            state, config, land, k, plan, protected, estimator, settings, cache
         )
         if not result.ok or land.rest(k) + result.summary_tokens + SUMMARY_FRAMING > plan.target:
             land.kept -= back
@@ -672,7 +733,8 @@ async def compact(
             result = await _summarize(
                 state,
                 config,
-                doomed,
+                land,
+                k,
                 plan,
                 protected,
                 config.summarizer,

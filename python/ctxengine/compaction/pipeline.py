@@ -17,7 +17,8 @@ import gc
 import hashlib
 import re
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import islice, takewhile
@@ -366,8 +367,6 @@ class _Run:
     ) -> None:
         self.summarizer, self.config, self.count, self.cache = summarizer, config, count, cache
         self.stats: dict[str, Any] = {"calls": 0, "retries": 0, "cache_hits": 0, "chunks": 0}
-        #: The collector is paused for this run (:func:`_steady`): a retry's wait resumes it.
-        self.paused = False
 
     @staticmethod
     def _key(messages: Sequence[Message], instructions: str, max_tokens: int) -> str:
@@ -397,12 +396,13 @@ class _Run:
                 if attempt == self.config.chunk_retries:
                     raise SummarizerError(f"summarizer failed: {exc!r}") from exc
                 self.stats["retries"] += 1
-                if self.paused:  # other tasks run while this one waits: with the collector
+                held = _HELD.get()
+                if held:  # other tasks run while this one waits: with the collector
                     gc.enable()
                 try:
                     await anyio.sleep(delay)
                 finally:
-                    if self.paused:
+                    if held:
                         gc.disable()
                 delay *= 2
         raise AssertionError("unreachable")
@@ -431,27 +431,39 @@ class _Run:
         return partials[0]
 
 
+#: Whether :func:`steady_collector` paused the collector in this context (a retry's wait in
+#: :meth:`_Run.call` resumes it: other tasks run then).
+_HELD: ContextVar[bool] = ContextVar("ctxengine_collector_held", default=False)
+
+
 @contextmanager
-def _steady(run: _Run) -> Iterator[None]:
-    """The collector paused for ``run``'s summaries when its summarizer is the extractive one
-    itself (not a subclass), whose calls never wait: every chunk summary, merge and cap of a
-    long stretch makes objects that live until the compaction ends, and a pause per summary
-    ran a collection after each of them (a cold 100,000-message render: 80 collections of
-    everything the summaries made so far). A retry's wait resumes it (:meth:`_Run.call`), as
-    :func:`~ctxengine.compaction.facts.paused_collector` is never held while other tasks run.
-    """
+def steady_collector(summarizer: object) -> Iterator[None]:
+    """The collector paused while ``summarizer`` summarizes, when it is the extractive
+    summarizer itself (not a subclass), whose calls never wait: every chunk summary, merge and
+    cap of a long stretch makes objects that live until the compaction ends, and a pause per
+    summary ran a collection after each of them (a cold 100,000-message render: 80
+    collections of everything the summaries made so far; with a pause per step of each of a
+    landing's trials, a collection of the young objects after each step and a full one of the
+    whole heap among them, each finding nothing to free). A retry's wait resumes it
+    (:meth:`_Run.call`), as :func:`~ctxengine.compaction.facts.paused_collector` is never
+    held while other tasks run. Nested uses leave it to the outermost."""
     from .extractive import ExtractiveSummarizer
 
-    if type(run.summarizer) is not ExtractiveSummarizer or not gc.isenabled():
+    if type(summarizer) is not ExtractiveSummarizer or not gc.isenabled():
         yield
         return
     gc.disable()
-    run.paused = True
+    token = _HELD.set(True)
     try:
         yield
     finally:
-        run.paused = False
+        _HELD.reset(token)
         gc.enable()
+
+
+def _steady(run: _Run) -> AbstractContextManager[None]:
+    """:func:`steady_collector` for ``run``'s summarizer."""
+    return steady_collector(run.summarizer)
 
 
 def _pieces(m: Message, max_tokens: int, count: Count) -> list[Message]:
