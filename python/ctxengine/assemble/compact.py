@@ -259,9 +259,8 @@ class _Landing:
         after = self.after
         if not after:
             table = _after(plan)
-            after.update(
-                (t, sum(table.get(i.node_id, 0) for i in items)) for t, items in self.by_turn.items()
-            )
+            for t, items in self.by_turn.items():
+                after[t] = sum(table.get(i.node_id, 0) for i in items)
         turns = self.turns(k)
         return sum(self.size[t] for t in turns), sum(after[t] for t in turns)
 
