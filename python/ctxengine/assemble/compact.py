@@ -267,10 +267,12 @@ class _Landing:
     def first(self, room: int, smallest: int) -> int:
         """The fewest further turns (at least ``smallest``) that bring the rest to ``room``
         (all of them when none does)."""
-        for k in range(smallest, len(self.order) + 1):
-            if self.rest(k) <= room:
-                return k
-        return len(self.order)
+        # rest(k) only falls as k grows (each further turn frees its tokens): the first k
+        # whose rest is within room, by bisection
+        kept = sum(self.size[t] for t in self.kept)
+        freed, need = self.freed, self.base + kept - room  # rest(k) <= room: freed[k] >= need
+        k = bisect_left(freed, need, lo=min(smallest, len(freed)))
+        return min(k, len(self.order))
 
 
 def _landing(
