@@ -673,6 +673,40 @@ async def _give_back(
         tried[k] = result
 
 
+async def _summary(
+    state: SessionState,
+    config: RenderConfig,
+    turns: Sequence[int],
+    plan: Any,
+    protected: Sequence[ContextGrain],
+) -> tuple[CompactionResult, list[Any], list[int]] | None:
+    """The landing chosen (:func:`_choose`) and its summary, with the items and turns it
+    replaces; None when it replaces nothing (what the trials held is freed on return)."""
+    cache: dict[str, str] = {}
+    k, land, tried = await _choose(state, config, turns, plan, protected, cache)
+    doomed, chosen = land.items(k), land.turns(k)
+    if not doomed:
+        return None
+    trial = tried.get(k)
+    reuse = isinstance(config.summarizer, ExtractiveSummarizer)
+    if trial is not None and trial.ok and reuse and config.compaction.memory_dir is None:
+        return trial, doomed, chosen  # the measured summary is the summary
+    # the estimates' chunk summaries are reused only by the summarizer that wrote them
+    result = await _summarize(
+        state,
+        config,
+        land,
+        k,
+        plan,
+        protected,
+        config.summarizer,
+        config.compaction,
+        cache if reuse else {},
+        fill=land.fill,
+    )
+    return result, doomed, chosen
+
+
 def _deferred(state: SessionState, plan: Any) -> str | None:
     """Why no compaction is tried in this render after failed ones, or None: after the n-th
     failure in a row the next attempt waits :data:`RETRY_RENDERS` × 2ⁿ⁻¹ renders (at most
@@ -718,31 +752,16 @@ async def compact(
     if why is not None:
         log.compactions.append({"ok": False, "stage": "deferred", "turns": [], "error": why})
         return False
-    cache: dict[str, str] = {}
     # One reading of each message (text, key facts, counts) for every trial of the landing
     # and the summary itself: the trials summarize overlapping stretches of the same history.
-    with message_scope():
-        k, land, tried = await _choose(state, config, turns, plan, protected, cache)
-        doomed, turns = land.items(k), land.turns(k)
-        if not doomed:
+    # With the extractive summarizer the collector stays paused until that reading and the
+    # trials are freed (one collection of what stays, instead of one of all they held).
+    with steady_collector(config.summarizer):
+        with message_scope():
+            chosen = await _summary(state, config, turns, plan, protected)
+        if chosen is None:
             return False
-        trial = tried.get(k)
-        reuse = isinstance(config.summarizer, ExtractiveSummarizer)
-        if trial is not None and trial.ok and reuse and config.compaction.memory_dir is None:
-            result = trial  # the measured summary is the summary
-        else:  # the estimates' chunk summaries are reused only by the summarizer that wrote them
-            result = await _summarize(
-                state,
-                config,
-                land,
-                k,
-                plan,
-                protected,
-                config.summarizer,
-                config.compaction,
-                cache if reuse else {},
-                fill=land.fill,
-            )
+        result, doomed, turns = chosen
     log.compactions.append(_entry(result, turns))
     if not result.ok or not result.summary:
         failures = state.compaction_backoff[0] + 1 if state.compaction_backoff else 1
