@@ -13,6 +13,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
@@ -202,6 +204,10 @@ def _tokens(state: SessionState, node_ids: Sequence[str]) -> int:
     return sum(filter(None, map(state.asm.tokens, node_ids)))  # None: not in the plan (0)
 
 
+_INDEX: Final = attrgetter("index")
+_NODE_ID: Final = attrgetter("node_id")
+
+
 @dataclass(slots=True)
 class _Landing:
     """The turns a compaction may summarize and what the render weighs for each choice.
@@ -238,9 +244,8 @@ class _Landing:
         same choice: callers only read it)."""
         key = (k, frozenset(self.kept))
         items = self.chosen.get(key)
-        if items is None:
-            by_turn = self.by_turn
-            items = list({i.node_id: i for t in self.turns(k) for i in by_turn[t]}.values())
+        if items is None:  # a turn's items are its own (one item per node id, one turn each)
+            items = list(chain.from_iterable(map(self.by_turn.__getitem__, self.turns(k))))
             self.chosen[key] = items
         return items
 
@@ -249,7 +254,7 @@ class _Landing:
         key = (k, frozenset(self.kept))
         found = self.positions.get(key)
         if found is None:
-            found = self.positions[key] = sorted({i.index for i in self.items(k)})
+            found = self.positions[key] = sorted(set(map(_INDEX, self.items(k))))
         return found
 
     def held(self, k: int, plan: Any) -> tuple[int, int]:
@@ -286,7 +291,8 @@ def _landing(
             by_turn.setdefault(item.turn, []).append(item)
     forced = sorted(t for t in asked if t in by_turn)
     order = sorted(t for t in by_turn if t not in asked) if plan is not None else []
-    size = {t: _tokens(state, [i.node_id for i in by_turn[t]]) for t in by_turn}
+    tokens = state.asm.tokens
+    size = {t: sum(filter(None, map(tokens, map(_NODE_ID, items)))) for t, items in by_turn.items()}
     old = _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
     total = plan.total_before if plan is not None else 0
     base = total - old - sum(size[t] for t in forced)
