@@ -638,24 +638,32 @@ class _MessageFacts:
 
 
 def _read(m: Message, text: str) -> _MessageFacts:
-    if m.meta.get("ctxengine_summary") or (m.role == "user" and text.startswith(_SUMMARY_HEAD)):
+    role = m.role
+    if m.meta.get("ctxengine_summary") or (role == "user" and text.startswith(_SUMMARY_HEAD)):
         # an earlier summary (:func:`is_summary`)
         return _MessageFacts(text, carried=parse_sections(text))
-    facts = _MessageFacts(text, files=_file_ops(m, text))
-    if m.role == "user":
+    if role != "assistant" and role != "tool" and "(Open file: " not in text:
+        files: list[_FileOp] = []  # _file_ops: no tool calls, results or opened file
+    else:
+        files = _file_ops(m, text)
+    facts = _MessageFacts(text, files=files)
+    if role == "user":
         request = text.strip()
         if request:
             facts.request = request
             facts.idents = _identifiers(text)
-    elif m.role == "assistant":
+    elif role == "assistant":
         calls = m.tool_calls
         idents = _identifiers(text)
         if calls:
-            facts.calls = tuple((c.id, c.name) for c in calls)
-            idents += tuple(i for c in calls for i in _identifiers(c.arguments_json))
+            facts.calls = tuple([(c.id, c.name) for c in calls])
+            for c in calls:
+                found = _identifiers(c.arguments_json)
+                if found:
+                    idents += found
         facts.idents = idents
-    elif m.role == "tool":
-        facts.errors = tuple((r.call_id, r.name, r.text) for r in m.tool_results if r.is_error)
+    elif role == "tool":
+        facts.errors = tuple([(r.call_id, r.name, r.text) for r in m.tool_results if r.is_error])
     return facts
 
 
