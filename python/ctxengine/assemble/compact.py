@@ -13,8 +13,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from itertools import chain
-from operator import attrgetter
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
@@ -144,34 +144,33 @@ def _apply(
     """Write a successful compaction: the new summary grain, the summarized items forgotten."""
     state.summary = _summary_grain(result, turns)
     state.store(state.summary, registry.rank("compaction"))
+    ids = list(map(_NODE_ID, doomed))
     if log is not None:
         reason = f"summarized into {SUMMARY_ID} with {len(result.replaced)} earlier messages"
-        window_of, tokens_of, add = config.budget.window_of, state.asm.tokens, log.extra.append
-        windows: dict[str, str] = {}  # a window depends on the node id's prefix alone
-        reasons: dict[int, str] = {}
-        for item in doomed:  # the turn: a whole turn is what backfill could have given back
-            node_id = item.node_id
-            prefix = node_id.split(".", 1)[0]
-            window = windows.get(prefix)
-            if window is None:
-                window = windows[prefix] = window_of(node_id)
-            why = reasons.get(item.turn)
-            if why is None:
-                why = reasons[item.turn] = f"{reason} (turn {item.turn})"
-            add(
-                GrainDecision(
-                    node_id,
-                    "transcript",
-                    window,
-                    "dropped",
-                    "dropped",
-                    "compaction",
-                    why,
-                    tokens_of(node_id) or 0,
-                    0,
-                )
+        # a window depends on the node id's prefix alone (asked for the first id of each)
+        prefixes = list(map(_FIRST, map(_PARTITION, ids)))
+        first = dict(zip(reversed(prefixes), reversed(ids), strict=True))
+        window_of = config.budget.window_of
+        windows = {prefix: window_of(node_id) for prefix, node_id in first.items()}
+        # the turn: a whole turn is what backfill could have given back
+        item_turns = list(map(_TURN, doomed))
+        reasons = {t: f"{reason} (turn {t})" for t in set(item_turns)}
+        tokens = [n or 0 for n in map(state.asm.tokens, ids)]
+        log.extra.extend(  # one pass at C level: a report entry per summarized item
+            map(
+                GrainDecision,
+                ids,
+                repeat("transcript"),
+                map(windows.__getitem__, prefixes),
+                repeat("dropped"),
+                repeat("dropped"),
+                repeat("compaction"),
+                map(reasons.__getitem__, item_turns),
+                tokens,
+                repeat(0),
             )
-    _forget(state, [i.node_id for i in doomed])
+        )
+    _forget(state, ids)
 
 
 def _entry(result: CompactionResult, turns: Sequence[int]) -> dict[str, Any]:
@@ -206,6 +205,9 @@ def _tokens(state: SessionState, node_ids: Sequence[str]) -> int:
 
 _INDEX: Final = attrgetter("index")
 _NODE_ID: Final = attrgetter("node_id")
+_TURN: Final = attrgetter("turn")
+_PARTITION: Final = methodcaller("partition", ".")
+_FIRST: Final = itemgetter(0)
 
 
 @dataclass(slots=True)
@@ -821,9 +823,12 @@ async def compact_now(
 
 def _forget(state: SessionState, ids: list[str]) -> None:
     state.asm.remove(ids)
+    items = state.items
     for node_id in ids:
-        del state.items[node_id]
-        state.overrides.pop(node_id, None)
-        state.stored.pop(node_id, None)  # e.g. a compressed copy of a compacted result
-        state.guarded.pop(node_id, None)
+        del items[node_id]
+    gone = set(ids)
+    # e.g. a compressed copy of a compacted result (these tables are small: looked through)
+    for table in (state.overrides, state.stored, state.guarded):
+        for node_id in [n for n in table if n in gone]:
+            del table[node_id]
     state.compacted.update(ids)
