@@ -383,3 +383,39 @@ def test_renders_with_the_fast_paths_equal_renders_without(
     slow = [asyncio.run(_renders(m)) for m in sessions]
     assert fast == slow
     assert sum("Summary of the earlier conversation" in r for s in fast for r in s) > 10
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_the_cap_counts_its_last_rendering_by_its_sections_texts_as_by_the_whole_text(
+    encoding: str,
+) -> None:
+    """The cap's counter given its renderer counts the renderer's last rendering from the
+    sections' texts (groups of them starting at a ``## `` heading), others as before: the
+    whole text's count after every shrink step, with ``## `` lines inside the prose and a
+    pinned fact, sections emptied and filled again, and a rendering counted again after
+    later ones."""
+    count = get_tokenizer(encoding).count
+    used: list[int] = []
+    for parts in PARTS:
+        parts = dataclasses.replace(
+            parts,
+            body=[*parts.body, "## Notes", "a line", "", "## More", "x" * 300],
+            pinned=[*parts.pinned, "pinned\n## not a section\nend"],
+        )
+        work = dataclasses.replace(parts)
+        render = sections._Renderer()
+        counted = sections._remembered(count, render)
+        texts = []
+        for step in sections._steps(work):
+            while step(work):
+                text = render(work)
+                texts.append(text)
+                assert counted(text) == count(text, cache=False)
+                used.append(len(text) >= sections._BY_SECTIONS)
+        work.identifiers = ["a/b.py", "c"]  # a section back after it was emptied
+        work.pending = []
+        text = render(work)
+        assert counted(text) == count(text, cache=False)
+        for old in texts[:5]:  # not the last rendering: counted as before
+            assert counted(old) == count(old, cache=False)
+    assert any(used) and not all(used)

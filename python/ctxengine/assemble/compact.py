@@ -10,8 +10,11 @@ by section (a summary of summaries). A failed, empty or timed-out summary writes
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
@@ -24,6 +27,7 @@ from ..compaction import (
 )
 from ..compaction import compact as compact_messages
 from ..compaction.facts import message_scope, paused_collector
+from ..compaction.pipeline import steady_collector
 from ..grain import ContextGrain
 from ..transcript.model import Message
 from .report import GrainDecision
@@ -116,9 +120,11 @@ def _newest_user(state: SessionState) -> int:
 
 
 def _latest_request(state: SessionState, indices: Sequence[int]) -> str | None:
-    """The newest user request when it is among the summarized messages (it must survive)."""
+    """The newest user request when it is among the summarized messages (``indices``,
+    sorted; it must survive)."""
     newest = _newest_user(state)
-    return state.messages[newest].text if newest in set(indices) else None
+    at = bisect_left(indices, newest)
+    return state.messages[newest].text if at < len(indices) and indices[at] == newest else None
 
 
 def _protected(grains: Sequence[ContextGrain]) -> list[str]:
@@ -138,34 +144,33 @@ def _apply(
     """Write a successful compaction: the new summary grain, the summarized items forgotten."""
     state.summary = _summary_grain(result, turns)
     state.store(state.summary, registry.rank("compaction"))
+    ids = list(map(_NODE_ID, doomed))
     if log is not None:
         reason = f"summarized into {SUMMARY_ID} with {len(result.replaced)} earlier messages"
-        window_of, tokens_of, add = config.budget.window_of, state.asm.tokens, log.extra.append
-        windows: dict[str, str] = {}  # a window depends on the node id's prefix alone
-        reasons: dict[int, str] = {}
-        for item in doomed:  # the turn: a whole turn is what backfill could have given back
-            node_id = item.node_id
-            prefix = node_id.split(".", 1)[0]
-            window = windows.get(prefix)
-            if window is None:
-                window = windows[prefix] = window_of(node_id)
-            why = reasons.get(item.turn)
-            if why is None:
-                why = reasons[item.turn] = f"{reason} (turn {item.turn})"
-            add(
-                GrainDecision(
-                    node_id,
-                    "transcript",
-                    window,
-                    "dropped",
-                    "dropped",
-                    "compaction",
-                    why,
-                    tokens_of(node_id) or 0,
-                    0,
-                )
+        # a window depends on the node id's prefix alone (asked for the first id of each)
+        prefixes = list(map(_FIRST, map(_PARTITION, ids)))
+        first = dict(zip(reversed(prefixes), reversed(ids), strict=True))
+        window_of = config.budget.window_of
+        windows = {prefix: window_of(node_id) for prefix, node_id in first.items()}
+        # the turn: a whole turn is what backfill could have given back
+        item_turns = list(map(_TURN, doomed))
+        reasons = {t: f"{reason} (turn {t})" for t in set(item_turns)}
+        tokens = [n or 0 for n in map(state.asm.tokens, ids)]
+        log.extra.extend(  # one pass at C level: a report entry per summarized item
+            map(
+                GrainDecision,
+                ids,
+                repeat("transcript"),
+                map(windows.__getitem__, prefixes),
+                repeat("dropped"),
+                repeat("dropped"),
+                repeat("compaction"),
+                map(reasons.__getitem__, item_turns),
+                tokens,
+                repeat(0),
             )
-    _forget(state, [i.node_id for i in doomed])
+        )
+    _forget(state, ids)
 
 
 def _entry(result: CompactionResult, turns: Sequence[int]) -> dict[str, Any]:
@@ -198,6 +203,13 @@ def _tokens(state: SessionState, node_ids: Sequence[str]) -> int:
     return sum(filter(None, map(state.asm.tokens, node_ids)))  # None: not in the plan (0)
 
 
+_INDEX: Final = attrgetter("index")
+_NODE_ID: Final = attrgetter("node_id")
+_TURN: Final = attrgetter("turn")
+_PARTITION: Final = methodcaller("partition", ".")
+_FIRST: Final = itemgetter(0)
+
+
 @dataclass(slots=True)
 class _Landing:
     """The turns a compaction may summarize and what the render weighs for each choice.
@@ -218,6 +230,10 @@ class _Landing:
     #: :meth:`items` by choice (``k`` and the turns kept): the trials of a landing, its
     #: summary and its report ask for the same items (a list per choice of a long history).
     chosen: dict[tuple[int, frozenset[int]], list[Any]] = field(default_factory=dict)
+    #: :meth:`indices` by choice.
+    positions: dict[tuple[int, frozenset[int]], list[int]] = field(default_factory=dict)
+    #: Turn → the tokens the plan left its items (see :meth:`held`).
+    after: dict[int, int] = field(default_factory=dict)
 
     def rest(self, k: int) -> int:
         return self.base - self.freed[k] + sum(self.size[t] for t in self.kept)
@@ -230,19 +246,40 @@ class _Landing:
         same choice: callers only read it)."""
         key = (k, frozenset(self.kept))
         items = self.chosen.get(key)
-        if items is None:
-            by_turn = self.by_turn
-            items = list({i.node_id: i for t in self.turns(k) for i in by_turn[t]}.values())
+        if items is None:  # a turn's items are its own (one item per node id, one turn each)
+            items = list(chain.from_iterable(map(self.by_turn.__getitem__, self.turns(k))))
             self.chosen[key] = items
         return items
+
+    def indices(self, k: int) -> list[int]:
+        """The message indices of :meth:`items`, sorted (the same list for the same choice)."""
+        key = (k, frozenset(self.kept))
+        found = self.positions.get(key)
+        if found is None:
+            found = self.positions[key] = sorted(set(map(_INDEX, self.items(k))))
+        return found
+
+    def held(self, k: int, plan: Any) -> tuple[int, int]:
+        """The tokens of :meth:`items` in the plan, before and after its trims: the sums of
+        their turns' (each turn's once per landing; a turn's items are its own, so the sums
+        over its turns are those over the items)."""
+        after = self.after
+        if not after:
+            table = _after(plan)
+            for t, items in self.by_turn.items():
+                after[t] = sum(table.get(i.node_id, 0) for i in items)
+        turns = self.turns(k)
+        return sum(self.size[t] for t in turns), sum(after[t] for t in turns)
 
     def first(self, room: int, smallest: int) -> int:
         """The fewest further turns (at least ``smallest``) that bring the rest to ``room``
         (all of them when none does)."""
-        for k in range(smallest, len(self.order) + 1):
-            if self.rest(k) <= room:
-                return k
-        return len(self.order)
+        # rest(k) only falls as k grows (each further turn frees its tokens): the first k
+        # whose rest is within room, by bisection
+        kept = sum(self.size[t] for t in self.kept)
+        freed, need = self.freed, self.base + kept - room  # rest(k) <= room: freed[k] >= need
+        k = bisect_left(freed, need, lo=min(smallest, len(freed)))
+        return min(k, len(self.order))
 
 
 def _landing(
@@ -256,7 +293,8 @@ def _landing(
             by_turn.setdefault(item.turn, []).append(item)
     forced = sorted(t for t in asked if t in by_turn)
     order = sorted(t for t in by_turn if t not in asked) if plan is not None else []
-    size = {t: _tokens(state, [i.node_id for i in by_turn[t]]) for t in by_turn}
+    tokens = state.asm.tokens
+    size = {t: sum(filter(None, map(tokens, map(_NODE_ID, items)))) for t, items in by_turn.items()}
     old = _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
     total = plan.total_before if plan is not None else 0
     base = total - old - sum(size[t] for t in forced)
@@ -312,6 +350,8 @@ def _take_tail(
         land.base -= held
     land.forced.sort()
     land.chosen.clear()
+    land.positions.clear()
+    land.after.clear()
 
 
 def _tail_turns(state: SessionState, start: int) -> list[tuple[int, list[Any]]]:
@@ -379,26 +419,27 @@ def _estimate(state: SessionState) -> int:
 
 
 def _cap(
-    state: SessionState, config: RenderConfig, doomed: Sequence[Any], plan: Any
+    state: SessionState, config: RenderConfig, held: tuple[int, int], plan: Any
 ) -> tuple[int, int | None]:
     """The summary's cap and room: its window's share, or more when the plan leaves more room
     below the low-water mark; and the room up to the plan's target the summary may take
     rather than drop a request (the next render then compacts again: a long session at a
     small budget compacts more often, and loses no request), counting what stays at the size
     the plan left it when that leaves more (tool results the ladder soft-trimmed: a summary
-    that must keep a long request then fits instead of failing the compaction)."""
+    that must keep a long request then fits instead of failing the compaction).
+
+    ``held``: the tokens of the summarized items in the plan, before and after its trims
+    (:meth:`_Landing.held`)."""
     share = summary_limit(config)
     if plan is None:
         return share, None
     previous = _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
-    rest = plan.total_before - _tokens(state, [i.node_id for i in doomed]) - previous
+    before, after = held
+    rest = plan.total_before - before - previous
     low = _low(config, plan)
     cap = int(max(share, low - rest))
     # what stays takes what the plan left it (soft trims stand when the summary needs room)
-    after = _after(plan)
-    gone = {i.node_id for i in doomed}
-    gone.add(SUMMARY_ID)
-    stays = plan.total_after - sum(after.get(n, 0) for n in gone)
+    stays = plan.total_after - after - _after(plan).get(SUMMARY_ID, 0)
     return cap, max(cap, plan.target - rest - SUMMARY_SLACK, plan.target - stays - SUMMARY_SLACK)
 
 
@@ -432,7 +473,8 @@ def _after(plan: Any) -> dict[str, int]:
 async def _summarize(
     state: SessionState,
     config: RenderConfig,
-    doomed: Sequence[Any],
+    land: _Landing,
+    k: int,
     plan: Any,
     protected: Sequence[ContextGrain],
     summarizer: object,
@@ -440,11 +482,12 @@ async def _summarize(
     cache: dict[str, str],
     fill: int | None = None,
 ) -> CompactionResult:
-    """One run of the compaction pipeline on the previous summary and ``doomed`` (``fill``:
-    a summary of that size, its prose ending with excerpts of the newest doomed messages)."""
-    indices = sorted({i.index for i in doomed})
+    """One run of the compaction pipeline on the previous summary and the items of choice
+    ``k`` of ``land`` (``fill``: a summary of that size, its prose ending with excerpts of the
+    newest summarized messages)."""
+    indices = land.indices(k)
     messages = _previous(state) + [state.messages[i] for i in indices]
-    cap, room = _cap(state, config, doomed, plan)
+    cap, room = _cap(state, config, land.held(k, plan), plan)
     return await compact_messages(
         messages,
         max_tokens=fill if fill is not None else cap,
@@ -457,6 +500,16 @@ async def _summarize(
         config=settings,
         cache=cache,
     )
+
+
+def _estimator(config: RenderConfig) -> ExtractiveSummarizer:
+    """What measures a landing's trials: the render's summarizer when it is extractive, else
+    the extractive summarizer (the same for every trial of a landing: its readings of the
+    stretches are kept in the message scope by summarizer)."""
+    summarizer = config.summarizer
+    if isinstance(summarizer, ExtractiveSummarizer):
+        return summarizer
+    return ExtractiveSummarizer(tokenizer=config.tokenizer.count)
 
 
 async def _choose(
@@ -477,7 +530,27 @@ async def _choose(
     :data:`LARGE_TRIALS` beyond :data:`LARGE_TURNS` turns). Turns
     that fit come back verbatim. When one big turn makes the landing overshoot far below the
     mark (under :data:`MIN_USE` of the target), the cut stops before it if the render then
-    still fits its target."""
+    still fits its target.
+
+    The collector is paused for the whole landing when its summarizer is the extractive one
+    itself (:func:`~ctxengine.compaction.pipeline.steady_collector`: its calls never wait),
+    not per step of each trial: every step ran a collection of what the steps before it made,
+    and a full one among them (a cold 100,000-message render), all finding nothing to free."""
+    estimator = _estimator(config)
+    with steady_collector(estimator):
+        return await _choose_with(state, config, turns, plan, protected, cache, estimator)
+
+
+async def _choose_with(
+    state: SessionState,
+    config: RenderConfig,
+    turns: Sequence[int],
+    plan: Any,
+    protected: Sequence[ContextGrain],
+    cache: dict[str, str],
+    estimator: ExtractiveSummarizer,
+) -> tuple[int, _Landing, dict[int, CompactionResult]]:
+    """:func:`_choose` with its ``estimator``."""
     with paused_collector():  # a list per turn of a long history
         land = _landing(state, config, turns, plan)
     smallest = 0 if land.forced else 1
@@ -487,15 +560,12 @@ async def _choose(
     if not land.forced and land.rest(0) + _tokens(state, [SUMMARY_ID]) <= low:
         return 0, land, {}  # what the ladder cuts in the tail anyway leaves room: keep the rest
     settings = replace(config.compaction, memory_dir=None)
-    estimator = config.summarizer
-    if not isinstance(estimator, ExtractiveSummarizer):
-        estimator = ExtractiveSummarizer(tokenizer=config.tokenizer.count)
     tried: dict[int, CompactionResult] = {}
 
     async def landing(k: int) -> int | None:
         if k not in tried:
             tried[k] = await _summarize(
-                state, config, land.items(k), plan, protected, estimator, settings, cache
+                state, config, land, k, plan, protected, estimator, settings, cache
             )
         result = tried[k]
         return land.rest(k) + result.summary_tokens + SUMMARY_FRAMING if result.ok else None
@@ -557,7 +627,7 @@ async def _fill(
         return
     settings = replace(config.compaction, memory_dir=None)
     result = await _summarize(
-        state, config, land.items(k), plan, protected, estimator, settings, cache, fill=size
+        state, config, land, k, plan, protected, estimator, settings, cache, fill=size
     )
     if result.ok and land.rest(k) + result.summary_tokens + SUMMARY_FRAMING <= plan.target:
         tried[k] = result
@@ -603,12 +673,46 @@ async def _give_back(
             return
         land.kept |= back
         result = await _summarize(
-            state, config, land.items(k), plan, protected, estimator, settings, cache
+            state, config, land, k, plan, protected, estimator, settings, cache
         )
         if not result.ok or land.rest(k) + result.summary_tokens + SUMMARY_FRAMING > plan.target:
             land.kept -= back
             return
         tried[k] = result
+
+
+async def _summary(
+    state: SessionState,
+    config: RenderConfig,
+    turns: Sequence[int],
+    plan: Any,
+    protected: Sequence[ContextGrain],
+) -> tuple[CompactionResult, list[Any], list[int]] | None:
+    """The landing chosen (:func:`_choose`) and its summary, with the items and turns it
+    replaces; None when it replaces nothing (what the trials held is freed on return)."""
+    cache: dict[str, str] = {}
+    k, land, tried = await _choose(state, config, turns, plan, protected, cache)
+    doomed, chosen = land.items(k), land.turns(k)
+    if not doomed:
+        return None
+    trial = tried.get(k)
+    reuse = isinstance(config.summarizer, ExtractiveSummarizer)
+    if trial is not None and trial.ok and reuse and config.compaction.memory_dir is None:
+        return trial, doomed, chosen  # the measured summary is the summary
+    # the estimates' chunk summaries are reused only by the summarizer that wrote them
+    result = await _summarize(
+        state,
+        config,
+        land,
+        k,
+        plan,
+        protected,
+        config.summarizer,
+        config.compaction,
+        cache if reuse else {},
+        fill=land.fill,
+    )
+    return result, doomed, chosen
 
 
 def _deferred(state: SessionState, plan: Any) -> str | None:
@@ -656,30 +760,16 @@ async def compact(
     if why is not None:
         log.compactions.append({"ok": False, "stage": "deferred", "turns": [], "error": why})
         return False
-    cache: dict[str, str] = {}
     # One reading of each message (text, key facts, counts) for every trial of the landing
     # and the summary itself: the trials summarize overlapping stretches of the same history.
-    with message_scope():
-        k, land, tried = await _choose(state, config, turns, plan, protected, cache)
-        doomed, turns = land.items(k), land.turns(k)
-        if not doomed:
+    # With the extractive summarizer the collector stays paused until that reading and the
+    # trials are freed (one collection of what stays, instead of one of all they held).
+    with steady_collector(config.summarizer):
+        with message_scope():
+            chosen = await _summary(state, config, turns, plan, protected)
+        if chosen is None:
             return False
-        trial = tried.get(k)
-        reuse = isinstance(config.summarizer, ExtractiveSummarizer)
-        if trial is not None and trial.ok and reuse and config.compaction.memory_dir is None:
-            result = trial  # the measured summary is the summary
-        else:  # the estimates' chunk summaries are reused only by the summarizer that wrote them
-            result = await _summarize(
-                state,
-                config,
-                doomed,
-                plan,
-                protected,
-                config.summarizer,
-                config.compaction,
-                cache if reuse else {},
-                fill=land.fill,
-            )
+        result, doomed, turns = chosen
     log.compactions.append(_entry(result, turns))
     if not result.ok or not result.summary:
         failures = state.compaction_backoff[0] + 1 if state.compaction_backoff else 1
@@ -733,9 +823,12 @@ async def compact_now(
 
 def _forget(state: SessionState, ids: list[str]) -> None:
     state.asm.remove(ids)
+    items = state.items
     for node_id in ids:
-        del state.items[node_id]
-        state.overrides.pop(node_id, None)
-        state.stored.pop(node_id, None)  # e.g. a compressed copy of a compacted result
-        state.guarded.pop(node_id, None)
+        del items[node_id]
+    gone = set(ids)
+    # e.g. a compressed copy of a compacted result (these tables are small: looked through)
+    for table in (state.overrides, state.stored, state.guarded):
+        for node_id in [n for n in table if n in gone]:
+            del table[node_id]
     state.compacted.update(ids)

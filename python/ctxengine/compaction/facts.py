@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import compress, count
+from operator import is_not
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -556,8 +558,33 @@ def _identifiers(text: str) -> tuple[str, ...]:
 
 
 def _pending(messages: Sequence[Message], texts: Sequence[str]) -> list[str]:
-    asks: list[str] = []
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
+    return _pending_at(messages, texts, last_user)
+
+
+class _Texts:
+    """The texts of message readings, by index (without a list of them all)."""
+
+    __slots__ = ("read",)
+
+    def __init__(self, read: Sequence[_MessageFacts]) -> None:
+        self.read = read
+
+    def __getitem__(self, i: int) -> str:
+        return self.read[i].text
+
+
+def _pending_of(
+    messages: Sequence[Message], read: Sequence[_MessageFacts], last_user: int | None
+) -> list[str]:
+    return _pending_at(messages, _Texts(read), last_user)  # type: ignore[arg-type]
+
+
+def _pending_at(
+    messages: Sequence[Message], texts: Sequence[str], last_user: int | None
+) -> list[str]:
+    """:func:`_pending` given the index of the newest user message (None: none)."""
+    asks: list[str] = []
     after = range(last_user + 1, len(messages)) if last_user is not None else range(len(messages))
     if last_user is not None and not any(
         messages[i].role == "assistant" and texts[i] for i in after
@@ -611,24 +638,32 @@ class _MessageFacts:
 
 
 def _read(m: Message, text: str) -> _MessageFacts:
-    if m.meta.get("ctxengine_summary") or (m.role == "user" and text.startswith(_SUMMARY_HEAD)):
+    role = m.role
+    if m.meta.get("ctxengine_summary") or (role == "user" and text.startswith(_SUMMARY_HEAD)):
         # an earlier summary (:func:`is_summary`)
         return _MessageFacts(text, carried=parse_sections(text))
-    facts = _MessageFacts(text, files=_file_ops(m, text))
-    if m.role == "user":
+    if role != "assistant" and role != "tool" and "(Open file: " not in text:
+        files: list[_FileOp] = []  # _file_ops: no tool calls, results or opened file
+    else:
+        files = _file_ops(m, text)
+    facts = _MessageFacts(text, files=files)
+    if role == "user":
         request = text.strip()
         if request:
             facts.request = request
             facts.idents = _identifiers(text)
-    elif m.role == "assistant":
+    elif role == "assistant":
         calls = m.tool_calls
         idents = _identifiers(text)
         if calls:
-            facts.calls = tuple((c.id, c.name) for c in calls)
-            idents += tuple(i for c in calls for i in _identifiers(c.arguments_json))
+            facts.calls = tuple([(c.id, c.name) for c in calls])
+            for c in calls:
+                found = _identifiers(c.arguments_json)
+                if found:
+                    idents += found
         facts.idents = idents
-    elif m.role == "tool":
-        facts.errors = tuple((r.call_id, r.name, r.text) for r in m.tool_results if r.is_error)
+    elif role == "tool":
+        facts.errors = tuple([(r.call_id, r.name, r.text) for r in m.tool_results if r.is_error])
     return facts
 
 
@@ -658,7 +693,10 @@ def extract_facts(
         max_identifiers: Most identifiers kept (the newest).
     """
     with paused_collector():
-        return _extract_facts(messages, rules, pinned, max_identifiers)
+        memo = _STRETCH.get()
+        if memo is None or len(messages) < RESUMABLE:
+            return _extract_facts(messages, rules, pinned, max_identifiers)
+        return _resumed(memo, messages, rules, pinned).facts(max_identifiers)
 
 
 def _extract_facts(
@@ -707,6 +745,237 @@ def _extract_facts(
     facts.identifiers = facts.identifiers[-max_identifiers:]
     facts.pending = _pending(plain, [mf.text for mf in read])
     return facts
+
+
+#: From this many messages on, :func:`extract_facts` inside a message scope keeps its reading
+#: of the stretch (:class:`_Scan`), and a later stretch with a common prefix resumes it.
+RESUMABLE: Final = 4096
+#: A :class:`_Scan` marks where it can be resumed every this many messages.
+_MARK_EVERY: Final = 1024
+
+
+@dataclass(slots=True)
+class _Mark:
+    """Where a :class:`_Scan` stood before its ``n``-th message: the lengths of its lists
+    (each only grows), its counts and the current file."""
+
+    n: int
+    requests: int
+    failures: int
+    idents: int
+    plain: int
+    summaries: int
+    summarized: int
+    carried: dict[str, int]
+    files_read: int
+    files_modified: int
+    current: str | None
+
+
+class _Scan:
+    """:func:`_extract_facts`'s reading of a stretch, kept so that a stretch with a common
+    prefix resumes it at a :class:`_Mark` (the trials of a landing summarize stretches that
+    differ only near their ends): the same steps, message by message, in the same order, so
+    the same facts. Its lists only grow; a resumed scan is a new one, made of copies of the
+    lists' prefixes, so this one stays what it read."""
+
+    __slots__ = (
+        "carried",
+        "carried_seen",
+        "current",
+        "failed",
+        "failures",
+        "files_modified",
+        "files_read",
+        "ident_seen",
+        "idents",
+        "marks",
+        "messages",
+        "modified_seen",
+        "names",
+        "pinned",
+        "plain",
+        "read",
+        "read_seen",
+        "requests",
+        "rules",
+        "summaries",
+        "summarized",
+    )  # fmt: skip
+
+    def __init__(self, rules: Sequence[str], pinned: Sequence[str]) -> None:
+        self.messages: list[Message] = []
+        self.rules = list(rules)
+        self.pinned = [p for p in pinned if p.strip()]
+        self.requests: list[str] = []
+        self.failures: list[Failure] = []
+        self.failed: set[str] = set()
+        self.names: dict[str, str] = {}
+        self.carried: dict[str, list[str]] = {}
+        self.carried_seen: dict[str, set[str]] = {}
+        self.summaries = 0
+        self.summarized = 0
+        self.idents: list[str] = []  # each once, in the order first found
+        self.ident_seen: set[str] = set()
+        self.plain: list[Message] = []
+        self.read: list[_MessageFacts] = []
+        self.files_read: list[str] = []
+        self.files_modified: list[str] = []
+        self.read_seen: set[str] = set()
+        self.modified_seen: set[str] = set()
+        self.current: str | None = None
+        self.marks: list[_Mark] = []
+
+    def _mark(self) -> None:
+        self.marks.append(
+            _Mark(
+                len(self.messages),
+                len(self.requests),
+                len(self.failures),
+                len(self.idents),
+                len(self.plain),
+                self.summaries,
+                self.summarized,
+                {name: len(lines) for name, lines in self.carried.items()},
+                len(self.files_read),
+                len(self.files_modified),
+                self.current,
+            )
+        )
+
+    def resumed(self, at: int) -> _Scan:
+        """A new scan of this one's first messages, up to the last mark at most ``at``."""
+        mark = next(m for m in reversed(self.marks) if m.n <= at)
+        out = _Scan(self.rules, ())
+        out.pinned = self.pinned
+        out.messages = self.messages[: mark.n]
+        out.requests = self.requests[: mark.requests]
+        out.failures = self.failures[: mark.failures]
+        out.failed = {f.call_id for f in out.failures}
+        out.plain = self.plain[: mark.plain]
+        out.read = self.read[: mark.plain]
+        names = out.names
+        for mf in out.read:
+            if mf.calls:
+                names.update(mf.calls)
+        out.carried = {name: self.carried[name][:n] for name, n in mark.carried.items()}
+        out.carried_seen = {name: set(lines) for name, lines in out.carried.items()}
+        out.summaries, out.summarized = mark.summaries, mark.summarized
+        out.idents = self.idents[: mark.idents]
+        out.ident_seen = set(out.idents)
+        out.files_read = self.files_read[: mark.files_read]
+        out.files_modified = self.files_modified[: mark.files_modified]
+        out.read_seen, out.modified_seen = set(out.files_read), set(out.files_modified)
+        out.current = mark.current
+        out.marks = [m for m in self.marks if m.n < mark.n]  # extend marks mark.n again
+        return out
+
+    def extend(self, messages: Sequence[Message], memo: dict[int, Seen]) -> None:
+        """Read ``messages`` after those read so far (:func:`_extract_facts`'s loop, and
+        :func:`_replay`'s and the identifiers' steps of each message as it comes)."""
+        done = self.messages
+        requests, failures, failed, names = self.requests, self.failures, self.failed, self.names
+        idents, ident_seen, plain, read = self.idents, self.ident_seen, self.plain, self.read
+        files_read, files_modified = self.files_read, self.files_modified
+        read_seen, modified_seen = self.read_seen, self.modified_seen
+        current = self.current
+        n = len(done)
+        for m in messages:
+            if n % _MARK_EVERY == 0:
+                self.current = current
+                self._mark()
+            n += 1
+            done.append(m)
+            seen = memo.get(id(m))
+            if seen is None or seen.message is not m:
+                seen = memo[id(m)] = Seen(m, m.text)
+            mf = seen.facts
+            if mf is None:
+                mf = seen.facts = _read(m, seen.text)
+            if mf.carried is not None:
+                self.summaries += 1
+                head = _SUMMARY_COUNT.match(mf.text)
+                self.summarized += int(head.group(1)) if head else 1
+                for name, lines in mf.carried.items():
+                    if name not in self.carried:
+                        self.carried[name], self.carried_seen[name] = [], set()
+                    _add(self.carried[name], lines, self.carried_seen[name])
+                continue
+            plain.append(m)
+            read.append(mf)
+            if mf.request is not None:
+                requests.append(mf.request)
+            for item in mf.idents:
+                if item and item not in ident_seen:
+                    ident_seen.add(item)
+                    idents.append(item)
+            if mf.calls:
+                names.update(mf.calls)
+            for call_id, tool, output in mf.errors:
+                if call_id not in failed:
+                    failed.add(call_id)
+                    failures.append(_failure(tool or names.get(call_id, "tool"), call_id, output))
+            for kind, value in mf.files:  # _replay's step
+                if kind == "C":
+                    current = value
+                elif kind == "R":
+                    _add(files_read, value, read_seen)
+                elif kind == "W":
+                    _add(files_modified, value, modified_seen)
+                elif current:
+                    _add(files_modified, [current], modified_seen)
+        self.current = current
+
+    def facts(self, max_identifiers: int) -> KeyFacts:
+        """The key facts of what was read (lists of their own)."""
+        plain, read = self.plain, self.read
+        last_user = next(
+            (i for i in range(len(plain) - 1, -1, -1) if plain[i].role == "user"), None
+        )
+        return KeyFacts(
+            requests=list(self.requests),
+            files_read=list(self.files_read),
+            files_modified=list(self.files_modified),
+            failures=list(self.failures),
+            identifiers=self.idents[-max_identifiers:],
+            pending=_pending_of(plain, read, last_user),
+            rules=list(self.rules),
+            pinned=list(self.pinned),
+            carried={name: list(lines) for name, lines in self.carried.items()},
+            summaries=self.summaries,
+            summarized=self.summarized,
+        )
+
+
+def common_prefix(a: Sequence[Message], b: Sequence[Message]) -> int:
+    """How many first messages ``a`` and ``b`` share (the same objects)."""
+    return next(compress(count(), map(is_not, a, b)), min(len(a), len(b)))
+
+
+def _resumed(
+    memo: dict[Any, Any], messages: Sequence[Message], rules: Sequence[str], pinned: Sequence[str]
+) -> _Scan:
+    """The :class:`_Scan` of ``messages``: one kept in ``memo`` (the stretch memo) when it read
+    them all, else one resumed from the kept scan sharing the longest prefix with them, else
+    a new one; kept for the next stretch."""
+    key = ("facts scans", tuple(rules), tuple(pinned), id(messages[0]))
+    scans: list[_Scan] = memo.setdefault(key, [])
+    best: _Scan | None = None
+    shared = 0
+    for scan in scans:
+        n = common_prefix(scan.messages, messages)
+        if n > shared:
+            best, shared = scan, n
+    if best is not None and shared == len(best.messages) == len(messages):
+        return best
+    scan = (
+        best.resumed(shared) if best is not None and shared >= _MARK_EVERY else _Scan(rules, pinned)
+    )
+    scope = _SCOPE.get()
+    assert scope is not None  # a stretch memo lives in a message scope
+    scan.extend(messages[len(scan.messages) :], scope)
+    scans.append(scan)
+    return scan
 
 
 def read_rules(path: str | Path, sections: Sequence[str]) -> list[str]:

@@ -16,11 +16,15 @@ import dataclasses
 import gc
 import hashlib
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from itertools import islice, takewhile
+from itertools import compress, islice, takewhile
+from itertools import count as naturals
+from operator import is_, ne
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -31,8 +35,10 @@ from ..grain import ContextGrain
 from ..tokens import Tokenizer
 from ..transcript import Message, Text, ToolResult
 from .facts import (
+    RESUMABLE,
     KeyFacts,
     Seen,
+    common_prefix,
     extract_facts,
     first_line,
     is_summary,
@@ -222,10 +228,24 @@ def _hashed(joined: str) -> bytes:
 
 def _digests(messages: Sequence[Message]) -> bytes:
     """The hashes of what compaction reads of each message (:func:`_message_text`), joined;
-    each made once per message inside a message scope."""
+    each made once per message inside a message scope, and those of a chunk once per chunk
+    (the trials of a landing mostly summarize the same chunks)."""
     memo = scope_memo()
     if memo is None:
         return b"".join(_hashed(_joined(m, m.text)) for m in messages)
+    stretches = stretch_memo()
+    key = ("digests", id(messages[0]), len(messages)) if messages else None
+    if stretches is not None and key is not None:
+        hit = stretches.get(key)
+        if hit is not None and all(map(is_, hit[0], messages)):
+            return hit[1]  # type: ignore[no-any-return]
+    joined = _digests_of(messages, memo)
+    if stretches is not None and key is not None:
+        stretches[key] = (tuple(messages), joined)
+    return joined
+
+
+def _digests_of(messages: Sequence[Message], memo: dict[int, Seen]) -> bytes:
     out = []
     for m in messages:
         seen = memo.get(id(m))
@@ -272,7 +292,29 @@ def message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
     :func:`~ctxengine.compaction.facts.message_scope`). The texts not counted before are
     counted in one batch (``count_many``) when ``count`` is an exact tokenizer's."""
     with paused_collector():
-        return _message_tokens(messages, count)
+        memo = stretch_memo()
+        if memo is None or len(messages) < RESUMABLE:
+            return _message_tokens(messages, count)
+        return _stretch_tokens(memo, messages, count)
+
+
+def _stretch_tokens(memo: dict[Any, Any], messages: Sequence[Message], count: Count) -> list[int]:
+    """:func:`_message_tokens` of a long stretch, the counts of the longest prefix it shares
+    with a stretch counted before in the message scope taken from that one's (a message's
+    count is its own: the trials of a landing count stretches that differ near their ends)."""
+    key = ("counts", count, id(messages[0]))
+    known: list[tuple[list[Message], list[int]]] = memo.setdefault(key, [])
+    shared, counts = 0, []
+    for old, old_counts in known:
+        n = common_prefix(old, messages)
+        if n > shared:
+            shared, counts = n, old_counts
+    if shared == len(messages) == len(counts):
+        return list(counts)
+    out = counts[:shared]
+    out += _message_tokens(messages[shared:], count)
+    known.append((list(messages), out))
+    return list(out)
 
 
 def _message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
@@ -366,8 +408,6 @@ class _Run:
     ) -> None:
         self.summarizer, self.config, self.count, self.cache = summarizer, config, count, cache
         self.stats: dict[str, Any] = {"calls": 0, "retries": 0, "cache_hits": 0, "chunks": 0}
-        #: The collector is paused for this run (:func:`_steady`): a retry's wait resumes it.
-        self.paused = False
 
     @staticmethod
     def _key(messages: Sequence[Message], instructions: str, max_tokens: int) -> str:
@@ -397,12 +437,13 @@ class _Run:
                 if attempt == self.config.chunk_retries:
                     raise SummarizerError(f"summarizer failed: {exc!r}") from exc
                 self.stats["retries"] += 1
-                if self.paused:  # other tasks run while this one waits: with the collector
+                held = _HELD.get()
+                if held:  # other tasks run while this one waits: with the collector
                     gc.enable()
                 try:
                     await anyio.sleep(delay)
                 finally:
-                    if self.paused:
+                    if held:
                         gc.disable()
                 delay *= 2
         raise AssertionError("unreachable")
@@ -431,27 +472,39 @@ class _Run:
         return partials[0]
 
 
+#: Whether :func:`steady_collector` paused the collector in this context (a retry's wait in
+#: :meth:`_Run.call` resumes it: other tasks run then).
+_HELD: ContextVar[bool] = ContextVar("ctxengine_collector_held", default=False)
+
+
 @contextmanager
-def _steady(run: _Run) -> Iterator[None]:
-    """The collector paused for ``run``'s summaries when its summarizer is the extractive one
-    itself (not a subclass), whose calls never wait: every chunk summary, merge and cap of a
-    long stretch makes objects that live until the compaction ends, and a pause per summary
-    ran a collection after each of them (a cold 100,000-message render: 80 collections of
-    everything the summaries made so far). A retry's wait resumes it (:meth:`_Run.call`), as
-    :func:`~ctxengine.compaction.facts.paused_collector` is never held while other tasks run.
-    """
+def steady_collector(summarizer: object) -> Iterator[None]:
+    """The collector paused while ``summarizer`` summarizes, when it is the extractive
+    summarizer itself (not a subclass), whose calls never wait: every chunk summary, merge and
+    cap of a long stretch makes objects that live until the compaction ends, and a pause per
+    summary ran a collection after each of them (a cold 100,000-message render: 80
+    collections of everything the summaries made so far; with a pause per step of each of a
+    landing's trials, a collection of the young objects after each step and a full one of the
+    whole heap among them, each finding nothing to free). A retry's wait resumes it
+    (:meth:`_Run.call`), as :func:`~ctxengine.compaction.facts.paused_collector` is never
+    held while other tasks run. Nested uses leave it to the outermost."""
     from .extractive import ExtractiveSummarizer
 
-    if type(run.summarizer) is not ExtractiveSummarizer or not gc.isenabled():
+    if type(summarizer) is not ExtractiveSummarizer or not gc.isenabled():
         yield
         return
     gc.disable()
-    run.paused = True
+    token = _HELD.set(True)
     try:
         yield
     finally:
-        run.paused = False
+        _HELD.reset(token)
         gc.enable()
+
+
+def _steady(run: _Run) -> AbstractContextManager[None]:
+    """:func:`steady_collector` for ``run``'s summarizer."""
+    return steady_collector(run.summarizer)
 
 
 def _pieces(m: Message, max_tokens: int, count: Count) -> list[Message]:
@@ -495,14 +548,68 @@ def _prepare_chunks(
     if counts is None:
         counts = message_tokens(messages, count)
     limit = chunk_max_tokens(counts, window)
+    memo = stretch_memo()
+    if memo is not None and len(messages) >= RESUMABLE:
+        ranges = _stretch_chunks(memo, messages, counts, limit)
+    else:
+        ranges = chunk_by_tokens(counts, tool_groups(messages), limit)
     chunks: list[list[Message]] = []
-    for chunk in chunk_by_tokens(counts, tool_groups(messages), limit):
-        if sum(counts[i] for i in chunk) <= limit:
-            chunks.append([messages[i] for i in chunk])
+    for chunk in ranges:
+        if sum(counts[chunk.start : chunk.stop]) <= limit:
+            chunks.append(list(messages[chunk.start : chunk.stop]))
             continue
         for i in chunk:  # an oversized group: its messages alone, oversized ones in pieces
             parts = _pieces(messages[i], limit, count) if counts[i] > limit else [messages[i]]
             chunks.extend([p] for p in parts)
+    return chunks
+
+
+@dataclass(slots=True)
+class _Chunked:
+    """How a long stretch was chunked: its tool-call groups and its chunks (index ranges)."""
+
+    messages: list[Message]
+    counts: list[int]
+    limit: int
+    groups: list[range]
+    chunks: list[range]
+
+
+def _stretch_chunks(
+    memo: dict[Any, Any], messages: Sequence[Message], counts: list[int], limit: int
+) -> list[range]:
+    """``chunk_by_tokens(counts, tool_groups(messages), limit)`` of a long stretch, resumed
+    from a stretch chunked before in the message scope with the longest common prefix (the
+    same messages and counts) under the same limit: its groups that end before the last
+    message of that prefix are the same (a group ends at the first message that is not a
+    tool result after it), and so are its chunks that end before the last of those groups
+    does (a chunk closes at the group after it: one of those), and the rest is chunked
+    from where they end, as the greedy packing would reach that point with a new chunk."""
+    key = ("chunks", id(messages[0]))
+    known: list[_Chunked] = memo.setdefault(key, [])
+    best: _Chunked | None = None
+    shared = 0
+    for old in known:
+        if old.limit != limit:
+            continue
+        n = common_prefix(old.messages, messages)
+        n = min(n, next(compress(naturals(), map(ne, old.counts[:n], counts)), n))
+        if n > shared:
+            best, shared = old, n
+    groups: list[range] = []
+    chunks: list[range] = []
+    if best is not None:
+        at = bisect_left([g.stop for g in best.groups], shared)  # groups ending before
+        groups = best.groups[:at]
+        end = groups[-1].stop if groups else 0
+        chunks = [c for c in best.chunks if c.stop < end]
+        begin = chunks[-1].stop if chunks else 0
+    else:
+        end = begin = 0
+    groups += [range(g.start + end, g.stop + end) for g in tool_groups(messages[end:])]
+    first = bisect_left([g.start for g in groups], begin)
+    chunks += chunk_by_tokens(counts, groups[first:], limit)
+    known.append(_Chunked(list(messages), list(counts), limit, groups, chunks))
     return chunks
 
 

@@ -234,10 +234,13 @@ class _Renderer:
     each time after a step that changed one part: a section whose fields hold what they held
     when it was last rendered (compared by value, copies kept) is not laid out again."""
 
-    __slots__ = ("_memo",)
+    __slots__ = ("_memo", "last", "texts")
 
     def __init__(self) -> None:
         self._memo: list[tuple[list[Any], str | None] | None] = [None] * len(_SECTIONS)
+        #: The last rendering, and the texts of its sections (joined with newlines).
+        self.last: str | None = None
+        self.texts: list[str] = []
 
     def __call__(self, parts: SummaryParts) -> str:
         texts: list[str] = []
@@ -253,7 +256,9 @@ class _Renderer:
                 memo[i] = ([list(v) if isinstance(v, list) else v for v in values], text)
             if text is not None:
                 texts.append(text)
-        return "\n".join(texts)
+        out = "\n".join(texts)
+        self.last, self.texts = out, texts
+        return out
 
 
 def _joined(label: str, items: list[str], more: int) -> str:
@@ -494,8 +499,8 @@ def capped_parts(
     """:func:`capped_summary`, and the parts as the cap left them (``text`` is their
     rendering)."""
     exact = additive(count)
-    count = _remembered(count)
     render = _Renderer()
+    count = _remembered(count, render)
     work = dataclasses.replace(parts)
     text = render(work)
     limit = max_tokens
@@ -518,20 +523,21 @@ _BY_SECTIONS: Final = 4096
 _SECTION_START: Final = "\n## "
 
 
-def _remembered(count: Count) -> Count:
+def _remembered(count: Count, render: _Renderer | None = None) -> Count:
     """``count``, each text counted once: a capping counts the same rendering several times
     (after a step, then before the next one). With an :func:`additive` counter a long
     rendering is counted section by section (each ``## `` heading starts a line with neither
     whitespace nor ``/``: a split point), each section's text once: a shrink step changes one
-    section, and the others are not counted again."""
+    section, and the others are not counted again.
+
+    ``render``'s last rendering is counted from its sections' texts (:func:`_by_texts`): the
+    same pieces, without splitting the whole text again, nor hashing it to look it up."""
     seen: dict[str, int] = {}
     tok = additive(count)
     sections: dict[str, int] = {}
 
-    def by_sections(text: str) -> int:
+    def pieces(text: str) -> int:
         parts = text.split(_SECTION_START)
-        if len(parts) == 1:
-            return count(text)
         last = len(parts) - 1
         total = 0
         for i, part in enumerate(parts):
@@ -542,15 +548,60 @@ def _remembered(count: Count) -> Count:
             total += n
         return total
 
+    def by_sections(text: str) -> int:
+        if _SECTION_START not in text:
+            return count(text)
+        return pieces(text)
+
     whole = by_sections if tok is not None else count
+    groups: dict[tuple[Any, ...], int] = {}
+    rendered: dict[int, tuple[str, int]] = {}  # id → (the rendering, its count)
 
     def remembered(text: str) -> int:
-        n = seen.get(text)
-        if n is None:
-            n = seen[text] = whole(text) if len(text) >= _BY_SECTIONS else count(text)
-        return n
+        known = rendered.get(id(text))
+        if known is not None and known[0] is text:
+            return known[1]
+        if render is not None and tok is not None and text is render.last:
+            if len(text) >= _BY_SECTIONS and _SECTION_START in text:
+                n = _by_texts(render.texts, groups, pieces)
+            else:
+                n = whole(text) if len(text) >= _BY_SECTIONS else count(text)
+            rendered[id(text)] = (text, n)
+            return n
+        hit = seen.get(text)
+        if hit is None:
+            hit = seen[text] = whole(text) if len(text) >= _BY_SECTIONS else count(text)
+        return hit
 
     return remembered
+
+
+def _by_texts(
+    texts: list[str], groups: dict[tuple[Any, ...], int], pieces: Callable[[str], int]
+) -> int:
+    """:func:`_remembered`'s count of ``"\\n".join(texts)`` (a rendering holding a split
+    point), from the texts: a section's text that starts a ``## `` heading (``"\\n## "``)
+    starts a group at that heading, the newline before it closing the group before; each
+    group is a stretch of the rendering that begins at a split point of the whole text (or at
+    its start) and ends at one (or at its end), and no split point of the whole text lies
+    across the end of a group but the one it ends at, so ``pieces`` of the groups are the
+    pieces of the whole text. A group of the same texts is counted once (its texts are the
+    renderer's own objects while their sections stay as they were, their hashes kept)."""
+    total = 0
+    start = 0
+    n = len(texts)
+    for b in range(1, n + 1):
+        if b < n and not texts[b].startswith(_SECTION_START):
+            continue
+        key = (start == 0, b == n, *texts[start:b])
+        got = groups.get(key)
+        if got is None:
+            first = texts[start] if start == 0 else texts[start][1:]
+            piece = "\n".join([first, *texts[start + 1 : b]]) + ("\n\n" if b < n else "")
+            got = groups[key] = pieces(piece)
+        total += got
+        start = b
+    return total
 
 
 def _restore(
