@@ -36,6 +36,12 @@ def _worker(quick: bool) -> None:  # pragma: no cover - runs in the child proces
     from test_bench_engine import _synthetic
     from transcript.helpers import all_files
 
+    held: list[Any] = []  # the sessions' context managers: a dropped one closes its session
+
+    async def _entered(cm: Any) -> Any:
+        held.append(cm)
+        return await cm.__aenter__()
+
     def digest(x: Any) -> str:
         text = json.dumps(x, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -62,7 +68,7 @@ def _worker(quick: bool) -> None:  # pragma: no cover - runs in the child proces
     async def cold(name: str, messages: list[Message], budget: int) -> list[Any]:
         clear_cache()
         engine = ContextEngine("gpt-4o", Budget(total=budget))
-        session = await engine.session("same").__aenter__()
+        session = await _entered(engine.session("same"))
         session.extend(messages)
         await session.user_message("What is the status of the task?")
         rows = []
@@ -74,7 +80,7 @@ def _worker(quick: bool) -> None:  # pragma: no cover - runs in the child proces
     async def replay(name: str, messages: list[Message], budget: int, provider: str) -> list[Any]:
         clear_cache()
         engine = ContextEngine("gpt-4.1", Budget(total=budget))
-        session = await engine.session("same").__aenter__()
+        session = await _entered(engine.session("same"))
         turns = [
             i
             for i, m in enumerate(messages)

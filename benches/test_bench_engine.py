@@ -74,6 +74,9 @@ def runner():  # type: ignore[no-untyped-def]
 
 
 async def _open(engine: ContextEngine, messages):  # type: ignore[no-untyped-def]
+    """A session of ``engine`` holding ``messages`` and a question, with its context manager:
+    keep it, as ``async with`` does (a dropped one closes the session when it is collected,
+    and a closed session has dropped its session grains, the compaction summary among them)."""
     cm = engine.session("bench")
     session = await cm.__aenter__()
     session.extend(messages)
@@ -107,8 +110,11 @@ def test_ctxengine_render_cold(benchmark, transcript, runner) -> None:  # type: 
     async def cold():  # type: ignore[no-untyped-def]
         clear_cache()
         engine = ContextEngine("gpt-4o", Budget(total=BUDGET))
-        _, session = await _open(engine, transcript)
-        return await session.render()
+        cm, session = await _open(engine, transcript)
+        try:
+            return await session.render()
+        finally:
+            await cm.__aexit__(None, None, None)
 
     out = benchmark(runner.call, cold)
     assert out.tokens <= BUDGET
@@ -181,7 +187,7 @@ def test_langchain_trim_messages_warm(benchmark, transcript) -> None:  # type: i
 def _bench_warm(benchmark, runner, messages) -> None:  # type: ignore[no-untyped-def]
     """Render once, then measure: one more exchange appended, render again."""
     engine = ContextEngine("gpt-4o", Budget(total=BUDGET))
-    _, session = runner.call(_open, engine, messages)
+    cm, session = runner.call(_open, engine, messages)
     runner.call(session.render)
 
     async def warm():  # type: ignore[no-untyped-def]
@@ -190,6 +196,7 @@ def _bench_warm(benchmark, runner, messages) -> None:  # type: ignore[no-untyped
 
     out = benchmark(runner.call, warm)
     assert out.tokens <= BUDGET
+    runner.call(cm.__aexit__, None, None, None)  # held open until here: a dropped one closes
 
 
 @pytest.mark.benchmark(group="render-warm-1k-messages-32k")
@@ -248,8 +255,11 @@ def _bench_cold(benchmark, runner, messages) -> None:  # type: ignore[no-untyped
     async def cold():  # type: ignore[no-untyped-def]
         clear_cache()
         engine = ContextEngine("gpt-4o", Budget(total=BUDGET))
-        _, session = await _open(engine, messages)
-        return await session.render()
+        cm, session = await _open(engine, messages)
+        try:
+            return await session.render()
+        finally:
+            await cm.__aexit__(None, None, None)
 
     out = benchmark(runner.call, cold)
     assert out.tokens <= BUDGET

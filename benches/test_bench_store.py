@@ -23,6 +23,7 @@ import hashlib
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,9 +51,13 @@ def runner():  # type: ignore[no-untyped-def]
     r.close()
 
 
+_OPEN: list[Any] = []
+
+
 def _session(runner: Runner, transcript):  # type: ignore[no-untyped-def]
     engine = ContextEngine("gpt-4o", Budget(total=BUDGET))
-    _, session = runner.call(_open, engine, transcript)
+    cm, session = runner.call(_open, engine, transcript)
+    _OPEN.append(cm)  # held: a dropped context manager closes its session when collected
     runner.call(session.render)
     return session
 
