@@ -9,7 +9,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxengine import Budget, BudgetError, ContextEngine, ContextGrain, count_messages
+from ctxengine import (
+    Budget,
+    BudgetError,
+    ContextEngine,
+    ContextGrain,
+    CtxEngineError,
+    count_messages,
+)
 from ctxengine.hygiene import validate
 from ctxengine.transcript import Message, ToolCall, load
 from offline_tiktoken import TRANSCRIPTS
@@ -438,3 +445,20 @@ async def test_session_add_of_the_same_origin_and_priority_is_a_new_version() ->
     assert "PLAN-2" in system_text(out.payload) and "PLAN-1" not in system_text(out.payload)
     assert [d.decision for d in out.report if d.node_id == "task.plan"] == ["kept"]
     assert "PLAN" not in str(gone.payload)
+
+
+async def test_a_closed_session_refuses_to_render_instead_of_losing_its_summary() -> None:
+    """Closing drops the session grains, the compaction summary among them, while the
+    compacted messages stay out of the history: a render then would silently lack them."""
+    engine = ContextEngine("gpt-4o", Budget(total=2_000))
+    async with engine.session("closing") as session:
+        for k in range(30):
+            session.extend([Message.user(f"question {k}"), Message.assistant("x " * 200)])
+            out = await session.render()
+            if any(m.meta.get("ctxengine_summary") for m in out.transcript.messages):
+                break
+        else:
+            raise AssertionError("the session never compacted")
+    assert session.closed
+    with pytest.raises(CtxEngineError, match=r"session 'closing' is closed; open it again"):
+        await session.render()

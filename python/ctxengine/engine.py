@@ -817,10 +817,17 @@ class Session:
             BudgetError: protected grains alone exceed the budget (named in the message).
             AdapterError: unknown provider, or an option :func:`ctxengine.transcript.render`
                 does not take (the message lists the valid ones).
+            CtxEngineError: the session was closed (its session grains, the compaction
+                summary among them, are gone: a render would silently lack them).
         """
         check_provider(provider)
         check_options(options)
         state = self._state
+        if state.closed:
+            raise CtxEngineError(
+                f"session {self.id!r} is closed; open it again with engine.session({self.id!r}) "
+                "to render it"
+            )
         await self._autosave()
         self._report_snapshot_failures()
         queued = state.queued
