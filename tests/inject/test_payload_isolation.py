@@ -263,19 +263,28 @@ def test_fresh_items_names_a_mismatched_earlier_call() -> None:
 
 
 @pytest.mark.anyio
-async def test_warm_renders_hand_out_again_the_dicts_of_the_payload_two_renders_back() -> None:
+@pytest.mark.parametrize("rehand", [True, False], ids=["counts-exact", "free-threaded"])
+async def test_warm_renders_hand_out_again_the_dicts_of_the_payload_two_renders_back(
+    rehand: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``out = await session.render()`` holds the last payload during the next render: the
-    dicts handed out the render before are the ones handed out again, never the held ones."""
+    dicts handed out the render before are the ones handed out again, never the held ones.
+    On a free-threaded interpreter running without its GIL reference counts are split per
+    thread, so there (``warm._REHAND`` False) every payload is copied anew."""
+    from ctxengine.inject import warm as warm_module
+
+    monkeypatch.setattr(warm_module, "_REHAND", rehand)
     engine = ContextEngine("gpt-4o", Budget(total=32_000))
     async with engine.session("rehand") as session:
         session.extend(_session(8))
         out = await session.render()
-        rehanded = expected = 0
+        rehanded = expected = older_seen = 0
         for k in range(6):
             session.extend([Message.user(f"next {k}"), Message.assistant(f"ok {k}")])
             warm = session._state.token_cache.memo.warm
             gens = next(iter(warm.handed.values()))
             older = gens[0][1] if len(gens) == 2 else []  # the copies of two renders back
+            older_seen += len(older)
             previous = out.payload
             out = await session.render()
             mine = _walk(out.payload)
@@ -285,7 +294,8 @@ async def test_warm_renders_hand_out_again_the_dicts_of_the_payload_two_renders_
             assert json.dumps(out.payload) == json.dumps(fresh.payload)
             if k:  # all but the 4 messages new in this render and the one before
                 expected += len(out.payload["messages"]) - 4
-        assert rehanded == expected > 0
+        assert warm.reused >= 5 and older_seen > 0
+        assert rehanded == (expected if rehand else 0) and expected > 0
 
 
 @pytest.mark.anyio
@@ -310,30 +320,3 @@ async def test_the_summary_is_one_message_between_compactions() -> None:
         warm = session._state.token_cache.memo.warm
         record = next(iter(warm.records.values()))
         assert record.reused[0] == 0  # no new message in front of the kept ones
-
-
-@pytest.mark.anyio
-async def test_without_exact_reference_counts_every_payload_is_copied_anew(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """On a free-threaded interpreter running without its GIL reference counts are split per
-    thread, so warm renders never hand a dict out again there (``warm._REHAND`` is False);
-    the same renders hand most of them out again otherwise (the test above)."""
-    from ctxengine.inject import warm as warm_module
-
-    monkeypatch.setattr(warm_module, "_REHAND", False)
-    engine = ContextEngine("gpt-4o", Budget(total=32_000))
-    async with engine.session("no-rehand") as session:
-        session.extend(_session(8))
-        out = await session.render()
-        older_seen = rehanded = 0
-        for k in range(6):
-            session.extend([Message.user(f"next {k}"), Message.assistant(f"ok {k}")])
-            warm = session._state.token_cache.memo.warm
-            gens = next(iter(warm.handed.values()))
-            older = gens[0][1] if len(gens) == 2 else []  # the copies of two renders back
-            older_seen += len(older)
-            out = await session.render()
-            rehanded += sum(1 for m in out.payload["messages"] if any(m is o for o in older))
-        assert warm.reused >= 5 and older_seen > 0
-        assert rehanded == 0
