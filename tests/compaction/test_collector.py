@@ -31,16 +31,9 @@ def _history(n: int) -> list[Message]:
 
 
 async def test_the_extractive_summaries_run_with_the_collector_paused(
-    monkeypatch: pytest.MonkeyPatch,
+    summaries_collector: list[bool],
 ) -> None:
-    seen: list[bool] = []
-    summarize = ExtractiveSummarizer.summarize
-
-    async def spy(self: Any, messages: Sequence[Message], instructions: str = "", **kw: Any) -> str:
-        seen.append(gc.isenabled())
-        return await summarize(self, messages, instructions, **kw)
-
-    monkeypatch.setattr(ExtractiveSummarizer, "summarize", spy)
+    seen = summaries_collector
     assert gc.isenabled()
     result = await compact(
         _history(40), max_tokens=400, summarizer=ExtractiveSummarizer(tokenizer=COUNT)

@@ -215,16 +215,9 @@ def test_a_render_that_resumes_its_trials_is_the_render_that_reads_them_afresh(
 
 
 def test_the_landing_runs_with_the_collector_paused_and_resumes_it(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, summaries_collector: list[bool]
 ) -> None:
-    seen: list[bool] = []
-    summarize = ExtractiveSummarizer.summarize
-
-    async def spy(self: Any, messages: Sequence[Message], instructions: str = "", **kw: Any) -> str:
-        seen.append(gc.isenabled())
-        return await summarize(self, messages, instructions, **kw)
-
-    monkeypatch.setattr(ExtractiveSummarizer, "summarize", spy)
+    seen = summaries_collector
     landed: list[bool] = []
     choose = C._choose_with
 

@@ -481,16 +481,30 @@ def _replay(steps: Iterable[list[_FileOp]]) -> tuple[list[str], list[str]]:
     modified_seen: set[str] = set()
     current: str | None = None
     for ops in steps:
-        for kind, value in ops:
-            if kind == "C":
-                current = value
-            elif kind == "R":
-                _add(read, value, read_seen)
-            elif kind == "W":
-                _add(modified, value, modified_seen)
-            elif current:
-                _add(modified, [current], modified_seen)
+        current = _file_steps(ops, current, read, read_seen, modified, modified_seen)
     return read, modified
+
+
+def _file_steps(
+    ops: Iterable[_FileOp],
+    current: str | None,
+    read: list[str],
+    read_seen: set[str],
+    modified: list[str],
+    modified_seen: set[str],
+) -> str | None:
+    """Apply one message's file operations to the read and modified lists (each once, oldest
+    first); returns the file open after them (SWE-agent's current file)."""
+    for kind, value in ops:
+        if kind == "C":
+            current = value
+        elif kind == "R":
+            _add(read, value, read_seen)
+        elif kind == "W":
+            _add(modified, value, modified_seen)
+        elif current:
+            _add(modified, [current], modified_seen)
+    return current
 
 
 def files_touched(messages: Sequence[Message]) -> tuple[list[str], list[str]]:
@@ -915,15 +929,9 @@ class _Scan:
                 if call_id not in failed:
                     failed.add(call_id)
                     failures.append(_failure(tool or names.get(call_id, "tool"), call_id, output))
-            for kind, value in mf.files:  # _replay's step
-                if kind == "C":
-                    current = value
-                elif kind == "R":
-                    _add(files_read, value, read_seen)
-                elif kind == "W":
-                    _add(files_modified, value, modified_seen)
-                elif current:
-                    _add(files_modified, [current], modified_seen)
+            current = _file_steps(
+                mf.files, current, files_read, read_seen, files_modified, modified_seen
+            )
         self.current = current
 
     def facts(self, max_identifiers: int) -> KeyFacts:
