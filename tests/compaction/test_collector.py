@@ -77,9 +77,35 @@ async def test_other_summarizers_run_with_the_collector(make: Any) -> None:
     assert gc.isenabled()
 
 
-async def test_a_retry_waits_with_the_collector_and_the_pause_ends_after_a_failure(
+async def test_a_fault_in_the_extractive_prose_fails_the_compaction_and_resumes_the_collector(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The extractive summarizer itself is read once per stretch (no retry: it is
+    deterministic); a fault in it is the compaction's error, never an exception of the
+    caller's, and the collector runs again afterwards."""
+    calls: list[bool] = []
+
+    def broken(self: Any, messages: Sequence[Message]) -> str:
+        calls.append(gc.isenabled())
+        raise RuntimeError("always fails")
+
+    monkeypatch.setattr(ExtractiveSummarizer, "summary_prose", broken)
+    failed = await compact(
+        _history(40),
+        max_tokens=400,
+        summarizer=ExtractiveSummarizer(tokenizer=COUNT),
+        config=CompactionConfig(backoff=0.0, chunk_retries=3),
+    )
+    assert not failed.ok and "always fails" in (failed.error or "")
+    assert failed.stats["retries"] == 0 and calls and not any(calls)
+    assert gc.isenabled()
+
+
+async def test_a_retry_of_another_summarizer_waits_with_the_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A summarizer that may wait is retried with backoff, the collector running during
+    its calls and waits alike."""
     calls: list[bool] = []
     waits: list[bool] = []
     summarize = ExtractiveSummarizer.summarize
@@ -95,30 +121,13 @@ async def test_a_retry_waits_with_the_collector_and_the_pause_ends_after_a_failu
     async def sleep(delay: float) -> None:
         waits.append(gc.isenabled())
 
-    monkeypatch.setattr(ExtractiveSummarizer, "summarize", flaky)
+    monkeypatch.setattr(_Sub, "summarize", flaky)
     monkeypatch.setattr(P.anyio, "sleep", sleep)
-    config = CompactionConfig(backoff=0.0)
+    sub = _Sub(tokenizer=COUNT)
+    sub.seen = []
     result = await compact(
-        _history(40),
-        max_tokens=400,
-        summarizer=ExtractiveSummarizer(tokenizer=COUNT),
-        config=config,
+        _history(40), max_tokens=400, summarizer=sub, config=CompactionConfig(backoff=0.0)
     )
     assert result.ok and result.stats["retries"] == 1
-    assert waits == [True] and len(calls) >= 2 and not any(calls)
-    assert gc.isenabled()
-
-    async def broken(
-        self: Any, messages: Sequence[Message], instructions: str = "", **kw: Any
-    ) -> str:
-        raise RuntimeError("always fails")
-
-    monkeypatch.setattr(ExtractiveSummarizer, "summarize", broken)
-    failed = await compact(
-        _history(40),
-        max_tokens=400,
-        summarizer=ExtractiveSummarizer(tokenizer=COUNT),
-        config=CompactionConfig(backoff=0.0, chunk_retries=1),
-    )
-    assert not failed.ok and "always fails" in (failed.error or "")
+    assert waits == [True] and len(calls) >= 2 and all(calls)
     assert gc.isenabled()

@@ -70,6 +70,11 @@ def test_another_summarizer_in_the_same_scope_does_not_reuse_a_reading(
     assert first != second
 
 
+class _Chunked(ExtractiveSummarizer):
+    """Summarized chunk by chunk, then merged, as a model summarizer is (the pipeline reads
+    the extractive summarizer itself in one pass, not a subclass)."""
+
+
 def test_overlapping_compactions_in_one_scope_equal_fresh_ones(pi: list[Message]) -> None:
     """Like the trials of a landing: longer and longer stretches of the same history, under
     different caps, with one chunk cache, inside one scope, then each alone."""
@@ -82,6 +87,7 @@ def test_overlapping_compactions_in_one_scope_equal_fresh_ones(pi: list[Message]
             result = await compact(
                 messages,
                 max_tokens=cap,
+                summarizer=_Chunked(tokenizer=TOK),
                 tokenizer=TOK,
                 cache=cache if shared else {},
                 room=cap * 2,
@@ -98,7 +104,13 @@ def test_overlapping_compactions_in_one_scope_equal_fresh_ones(pi: list[Message]
         fresh = []
         for messages, cap in stretches:
             with message_scope():
-                result = await compact(messages, max_tokens=cap, tokenizer=TOK, room=cap * 2)
+                result = await compact(
+                    messages,
+                    max_tokens=cap,
+                    summarizer=_Chunked(tokenizer=TOK),
+                    tokenizer=TOK,
+                    room=cap * 2,
+                )
             fresh.append((result.summary, result.entry()))
         return fresh
 

@@ -113,6 +113,15 @@ class ExtractiveSummarizer:
         with message_scope(), paused_collector():  # the facts and the prose read once
             return self._summary(messages, max_tokens)
 
+    def summary_prose(self, messages: Sequence[Message]) -> str:
+        """The prose of a summary of ``messages`` — the goal, the newest decisions and
+        progress notes — without its structured sections and uncapped, read in one pass over
+        the whole stretch (each message's prose once inside a message scope). What the
+        compaction pipeline takes from this summarizer: it builds the sections from the
+        stretch's facts itself and caps the summary once."""
+        with message_scope(), paused_collector():
+            return self._body(messages)
+
     def _summary(self, messages: Sequence[Message], max_tokens: int | None) -> str:
         """:meth:`summarize_sync` inside a message scope: a stretch read before (the same
         messages: the trials of a landing share most of their chunks) is not read again, and

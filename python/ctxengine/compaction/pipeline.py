@@ -19,14 +19,13 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import compress, islice, takewhile
 from itertools import count as naturals
 from operator import is_, ne
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
 
@@ -66,6 +65,9 @@ from .sections import (
     capped_summary,
     quote_tool_text,
 )
+
+if TYPE_CHECKING:
+    from .extractive import ExtractiveSummarizer
 
 __all__ = (
     "DEFAULT_INSTRUCTIONS",
@@ -437,16 +439,24 @@ class _Run:
                 if attempt == self.config.chunk_retries:
                     raise SummarizerError(f"summarizer failed: {exc!r}") from exc
                 self.stats["retries"] += 1
-                held = _HELD.get()
-                if held:  # other tasks run while this one waits: with the collector
-                    gc.enable()
-                try:
-                    await anyio.sleep(delay)
-                finally:
-                    if held:
-                        gc.disable()
+                await anyio.sleep(delay)
                 delay *= 2
         raise AssertionError("unreachable")
+
+    def _prose(self, summarizer: ExtractiveSummarizer, messages: Sequence[Message]) -> str:
+        """:meth:`ExtractiveSummarizer.summary_prose` of the whole stretch: one call, no
+        chunks, merges or retries (it is deterministic and offline). The sections are built
+        from the stretch's facts anyway (:func:`_attempts`), and chunk summaries merged would
+        hold the same prose (a merge keeps the first goal and the newest decisions and
+        progress of its parts) had a chunk's cap not cut its prose before its sections, and
+        an oversized message read in pieces not given each piece's first line as a progress
+        note. A fault in it fails the compaction as a summarizer's would."""
+        self.stats["calls"] += 1
+        self.stats["chunks"] = max(self.stats["chunks"], 1)
+        try:
+            return summarizer.summary_prose(messages)
+        except Exception as exc:
+            raise SummarizerError(f"summarizer failed: {exc!r}") from exc
 
     async def summarize(
         self,
@@ -456,7 +466,13 @@ class _Run:
         counts: list[int] | None = None,
     ) -> str:
         """Chunks, then a merge of the partial summaries (in rounds while they pass a chunk);
-        ``counts``: :func:`message_tokens` of ``messages`` when the caller has them."""
+        ``counts``: :func:`message_tokens` of ``messages`` when the caller has them. The
+        extractive summarizer itself gives its prose of the whole stretch instead
+        (:meth:`_prose`)."""
+        from .extractive import ExtractiveSummarizer
+
+        if type(self.summarizer) is ExtractiveSummarizer:
+            return self._prose(self.summarizer, messages)
         chunks = _prepare_chunks(messages, self.config.window_tokens, self.count, counts)
         self.stats["chunks"] = max(self.stats["chunks"], len(chunks))
         partials = [await self.call(chunk, instructions, max_tokens) for chunk in chunks]
@@ -472,33 +488,24 @@ class _Run:
         return partials[0]
 
 
-#: Whether :func:`steady_collector` paused the collector in this context (a retry's wait in
-#: :meth:`_Run.call` resumes it: other tasks run then).
-_HELD: ContextVar[bool] = ContextVar("ctxengine_collector_held", default=False)
-
-
 @contextmanager
 def steady_collector(summarizer: object) -> Iterator[None]:
     """The collector paused while ``summarizer`` summarizes, when it is the extractive
-    summarizer itself (not a subclass), whose calls never wait: every chunk summary, merge and
-    cap of a long stretch makes objects that live until the compaction ends, and a pause per
-    summary ran a collection after each of them (a cold 100,000-message render: 80
-    collections of everything the summaries made so far; with a pause per step of each of a
-    landing's trials, a collection of the young objects after each step and a full one of the
-    whole heap among them, each finding nothing to free). A retry's wait resumes it
-    (:meth:`_Run.call`), as :func:`~ctxengine.compaction.facts.paused_collector` is never
-    held while other tasks run. Nested uses leave it to the outermost."""
+    summarizer itself (not a subclass), which never waits (:meth:`_Run._prose`): what it
+    reads of a long stretch, and every cap of the summary, makes objects that live until the
+    compaction ends, and a pause per step of each of a landing's trials ran a collection of
+    the young objects after each step and a full one of the whole heap among them, each
+    finding nothing to free. Like :func:`~ctxengine.compaction.facts.paused_collector` it is
+    never held while other tasks run. Nested uses leave it to the outermost."""
     from .extractive import ExtractiveSummarizer
 
     if type(summarizer) is not ExtractiveSummarizer or not gc.isenabled():
         yield
         return
     gc.disable()
-    token = _HELD.set(True)
     try:
         yield
     finally:
-        _HELD.reset(token)
         gc.enable()
 
 
