@@ -177,7 +177,12 @@ class ExtractiveSummarizer:
                 flat = " ".join(text.split())
                 goal = flat if len(flat) <= _GOAL_CHARS else flat[: _GOAL_CHARS - 1] + "…"
             elif m.role == "assistant" and text.strip():
-                found, first = memoized(m, "prose", _prose)
+                # its reading, from the entry at hand when the scope has one (a stretch is
+                # read once per trial of a landing)
+                prose = seen.prose if seen is not None and seen.message is m else None
+                if prose is None:
+                    prose = memoized(m, "prose", _prose)
+                found, first = prose
                 decisions += found
                 progress.append(first)
         keep = self.max_items
