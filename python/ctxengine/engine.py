@@ -191,8 +191,12 @@ class ContextEngine:
 
         The messages come from the transcript's current branch; the state from the latest
         complete snapshot when it covers part of that branch (the messages after it are
-        replayed), else it is rebuilt from the messages. Torn lines and damaged snapshots are
-        skipped by the store (``store.problems``).
+        replayed), else it is rebuilt from the messages. Torn or damaged lines and damaged
+        snapshots are skipped by the store (``store.problems``, and a warning on the
+        ``ctxengine.store`` logger naming the file and line); those met while loading are also
+        ``store``/``resume`` warning faults in the first render's report. The messages around a
+        damaged line are kept; when one before the latest snapshot is lost, the state is
+        rebuilt from the intact messages (the snapshot's state counts them by position).
 
         With ``snapshot`` (a :attr:`SnapshotInfo.id <ctxengine.store.SnapshotInfo.id>`), the
         session as it was at that snapshot instead: its state and the messages up to its
@@ -205,13 +209,18 @@ class ContextEngine:
         store = self.store
         if store is None:
             raise StoreError(f"cannot load session {session_id!r}: the engine has no store")
+        seen = len(store.problems)
         back: Resumed = await anyio.to_thread.run_sync(
             lambda: resume(store, session_id, snapshot_id=snapshot)
         )
         if not back.exists:
             return None
         state: SessionState | None = None
-        faults: list[PluginFault] = []
+        faults = [
+            PluginFault("store", "resume", "invalid", str(p), "warning")
+            for p in store.problems[seen:]
+            if p.session_id == session_id
+        ]
         data = back.state
         if isinstance(data, dict) and back.covered:
             try:

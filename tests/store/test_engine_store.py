@@ -99,6 +99,35 @@ async def test_a_torn_last_line_and_a_damaged_snapshot_are_skipped(tmp_path: Pat
     assert "torn" in said and "damaged" in said, store.problems
 
 
+async def test_a_damaged_line_keeps_the_messages_around_it_and_restore_works(
+    tmp_path: Path,
+) -> None:
+    engine = _engine(tmp_path)
+    async with engine.session("s5") as s:
+        for i in range(5):
+            await s.user_message(f"question {i}")
+            await s.assistant_message(f"answer {i}")
+        await s.render()
+        await s.checkpoint()
+    engine.close()
+    path = tmp_path / "sessions" / "s5" / "transcript.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = lines[1][:30] + b"\xff" + lines[1][31:]  # "answer 0" is damaged
+    path.write_bytes(b"\n".join(lines))
+    expected = ["question 0"] + [m for i in range(1, 5) for m in (f"question {i}", f"answer {i}")]
+    store = FileStore(tmp_path)
+    again = ContextEngine("gpt-4o", Budget(total=BUDGET), store=store)
+    async with again.session("s5") as s:
+        assert [m.text for m in s.messages] == expected
+        out = await s.render()
+    assert [m["content"] for m in out.payload["messages"]] == expected
+    resumed = [f for f in out.report.faults if (f["plugin"], f["hook"]) == ("store", "resume")]
+    assert len(resumed) == 2 and all(f["severity"] == "warning" for f in resumed)
+    assert f"{path}: line 2 is not a complete record" in resumed[0]["message"]
+    restored = await _engine(tmp_path).restore("s5")
+    assert restored.payload == out.payload
+
+
 async def test_a_failing_store_is_a_fault_and_the_session_goes_on(tmp_path: Path) -> None:
     store = FileStore(tmp_path)
     engine = ContextEngine("gpt-4o", Budget(total=BUDGET), store=store)

@@ -69,6 +69,34 @@ def test_a_torn_last_line_is_reported_skipped_and_repaired(tmp_path: Path) -> No
     assert path.read_bytes().count(b"\n") == 4  # the torn bytes are a line of their own
 
 
+def test_a_damaged_middle_line_is_stepped_over_and_the_rest_is_read(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    a, b, c = store.append("s1", msgs("a", "b", "c"))
+    (d,) = store.append("s1", msgs("d"))
+    path = session_dir(tmp_path) / "transcript.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = lines[1][:30] + b"\xff" + lines[1][31:]  # one byte of b's line is not UTF-8
+    path.write_bytes(b"\n".join(lines))
+    reopened = FileStore(tmp_path)
+    assert texts(reopened.branch("s1")) == ["a", "c", "d"]  # c named b as parent: not lost
+    assert reopened.branch("s1")[1].id == c.id and reopened.leaf("s1") == d.id
+    said = [str(p) for p in reopened.problems]
+    assert len(said) == 2 and all(str(path) in m for m in said), said
+    assert "line 2 is not a complete record" in said[0]
+    assert f"entry {c.id!r} follows {b.id!r}, which was on the skipped line 2" in said[1]
+    assert f"goes on from entry {a.id!r}" in said[1]
+    (e,) = reopened.append("s1", msgs("e"))  # the session goes on after it
+    assert e.parent_id == d.id and texts(FileStore(tmp_path).branch("s1"))[-2:] == ["d", "e"]
+
+
+def test_a_damaged_first_line_leaves_the_branch_rooted_at_the_next(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    store.append("s1", msgs("a", "b"))
+    path = session_dir(tmp_path) / "transcript.jsonl"
+    path.write_bytes(b"{not json" + path.read_bytes()[path.read_bytes().index(b"\n") :])
+    assert texts(FileStore(tmp_path).branch("s1")) == ["b"]
+
+
 def test_a_complete_last_line_without_newline_counts(tmp_path: Path) -> None:
     store = FileStore(tmp_path)
     (a,) = store.append("s1", msgs("a"))

@@ -77,6 +77,18 @@ def test_a_retried_append_whose_reply_was_lost_is_not_duplicated(redis_url: str)
     assert [e.id for e in store.entries("s")] == ["fixed-id-1"]
 
 
+def test_a_damaged_element_is_stepped_over_and_the_rest_is_read(redis_url: str) -> None:
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    store = RedisStore(redis_url, prefix=prefix)
+    a, b, c = store.append("s", [NewEntry("message", {"text": t}) for t in "abc"])
+    redis.Redis.from_url(redis_url).lset(f"{prefix}:{{s}}:log", 1, b'{"id": "\xff')
+    reopened = RedisStore(redis_url, prefix=prefix)
+    assert [e.id for e in reopened.branch("s")] == [a.id, c.id]
+    said = [p.message for p in reopened.problems]
+    assert said[0].startswith("element 1 is not an entry"), said
+    assert f"entry {c.id!r} follows {b.id!r}, which was on the skipped element 1" in said[1]
+
+
 def test_a_dead_server_is_a_clear_store_error() -> None:
     import socket
 

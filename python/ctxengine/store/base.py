@@ -42,6 +42,7 @@ __all__ = (
     "SnapshotInfo",
     "Store",
     "StoreProblem",
+    "TranscriptGaps",
     "branch_of",
     "canonical_json",
     "content_hash",
@@ -390,18 +391,68 @@ def build_entries(
     return out
 
 
-def branch_of(by_id: Mapping[str, Entry], leaf_id: str | None, session_id: str) -> list[Entry]:
-    """Walk parents from ``leaf_id`` to the root; the result runs root first.
+@dataclass(slots=True)
+class TranscriptGaps:
+    """The holes skipped records leave in a transcript's parent chain, and how to step over them.
+
+    A damaged record (a line that is not JSON, a torn write later followed by others) is
+    skipped, but the entries after it still name it as their parent, so without this the walk
+    from the leaf stops there and the whole branch is unreadable. A store reads its records in
+    append order and calls :meth:`skipped` for each damaged one and :meth:`link` for each entry
+    it keeps; an entry whose parent is unknown is linked to the last intact entry before the
+    nearest skipped record (in append order the parent of a chain is the entry appended just
+    before it), and :func:`branch_of` steps over the lost id to that entry.
+    """
+
+    links: dict[str, str | None] = field(default_factory=dict)  # lost id -> the entry before
+    hole: tuple[str, str | None] | None = None  # (where, last intact entry before) of the latest
+
+    def skipped(self, where: str, before: str | None) -> None:
+        """A record at ``where`` was skipped; ``before`` is the last intact entry read before it."""
+        self.hole = (where, before)
+
+    def link(self, entry: Entry, by_id: Mapping[str, Entry]) -> str | None:
+        """Bridge ``entry``'s parent when it was lost; the problem to report, else None."""
+        parent = entry.parent_id
+        if parent is None or parent in by_id or parent in self.links or self.hole is None:
+            return None
+        where, before = self.hole
+        self.links[parent] = before
+        goes_on = f"entry {before!r}, the last intact one before it" if before else "the root"
+        return (
+            f"entry {entry.id!r} follows {parent!r}, which was on the skipped {where}: "
+            f"its branch goes on from {goes_on}"
+        )
+
+    def clear(self) -> None:
+        self.links.clear()
+        self.hole = None
+
+
+def branch_of(
+    by_id: Mapping[str, Entry],
+    leaf_id: str | None,
+    session_id: str,
+    links: Mapping[str, str | None] | None = None,
+) -> list[Entry]:
+    """Walk parents from ``leaf_id`` to the root; the result runs root first. A parent that was
+    lost to a damaged record is stepped over through ``links`` (see :class:`TranscriptGaps`).
 
     Raises:
         StoreError: ``leaf_id`` or a parent on the way is unknown, or the parents form a cycle.
     """
+    links = links or {}
     chain: list[Entry] = []
     current = leaf_id
+    hops = 0
     while current is not None:
         entry = by_id.get(current)
         if entry is None:
-            raise StoreError(f"session {session_id!r} has no entry {current!r}")
+            if current not in links or hops >= len(links):
+                raise StoreError(f"session {session_id!r} has no entry {current!r}")
+            hops += 1
+            current = links[current]
+            continue
         chain.append(entry)
         if len(chain) > len(by_id):
             raise StoreError(f"session {session_id!r}: entry parents form a cycle at {current!r}")

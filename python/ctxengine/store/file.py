@@ -52,6 +52,7 @@ from .base import (
     Snapshot,
     SnapshotInfo,
     StoreProblem,
+    TranscriptGaps,
     branch_of,
     build_entries,
     canonical_json,
@@ -108,12 +109,20 @@ class _Log(Generic[T]):
         self.reported.clear()
 
 
+@dataclass(frozen=True, slots=True)
+class _Skipped:
+    """Where a damaged transcript line was, in the order of the entries around it."""
+
+    where: str
+
+
 @dataclass(slots=True)
 class _Session:
     dir: Path
     transcript: _Log[Entry]
     index: _Log[SnapshotInfo]
     by_id: dict[str, Entry] = field(default_factory=dict)
+    gaps: TranscriptGaps = field(default_factory=TranscriptGaps)  # damaged lines stepped over
     intact: dict[str, bool] = field(default_factory=dict)  # snapshot hash -> content verified
 
 
@@ -171,6 +180,7 @@ class FileStore:
             lg.reset()
             if lg is s.transcript:
                 s.by_id.clear()
+                s.gaps.clear()
             lg.ino = st.st_ino
         if st.st_size == lg.offset:
             return []
@@ -180,8 +190,10 @@ class FileStore:
         pos = lg.offset
         for raw in buf[:end].split(b"\n")[:-1]:
             lg.lines += 1
-            if raw.strip():
-                self._parse_line(lg, raw, pos, new, session_id, f"line {lg.lines}")
+            label = f"line {lg.lines}"
+            parsed = not raw.strip() or self._parse_line(lg, raw, pos, new, session_id, label)
+            if not parsed and lg is s.transcript:  # the entries after may name it as parent
+                new.append(_Skipped(label))
             pos += len(raw) + 1
         lg.offset = pos
         tail = buf[end:]
@@ -213,9 +225,11 @@ class FileStore:
         label: str,
         *,
         quiet: bool = False,
-    ) -> None:
+    ) -> bool:
+        """Parse one line into ``out``; False (reported unless ``quiet``) when it is damaged."""
         try:
             out.append(lg.parse(json.loads(raw)))
+            return True
         except (ValueError, StoreError) as exc:
             if not quiet and pos not in lg.reported:
                 lg.reported.add(pos)
@@ -224,10 +238,17 @@ class FileStore:
                     lg.path,
                     f"{label} is not a complete record (torn or damaged write: {exc}): skipped",
                 )
+            return False
 
-    def _index_entries(self, s: _Session, new: list[Entry], session_id: str) -> list[Entry]:
-        kept = []
+    def _index_entries(
+        self, s: _Session, new: list[Entry | _Skipped], session_id: str
+    ) -> list[Entry]:
+        kept: list[Entry] = []
         for e in new:
+            if isinstance(e, _Skipped):
+                intact = kept or s.transcript.items
+                s.gaps.skipped(e.where, intact[-1].id if intact else None)
+                continue
             if e.id in s.by_id:
                 self._report(
                     session_id,
@@ -235,6 +256,9 @@ class FileStore:
                     f"entry {e.id!r} appears twice: the later copy is skipped",
                 )
                 continue
+            bridged = s.gaps.link(e, s.by_id)
+            if bridged is not None:
+                self._report(session_id, s.transcript.path, bridged)
             s.by_id[e.id] = e
             kept.append(e)
         return kept
@@ -250,6 +274,7 @@ class FileStore:
                     lg.reset()
                     if lg is s.transcript:
                         s.by_id.clear()
+                        s.gaps.clear()
                 continue
             except OSError as exc:
                 raise _os_error("read", lg.path, exc) from exc
@@ -384,7 +409,7 @@ class FileStore:
             with self._reading(s, session_id, s.transcript):
                 items = s.transcript.items
                 leaf = leaf_id if leaf_id is not None else (items[-1].id if items else None)
-                return branch_of(s.by_id, leaf, session_id)
+                return branch_of(s.by_id, leaf, session_id, s.gaps.links)
 
     def leaf(self, session_id: str) -> str | None:
         """See :meth:`ctxengine.Store.leaf`."""

@@ -44,6 +44,7 @@ from .base import (
     Snapshot,
     SnapshotInfo,
     StoreProblem,
+    TranscriptGaps,
     branch_of,
     build_entries,
     canonical_json,
@@ -71,6 +72,7 @@ class _Cache:
     entries: list[Entry] = field(default_factory=list)
     by_id: dict[str, Entry] = field(default_factory=dict)
     consumed: int = 0  # list elements read (valid or reported)
+    gaps: TranscriptGaps = field(default_factory=TranscriptGaps)  # damaged elements stepped over
 
 
 @final
@@ -225,6 +227,8 @@ class RedisStore:
                     self._key(session_id, "log"),
                     f"element {cache.consumed - 1} is not an entry ({exc}): skipped",
                 )
+                before = cache.entries[-1].id if cache.entries else None
+                cache.gaps.skipped(f"element {cache.consumed - 1}", before)
                 continue
             if entry.id in cache.by_id:
                 self._report(
@@ -233,6 +237,9 @@ class RedisStore:
                     f"entry {entry.id!r} appears twice: the later copy is skipped",
                 )
                 continue
+            bridged = cache.gaps.link(entry, cache.by_id)
+            if bridged is not None:
+                self._report(session_id, self._key(session_id, "log"), bridged)
             cache.entries.append(entry)
             cache.by_id[entry.id] = entry
         return cache
@@ -253,7 +260,7 @@ class RedisStore:
         """See :meth:`ctxengine.Store.branch`."""
         cache = self._read(session_id)
         leaf = leaf_id if leaf_id is not None else (cache.entries[-1].id if cache.entries else None)
-        return branch_of(cache.by_id, leaf, session_id)
+        return branch_of(cache.by_id, leaf, session_id, cache.gaps.links)
 
     def leaf(self, session_id: str) -> str | None:
         """See :meth:`ctxengine.Store.leaf`."""

@@ -17,6 +17,7 @@ The store functions are synchronous and durable on return; call them from async 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -136,7 +137,10 @@ def resume(store: Store, session_id: str, *, snapshot_id: str | None = None) -> 
     """Read back a session: the current branch's messages and the latest complete snapshot.
 
     A snapshot taken on another branch than the current one (its ``leaf_id`` is not on the
-    branch, e.g. a rewrite happened after it) is still returned, with ``covered = 0``.
+    branch, e.g. a rewrite happened after it) is still returned, with ``covered = 0``. So is one
+    whose part of the branch has a hole (an entry lost to a damaged record, stepped over by the
+    store): its state counts messages by position, and a message missing before its leaf would
+    shift every later one, so the state is rebuilt from the intact messages instead.
 
     With ``snapshot_id``: that snapshot, and the branch from the root to its ``leaf_id``
     (so every message is covered; what was appended after it is left out).
@@ -161,7 +165,15 @@ def resume(store: Store, session_id: str, *, snapshot_id: str | None = None) -> 
         ids = [e.id for e in branch]
         if snapshot.info.leaf_id in ids:
             cut = ids.index(snapshot.info.leaf_id) + 1
-            covered = sum(1 for e in branch[:cut] if e.kind == MESSAGE)
+            if not _has_hole(branch[:cut]):
+                covered = sum(1 for e in branch[:cut] if e.kind == MESSAGE)
     state = snapshot.content.get("state") if snapshot is not None else None
     rewrites = [e for e in branch if e.kind == REWRITE]
     return Resumed(messages, entries, snapshot, state, covered, rewrites)
+
+
+def _has_hole(branch: Sequence[Entry]) -> bool:
+    """Whether an entry of ``branch`` (root first) is missing: a parent link that skips one."""
+    if branch and branch[0].parent_id is not None:
+        return True
+    return any(b.parent_id != a.id for a, b in itertools.pairwise(branch))
