@@ -84,3 +84,15 @@ def test_unknown_name_raises_attribute_error_naming_it() -> None:
         assert "NoSuchThing" in str(exc)
     else:
         raise AssertionError("ctxengine.NoSuchThing did not raise")
+
+
+def test_transcript_to_renders_after_a_bare_import() -> None:
+    # the render layer is not imported by ``import ctxengine``: .to() loads it on first use
+    out = _run(
+        "import json, sys, ctxengine\n"
+        "from ctxengine.transcript import load\n"
+        "before = 'ctxengine.inject' in sys.modules\n"
+        "payload = load([{'role': 'user', 'content': 'hi'}]).to('openai')\n"
+        "print(json.dumps([before, payload]))"
+    )
+    assert out == [False, {"messages": [{"role": "user", "content": "hi"}]}]

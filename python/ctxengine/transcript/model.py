@@ -15,6 +15,7 @@ Invariants, checked when a message is built:
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -286,14 +287,19 @@ class Transcript:
                 make valid.
         """
         if _renderer is None:
+            # ``import ctxengine`` is lazy and does not import the render layer: load it on the
+            # first render (importing it installs the renderer through set_renderer).
+            importlib.import_module("ctxengine.inject.render")
+        if _renderer is None:
             raise TranscriptError(
-                "no renderer installed: import ctxengine (ctxengine.inject.render installs it)"
+                "no renderer installed: ctxengine.inject.render did not call set_renderer"
             )
         return _renderer(self, provider, options)
 
 
-#: Renders a transcript for a provider: installed by :mod:`ctxengine.inject.render` (importing
-#: ``ctxengine`` imports it), so the neutral model never imports the layer that renders it.
+#: Renders a transcript for a provider: installed by :mod:`ctxengine.inject.render`, which
+#: :meth:`Transcript.to` imports on first use, so the neutral model never imports the layer
+#: that renders it at import time (and ``import ctxengine`` stays cheap).
 Renderer = Callable[[Transcript, str, dict[str, Any]], dict[str, Any]]
 _renderer: Renderer | None = None
 
