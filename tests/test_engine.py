@@ -12,11 +12,17 @@ from hypothesis import strategies as st
 from ctxengine import (
     Budget,
     BudgetError,
+    ConfigError,
     ContextEngine,
     ContextGrain,
     CtxEngineError,
+    InMemoryStore,
     count_messages,
+    fit,
 )
+from ctxengine.assemble.guard import PruneSettings
+from ctxengine.compaction import CompactionConfig
+from ctxengine.errors import ConfigTypeError
 from ctxengine.hygiene import validate
 from ctxengine.transcript import Message, ToolCall, load
 from offline_tiktoken import TRANSCRIPTS
@@ -462,3 +468,56 @@ async def test_a_closed_session_refuses_to_render_instead_of_losing_its_summary(
     assert session.closed
     with pytest.raises(CtxEngineError, match=r"session 'closing' is closed; open it again"):
         await session.render()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "named"),
+    [
+        ({"plugin_timeout": "2"}, ConfigTypeError, "plugin_timeout is '2' (str); expected a pos"),
+        ({"plugin_timeout": -1}, ConfigError, "plugin_timeout is -1; expected a positive"),
+        ({"plugin_timeout": True}, ConfigTypeError, "plugin_timeout is True (bool)"),
+        ({"max_failures": -1}, ConfigError, "max_failures is -1; expected an int >= 1"),
+        ({"max_failures": 2.5}, ConfigTypeError, "max_failures is 2.5 (float)"),
+        ({"weights": "abcd"}, ConfigTypeError, "weights is 'abcd' (str); expected four numbers"),
+        ({"weights": (1, 2)}, ConfigError, "weights is (1, 2); expected four numbers"),
+        ({"weights": (1, 2, 3, float("nan"))}, ConfigError, "weights is (1, 2, 3, nan)"),
+        ({"summarizer": 5}, ConfigTypeError, "summarizer is 5 (int); expected an object"),
+        ({"store": "dir"}, ConfigTypeError, "store is 'dir' (str); expected a Store"),
+        ({"prune": {"max_turns": 1}}, ConfigTypeError, "prune is {'max_turns': 1} (dict)"),
+        ({"compaction": 5}, ConfigTypeError, "compaction is 5 (int); expected a Compaction"),
+        ({"plugins": 5}, ConfigTypeError, "plugins is 5 (int); expected an iterable"),
+        ({"allow_dangerous": 5}, ConfigTypeError, "allow_dangerous is 5 (int); expected a bool"),
+        ({"model": 123}, ConfigTypeError, "model is 123 (int); expected a model name"),
+    ],
+)
+def test_a_bad_setting_fails_at_construction_naming_it(
+    kwargs: dict, error: type[Exception], named: str
+) -> None:
+    # before, these were taken and failed at the first render (or never) with a raw error
+    with pytest.raises(error) as info:
+        ContextEngine(**{"budget": Budget(total=300), **kwargs})
+    assert str(info.value).startswith(named), str(info.value)
+
+
+def test_every_documented_kind_of_setting_is_still_accepted() -> None:
+    engine = ContextEngine(
+        "gpt-4o",
+        300,
+        plugins=[],
+        summarizer=None,
+        allow_dangerous={"a"},
+        plugin_timeout=None,
+        max_failures=1,
+        weights=[1, 0.5, 0, 2],  # any four numbers; the core gets a tuple of floats
+        prune=PruneSettings(),
+        store=InMemoryStore(),
+        compaction=CompactionConfig(),
+    )
+    assert engine.weights == (1.0, 0.5, 0.0, 2.0) and engine.plugin_timeout is None
+    assert ContextEngine(plugin_timeout=0.5, allow_dangerous=True).plugin_timeout == 0.5
+
+
+def test_fit_refuses_a_model_that_is_not_a_name() -> None:
+    for model in (123, ["gpt-4o"]):  # a list was an unhashable cache key before the check
+        with pytest.raises(ConfigTypeError, match=r"model is .*expected a model name"):
+            fit([{"role": "user", "content": "hi"}], model=model, budget=100)  # type: ignore

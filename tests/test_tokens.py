@@ -486,6 +486,21 @@ def test_count_messages_with_an_estimator_is_not_exact_but_scaled() -> None:
         ctxengine.count_messages(SYNTHETIC, model="llama-3")
 
 
+@pytest.mark.parametrize(
+    ("messages", "named"),
+    [
+        ("abc", "messages is str 'abc'"),  # a str iterates as characters
+        ({"role": "user", "content": "hi"}, "messages is dict"),  # a dict as its keys
+        (5, "messages is int 5"),
+        ([{"role": "user", "content": "hi"}, "oops"], "messages[1] is str 'oops'"),
+    ],
+)
+def test_count_messages_refuses_what_is_not_a_message_list(messages: Any, named: str) -> None:
+    with pytest.raises(errors.ConfigTypeError, match="expected a") as info:
+        ctxengine.count_messages(messages, model="gpt-4o")
+    assert str(info.value).startswith(named) and isinstance(info.value, TypeError)
+
+
 def test_count_messages_charges_each_image_part() -> None:
     from ctxengine.tokens import IMAGE_TOKENS
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import threading
 import time
 import warnings
@@ -37,6 +38,8 @@ from .compaction import CompactionConfig, CompactionResult
 from .config import RenderConfig
 from .errors import (
     BudgetError,
+    ConfigError,
+    ConfigTypeError,
     ContextOverflowError,
     CtxEngineError,
     GrainError,
@@ -62,6 +65,93 @@ if TYPE_CHECKING:
 __all__ = ("ContextEngine", "RenderedContext", "Session")
 
 _log = logging.getLogger("ctxengine.store")
+
+
+def _kind(value: object) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def check_model(model: object) -> None:
+    """Refuse a model that is not a name (``ContextEngine(123)``, ``fit(model=123)``), which
+    would otherwise fail deep in the budget or tokenizer with an AttributeError.
+
+    Raises:
+        ConfigTypeError: ``model`` is not a string.
+    """
+    if not isinstance(model, str):
+        raise ConfigTypeError(f"model is {_kind(model)}; expected a model name such as 'gpt-4o'")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_settings(
+    *,
+    plugins: object,
+    summarizer: object,
+    allow_dangerous: object,
+    plugin_timeout: object,
+    max_failures: object,
+    weights: object,
+    prune: object,
+    store: object,
+    compaction: object,
+) -> tuple[float, float, float, float]:
+    """Check :class:`ContextEngine`'s settings where they are given: most are only read at
+    the first render (or never, for ``summarizer`` until a compaction), where a wrong one
+    failed with a raw TypeError or AttributeError far from its cause. Returns the weights as
+    the tuple of four floats the core takes (any sequence of four numbers is accepted).
+
+    Raises:
+        ConfigTypeError: a setting of the wrong kind. ConfigError: one out of its range.
+    """
+    if isinstance(plugins, (str, bytes)) or not isinstance(plugins, Iterable):
+        raise ConfigTypeError(f"plugins is {_kind(plugins)}; expected an iterable of plugins")
+    if summarizer is not None and not callable(getattr(summarizer, "summarize", None)):
+        raise ConfigTypeError(
+            f"summarizer is {_kind(summarizer)}; expected an object with an async "
+            "summarize(messages, *, instructions, max_tokens) method, or None"
+        )
+    if not isinstance(allow_dangerous, bool) and not (
+        isinstance(allow_dangerous, Collection) and all(isinstance(n, str) for n in allow_dangerous)
+    ):
+        raise ConfigTypeError(
+            f"allow_dangerous is {_kind(allow_dangerous)}; expected a bool or plugin names"
+        )
+    if plugin_timeout is not None:
+        if not _is_number(plugin_timeout):
+            raise ConfigTypeError(
+                f"plugin_timeout is {_kind(plugin_timeout)}; "
+                "expected a positive number of seconds or None"
+            )
+        if not plugin_timeout > 0:  # type: ignore[operator]
+            raise ConfigError(
+                f"plugin_timeout is {plugin_timeout!r}; expected a positive number of seconds "
+                "or None"
+            )
+    if not isinstance(max_failures, int) or isinstance(max_failures, bool):
+        raise ConfigTypeError(f"max_failures is {_kind(max_failures)}; expected an int >= 1")
+    if max_failures < 1:
+        raise ConfigError(f"max_failures is {max_failures!r}; expected an int >= 1")
+    four = "expected four numbers (tool call, user input, recency, structural change)"
+    if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence):
+        raise ConfigTypeError(f"weights is {_kind(weights)}; {four}")
+    if len(weights) != 4 or not all(_is_number(w) and math.isfinite(w) for w in weights):
+        raise ConfigError(f"weights is {weights!r}; {four}")
+    for name, value, kind in (
+        ("prune", prune, PruneSettings),
+        ("compaction", compaction, CompactionConfig),
+    ):
+        if value is not None and not isinstance(value, kind):
+            raise ConfigTypeError(f"{name} is {_kind(value)}; expected a {kind.__name__} or None")
+    if store is not None and not isinstance(store, Store):
+        raise ConfigTypeError(
+            f"store is {_kind(store)}; expected a Store (FileStore(path), RedisStore(url), "
+            "InMemoryStore()) or None"
+        )
+    w0, w1, w2, w3 = (float(w) for w in weights)
+    return (w0, w1, w2, w3)
 
 
 class ContextEngine:
@@ -94,7 +184,11 @@ class ContextEngine:
             :meth:`Session.compact` use it.
 
     Raises:
-        EncodingError: unknown model. BudgetError: invalid budget.
+        EncodingError: unknown model. BudgetError: invalid budget. ConfigError: another
+            setting out of its range (a ``plugin_timeout`` or ``max_failures`` below 1...);
+            :class:`~ctxengine.errors.ConfigTypeError` (also a ``TypeError``) when one is of
+            the wrong kind. Checked here, so a bad setting fails where it is written, not at
+            a render.
     """
 
     def __init__(
@@ -112,6 +206,18 @@ class ContextEngine:
         store: Store | None = None,
         compaction: CompactionConfig | None = None,
     ) -> None:
+        check_model(model)
+        weights = _check_settings(
+            plugins=plugins,
+            summarizer=summarizer,
+            allow_dangerous=allow_dangerous,
+            plugin_timeout=plugin_timeout,
+            max_failures=max_failures,
+            weights=weights,
+            prune=prune,
+            store=store,
+            compaction=compaction,
+        )
         self.model = model
         self.budget = budget if isinstance(budget, Budget) else Budget(total=budget)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()

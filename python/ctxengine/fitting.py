@@ -13,7 +13,7 @@ from collections import OrderedDict
 from typing import Any
 
 from .assemble.budget import Budget
-from .engine import ContextEngine, RenderedContext, Session
+from .engine import ContextEngine, RenderedContext, Session, check_model
 from .sync import LoopRunner
 from .transcript import Message
 from .transcript.coerce import to_messages
@@ -111,7 +111,9 @@ def fit(
         TranscriptError: a message has an unknown shape (named by index).
         BudgetError: invalid budget, or what cannot be cut exceeds it.
         EncodingError: unknown model. AdapterError: unknown provider or option.
+        ConfigTypeError: ``model`` is not a string.
     """
+    check_model(model)  # before it is a cache key: a list would fail there as unhashable
     engine = _engine(model, budget)
     raw = messages if isinstance(messages, list) else list(to_messages(messages))
     key = (id(engine), provider, tuple(sorted(options.items())))

@@ -25,6 +25,7 @@ from typing import Any
 
 from . import _core
 from ._core import Tokenizer, cache_info, clear_cache, set_cache_capacity
+from .errors import ConfigTypeError
 
 __all__ = (
     "Tokenizer",
@@ -145,6 +146,11 @@ def _message_strings(message: Mapping[str, Any]) -> tuple[list[str], int]:
     return strings, overhead
 
 
+def _preview(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
     """Count the prompt tokens of OpenAI-style chat messages.
 
@@ -157,15 +163,27 @@ def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
 
     Raises:
         EncodingError: ``model`` is unknown.
+        ConfigTypeError: ``messages`` is not a list (or iterable) of message mappings.
     """
     tokenizer = get_tokenizer(model)
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
+        # a str iterates as characters and a dict as its keys: neither is a message list
+        raise ConfigTypeError(
+            f"messages is {type(messages).__name__} {_preview(messages)}; "
+            "expected a list of message dicts"
+        )
     messages = messages if isinstance(messages, list) else list(messages)
     fast = tokenizer.count_chat([messages])[0]  # the exported shapes, walked natively
     if fast is not None:
         return REPLY_PRIMING + fast
     strings: list[str] = []
     total = REPLY_PRIMING
-    for message in messages:
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise ConfigTypeError(
+                f"messages[{i}] is {type(message).__name__} {_preview(message)}; "
+                "expected a message dict such as {'role': 'user', 'content': '...'}"
+            )
         parts, overhead = _message_strings(message)
         strings += parts
         total += overhead
