@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,36 @@ def test_replay_writes_payload_and_report(tmp_path: Path) -> None:
     payload = json.loads(out.read_text())
     assert count_messages(payload["messages"], model="gpt-4o") <= 4000
     assert json.loads(rep.read_text())["budget"] == 4000
+
+
+def test_an_unwritable_output_path_is_refused_before_the_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = TRANSCRIPTS / "openhands" / "output.jsonl"
+    out = tmp_path / "payload.json"
+    bad = tmp_path / "no" / "dir" / "r.json"
+    assert main(["replay", str(source), "--out", str(out), "--report", str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert f"--report {bad}: the folder {bad.parent} does not exist" in captured.err
+    assert captured.out == "" and list(tmp_path.iterdir()) == []  # --out was not written either
+    assert main(["replay", str(source), "--out", str(tmp_path)]) == 2
+    assert f"--out {tmp_path}: is a folder; expected a file path" in capsys.readouterr().err
+
+
+def test_a_failed_write_leaves_neither_output(tmp_path: Path) -> None:
+    source = TRANSCRIPTS / "openhands" / "output.jsonl"
+    out, locked = tmp_path / "payload.json", tmp_path / "locked"
+    out.write_text("before")
+    locked.mkdir()
+    subprocess.run(["chattr", "+i", str(locked)], check=True)  # no file can be created in it
+    try:
+        args = ["replay", str(source), "--out", str(out), "--report", str(locked / "r.json")]
+        assert main([*args, "--json"]) == 2
+    finally:
+        subprocess.run(["chattr", "-i", str(locked)], check=True)
+    assert out.read_text() == "before"  # the pair is written whole or not at all
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["locked", "payload.json"]
+    assert list(locked.iterdir()) == []
 
 
 def test_replay_for_anthropic_payload(tmp_path: Path) -> None:

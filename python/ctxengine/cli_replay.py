@@ -7,6 +7,10 @@ cuts, every compaction and a summary; ``--json`` prints the same data (every cal
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -329,6 +333,7 @@ async def _run(args: argparse.Namespace, name: str, transcript: Transcript) -> R
 def _finish(args: argparse.Namespace, name: str, transcript: Transcript) -> int:
     if not len(transcript):
         raise UsageError(f"{name}: the transcript has no messages; nothing to replay")
+    _check_outputs(args)
     run = anyio.run(_run, args, name, transcript)
     _write_outputs(args, run)
     if args.json:
@@ -338,16 +343,53 @@ def _finish(args: argparse.Namespace, name: str, transcript: Transcript) -> int:
     return 0 if run.summary()["within_budget"] else 1
 
 
+def _outputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    return [
+        (f"--{flag}", Path(value))
+        for flag in ("out", "report")
+        if (value := getattr(args, flag, None))
+    ]
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse an ``--out``/``--report`` path that cannot be written before the replay runs, so
+    a bad one costs no replay and never leaves the other file written alone."""
+    for flag, path in _outputs(args):
+        folder = path.parent
+        if path.is_dir():
+            raise UsageError(f"{flag} {path}: is a folder; expected a file path")
+        if not folder.is_dir():
+            what = "is not a folder" if folder.exists() else "does not exist"
+            raise UsageError(
+                f"{flag} {path}: the folder {folder} {what}; expected a path in an existing folder"
+            )
+
+
 def _write_outputs(args: argparse.Namespace, run: Run) -> None:
+    """Write ``--out`` and ``--report`` all or nothing: each to a temporary file in its folder
+    (fsynced), then both renamed into place, so a failure (a full disk, a folder gone since)
+    leaves neither a half-written file nor one of the pair alone."""
     if run.last is None:
         return
-    if getattr(args, "out", None):
-        import json
-
-        text = json.dumps(run.last.rendered.payload, ensure_ascii=False, indent=1)
-        Path(args.out).write_text(text, encoding="utf-8")
-    if getattr(args, "report", None):
-        Path(args.report).write_text(run.last.rendered.report.to_json(indent=1), encoding="utf-8")
+    texts = {
+        "--out": json.dumps(run.last.rendered.payload, ensure_ascii=False, indent=1),
+        "--report": run.last.rendered.report.to_json(indent=1),
+    }
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for flag, path in _outputs(args):
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+            staged.append((tmp, path))
+            with open(tmp, "x", encoding="utf-8") as f:
+                f.write(texts[flag])
+                f.flush()
+                os.fsync(f.fileno())
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in staged:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
 
 
 def _demo(args: argparse.Namespace) -> int:
