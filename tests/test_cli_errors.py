@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +57,30 @@ def test_an_unknown_model_hints_only_at_options_the_command_has(
     assert "claude-* and gemini-* (estimated)." in demo
     assert "encoding=" not in demo and "--encoding" not in demo  # demo has no such option
     assert demo.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["count", str(TRANSCRIPTS / "README.md")],
+        ["count", str(TRANSCRIPTS / "README.md"), "--json"],
+        ["plugins", "list"],
+        ["replay", str(TRANSCRIPTS / "openhands" / "output.jsonl"), "--budget", "4000"],
+    ],
+    ids=lambda argv: " ".join(a for a in argv if not a.startswith("/")),
+)
+def test_a_closed_stdout_exits_141_quietly(argv: list[str]) -> None:
+    # rich's console turned the closed pipe into SystemExit(1), a failed check; docs/cli.md: 141
+    read, write = os.pipe()
+    os.close(read)  # the reader went away before the first byte: every write is EPIPE
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "ctxengine", *argv],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")

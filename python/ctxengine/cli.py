@@ -5,12 +5,14 @@ function that adds its parser and sets ``run(args) -> int``. This module owns wh
 the parser class, the output helpers and the exit statuses.
 
 Exit statuses: 0 success, 1 a check failed (e.g. a refused plugin) or an internal error,
-2 a user error (bad value, unreadable file, unknown model...), 130 interrupted (Ctrl-C).
+2 a user error (bad value, unreadable file, unknown model...), 130 interrupted (Ctrl-C),
+141 the reader of stdout went away (``ctxengine demo | head``).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import json
 import logging
@@ -67,14 +69,24 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
 
 
+class _Console(Console):
+    """A rich console whose closed pipe reaches :func:`main` as the ``BrokenPipeError`` it is
+    (exit status 141, quietly, like the ``--json`` output), not as rich's ``SystemExit(1)``,
+    which made ``ctxengine demo | head`` look like a failed check."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # nothing more to write: the buffer is dropped
+        raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
+
+
 def stdout_console() -> Console:
     """The console for tables and text (rich markup off: data is never markup)."""
-    return Console(highlight=False, markup=False)
+    return _Console(highlight=False, markup=False)
 
 
 def stderr_console() -> Console:
     """The console for progress bars, so that stdout carries only the result."""
-    return Console(stderr=True, highlight=False, markup=False)
+    return _Console(stderr=True, highlight=False, markup=False)
 
 
 def print_json(data: Any, out: IO[str] | None = None) -> None:
