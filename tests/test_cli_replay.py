@@ -17,7 +17,7 @@ from ctxengine import count_messages
 from ctxengine.cli import main
 from ctxengine.cli_replay import DEMO_BUDGET, _print, _run, extends, middle_ellipsis
 from ctxengine.replay import demo_transcript_path
-from ctxengine.transcript import load
+from ctxengine.transcript import load, load_all
 from offline_tiktoken import TRANSCRIPTS
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "plugins"
@@ -144,6 +144,35 @@ def test_a_failed_write_leaves_neither_output(tmp_path: Path) -> None:
     assert out.read_text() == "before"  # the pair is written whole or not at all
     assert sorted(p.name for p in tmp_path.iterdir()) == ["locked", "payload.json"]
     assert list(locked.iterdir()) == []
+
+
+AIDER = TRANSCRIPTS / "aider" / "mozgoslav.aider.chat.history.md"
+
+
+def test_replay_of_a_multi_session_file_says_so_and_picks_one_with_session(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sizes = [len(t) for t in load_all(AIDER)]
+    assert len(sizes) == 3  # one aider session per launch
+    assert main(["replay", str(AIDER), "--budget", "4000"]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("replaying session 1 of 3 in the file; --session N picks another")
+    assert main(["replay", str(AIDER), "--session", "2", "--budget", "4000", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)["transcript"]
+    assert (data["session"], data["sessions"], data["messages"]) == (2, 3, sizes[1])
+    assert main(["replay", str(AIDER), "--session", "4"]) == 2
+    assert f"--session 4: {AIDER} holds 3 session(s); expected 1 to 3" in capsys.readouterr().err
+
+
+def test_replay_of_a_single_session_file_says_nothing_of_sessions(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    source = TRANSCRIPTS / "claude-code-spotter" / "tool_heavy.jsonl"
+    assert main(["replay", str(source), "--budget", "3000"]) == 0
+    assert "replaying session" not in capsys.readouterr().out
+    assert main(["replay", str(source), "--budget", "3000", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)["transcript"]
+    assert (data["session"], data["sessions"]) == (1, 1)
 
 
 def test_replay_for_anthropic_payload(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from .cli import (
 )
 from .engine import ContextEngine
 from .replay import ReplayStep, demo_transcript_path, replay
-from .transcript import FORMATS, Transcript, load
+from .transcript import FORMATS, Transcript, load, load_all
 
 __all__ = ("CallRow", "Run", "add_to", "middle_ellipsis")
 
@@ -100,6 +100,10 @@ class Run:
     cuts: dict[str, tuple[int, GrainDecision]] = field(default_factory=dict)
     last: ReplayStep | None = None
     seconds: float = 0.0
+    #: Which session of the file is replayed (1-based) and how many it holds (an aider log
+    #: holds one per launch, an OpenHands output one per instance).
+    session: int = 1
+    sessions: int = 1
 
     def add(self, step: ReplayStep) -> None:
         before = None if self.last is None else self.last.rendered.payload
@@ -140,6 +144,8 @@ class Run:
                 "format": self.transcript.source_format,
                 "messages": len(self.transcript),
                 "path": meta.get("path"),
+                "session": self.session,
+                "sessions": self.sessions,
             },
             "model": self.model,
             "provider": self.provider,
@@ -277,6 +283,11 @@ def _summary_line(run: Run) -> Text:
 
 
 def _print(run: Run, console: Console) -> None:
+    if run.sessions > 1:  # said first: the rest of the file is not in the table
+        console.print(
+            f"replaying session {run.session} of {run.sessions} in the file; "
+            "--session N picks another"
+        )
     console.print(_calls_table(run))
     if run.cuts:
         console.print(_cuts_table(run))
@@ -314,11 +325,14 @@ def _progress(console: Console, disable: bool) -> Progress:
     )
 
 
-async def _run(args: argparse.Namespace, name: str, transcript: Transcript) -> Run:
+async def _run(
+    args: argparse.Namespace, name: str, transcript: Transcript, session: tuple[int, int] = (1, 1)
+) -> Run:
     engine = ContextEngine(args.model, Budget(total=args.budget), plugins=_builtin_plugins())
     if args.plugins:
         engine.load_plugins(args.plugins)
     run = Run(name, transcript, args.model, args.provider, args.budget)
+    run.session, run.sessions = session
     started = time.perf_counter()
     console = stderr_console()
     with _progress(console, disable=args.json or not console.is_terminal) as progress:
@@ -330,11 +344,13 @@ async def _run(args: argparse.Namespace, name: str, transcript: Transcript) -> R
     return run
 
 
-def _finish(args: argparse.Namespace, name: str, transcript: Transcript) -> int:
+def _finish(
+    args: argparse.Namespace, name: str, transcript: Transcript, session: tuple[int, int] = (1, 1)
+) -> int:
     if not len(transcript):
         raise UsageError(f"{name}: the transcript has no messages; nothing to replay")
     _check_outputs(args)
-    run = anyio.run(_run, args, name, transcript)
+    run = anyio.run(_run, args, name, transcript, session)
     _write_outputs(args, run)
     if args.json:
         print_json(run.to_dict())
@@ -403,7 +419,27 @@ def _replay(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.file}: is a folder; expected a transcript file")
     if not path.exists():
         raise UsageError(f"{args.file}: no such file; expected a transcript file")
-    return _finish(args, path.name, load(path, format=args.format))
+    sessions = load_all(path, format=args.format)
+    if not sessions:  # load() names the file and what was expected
+        return _finish(args, path.name, load(path, format=args.format))
+    if args.session > len(sessions):
+        raise UsageError(
+            f"--session {args.session}: {args.file} holds {len(sessions)} session(s); "
+            f"expected 1 to {len(sessions)}"
+        )
+    name = path.name if len(sessions) == 1 else f"{path.name} [{args.session}/{len(sessions)}]"
+    return _finish(args, name, sessions[args.session - 1], (args.session, len(sessions)))
+
+
+def _session_arg(text: str) -> int:
+    """``--session``: which session of a multi-session file, from 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a session number; expected an int ≥ 1")
+    return value
 
 
 # -- parsers -----------------------------------------------------------------------------------
@@ -454,6 +490,14 @@ def add_to(commands: Any) -> None:
         choices=("auto", *FORMATS),
         metavar="FORMAT",
         help=f"file format: auto (the default, from extension and content), {', '.join(FORMATS)}",
+    )
+    rep.add_argument(
+        "--session",
+        type=_session_arg,
+        default=1,
+        metavar="N",
+        help="which session of a file holding several (an aider log has one per launch, an "
+        "OpenHands output one per instance), from 1 (default: 1)",
     )
     rep.add_argument("--out", metavar="F", help="write the last payload to F as JSON")
     rep.add_argument("--report", metavar="F", help="write the last report to F as JSON")
