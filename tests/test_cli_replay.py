@@ -46,6 +46,22 @@ def test_demo_compacts_and_stays_within_budget_on_every_call(demo_json: dict[str
     assert demo_json["transcript"]["messages"] == 465
 
 
+def test_docs_cli_tells_what_the_demo_prints(demo_json: dict[str, Any]) -> None:
+    # the page said "compacts three times ... peak 12,782" long after the demo changed
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text().split())
+    summary = demo_json["summary"]
+    at = [c["call"] for c in demo_json["calls"] if c["compactions"]]
+    said = (
+        f"the demo compacts {summary['compactions']} times (at {len(at)} of its "
+        f"{summary['calls']} calls, the first at call {at[0]}), each compaction is one of its "
+        f"{summary['prefix_breaks']} prefix breaks (there are none elsewhere), and every call "
+        f"stays within budget (peak {summary['peak_tokens']:,} tokens)"
+    )
+    assert said in text
+    assert summary["prefix_breaks"] == summary["prefix_breaks_at_compaction"]
+    assert summary["within_budget"]
+
+
 def test_demo_json_holds_every_call_and_the_last_report(demo_json: dict[str, Any]) -> None:
     assert [c["call"] for c in demo_json["calls"]] == list(range(len(demo_json["calls"])))
     messages = [c["messages"] for c in demo_json["calls"]]
