@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+import ctxengine.inject.render  # noqa: F401  (installs the renderer Transcript.to uses)
 from ctxengine.errors import AdapterError
 from ctxengine.hygiene import (
     BOOTSTRAP_TEXT,
@@ -16,7 +17,15 @@ from ctxengine.hygiene import (
     sanitize_tool_ids,
     validate,
 )
-from ctxengine.transcript import Message, Text, Thinking, ToolCall, ToolResult, Transcript
+from ctxengine.transcript import (
+    Message,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    Transcript,
+    load,
+)
 from transcript.helpers import PROVIDERS
 
 
@@ -104,6 +113,32 @@ def test_repeated_id_in_later_turn_is_renamed_and_its_result_follows() -> None:
     first, second = out[1].tool_calls[0].id, out[3].tool_calls[0].id
     assert first == "dup" and second != "dup"
     assert out[2].tool_results[0].call_id == first and out[4].tool_results[0].call_id == second
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_repeated_id_in_one_turn_answers_its_calls_in_order(provider: str) -> None:
+    """Two parallel calls sharing an id, answered in order: the n-th result with the id goes
+    to the n-th call with it, so neither call gets the other's output nor a synthetic one."""
+    results = (ToolResult("c1", (Text("of f"),)), ToolResult("c1", (Text("of g"),)))
+    t = T(Message.user("go"), Message("assistant", (call("c1", "f"), call("c1", "g"))))
+    t = Transcript((*t.messages, Message("tool", results[:1]), Message("tool", results[1:])))
+    out, report = clean(t, provider)
+    assert validate(out, provider) == []
+    assert "synthetic_result" not in report.counts() and "dropped_duplicate" not in report.counts()
+    back = load(out.to(provider), format=provider)  # and the payload keeps the pairing
+    for m in (out, back):
+        names = {c.id: c.name for msg in m for c in msg.tool_calls}
+        assert len(names) == 2
+        got = [(names[r.call_id], r.content) for msg in m for r in msg.tool_results]
+        assert got == [("f", (Text("of f"),)), ("g", (Text("of g"),))]
+
+
+def test_extra_result_for_a_repeated_id_is_a_duplicate_of_the_last_call() -> None:
+    t = T(Message.user("x"), ask("d", "d"), res("d"), res("d"), res("d"))
+    out, report = clean(t, "openai")
+    ids = [c.id for c in out[1].tool_calls]
+    assert [r.call_id for m in out for r in m.tool_results] == ids
+    assert report.counts()["dropped_duplicate"] == 1
 
 
 def test_sanitize_rejects_unknown_mode() -> None:

@@ -9,7 +9,8 @@ Rules:
 
 - :func:`sanitize_tool_ids`: ``strict`` ids are alphanumeric, at most 40 characters and distinct
   (``call|item:123`` -> ``callitem123``; a collision or an over-long id gets an 8-character hash
-  suffix); ``strict9`` ids are exactly 9 alphanumeric characters. Results follow their call.
+  suffix); ``strict9`` ids are exactly 9 alphanumeric characters. Results follow their call:
+  when one turn repeats an id, its n-th result with that id goes to its n-th call with it.
 - :func:`repair_pairing`: results are moved right after the assistant turn that made the call
   (before any interleaved user message); a call with no result gets a synthetic error result
   there; duplicate results keep the first; orphan results are dropped. A turn that ended in
@@ -72,8 +73,9 @@ def sanitize_tool_ids(
 
     Ids that already fit (and are not repeated) are kept; with ``keep_valid_for`` a provider
     name, ids that provider accepts are kept too, so only offending ids are rewritten. A result
-    is remapped to the id of the latest earlier call with its old id; results that answer no
-    call keep their id.
+    is remapped to the id of the latest earlier call with its old id; when that call's turn
+    repeats the id, the n-th result goes to the n-th such call (parallel calls are answered in
+    order). Results that answer no call keep their id.
 
     Raises:
         AdapterError: ``mode`` is not ``"strict"`` or ``"strict9"``, or unknown provider.

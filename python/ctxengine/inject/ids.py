@@ -56,7 +56,13 @@ def _new_id(old: str, mode: str, used: set[str]) -> str:
 
 class IdRewriter:
     """One pass over a transcript: keep the first use of each acceptable id, rename the rest,
-    and point every result at the id of the latest earlier call with its old id."""
+    and point every result at a call with its old id.
+
+    When one assistant message repeats an id, its calls are answered in order: the n-th result
+    with that old id goes to the n-th call with it (a provider answers parallel calls in the
+    order it made them). Results beyond those go to the latest earlier call with the old id,
+    where pairing drops them as duplicates.
+    """
 
     def __init__(self, t: Transcript, mode: str, keep: Callable[[str], bool]) -> None:
         self.t = t
@@ -67,6 +73,7 @@ class IdRewriter:
         self.used = set(self.firsts)
         self.kept: set[str] = set()
         self.current: dict[str, str] = {}
+        self.unanswered: dict[str, list[str]] = {}  # old id -> new ids of its latest turn
         self.changes: list[Change] = []
         self.id_map: list[tuple[str, str]] = []
 
@@ -74,16 +81,19 @@ class IdRewriter:
         if b.id in self.firsts and b.id not in self.kept:
             self.kept.add(b.id)
             self.current[b.id] = b.id
+            self.unanswered[b.id].append(b.id)
             return b
         new = _new_id(b.id, self.mode, self.used)
         self.used.add(new)
         self.current[b.id] = new
+        self.unanswered[b.id].append(new)
         self.id_map.append((b.id, new))
         self.changes.append(Change(RULE, "renamed_id", i, f"{b.id!r} -> {new!r}", new))
         return ToolCall(new, b.name, b.arguments)
 
     def result(self, i: int, b: ToolResult) -> ToolResult:
-        new = self.current.get(b.call_id, b.call_id)
+        queue = self.unanswered.get(b.call_id)
+        new = queue.pop(0) if queue else self.current.get(b.call_id, b.call_id)
         if new == b.call_id:
             return b
         self.changes.append(Change(RULE, "remapped_result", i, f"{b.call_id!r} -> {new!r}", new))
@@ -92,6 +102,8 @@ class IdRewriter:
     def run(self) -> list[Message]:
         out: list[Message] = []
         for i, m in enumerate(self.t.messages):
+            for c in m.tool_calls:  # a new turn with an id: its calls are the ones to answer
+                self.unanswered[c.id] = []
             blocks: list[Block] = []
             for b in m.blocks:
                 if isinstance(b, ToolCall):
