@@ -120,6 +120,11 @@ def test_claude_code_record_without_message(write: Write) -> None:
             r"\[0\]\.role: role is 'tool'; expected 'user' or 'model'",
         ),
         (
+            {"contents": [{"role": "user", "text": "hello"}]},
+            "gemini",
+            r"contents\[0\]: key 'parts' is 'missing'; expected an array under 'parts'",
+        ),
+        (
             [{"role": "model", "parts": [{"executableCode": {}}]}],
             "gemini",
             r"parts\[0\]: part is .*expected text, thought, functionCall",
@@ -140,6 +145,14 @@ def test_claude_code_record_without_message(write: Write) -> None:
 def test_broken_entries_name_index_value_and_expectation(data: Any, fmt: str, pattern: str) -> None:
     with pytest.raises(TranscriptError, match=pattern):
         load(data, format=fmt)
+
+
+def test_chat_message_in_a_gemini_list_is_not_read_as_an_empty_content() -> None:
+    """One ``parts`` item makes the list Gemini; a chat-style item in it has no ``parts`` and
+    would load as an empty message, its text lost, so it is an error naming the item."""
+    mixed = [{"role": "user", "content": "2+2?"}, {"role": "model", "parts": [{"text": "4"}]}]
+    with pytest.raises(TranscriptError, match=r"contents\[0\]: key 'parts' is 'missing'"):
+        load(mixed)
 
 
 @pytest.mark.parametrize(

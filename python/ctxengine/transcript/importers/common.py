@@ -59,10 +59,10 @@ class Loc:
         if not isinstance(obj, Mapping):
             self.fail("entry", obj, "a JSON object")
         if key not in obj:
-            self.fail(f"key {key!r}", "missing", f"a {_kind_name(kind)} under {key!r}")
+            self.fail(f"key {key!r}", "missing", f"{_kind_name(kind)} under {key!r}")
         value = obj[key]
         if not isinstance(value, kind):
-            self.at(key).fail("value", value, f"a {_kind_name(kind)}")
+            self.at(key).fail("value", value, _kind_name(kind))
         return value
 
     def obj(self, value: object) -> Mapping[str, Any]:
@@ -79,9 +79,11 @@ class Loc:
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
-    names = {str: "string", list: "array", dict: "object", Mapping: "object", bool: "boolean"}
+    """``a string``, ``an array or a string``...: the JSON kinds of ``kind``, with articles."""
+    names: dict[type, str] = {str: "a string", list: "an array", dict: "an object"}
+    names.update({Mapping: "an object", bool: "a boolean"})
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    return " or ".join(names.get(k, k.__name__) for k in kinds)
+    return " or ".join(names.get(k, f"a {k.__name__}") for k in kinds)
 
 
 def read_text(path: Path) -> str:

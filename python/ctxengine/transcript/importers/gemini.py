@@ -141,7 +141,8 @@ def load_gemini(items: list[Any], loc: Loc) -> list[Message]:
     """Neutral messages from Gemini ``contents``.
 
     Raises:
-        TranscriptError: a content has an unknown role or part, or a missing field.
+        TranscriptError: a content has an unknown role or part, or a missing field (a
+            content without ``parts``, such as a chat message with ``content``, included).
     """
     out: list[Message] = []
     calls = _Calls()
@@ -149,7 +150,7 @@ def load_gemini(items: list[Any], loc: Loc) -> list[Message]:
         at = loc.at(i)
         c = at.obj(raw)
         role = c.get("role") or "user"
-        parts = at.items(c.get("parts") or [])
+        parts = at.need(c, "parts", list)  # no parts: not a Gemini content, nothing to lose
         if role == "model":
             blocks = _model_parts(parts, i, at.at("parts"), calls)
             out.append(Message("assistant", tuple(blocks), meta=_FAMILY))
