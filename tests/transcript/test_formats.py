@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from ctxengine.errors import TranscriptError
 from ctxengine.transcript import (
     Image,
     Message,
@@ -84,6 +85,28 @@ def test_openai_parts_images_and_unparsable_arguments() -> None:
     assert t[1].tool_calls[0].arguments == "{oops"  # not a JSON object: kept as the string
     assert t.to("openai")["messages"][1]["tool_calls"][0]["function"]["arguments"] == "{oops"
     assert t.to("anthropic")["messages"][1]["content"][0]["input"] == {"arguments": "{oops"}
+
+
+def test_openai_refusal_field_is_text_like_a_refusal_part() -> None:
+    """The SDK puts a refusal in the message's ``refusal`` field with ``content`` None; it is
+    the assistant's reply, so it must survive import -> export -> import."""
+    refused = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+    src = [{"role": "user", "content": "pick a lock?"}, refused, {"role": "user", "content": "ok"}]
+    t = load(src, format="openai")
+    as_part = [{"type": "refusal", "refusal": "I can't help with that."}]
+    assert t[1].blocks == (Text("I can't help with that."),)
+    assert t[1] == load([src[0], {"role": "assistant", "content": as_part}], format="openai")[1]
+    again = load(t.to("openai"), format="openai")
+    assert [m.blocks for m in again] == [m.blocks for m in t]
+    assert load([{**refused, "refusal": None}], format="openai")[0].blocks == ()
+
+
+def test_openai_refusal_of_the_wrong_kind_is_an_error() -> None:
+    bad = [{"role": "assistant", "content": None, "refusal": ["no"]}]
+    with pytest.raises(
+        TranscriptError, match=r"\[0\]\.refusal: refusal is \['no'\]; expected a str"
+    ):
+        load(bad, format="openai")
 
 
 # -- OpenAI Responses --------------------------------------------------------------------------

@@ -39,6 +39,11 @@ def _assistant(m: Mapping[str, Any], index: int, loc: Loc) -> Message:
     blocks: list[Block] = [
         b for b in _parts(m.get("content"), loc.at("content"), images=False) if b != Text("")
     ]
+    refusal = m.get("refusal")  # the model's refusal, with content None: text, as its part is
+    if refusal is not None and not isinstance(refusal, str):
+        loc.at("refusal").fail("refusal", refusal, "a string or null")
+    if refusal:
+        blocks.append(Text(refusal))
     calls = loc.at("tool_calls").items(m.get("tool_calls") or [])
     for j, raw in enumerate(calls):
         at = loc.at("tool_calls").at(j)
