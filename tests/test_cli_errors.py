@@ -84,3 +84,15 @@ def test_a_closed_stdout_exits_141_quietly(argv: list[str]) -> None:
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (141, "")
+
+
+def test_replay_of_a_claude_code_record_of_the_wrong_kind_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "cc.jsonl"
+    user = '{"type":"user","uuid":"u1","parentUuid":null,"message":{"role":"user","content":"hi"}}'
+    path.write_text(user + '\n{"type":"assistant","uuid":"a1","parentUuid":"u1","message":5}\n')
+    assert main(["replay", str(path), "--format", "claude-code"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "internal error" not in lines[0]
+    assert "cc.jsonl line 2.message: value is 5; expected an object" in lines[0]

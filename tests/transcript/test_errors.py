@@ -79,6 +79,43 @@ def test_claude_code_record_without_message(write: Write) -> None:
         load(write("cc.jsonl", json.dumps(rows[0])))
 
 
+_CC_USER = {"type": "user", "uuid": "u1", "parentUuid": None, "message": {"role": "user"}}
+_CC_CALL = {"id": "m1", "role": "assistant", "content": [{"type": "tool_use", "id": "t1"}]}
+
+
+@pytest.mark.parametrize(
+    ("record", "pattern"),
+    [
+        ({"type": "assistant", "uuid": "a1", "message": 5}, r"line 2\.message: value is 5"),
+        ({**_CC_USER, "uuid": {"x": 1}}, r"line 2\.uuid: uuid is \{'x': 1\}; expected a string"),
+        ({**_CC_USER, "parentUuid": 7}, r"line 2\.parentUuid: parentUuid is 7; expected a str"),
+        (
+            {"type": "assistant", "uuid": "a1", "message": {**_CC_CALL, "id": ["x"]}},
+            r"line 2\.message\.id: message id is \['x'\]; expected a string or null",
+        ),
+        (
+            {
+                **_CC_USER,
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": {}}],
+                },
+            },
+            r"line 2\.message\.content\[0\]\.tool_use_id: value is \{\}; expected a string",
+        ),
+    ],
+)
+def test_claude_code_wrong_typed_field_names_line_and_field(
+    write: Write, record: dict[str, Any], pattern: str
+) -> None:
+    """The branch walk hashes ids and reads ``message`` as an object: a wrong-typed field is
+    a TranscriptError naming where it is, not a TypeError from inside the walk."""
+    first = {**_CC_USER, "message": {"role": "user", "content": "hi"}}
+    path = write("cc.jsonl", "\n".join(json.dumps(r) for r in (first, record)))
+    with pytest.raises(TranscriptError, match=r"cc\.jsonl " + pattern):
+        load(path, format="claude-code")
+
+
 @pytest.mark.parametrize(
     ("data", "fmt", "pattern"),
     [

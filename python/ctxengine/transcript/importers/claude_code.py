@@ -43,9 +43,38 @@ def _path_uuids(records: list[tuple[int, Record]], leaf: Record, *, full: bool) 
     return seen
 
 
-def _select(records: list[tuple[int, Record]], *, full: bool) -> list[tuple[int, Record]]:
-    """The message records of the active branch, in file order."""
+def _check(n: int, r: Record, loc: Loc) -> None:
+    """Check the fields of message record ``r`` (line ``n``) that the branch walk hashes and
+    compares: of the wrong kind, they would surface as a bare TypeError or AttributeError
+    from deep in the walk instead of an error naming the line and the field.
+
+    Raises:
+        TranscriptError: ``message`` is not an object, ``uuid``/``parentUuid``/``message.id``
+            is neither a string nor null, or a ``tool_result`` has no string ``tool_use_id``.
+    """
+    at = loc.at(f" line {n}")
+    for key in ("uuid", "parentUuid"):
+        if r.get(key) is not None and not isinstance(r[key], str):
+            at.at(key).fail(key, r[key], "a string or null")
+    message = at.need(r, "message", Mapping)
+    if message.get("id") is not None and not isinstance(message["id"], str):
+        at.at("message.id").fail("message id", message["id"], "a string or null")
+    content = message.get("content")
+    if r["type"] == "user" and isinstance(content, list):
+        for i, block in enumerate(content):
+            if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                at.at("message.content").at(i).need(block, "tool_use_id", str)
+
+
+def _select(records: list[tuple[int, Record]], loc: Loc, *, full: bool) -> list[tuple[int, Record]]:
+    """The message records of the active branch, in file order.
+
+    Raises:
+        TranscriptError: a message record is malformed (see :func:`_check`).
+    """
     messages = [(n, r) for n, r in records if r.get("type") in _MESSAGE_TYPES]
+    for n, r in messages:
+        _check(n, r, loc)
     if not messages:
         return []
     on_path = _path_uuids(records, messages[-1][1], full=full)
@@ -136,12 +165,13 @@ def load_claude_code(path: Path, *, view: str = "full") -> tuple[list[Message], 
     """Messages and metadata of a Claude Code session file.
 
     Raises:
-        TranscriptError: a line is not JSON or a message record is malformed.
+        TranscriptError: a line is not JSON or a message record is malformed (the message
+            names the line, the field and what was expected).
     """
     loc = Loc(str(path))
     records = list(read_jsonl(path))
     full = view != "model"
-    selected = _select(records, full=full)
+    selected = _select(records, loc, full=full)
     messages, compactions = _convert(selected, loc)
     if full:
         messages = [m for m in messages if not m.meta.get("compact_summary")]
