@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,11 @@ def test_claude_code_wrong_typed_field_names_line_and_field(
             r"parts\[0\]: part is .*expected text, thought, functionCall",
         ),
         (
+            [{"type": "reasoning", "summary": 1}],
+            "openai-responses",
+            r"\[0\]\.summary: value is 1; expected a JSON array",
+        ),
+        (
             [{"type": "web_search_call"}],
             "openai-responses",
             r"\[0\]\.type: item type is 'web_search_call'",
@@ -216,6 +222,17 @@ def test_session_out_of_range_and_bad_view() -> None:
         load([{"role": "user", "content": "x"}], session=5)
     with pytest.raises(TranscriptError, match=r"view is 'all'; expected 'full' or 'model'"):
         load_all([], view="all")
+
+
+@pytest.mark.parametrize("session", ["1", 1.0, None, True])
+def test_session_of_the_wrong_kind_names_the_value(session: Any) -> None:
+    """Not an index: a TranscriptError naming it (a string indexed the list with TypeError,
+    True silently picked the second session)."""
+    one = [{"role": "user", "content": "x"}]
+    with pytest.raises(
+        TranscriptError, match=rf"session is {re.escape(repr(session))}; expected an int"
+    ):
+        load(one, session=session)
 
 
 def test_empty_jsonl(write: Write) -> None:

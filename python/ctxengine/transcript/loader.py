@@ -77,8 +77,14 @@ def load(
 
     Raises:
         TranscriptError: unknown format, undetectable or broken input (the message names the
-            file, the line or index, the value and what was expected), or no such session.
+            file, the line or index, the value and what was expected), ``session`` is not an
+            int, or no such session.
     """
+    if isinstance(session, bool) or not isinstance(session, int):  # before reading the source
+        raise TranscriptError(
+            f"session is {short(session)}; expected an int (an index into load_all, negative "
+            "from the end)"
+        )
     items = load_all(source, format, view=view)
     if not items:
         raise TranscriptError(f"{_label(source)}: no transcript found; expected at least one")

@@ -39,7 +39,8 @@ def _parts(content: object, loc: Loc) -> list[Text | Image]:
 
 
 def _reasoning(item: Mapping[str, Any], loc: Loc) -> Thinking:
-    summary = item.get("summary") or []
+    raw = item.get("summary")
+    summary = [] if raw is None else loc.at("summary").items(raw)
     texts = [loc.at("summary").at(i).need(s, "text", str) for i, s in enumerate(summary)]
     return Thinking("\n\n".join(texts), json.dumps(item, ensure_ascii=False, separators=(",", ":")))
 
