@@ -70,8 +70,14 @@ def _render_points(messages: list[Message]) -> set[int]:
     return {turns[min(len(turns) - 1, (len(turns) * k) // 4)] for k in (2, 4)}
 
 
+def _plan_cut(g: Any) -> bool:
+    """Whether the plan cut ``g`` (an item hygiene left out of the payload was kept by the
+    plan: no backfill can bring it back)."""
+    return g.status != "kept" and g.stage != "hygiene"
+
+
 def _cut(out: Any) -> bool:
-    return any(g.status != "kept" for g in out.report)
+    return any(map(_plan_cut, out.report))
 
 
 def _room_left_for_a_cut(out: Any) -> bool:
@@ -80,7 +86,7 @@ def _room_left_for_a_cut(out: Any) -> bool:
     room = out.report.target - (out.report.tokens_estimated - FRAMING_TOKENS)
     costs: dict[str, int] = {}
     for g in out.report:
-        if g.status == "kept":
+        if not _plan_cut(g):
             continue
         # a turn group comes back whole (a summarized turn too: the compaction could keep it)
         turn = re.match(r"turn (\d+) ", g.reason) or re.search(r"\(turn (\d+)\)$", g.reason)

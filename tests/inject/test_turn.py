@@ -241,3 +241,43 @@ async def test_an_empty_assistant_message_does_not_stop_warm_renders_reusing(
     async with ContextEngine("gpt-4o", Budget(total=4000)).session("cold") as c:
         c.extend(s.messages)
         assert (await c.render()).payload == out.payload
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_items_hygiene_leaves_out_of_the_payload_are_reported_dropped(provider: str) -> None:
+    """The plan keeps every item; hygiene then leaves some out of the payload (an empty
+    assistant message, an aborted turn's late result, a duplicate and an orphan result, an
+    aborted turn that held only a call). The report says each was dropped by hygiene and
+    counts it 0 tokens, so the grains' tokens never exceed the payload's."""
+    from ctxengine.transcript import ToolResult
+
+    def result(cid: str, text: str) -> Message:
+        return Message("tool", (ToolResult(cid, (Text(text),)),))
+
+    aborted = Message(
+        "assistant", (Text("trying"), ToolCall("c1", "bash", {})), stop_reason="aborted"
+    )
+    lone = Message("assistant", (ToolCall("c3", "bash", {}),), stop_reason="aborted")
+    engine = ContextEngine("gpt-4o", Budget(total=4000))
+    async with engine.session("s") as s:
+        s.extend([Message.user("start"), Message.assistant(""), Message.user("q"), aborted])
+        s.extend([result("c1", "late"), Message.user("again")])
+        s.extend([Message("assistant", (ToolCall("c2", "bash", {}),)), result("c2", "first")])
+        s.extend([result("c2", "second"), result("ghost", "boo"), Message.user("more"), lone])
+        s.extend([Message.user("end")])
+        out = await s.render(provider)
+    columns = out.report.columns()  # what a snapshot stores, built before the grains
+    unsent = {"hist.1", "act.tool_result.c1", "act.tool_result.c2-2", "act.tool_result.ghost"}
+    unsent.add("hist.11")
+    dropped = {d.node_id: d for d in out.report if d.decision == "dropped"}
+    assert set(dropped) == unsent
+    for d in dropped.values():
+        assert (d.status, d.stage, d.tokens_after) == ("dropped", "hygiene", 0)
+        assert d.reason.startswith("left out of the payload by hygiene (") and d.tokens_before > 0
+    assert all(
+        d.decision == "kept" and d.tokens_after > 0 for d in out.report if d.node_id not in unsent
+    )
+    assert columns == {k: [getattr(d, k) for d in out.report] for k in columns}
+    if provider == "openai":  # exact counts (merged turns save framing the plan counted)
+        assert sum(d.tokens_after for d in out.report) <= out.tokens
+    assert "late" not in str(out.payload) and "boo" not in str(out.payload)

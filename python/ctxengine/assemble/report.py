@@ -119,6 +119,8 @@ class RenderReport:
     _window_names: Sequence[str] = ()
     _extra: list[GrainDecision] = field(default_factory=list)
     _guarded: Mapping[str, int] = field(default_factory=dict)
+    #: History nodes the plan kept but hygiene left out of the payload -> why.
+    _unsent: Mapping[str, str] = field(default_factory=dict)
     _grains: list[GrainDecision] | None = None
 
     @property
@@ -149,8 +151,12 @@ class RenderReport:
         names = self._window_names
         origins = self._origins
         out = []
+        unsent = self._unsent
         for i, node_id in enumerate(ids):
             s = STATUS[status[i]]
+            if unsent and node_id in unsent:
+                out.append(self._unsent_decision(node_id, names[window[i]], before[i]))
+                continue
             if s == "kept" and node_id in self._guarded:
                 out.append(self._guard_decision(node_id, names[window[i]], before[i]))
                 continue
@@ -193,12 +199,16 @@ class RenderReport:
             "tokens_before": before,
             "tokens_after": after,
         }
-        if self._guarded:
+        if self._guarded or self._unsent:
             for i, node_id in enumerate(ids):
-                if statuses[i] == "kept" and node_id in self._guarded:
+                if node_id in self._unsent:
+                    g = self._unsent_decision(node_id, out["window"][i], before[i])
+                elif statuses[i] == "kept" and node_id in self._guarded:
                     g = self._guard_decision(node_id, out["window"][i], before[i])
-                    for name in _DECISION_FIELDS:
-                        out[name][i] = getattr(g, name)
+                else:
+                    continue
+                for name in _DECISION_FIELDS:
+                    out[name][i] = getattr(g, name)
         at = self._planned_extra(ids)
         for i, g in at.items():
             for name in _DECISION_FIELDS:
@@ -215,6 +225,15 @@ class RenderReport:
         reason = f"tool result of {chars:,} chars cut to head + tail by the window guard"
         return GrainDecision(
             node_id, "transcript", window, "folded", "trimmed", "guard", reason, tokens, tokens
+        )
+
+    def _unsent_decision(self, node_id: str, window: str, tokens: int) -> GrainDecision:
+        """The plan kept the item, but hygiene left it out of the payload (an orphan or
+        duplicate tool result, an aborted turn's calls...): it is dropped and takes no room."""
+        reason = self._unsent[node_id]
+        origin = self._origins.get(node_id, "")
+        return GrainDecision(
+            node_id, origin, window, "dropped", "dropped", "hygiene", reason, tokens, 0
         )
 
     def copy(self) -> RenderReport:

@@ -67,7 +67,13 @@ class Request:
 
 
 def _report(
-    state: SessionState, config: RenderConfig, a: Assembled, tokens: int, rq: Request, log: TurnLog
+    state: SessionState,
+    config: RenderConfig,
+    a: Assembled,
+    tokens: int,
+    rq: Request,
+    log: TurnLog,
+    unsent: dict[str, str],
 ) -> RenderReport:
     origins = {n: g.origin for n, g in a.by_id.items()}
     origins.update({n: g.origin for n, g in state.overrides.items()})
@@ -93,7 +99,50 @@ def _report(
         _window_names=config.windows,
         _extra=log.extra,
         _guarded=state.guarded,
+        _unsent=unsent,
     )
+
+
+#: The pairing repairs that leave a whole history message out of the payload.
+_UNSENT: Final = frozenset({"dropped_orphan", "dropped_duplicate", "dropped_message"})
+
+
+def _unsent(
+    memo: RenderMemo, composed: int, changes: tuple[Change, ...], dropped: list[dict[str, Any]]
+) -> dict[str, str]:
+    """History node -> why, for each message the plan kept but hygiene left out of the
+    payload. The plan counts those nodes and the payload does not, so the report must say
+    they were dropped and take no tokens.
+
+    ``composed``: the length of what :func:`compose` made (the system message and the summary,
+    then one message per history node: a tool message holds one result); ``dropped``:
+    :func:`_non_empty`'s changes, indices in that; ``changes``: the render's hygiene, indices
+    in what was left after ``dropped``. Positions are mapped back by arithmetic, not by
+    looking through the history: a warm render may drop an empty message every time."""
+    made = memo.composed
+    if made is None or not (dropped or changes):
+        return {}
+    order = made.order
+    head = composed - len(order)
+    out: dict[str, str] = {}
+
+    def note(index: int, rule: str, detail: str) -> None:
+        k = index - head
+        if 0 <= k < len(order):
+            out.setdefault(order[k], f"left out of the payload by hygiene ({rule}): {detail}")
+
+    gone = [d["index"] for d in dropped]  # ascending
+    for d in dropped:
+        note(d["index"], d["rule"], d["detail"])
+    for c in changes:
+        if c.action in _UNSENT and c.rule == "repair_pairing" and c.index is not None:
+            index = c.index
+            for g in gone:  # its position before _non_empty removed messages
+                if g > index:
+                    break
+                index += 1
+            note(index, c.rule, c.detail)
+    return out
 
 
 #: What a blank user message becomes for providers that reject blank text (Anthropic, Gemini):
@@ -332,6 +381,7 @@ async def inject(
     cut, budget = 0, config.tokens_total
     for attempt in range(MAX_REPLANS + 1):
         composed = compose(state, assembled.plan, assembled.by_id)
+        made = len(composed.messages)
         composed = _non_blank(composed, request.provider, memo)
         composed = _no_trailing_space(composed, request.provider)
         composed, dropped = _non_empty(composed, request.provider, memo)
@@ -350,7 +400,8 @@ async def inject(
         assembled = Assembled(plan_within(state, config, cut), assembled.by_id)
     memo.end_render()
     request.timings["total"] = time.perf_counter() - request.started
-    report = _report(state, config, assembled, tokens, request, log)
+    unsent = _unsent(memo, made, rendered.report.changes, dropped)
+    report = _report(state, config, assembled, tokens, request, log, unsent)
     info = rendered.to_dict()
     report.hygiene = _with_changes(info.get("hygiene", {}), dropped)
     report.cache_breakpoints = info.get("cache_breakpoints", [])
