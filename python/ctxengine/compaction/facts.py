@@ -27,9 +27,13 @@ __all__ = (
     "extract_facts",
     "files_touched",
     "first_line",
+    "fold_latest",
+    "latest_lines",
+    "latest_of",
     "message_scope",
     "message_text",
     "read_rules",
+    "verbatim_request",
 )
 
 MAX_LINE: Final = 240
@@ -617,11 +621,93 @@ def _pending_at(
 
 #: A ``## Name`` heading of a structured summary section.
 SECTION_HEADING: Final = re.compile(r"(?m)^## (.+?)\s*$")
+#: The line of a newest request that is one line: it follows on the same line.
+LATEST_LINE: Final = "- (latest) "
+#: The line of a newest request of several lines: it follows verbatim between two fences.
+LATEST_BLOCK: Final = "- (latest), verbatim:"
+_BACKTICKS: Final = re.compile(r"`+")
+_FENCE: Final = re.compile(r"`{3,}")
+
+
+def verbatim_request(text: str) -> str:
+    """``text`` as a summary keeps a request verbatim: byte for byte, without the whitespace
+    around it (as the key facts hold every request)."""
+    return text.strip()
+
+
+def latest_lines(request: str) -> list[str]:
+    """The summary lines of the newest request: one line when it is one (the layout every
+    one-line request has always had), else :data:`LATEST_BLOCK` and the request verbatim in a
+    fence of more backticks than any run in it, so no line of it closes the fence (nor is it
+    read as a section heading: :func:`fold_latest`)."""
+    text = verbatim_request(request)
+    if "\n" not in text:
+        return [LATEST_LINE + text]
+    longest = max(map(len, _BACKTICKS.findall(text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [LATEST_BLOCK, fence, *text.split("\n"), fence]
+
+
+def fold_latest(text: str) -> tuple[str, str | None]:
+    """A summary with its newest request's block (:func:`latest_lines`) folded to one
+    ``- (latest) <first line>`` line, and the request it held (None: no block). What a section
+    parser reads: a line of the request could look like a heading or a list item.
+
+    The block is the first :data:`LATEST_BLOCK` line after the ``## Requests`` heading
+    followed by a fence; a block the engine cut short (a summary shortened to its room) runs
+    to the end of the text."""
+    if LATEST_BLOCK not in text:
+        return text, None
+    lines = text.split("\n")
+    try:
+        start = lines.index("## Requests") + 1
+    except ValueError:
+        return text, None
+    for n in range(start, len(lines) - 1):
+        if lines[n] != LATEST_BLOCK or not _FENCE.fullmatch(lines[n + 1]):
+            continue
+        fence = lines[n + 1]
+        try:
+            end = lines.index(fence, n + 2)
+        except ValueError:
+            end = len(lines)
+        body = lines[n + 2 : end]
+        first = next((line.strip() for line in body if line.strip()), "")
+        folded = [*lines[:n], LATEST_LINE + first, *lines[end + 1 :]]
+        return "\n".join(folded), "\n".join(body)
+    return text, None
+
+
+def latest_of(summary: str) -> str | None:
+    """The newest request a summary holds, as it holds it: its block's content, else its
+    ``- (latest) `` line (with the two-space continuation lines a summary of an earlier
+    version wrote after it)."""
+    folded, request = fold_latest(summary)
+    if request is not None:
+        return request
+    lines = folded.split("\n")
+    try:
+        start = lines.index("## Requests") + 1
+    except ValueError:
+        return None
+    for n in range(start, len(lines)):
+        line = lines[n]
+        if line.startswith("## "):
+            break
+        if line.startswith(LATEST_LINE):
+            out = [line.removeprefix(LATEST_LINE)]
+            for more in lines[n + 1 :]:
+                if not more.startswith("  "):
+                    break
+                out.append(more[2:])
+            return "\n".join(out)
+    return None
 
 
 def parse_sections(text: str) -> dict[str, list[str]]:
-    """The items of each ``## `` section of a summary (list items without their ``- ``)."""
-    parts = SECTION_HEADING.split(text)
+    """The items of each ``## `` section of a summary (list items without their ``- ``); the
+    newest request by its first line (:func:`fold_latest`)."""
+    parts = SECTION_HEADING.split(fold_latest(text)[0])
     found: dict[str, list[str]] = {}
     for name, content in zip(parts[1::2], parts[2::2], strict=False):
         items: list[str] = []
@@ -629,7 +715,7 @@ def parse_sections(text: str) -> dict[str, list[str]]:
             if not line.strip() or line.startswith("```"):
                 continue
             if line.startswith("  ") and items:
-                continue  # continuation of a multi-line latest request: carried as first line
+                continue  # an earlier version's continuation of a latest request: not an item
             items.append(line[2:] if line.startswith("- ") else line)
         found[name.strip()] = items
     return found

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from itertools import compress, islice, takewhile
+from itertools import compress, islice
 from itertools import count as naturals
 from operator import is_, ne
 from pathlib import Path
@@ -41,6 +41,7 @@ from .facts import (
     extract_facts,
     first_line,
     is_summary,
+    latest_of,
     memoized,
     message_scope,
     message_text,
@@ -63,6 +64,7 @@ from .sections import (
     build_parts,
     capped_parts,
     capped_summary,
+    carries_latest,
     quote_tool_text,
 )
 
@@ -97,7 +99,8 @@ MERGE_INSTRUCTIONS: Final = (
 _WORD: Final = re.compile(r"[^\W_]{2,}")
 #: What makes a summary unusable when it is more than a tenth of it: U+FFFD, control characters.
 _BAD: Final = re.compile(r"[\ufffd\x00-\x08\x0b\x0c\x0e-\x1f]")
-#: The newest request is kept verbatim up to this many characters.
+#: A newest request longer than this may be cut by the cap as its last resort (whitespace
+#: collapsed): the gate then asks for this many characters of it.
 MAX_LATEST_CHARS: Final = 1900
 
 
@@ -722,19 +725,16 @@ def _carried_excerpts(summary: str) -> list[str]:
     excerpts section (:data:`EXCERPTS_HEADING`) as written."""
     lines = summary.splitlines()
     out: list[str] = []
-    for n, line in enumerate(lines):
-        if line.startswith("- (latest) "):
-            request = [line.removeprefix("- (latest) ")]
-            request += [x[2:] for x in takewhile(lambda x: x.startswith("  "), lines[n + 1 :])]
-            chunks = [
-                quote_tool_text(flat[k : k + EXCERPT_LINE_CHARS], EXCERPT_LINE_CHARS + 1)
-                for x in request
-                if (flat := " ".join(x.split()))
-                for k in range(0, len(flat), EXCERPT_LINE_CHARS)
-            ]
-            if chunks:
-                out += [f"- earlier request: {chunks[0]}", *(f"  {c}" for c in chunks[1:])]
-            break
+    latest = latest_of(summary)
+    if latest is not None:
+        chunks = [
+            quote_tool_text(flat[k : k + EXCERPT_LINE_CHARS], EXCERPT_LINE_CHARS + 1)
+            for x in latest.split("\n")
+            if (flat := " ".join(x.split()))
+            for k in range(0, len(flat), EXCERPT_LINE_CHARS)
+        ]
+        if chunks:
+            out += [f"- earlier request: {chunks[0]}", *(f"  {c}" for c in chunks[1:])]
     try:
         start = lines.index(EXCERPTS_HEADING) + 1
     except ValueError:
@@ -796,8 +796,11 @@ def _gate(
     missing = [
         f"pinned fact {first_line(p, 60)!r}" for p in facts.pinned if _normalized(p) not in flat
     ]
-    if latest and _normalized(latest)[:MAX_LATEST_CHARS] not in flat:
-        missing.append(f"latest request {first_line(latest, 60)!r}")
+    if latest and not carries_latest(summary, latest):
+        # verbatim; only a request the cap had to cut (its last resort) by its first part
+        cut = len(latest) > MAX_LATEST_CHARS and _normalized(latest)[:MAX_LATEST_CHARS] in flat
+        if not cut:
+            missing.append(f"latest request {first_line(latest, 60)!r}")
     # its first line (to MAX_LINE characters: a longer one is cut there, without the mark)
     if facts.latest_request and first_line(facts.latest_request).removesuffix("…") not in flat:
         missing.append("the newest summarized request")

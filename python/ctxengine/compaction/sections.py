@@ -19,12 +19,17 @@ from typing import Any, Final
 
 from ..tokens import Tokenizer
 from .facts import (
+    LATEST_LINE,
     SECTION_HEADING,
     Failure,
     KeyFacts,
     first_line,
+    fold_latest,
+    latest_lines,
+    latest_of,
     parse_sections,
     stretch_memo,
+    verbatim_request,
 )
 
 __all__ = (
@@ -37,6 +42,7 @@ __all__ = (
     "cap_summary",
     "capped_parts",
     "capped_summary",
+    "carries_latest",
     "parse_sections",
     "quote_tool_text",
     "request_excerpt",
@@ -93,6 +99,13 @@ def request_findable(request: str, text: str) -> bool:
     """Whether ``request`` can be found in ``text`` (a payload or a summary): its
     :func:`request_excerpt` occurs in ``text`` with whitespace collapsed."""
     return request_excerpt(request) in " ".join(text.split())
+
+
+def carries_latest(summary: str, request: str) -> bool:
+    """Whether ``summary`` holds ``request`` as its newest request, verbatim
+    (:func:`~ctxengine.compaction.facts.verbatim_request`): what the quality gate asks of a
+    summary of the newest request."""
+    return latest_of(summary) == verbatim_request(request)
 
 
 def _cut(text: str, width: int) -> str:
@@ -199,7 +212,7 @@ def _requests_lines(p: SummaryParts) -> tuple[list[str], int]:
     else:
         out += [f"- {r}" for r in p.requests]
     if p.latest:
-        out.append("- (latest) " + p.latest.strip().replace("\n", "\n  "))
+        out += latest_lines(p.latest)
     return out, -1
 
 
@@ -267,8 +280,9 @@ def _joined(label: str, items: list[str], more: int) -> str:
 
 
 def strip_sections(text: str) -> str:
-    """``text`` without its header, preamble and reserved sections (the prose that is left)."""
-    parts = SECTION_HEADING.split(text)
+    """``text`` without its header, preamble and reserved sections (the prose that is left;
+    a newest request's block is read as one line, :func:`fold_latest`)."""
+    parts = SECTION_HEADING.split(fold_latest(text)[0])
     kept = [parts[0]]
     for name, content in zip(parts[1::2], parts[2::2], strict=False):
         if name.strip() not in SECTIONS:
@@ -352,7 +366,7 @@ def build_parts(facts: KeyFacts, body: str, messages: int) -> SummaryParts:
         if r.startswith(EXCERPTS):  # a compact list: its excerpts are carried one by one
             carried_requests += [x for x in r[len(EXCERPTS) :].split(_SEPARATOR) if x]
         else:
-            carried_requests.append(r.removeprefix("(latest) "))
+            carried_requests.append(r.removeprefix(LATEST_LINE[2:]))
     old_requests = [r for r in carried_requests if not r.startswith("(")]
     omitted = sum(
         int(m.group(1))

@@ -1,0 +1,124 @@
+"""The newest request is kept verbatim in the summary whatever its lines: one line on its
+``- (latest)`` line, several in a fence no line of it can close; the section parser, the
+next summary and the quality gate read that layout."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from ctxengine import Budget, ContextEngine
+from ctxengine.compaction import compact, parse_sections, summary_message
+from ctxengine.compaction.facts import fold_latest, latest_of
+from ctxengine.compaction.sections import carries_latest, strip_sections
+from ctxengine.transcript import Message, ToolCall
+
+pytestmark = pytest.mark.anyio
+
+PATCH = (
+    "Apply exactly this patch to config.yaml:\n"
+    "server:\n"
+    "  port: 8080\n"
+    "```python\n"
+    "def f():\n"
+    "    return 1\n"
+    "```"
+)
+#: A request holding what the layout uses: fences of 3 and 4 backticks, a section heading, a
+#: list item that reads like a newest request.
+TRICKY = (
+    "Replace the README section with this, as is:\n"
+    "````markdown\n"
+    "## Pending\n"
+    "- (latest) not a request\n"
+    "```\n"
+    "````\n"
+    "\n"
+    "    and keep this indented line"
+)
+
+
+def _loop(request: str, steps: int) -> list[Message]:
+    """One request, then an agent loop of many tool steps (nothing else asked)."""
+    out = [Message.user(request)]
+    for i in range(steps):
+        out += [
+            Message.assistant(f"step {i}", [ToolCall(f"c{i}", "read", {"path": f"src/f{i}.py"})]),
+            Message.tool(f"c{i}", f"x = {i}\n" * 60, name="read"),
+        ]
+    return out
+
+
+def _text(payload: dict[str, object]) -> str:
+    messages = payload["messages"]
+    assert isinstance(messages, list)
+    return "\n".join(m["content"] for m in messages if isinstance(m.get("content"), str))
+
+
+async def test_an_agent_loop_keeps_its_compacted_request_verbatim() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=2000))
+    async with engine.session("v") as s:
+        s.extend(_loop(PATCH, 12))
+        out = await s.render(provider="openai")
+        assert [c["ok"] for c in out.report.compactions] == [True]
+        assert all(g.node_id != "hist.0" for g in out.tree)  # the request itself is summarized
+        assert s.state.summary is not None
+        summary = s.state.summary.text
+        assert latest_of(summary) == PATCH
+        assert PATCH in _text(out.payload)  # byte for byte: no line shifted
+
+
+@pytest.mark.parametrize("request_text", [PATCH, TRICKY])
+async def test_the_layout_holds_any_request_and_its_sections_parse(request_text: str) -> None:
+    history = [*_loop("first look at src/", 2), *_loop(request_text, 2)]
+    result = await compact(history, max_tokens=2000, latest_request=request_text)
+    assert result.ok, result.error
+    summary = result.summary
+    assert request_text in summary
+    assert latest_of(summary) == request_text and carries_latest(summary, request_text)
+    sections = parse_sections(summary)
+    first = request_text.splitlines()[0]
+    assert sections["Requests"] == ["first look at src/", f"(latest) {first}"]
+    # the request's own "## Pending" and list item are not the summary's (its steps were
+    # answered: nothing is pending)
+    assert "Pending" not in sections
+    assert "not a request" not in strip_sections(summary + "\n\n## Notes\nprose")
+    assert fold_latest(summary)[1] == request_text
+
+
+async def test_the_next_summary_carries_it_and_its_excerpt() -> None:
+    first = await compact(_loop(TRICKY, 3), max_tokens=2000, latest_request=TRICKY)
+    assert first.ok
+    later = [summary_message(first.summary, 7), *_loop("now run the tests", 1)]
+    merged = await compact(later, max_tokens=2000, latest_request="now run the tests")
+    assert merged.ok, merged.error
+    requests = parse_sections(merged.summary)["Requests"]
+    assert requests == [TRICKY.splitlines()[0], "(latest) now run the tests"]
+    lines = merged.summary.splitlines()
+    assert "- (latest) not a request" not in lines  # not taken for a newest request
+    assert "## Pending" not in lines
+
+
+def test_the_gate_asks_for_the_request_verbatim() -> None:
+    shifted = "## Requests\n- (latest) " + PATCH.replace("\n", "\n  ")  # the earlier layout
+    assert latest_of(shifted) == PATCH  # read back, so a carried one keeps its lines
+    block = "## Requests\n- (latest), verbatim:\n````\n" + PATCH + "\n````"
+    assert carries_latest(block, PATCH)
+    assert carries_latest(block, "\n\n" + PATCH + "\n")  # the whitespace around it aside
+    assert not carries_latest(block.replace("  port", "port"), PATCH)
+    one = "## Requests\n- (latest) fix the parser"
+    assert carries_latest(one, "  fix the parser\n") and not carries_latest(one, "fix the")
+
+
+def test_a_block_cut_short_runs_to_the_end() -> None:
+    cut = "## Requests\n- (latest), verbatim:\n````\nline one\nline two"
+    assert fold_latest(cut) == ("## Requests\n- (latest) line one", "line one\nline two")
+    # a "- (latest), verbatim:" line without its fence is a line like any other
+    plain = "## Requests\n- (latest), verbatim:\nno fence"
+    assert fold_latest(plain) == (plain, None)
+
+
+def test_the_docs_example_still_runs() -> None:
+    history = _loop(PATCH, 1)
+    result = anyio.run(lambda: compact(history, max_tokens=800, latest_request=PATCH))
+    assert result.ok and "- (latest), verbatim:\n````\n" + PATCH + "\n````" in result.summary
