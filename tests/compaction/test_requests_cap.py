@@ -89,3 +89,22 @@ def test_a_compact_request_list_is_carried_into_the_next_summary() -> None:
     facts = extract_facts([summary_message(first, 60), *(Message.user(r) for r in later)])
     merged = build_parts(facts, "", 62).render()
     assert all(request_findable(r, merged) for r in requests + later)
+
+
+def test_an_earlier_newest_request_is_carried_with_its_whitespace_collapsed() -> None:
+    # The newest request is written in full, its runs of spaces kept; once a newer request
+    # comes, the next summary carries it as an earlier one, which the cap may cut to a
+    # 40-character excerpt: cut with its double space, the excerpt would be one character
+    # short of request_excerpt() (which collapses whitespace) and no longer found.
+    special = "hmmmm could we havea  file watcher (i think node has a built in one now)"
+    requests = [*_requests(40), special]
+    first = build_parts(_facts(requests), "", 41).render()
+    assert f"- (latest) {special}" in first  # verbatim while it is the newest
+    later = "ok, copy the dark theme to a light one and swap the colours"
+    facts = extract_facts([summary_message(first, 41), Message.user(later)])
+    parts = build_parts(facts, "", 42)
+    assert " ".join(special.split()) in parts.requests  # carried as every request is written
+    text = cap_summary(parts, COUNT(replace(parts, requests_width=40).render()), COUNT)
+    assert "Excerpts: " in text and "omitted" not in text
+    assert request_findable(special, text)
+    assert all(request_findable(r, text) for r in [*requests, later])

@@ -367,6 +367,10 @@ def build_parts(facts: KeyFacts, body: str, messages: int) -> SummaryParts:
             carried_requests += [x for x in r[len(EXCERPTS) :].split(_SEPARATOR) if x]
         else:
             carried_requests.append(r.removeprefix(LATEST_LINE[2:]))
+    # whitespace collapsed, as every request line is written (first_line) and as
+    # request_excerpt() reads it: an earlier newest request is carried as it was written, in
+    # full, and an excerpt of it cut with its runs of spaces would not be found
+    carried_requests = [" ".join(r.split()) for r in carried_requests]
     old_requests = [r for r in carried_requests if not r.startswith("(")]
     omitted = sum(
         int(m.group(1))
