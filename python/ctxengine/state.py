@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from . import _core
 from .assemble.history import HistoryBuilder, HistoryItem
@@ -21,6 +21,9 @@ from .errors import ConfigError
 from .grain import ContextGrain
 from .inject.payload import MessageTokenCache
 from .transcript.model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from .assemble.redact import Redaction
 
 __all__ = ("FORMAT_VERSION", "SessionState", "StoredGrain", "TurnLog", "repair_text")
 
@@ -105,6 +108,8 @@ class SessionState:
             ``ttl_seconds`` is compared with).
         retexted: History node ids whose item text a sync changed since the last compose
             (compose reuses the messages of the others without looking at each item again).
+        redaction: Cache: the payload redactors of the last render and the messages as they
+            made them (tool-call arguments, compaction's reading); None without one.
     """
 
     session_id: str
@@ -139,6 +144,7 @@ class SessionState:
     pruned_results: dict[tuple[int, int], ToolResult] = field(default_factory=dict)
     rendered_at: float | None = None
     retexted: set[str] = field(default_factory=set)
+    redaction: Redaction | None = None
 
     # -- changes ------------------------------------------------------------------------------
 

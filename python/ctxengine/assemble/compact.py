@@ -31,6 +31,7 @@ from ..compaction.pipeline import steady_collector
 from ..grain import ContextGrain
 from ..transcript.model import Message
 from .report import GrainDecision
+from .sync import refresh_redaction
 
 if TYPE_CHECKING:
     from ..collect.registry import Registry
@@ -88,11 +89,17 @@ def summary_limit(config: RenderConfig) -> int:
     return max(min(64, target // 2), int(target * share))
 
 
-def _summary_grain(result: CompactionResult, turns: Sequence[int]) -> ContextGrain:
+def _summary_grain(
+    state: SessionState, result: CompactionResult, turns: Sequence[int]
+) -> ContextGrain:
+    """The summary grain of ``result``. Redacted once more (compaction read redacted
+    messages, :func:`_read`): a summary joins and cuts what it quotes, which may make a
+    secret's whole form out of pieces no redactor matched apart."""
+    redaction = state.redaction
     return ContextGrain(
         SUMMARY_ID,
         "compaction",
-        result.summary,
+        result.summary if redaction is None else redaction.text(result.summary),
         priority=50,
         lifespan="session",
         protected=True,  # capped below the low-water mark; the ladder must not cut requests
@@ -105,12 +112,23 @@ def _summary_grain(result: CompactionResult, turns: Sequence[int]) -> ContextGra
     )
 
 
+def _read(state: SessionState, index: int) -> Message:
+    """Message ``index`` as compaction reads it: as the payload redactors leave it
+    (:mod:`~ctxengine.assemble.redact`; a summary is made after ``on_before_render``, from
+    the messages, so it would otherwise quote the secrets the render's grains had lost)."""
+    message = state.messages[index]
+    redaction = state.redaction
+    return message if redaction is None else redaction.message(index, message)
+
+
 def _previous(state: SessionState) -> list[Message]:
-    """The earlier summary as a message, so the pipeline merges it (summary of summaries)."""
+    """The earlier summary as a message, so the pipeline merges it (summary of summaries;
+    redacted: it may have been written before a redactor was registered)."""
     summary = state.summary
     if summary is None or not summary.text:
         return []
-    return [summary_message(summary.text, int(summary.meta.get("replaced", 0) or 0))]
+    text = summary.text if state.redaction is None else state.redaction.text(summary.text)
+    return [summary_message(text, int(summary.meta.get("replaced", 0) or 0))]
 
 
 def _newest_user(state: SessionState) -> int:
@@ -124,11 +142,14 @@ def _latest_request(state: SessionState, indices: Sequence[int]) -> str | None:
     sorted; it must survive)."""
     newest = _newest_user(state)
     at = bisect_left(indices, newest)
-    return state.messages[newest].text if at < len(indices) and indices[at] == newest else None
+    return _read(state, newest).text if at < len(indices) and indices[at] == newest else None
 
 
-def _protected(grains: Sequence[ContextGrain]) -> list[str]:
-    return [g.text for g in grains if g.protected and g.text and g.node_id != SUMMARY_ID]
+def _protected(state: SessionState, grains: Sequence[ContextGrain]) -> list[str]:
+    """The texts of the protected ``grains`` the summary must hold (redacted, as they are
+    sent)."""
+    texts = [g.text for g in grains if g.protected and g.text and g.node_id != SUMMARY_ID]
+    return texts if state.redaction is None else state.redaction.texts(texts)
 
 
 @paused_collector()  # a report entry per summarized item
@@ -142,7 +163,7 @@ def _apply(
     log: TurnLog | None,
 ) -> None:
     """Write a successful compaction: the new summary grain, the summarized items forgotten."""
-    state.summary = _summary_grain(result, turns)
+    state.summary = _summary_grain(state, result, turns)
     state.store(state.summary, registry.rank("compaction"))
     ids = list(map(_NODE_ID, doomed))
     if log is not None:
@@ -486,7 +507,7 @@ async def _summarize(
     ``k`` of ``land`` (``fill``: a summary of that size, its prose ending with excerpts of the
     newest summarized messages)."""
     indices = land.indices(k)
-    messages = _previous(state) + [state.messages[i] for i in indices]
+    messages = _previous(state) + [_read(state, i) for i in indices]
     cap, room = _cap(state, config, land.held(k, plan), plan)
     return await compact_messages(
         messages,
@@ -495,7 +516,7 @@ async def _summarize(
         fill=fill is not None,
         summarizer=summarizer,
         tokenizer=config.tokenizer.count,
-        protected=_protected(protected),
+        protected=_protected(state, protected),
         latest_request=_latest_request(state, indices),
         config=settings,
         cache=cache,
@@ -791,6 +812,7 @@ async def compact_now(
     tail is never compacted. On success the summarized items are forgotten and the summary
     replaced; otherwise the state is untouched.
     """
+    refresh_redaction(state, registry)
     indices = sorted(
         {
             i.index
@@ -799,9 +821,9 @@ async def compact_now(
         }
     )
     previous = _previous(state)
-    messages = previous + [state.messages[i] for i in indices]
-    protected = _protected([s.grain for s in state.stored.values()])
-    protected += _protected(state.queued)
+    messages = previous + [_read(state, i) for i in indices]
+    protected = _protected(state, [s.grain for s in state.stored.values()])
+    protected += _protected(state, state.queued)
     result = await compact_history(
         messages,
         budget=config.tokens_total,

@@ -26,7 +26,13 @@ from .report import (
     report_window,
     shadowed_decision,
 )
-from .sync import CONTEXT_OVERHEAD, HISTORY_PRIORITY, sync_context, sync_history
+from .sync import (
+    CONTEXT_OVERHEAD,
+    HISTORY_PRIORITY,
+    refresh_redaction,
+    sync_context,
+    sync_history,
+)
 
 if TYPE_CHECKING:
     from ..collect.dispatch import SessionDispatcher
@@ -377,6 +383,7 @@ async def assemble(
 ) -> Assembled:
     """The assemble phase: the collected grains become a plan that fits the budget (for
     ``provider``: thinking counts only where its export sends it)."""
+    refresh_redaction(state, plugins.registry)
     grains = admit(config, grains, log, windows=False)
     grains = apply_overrides(state, config, fuse_grains(config, plugins, grains, log), log)
     grains, state.splits = split_large(

@@ -12,13 +12,20 @@ from ..tokens import count_many
 from ..transcript.providers import exportable
 from .core import upsert
 from .history import FLAG, KIND, MESSAGE_OVERHEAD, HistoryItem, tool_result_node_id
+from .redact import Redaction
 
 if TYPE_CHECKING:
     from ..collect.registry import Registry
     from ..config import RenderConfig
     from ..state import SessionState
 
-__all__ = ("CONTEXT_OVERHEAD", "HISTORY_PRIORITY", "sync_context", "sync_history")
+__all__ = (
+    "CONTEXT_OVERHEAD",
+    "HISTORY_PRIORITY",
+    "refresh_redaction",
+    "sync_context",
+    "sync_history",
+)
 
 CONTEXT_OVERHEAD = 2  # separator between grains in the system message
 HISTORY_PRIORITY = 100
@@ -71,13 +78,19 @@ def _changed_items(state: SessionState, scan: bool) -> tuple[list[HistoryItem], 
     return items, texts
 
 
-def _overhead_texts(item: HistoryItem, provider: str) -> tuple[str, ...]:
-    """What an item carries besides its text: tool calls, and the thinking ``provider``'s
+def _overhead_texts(state: SessionState, item: HistoryItem, provider: str) -> tuple[str, ...]:
+    """What an item carries besides its text: tool calls (as the payload redactors leave
+    their arguments, :mod:`~ctxengine.assemble.redact`), and the thinking ``provider``'s
     export sends (thinking goes back only to the provider that signed it)."""
+    texts = item.overhead_texts
+    redaction = state.redaction
+    if redaction is not None and texts and item.kind == KIND["message"]:
+        calls = redaction.message(item.index, state.messages[item.index]).tool_calls
+        texts = tuple(t for c in calls for t in (c.name, c.arguments_json))
     if not item.thinking:
-        return item.overhead_texts
+        return texts
     sent = tuple(b.text for b in item.thinking if exportable(b, provider, item.family))
-    return sent + item.overhead_texts
+    return sent + texts
 
 
 def _recount_thinking(state: SessionState, provider: str, items: list[HistoryItem]) -> None:
@@ -150,7 +163,7 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
         state.dirty.clear()
         state.counted_for = provider
         return
-    extras = [_overhead_texts(i, provider) for i in items]
+    extras = [_overhead_texts(state, i, provider) for i in items]
     flat = [t for e in extras for t in e]
     extra = count_many(flat, model=config.model) if flat else []
     overheads: list[int] = []
@@ -278,3 +291,20 @@ def sync_context(
     )
     for g in fresh:
         state.in_asm[g.node_id] = keys[g.node_id]
+
+
+def refresh_redaction(state: SessionState, registry: Registry) -> Redaction | None:
+    """The session's :class:`Redaction` for this render (None: no payload redactor), kept
+    while its redactors stay the same. When they change, what was composed with the earlier
+    ones is composed again."""
+    redactors = tuple(registry.payload_redactors())
+    current = state.redaction
+    if current is not None and current.redactors == redactors:
+        return current
+    if current is None and not redactors:
+        return None
+    state.redaction = Redaction(redactors) if redactors else None
+    state.token_cache.memo.composed = None  # reused messages carried the old redaction
+    for item in state.items.values():
+        item.composed = None
+    return state.redaction

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -379,6 +379,17 @@ class Registry:
             if entry.state == "enabled" and callable(fn):
                 text = fn(text)
         return text
+
+    def payload_redactors(self) -> list[Callable[[str], str]]:
+        """The ``redact_text`` of every enabled plugin that may change what the engine sends
+        (privileged: :meth:`is_privileged`), in plugin order: what redacts the text no grain
+        holds (tool-call arguments, what compaction reads and writes)."""
+        out = []
+        for entry in self.entries():
+            fn = getattr(entry.provider, "redact_text", None)
+            if entry.state == "enabled" and callable(fn) and self.is_privileged(entry.name):
+                out.append(fn)
+        return out
 
     def entries(self) -> list[PluginEntry]:
         """Registered plugins, ordered by priority then registration order."""

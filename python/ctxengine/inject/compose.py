@@ -95,6 +95,9 @@ def _message(
     if item is None:  # a placeholder standing for removed turns
         return memo.message("user", text if text is not None else f"[{node_id}]")
     message = state.messages[item.index]
+    redaction = state.redaction
+    if redaction is not None and message.tool_calls:  # their arguments are in no grain
+        message = redaction.message(item.index, message)
     if text is None:
         text = item.text
     if text is item.source_text and (item.kind != KIND["tool_result"] or len(message.blocks) == 1):
