@@ -249,6 +249,15 @@ class SessionState:
             "turn": self.turn,
             "task_id": self.task_id,
             "closed": self.closed,
+            # What the prune options did (sticky: the prefix already sent must not change back
+            # after a restore, so a restored session renders the payload the live one would).
+            "limited": dict(self.limited),
+            "pruned": dict(self.pruned),
+            "pruned_results": [
+                [index, k, _block_json(result)]
+                for (index, k), result in sorted(self.pruned_results.items())
+            ],
+            "rendered_at": self.rendered_at,
         }
 
     @classmethod
@@ -299,12 +308,33 @@ class SessionState:
         if backoff is not None:
             failures, at_render, at_tokens = (int(x) for x in backoff)
             state.compaction_backoff = (failures, at_render, at_tokens)
+        _prune_state_of(state, data)
         return state
 
     def stored_or(self, grain: ContextGrain) -> ContextGrain:
         """The stored grain with ``grain``'s node id (the same object), else ``grain``."""
         stored = self.stored.get(grain.node_id)
         return stored.grain if stored is not None else grain
+
+
+def _prune_state_of(state: SessionState, data: dict[str, Any]) -> None:
+    """Restore what the prune options did into ``state``. The fields are absent from states
+    written before they were stored: the old behaviour then (nothing pruned yet, the next
+    render prunes afresh)."""
+    state.limited = {str(n): int(t) for n, t in data.get("limited", {}).items()}
+    state.pruned = {str(n): str(t) for n, t in data.get("pruned", {}).items()}
+    results: dict[tuple[int, int], ToolResult] = {}
+    for index, k, raw in data.get("pruned_results", ()):
+        result = _block_of(raw)
+        if not isinstance(result, ToolResult):
+            raise ConfigError(
+                f"session state pruned_results[{index}, {k}] is a {raw.get('type')!r} block; "
+                "expected a tool_result"
+            )
+        results[(int(index), int(k))] = result
+    state.pruned_results = results
+    rendered_at = data.get("rendered_at")
+    state.rendered_at = None if rendered_at is None else float(rendered_at)
 
 
 _GRAIN_FIELDS: Final = ("node_id", "origin", "content", "priority", "lifespan", "window")

@@ -6,14 +6,17 @@ transcript, so a render and the library function agree on the same session.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ctxengine import Budget, ContextEngine
+from ctxengine import Budget, ContextEngine, FileStore, Session
 from ctxengine.assemble import prune as prune_module
 from ctxengine.assemble.guard import PruneSettings, limit_history_turns, prune_tool_results
 from ctxengine.transcript import load
+from offline_tiktoken import TRANSCRIPTS
 
 pytestmark = pytest.mark.anyio
 
@@ -204,3 +207,86 @@ def test_new_options_validate() -> None:
     with pytest.raises(ValueError, match="ttl_seconds is -5"):
         PruneSettings(ttl_seconds=-5)
     assert not PruneSettings().in_render and PruneSettings(deny=("x",)).in_render
+
+
+#: Every prune option the engine runs in its renders.
+EVERY_OPTION = {
+    "allow": PruneSettings(allow=("*",)),
+    "deny": PruneSettings(deny=("bash",)),
+    "max_turns": PruneSettings(max_turns=3),
+    "ttl_turns": PruneSettings(ttl_turns=2),
+    "ttl_seconds": PruneSettings(ttl_seconds=300),
+}
+#: What the prune options did, in the state's JSON (absent from states written before).
+PRUNE_FIELDS = ("limited", "pruned", "pruned_results", "rendered_at")
+
+
+@pytest.mark.parametrize("option", sorted(EVERY_OPTION))
+async def test_a_restored_session_renders_the_live_payload_with_every_prune_option(
+    option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real session rendered before every assistant message (the prune options act render
+    by render, and what they pruned stays pruned): the state's JSON round trip and a FileStore
+    reopen both render what the live session renders next, byte for byte."""
+    now = [1_000.0]
+    monkeypatch.setattr(prune_module, "clock", lambda: now[0])
+    messages = load(TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl").messages[:300]
+
+    def engine(store: FileStore | None = None) -> ContextEngine:
+        return ContextEngine(
+            "gpt-4o", Budget(total=32_000), prune=EVERY_OPTION[option], store=store
+        )
+
+    live = engine(FileStore(tmp_path))
+    async with live.session("p") as s:
+        for i, m in enumerate(messages):
+            if m.role == "assistant" and i:
+                now[0] += 400 if i % 50 == 0 else 10  # the prompt cache expires now and then
+                await s.render()
+            await s.ingest([m])
+        await s.render()
+        data = json.loads(json.dumps(s.state.to_json()))
+        expected = await s.render()
+        await s.checkpoint()
+        assert s.state.pruned and s.state.rendered_at == now[0]
+        assert bool(s.state.limited) == (option == "max_turns")
+    live.close()
+
+    plain = engine()  # the JSON round trip, no store involved
+    restored = Session.from_state(plain, plain.state_from_json(data))
+    assert restored.state.to_json() == data
+    out = await restored.render()
+    assert (out.payload, out.tokens) == (expected.payload, expected.tokens)
+    decisions = {(d.node_id, d.decision, d.status, d.tokens) for d in expected.report}
+    assert {(d.node_id, d.decision, d.status, d.tokens) for d in out.report} == decisions
+
+    reopened = engine(FileStore(tmp_path))
+    back = await reopened.restore("p")
+    assert (back.payload, back.tokens) == (expected.payload, expected.tokens)
+    async with reopened.session("p") as s2:
+        assert s2.state.pruned == s.state.pruned
+        again = await s2.render()
+    assert (again.payload, again.tokens) == (expected.payload, expected.tokens)
+    reopened.close()
+
+
+async def test_a_state_written_before_the_prune_fields_loads_with_nothing_pruned() -> None:
+    """Snapshots written before the prune state was stored lack its fields: they still load,
+    as they used to (nothing pruned yet, no previous render: the next render prunes afresh)."""
+    settings = PruneSettings(deny=("bash",), **CLEAR)
+    engine = ContextEngine("gpt-4o", Budget(total=100_000), prune=settings)
+    async with engine.session("old") as s:
+        s.extend(_messages())
+        live = await s.render()
+        data = s.state.to_json()
+    assert data["pruned"] and data["rendered_at"] is not None
+    old = {k: v for k, v in data.items() if k not in PRUNE_FIELDS}
+    state = engine.state_from_json(old)
+    assert (state.pruned, state.pruned_results, state.limited, state.rendered_at) == (
+        {},
+        {},
+        {},
+        None,
+    )
+    out = await Session.from_state(engine, state).render()
+    assert out.payload == live.payload  # this session prunes the same afresh
