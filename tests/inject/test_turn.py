@@ -7,6 +7,7 @@ import pytest
 from ctxengine import Budget, BudgetError, ContextEngine, ContextGrain
 from ctxengine.collect.events import AfterRender
 from ctxengine.hygiene import validate
+from ctxengine.inject.payload import payload_tokens
 from ctxengine.tokens import IMAGE_TOKENS, count_messages
 from ctxengine.transcript import Image, Message, Text, Thinking, ToolCall
 
@@ -193,6 +194,51 @@ async def test_openai_tokens_count_image_parts() -> None:
         out = await s.render("openai")
     assert out.tokens <= 700 and out.report.fits
     assert "image_url" not in str(out.payload)
+
+
+@pytest.mark.parametrize("provider", ["openai", "openai-responses", "anthropic", "gemini"])
+async def test_out_tokens_count_an_image_by_the_rule_for_every_provider(provider: str) -> None:
+    """``out.tokens`` charges each image part :data:`IMAGE_TOKENS` for every provider, as the
+    plan does (the warm render's counter used to count the image's marker as text: 2-3
+    tokens), on the first render and on a warm one that reuses the first one's counts."""
+
+    async def render(image: bool) -> tuple[int, int, dict[str, object]]:
+        engine = ContextEngine("gpt-4o", Budget(total=20_000))
+        async with engine.session("img") as s:
+            blocks = (Text("what is in this?"), *([Image("image/png", _PIXEL)] if image else []))
+            s.extend([Message("user", blocks)])
+            first = await s.render(provider)
+            await s.assistant_message("a red pixel")
+            await s.user_message("and now?")
+            warm = await s.render(provider)
+        for out in (first, warm):
+            assert out.tokens == payload_tokens(out.payload, provider, "gpt-4o")
+        return first.tokens, warm.tokens, warm.payload
+
+    with_image, warm_with, payload = await render(True)
+    without, warm_without, _ = await render(False)
+    assert _PIXEL in str(payload)
+    assert with_image - without == IMAGE_TOKENS
+    assert warm_with - warm_without == IMAGE_TOKENS
+
+
+@pytest.mark.parametrize("provider", ["openai", "openai-responses", "anthropic", "gemini"])
+async def test_images_stay_within_the_budget_for_every_provider(provider: str) -> None:
+    """Ten screenshots at 8,000 tokens: the plan keeps what fits and ``out.tokens``, the
+    payload's count, says the same for every provider."""
+    engine = ContextEngine("gpt-4o", Budget(total=8_000))
+    async with engine.session("shots") as s:
+        for i in range(10):
+            shot = Message(
+                "user", (Text(f"screenshot {i}: what changed?"), Image("image/png", _PIXEL))
+            )
+            s.extend([shot, Message.assistant(f"In screenshot {i} the button moved.")])
+        await s.user_message("summarize all the changes")
+        out = await s.render(provider)
+    images = str(out.payload).count(_PIXEL)
+    assert 3 <= images < 10  # some fit, not all: the images were counted
+    assert out.tokens == payload_tokens(out.payload, provider, "gpt-4o")
+    assert images * IMAGE_TOKENS < out.tokens <= 8_000 and out.report.fits
 
 
 async def test_protected_content_may_use_the_reserve_but_not_more() -> None:

@@ -21,15 +21,17 @@ _REPLY_PRIMING: Final = 3
 #: :data:`~ctxengine.tokens.IMAGE_TOKENS`, not by the text of their data or URL.
 _IMAGE_TYPES: Final = frozenset({"image", "input_image", "image_url"})
 _MEDIA_KEYS: Final = frozenset({"inline_data", "file_data", "inlineData", "fileData"})
-#: Sentinel string :func:`_strings` yields for an image part.
-_IMAGE: Final = "\x00image"
 
 
-def _strings(value: Any, key: str = "") -> Iterator[str]:
+def _strings(value: Any, key: str = "") -> Iterator[str | int]:
+    """The leaves of a payload value that count: a text to tokenize, or a count fixed by a
+    rule (an image part: :data:`~ctxengine.tokens.IMAGE_TOKENS`, as the plan counts it; its
+    data or URL is never text). Both counters of a payload (:func:`payload_tokens` and a warm
+    render's record) read these, so ``out.tokens`` counts images for every provider."""
     if key in _SKIP_KEYS:
         return
     if key in _MEDIA_KEYS:
-        yield _IMAGE
+        yield IMAGE_TOKENS
     elif isinstance(value, str):
         yield value
     elif isinstance(value, Mapping):
@@ -37,7 +39,7 @@ def _strings(value: Any, key: str = "") -> Iterator[str]:
             yield json.dumps(value, ensure_ascii=False)
             return
         if value.get("type") in _IMAGE_TYPES:
-            yield _IMAGE
+            yield IMAGE_TOKENS
             return
         for k, v in value.items():
             yield from _strings(v, k)
@@ -118,7 +120,7 @@ def payload_tokens(payload: Mapping[str, Any], provider: str, model: str) -> int
         for s in _strings(v, k)
     ]
     texts += [s for item in items for s in _strings(item)]
-    images = sum(1 for t in texts if t is _IMAGE)
-    counts = get_tokenizer(model).count_many([t for t in texts if t is not _IMAGE])
+    fixed = sum(t for t in texts if type(t) is int)
+    counts = get_tokenizer(model).count_many([t for t in texts if type(t) is str])
     overhead = _MESSAGE_OVERHEAD * (len(items) + 1) + _REPLY_PRIMING
-    return sum(counts) + images * IMAGE_TOKENS + overhead
+    return sum(counts) + fixed + overhead

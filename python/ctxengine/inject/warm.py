@@ -106,7 +106,7 @@ class Record:
     parent: Record | None = None  # the record this one reuses, with the history
     reused: tuple[int, int, int] = (0, 0, 0)  # (head messages, first parent index, count)
     replaced: list[int] = field(default_factory=list)  # reused positions with a new message
-    _strings: Callable[[Any], Iterable[str]] = field(default=lambda v: (), repr=False)
+    _strings: Callable[[Any], Iterable[str | int]] = field(default=lambda v: (), repr=False)
 
     def hist(self) -> tuple[Message, ...]:
         return self.src.messages[self.lead :]
@@ -116,10 +116,10 @@ class Record:
         p = self.payload
         return len(p.get("messages") or p.get("input") or p.get("contents") or [])
 
-    def tokens(self, model: str, strings: Callable[[Any], Iterable[str]]) -> int:
+    def tokens(self, model: str, strings: Callable[[Any], Iterable[str | int]]) -> int:
         """Tokens of :attr:`payload` (what :func:`payload_tokens` counts, ``strings`` giving
-        the text leaves it counts of a non-OpenAI-Chat payload), per-message counts reused
-        from the parent record."""
+        the leaves it counts of a non-OpenAI-Chat payload: a text, or an int for a count fixed
+        by a rule, an image's), per-message counts reused from the parent record."""
         self._strings = strings
         lead, _, hist = self._counts(model)
         total = lead + hist
@@ -191,10 +191,11 @@ class Record:
         return [a + b for a, b in zip(out, counts, strict=True)]
 
     @staticmethod
-    def _count_strings(model: str, groups: list[list[str]]) -> list[int]:
-        flat = [s for g in groups for s in g]
+    def _count_strings(model: str, groups: Sequence[Sequence[str | int]]) -> list[int]:
+        """Tokens of each group of leaves: a text is counted, an int is its count already."""
+        flat = [s for g in groups for s in g if type(s) is str]
         counts = iter(get_tokenizer(model).count_many(flat)) if flat else iter(())
-        return [sum(next(counts) for _ in g) for g in groups]
+        return [sum(s if type(s) is int else next(counts) for s in g) for g in groups]
 
 
 class _Checker:
