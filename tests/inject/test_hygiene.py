@@ -238,11 +238,26 @@ def test_assistant_first_gets_bootstrap_user_turn(provider: str) -> None:
     assert validate(out, provider) == []
 
 
+@pytest.mark.parametrize("provider", ["anthropic", "gemini"])
+def test_an_empty_history_gets_the_bootstrap_user_turn(provider: str) -> None:
+    """Only a system prompt (no message yet): Anthropic and Gemini reject a request with no
+    message, so hygiene adds the bootstrap user turn there too."""
+    for t in (T(Message.system("s")), T()):
+        assert {p.code for p in validate(t, provider)} == {"first_not_user"}
+        out, report = fix_turn_order(t, provider)
+        assert [m.role for m in out] == [*(m.role for m in t), "user"]
+        assert out[-1].text == BOOTSTRAP_TEXT and report.counts() == {"bootstrap_user": 1}
+        assert validate(out, provider) == []
+        assert fix_turn_order(out, provider)[0] is out
+
+
 @pytest.mark.parametrize("provider", ["openai", "openai-responses"])
 def test_openai_needs_no_alternation_or_bootstrap(provider: str) -> None:
     t = T(Message.assistant("hello"), Message.user("a"), Message.user("b"))
     assert validate(t, provider) == []
     assert fix_turn_order(t, provider)[0] is t
+    empty = T(Message.system("s"))
+    assert validate(empty, provider) == [] and fix_turn_order(empty, provider)[0] is empty
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "gemini"])

@@ -6,10 +6,11 @@ import pytest
 
 from ctxengine import Budget, BudgetError, ContextEngine, ContextGrain
 from ctxengine.collect.events import AfterRender
-from ctxengine.hygiene import validate
+from ctxengine.hygiene import BOOTSTRAP_TEXT, validate
 from ctxengine.inject.payload import payload_tokens
 from ctxengine.tokens import IMAGE_TOKENS, count_messages
 from ctxengine.transcript import Image, Message, Text, Thinking, ToolCall
+from transcript.helpers import assert_sdk_valid
 
 pytestmark = pytest.mark.anyio
 
@@ -239,6 +240,32 @@ async def test_images_stay_within_the_budget_for_every_provider(provider: str) -
     assert 3 <= images < 10  # some fit, not all: the images were counted
     assert out.tokens == payload_tokens(out.payload, provider, "gpt-4o")
     assert images * IMAGE_TOKENS < out.tokens <= 8_000 and out.report.fits
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_system_prompt_alone_renders_a_request_every_provider_accepts(
+    provider: str,
+) -> None:
+    """No message yet, only the system prompt and a context grain: Anthropic and Gemini need
+    one user turn (an empty ``messages``/``contents`` is rejected), so the bootstrap user turn
+    is there; every payload validates against the provider's SDK types and is counted."""
+    engine = ContextEngine("gpt-4o", Budget(total=4_000))
+    async with engine.session("e") as s:
+        s.extend([Message.system("You are a helpful agent.")])
+        s.add(
+            ContextGrain("rag.docs.1", content="Some retrieved document text.", lifespan="session")
+        )
+        out = await s.render(provider)
+        again = await s.render(provider)  # the same again (the bootstrap turn is not stored)
+    assert_sdk_valid(out.payload, provider)
+    assert "Some retrieved document text." in str(out.payload)
+    if provider in ("anthropic", "gemini"):
+        turns = out.payload["messages" if provider == "anthropic" else "contents"]
+        assert [t["role"] for t in turns] == ["user"]
+        assert BOOTSTRAP_TEXT in str(turns)
+        assert out.report.hygiene["counts"] == {"bootstrap_user": 1}
+    assert out.tokens == payload_tokens(out.payload, provider, "gpt-4o") <= 4_000
+    assert again.payload == out.payload
 
 
 async def test_protected_content_may_use_the_reserve_but_not_more() -> None:

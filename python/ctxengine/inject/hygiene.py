@@ -18,8 +18,8 @@ Rules:
   answered) and any late result for them is dropped as an orphan.
 - :func:`fix_turn_order`: messages with nothing the provider accepts are dropped; for Anthropic
   and Gemini a system message after the start becomes a user message, consecutive same-role
-  turns are merged, and a history that does not start with a user turn gets a bootstrap user
-  turn. OpenAI needs none of these.
+  turns are merged, and a history that does not start with a user turn (or is empty) gets a
+  bootstrap user turn. OpenAI needs none of these.
 - :func:`validate` lists every rule above that the transcript breaks for a provider.
 - :func:`clean` runs them in order: ids (when the provider's id rule is broken), pairing, order.
 """
@@ -154,7 +154,7 @@ def fix_turn_order(
 ) -> tuple[Transcript, Report]:
     """Drop messages the provider would receive empty; for Anthropic and Gemini also turn late
     system messages into user messages, merge consecutive same-role turns and add a bootstrap
-    user turn when the history does not start with one.
+    user turn when the history does not start with one (or holds no message at all).
 
     Raises:
         AdapterError: unknown provider.
@@ -163,11 +163,16 @@ def fix_turn_order(
     changes: list[Change] = []
     messages = _order(t, provider, changes, memo)
     first = next((k for k, m in enumerate(messages) if m.role != "system"), None)
-    if provider in STRICT_ALTERNATION and first is not None and messages[first].role != "user":
+    # Anthropic and Gemini reject a request without a user turn: a history that starts with
+    # another role, or holds nothing at all (only a system prompt yet), gets the bootstrap.
+    if provider in STRICT_ALTERNATION and (first is None or messages[first].role != "user"):
         bootstrap = Message("user", (Text(BOOTSTRAP_TEXT),), meta={"bootstrap": True})
-        detail = f"history started with {messages[first].role}"
-        messages.insert(first, bootstrap)
-        changes.append(Change("fix_turn_order", "bootstrap_user", first, detail))
+        at = len(messages) if first is None else first
+        detail = (
+            "history was empty" if first is None else f"history started with {messages[first].role}"
+        )
+        messages.insert(at, bootstrap)
+        changes.append(Change("fix_turn_order", "bootstrap_user", at, detail))
     if not changes:
         return t, Report()
     return t.replace(messages), Report(tuple(changes))
@@ -207,6 +212,9 @@ def _check_order(t: Transcript, problems: list[Problem]) -> None:
             why = f"two {m.role} turns in a row; expected alternation"
             problems.append(Problem("consecutive_roles", i, why))
         prev = m
+    if not started:
+        why = "no message after the system prompt; expected a user turn"
+        problems.append(Problem("first_not_user", len(t.messages), why))
 
 
 def validate(t: Transcript, provider: str) -> list[Problem]:
