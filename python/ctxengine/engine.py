@@ -511,9 +511,12 @@ class Session:
         await self._fire(SessionStart(self.id))
 
     async def close(self) -> None:
-        """Fire ``on_session_close`` once; session grains are dropped."""
+        """Save what is unsaved (the messages :meth:`extend` left to the next call: closing is
+        the last one, so a reopened session has them), then fire ``on_session_close`` once;
+        session grains are dropped. A failed save warns, as any call's save does."""
         if self._state.closed:
             return
+        await self._autosave()
         self._state.closed = True
         await self._fire(SessionClose(self.id))
         self.dispatcher.bus.close()
@@ -658,7 +661,8 @@ class Session:
         :meth:`render` before it renders; those never raise for the store: a failure becomes
         a fault of the next render's report (and a ``RuntimeWarning`` and a log warning), the
         messages stay queued for the next save, and the session goes on in memory.
-        :meth:`extend` (synchronous) leaves its messages to the next of those calls. Called
+        :meth:`extend` (synchronous) leaves its messages to the next of those calls, or to
+        :meth:`close`. Called
         directly, ``save()`` raises instead; the messages stay queued.
 
         Raises:

@@ -6,13 +6,14 @@ import json
 import logging
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ctxengine import Budget, ContextEngine, RenderedContext, Session
 from ctxengine.errors import StoreError
-from ctxengine.store import FileStore
+from ctxengine.store import FileStore, Store
 from ctxengine.store.snapshot import payload_hash
 from ctxengine.transcript import Message, ToolCall, load
 from offline_tiktoken import TRANSCRIPTS
@@ -149,6 +150,42 @@ async def test_a_failing_store_is_a_fault_and_the_session_goes_on(tmp_path: Path
         assert s.unsaved == 0
     texts = [e.data["message"]["blocks"][0]["text"] for e in FileStore(tmp_path).branch("s4")]
     assert texts == ["kept", "hello", "after"]
+
+
+async def test_close_saves_what_extend_added(make_store: Callable[[], Store]) -> None:
+    """extend() leaves its messages to the next call; closing without one (no render) saves
+    them, so the reopened session has them, in order, once."""
+    engine = ContextEngine("gpt-4o", Budget(total=BUDGET), store=make_store())
+    async with engine.session("x1") as s:
+        await s.user_message("first request")
+        s.extend([Message.assistant("answer 1"), Message.user("second"), Message.assistant("2")])
+        assert s.unsaved == 3
+    assert s.unsaved == 0
+    engine.close()
+    again = ContextEngine("gpt-4o", Budget(total=BUDGET), store=make_store())
+    async with again.session("x1") as s2:
+        assert [m.text for m in s2.messages] == ["first request", "answer 1", "second", "2"]
+        await s2.user_message("third")
+    again.close()
+    texts = [e.data["message"]["blocks"][0]["text"] for e in make_store().branch("x1")]
+    assert texts == ["first request", "answer 1", "second", "2", "third"]
+
+
+async def test_close_warns_when_it_cannot_save(tmp_path: Path) -> None:
+    """A store failing at close is reported as every call's save reports it (a warning, never
+    raised: the block's own exception, if any, is what the caller sees)."""
+    engine = _engine(tmp_path)
+    async with engine.session("x2") as s:
+        await s.user_message("kept")
+        s.extend([Message.assistant("lost with the store")])
+        _chattr("+i", tmp_path / "sessions" / "x2" / "transcript.jsonl")
+        try:
+            with pytest.warns(RuntimeWarning, match=r"ctxengine store \(append\)"):
+                await s.close()
+        finally:
+            _chattr("-i", tmp_path / "sessions" / "x2" / "transcript.jsonl")
+        assert s.closed and s.unsaved == 1
+    assert [e.data["message"]["role"] for e in FileStore(tmp_path).branch("x2")] == ["user"]
 
 
 def test_messages_kept_out_of_the_snapshot_state() -> None:
