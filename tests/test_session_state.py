@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 import json
+from pathlib import Path
 
 import pytest
 
-from ctxengine import Budget, ContextEngine, ContextGrain, Session
+from ctxengine import Budget, ContextEngine, ContextGrain, FileStore, Session
 from ctxengine.transcript import ToolCall
 
 pytestmark = pytest.mark.anyio
@@ -83,3 +85,68 @@ async def test_shadowed_carried_grains_round_trip_and_still_render_shadowed() ->
         assert "WINNER" in str(rendered.payload) and "LOSER" not in str(rendered.payload)
         shadowed = [d.grain.content for d in rendered.report if d.decision == "shadowed"]
         assert shadowed == ["LOSER"]
+
+
+class _Opaque:
+    def __repr__(self) -> str:
+        return "<opaque handle>"
+
+
+#: Free metadata JSON cannot hold as it is.
+ODD_META = {
+    "added": datetime.datetime(2026, 1, 1, 9, 30),
+    "tags": {"b"},
+    "pair": (1, "x"),
+    "handle": _Opaque(),
+    "nested": {"when": datetime.date(2026, 1, 2), 3: "int key", ("a", 1): "tuple key"},
+    "plain": {"n": 1, "xs": [1.5, None, True]},
+}
+#: What the state stores for it: each value JSON lacks as its repr, keys as text.
+ODD_META_JSON = {
+    "added": "datetime.datetime(2026, 1, 1, 9, 30)",
+    "tags": "{'b'}",
+    "pair": [1, "x"],
+    "handle": "<opaque handle>",
+    "nested": {"when": "datetime.date(2026, 1, 2)", "3": "int key", "('a', 1)": "tuple key"},
+    "plain": {"n": 1, "xs": [1.5, None, True]},
+}
+
+
+async def test_grain_meta_json_cannot_hold_is_stored_as_its_repr() -> None:
+    """A datetime (or a set, an object) in a grain's free meta is stored as its repr: the
+    state stays JSON, the grain renders as before, and the caller's grain is not touched."""
+    engine = ContextEngine("gpt-4o", Budget(total=3_000))
+    rules = ContextGrain(
+        "sys.rules", "app", "RULE: answer in French.", 0, "session", protected=True, meta=ODD_META
+    )
+    async with engine.session("m1") as s:
+        s.add(rules)
+        s.add(ContextGrain("task.plan", "app", "PLAN: step 1", lifespan="task", meta=ODD_META))
+        await s.user_message("hello")
+        before = await s.render()
+        data = json.loads(json.dumps(s.state.to_json()))
+    stored = {g["grain"]["node_id"]: g["grain"]["meta"] for g in data["stored"]}
+    assert stored == {"sys.rules": ODD_META_JSON, "task.plan": ODD_META_JSON}
+    assert rules.meta is ODD_META and rules.meta["added"] == datetime.datetime(2026, 1, 1, 9, 30)
+    out = await Session.from_state(engine, engine.state_from_json(data)).render()
+    assert out.payload == before.payload and "RULE: answer in French." in str(out.payload)
+
+
+async def test_grains_with_odd_meta_survive_a_file_store_reopen(tmp_path: Path) -> None:
+    """The snapshot of a session carrying such a grain is written (it used to fail with
+    StoreError, every render), so reopening the session keeps its protected grains."""
+    engine = ContextEngine("gpt-4o", Budget(total=3_000), store=FileStore(tmp_path))
+    async with engine.session("m2") as s:
+        s.add(ContextGrain("sys.rules", "app", "RULE: be brief.", 0, "session", meta=ODD_META))
+        await s.user_message("hello")
+        before = await s.render()
+        assert await s.checkpoint() is not None
+        again = await s.render()
+        assert not again.report.faults
+    engine.close()
+    reopened = ContextEngine("gpt-4o", Budget(total=3_000), store=FileStore(tmp_path))
+    async with reopened.session("m2") as s2:
+        assert s2.state.stored["sys.rules"].grain.meta == ODD_META_JSON
+        out = await s2.render()
+    reopened.close()
+    assert out.payload == before.payload and "RULE: be brief." in str(out.payload)

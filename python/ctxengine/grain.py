@@ -47,7 +47,8 @@ class ContextGrain:
         lifespan: ``"turn"`` (one render), ``"session"`` or ``"task"``.
         window: Budget window; ``None`` derives it from the ``node_id`` prefix.
         protected: Never folded, summarized or dropped.
-        meta: Free metadata; the engine adds provenance here.
+        meta: Free metadata; the engine adds provenance here. Any value in memory; the session
+            state (a snapshot) stores a value JSON cannot hold as its ``repr``.
 
     Raises:
         GrainError: a field holds an invalid value (the message names field and value).

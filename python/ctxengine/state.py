@@ -8,7 +8,7 @@ Rust :class:`~ctxengine._core.Assembly` (a cache of the state, never serialized)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
@@ -342,7 +342,55 @@ _GRAIN_FIELDS: Final = ("node_id", "origin", "content", "priority", "lifespan", 
 
 def _grain_json(g: ContextGrain) -> dict[str, Any]:
     out = {name: getattr(g, name) for name in _GRAIN_FIELDS}
-    out.update(protected=g.protected, meta=g.meta)
+    out.update(protected=g.protected, meta=_meta_json(g.meta))
+    return out
+
+
+_SCALARS: Final = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is JSON data already (str-keyed dicts, lists, scalars)."""
+    if isinstance(value, _SCALARS):
+        return True
+    if type(value) is dict:
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    if type(value) is list:
+        return all(_plain(v) for v in value)
+    return False
+
+
+def _repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:  # a hostile __repr__
+        return f"<{type(value).__name__}>"
+
+
+def _as_json(value: Any) -> Any:
+    """``value`` as JSON data: a mapping with its keys as text, a list or tuple as a list, a
+    value JSON cannot hold (a datetime, a set, an object) as its ``repr``."""
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, Mapping):
+        return {k if isinstance(k, str) else _repr(k): _as_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_json(v) for v in value]
+    return _repr(value)
+
+
+def _meta_json(meta: dict[str, Any]) -> dict[str, Any]:
+    """A grain's ``meta`` as the session state stores it. ``meta`` is free metadata (DESIGN
+    §2), while a snapshot is JSON: one datetime in it made every snapshot of the session
+    fail, and its carried grains were lost on reopening. So a value JSON cannot hold is
+    stored as its ``repr`` (metadata, not data: as the store does for a message's ``meta``);
+    the grain itself keeps the value."""
+    try:
+        if _plain(meta):
+            return meta
+        out: dict[str, Any] = _as_json(meta)
+    except RecursionError:  # nested past the recursion limit: not storable, said so
+        return {"unstored": "meta nested past the recursion limit"}
     return out
 
 
