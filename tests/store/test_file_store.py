@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -14,6 +15,7 @@ import pytest
 
 from ctxengine.errors import StoreError
 from ctxengine.store import FileStore, NewEntry
+from ctxengine.store.file import STALE_TEMP_SECONDS
 
 
 def msgs(*texts: str) -> list[NewEntry]:
@@ -160,6 +162,43 @@ def test_leftover_temp_files_are_ignored(tmp_path: Path) -> None:
     (objects / f".{info.hash}.123.abcd.tmp").write_text('{"turn": 9')  # died before rename
     snap = FileStore(tmp_path).load_snapshot("s1")
     assert snap is not None and snap.content == {"turn": 1}
+
+
+KILLED_BEFORE_RENAME = (
+    "import os, sys\n"
+    "from ctxengine.store import FileStore, file\n"
+    "store = FileStore(sys.argv[1])\n"
+    "store.write_snapshot('s1', {'turn': 1})\n"
+    "file.os.replace = lambda *a: os._exit(137)  # killed once the temp file is written\n"
+    "store.write_snapshot('s1', {'turn': 2})\n"
+)
+
+
+def test_temp_files_of_killed_writers_are_removed_once_stale(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """A writer killed between writing its temp file and the rename leaves it behind; a store
+    opening the session later removes it once it is older than any live write can be, and
+    leaves a recent one (another process may be writing it right now) and the snapshots."""
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_BEFORE_RENAME, str(tmp_path)], env=child_env, check=False
+    )
+    assert done.returncode == 137
+    objects = session_dir(tmp_path) / "objects"
+    (left,) = objects.glob(".*.tmp")
+    assert json.loads(left.read_text()) == {"turn": 2}  # the whole content, never renamed
+    live = objects / f".{'0' * 64}.{os.getpid()}.beef.tmp"
+    live.write_text('{"turn": 3')  # a write in progress
+    old = left.stat().st_mtime - STALE_TEMP_SECONDS - 60
+    os.utime(left, (old, old))
+    snap = FileStore(tmp_path).load_snapshot("s1")
+    assert snap is not None and snap.content == {"turn": 1}
+    assert not left.exists() and live.exists()
+    assert [p.name for p in objects.iterdir() if not p.name.startswith(".")] == [
+        f"{snap.info.hash}.json"
+    ]
+    FileStore(tmp_path).append("s1", msgs("after"))  # the recent one stays for its writer
+    assert live.exists()
 
 
 def test_session_ids_never_leave_the_root(tmp_path: Path) -> None:

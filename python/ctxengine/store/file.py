@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar, final
+from typing import Any, Final, Generic, TypeVar, final
 
 from ..errors import StoreError
 from .base import (
@@ -71,6 +71,10 @@ log = logging.getLogger("ctxengine.store")
 TRANSCRIPT = "transcript.jsonl"
 INDEX = "snapshots.jsonl"
 OBJECTS = "objects"
+#: Seconds since its last write after which a snapshot temp file is a leftover of a writer
+#: killed before its rename: a live writer renames within moments of its last write, so no
+#: live writer can still be writing a file this old (it is safe to remove).
+STALE_TEMP_SECONDS: Final = 3600.0
 
 T = TypeVar("T")
 
@@ -90,6 +94,29 @@ def _os_error(action: str, path: Path | str, exc: OSError) -> StoreError:
         path=str(path),
         errno=exc.errno,
     )
+
+
+def _remove_stale_temps(objects: Path) -> None:
+    """Remove the snapshot temp files (``.<hash>.<pid>.<rand>.tmp``) of writers killed before
+    their rename: nothing else ever removes them, so each crash mid-snapshot would leave one
+    for good. Only files last written over :data:`STALE_TEMP_SECONDS` ago go (a live writer,
+    of this process or another, renames its own long before). Best effort: a folder that is
+    read-only or missing is left as it is."""
+    try:
+        names = os.listdir(objects)
+    except OSError:
+        return
+    cutoff = time.time() - STALE_TEMP_SECONDS
+    for name in names:
+        if not (name.startswith(".") and name.endswith(".tmp")):
+            continue
+        path = objects / name
+        try:
+            if path.lstat().st_mtime < cutoff:
+                path.unlink()
+                log.info("ctxengine store: removed %s, left by an interrupted snapshot", path)
+        except OSError:
+            continue
 
 
 @dataclass(slots=True)
@@ -166,6 +193,7 @@ class FileStore:
                 d, _Log(d / TRANSCRIPT, Entry.from_json), _Log(d / INDEX, SnapshotInfo.from_json)
             )
             self._sessions[session_id] = s
+            _remove_stale_temps(d / OBJECTS)
         return s
 
     def _report(self, session_id: str, where: Path, message: str) -> None:
