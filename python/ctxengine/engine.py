@@ -340,16 +340,17 @@ class ContextEngine:
                 msg = f"snapshot state of {session_id!r} unusable, rebuilt from messages: {exc}"
                 faults.append(PluginFault("store", "restore", "invalid", msg, "warning"))
                 state = None
-        covered = back.covered if state is not None else 0
         if state is None:
             state = self.new_state(session_id)
-        for message in back.messages[covered:]:
-            state.append(message)
+            for message in back.messages:
+                state.append(message)
+        else:
+            for message in back.messages[back.covered :]:
+                state.append(message)
         state.closed = False
         state.faults.extend(faults)
         session = Session.from_state(self, state)
         session.leaf_id = back.entries[-1].id if back.entries else None
-        await session._refire_tool_results(back.messages[covered:])
         return session
 
     async def restore(
@@ -640,20 +641,6 @@ class Session:
         self._append(Message.tool(call_id, output, name=name, is_error=is_error))
         await self._fire(ToolResultEvent(self.id, call_id, name or "", output, is_error))
         await self._autosave()
-
-    async def _refire_tool_results(self, messages: Sequence[Message]) -> None:
-        """Fire ``on_tool_result`` again for the results of ``messages``, stored after the
-        snapshot a resumed state comes from. The grains their first firing produced (a
-        compressed result, say) were in the state only, which the next render's snapshot would
-        have stored; after a crash before it, the reopened session would send the raw output.
-        Firing again gives them back, as the uninterrupted session had them."""
-        if not messages or not self.has_hook("on_tool_result"):
-            return
-        names = self._state.builder.tool_names
-        for message in messages:
-            for r in message.tool_results:
-                name = r.name or names.get(r.call_id) or ""
-                await self._fire(ToolResultEvent(self.id, r.call_id, name, r.text, r.is_error))
 
     # -- persistence --------------------------------------------------------------------------
 

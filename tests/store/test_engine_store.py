@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from ctxengine import Budget, ContextEngine, RenderedContext, Session
-from ctxengine.builtins import ToolResultCompressor
 from ctxengine.errors import StoreError
 from ctxengine.store import FileStore, Store
 from ctxengine.store.snapshot import payload_hash
@@ -187,71 +186,6 @@ async def test_close_warns_when_it_cannot_save(tmp_path: Path) -> None:
             _chattr("-i", tmp_path / "sessions" / "x2" / "transcript.jsonl")
         assert s.closed and s.unsaved == 1
     assert [e.data["message"]["role"] for e in FileStore(tmp_path).branch("x2")] == ["user"]
-
-
-CRASH_AFTER_TOOL_RESULT = r"""
-import asyncio, os, sys
-from ctxengine import Budget, ContextEngine, FileStore
-from ctxengine.builtins import ToolResultCompressor
-from ctxengine.transcript import ToolCall
-
-BIG = "".join(f"row {i}: value={i * 7}\n" for i in range(4000))
-
-async def main(root):
-    engine = ContextEngine(
-        "gpt-4o", Budget(total=32000), store=FileStore(root), plugins=[ToolResultCompressor()]
-    )
-    async with engine.session("c") as s:
-        await s.user_message("dump the table")
-        await s.assistant_message("", [ToolCall("c1", "sql", {"q": "select *"})])
-        await s.render()
-        await s.checkpoint()
-        await s.tool_result("c1", BIG, name="sql")  # durable on return
-        os._exit(137)  # killed before the next render
-
-asyncio.run(main(sys.argv[1]))
-"""
-
-
-async def test_a_tool_result_stored_after_the_last_snapshot_gets_its_event_again(
-    tmp_path: Path, child_env: dict[str, str]
-) -> None:
-    """Killed between tool_result() and the next render: the result is stored, but what its
-    on_tool_result made (the compressor's grain) was only in memory. The reopened session
-    fires the event again for it, so it renders what the uninterrupted session renders."""
-    done = subprocess.run(
-        [sys.executable, "-c", CRASH_AFTER_TOOL_RESULT, str(tmp_path)], env=child_env, check=False
-    )
-    assert done.returncode == 137
-    big = "".join(f"row {i}: value={i * 7}\n" for i in range(4000))
-
-    def engine(store: FileStore | None) -> ContextEngine:
-        return ContextEngine(
-            "gpt-4o", Budget(total=32_000), store=store, plugins=[ToolResultCompressor()]
-        )
-
-    live = engine(None)
-    async with live.session("c") as s:
-        await s.user_message("dump the table")
-        await s.assistant_message("", [ToolCall("c1", "sql", {"q": "select *"})])
-        await s.render()
-        await s.tool_result("c1", big, name="sql")
-        expected = await s.render()
-
-    def tool_text(out: RenderedContext) -> str:
-        text: str = next(m for m in out.payload["messages"] if m["role"] == "tool")["content"]
-        return text
-
-    assert len(tool_text(expected)) < len(big) // 10  # compressed
-    reopened = engine(FileStore(tmp_path))
-    restored = await reopened.restore("c")
-    async with reopened.session("c") as s2:
-        assert len(s2.messages) == 3  # the result was stored before the kill
-        out = await s2.render()
-    reopened.close()
-    for got in (restored, out):
-        assert tool_text(got) == tool_text(expected)
-        assert got.payload == expected.payload and got.tokens == expected.tokens
 
 
 def test_messages_kept_out_of_the_snapshot_state() -> None:
