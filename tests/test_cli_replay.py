@@ -162,6 +162,35 @@ def test_a_failed_write_leaves_neither_output(tmp_path: Path) -> None:
     assert list(locked.iterdir()) == []
 
 
+def test_an_output_link_or_pipe_is_written_through_not_replaced(tmp_path: Path) -> None:
+    """A link keeps pointing where it did (its file gets the payload); a pipe (as a device
+    such as /dev/null or /dev/stdout) is written into, never replaced by a regular file."""
+    import os
+    import stat
+    import threading
+
+    source = TRANSCRIPTS / "openhands" / "output.jsonl"
+    real, link, pipe = tmp_path / "payload.json", tmp_path / "link.json", tmp_path / "pipe"
+    real.write_text("before")
+    link.symlink_to(real)
+    os.mkfifo(pipe)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(pipe.read_text()))
+    reader.start()
+    try:
+        args = ["replay", str(source), "--budget", "4000", "--out", str(link)]
+        assert main([*args, "--report", str(pipe), "--json"]) == 0
+    finally:
+        if reader.is_alive():  # the replay failed before opening the pipe: let the reader go
+            with open(pipe, "w"):
+                pass
+        reader.join()
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert "messages" in json.loads(real.read_text())
+    assert stat.S_ISFIFO(pipe.lstat().st_mode) and json.loads(got[0])["budget"] == 4000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "payload.json", "pipe"]
+
+
 AIDER = TRANSCRIPTS / "aider" / "mozgoslav.aider.chat.history.md"
 
 

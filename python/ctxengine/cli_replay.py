@@ -392,20 +392,41 @@ def _write_outputs(args: argparse.Namespace, run: Run) -> None:
         "--report": run.last.rendered.report.to_json(indent=1),
     }
     staged: list[tuple[Path, Path]] = []
+    through: list[tuple[str, Path]] = []
     try:
         for flag, path in _outputs(args):
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-            staged.append((tmp, path))
+            target = _regular_target(path)
+            if target is None:  # a device, a pipe, a terminal: written through, as given
+                through.append((flag, path))
+                continue
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+            staged.append((tmp, target))
             with open(tmp, "x", encoding="utf-8") as f:
                 f.write(texts[flag])
                 f.flush()
                 os.fsync(f.fileno())
-        for tmp, path in staged:
-            os.replace(tmp, path)
+        for tmp, target in staged:
+            os.replace(tmp, target)
     finally:
         for tmp, _ in staged:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+    for flag, path in through:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(texts[flag])
+
+
+def _regular_target(path: Path) -> Path | None:
+    """Where an output file is replaced atomically: ``path`` when nothing is there yet, the
+    file a link leads to (the link stays), or None when it is not a regular file (a device
+    such as ``/dev/null``, a pipe, ``/dev/stdout``), which is written through instead of
+    being replaced by a new file."""
+    if path.is_symlink():
+        real = path.resolve()
+        return real if real.is_file() else None
+    if not path.exists():
+        return path
+    return path if path.is_file() else None
 
 
 def _demo(args: argparse.Namespace) -> int:
