@@ -190,6 +190,17 @@ def test_broken_entries_name_index_value_and_expectation(data: Any, fmt: str, pa
         load(data, format=fmt)
 
 
+@pytest.mark.parametrize("empty", [{"role": "model"}, {"role": "model", "parts": None}])
+def test_a_gemini_content_with_no_parts_is_an_empty_turn(empty: dict[str, object]) -> None:
+    """What the API returns for an empty, SAFETY or MAX_TOKENS candidate (and the SDK's
+    ``Content(parts=None)`` dumped without its nulls) holds nothing to lose: the history
+    around it loads."""
+    contents = [{"role": "user", "parts": [{"text": "2+2?"}]}, empty]
+    contents.append({"role": "user", "parts": [{"text": "again?"}]})
+    got = load({"contents": contents}, format="gemini")
+    assert [m.text for m in got.messages if m.role == "user"] == ["2+2?", "again?"]
+
+
 def test_chat_message_in_a_gemini_list_is_not_read_as_an_empty_content() -> None:
     """One ``parts`` item makes the list Gemini; a chat-style item in it has no ``parts`` and
     would load as an empty message, its text lost, so it is an error naming the item."""

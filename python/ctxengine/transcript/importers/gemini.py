@@ -142,7 +142,9 @@ def load_gemini(items: list[Any], loc: Loc) -> list[Message]:
 
     Raises:
         TranscriptError: a content has an unknown role or part, or a missing field (a
-            content without ``parts``, such as a chat message with ``content``, included).
+            chat message with ``content`` instead of ``parts`` included; a content with no
+            or null ``parts`` and no other field but its role, as the API returns for an
+            empty answer, is an empty turn).
     """
     out: list[Message] = []
     calls = _Calls()
@@ -150,7 +152,12 @@ def load_gemini(items: list[Any], loc: Loc) -> list[Message]:
         at = loc.at(i)
         c = at.obj(raw)
         role = c.get("role") or "user"
-        parts = at.need(c, "parts", list)  # no parts: not a Gemini content, nothing to lose
+        if c.get("parts") is None and c.keys() <= {"role", "parts"}:
+            # a candidate's content with no parts (an empty, SAFETY or MAX_TOKENS answer; the
+            # SDK's Content(parts=None)): nothing said, nothing to lose
+            parts: list[Any] = []
+        else:  # e.g. a chat message's "content" instead of parts: its text would be lost
+            parts = at.need(c, "parts", list)
         if role == "model":
             blocks = _model_parts(parts, i, at.at("parts"), calls)
             out.append(Message("assistant", tuple(blocks), meta=_FAMILY))
