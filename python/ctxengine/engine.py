@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iter
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
@@ -65,6 +65,23 @@ if TYPE_CHECKING:
 __all__ = ("ContextEngine", "RenderedContext", "Session")
 
 _log = logging.getLogger("ctxengine.store")
+
+
+#: What the engine calls on its store (a store of its own needs these; ``problems``, a list
+#: of what was skipped while reading, is optional).
+_STORE_METHODS: Final = (
+    "append",
+    "entries",
+    "branch",
+    "leaf",
+    "write_snapshot",
+    "snapshots",
+    "load_snapshot",
+    "sessions",
+    "exists",
+    "delete",
+    "close",
+)
 
 
 def _kind(value: object) -> str:
@@ -145,7 +162,7 @@ def _check_settings(
     ):
         if value is not None and not isinstance(value, kind):
             raise ConfigTypeError(f"{name} is {_kind(value)}; expected a {kind.__name__} or None")
-    if store is not None and not isinstance(store, Store):
+    if store is not None and not all(callable(getattr(store, m, None)) for m in _STORE_METHODS):
         raise ConfigTypeError(
             f"store is {_kind(store)}; expected a Store (FileStore(path), RedisStore(url), "
             "InMemoryStore()) or None"
@@ -315,7 +332,8 @@ class ContextEngine:
         store = self.store
         if store is None:
             raise StoreError(f"cannot load session {session_id!r}: the engine has no store")
-        seen = len(store.problems)
+        problems: list[Any] = getattr(store, "problems", [])  # optional for a store of one's own
+        seen = len(problems)
         back: Resumed = await anyio.to_thread.run_sync(
             lambda: resume(store, session_id, snapshot_id=snapshot)
         )
@@ -324,7 +342,7 @@ class ContextEngine:
         state: SessionState | None = None
         faults = [
             PluginFault("store", "resume", "invalid", str(p), "warning")
-            for p in store.problems[seen:]
+            for p in problems[seen:]
             if p.session_id == session_id
         ]
         data = back.state

@@ -381,3 +381,35 @@ def test_a_blocking_session_saves_and_checkpoints(tmp_path: Path) -> None:
         assert info is not None and info.meta["payload_hash"] == payload_hash(out.payload)
     engine.close()
     assert [e.id for e in FileStore(tmp_path).branch("s8")] == [info.leaf_id]
+
+
+class _OwnStore:
+    """A store of one's own, by delegation: every method the engine calls, no ``problems``
+    list (optional in the protocol's use by the engine)."""
+
+    def __init__(self, inner: Store) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        if name == "problems":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_a_store_of_ones_own_without_problems_opens_renders_and_resumes(tmp_path: Path) -> None:
+    import anyio
+
+    store = _OwnStore(FileStore(tmp_path))
+    assert not hasattr(store, "problems")
+
+    async def main() -> tuple[int, int]:
+        engine = ContextEngine("gpt-4o", Budget(total=8_000), store=store)  # type: ignore[arg-type]
+        async with engine.session("own") as s:
+            await s.user_message("hello there, check module_1.py")
+            first = await s.render()
+        async with engine.session("own") as again:
+            second = await again.render()
+        return len(first.payload["messages"]), len(second.payload["messages"])
+
+    first, second = anyio.run(main)
+    assert first == second >= 1
