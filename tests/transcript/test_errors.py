@@ -190,6 +190,30 @@ def test_broken_entries_name_index_value_and_expectation(data: Any, fmt: str, pa
         load(data, format=fmt)
 
 
+def test_a_claude_code_record_off_the_branch_without_a_tool_use_id_does_not_fail_the_file(
+    tmp_path: Path,
+) -> None:
+    """Only what the branch walk compares is checked: a result of an abandoned branch with
+    no ``tool_use_id`` (never converted) leaves the active branch loading as before."""
+
+    def record(kind: str, uuid: str, parent: str | None, content: object) -> dict[str, Any]:
+        message = {"role": kind, "content": content}
+        if kind == "assistant":
+            message["id"] = "m1"
+        return {"type": kind, "uuid": uuid, "parentUuid": parent, "message": message}
+
+    stale = [{"type": "tool_result", "content": "stale"}]  # no tool_use_id
+    lines = [
+        record("user", "u1", None, "hello"),
+        record("assistant", "a1", "u1", [{"type": "text", "text": "hi"}]),
+        record("user", "x1", "u1", stale),  # an abandoned branch
+        record("user", "u2", "a1", "again"),
+    ]
+    path = tmp_path / "cc.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert [m.text for m in load(path, format="claude-code").messages] == ["hello", "hi", "again"]
+
+
 @pytest.mark.parametrize("empty", [{"role": "model"}, {"role": "model", "parts": None}])
 def test_a_gemini_content_with_no_parts_is_an_empty_turn(empty: dict[str, object]) -> None:
     """What the API returns for an empty, SAFETY or MAX_TOKENS candidate (and the SDK's

@@ -50,7 +50,8 @@ def _check(n: int, r: Record, loc: Loc) -> None:
 
     Raises:
         TranscriptError: ``message`` is not an object, ``uuid``/``parentUuid``/``message.id``
-            is neither a string nor null, or a ``tool_result`` has no string ``tool_use_id``.
+            is neither a string nor null, or a ``tool_result``'s ``tool_use_id`` is not a
+            string.
     """
     at = loc.at(f" line {n}")
     for key in ("uuid", "parentUuid"):
@@ -62,8 +63,13 @@ def _check(n: int, r: Record, loc: Loc) -> None:
     content = message.get("content")
     if r["type"] == "user" and isinstance(content, list):
         for i, block in enumerate(content):
-            if isinstance(block, Mapping) and block.get("type") == "tool_result":
-                at.at("message.content").at(i).need(block, "tool_use_id", str)
+            if not isinstance(block, Mapping) or block.get("type") != "tool_result":
+                continue
+            # compared with the call ids of the branch (a missing one matches none: a record
+            # off the active branch may lack it, and one on it is read as it always was)
+            cid = block.get("tool_use_id")
+            if cid is not None and not isinstance(cid, str):
+                at.at("message.content").at(i).at("tool_use_id").fail("value", cid, "a string")
 
 
 def _select(records: list[tuple[int, Record]], loc: Loc, *, full: bool) -> list[tuple[int, Record]]:
