@@ -113,3 +113,40 @@ class PlainRedactor:
 async def test_only_a_privileged_redactor_changes_what_is_sent() -> None:
     payloads, _ = await _run(_engine(PlainRedactor()), 3)
     assert "https://api.example.com/1" in json.dumps(payloads[-1])
+
+
+class _Faulty:
+    """A privileged redactor with a bug: it raises on some texts, returns no string on
+    others."""
+
+    name, version, priority, enabled, dangerous = "faulty", "1", 10, True, True
+
+    def redact_text(self, text: str) -> Any:
+        if "boom" in text:
+            raise ValueError("redactor bug")
+        if "odd" in text:
+            return None
+        return text
+
+    async def collect(self, scene: Any) -> list[Any]:
+        return []
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
+async def test_a_redactor_that_fails_withholds_its_text_and_is_reported(provider: str) -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=6000), plugins=[_Faulty()], allow_dangerous=True)
+    async with engine.session("r") as s:
+        await s.user_message("go")
+        call = ToolCall("c1", "bash", {"command": "echo boom-secret", "note": "odd-secret"})
+        await s.assistant_message("", [call])
+        await s.tool_result("c1", "done", name="bash")
+        out = await s.render(provider=provider)
+        again = await s.render(provider=provider)
+    sent = json.dumps(out.payload)
+    assert "boom-secret" not in sent and "odd-secret" not in sent  # withheld, never sent
+    assert "[REDACTED:redactor_failed]" in sent
+    faults = [f for f in out.report.faults if f["plugin"] == "faulty"]
+    assert {f["kind"] for f in faults} == {"raised", "invalid"}
+    assert all(f["hook"] == "redact_text" for f in faults)
+    assert json.dumps(again.payload) == sent  # the same payload, its faults reported once
+    assert not [f for f in again.report.faults if f["plugin"] == "faulty"]

@@ -19,9 +19,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..collect.faults import PluginFault
 from ..transcript.model import Block, Message, Text, ToolCall, ToolResult
 
-__all__ = ("Redaction",)
+__all__ = ("WITHHELD", "Redaction")
+
+#: What is sent instead of a text whose redactor raised (or returned no string).
+WITHHELD = "[REDACTED:redactor_failed]"
 
 
 @dataclass(slots=True, eq=False)
@@ -37,12 +41,48 @@ class Redaction:
 
     redactors: tuple[Callable[[str], str], ...]
     messages: dict[int, tuple[Message, Message]] = field(default_factory=dict)
+    #: What a redactor raised since the last render took them (:meth:`take_faults`).
+    faults: list[PluginFault] = field(default_factory=list)
 
     def text(self, text: str) -> str:
-        """``text`` through every redactor."""
+        """``text`` through every redactor. A redactor that raises withholds the whole text
+        (:data:`WITHHELD` is sent instead: what it would have redacted is unknown) and the
+        fault goes to the render's report; the turn goes on."""
         for redact in self.redactors:
-            text = redact(text)
+            try:
+                text = redact(text)
+            except Exception as exc:
+                owner = getattr(redact, "__self__", redact)
+                self.faults.append(
+                    PluginFault(
+                        getattr(owner, "name", None) or type(owner).__name__,
+                        "redact_text",
+                        "raised",
+                        f"{exc!r}; the text it was given is withheld from the payload",
+                    )
+                )
+                return WITHHELD
+            if not isinstance(text, str):
+                return self._invalid(redact, text)
         return text
+
+    def _invalid(self, redact: Callable[[str], str], got: object) -> str:
+        owner = getattr(redact, "__self__", redact)
+        self.faults.append(
+            PluginFault(
+                getattr(owner, "name", None) or type(owner).__name__,
+                "redact_text",
+                "invalid",
+                f"returned {type(got).__name__}, expected str; the text is withheld",
+            )
+        )
+        return WITHHELD
+
+    def take_faults(self) -> list[PluginFault]:
+        """The faults since the last call (each reported once, by the render it happened in;
+        a message redacted once is not redacted again, so neither is its fault)."""
+        out, self.faults[:] = list(self.faults), []
+        return out
 
     def value(self, value: Any) -> Any:
         """Every string inside ``value`` (str, or nested lists and dicts; keys kept)

@@ -401,6 +401,8 @@ async def inject(
     memo.end_render()
     request.timings["total"] = time.perf_counter() - request.started
     unsent = _unsent(memo, made, rendered.report.changes, dropped)
+    if state.redaction is not None:  # a payload redactor that raised this render
+        log.faults.extend(state.redaction.take_faults())
     report = _report(state, config, assembled, tokens, request, log, unsent)
     info = rendered.to_dict()
     report.hygiene = _with_changes(info.get("hygiene", {}), dropped)
