@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..collect.faults import PluginFault
+from ..collect.faults import FaultKind, PluginFault
 from ..transcript.model import Block, Message, Text, ToolCall, ToolResult
 
 __all__ = ("WITHHELD", "Redaction")
@@ -50,32 +50,20 @@ class Redaction:
         fault goes to the render's report; the turn goes on."""
         for redact in self.redactors:
             try:
-                text = redact(text)
+                got = redact(text)
             except Exception as exc:
-                owner = getattr(redact, "__self__", redact)
-                self.faults.append(
-                    PluginFault(
-                        getattr(owner, "name", None) or type(owner).__name__,
-                        "redact_text",
-                        "raised",
-                        f"{exc!r}; the text it was given is withheld from the payload",
-                    )
-                )
-                return WITHHELD
-            if not isinstance(text, str):
-                return self._invalid(redact, text)
+                return self._withheld(redact, "raised", repr(exc))
+            if not isinstance(got, str):
+                return self._withheld(redact, "invalid", f"returned {type(got).__name__}, not str")
+            text = got
         return text
 
-    def _invalid(self, redact: Callable[[str], str], got: object) -> str:
+    def _withheld(self, redact: Callable[[str], str], kind: FaultKind, what: str) -> str:
+        """:data:`WITHHELD`, and the fault of ``redact`` for the render's report."""
         owner = getattr(redact, "__self__", redact)
-        self.faults.append(
-            PluginFault(
-                getattr(owner, "name", None) or type(owner).__name__,
-                "redact_text",
-                "invalid",
-                f"returned {type(got).__name__}, expected str; the text is withheld",
-            )
-        )
+        name = getattr(owner, "name", None) or type(owner).__name__
+        message = f"{what}; the text it was given is withheld from the payload"
+        self.faults.append(PluginFault(name, "redact_text", kind, message))
         return WITHHELD
 
     def take_faults(self) -> list[PluginFault]:
