@@ -4,6 +4,7 @@ cancellation, blocked loops, hung threads and quarantine. None of them escapes `
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -363,3 +364,57 @@ def test_a_hung_sync_handler_does_not_keep_the_process_alive(
     assert proc.returncode == 0, proc.stderr
     assert "faults ['timeout']" in proc.stdout
     assert "non-daemon []" in proc.stdout  # and it exited without waiting for the hour's sleep
+
+
+class _EvilGrain(ContextGrain):
+    """A grain subclass whose own ``text`` raises (a plugin's bug, or an adversary's)."""
+
+    @property
+    def text(self) -> str:  # type: ignore[override]
+        raise RuntimeError("evil property")
+
+
+class _ContentRaises(ContextGrain):
+    """A subclass whose field itself is a property that raises: it cannot be read at all."""
+
+    @property  # type: ignore[misc]
+    def content(self) -> str:  # type: ignore[override]
+        raise RuntimeError("no content")
+
+
+async def test_a_grain_subclass_is_taken_by_its_fields_and_never_breaks_the_turn() -> None:
+    class Subclassing:
+        name, version, priority, enabled = "subclassing", "1.0", 50, True
+
+        async def collect(self, scene: Any) -> list[ContextGrain]:
+            return [_EvilGrain("rag.evil", content="kept as a plain grain")]
+
+    engine = ContextEngine("gpt-4o", plugins=[Subclassing()])
+    async with engine.session("s") as s:
+        await s.user_message("hello")
+        out = await s.render()
+    assert "kept as a plain grain" in str(out.payload)
+    assert [d.decision for d in out.report if d.node_id == "rag.evil"] == ["kept"]
+    assert not out.report.faults
+
+
+async def test_a_grain_subclass_that_cannot_be_read_is_a_fault_and_the_turn_goes_on() -> None:
+    class Unreadable:
+        name, version, priority, enabled = "unreadable", "1.0", 50, True
+
+        async def collect(self, scene: Any) -> list[ContextGrain]:
+            grain = object.__new__(_ContentRaises)  # its fields set, its content a property
+            plain = ContextGrain("rag.bad", content="x")
+            for f in dataclasses.fields(ContextGrain):
+                if f.name != "content":
+                    object.__setattr__(grain, f.name, getattr(plain, f.name))
+            return [grain, ContextGrain("rag.good", content="still here")]
+
+    engine = ContextEngine("gpt-4o", plugins=[Unreadable()])
+    async with engine.session("s") as s:
+        await s.user_message("hello")
+        out = await s.render()
+    assert "still here" in str(out.payload)
+    faults = [f for f in out.report.faults if f["plugin"] == "unreadable"]
+    assert len(faults) == 1 and faults[0]["kind"] == "invalid"
+    assert "could not be read" in faults[0]["message"] and "no content" in faults[0]["message"]

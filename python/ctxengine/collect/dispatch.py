@@ -324,6 +324,18 @@ class SessionDispatcher:
         valid: list[ContextGrain] = []
         bad = 0
         for i, grain in enumerate(result):
+            if type(grain) is not ContextGrain:
+                try:  # a subclass: its fields as a plain grain (its own properties are not run)
+                    grain = _plain(grain)
+                except Exception as exc:
+                    bad += 1
+                    node_id = _safe_id(getattr(grain, "node_id", "?"))
+                    message = (
+                        f"grain {i} ({node_id}), a {type(grain).__name__}, could not be read: "
+                        f"{exc!r}; dropped"
+                    )
+                    self._fail(name, hook, "invalid", message, faults, count=bad == 1)
+                    continue
             try:
                 grain.check()
             except GrainError as exc:
@@ -546,3 +558,16 @@ class SessionDispatcher:
         grains = await self._invoke(entry, hook, handler, event, result.faults)
         result.grains.extend(grains or ())
         self._bus_results.append(result)
+
+
+def _plain(grain: ContextGrain) -> ContextGrain:
+    """A :class:`ContextGrain` subclass instance as a plain grain with the same fields: a grain
+    is a value, and a subclass's own properties or methods (a ``text`` that raises) must not
+    run inside the engine, where they would break the turn."""
+    values = {
+        f.name: object.__getattribute__(grain, f.name) for f in dataclasses.fields(ContextGrain)
+    }
+    plain: ContextGrain = object.__new__(ContextGrain)
+    for key, value in values.items():
+        object.__setattr__(plain, key, value)
+    return plain
