@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-import ctxengine.inject.render  # noqa: F401  (installs the renderer Transcript.to uses)
 from ctxengine.errors import AdapterError
 from ctxengine.hygiene import (
     BOOTSTRAP_TEXT,

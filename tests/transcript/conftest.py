@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-import ctxengine.inject.render  # noqa: F401  (installs the renderer Transcript.to uses)
 from ctxengine.transcript import Transcript, load_all
 
 from .helpers import all_files
