@@ -78,8 +78,8 @@ def test_an_oversized_message_gives_its_own_first_line_as_progress() -> None:
 
 
 def test_a_cap_cuts_the_summary_once() -> None:
-    """Under a cap the structured sections and the prose are cut together, once (a chunk's
-    cap no longer drops its decisions before the summary is capped)."""
+    """Under a cap the summary is still one reading of the stretch, capped once (no chunk
+    summaries, each under its own cap, before it)."""
     messages = list(load(PI).messages)
     whole, _ = _both(messages, window=8_000)
     size = whole.summary_tokens

@@ -255,6 +255,9 @@ class _Landing:
     positions: dict[tuple[int, frozenset[int]], list[int]] = field(default_factory=dict)
     #: Turn → the tokens the plan left its items (see :meth:`held`).
     after: dict[int, int] = field(default_factory=dict)
+    #: What every summary of the landing reads besides its items: the earlier summary as a
+    #: message and the protected texts, both redacted (read once: see :func:`_summarize`).
+    inputs: tuple[list[Message], list[str]] | None = None
 
     def rest(self, k: int) -> int:
         return self.base - self.freed[k] + sum(self.size[t] for t in self.kept)
@@ -507,7 +510,10 @@ async def _summarize(
     ``k`` of ``land`` (``fill``: a summary of that size, its prose ending with excerpts of the
     newest summarized messages)."""
     indices = land.indices(k)
-    messages = _previous(state) + [_read(state, i) for i in indices]
+    if land.inputs is None:  # the same for every trial; one message object, read once
+        land.inputs = (_previous(state), _protected(state, protected))
+    previous, pinned = land.inputs
+    messages = previous + [_read(state, i) for i in indices]
     cap, room = _cap(state, config, land.held(k, plan), plan)
     return await compact_messages(
         messages,
@@ -516,7 +522,7 @@ async def _summarize(
         fill=fill is not None,
         summarizer=summarizer,
         tokenizer=config.tokenizer.count,
-        protected=_protected(state, protected),
+        protected=pinned,
         latest_request=_latest_request(state, indices),
         config=settings,
         cache=cache,

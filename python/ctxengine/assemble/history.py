@@ -10,6 +10,7 @@ agent run under one user request can still lose its oldest steps.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
@@ -17,7 +18,7 @@ from typing import Any, Final
 from .. import _core
 from ..grain import ContextGrain
 from ..tokens import IMAGE_TOKENS
-from ..transcript.model import Image, Message, Text, Thinking, ToolResult
+from ..transcript.model import Image, Message, Text, Thinking, ToolCall, ToolResult
 from ..transcript.providers import family_of
 from .guard import truncate_tool_result
 
@@ -27,6 +28,7 @@ __all__ = (
     "ROLE",
     "HistoryBuilder",
     "HistoryItem",
+    "call_texts",
     "tool_result_node_id",
     "transcript_grain",
 )
@@ -123,6 +125,12 @@ class HistoryItem:
     composed: tuple[str, Message] | None = None  # last rendered (text, message), reused
     thinking: tuple[Thinking, ...] = ()  # counted only for a provider its export sends it to
     family: str | None = None  # the provider whose signatures the message carries
+
+
+def call_texts(calls: Sequence[ToolCall]) -> tuple[str, ...]:
+    """What a message's tool calls add to its count: each name and its JSON arguments
+    (:meth:`HistoryBuilder._message` writes the same out inline, in its one pass)."""
+    return tuple(t for c in calls for t in (c.name, c.arguments_json))
 
 
 def tool_result_node_id(call_id: str) -> str:

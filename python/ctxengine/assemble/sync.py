@@ -11,7 +11,7 @@ from ..state import bulk
 from ..tokens import count_many
 from ..transcript.providers import exportable
 from .core import upsert
-from .history import FLAG, KIND, MESSAGE_OVERHEAD, HistoryItem, tool_result_node_id
+from .history import FLAG, KIND, MESSAGE_OVERHEAD, HistoryItem, call_texts, tool_result_node_id
 from .redact import Redaction
 
 if TYPE_CHECKING:
@@ -85,8 +85,10 @@ def _overhead_texts(state: SessionState, item: HistoryItem, provider: str) -> tu
     texts = item.overhead_texts
     redaction = state.redaction
     if redaction is not None and texts and item.kind == KIND["message"]:
-        calls = redaction.message(item.index, state.messages[item.index]).tool_calls
-        texts = tuple(t for c in calls for t in (c.name, c.arguments_json))
+        message = state.messages[item.index]
+        redacted = redaction.message(item.index, message)
+        if redacted is not message:  # the same message object when no redactor changed it
+            texts = call_texts(redacted.tool_calls)
     if not item.thinking:
         return texts
     sent = tuple(b.text for b in item.thinking if exportable(b, provider, item.family))
@@ -293,18 +295,17 @@ def sync_context(
         state.in_asm[g.node_id] = keys[g.node_id]
 
 
-def refresh_redaction(state: SessionState, registry: Registry) -> Redaction | None:
-    """The session's :class:`Redaction` for this render (None: no payload redactor), kept
+def refresh_redaction(state: SessionState, registry: Registry) -> None:
+    """Set the session's :class:`Redaction` for this render (None: no payload redactor), kept
     while its redactors stay the same. When they change, what was composed with the earlier
     ones is composed again."""
     redactors = tuple(registry.payload_redactors())
     current = state.redaction
-    if current is not None and current.redactors == redactors:
-        return current
-    if current is None and not redactors:
-        return None
+    if (current is not None and current.redactors == redactors) or (
+        current is None and not redactors
+    ):
+        return
     state.redaction = Redaction(redactors) if redactors else None
     state.token_cache.memo.composed = None  # reused messages carried the old redaction
     for item in state.items.values():
         item.composed = None
-    return state.redaction

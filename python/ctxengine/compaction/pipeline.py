@@ -25,7 +25,7 @@ from itertools import compress, islice
 from itertools import count as naturals
 from operator import is_, ne
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import anyio
 
@@ -446,7 +446,15 @@ class _Run:
                 delay *= 2
         raise AssertionError("unreachable")
 
-    def _prose(self, summarizer: ExtractiveSummarizer, messages: Sequence[Message]) -> str:
+    @property
+    def one_pass(self) -> bool:
+        """Whether the summarizer is the extractive one itself (not a subclass): read in one
+        pass (:meth:`_prose`)."""
+        from .extractive import ExtractiveSummarizer
+
+        return type(self.summarizer) is ExtractiveSummarizer
+
+    def _prose(self, messages: Sequence[Message]) -> str:
         """:meth:`ExtractiveSummarizer.summary_prose` of the whole stretch: one call, no
         chunks, merges or retries (it is deterministic and offline). The sections are built
         from the stretch's facts anyway (:func:`_attempts`), and chunk summaries merged would
@@ -456,6 +464,7 @@ class _Run:
         note. A fault in it fails the compaction as a summarizer's would."""
         self.stats["calls"] += 1
         self.stats["chunks"] = max(self.stats["chunks"], 1)
+        summarizer = cast("ExtractiveSummarizer", self.summarizer)
         try:
             return summarizer.summary_prose(messages)
         except Exception as exc:
@@ -472,10 +481,8 @@ class _Run:
         ``counts``: :func:`message_tokens` of ``messages`` when the caller has them. The
         extractive summarizer itself gives its prose of the whole stretch instead
         (:meth:`_prose`)."""
-        from .extractive import ExtractiveSummarizer
-
-        if type(self.summarizer) is ExtractiveSummarizer:
-            return self._prose(self.summarizer, messages)
+        if self.one_pass:
+            return self._prose(messages)
         chunks = _prepare_chunks(messages, self.config.window_tokens, self.count, counts)
         self.stats["chunks"] = max(self.stats["chunks"], len(chunks))
         partials = [await self.call(chunk, instructions, max_tokens) for chunk in chunks]
@@ -978,6 +985,8 @@ async def _attempts(
                 missing = _gate(summary, facts, latest, limit, run.count)
                 if not missing:
                     return stage, summary, []
+                if run.one_pass:
+                    break  # it reads no instructions: told what was missing, it writes the same
                 instructions = (
                     config.instructions + "\nThe summary must also keep: " + "; ".join(missing)
                 )
