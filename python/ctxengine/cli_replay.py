@@ -385,16 +385,19 @@ def _write_outputs(args: argparse.Namespace, run: Run) -> None:
     """Write ``--out`` and ``--report`` all or nothing: each to a temporary file in its folder
     (fsynced), then both renamed into place, so a failure (a full disk, a folder gone since)
     leaves neither a half-written file nor one of the pair alone."""
-    if run.last is None:
+    outputs = _outputs(args)
+    if run.last is None or not outputs:
         return
-    texts = {
-        "--out": json.dumps(run.last.rendered.payload, ensure_ascii=False, indent=1),
-        "--report": run.last.rendered.report.to_json(indent=1),
+    rendered = run.last.rendered
+    make = {
+        "--out": lambda: json.dumps(rendered.payload, ensure_ascii=False, indent=1),
+        "--report": lambda: rendered.report.to_json(indent=1),
     }
+    texts = {flag: make[flag]() for flag, _ in outputs}  # only those asked for
     staged: list[tuple[Path, Path]] = []
     through: list[tuple[str, Path]] = []
     try:
-        for flag, path in _outputs(args):
+        for flag, path in outputs:
             target = _regular_target(path)
             if target is None:  # a device, a pipe, a terminal: written through, as given
                 through.append((flag, path))

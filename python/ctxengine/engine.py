@@ -67,20 +67,11 @@ __all__ = ("ContextEngine", "RenderedContext", "Session")
 _log = logging.getLogger("ctxengine.store")
 
 
-#: What the engine calls on its store (a store of its own needs these; ``problems``, a list
-#: of what was skipped while reading, is optional).
-_STORE_METHODS: Final = (
-    "append",
-    "entries",
-    "branch",
-    "leaf",
-    "write_snapshot",
-    "snapshots",
-    "load_snapshot",
-    "sessions",
-    "exists",
-    "delete",
-    "close",
+#: What the engine calls on its store: the methods of the :class:`~ctxengine.Store` protocol
+#: (a store of one's own needs these; ``problems``, a list of what was skipped while reading,
+#: is optional).
+_STORE_METHODS: Final = tuple(
+    name for name, value in vars(Store).items() if not name.startswith("_") and callable(value)
 )
 
 

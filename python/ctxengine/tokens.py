@@ -147,8 +147,11 @@ def _message_strings(message: Mapping[str, Any]) -> tuple[list[str], int]:
 
 
 def _preview(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    """The short repr of the importers' error messages (imported on an error only: counting
+    loads no transcript module)."""
+    from .transcript.importers.common import short
+
+    return short(value)
 
 
 def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:

@@ -135,7 +135,7 @@ def _unsent(
     for d in dropped:
         note(d["index"], d["rule"], d["detail"])
     for c in changes:
-        if c.action in _UNSENT and c.rule == "repair_pairing" and c.index is not None:
+        if c.action in _UNSENT and c.index is not None:  # pairing's: whole messages left out
             index = c.index
             for g in gone:  # its position before _non_empty removed messages
                 if g > index:

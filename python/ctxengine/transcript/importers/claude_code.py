@@ -85,18 +85,16 @@ def _select(records: list[tuple[int, Record]], loc: Loc, *, full: bool) -> list[
         return []
     on_path = _path_uuids(records, messages[-1][1], full=full)
     picked = [(n, r) for n, r in messages if r.get("uuid") in on_path]
-    api_ids = {
-        r["message"].get("id") for _, r in picked if r["type"] == "assistant" and "message" in r
-    }
+    api_ids = {r["message"].get("id") for _, r in picked if r["type"] == "assistant"}
     call_ids: set[str] = set()
     chosen: set[int] = set()
     for n, r in messages:
         if r.get("uuid") in on_path or (
-            r["type"] == "assistant" and r.get("message", {}).get("id") in api_ids
+            r["type"] == "assistant" and r["message"].get("id") in api_ids
         ):
             chosen.add(n)
             if r["type"] == "assistant":
-                content = r.get("message", {}).get("content")
+                content = r["message"].get("content")
                 if isinstance(content, list):
                     call_ids.update(
                         str(b.get("id"))
@@ -104,7 +102,7 @@ def _select(records: list[tuple[int, Record]], loc: Loc, *, full: bool) -> list[
                         if isinstance(b, dict) and b.get("type") == "tool_use"
                     )
     for n, r in messages:
-        content = r.get("message", {}).get("content")
+        content = r["message"].get("content")
         if (
             r["type"] == "user"
             and isinstance(content, list)
@@ -118,7 +116,7 @@ def _assistant(group: list[tuple[int, Record]], loc: Loc) -> Message:
     blocks: list[Block] = []
     first = group[0][1]
     for n, r in group:
-        msg = loc.at(f" line {n}").need(r, "message", Mapping)
+        msg = r["message"]  # an object: checked by _select
         blocks.extend(
             assistant_blocks(msg.get("content"), loc.at(f" line {n}").at("message.content"))
         )
@@ -139,8 +137,7 @@ def _convert(selected: list[tuple[int, Record]], loc: Loc) -> tuple[list[Message
     groups: dict[str, list[tuple[int, Record]]] = {}
     order: list[tuple[str, Any]] = []
     for n, r in selected:
-        at = loc.at(f" line {n}")
-        message = at.need(r, "message", Mapping)
+        message = r["message"]  # an object: checked by _select
         if r["type"] == "assistant":
             key = message.get("id") or r.get("uuid") or f"line{n}"
             if key not in groups:
