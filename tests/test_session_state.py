@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ctxengine import Budget, ContextEngine, ContextGrain, FileStore, Session
-from ctxengine.transcript import ToolCall
+from ctxengine.transcript import Message, Text, ToolCall
 
 pytestmark = pytest.mark.anyio
 
@@ -130,6 +130,15 @@ async def test_grain_meta_json_cannot_hold_is_stored_as_its_repr() -> None:
     assert rules.meta is ODD_META and rules.meta["added"] == datetime.datetime(2026, 1, 1, 9, 30)
     out = await Session.from_state(engine, engine.state_from_json(data)).render()
     assert out.payload == before.payload and "RULE: answer in French." in str(out.payload)
+
+
+async def test_message_meta_json_cannot_hold_is_stored_as_its_repr() -> None:
+    """The same for a message's meta: the state with its messages stays JSON."""
+    engine = ContextEngine("gpt-4o", Budget(total=3_000))
+    async with engine.session("m3") as s:
+        s.extend([Message("user", (Text("hello"),), meta=ODD_META)])
+        data = json.loads(json.dumps(s.state.to_json()))
+    assert data["messages"][0]["meta"] == ODD_META_JSON
 
 
 async def test_grains_with_odd_meta_survive_a_file_store_reopen(tmp_path: Path) -> None:

@@ -380,9 +380,9 @@ def _as_json(value: Any) -> Any:
 
 
 def _meta_json(meta: dict[str, Any]) -> dict[str, Any]:
-    """A grain's ``meta`` as the session state stores it. ``meta`` is free metadata (DESIGN
-    §2), while a snapshot is JSON: one datetime in it made every snapshot of the session
-    fail, and its carried grains were lost on reopening. So a value JSON cannot hold is
+    """A grain's or a message's ``meta`` as the session state stores it. ``meta`` is free
+    metadata (DESIGN §2), while a snapshot is JSON: one datetime in it made every snapshot of
+    the session fail, and its carried grains were lost on reopening. So a value JSON cannot hold is
     stored as its ``repr`` (metadata, not data: as the store does for a message's ``meta``);
     the grain itself keeps the value."""
     try:
@@ -446,7 +446,7 @@ def _message_json(m: Message) -> dict[str, Any]:
         "blocks": [_block_json(b) for b in m.blocks],
         "id": m.id,
         "stop_reason": m.stop_reason,
-        "meta": dict(m.meta),
+        "meta": _meta_json(dict(m.meta)),  # free metadata too (a datetime is stored as text)
     }
 
 
