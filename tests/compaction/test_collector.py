@@ -131,3 +131,37 @@ async def test_a_retry_of_another_summarizer_waits_with_the_collector(
     assert result.ok and result.stats["retries"] == 1
     assert waits == [True] and len(calls) >= 2 and all(calls)
     assert gc.isenabled()
+
+
+def test_objects_made_while_paused_are_old_when_the_collector_resumes() -> None:
+    """What a paused step made is what it keeps: it goes to the oldest generation on resume,
+    so the next young collections do not scan it again, and the collector is back on."""
+    from ctxengine.compaction.facts import paused_collector
+
+    gc.collect()
+    with paused_collector():
+        made = [[i] for i in range(5_000)]
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    young = {id(o) for o in gc.get_objects(generation=0)}
+    assert not any(id(o) in young for o in made[:100])
+    assert gc.get_count()[0] < 100
+
+
+def test_a_process_that_froze_objects_keeps_them_frozen() -> None:
+    """A process that called ``gc.freeze`` itself (a server before forking) keeps its frozen
+    objects frozen across a paused step; that step's objects then stay young, as before."""
+    from ctxengine.compaction.facts import paused_collector
+
+    gc.collect()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with paused_collector():
+            made = [[i] for i in range(500)]
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+        young = {id(o) for o in gc.get_objects(generation=0)}
+        assert id(made[0]) in young
+    finally:
+        gc.unfreeze()

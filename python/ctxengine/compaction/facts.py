@@ -143,7 +143,23 @@ def paused_collector() -> Iterator[None]:
     try:
         yield
     finally:
-        gc.enable()
+        resume_collector()
+
+
+def resume_collector() -> None:
+    """Run the paused collector again, the objects made while it was paused counted as old.
+
+    They are what the step keeps (the columns of a history, a stretch's facts), and the first
+    young collection after the pause scanned all of them, then the next older one again:
+    150 ms of a cold 100k-message render, freeing nothing. ``gc.freeze`` then ``gc.unfreeze``
+    moves every tracked object to the oldest generation without looking at them (two list
+    splices), where the next full collection finds any cycle among them as it would have.
+    A process that froze objects of its own (a server before it forks) keeps them frozen:
+    then the objects stay young, as before."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
+    gc.enable()
 
 
 def scope_memo() -> dict[int, Seen] | None:

@@ -47,6 +47,7 @@ from .facts import (
     message_text,
     paused_collector,
     read_rules,
+    resume_collector,
     scope_memo,
     stretch_memo,
 )
@@ -516,7 +517,7 @@ def steady_collector(summarizer: object) -> Iterator[None]:
     try:
         yield
     finally:
-        gc.enable()
+        resume_collector()
 
 
 def _steady(run: _Run) -> AbstractContextManager[None]:
