@@ -13,7 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from itertools import chain, repeat
+from itertools import chain
 from operator import attrgetter, itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,7 +30,7 @@ from ..compaction.facts import message_scope, paused_collector
 from ..compaction.pipeline import steady_collector
 from ..grain import ContextGrain
 from ..transcript.model import Message
-from .report import GrainDecision
+from .report import decisions
 from .sync import refresh_redaction
 
 if TYPE_CHECKING:
@@ -177,19 +177,14 @@ def _apply(
         item_turns = list(map(_TURN, doomed))
         reasons = {t: f"{reason} (turn {t})" for t in set(item_turns)}
         tokens = [n or 0 for n in map(state.asm.tokens, ids)]
-        log.extra.extend(  # one pass at C level: a report entry per summarized item
-            map(
-                GrainDecision,
-                ids,
-                repeat("transcript"),
-                map(windows.__getitem__, prefixes),
-                repeat("dropped"),
-                repeat("dropped"),
-                repeat("compaction"),
-                map(reasons.__getitem__, item_turns),
-                tokens,
-                repeat(0),
-            )
+        log.extra += decisions(  # a report entry per summarized item
+            ids,
+            "transcript",
+            map(windows.__getitem__, prefixes),
+            "dropped",
+            "compaction",
+            map(reasons.__getitem__, item_turns),
+            tokens,
         )
     _forget(state, ids)
 
