@@ -13,6 +13,7 @@ import pytest
 
 from ctxengine.compaction import CompactionConfig, ExtractiveSummarizer, compact
 from ctxengine.compaction import pipeline as P
+from ctxengine.compaction.facts import PROMOTE_AT, paused_collector
 from ctxengine.tokens import get_tokenizer
 from ctxengine.transcript import Message, ToolCall
 
@@ -134,24 +135,33 @@ async def test_a_retry_of_another_summarizer_waits_with_the_collector(
 
 
 def test_objects_made_while_paused_are_old_when_the_collector_resumes() -> None:
-    """What a paused step made is what it keeps: it goes to the oldest generation on resume,
-    so the next young collections do not scan it again, and the collector is back on."""
-    from ctxengine.compaction.facts import paused_collector
+    """What a long paused step made is what it keeps: it goes to the oldest generation on
+    resume, so the next young collections do not scan it again, and the collector is back on."""
 
     gc.collect()
     with paused_collector():
-        made = [[i] for i in range(5_000)]
+        made = [[i] for i in range(PROMOTE_AT + 1_000)]
         assert not gc.isenabled()
     assert gc.isenabled()
-    young = {id(o) for o in gc.get_objects(generation=0)}
-    assert not any(id(o) in young for o in made[:100])
+    old = {id(o) for o in gc.get_objects(generation=2)}
+    assert all(id(o) in old for o in made[:100])
     assert gc.get_count()[0] < 100
+
+
+def test_a_short_step_leaves_its_objects_young() -> None:
+    """A step that made few objects resumes the collector as it was: they stay young and are
+    collected the usual way (a long-lived process doing many small compactions)."""
+    gc.collect()
+    with paused_collector():
+        made = [[i] for i in range(2_000)]
+    assert gc.isenabled()
+    old = {id(o) for o in gc.get_objects(generation=2)}
+    assert id(made[0]) not in old and id(made[-1]) not in old
 
 
 def test_a_process_that_froze_objects_keeps_them_frozen() -> None:
     """A process that called ``gc.freeze`` itself (a server before forking) keeps its frozen
     objects frozen across a paused step; that step's objects then stay young, as before."""
-    from ctxengine.compaction.facts import paused_collector
 
     gc.collect()
     gc.freeze()
@@ -159,9 +169,9 @@ def test_a_process_that_froze_objects_keeps_them_frozen() -> None:
         frozen = gc.get_freeze_count()
         assert frozen > 0
         with paused_collector():
-            made = [[i] for i in range(500)]
+            made = [[i] for i in range(PROMOTE_AT + 1_000)]
         assert gc.isenabled() and gc.get_freeze_count() == frozen
-        young = {id(o) for o in gc.get_objects(generation=0)}
-        assert id(made[0]) in young
+        old = {id(o) for o in gc.get_objects(generation=2)}
+        assert id(made[0]) not in old
     finally:
         gc.unfreeze()

@@ -155,11 +155,18 @@ def resume_collector() -> None:
     moves every tracked object to the oldest generation without looking at them (two list
     splices), where the next full collection finds any cycle among them as it would have.
     A process that froze objects of its own (a server before it forks) keeps them frozen:
-    then the objects stay young, as before."""
-    if gc.get_freeze_count() == 0:
+    then the objects stay young, as before. So do those of a short step (under
+    :data:`PROMOTE_AT` made): scanning them costs little, and a long-lived process doing many
+    small compactions keeps collecting its cycles the usual way."""
+    if gc.get_count()[0] >= PROMOTE_AT and gc.get_freeze_count() == 0:
         gc.freeze()
         gc.unfreeze()
     gc.enable()
+
+
+#: The objects a paused step must have made for :func:`resume_collector` to count them old
+#: (a young collection of fewer takes a millisecond or two).
+PROMOTE_AT: Final = 50_000
 
 
 def scope_memo() -> dict[int, Seen] | None:
