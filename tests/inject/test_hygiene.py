@@ -25,7 +25,7 @@ from ctxengine.transcript import (
     Transcript,
     load,
 )
-from transcript.helpers import PROVIDERS
+from transcript.helpers import PROVIDERS, assert_sdk_valid
 
 
 def call(cid: str, name: str = "bash") -> ToolCall:
@@ -255,8 +255,39 @@ def test_openai_needs_no_alternation_or_bootstrap(provider: str) -> None:
     t = T(Message.assistant("hello"), Message.user("a"), Message.user("b"))
     assert validate(t, provider) == []
     assert fix_turn_order(t, provider)[0] is t
-    empty = T(Message.system("s"))
-    assert validate(empty, provider) == [] and fix_turn_order(empty, provider)[0] is empty
+
+
+def test_openai_chat_takes_a_system_prompt_alone() -> None:
+    only = T(Message.system("s"))
+    assert validate(only, "openai") == [] and fix_turn_order(only, "openai")[0] is only
+    assert only.to("openai") == {"messages": [{"role": "system", "content": "s"}]}
+
+
+@pytest.mark.parametrize(
+    ("provider", "t"),
+    [
+        ("openai-responses", T(Message.system("s"))),
+        ("openai-responses", T(Message.system("s"), Message.system("t"))),
+        ("openai-responses", T()),
+        ("openai", T()),
+    ],
+)
+def test_openai_request_with_nothing_to_answer_gets_the_bootstrap(
+    provider: str, t: Transcript
+) -> None:
+    """The Responses API rejects an empty ``input`` even with ``instructions``, Chat an empty
+    ``messages``: an empty history gets the bootstrap user turn, as for Anthropic/Gemini."""
+    assert {p.code for p in validate(t, provider)} == {"first_not_user"}
+    out, report = fix_turn_order(t, provider)
+    assert [m.role for m in out] == [*(m.role for m in t), "user"]
+    assert out[-1].text == BOOTSTRAP_TEXT and report.counts() == {"bootstrap_user": 1}
+    assert validate(out, provider) == [] and fix_turn_order(out, provider)[0] is out
+    payload = t.to(provider)
+    items = payload["input"] if provider == "openai-responses" else payload["messages"]
+    assert items[-1]["role"] == "user" and items[-1]["content"] == BOOTSTRAP_TEXT
+    assert_sdk_valid(payload, provider)
+    if len(t) == 1:
+        assert payload == {"instructions": "s", "input": items} and len(items) == 1
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "gemini"])

@@ -268,6 +268,20 @@ async def test_a_system_prompt_alone_renders_a_request_every_provider_accepts(
     assert again.payload == out.payload
 
 
+async def test_responses_instructions_alone_get_an_input_to_answer() -> None:
+    """Only a system prompt: it becomes ``instructions``, and the Responses API rejects the
+    request when ``input`` is then empty, so the bootstrap user turn is sent and counted."""
+    engine = ContextEngine("gpt-4.1", Budget(total=2_000))
+    async with engine.session("r") as s:
+        s.add(ContextGrain("sys.rules", content="Answer in one line.", lifespan="session"))
+        out = await s.render("openai-responses")
+    assert out.payload["instructions"] == "Answer in one line."
+    assert out.payload["input"] == [{"type": "message", "role": "user", "content": BOOTSTRAP_TEXT}]
+    assert out.report.hygiene["counts"] == {"bootstrap_user": 1}
+    assert out.tokens == payload_tokens(out.payload, "openai-responses", "gpt-4.1")
+    assert_sdk_valid(out.payload, "openai-responses")
+
+
 async def test_protected_content_may_use_the_reserve_but_not_more() -> None:
     rules = "rule " * 1_700  # about 1,700 tokens: over budget less the 10 % reserve
     engine = ContextEngine("gpt-4o", Budget(total=1_900))

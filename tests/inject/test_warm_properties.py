@@ -261,6 +261,34 @@ def test_soft_trim_of_a_kept_message_is_reused(provider: str) -> None:
     assert _tokens(memo, fast) == payload_tokens(slow.payload, provider, MODEL)
 
 
+def test_gemini_results_in_call_order_on_warm_renders() -> None:
+    """Results of parallel calls that arrived out of order are sent in call order by the warm
+    path too: when they are new, kept, or soft-trimmed in place."""
+    calls = Message.assistant("", [ToolCall(c, "read", {"c": c}) for c in ("a1", "b2", "c3")])
+    base = (Message.user("go"), calls, *(Message.tool(c, f"out {c}") for c in ("c3", "a1", "b2")))
+    steps = [base, (*base, Message.user("more"))]
+    trimmed = list(steps[-1])
+    trimmed[3] = Message.tool("a1", "[trimmed]")
+    steps += [
+        (*trimmed, Message.assistant("ok")),
+        (*trimmed, Message.assistant("ok"), Message.user("x")),
+    ]
+    memo = RenderMemo()
+    for messages in steps:
+        t = Transcript((Message.system("sys"), *messages), source_format="render")
+        fast = render(t, "gemini", memo=memo)
+        slow = render(t, "gemini")
+        memo.end_render()
+        assert _dump(fast.payload) == _dump(slow.payload)
+        parts = fast.payload["contents"][2]["parts"]
+        assert [p["functionResponse"]["id"] for p in parts if "functionResponse" in p] == [
+            "a1",
+            "b2",
+            "c3",
+        ]
+    assert memo.warm.reused == len(steps) - 1
+
+
 def test_reuse_refused_when_the_end_is_dropped() -> None:
     """The previous history's last messages gone (a rewrite): no reuse, the full path."""
     messages = _tool_session(5)

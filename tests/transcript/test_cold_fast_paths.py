@@ -405,6 +405,8 @@ def test_exported_blocks_and_family_equal_the_reference(
         for provider in PROVIDERS:
             for family in {None, provider, "anthropic", family_of(m, t)}:
                 want = [b for b in m.blocks if exportable(b, provider, family)]
+                while provider == "openai-responses" and want and isinstance(want[-1], Thinking):
+                    want.pop()  # a reasoning item is sent only before the item it led to
                 got = exported_blocks(m, provider, family)
                 assert len(got) == len(want) and all(a is b for a, b in zip(got, want, strict=True))
 

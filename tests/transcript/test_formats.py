@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from ctxengine.errors import TranscriptError
+from ctxengine.hygiene import validate
 from ctxengine.transcript import (
     Image,
     Message,
@@ -17,10 +19,14 @@ from ctxengine.transcript import (
     Thinking,
     ToolCall,
     ToolResult,
+    Transcript,
     detect_format,
     load,
     load_all,
+    render,
 )
+
+from .helpers import assert_sdk_valid
 
 Write = Callable[[str, str], Path]
 
@@ -143,6 +149,41 @@ def test_responses_items_group_into_turns_and_reasoning_survives() -> None:
     assert out["input"][1] == reasoning  # sent back whole
     assert "reasoning" not in json.dumps(t.to("anthropic"))  # never sent to another provider
     assert load({"input": "just text"})[0] == Message.user("just text")
+
+
+def test_responses_reasoning_is_not_sent_without_the_item_it_led_to() -> None:
+    """The Responses API rejects a reasoning item that no item of its turn follows (400 "...of
+    type 'reasoning' was provided without its required following item"): a turn interrupted
+    after its reasoning, or whose calls hygiene removed, sends no reasoning."""
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "E"}
+    later = {**reasoning, "id": "rs_2"}
+    user = {"type": "message", "role": "user", "content": "hi"}
+    call = {"type": "function_call", "call_id": "call_a", "name": "ls", "arguments": "{}"}
+    cut_short = load({"input": [user, reasoning, user]})
+    aborted = Transcript(
+        (
+            Message.user("hi"),
+            dataclasses.replace(load({"input": [user, reasoning, call]})[1], stop_reason="aborted"),
+            Message.user("again"),
+        ),
+        source_format="openai-responses",
+    )
+    for t in (cut_short, aborted, load({"input": [user, reasoning]})):
+        out = render(t, "openai-responses")
+        assert "reasoning" not in json.dumps(out.payload), out.payload
+        assert all(m.role != "assistant" for m in out.transcript)  # left empty: dropped
+        assert validate(out.transcript, "openai-responses") == []
+        assert_sdk_valid(out.payload, "openai-responses")
+    # reasoning before its message or call is sent; only what trails the turn is left out
+    t = load({"input": [user, reasoning, call, later]})
+    items = t.to("openai-responses")["input"]
+    assert [i["type"] for i in items] == [
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+    ]
+    assert items[1] == reasoning
 
 
 # -- Anthropic ---------------------------------------------------------------------------------

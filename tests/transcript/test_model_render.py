@@ -126,6 +126,58 @@ def test_media_without_a_slot_become_placeholders() -> None:
         assert_sdk_valid(t.to(provider), provider)
 
 
+PARALLEL = Message.assistant(
+    "", [ToolCall("a1", "read", {"p": "x"}), ToolCall("b2", "grep", {}), ToolCall("c3", "ls", {})]
+)
+
+
+def _responses(content: dict[str, object]) -> list[tuple[str, str, object]]:
+    parts = content["parts"]
+    assert isinstance(parts, list)
+    return [
+        (
+            p["functionResponse"]["id"],
+            p["functionResponse"]["name"],
+            p["functionResponse"]["response"],
+        )
+        for p in parts
+        if "functionResponse" in p
+    ]
+
+
+def test_gemini_responses_follow_the_order_of_parallel_calls() -> None:
+    """Gemini pairs the responses of parallel calls with the calls by position: results that
+    arrived in another order are sent in call order, each with its own call's id and name."""
+    t = Transcript(
+        (
+            Message.user("go"),
+            PARALLEL,
+            Message.tool("c3", "C"),
+            Message.tool("a1", "A"),
+            Message.tool("b2", "B"),
+            Message.user("next"),
+        )
+    )
+    payload = t.to("gemini")
+    assert_sdk_valid(payload, "gemini")
+    user = payload["contents"][2]
+    assert _responses(user) == [
+        ("a1", "read", {"output": "A"}),
+        ("b2", "grep", {"output": "B"}),
+        ("c3", "ls", {"output": "C"}),
+    ]
+    assert user["parts"][-1] == {"text": "next"}
+    # the other providers pair by id: their order is left as it came
+    assert [m.get("tool_call_id") for m in t.to("openai")["messages"][2:5]] == ["c3", "a1", "b2"]
+
+
+def test_gemini_synthetic_result_takes_its_call_place() -> None:
+    t = Transcript((Message.user("go"), PARALLEL, Message.tool("b2", "B")))
+    got = _responses(t.to("gemini")["contents"][2])
+    assert [(cid, name) for cid, name, _ in got] == [("a1", "read"), ("b2", "grep"), ("c3", "ls")]
+    assert got[1][2] == {"output": "B"} and "error" in got[0][2] and "error" in got[2][2]
+
+
 # -- cache breakpoints -------------------------------------------------------------------------
 
 

@@ -19,7 +19,9 @@ Rules:
 - :func:`fix_turn_order`: messages with nothing the provider accepts are dropped; for Anthropic
   and Gemini a system message after the start becomes a user message, consecutive same-role
   turns are merged, and a history that does not start with a user turn (or is empty) gets a
-  bootstrap user turn. OpenAI needs none of these.
+  bootstrap user turn. OpenAI needs no alternation, but rejects a request with nothing to
+  answer: an empty history gets the bootstrap for Responses (``input`` must not be empty, even
+  with ``instructions``), and for Chat when there is no message at all.
 - :func:`validate` lists every rule above that the transcript breaks for a provider.
 - :func:`clean` runs them in order: ids (when the provider's id rule is broken), pairing, order.
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import AdapterError
@@ -149,12 +152,33 @@ def _order(
     return out
 
 
+def _first(messages: Sequence[Message]) -> int | None:
+    """Index of the first message that is not a system message, or None."""
+    return next((k for k, m in enumerate(messages) if m.role != "system"), None)
+
+
+def _needs_bootstrap(provider: str, messages: Sequence[Message], first: int | None) -> bool:
+    """Whether the history needs the bootstrap user turn (``first``: its first message).
+
+    Anthropic and Gemini reject a request without a user turn first: a history that starts
+    with another role, or holds nothing at all (only a system prompt yet), gets it. OpenAI
+    Responses rejects an empty ``input`` even with ``instructions``, OpenAI Chat an empty
+    ``messages``."""
+    if provider in STRICT_ALTERNATION:
+        return first is None or messages[first].role != "user"
+    if provider == "openai-responses":
+        return first is None
+    return not messages
+
+
 def fix_turn_order(
     t: Transcript, provider: str, *, memo: RenderMemo | None = None
 ) -> tuple[Transcript, Report]:
     """Drop messages the provider would receive empty; for Anthropic and Gemini also turn late
     system messages into user messages, merge consecutive same-role turns and add a bootstrap
-    user turn when the history does not start with one (or holds no message at all).
+    user turn when the history does not start with one (or holds no message at all). OpenAI
+    Responses gets the bootstrap when the history is empty, OpenAI Chat when there is no
+    message at all (both reject such a request).
 
     Raises:
         AdapterError: unknown provider.
@@ -162,10 +186,8 @@ def fix_turn_order(
     check_provider(provider)
     changes: list[Change] = []
     messages = _order(t, provider, changes, memo)
-    first = next((k for k, m in enumerate(messages) if m.role != "system"), None)
-    # Anthropic and Gemini reject a request without a user turn: a history that starts with
-    # another role, or holds nothing at all (only a system prompt yet), gets the bootstrap.
-    if provider in STRICT_ALTERNATION and (first is None or messages[first].role != "user"):
+    first = _first(messages)
+    if _needs_bootstrap(provider, messages, first):
         bootstrap = Message("user", (Text(BOOTSTRAP_TEXT),), meta={"bootstrap": True})
         at = len(messages) if first is None else first
         detail = (
@@ -222,7 +244,8 @@ def validate(t: Transcript, provider: str) -> list[Problem]:
 
     Checked: tool-call ids (provider rule, no repeats), pairing (each call answered exactly once
     right after its turn, no orphans, no calls in failed turns), no message left empty, and for
-    Anthropic/Gemini: system messages only at the start, a user turn first, alternation.
+    Anthropic/Gemini: system messages only at the start, a user turn first, alternation; for
+    OpenAI: a message after the system prompt (Responses), any message at all (Chat).
 
     Raises:
         AdapterError: unknown provider.
@@ -237,6 +260,9 @@ def validate(t: Transcript, provider: str) -> list[Problem]:
             problems.append(Problem("empty_message", i, why))
     if provider in STRICT_ALTERNATION:
         _check_order(t, problems)
+    elif _needs_bootstrap(provider, t.messages, _first(t.messages)):
+        why = "no message after the system prompt; expected one to answer"
+        problems.append(Problem("first_not_user", len(t.messages), why))
     problems.sort(key=lambda p: p.index)
     return problems
 

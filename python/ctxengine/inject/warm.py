@@ -32,7 +32,7 @@ from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, Transcript
 from ..transcript.providers import STRICT_ALTERNATION, exported_blocks, family_of, id_ok
 from .adapters.anthropic import cache_marker, marked, message_blocks
-from .adapters.gemini import message_parts
+from .adapters.gemini import in_call_order, message_parts
 from .adapters.openai import message_dicts
 from .adapters.responses import instructions_of, message_items
 from .align import Aligner, Alignment
@@ -707,6 +707,8 @@ def _rebuild_turn(rec: Record, h: int) -> None:
     end = rec.tstart[ti + 1] - rec.hoff if ti + 1 < len(rec.tstart) else len(rec.pieces)
     key = "parts" if rec.key[0] == "gemini" else "content"
     content = [p for x in range(rec.tstart[ti] - rec.hoff, end) for p in rec.pieces[x]]
+    if key == "parts" and ti and rec.turns[ti]["role"] == "user":
+        in_call_order(content, rec.turns[ti - 1]["parts"])
     rec.turns[ti] = {"role": rec.turns[ti]["role"], key: content}
 
 
@@ -724,15 +726,24 @@ def _add_turn(
     pieces: Pieces,
     serial: int,
 ) -> bool:
-    """Append ``m``'s pieces to the turns; True when they went into a new turn."""
+    """Append ``m``'s pieces to the turns; True when they went into a new turn. Gemini: the
+    results in a user turn follow the order of the calls of the model turn before it."""
     role = _role(provider, m)
     key = "parts" if provider == "gemini" else "content"
-    if turns and turns[-1]["role"] == role == "user":
+    new = not (turns and turns[-1]["role"] == role == "user")
+    if new:
+        turns.append({"role": role, key: list(pieces)})
+        tstart.append(serial)
+    else:
         turns[-1][key].extend(pieces)
-        return False
-    turns.append({"role": role, key: list(pieces)})
-    tstart.append(serial)
-    return True
+    if (
+        key == "parts"
+        and len(turns) > 1
+        and turns[-2]["role"] == "model"
+        and any("functionResponse" in p for p in pieces)
+    ):
+        in_call_order(turns[-1]["parts"], turns[-2]["parts"])
+    return new
 
 
 def pieces(provider: str, m: Message, family: str | None, names: dict[str, str]) -> Pieces:

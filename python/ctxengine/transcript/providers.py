@@ -143,7 +143,11 @@ _ALWAYS_SENT: Final = frozenset({ToolCall, ToolResult, Image})
 
 
 def exported_blocks(message: Message, provider: str, family: str | None) -> list[Block]:
-    """The blocks of ``message`` that the exporter for ``provider`` will send."""
+    """The blocks of ``message`` that the exporter for ``provider`` will send.
+
+    OpenAI Responses: a reasoning item must be followed by the output item it led to (a
+    message or a function call), so thinking after the last other block is not sent.
+    """
     strict = provider in STRICT_ALTERNATION
     out: list[Block] = []
     for b in message.blocks:
@@ -153,6 +157,9 @@ def exported_blocks(message: Message, provider: str, family: str | None) -> list
                 out.append(b)
         elif kind in _ALWAYS_SENT or exportable(b, provider, family):
             out.append(b)
+    if provider == "openai-responses":
+        while out and isinstance(out[-1], Thinking):
+            out.pop()
     return out
 
 

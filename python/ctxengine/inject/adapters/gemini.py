@@ -6,6 +6,7 @@ The importer of the same shape is :mod:`ctxengine.transcript.importers.gemini`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import pairwise
 from typing import Any
 
 from ...transcript.importers.common import arguments_object
@@ -21,7 +22,7 @@ from ...transcript.model import (
 )
 from ...transcript.providers import exportable, family_of, image_placeholder
 
-__all__ = ("export_gemini", "message_parts")
+__all__ = ("export_gemini", "in_call_order", "message_parts")
 
 
 def _media_out(b: Image) -> dict[str, Any]:
@@ -81,9 +82,28 @@ def message_parts(m: Message, family: str | None, names: Mapping[str, str]) -> l
     return _parts_out([b for b in m.blocks if exportable(b, "gemini", family)], names)
 
 
+def in_call_order(parts: list[dict[str, Any]], calls: list[dict[str, Any]]) -> None:
+    """Put the ``functionResponse`` parts of a user content in the order of the
+    ``functionCall`` parts of the model content before it (``calls``), in place: Gemini pairs
+    the responses of parallel calls with the calls by position. The other parts keep their
+    places; a response that answers none of ``calls`` goes after those that do."""
+    slots = [k for k, p in enumerate(parts) if "functionResponse" in p]
+    if len(slots) < 2:
+        return
+    order: dict[str, int] = {}
+    for p in calls:
+        fc = p.get("functionCall")
+        if fc is not None:
+            order.setdefault(fc.get("id"), len(order))
+    responses = [parts[k] for k in slots]
+    ranked = sorted(responses, key=lambda p: order.get(p["functionResponse"].get("id"), len(order)))
+    for k, p in zip(slots, ranked, strict=True):
+        parts[k] = p
+
+
 def export_gemini(t: Transcript) -> dict[str, Any]:
     """``{"contents": [...], "system_instruction": {...}}``; tool results and user text that
-    follow each other share one user content."""
+    follow each other share one user content, the results in the order of their calls."""
     names = {c.id: c.name for m in t.messages for c in m.tool_calls}
     system: list[dict[str, Any]] = []
     contents: list[dict[str, Any]] = []
@@ -99,6 +119,9 @@ def export_gemini(t: Transcript) -> dict[str, Any]:
             contents[-1]["parts"].extend(parts)
         else:
             contents.append({"role": role, "parts": parts})
+    for prev, content in pairwise(contents):
+        if content["role"] == "user" and prev["role"] == "model":
+            in_call_order(content["parts"], prev["parts"])
     payload: dict[str, Any] = {"contents": contents}
     if system:
         payload["system_instruction"] = {"parts": system}

@@ -64,6 +64,10 @@ def _assistant_items(m: Message, family: str | None) -> list[dict[str, Any]]:
                     "arguments": b.arguments_json,
                 }
             )
+    # a reasoning item needs the item it led to after it (the API rejects one without): a
+    # turn's trailing reasoning (its calls removed, or cut short) is not sent
+    while items and items[-1]["type"] == "reasoning":
+        items.pop()
     return items
 
 
@@ -105,7 +109,8 @@ def instructions_of(messages: tuple[Message, ...]) -> str | None:
 
 def export_responses(t: Transcript) -> dict[str, Any]:
     """``{"input": [...]}`` plus ``"instructions"`` when the transcript opens with exactly one
-    single-text system message. Thinking is sent only as the reasoning item it came from."""
+    single-text system message. Thinking is sent only as the reasoning item it came from, and
+    only when an item of its turn follows it."""
     payload: dict[str, Any] = {}
     messages = t.messages
     instructions = instructions_of(messages)
