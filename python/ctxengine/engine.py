@@ -51,6 +51,7 @@ from .errors import (
     ContextOverflowError,
     CtxEngineError,
     GrainError,
+    SessionIdError,
     StoreError,
     TranscriptError,
 )
@@ -402,6 +403,10 @@ class ContextEngine:
         With a store, a session the store already holds is resumed (see :meth:`load`; no
         ``on_session_start`` fires for it); a store that fails to read is reported in the
         first render's faults and the session starts empty.
+
+        Raises:
+            SessionIdError: with a store, ``session_id`` is not a valid session id (see
+                docs/store.md): the session could never be saved.
         """
         # Every session waits for plugin setup; plugins registered since the last session are
         # set up now (the registry skips those already done).
@@ -420,6 +425,8 @@ class ContextEngine:
         if self.store is not None:
             try:
                 session = await self.load(session_id)
+            except SessionIdError:
+                raise  # not the store failing: no save of this session could ever work
             except StoreError as exc:
                 problem = PluginFault("store", "resume", "raised", str(exc))
                 warnings.warn(f"ctxengine store: {exc}", RuntimeWarning, stacklevel=3)
