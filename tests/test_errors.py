@@ -13,6 +13,7 @@ import pytest
 import ctxengine
 import ctxengine.errors as errors
 from ctxengine import ContextEngine
+from ctxengine.transcript import ToolCall
 
 BAD_ARGUMENT = (
     "EncodingError",
@@ -44,6 +45,54 @@ def test_user_message_none_names_the_argument() -> None:
             with pytest.raises(errors.TranscriptError, match=r"user_message\(text\).*NoneType"):
                 await s.user_message(None)  # type: ignore[arg-type]
             assert s.messages == []
+
+    anyio.run(main)
+
+
+_BAD_MESSAGES: list[tuple[str, Callable[[Any], Any], str]] = [
+    ("assistant text int", lambda s: s.assistant_message(5), r"assistant_message\(text\).*int 5"),
+    (
+        "tool calls a dict",
+        lambda s: s.assistant_message("", {"id": "c1"}),
+        r"assistant_message\(tool_calls\) must be a sequence of ToolCall; got dict",
+    ),
+    (
+        "tool call id int",
+        lambda s: s.assistant_message("", [ToolCall(5, "read", {})]),  # type: ignore[arg-type]
+        r"tool_calls\)\[0\]\.id must be a str; got int 5",
+    ),
+    ("result id int", lambda s: s.tool_result(5, "x"), r"tool_result\(call_id\).*int 5"),
+    ("result output int", lambda s: s.tool_result("c1", 5), r"tool_result\(output\).*int 5"),
+    ("result name int", lambda s: s.tool_result("c1", "x", name=5), r"tool_result\(name\).*5"),
+    (
+        "result is_error str",
+        lambda s: s.tool_result("c1", "x", is_error="no"),
+        r"tool_result\(is_error\) must be a bool; got str 'no'",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "call", "pattern"), _BAD_MESSAGES, ids=[c for c, _, _ in _BAD_MESSAGES]
+)
+def test_a_message_of_the_wrong_type_is_refused_before_it_is_recorded(
+    tmp_path: Path, case: str, call: Callable[[Any], Any], pattern: str
+) -> None:
+    """These raised AttributeError or TypeError from deep inside the engine, some (a call id
+    or a result name of the wrong type, an ``is_error`` of ``"no"``) only after the message
+    was appended, so the store kept a message the caller was told had failed."""
+
+    async def main() -> None:
+        engine = ContextEngine("gpt-4o", 4000, store=ctxengine.FileStore(tmp_path))
+        async with engine.session("s") as s:
+            await s.user_message("hi")
+            with pytest.raises(errors.TranscriptError, match=pattern):
+                await call(s)
+            assert [m.role for m in s.messages] == ["user"]
+        engine.close()
+        reopened = ContextEngine("gpt-4o", 4000, store=ctxengine.FileStore(tmp_path))
+        loaded = await reopened.load("s")
+        assert loaded is not None and [m.role for m in loaded.messages] == ["user"]
 
     anyio.run(main)
 

@@ -14,7 +14,15 @@ import math
 import threading
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -43,6 +51,7 @@ from .errors import (
     ContextOverflowError,
     CtxEngineError,
     GrainError,
+    SessionIdError,
     StoreError,
     TranscriptError,
 )
@@ -56,7 +65,7 @@ from .store.session_io import Resumed, record_messages, record_rewrite, resume, 
 from .store.writer import SnapshotWriter
 from .summarize import ExtractiveSummarizer, Summarizer
 from .transcript.coerce import to_messages
-from .transcript.model import Message, Text, ToolCall, ToolResult, Transcript
+from .transcript.model import Image, Message, Text, ToolCall, ToolResult, Transcript
 from .transcript.providers import check_provider
 
 if TYPE_CHECKING:
@@ -394,6 +403,10 @@ class ContextEngine:
         With a store, a session the store already holds is resumed (see :meth:`load`; no
         ``on_session_start`` fires for it); a store that fails to read is reported in the
         first render's faults and the session starts empty.
+
+        Raises:
+            SessionIdError: with a store, ``session_id`` is not a valid session id (see
+                docs/store.md): the session could never be saved.
         """
         # Every session waits for plugin setup; plugins registered since the last session are
         # set up now (the registry skips those already done).
@@ -412,6 +425,8 @@ class ContextEngine:
         if self.store is not None:
             try:
                 session = await self.load(session_id)
+            except SessionIdError:
+                raise  # not the store failing: no save of this session could ever work
             except StoreError as exc:
                 problem = PluginFault("store", "resume", "raised", str(exc))
                 warnings.warn(f"ctxengine store: {exc}", RuntimeWarning, stacklevel=3)
@@ -638,14 +653,58 @@ class Session:
         return self.engine.registry.redact(text)
 
     async def assistant_message(self, text: str = "", tool_calls: Sequence[ToolCall] = ()) -> None:
-        """Record the assistant's reply (text and tool calls)."""
+        """Record the assistant's reply (text and tool calls).
+
+        Raises:
+            TranscriptError: ``text`` is not a ``str``, or ``tool_calls`` is not a sequence of
+                :class:`~ctxengine.transcript.ToolCall` with ``str`` ids and names (nothing is
+                recorded).
+        """
+        _check_str("assistant_message(text)", text)
+        if isinstance(tool_calls, (str, bytes, Mapping)) or not isinstance(tool_calls, Iterable):
+            raise TranscriptError(
+                "assistant_message(tool_calls) must be a sequence of ToolCall; got "
+                f"{type(tool_calls).__name__} {tool_calls!r:.60}"
+            )
+        tool_calls = tuple(tool_calls)
+        for i, call in enumerate(tool_calls):
+            if not isinstance(call, ToolCall):
+                raise TranscriptError(
+                    f"assistant_message(tool_calls)[{i}] must be a ToolCall; got "
+                    f"{type(call).__name__} {call!r:.60}"
+                )
+            _check_str(f"assistant_message(tool_calls)[{i}].id", call.id)
+            _check_str(f"assistant_message(tool_calls)[{i}].name", call.name)
         self._append(Message.assistant(text, tool_calls))
         await self._autosave()
 
     async def tool_result(
         self, call_id: str, output: str, *, name: str | None = None, is_error: bool = False
     ) -> None:
-        """Record a tool result and fire ``on_tool_result``."""
+        """Record a tool result and fire ``on_tool_result``.
+
+        Raises:
+            TranscriptError: ``call_id`` is not a ``str``, ``output`` not a ``str``
+                (or a sequence of ``Text``/``Image``), ``name`` not a ``str`` or None, or
+                ``is_error`` not a ``bool`` or ``int`` (nothing is recorded).
+        """
+        _check_str("tool_result(call_id)", call_id)
+        if not isinstance(output, str) and (
+            not isinstance(output, (list, tuple))
+            or not all(isinstance(b, (Text, Image)) for b in output)
+        ):
+            raise TranscriptError(
+                "tool_result(output) must be a str (or a list of Text and Image); got "
+                f"{type(output).__name__} {output!r:.60}"
+            )
+        if name is not None:
+            _check_str("tool_result(name)", name)
+        if not isinstance(is_error, int):  # a bool (an int exit status reads as one)
+            raise TranscriptError(
+                f"tool_result(is_error) must be a bool; got {type(is_error).__name__} "
+                f"{is_error!r:.60}"
+            )
+        is_error = bool(is_error)
         name = name or self._state.builder.tool_names.get(call_id)
         self._append(Message.tool(call_id, output, name=name, is_error=is_error))
         await self._fire(ToolResultEvent(self.id, call_id, name or "", output, is_error))
@@ -981,6 +1040,12 @@ class Session:
         assembled = await assemble(state, config, plugins, grains, log, provider)
         request = Request(provider, options, started, timings, self.engine.setup_faults)
         return await inject(state, config, plugins, assembled, request, log)
+
+
+def _check_str(what: str, value: object) -> None:
+    """Raise :class:`TranscriptError` naming ``what`` unless ``value`` is a ``str``."""
+    if not isinstance(value, str):
+        raise TranscriptError(f"{what} must be a str; got {type(value).__name__} {value!r:.60}")
 
 
 def _numbers(info: Any) -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ctxengine import Budget, ContextEngine, ContextGrain
+from ctxengine import Budget, ContextEngine, ContextGrain, FileStore
 from ctxengine.assemble import sync
-from ctxengine.transcript import Message, ToolCall
+from ctxengine.transcript import Message, ToolCall, load
 
 pytestmark = pytest.mark.anyio
 
@@ -107,3 +108,62 @@ async def test_a_call_answered_later_is_counted_as_its_result_alone() -> None:
     assert abs(early.report.tokens_estimated - early.tokens) <= 0.05 * early.tokens
     assert late.report.tokens_estimated == whole.report.tokens_estimated
     assert late.tokens == whole.tokens
+
+
+async def test_a_call_id_used_again_is_counted_by_its_own_result() -> None:
+    """A call id an agent uses again (SWE-agent's replayed demonstrations do) is a new call:
+    hygiene renames it and pairs it with the results after it. The plan charged the repeat
+    nothing while the earlier call's result was live (hygiene adds a synthetic result for it
+    all the same), so it counts the repeat as it counts a call with an id of its own."""
+
+    async def plan(second_id: str) -> int:
+        engine = ContextEngine("gpt-4o", Budget(total=50_000))
+        async with engine.session("again") as s:
+            await s.user_message("read both files")
+            await s.assistant_message("", [ToolCall("c1", "read", {"p": 0})])
+            await s.tool_result("c1", "contents of file 0")
+            await s.assistant_message("", [ToolCall(second_id, "read", {"p": 1})])
+            await s.user_message("go on")
+            out = await s.render()
+        assert out.report.hygiene["changes"]  # the synthetic result of the unanswered call
+        assert abs(out.report.tokens_estimated - out.tokens) <= 0.1 * out.tokens  # was 41 % under
+        return out.report.tokens_estimated
+
+    assert await plan("c1") == await plan("c2")
+
+
+async def test_a_reopened_session_with_a_call_id_used_again_renders_the_same(
+    tmp_path: Path,
+) -> None:
+    """The real SWE-agent trajectory reuses a call id after its first turn was compacted: the
+    session reopened from its store charged the later call (answered) a synthetic result as
+    well, so its plan and, from the next compaction on, its payload differed from the live
+    session's."""
+    from transcript.helpers import SWE_FC
+
+    messages = list(load(SWE_FC).messages)[:19]
+    ids = [c.id for m in messages for c in m.tool_calls]
+    assert len(set(ids)) < len(ids)  # the trajectory does reuse one
+
+    async def run(root: Path, reopen_at: int | None) -> list[dict[str, Any]]:
+        payloads = []
+        engine = ContextEngine("gpt-4o", Budget(total=4_000), store=FileStore(root))
+        opened = engine.session("swe")
+        s = await opened.__aenter__()
+        for i, m in enumerate(messages):
+            await s.ingest([m])
+            if m.role == "assistant":
+                payloads.append((await s.render()).payload)
+            if i == reopen_at:
+                await opened.__aexit__(None, None, None)
+                engine.close()
+                engine = ContextEngine("gpt-4o", Budget(total=4_000), store=FileStore(root))
+                opened = engine.session("swe")
+                s = await opened.__aenter__()
+        await opened.__aexit__(None, None, None)
+        engine.close()
+        return payloads
+
+    live = await run(tmp_path / "live", None)
+    for at in (13, 15):
+        assert await run(tmp_path / f"reopened-{at}", at) == live

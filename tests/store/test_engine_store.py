@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ctxengine import Budget, ContextEngine, RenderedContext, Session
-from ctxengine.errors import StoreError
+from ctxengine.errors import SessionIdError, StoreError
 from ctxengine.store import FileStore, Store
 from ctxengine.store.snapshot import payload_hash
 from ctxengine.transcript import Message, ToolCall, load
@@ -150,6 +150,21 @@ async def test_a_failing_store_is_a_fault_and_the_session_goes_on(tmp_path: Path
         assert s.unsaved == 0
     texts = [e.data["message"]["blocks"][0]["text"] for e in FileStore(tmp_path).branch("s4")]
     assert texts == ["kept", "hello", "after"]
+
+
+@pytest.mark.parametrize("session_id", ["../escape", "chat 1", "{tag}", ""])
+async def test_an_invalid_session_id_with_a_store_raises_on_open(
+    tmp_path: Path, session_id: str
+) -> None:
+    """It was reported as a store fault (a RuntimeWarning) and the session opened in memory:
+    every message then failed to save, one warning each, and nothing of it was ever stored."""
+    engine = _engine(tmp_path)
+    with pytest.raises(SessionIdError, match="session id") as info:
+        async with engine.session(session_id):
+            pass
+    assert isinstance(info.value, ValueError)
+    assert repr(session_id) in str(info.value) or "1 to 128" in str(info.value)
+    assert engine.store is not None and engine.store.sessions() == []
 
 
 async def test_close_saves_what_extend_added(make_store: Callable[[], Store]) -> None:

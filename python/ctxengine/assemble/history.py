@@ -148,6 +148,14 @@ class HistoryBuilder:
         self.tool_names: dict[str, str] = {}
         self.call_group: dict[str, int] = {}
         self.used_ids: set[str] = set()
+        #: Call id → node id of the latest assistant item that made a call with it (the call a
+        #: result with that id answers, as hygiene pairs them).
+        self.call_items: dict[str, str] = {}
+        #: (assistant item node id, call id) → node ids of the results answering that call
+        #: (a call id used again later gets its own results, under ``-2``... node ids).
+        self.answers: dict[tuple[str, str], list[str]] = {}
+        #: Result node id → node id of the assistant item whose call it answers.
+        self.result_owner: dict[str, str] = {}
 
     def _node_id(self, base: str) -> str:
         node_id, n = base, 1
@@ -229,6 +237,10 @@ class HistoryBuilder:
         else:
             used.add(base)
             node_id = base
+        if calls:
+            owners = self.call_items
+            for call in calls:
+                owners[call.id] = node_id
         meta = {"message_index": index, "role": role}
         grain = transcript_grain(node_id, text, priority, priority == 0, meta)
         return HistoryItem(
@@ -267,6 +279,10 @@ class HistoryBuilder:
         else:
             used.add(base)
             node_id = base
+        owner = self.call_items.get(call_id)
+        if owner is not None:
+            self.answers.setdefault((owner, call_id), []).append(node_id)
+            self.result_owner[node_id] = owner
         text = source
         limit = self.max_result_chars
         if limit is not None and len(source) > limit:

@@ -119,10 +119,13 @@ def _unanswered(state: SessionState, item: HistoryItem) -> list[tuple[str, str]]
         return []
     seen: set[str] = set()
     out = []
+    live, answers = state.items, state.builder.answers
     for call in message.tool_calls:
-        node = tool_result_node_id(call.id)
-        if call.id in seen or node not in state.items:
-            out.append((call.id, node))
+        # this call's own results: a call id used again later is answered by the results after
+        # that later call, not by the earlier call's (hygiene renames the repeat and pairs them)
+        results = answers.get((item.node_id, call.id), ())
+        if call.id in seen or not any(n in live for n in results):
+            out.append((call.id, tool_result_node_id(call.id)))
         seen.add(call.id)
     return out
 
@@ -133,10 +136,23 @@ def _answered(state: SessionState, items: list[HistoryItem]) -> None:
     if not state.unanswered:
         return
     queued = {id(i) for i in items}
+    owners = state.builder.result_owner
+    waiting: set[str] | None = None
     for item in list(items):
         owner = (
             state.unanswered.pop(item.node_id, None) if item.kind == KIND["tool_result"] else None
         )
+        if owner is None and item.kind == KIND["tool_result"]:
+            # a result of a call id used again: its node id is not the one the call waited on
+            owner = owners.get(item.node_id)
+            if waiting is None:
+                waiting = set(state.unanswered.values())
+            if owner is not None and owner in waiting:
+                waiting.discard(owner)
+                for node in [n for n, o in state.unanswered.items() if o == owner]:
+                    del state.unanswered[node]  # the call is counted again: it waits anew
+            else:
+                owner = None
         call = state.items.get(owner) if owner is not None else None
         if call is not None and id(call) not in queued:
             items.append(call)
