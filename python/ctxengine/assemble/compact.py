@@ -250,6 +250,8 @@ class _Landing:
     positions: dict[tuple[int, frozenset[int]], list[int]] = field(default_factory=dict)
     #: Turn → the tokens the plan left its items (see :meth:`held`).
     after: dict[int, int] = field(default_factory=dict)
+    #: :meth:`held`'s prefix sums (made again whenever ``after`` is).
+    sums: tuple[list[int], int, int, dict[int, int], set[int]] | None = None
     #: What every summary of the landing reads besides its items: the earlier summary as a
     #: message and the protected texts, both redacted (read once: see :func:`_summarize`).
     inputs: tuple[list[Message], list[str]] | None = None
@@ -282,13 +284,32 @@ class _Landing:
         """The tokens of :meth:`items` in the plan, before and after its trims: the sums of
         their turns' (each turn's once per landing; a turn's items are its own, so the sums
         over its turns are those over the items)."""
-        after = self.after
+        after, size = self.after, self.size
         if not after:
             table = _after(plan)
             for t, items in self.by_turn.items():
                 after[t] = sum(table.get(i.node_id, 0) for i in items)
-        turns = self.turns(k)
-        return sum(self.size[t] for t in turns), sum(after[t] for t in turns)
+            self.sums = None
+        sums = self.sums
+        if sums is None:  # once per landing: each trial's sums from prefix sums over order
+            after_freed = [0]
+            for t in self.order:
+                after_freed.append(after_freed[-1] + after[t])
+            forced = self.forced
+            sums = self.sums = (
+                after_freed,
+                sum(size[t] for t in forced),
+                sum(after[t] for t in forced),
+                {t: i for i, t in enumerate(self.order)},
+                set(forced),
+            )
+        after_freed, forced_before, forced_after, position, forced_set = sums
+        before, held = forced_before + self.freed[k], forced_after + after_freed[k]
+        for t in self.kept:  # turns given back are not summarized
+            if t in forced_set or position.get(t, k) < k:
+                before -= size[t]
+                held -= after[t]
+        return before, held
 
     def first(self, room: int, smallest: int) -> int:
         """The fewest further turns (at least ``smallest``) that bring the rest to ``room``
