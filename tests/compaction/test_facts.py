@@ -64,8 +64,13 @@ def test_shell_words_split_like_shlex(part: str) -> None:
 @settings(max_examples=500, deadline=None)
 @given(IDENTISH)
 def test_identifiers_match_the_patterns_over_the_whole_text(text: str) -> None:
-    facts._identifiers.cache_clear()
+    facts._cached_identifiers.cache_clear()
     assert list(facts._identifiers(text)) == _identifiers_reference(text)
+    # a long text (read through the cache, twice) gives the same as its reading
+    long = (text + " ") * (facts._CACHED_FROM // (len(text) + 1) + 1)
+    assert len(long) >= facts._CACHED_FROM
+    expected = _identifiers_reference(long)
+    assert list(facts._identifiers(long)) == expected == list(facts._identifiers(long))
 
 
 @settings(max_examples=300, deadline=None)
