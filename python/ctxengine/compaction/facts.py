@@ -154,10 +154,11 @@ def resume_collector() -> None:
     150 ms of a cold 100k-message render, freeing nothing. ``gc.freeze`` then ``gc.unfreeze``
     moves every tracked object to the oldest generation without looking at them (two list
     splices), where the next full collection finds any cycle among them as it would have.
-    A process that froze objects of its own (a server before it forks) keeps them frozen:
-    then the objects stay young, as before. So do those of a short step (under
-    :data:`PROMOTE_AT` made): scanning them costs little, and a long-lived process doing many
-    small compactions keeps collecting its cycles the usual way."""
+    A process that froze objects of its own (a server before it forks; CPython 3.12 starts
+    with a few frozen) keeps them frozen: then the objects stay young, as before. So do those
+    of a short step (under :data:`PROMOTE_AT` made): scanning them costs little, and a
+    long-lived process doing many small compactions keeps collecting its cycles the usual
+    way."""
     if gc.get_count()[0] >= PROMOTE_AT and gc.get_freeze_count() == 0:
         gc.freeze()
         gc.unfreeze()
