@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ctxengine.compaction import (
@@ -166,3 +168,35 @@ async def test_a_summary_of_summaries_keeps_every_line_of_its_parts() -> None:
     later = [summary_message(merged, 0), *t.messages[:3]]
     again = await summarizer.summarize(later, instructions="", max_tokens=None)
     assert again.startswith(f"[Summary of the earlier conversation: {len(t.messages) + 3} ")
+
+
+async def test_a_first_line_that_states_a_decision_is_listed_once() -> None:
+    """An assistant message whose first line states a decision gave that line as a decision
+    and as its progress note: the same line under ``## Decisions`` and ``## Progress``. It is
+    listed once, under Decisions, and Progress keeps the newest other notes."""
+    messages = [Message.user("fix the date parser")]
+    for i in range(6):
+        messages.append(Message.assistant(f"Looked at parser part {i}: nothing odd there yet."))
+    messages.append(Message.assistant("I'll switch to dateutil for the parsing.\nDone."))
+    summarizer = ExtractiveSummarizer()
+    text = await summarizer.summarize(messages, instructions="", max_tokens=None)
+    sections = parse_sections(text)
+    decisions, progress = sections["Decisions"], sections["Progress"]
+    assert decisions == ["I'll switch to dateutil for the parsing."]
+    assert not set(decisions) & set(progress)
+    assert progress == [f"Looked at parser part {i}: nothing odd there yet." for i in range(1, 6)]
+    # a decision older than the kept ones is still a progress note
+    few = ExtractiveSummarizer(max_items=1)
+    later = [*messages, Message.assistant("Done; we will ship it with the fix.")]
+    sections = parse_sections(await few.summarize(later, instructions="", max_tokens=None))
+    assert sections["Decisions"] == ["Done; we will ship it with the fix."]
+    assert "I'll switch to dateutil for the parsing." in sections["Progress"]
+
+
+@pytest.mark.parametrize("path", [PI, CC_MAIN], ids=["pi", "claude-code"])
+async def test_no_line_of_the_real_sessions_is_both_a_decision_and_progress(path: Any) -> None:
+    messages = load_all(path)[0].messages
+    text = await ExtractiveSummarizer().summarize(messages, instructions="", max_tokens=None)
+    sections = parse_sections(text)
+    assert sections["Decisions"] and sections["Progress"]
+    assert not set(sections["Decisions"]) & set(sections["Progress"])

@@ -21,8 +21,10 @@ from ctxengine.assemble.compact import RETRY_RENDERS
 from ctxengine.compaction import CompactionConfig
 from ctxengine.compaction.pipeline import EXCERPTS_HEADING
 from ctxengine.compaction.sections import request_findable
+from ctxengine.replay import replay
 from ctxengine.transcript import Image, Message, Text, Thinking, ToolCall
 
+from .helpers import DATA, Failing
 from .test_engine_compaction import FAST, rules, turn
 
 
@@ -188,3 +190,50 @@ def test_a_late_result_of_an_older_turn_in_the_tail_is_summarized_once(provider:
     assert out.transcript.messages[-1].text.endswith("LATEST alpha")
     ids = [d.node_id for d in out.report if "summarized into" in d.reason]
     assert len(ids) == len(set(ids))
+
+
+PYDICOM = next((DATA / "swe-agent").rglob("pydicom__pydicom-1458.traj"))
+
+
+def _replayed(path: Any, budget: int, **kw: Any) -> list[Any]:
+    async def main() -> list[Any]:
+        engine = ContextEngine("gpt-4.1", Budget(total=budget), **kw)
+        return [step.rendered async for step in replay(path, engine)]
+
+    return anyio.run(main)
+
+
+def test_a_tail_turn_no_compaction_summarized_is_not_reported_as_to_be_summarized() -> None:
+    """A SWE-agent run at 4k: one huge newest observation fills the protected tail, and the
+    ladder drops an older tail turn for compaction, which leaves it out (the summary would
+    have had to shrink). The report said "to be summarized by compaction" although that
+    render's summary did not hold it; it says what happened: dropped for this render, not
+    summarized, and why."""
+    rendered = _replayed(PYDICOM, 4000)
+    left = 0
+    for n, out in enumerate(rendered):
+        assert out.tokens <= 4000
+        summarized = {g.node_id for g in out.report if "summarized into" in g.reason}
+        for g in out.report:
+            assert "to be summarized by compaction" not in g.reason, (n, g)
+            if "not summarized in it" in g.reason:
+                left += 1
+                assert g.status == "dropped" and g.stage == "compaction", g
+                assert "the protected tail passes the target" in g.reason, g
+                assert g.node_id not in summarized
+                # it stays in the session: a later render keeps it or summarizes it
+                later = [r.report.get(g.node_id) for r in rendered[n + 1 :]]
+                then = next(d for d in later if d is None or "not summarized" not in d.reason)
+                assert then is not None, g
+                assert then.status == "kept" or "summarized into" in then.reason, then
+    assert left  # the case happens in this run
+
+
+def test_a_failed_compaction_says_its_turns_were_not_summarized() -> None:
+    summarizer = Failing()
+    rendered = _replayed(PYDICOM, 4000, summarizer=summarizer)
+    assert summarizer.calls
+    reasons = [g.reason for out in rendered for g in out.report if g.stage == "compaction"]
+    assert not [r for r in reasons if "to be summarized by compaction" in r]
+    assert any("not summarized in it: the compaction failed (" in r for r in reasons)
+    assert any("not summarized in it: compaction deferred after failure" in r for r in reasons)

@@ -30,7 +30,7 @@ from ..compaction.facts import message_scope, paused_collector
 from ..compaction.pipeline import steady_collector
 from ..grain import ContextGrain
 from ..transcript.model import Message
-from .report import decisions
+from .report import STAGE, GrainDecision, decisions
 from .sync import refresh_redaction
 
 if TYPE_CHECKING:
@@ -189,6 +189,47 @@ def _apply(
     _forget(state, ids)
 
 
+#: Why turns the ladder sent to compaction stayed out of a render's summary when no compaction
+#: failed: :func:`_take_tail` left them out (the summary would have had to shrink).
+TAIL_LEFT: Final = (
+    "the protected tail passes the target, and a summary taking it beside what stays would "
+    "have been cut below its size"
+)
+
+
+def unsummarized(
+    state: SessionState, config: RenderConfig, plan: Any, why: str
+) -> list[GrainDecision]:
+    """Decisions for the items of the turns ``plan`` still sends to compaction after the
+    render's compactions: dropped from this render and not summarized in it (``why``), not
+    "to be summarized by compaction" as the plan says. They stay in the session: a later
+    render keeps them or a later compaction summarizes them."""
+    turns = set(plan.compaction_turns)
+    if not turns:
+        return []
+    ids, _, stage, _, before, _, _ = _decisions(plan)
+    items = state.items
+    chosen = [
+        (n, items[n].turn, b)
+        for n, sg, b in zip(ids, stage, before, strict=True)
+        if sg == _STAGE_COMPACTION and n in items and items[n].turn in turns
+    ]
+    window_of = config.budget.window_of
+    return decisions(
+        [n for n, _, _ in chosen],
+        "transcript",
+        [window_of(n) for n, _, _ in chosen],
+        "dropped",
+        "compaction",
+        [
+            f"turn {t} dropped for this render, not summarized in it: {why}; it stays in the "
+            "session for a later render or compaction"
+            for _, t, _ in chosen
+        ],
+        [b for _, _, b in chosen],
+    )
+
+
 def _entry(result: CompactionResult, turns: Sequence[int]) -> dict[str, Any]:
     return {"turns": list(turns), **result.entry(), "summary_chars": len(result.summary)}
 
@@ -224,6 +265,7 @@ _NODE_ID: Final = attrgetter("node_id")
 _TURN: Final = attrgetter("turn")
 _PARTITION: Final = methodcaller("partition", ".")
 _FIRST: Final = itemgetter(0)
+_STAGE_COMPACTION: Final = next(k for k, v in STAGE.items() if v == "compaction")
 
 
 @dataclass(slots=True)
@@ -366,7 +408,8 @@ def _take_tail(
     ladder asked for nothing): a render that fits once trimmed is left as it is, so that
     rendering it again gives the same payload. Only when the summary keeps its size
     beside what stays: when one huge request leaves it less, the turns stay dropped for this
-    render and the summary whole for the next (:func:`_fit_summary` fits it to this one)."""
+    render, unsummarized (their report decisions say so: :func:`unsummarized`), and the
+    summary whole for the next (:func:`_fit_summary` fits it to this one)."""
     over = land.base - land.freed[-1] + _estimate(state) - plan.target
     taken: list[tuple[int, list[Any], int]] = []
     for t, items in _tail_turns(state, start) if asked else ():
@@ -797,7 +840,8 @@ async def compact(
     ``protected`` grains' texts must survive in the summary (the pipeline's quality gate).
     On failure nothing is written (the state is as before); the
     turns stay dropped for this render only, as the plan decided, the report's compaction
-    entry says why, and the next attempts back off (:func:`_deferred`).
+    entry says why (and their decisions that they were not summarized: :func:`unsummarized`),
+    and the next attempts back off (:func:`_deferred`).
     """
     why = _deferred(state, plan)
     if why is not None:

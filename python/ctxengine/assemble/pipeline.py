@@ -15,7 +15,7 @@ from ..collect.faults import PluginFault
 from ..compaction.facts import message_scope
 from ..errors import BudgetError, CtxEngineError
 from ..grain import ContextGrain
-from .compact import MAX_COMPACTIONS, SUMMARY_ID, compact
+from .compact import MAX_COMPACTIONS, SUMMARY_ID, TAIL_LEFT, compact, unsummarized
 from .core import fuse as core_fuse
 from .guard import split_large
 from .prune import apply_prune_options
@@ -234,6 +234,7 @@ async def _compact_all(
         return context, plan  # nothing to compact (the warm path)
     with message_scope():
         compacted = False
+        why = f"the render ran its {MAX_COMPACTIONS} compactions"
         for _ in range(MAX_COMPACTIONS):
             turns = list(plan.compaction_turns)
             at_mark = not turns and not marked and plan.total_before > plan.target
@@ -241,10 +242,13 @@ async def _compact_all(
                 break
             marked = marked or at_mark
             protected = [g for g in context if g.protected]
+            entries = len(log.compactions)
             done = await compact(
                 state, config, plugins.registry, turns, log, protected=protected, plan=plan
             )
             if not done:
+                failed = log.compactions[entries:]
+                why = _not_summarized(failed[-1]) if failed else TAIL_LEFT
                 break
             compacted = True
             # The new summary replaces any stored one that came in with this turn's context (and
@@ -260,7 +264,15 @@ async def _compact_all(
             # to compaction: a render of the new state with nothing added would compact them
         if compacted:
             state.settled = (len(state.messages), plan.total_before)
+        # what the ladder sent to compaction and no compaction summarized: the report says so
+        log.extra += unsummarized(state, config, plan, why)
         return context, plan
+
+
+def _not_summarized(entry: dict[str, Any]) -> str:
+    """Why a render's compaction summarized nothing, from its report entry."""
+    error = str(entry.get("error") or "no summary")
+    return error if entry.get("stage") == "deferred" else f"the compaction failed ({error})"
 
 
 def _fitted_summary(d: GrainDecision) -> bool:

@@ -192,7 +192,11 @@ class ExtractiveSummarizer:
         decided = list(dict.fromkeys(decisions))[-keep:]
         if decided:
             out += ["", "## Decisions", *(f"- {d}" for d in decided)]
-        recent = [p for p in dict.fromkeys(progress) if p][-min(keep, 5) :]
+        # a message's first line that states a decision is listed once, under Decisions
+        # (the prose is cut from its end: Progress goes first); a decision older than the
+        # kept ones stays a progress note
+        listed = set(decided)
+        recent = [p for p in dict.fromkeys(progress) if p and p not in listed][-min(keep, 5) :]
         if recent:
             out += ["", "## Progress", *(f"- {p}" for p in recent)]
         return "\n".join(out)
