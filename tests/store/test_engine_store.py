@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ctxengine import Budget, ContextEngine, RenderedContext, Session
-from ctxengine.errors import SessionIdError, StoreError
+from ctxengine.errors import ConfigError, ConfigTypeError, SessionIdError, StoreError
 from ctxengine.store import FileStore, Store
 from ctxengine.store.snapshot import payload_hash
 from ctxengine.transcript import Message, ToolCall, load
@@ -428,3 +428,36 @@ def test_a_store_of_ones_own_without_problems_opens_renders_and_resumes(tmp_path
 
     first, second = anyio.run(main)
     assert first == second >= 1
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error", "named"),
+    [
+        ("x", ConfigTypeError, "timeout is 'x' (str); expected a number of seconds >= 0 or None"),
+        (True, ConfigTypeError, "timeout is True (bool)"),
+        (-1, ConfigError, "timeout is -1; expected a number of seconds >= 0 or None"),
+        (float("nan"), ConfigError, "timeout is nan"),
+    ],
+)
+async def test_checkpoint_flush_and_close_refuse_a_timeout_that_is_not_seconds(
+    tmp_path: Path, timeout: object, error: type[Exception], named: str
+) -> None:
+    """checkpoint(timeout="x") was taken: it returned the snapshot when it was already
+    written, and failed with a bare TypeError in the writer's wait only when it was not."""
+    engine = _engine(tmp_path)
+    async with engine.session("s9") as s:
+        await s.user_message("hi")
+        await s.render()
+        assert await s.checkpoint(timeout=5) is not None  # written: the timeout is not used
+        with pytest.raises(error) as info:
+            await s.checkpoint(timeout=timeout)  # type: ignore[arg-type]
+        assert str(info.value).startswith(named)
+        with pytest.raises(error, match="timeout is"):
+            engine.flush(timeout)  # type: ignore[arg-type]
+        with pytest.raises(error, match="timeout is"):
+            engine.close(timeout)  # type: ignore[arg-type]
+    assert engine.writer is not None and engine.flush(5)  # the refused close left it running
+    engine.close()
+    sync = engine.session_sync("s10")
+    with sync, pytest.raises(error, match="timeout is"):
+        sync.checkpoint(timeout)  # type: ignore[arg-type]
