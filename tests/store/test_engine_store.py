@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ctxengine import Budget, ContextEngine, RenderedContext, Session
-from ctxengine.errors import ConfigError, ConfigTypeError, SessionIdError, StoreError
+from ctxengine.errors import (
+    ConfigError,
+    ConfigTypeError,
+    CtxEngineError,
+    SessionIdError,
+    StoreError,
+)
 from ctxengine.store import FileStore, Store
 from ctxengine.store.snapshot import payload_hash
 from ctxengine.transcript import Message, ToolCall, load
@@ -383,6 +391,34 @@ async def test_a_file_size_limit_raises_from_save_and_damages_nothing(
     assert payload_hash((await at.render()).payload) == lines["ACKED"]
     restored = await engine.restore("s7")
     assert restored.payload["messages"][-1]["content"].startswith("a question that")
+
+
+@pytest.mark.parametrize("with_block", [True, False])
+def test_a_blocking_session_that_fails_to_open_closes_its_event_loop(
+    tmp_path: Path, with_block: bool
+) -> None:
+    """Its loop stayed open (an epoll descriptor and a socket pair each time, and a
+    ResourceWarning when collected): a ``with`` block whose ``__enter__`` raised never
+    reaches ``__exit__``, and the caller of ``open()`` got no session to close."""
+    engine = _engine(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sync = engine.session_sync("../escape")
+        loop = sync._runner.loop
+        with pytest.raises(SessionIdError, match="session id"):
+            if with_block:
+                with sync:
+                    pass  # pragma: no cover - never entered
+            else:
+                sync.open()
+        assert loop.is_closed()
+        with pytest.raises(CtxEngineError, match=r"'\.\./escape' is closed"):
+            sync.open()
+        sync.close()  # still idempotent
+        del sync, loop
+        gc.collect()
+    assert not [w for w in caught if "unclosed" in str(w.message)]
+    engine.close()
 
 
 def test_a_blocking_session_saves_and_checkpoints(tmp_path: Path) -> None:
