@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from ctxengine import Budget, ContextEngine
-from ctxengine.errors import ContextOverflowError
+from ctxengine.errors import ConfigError, ConfigTypeError, ContextOverflowError
 from ctxengine.transcript import ToolCall
 
 pytestmark = pytest.mark.anyio
@@ -75,3 +75,29 @@ async def test_the_error_carries_the_numbers_and_other_errors_pass_unchanged() -
 
         with pytest.raises(RuntimeError, match="429"):
             await s.run(rate_limited)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "named"),
+    [
+        ({"max_compactions": "3"}, ConfigTypeError, "max_compactions is '3' (str); expected"),
+        ({"max_compactions": 2.0}, ConfigTypeError, "max_compactions is 2.0 (float)"),
+        ({"max_compactions": -1}, ConfigError, "max_compactions is -1; expected an int >= 0"),
+        ({"shrink": "0.5"}, ConfigTypeError, "shrink is '0.5' (str); expected a number in"),
+        ({"shrink": 1.5}, ConfigError, "shrink is 1.5; expected a number in (0, 1)"),
+        ({"shrink": 0}, ConfigError, "shrink is 0; expected"),
+    ],
+)
+async def test_run_refuses_options_that_are_not_numbers_in_range(
+    options: dict[str, Any], error: type[Exception], named: str
+) -> None:
+    """They were only read after an overflow, where a wrong one failed with a bare TypeError
+    (or, for shrink above 1, grew the budget it was meant to shrink)."""
+    engine = ContextEngine("gpt-4o", Budget(total=8000))
+    model = Model(0)
+    async with engine.session("bad-options") as s:
+        await s.user_message("hi")
+        with pytest.raises(error) as info:
+            await s.run(model, **options)
+    assert str(info.value).startswith(named)
+    assert model.sizes == []  # refused before any call

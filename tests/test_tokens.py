@@ -177,8 +177,37 @@ def test_lone_surrogate_error_is_a_value_error_everywhere() -> None:
 
 
 def test_count_many_names_a_non_string_item() -> None:
-    with pytest.raises(TypeError, match=r"texts\[1\] must be str, got int"):
+    with pytest.raises(errors.ConfigTypeError, match=r"texts\[1\] is int 1; expected a str"):
         ctxengine.count_many(["a", 1])
+    with pytest.raises(errors.ConfigTypeError, match=r"texts\[2\] is NoneType None"):
+        ctxengine.count_many(iter(["a", "b", None]))
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda: ctxengine.count_tokens(5), "text is int 5; expected a str"),
+        (lambda: ctxengine.count_tokens(None), "text is NoneType None; expected a str"),
+        (lambda: ctxengine.count_tokens(b"abc"), "text is bytes b'abc'; expected a str"),
+        (lambda: ctxengine.count_tokens("a", model=5), "model is int 5; expected a model name"),
+        (lambda: ctxengine.count_tokens("a", encoding=[1]), "encoding is list [1]; expected"),
+        (lambda: ctxengine.count_many(5), "texts is int 5; expected a list of str"),
+        (lambda: ctxengine.count_many("abc"), "texts is str 'abc'; expected a list of str"),
+        (lambda: ctxengine.truncate_tokens(5, 3), "text is int 5; expected a str"),
+        (lambda: ctxengine.truncate_tokens("a", "3"), "max_tokens is str '3'; expected an int"),
+        (
+            lambda: ctxengine.count_messages([], model=5),  # type: ignore[arg-type]
+            "model is int 5; expected a model name",
+        ),
+        (lambda: ctxengine.get_tokenizer(5), "model_or_encoding is int 5; expected a model"),
+    ],
+)
+def test_counting_names_an_argument_of_the_wrong_kind(call: Any, named: str) -> None:
+    with pytest.raises(errors.ConfigTypeError) as info:
+        call()
+    assert str(info.value).startswith(named)
+    assert isinstance(info.value, TypeError)  # ``except TypeError`` still catches it
+    assert isinstance(info.value, ctxengine.CtxEngineError)
 
 
 @pytest.mark.parametrize("name", ENCODINGS)
@@ -204,7 +233,7 @@ def test_count_many_of_a_large_mixed_batch_equals_tiktoken(name: str) -> None:
 def test_count_many_names_a_bad_item_after_counting_started() -> None:
     # The bad items come after several runs have gone to the pool.
     good = ["lorem ipsum dolor sit amet " * 400] * 40
-    with pytest.raises(TypeError, match=r"texts\[40\] must be str, got bytes"):
+    with pytest.raises(errors.ConfigTypeError, match=r"texts\[40\] is bytes b'x'; expected a str"):
         ctxengine.count_many([*good, b"x", "y"])
     with pytest.raises(errors.EncodingError, match=r"texts\[41\] is not valid Unicode"):
         ctxengine.count_many([*good, "ok", "bad \ud800 surrogate"])

@@ -103,6 +103,22 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _check_timeout(name: str, value: object) -> None:
+    """Refuse a timeout that is not None or a number of seconds >= 0 (``timeout="x"`` was
+    taken, and failed later or never: a snapshot already written returned at once).
+
+    Raises:
+        ConfigTypeError: not a number. ConfigError: negative or NaN.
+    """
+    if value is None:
+        return
+    expected = "expected a number of seconds >= 0 or None"
+    if not _is_number(value):
+        raise ConfigTypeError(f"{name} is {_kind(value)}; {expected}")
+    if not value >= 0:  # type: ignore[operator]
+        raise ConfigError(f"{name} is {value!r}; {expected}")
+
+
 def _check_settings(
     *,
     plugins: object,
@@ -300,11 +316,21 @@ class ContextEngine:
         return builder
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every snapshot submitted so far is written; False on timeout."""
+        """Wait until every snapshot submitted so far is written; False on timeout.
+
+        Raises:
+            ConfigTypeError / ConfigError: ``timeout`` is not None or a number >= 0.
+        """
+        _check_timeout("timeout", timeout)
         return self.writer.flush(timeout) if self.writer is not None else True
 
     def close(self, timeout: float | None = None) -> None:
-        """Write the queued snapshots and stop the snapshot thread (the store stays open)."""
+        """Write the queued snapshots and stop the snapshot thread (the store stays open).
+
+        Raises:
+            ConfigTypeError / ConfigError: ``timeout`` is not None or a number >= 0.
+        """
+        _check_timeout("timeout", timeout)
         if self.writer is not None:
             self.writer.close(timeout)
 
@@ -768,7 +794,9 @@ class Session:
         Raises:
             StoreError: saving the messages or writing the snapshot failed, or the snapshot
                 was not written within ``timeout`` seconds.
+            ConfigTypeError / ConfigError: ``timeout`` is not None or a number >= 0.
         """
+        _check_timeout("timeout", timeout)
         await self.save()
         future = self._last_snapshot
         if future is None:
@@ -854,7 +882,19 @@ class Session:
             ContextOverflowError: still too long after every step; ``.tried`` lists them,
                 ``.tokens``/``.limit`` are the provider's last numbers (None when not said).
             Exception: any non-overflow error of ``call_model``, unchanged.
+            ConfigTypeError / ConfigError: ``max_compactions`` is not an int >= 0 or
+                ``shrink`` not a number between 0 and 1 (both excluded).
         """
+        if not isinstance(max_compactions, int) or isinstance(max_compactions, bool):
+            raise ConfigTypeError(
+                f"max_compactions is {_kind(max_compactions)}; expected an int >= 0"
+            )
+        if max_compactions < 0:
+            raise ConfigError(f"max_compactions is {max_compactions!r}; expected an int >= 0")
+        if not _is_number(shrink):
+            raise ConfigTypeError(f"shrink is {_kind(shrink)}; expected a number in (0, 1)")
+        if not 0 < shrink < 1:
+            raise ConfigError(f"shrink is {shrink!r}; expected a number in (0, 1)")
         steps: list[dict[str, Any]] = []
         total = self.engine.config.tokens_total
         compactions, truncated = 0, False

@@ -95,20 +95,28 @@ class SyncSession:
     def __init__(self, engine: SessionOpener, session_id: str) -> None:
         self.engine = engine
         self.session_id = session_id
-        self._runner = LoopRunner()
         self._cm = engine.session(session_id)
+        self._runner = LoopRunner()
         self._session: AsyncSession | None = None
 
     def open(self) -> SyncSession:
         """Start the session (``on_session_start``); returns ``self``.
 
+        When opening fails (e.g. :class:`~ctxengine.SessionIdError` for an id the store cannot
+        hold), the session's event loop is closed before the error propagates: a ``with``
+        block never reaches ``__exit__`` then, and the sync session cannot be opened again.
+
         Raises:
-            CtxEngineError: the session was closed.
+            CtxEngineError: the session was closed (or failed to open before).
         """
         if self._runner.loop.is_closed():
             raise CtxEngineError(f"sync session {self.session_id!r} is closed")
         if self._session is None:
-            self._session = self._runner.run(self._cm.__aenter__)
+            try:
+                self._session = self._runner.run(self._cm.__aenter__)
+            except BaseException:
+                self._runner.close()  # nothing else will: the caller got no open session
+                raise
         return self
 
     def close(self) -> None:

@@ -19,9 +19,9 @@ With neither ``model`` nor ``encoding``, ``o200k_base`` is used.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 from . import _core
 from ._core import Tokenizer, cache_info, clear_cache, set_cache_capacity
@@ -57,8 +57,51 @@ def get_tokenizer(model_or_encoding: str) -> Tokenizer:
 
     Raises:
         EncodingError: the name is neither a known model family nor an encoding.
+        ConfigTypeError: the name is not a ``str``.
     """
-    return _core.Tokenizer(model_or_encoding)
+    try:
+        return _core.Tokenizer(model_or_encoding)
+    except TypeError as exc:  # checked on the failure path only (the call is cached anyway)
+        raise _wrong_kind(exc, model_or_encoding=model_or_encoding) from exc
+
+
+#: What each argument of the counting functions must be: (accepts the value, expected).
+_KINDS: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
+    "text": (lambda v: isinstance(v, str), "a str"),
+    "max_tokens": (lambda v: isinstance(v, int), "an int >= 0"),
+    "model": (
+        lambda v: v is None or isinstance(v, str),
+        "a model name such as 'gpt-4o', or None",
+    ),
+    "encoding": (
+        lambda v: v is None or isinstance(v, str),
+        "an encoding name such as 'o200k_base', or None",
+    ),
+    "model_or_encoding": (
+        lambda v: isinstance(v, str),
+        "a model or encoding name such as 'gpt-4o' or 'o200k_base'",
+    ),
+}
+
+
+def _wrong_kind(exc: TypeError, texts: Sequence[object] = (), **args: object) -> TypeError:
+    """The :class:`ConfigTypeError` naming the first of ``args`` (or item of ``texts``) of the
+    wrong kind, once ``exc`` came out of a counting call; ``exc`` itself when none is.
+
+    Only called after a call failed: counting itself checks nothing in Python.
+    """
+    wrong = [(n, v) for n, v in args.items() if not _KINDS[n][0](v)]
+    if wrong:
+        name, value = wrong[0]
+        expected = _KINDS[name][1]
+    else:
+        bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+        if bad is None:
+            return exc
+        name, value, expected = f"texts[{bad}]", texts[bad], "a str"
+    return ConfigTypeError(
+        f"{name} is {type(value).__name__} {_preview(value)}; expected {expected}"
+    )
 
 
 def _resolve(model: str | None, encoding: str | None) -> Tokenizer:
@@ -72,8 +115,12 @@ def count_tokens(text: str, *, model: str | None = None, encoding: str | None = 
 
     Raises:
         EncodingError: unknown model/encoding, or text with lone surrogates.
+        ConfigTypeError: ``text`` is not a ``str`` (or ``model``/``encoding`` not a name).
     """
-    return _resolve(model, encoding).count(text)
+    try:
+        return _resolve(model, encoding).count(text)
+    except TypeError as exc:
+        raise _wrong_kind(exc, text=text, model=model, encoding=encoding) from exc
 
 
 def count_many(
@@ -83,10 +130,21 @@ def count_many(
 
     Raises:
         EncodingError: unknown model/encoding, or a text with lone surrogates (named by index).
-        TypeError: an item is not a ``str``.
+        ConfigTypeError: ``texts`` is not an iterable of ``str`` (an item is named by index;
+            a single ``str`` is refused too: it would be counted character by character).
     """
-    seq = texts if isinstance(texts, (list, tuple)) else list(texts)
-    return _resolve(model, encoding).count_many(seq)
+    if isinstance(texts, (list, tuple)):
+        seq = texts
+    elif isinstance(texts, str) or not isinstance(texts, Iterable):
+        raise ConfigTypeError(
+            f"texts is {type(texts).__name__} {_preview(texts)}; expected a list of str"
+        )
+    else:
+        seq = list(texts)
+    try:
+        return _resolve(model, encoding).count_many(seq)
+    except TypeError as exc:
+        raise _wrong_kind(exc, seq, model=model, encoding=encoding) from exc
 
 
 def truncate_tokens(
@@ -98,9 +156,15 @@ def truncate_tokens(
 
     Raises:
         EncodingError: unknown model/encoding, or text with lone surrogates.
+        ConfigTypeError: ``text`` is not a ``str`` or ``max_tokens`` not an ``int``.
         OverflowError: ``max_tokens`` is negative.
     """
-    return _resolve(model, encoding).truncate(text, max_tokens)
+    try:
+        return _resolve(model, encoding).truncate(text, max_tokens)
+    except TypeError as exc:
+        raise _wrong_kind(
+            exc, text=text, max_tokens=max_tokens, model=model, encoding=encoding
+        ) from exc
 
 
 def _message_strings(message: Mapping[str, Any]) -> tuple[list[str], int]:
@@ -166,9 +230,16 @@ def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
 
     Raises:
         EncodingError: ``model`` is unknown.
-        ConfigTypeError: ``messages`` is not a list (or iterable) of message mappings.
+        ConfigTypeError: ``messages`` is not a list (or iterable) of message mappings, or
+            ``model`` is not a ``str``.
     """
-    tokenizer = get_tokenizer(model)
+    try:
+        tokenizer = get_tokenizer(model)
+    except TypeError as exc:
+        raise ConfigTypeError(
+            f"model is {type(model).__name__} {_preview(model)}; "
+            "expected a model name such as 'gpt-4o'"
+        ) from exc
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         # a str iterates as characters and a dict as its keys: neither is a message list
         raise ConfigTypeError(

@@ -16,6 +16,8 @@ from ctxengine.hygiene import (
     sanitize_tool_ids,
     validate,
 )
+from ctxengine.inject.memo import RenderMemo
+from ctxengine.inject.render import render
 from ctxengine.transcript import (
     Message,
     Text,
@@ -384,3 +386,96 @@ def test_clean_report_is_json_and_ordered() -> None:
     )
     assert json.loads(json.dumps(report.to_dict()))["counts"]["bootstrap_user"] == 1
     assert clean(out, "gemini")[0] is out
+
+
+# -- a final assistant message (a prefill) ending in whitespace: Anthropic answers 400 ---------
+
+
+def _prefill(*blocks: Text) -> Transcript:
+    return Transcript((Message.user("question"), Message("assistant", blocks)))
+
+
+@pytest.mark.parametrize(
+    ("blocks", "kept"),
+    [
+        ((Text("answer \n"),), ("answer",)),
+        ((Text("answer"), Text(" \n\t")), ("answer",)),  # a blank last block is not sent
+        ((Text("one "), Text("two  ")), ("one ", "two")),  # only the end of the message
+    ],
+)
+def test_anthropic_hygiene_strips_the_trailing_whitespace_of_a_prefill(
+    blocks: tuple[Text, ...], kept: tuple[str, ...]
+) -> None:
+    t = _prefill(*blocks)
+    assert [p.code for p in validate(t, "anthropic")] == ["trailing_whitespace"]
+    cleaned, report = clean(t, "anthropic")
+    assert [b.text for b in cleaned.messages[-1].blocks] == list(kept)  # type: ignore[union-attr]
+    assert [(c.action, c.index) for c in report.changes] == [("stripped_trailing_space", 1)]
+    assert validate(cleaned, "anthropic") == []
+    assert clean(cleaned, "anthropic")[0] is cleaned  # idempotent
+    sent = t.to("anthropic")["messages"][-1]["content"]
+    assert [p["text"] for p in sent] == [k for k in kept if k.strip()]
+    assert render(t, "anthropic").payload == t.to("anthropic")
+    for provider in ("openai", "openai-responses", "gemini"):  # they take it as it is
+        assert clean(t, provider)[0] is t
+
+
+def test_anthropic_hygiene_keeps_the_whitespace_of_an_assistant_message_that_is_not_last() -> None:
+    t = Transcript((*_prefill(Text("answer \n")).messages, Message.user("thanks")))
+    assert clean(t, "anthropic")[0] is t and validate(t, "anthropic") == []
+    assert t.to("anthropic")["messages"][1]["content"][0]["text"] == "answer \n"
+
+
+def test_anthropic_hygiene_strips_the_prefill_hygiene_itself_leaves_last() -> None:
+    # The merged final turn ends with the second message's whitespace; an empty one dropped.
+    t = Transcript(
+        (
+            Message.user("question"),
+            Message.assistant("first  "),
+            Message.assistant("second \n"),
+            Message("assistant", (Thinking("unsigned"),)),
+        )
+    )
+    cleaned, report = clean(t, "anthropic")
+    assert [b.text for b in cleaned.messages[-1].blocks] == ["first  ", "second"]  # type: ignore[union-attr]
+    assert "stripped_trailing_space" in [c.action for c in report.changes]
+    assert validate(cleaned, "anthropic") == []
+
+
+@pytest.mark.anyio
+async def test_the_engine_and_transcript_to_send_the_same_prefill() -> None:
+    from ctxengine import Budget, ContextEngine
+
+    engine = ContextEngine("gpt-4o", Budget(total=2000))
+    async with engine.session("prefill") as s:
+        await s.user_message("question")
+        await s.assistant_message("answer \n")
+        out = await s.render("anthropic")
+    assert out.payload["messages"][-1]["content"][-1]["text"] == "answer"
+    assert out.payload["messages"] == s.transcript().to("anthropic")["messages"]
+
+
+def test_a_warm_render_strips_only_the_prefill_that_is_last() -> None:
+    """The warm path reuses the previous render's hygiene: it must not keep a stripped
+    message once it is no longer last, nor send an unstripped one that is."""
+    memo = RenderMemo()
+    messages = [
+        Message.system("sys"),
+        Message.user("q1"),
+        Message.assistant("a1"),
+        Message.user("q2"),
+    ]
+    prefill = Message.assistant("answer \n")
+    steps = [messages, [*messages, prefill], [*messages, prefill, Message.user("q3")]]
+    sent = []
+    for ms in steps:
+        t = Transcript(tuple(ms))
+        warm = render(t, "anthropic", memo=memo)
+        memo.end_render()
+        cold = render(t, "anthropic")
+        assert json.dumps(warm.payload, sort_keys=True) == json.dumps(cold.payload, sort_keys=True)
+        assert warm.report == cold.report
+        sent.append(warm.payload["messages"][-1 if ms[-1] is prefill else -2]["content"])
+    assert sent[1][-1]["text"] == "answer"  # last: stripped
+    assert sent[2][-1]["text"] == "answer \n"  # no longer last: as it was
+    assert memo.warm.reused >= 1  # the third render reused the first's work

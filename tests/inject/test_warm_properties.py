@@ -64,7 +64,8 @@ def _message(draw: Any, serial: int, hostile: bool = True) -> list[Message]:
         return [Message.system(f"note {serial}")]
     if kind == "assistant":
         stop = draw(st.sampled_from([*[None] * 8, "error"]))
-        return [Message("assistant", (Text(f"answer {serial}"),), stop_reason=stop)]
+        end = draw(st.sampled_from(["", "", "", " ", " \n"]))  # Anthropic strips it when last
+        return [Message("assistant", (Text(f"answer {serial}{end}"),), stop_reason=stop)]
     if kind == "thinking":
         family = draw(st.sampled_from([None, "anthropic", "gemini", "openai-responses"]))
         sig = draw(st.sampled_from([None, "sig", '{"type": "reasoning", "id": "rs_1"}']))

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ctxengine import Budget, ContextEngine, RenderedContext, Session
-from ctxengine.errors import SessionIdError, StoreError
+from ctxengine.errors import (
+    ConfigError,
+    ConfigTypeError,
+    CtxEngineError,
+    SessionIdError,
+    StoreError,
+)
 from ctxengine.store import FileStore, Store
 from ctxengine.store.snapshot import payload_hash
 from ctxengine.transcript import Message, ToolCall, load
@@ -385,6 +393,34 @@ async def test_a_file_size_limit_raises_from_save_and_damages_nothing(
     assert restored.payload["messages"][-1]["content"].startswith("a question that")
 
 
+@pytest.mark.parametrize("with_block", [True, False])
+def test_a_blocking_session_that_fails_to_open_closes_its_event_loop(
+    tmp_path: Path, with_block: bool
+) -> None:
+    """Its loop stayed open (an epoll descriptor and a socket pair each time, and a
+    ResourceWarning when collected): a ``with`` block whose ``__enter__`` raised never
+    reaches ``__exit__``, and the caller of ``open()`` got no session to close."""
+    engine = _engine(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sync = engine.session_sync("../escape")
+        loop = sync._runner.loop
+        with pytest.raises(SessionIdError, match="session id"):
+            if with_block:
+                with sync:
+                    pass  # pragma: no cover - never entered
+            else:
+                sync.open()
+        assert loop.is_closed()
+        with pytest.raises(CtxEngineError, match=r"'\.\./escape' is closed"):
+            sync.open()
+        sync.close()  # still idempotent
+        del sync, loop
+        gc.collect()
+    assert not [w for w in caught if "unclosed" in str(w.message)]
+    engine.close()
+
+
 def test_a_blocking_session_saves_and_checkpoints(tmp_path: Path) -> None:
     engine = _engine(tmp_path)
     with engine.session_sync("s8") as s:
@@ -428,3 +464,36 @@ def test_a_store_of_ones_own_without_problems_opens_renders_and_resumes(tmp_path
 
     first, second = anyio.run(main)
     assert first == second >= 1
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error", "named"),
+    [
+        ("x", ConfigTypeError, "timeout is 'x' (str); expected a number of seconds >= 0 or None"),
+        (True, ConfigTypeError, "timeout is True (bool)"),
+        (-1, ConfigError, "timeout is -1; expected a number of seconds >= 0 or None"),
+        (float("nan"), ConfigError, "timeout is nan"),
+    ],
+)
+async def test_checkpoint_flush_and_close_refuse_a_timeout_that_is_not_seconds(
+    tmp_path: Path, timeout: object, error: type[Exception], named: str
+) -> None:
+    """checkpoint(timeout="x") was taken: it returned the snapshot when it was already
+    written, and failed with a bare TypeError in the writer's wait only when it was not."""
+    engine = _engine(tmp_path)
+    async with engine.session("s9") as s:
+        await s.user_message("hi")
+        await s.render()
+        assert await s.checkpoint(timeout=5) is not None  # written: the timeout is not used
+        with pytest.raises(error) as info:
+            await s.checkpoint(timeout=timeout)  # type: ignore[arg-type]
+        assert str(info.value).startswith(named)
+        with pytest.raises(error, match="timeout is"):
+            engine.flush(timeout)  # type: ignore[arg-type]
+        with pytest.raises(error, match="timeout is"):
+            engine.close(timeout)  # type: ignore[arg-type]
+    assert engine.writer is not None and engine.flush(5)  # the refused close left it running
+    engine.close()
+    sync = engine.session_sync("s10")
+    with sync, pytest.raises(error, match="timeout is"):
+        sync.checkpoint(timeout)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxengine.errors import StoreError
+from ctxengine.errors import ConfigTypeError, CtxEngineError, StoreError
 from ctxengine.store import FileStore, NewEntry
 from ctxengine.store.file import STALE_TEMP_SECONDS
 
@@ -216,6 +216,16 @@ def test_a_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
     f.write_text("x")
     with pytest.raises(StoreError, match="not a directory"):
         FileStore(f)
+
+
+@pytest.mark.parametrize("bad", [5, None, b"state", 2.5])
+def test_a_path_that_is_not_a_path_is_a_config_error_naming_it(bad: object) -> None:
+    with pytest.raises(ConfigTypeError) as info:
+        FileStore(bad)  # type: ignore[arg-type]
+    assert isinstance(info.value, CtxEngineError) and isinstance(info.value, TypeError)
+    message = str(info.value)
+    assert repr(bad) in message and type(bad).__name__ in message
+    assert "expected a directory path" in message
 
 
 def test_processes_sharing_a_directory_append_in_one_chain(

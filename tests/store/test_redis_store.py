@@ -6,8 +6,10 @@ import subprocess
 import sys
 import uuid
 
+import pytest
 import redis
 
+from ctxengine.errors import ConfigTypeError, CtxEngineError
 from ctxengine.store import NewEntry, RedisStore
 
 WORKER = """
@@ -52,6 +54,21 @@ def test_eight_processes_append_every_entry_exactly_once_in_one_order(
     for w in range(8):
         assert [i for ww, i in pairs if ww == str(w)] == list(range(n))  # each in its order
     assert readers[0].branch("shared") == entries
+
+
+@pytest.mark.parametrize("bad", [5, None, b"redis://127.0.0.1:6390/0"])
+def test_a_url_that_is_not_a_str_is_a_config_error_naming_it(bad: object) -> None:
+    with pytest.raises(ConfigTypeError) as info:
+        RedisStore(bad)  # type: ignore[arg-type]
+    assert isinstance(info.value, CtxEngineError) and isinstance(info.value, TypeError)
+    message = str(info.value)
+    assert repr(bad) in message and type(bad).__name__ in message
+    assert "expected a Redis URL" in message
+
+
+def test_a_ready_client_needs_no_url(redis_url: str) -> None:
+    store = RedisStore(None, client=redis.Redis.from_url(redis_url))  # type: ignore[arg-type]
+    assert store.entries(f"s{uuid.uuid4().hex[:8]}") == []
 
 
 def test_every_key_of_a_session_shares_its_hash_tag(redis_url: str) -> None:

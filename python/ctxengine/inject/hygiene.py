@@ -21,7 +21,9 @@ Rules:
   turns are merged, and a history that does not start with a user turn (or is empty) gets a
   bootstrap user turn. OpenAI needs no alternation, but rejects a request with nothing to
   answer: an empty history gets the bootstrap for Responses (``input`` must not be empty, even
-  with ``instructions``), and for Chat when there is no message at all.
+  with ``instructions``), and for Chat when there is no message at all. For Anthropic a final
+  assistant message (a prefill) loses the whitespace at its end, which Anthropic rejects
+  ("final assistant content cannot end with trailing whitespace"), as the engine's renders do.
 - :func:`validate` lists every rule above that the transcript breaks for a provider.
 - :func:`clean` runs them in order: ids (when the provider's id rule is broken), pairing, order.
 """
@@ -44,6 +46,7 @@ from ..transcript.providers import (
     family_of,
     id_ok,
     id_rule,
+    strip_trailing_space,
 )
 from .ids import IdRewriter, fits
 from .pairing import SYNTHETIC_RESULT_TEXT, Pairing, check_pairing
@@ -178,7 +181,8 @@ def fix_turn_order(
     system messages into user messages, merge consecutive same-role turns and add a bootstrap
     user turn when the history does not start with one (or holds no message at all). OpenAI
     Responses gets the bootstrap when the history is empty, OpenAI Chat when there is no
-    message at all (both reject such a request).
+    message at all (both reject such a request). For Anthropic, a final assistant message
+    (a prefill) loses the whitespace at its end (see :func:`strip_trailing_space`).
 
     Raises:
         AdapterError: unknown provider.
@@ -195,6 +199,15 @@ def fix_turn_order(
         )
         messages.insert(at, bootstrap)
         changes.append(Change("fix_turn_order", "bootstrap_user", at, detail))
+    if provider == "anthropic" and messages and messages[-1].role == "assistant":
+        last = messages[-1]
+        blocks = strip_trailing_space(last.blocks)
+        if blocks is not None:  # never empty: a message with nothing to send was dropped above
+            messages[-1] = dataclasses.replace(last, blocks=blocks)
+            detail = "final assistant message ended in whitespace, which Anthropic rejects"
+            changes.append(
+                Change("fix_turn_order", "stripped_trailing_space", len(messages) - 1, detail)
+            )
     if not changes:
         return t, Report()
     return t.replace(messages), Report(tuple(changes))
@@ -245,7 +258,8 @@ def validate(t: Transcript, provider: str) -> list[Problem]:
     Checked: tool-call ids (provider rule, no repeats), pairing (each call answered exactly once
     right after its turn, no orphans, no calls in failed turns), no message left empty, and for
     Anthropic/Gemini: system messages only at the start, a user turn first, alternation; for
-    OpenAI: a message after the system prompt (Responses), any message at all (Chat).
+    OpenAI: a message after the system prompt (Responses), any message at all (Chat); for
+    Anthropic also no whitespace at the end of a final assistant message.
 
     Raises:
         AdapterError: unknown provider.
@@ -260,6 +274,15 @@ def validate(t: Transcript, provider: str) -> list[Problem]:
             problems.append(Problem("empty_message", i, why))
     if provider in STRICT_ALTERNATION:
         _check_order(t, problems)
+        last = t.messages[-1] if t.messages else None
+        if (
+            provider == "anthropic"
+            and last is not None
+            and last.role == "assistant"
+            and strip_trailing_space(last.blocks) is not None
+        ):
+            why = "final assistant message ends in whitespace; Anthropic rejects it"
+            problems.append(Problem("trailing_whitespace", len(t.messages) - 1, why))
     elif _needs_bootstrap(provider, t.messages, _first(t.messages)):
         why = "no message after the system prompt; expected one to answer"
         problems.append(Problem("first_not_user", len(t.messages), why))

@@ -17,7 +17,7 @@ from ..errors import BudgetError
 from ..grain import ContextGrain
 from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, Transcript
-from ..transcript.providers import STRICT_ALTERNATION
+from ..transcript.providers import STRICT_ALTERNATION, strip_trailing_space
 from .compose import compose, history_grains
 from .hygiene import merge_turns
 from .render import Rendered, render
@@ -327,17 +327,11 @@ def _no_trailing_space(t: Transcript, provider: str) -> Transcript:
     if provider != "anthropic" or not t.messages or t.messages[-1].role != "assistant":
         return t
     last = t.messages[-1]
-    blocks = list(last.blocks)
-    while blocks and isinstance(blocks[-1], Text) and blocks[-1].text != blocks[-1].text.rstrip():
-        text = blocks[-1].text.rstrip()
-        if text:
-            blocks[-1] = Text(text)
-        else:
-            blocks.pop()
-    if blocks == list(last.blocks):
+    blocks = strip_trailing_space(last.blocks)
+    if blocks is None:
         return t
     rest = t.messages[:-1]
-    messages = (*rest, dataclasses.replace(last, blocks=tuple(blocks))) if blocks else rest
+    messages = (*rest, dataclasses.replace(last, blocks=blocks)) if blocks else rest
     return Transcript(messages, source_format=t.source_format)
 
 

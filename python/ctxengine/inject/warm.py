@@ -30,7 +30,13 @@ from .._core import fresh_items, fresh_tree
 from ..tokens import get_tokenizer, message_strings
 from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, Transcript
-from ..transcript.providers import STRICT_ALTERNATION, exported_blocks, family_of, id_ok
+from ..transcript.providers import (
+    STRICT_ALTERNATION,
+    exported_blocks,
+    family_of,
+    id_ok,
+    strip_trailing_space,
+)
 from .adapters.anthropic import cache_marker, marked, message_blocks
 from .adapters.gemini import in_call_order, message_parts
 from .adapters.openai import message_dicts
@@ -350,6 +356,13 @@ class Warm:
         check = _Checker(provider, keep, (prev.calls, head_ids), family, pmsgs[-1].role)
         if not all(check.ok(m) for m in tail) or not check.done():
             return None
+        final = msgs[-1]
+        if (
+            provider == "anthropic"
+            and final.role == "assistant"
+            and strip_trailing_space(final.blocks) is not None
+        ):
+            return None  # hygiene strips a prefill's trailing whitespace
         # every check passed: from here on the previous record is superseded
         prev.payload = {}  # freed before the next one is made (when the caller let it go)
         calls = prev.calls  # a superset of the calls: dropped ones stay (a reuse is refused)

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar, final
 
-from ..errors import StoreError
+from ..errors import ConfigTypeError, StoreError
 from .base import (
     LEAF,
     Entry,
@@ -163,13 +163,20 @@ class FileStore:
             for throwaway data only: a crash of the machine may then lose acknowledged writes.
 
     Raises:
+        ConfigTypeError: ``path`` is not a ``str`` or ``os.PathLike`` of one.
         StoreError: ``path`` exists and is not a directory, or cannot be created.
     """
 
     __slots__ = ("_fsync", "_lock", "_sessions", "problems", "root")
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
-        self.root = Path(path)
+        try:
+            self.root = Path(path)
+        except TypeError as exc:  # FileStore(5), FileStore(None), a bytes path
+            raise ConfigTypeError(
+                f"path is {path!r} ({type(path).__name__}); expected a directory path "
+                "(a str or os.PathLike)"
+            ) from exc
         self._fsync = fsync
         self._lock = threading.RLock()
         self._sessions: dict[str, _Session] = {}

@@ -35,7 +35,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..errors import StoreError
+from ..errors import ConfigTypeError, StoreError
 from .base import (
     LEAF,
     Entry,
@@ -86,6 +86,7 @@ class RedisStore:
         cluster: Connect with ``RedisCluster.from_url(url)``.
 
     Raises:
+        ConfigTypeError: ``url`` is not a ``str`` (and no ``client`` is given).
         StoreError: the URL is invalid.
     """
 
@@ -99,6 +100,11 @@ class RedisStore:
         client: Any = None,
         cluster: bool = False,
     ) -> None:
+        if client is None and not isinstance(url, str):
+            raise ConfigTypeError(
+                f"url is {url!r} ({type(url).__name__}); expected a Redis URL such as "
+                "'redis://127.0.0.1:6379/0'"
+            )
         self.url = url
         self.prefix = prefix
         self.problems: list[StoreProblem] = []

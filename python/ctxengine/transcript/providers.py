@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Final, Literal, get_args
 
 from ..errors import AdapterError
@@ -21,6 +22,7 @@ __all__ = (
     "exportable",
     "family_of",
     "id_ok",
+    "strip_trailing_space",
 )
 
 Provider = Literal["openai", "openai-responses", "anthropic", "gemini"]
@@ -167,3 +169,23 @@ def image_placeholder(image: Image) -> Text:
     """Text standing in for media a provider cannot take at that place."""
     where = f" {image.url}" if image.url else ""
     return Text(f"[{image.media_type} attachment{where} omitted]")
+
+
+def strip_trailing_space(blocks: Sequence[Block]) -> tuple[Block, ...] | None:
+    """``blocks`` (of a final assistant message) without the whitespace at the end of their
+    last text: trailing text blocks are stripped, and dropped when nothing is left of them, up
+    to the first block that is not text. None when there is no whitespace to strip.
+
+    Anthropic rejects a final assistant message (a prefill) that ends in whitespace ("final
+    assistant content cannot end with trailing whitespace"): the engine's renders and hygiene
+    both strip it with this."""
+    out = list(blocks)
+    changed = False
+    while out and isinstance(out[-1], Text) and out[-1].text != out[-1].text.rstrip():
+        text = out[-1].text.rstrip()
+        if text:
+            out[-1] = Text(text)
+        else:
+            out.pop()
+        changed = True
+    return tuple(out) if changed else None
