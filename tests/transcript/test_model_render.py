@@ -126,6 +126,46 @@ def test_media_without_a_slot_become_placeholders() -> None:
         assert_sdk_valid(t.to(provider), provider)
 
 
+def test_anthropic_assistant_images_become_placeholders() -> None:
+    """The Messages API rejects an image block in an assistant turn; user images are kept."""
+    from ctxengine.transcript import Image
+
+    image = Image("image/png", data="AA==")
+    t = Transcript(
+        (
+            Message("user", (Text("show me"), image)),
+            Message("assistant", (Text("here"), image)),
+            Message.user("thanks"),
+        )
+    )
+    user, assistant, _ = t.to("anthropic")["messages"]
+    assert [b["type"] for b in user["content"]] == ["text", "image"]
+    assert assistant["content"] == [
+        {"type": "text", "text": "here"},
+        {"type": "text", "text": "[image/png attachment omitted]"},
+    ]
+    assert_sdk_valid(t.to("anthropic"), "anthropic")
+    # the engine's renders (cold, then warm with one more exchange) export the same way
+    import asyncio
+
+    from ctxengine import Budget, ContextEngine
+
+    async def renders() -> list[dict[str, object]]:
+        engine = ContextEngine("claude-sonnet-4-5", Budget(total=20_000))
+        async with engine.session("images") as session:
+            session.extend(t.messages)
+            first = await session.render("anthropic")
+            session.extend([Message("assistant", (image,)), Message.user("more")])
+            return [first.payload, (await session.render("anthropic")).payload]
+
+    for payload in asyncio.run(renders()):
+        turns = payload["messages"]
+        assert [b["type"] for b in turns[0]["content"]] == ["text", "image"]  # type: ignore[index]
+        for turn in turns[1:]:  # type: ignore[index]
+            assert all(b["type"] == "text" for b in turn["content"]), turn
+        assert "attachment omitted" in json.dumps(turns[-2])  # the warm render's new turn
+
+
 PARALLEL = Message.assistant(
     "", [ToolCall("a1", "read", {"p": "x"}), ToolCall("b2", "grep", {}), ToolCall("c3", "ls", {})]
 )

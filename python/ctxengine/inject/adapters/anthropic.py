@@ -83,8 +83,22 @@ def marked(blocks: list[dict[str, Any]], marker: dict[str, Any]) -> list[dict[st
 
 
 def message_blocks(m: Message, family: str | None) -> list[dict[str, Any]]:
-    """The content blocks of one neutral message, unmarked."""
+    """The content blocks of one neutral message, unmarked.
+
+    An image in an assistant message becomes a text placeholder: the API takes image blocks
+    only in user turns and tool results ("'image' blocks are not permitted within assistant
+    turns")."""
+    if m.role == "assistant":
+        return [
+            _assistant_image(b) if isinstance(b, Image) else _block_out(b)
+            for b in m.blocks
+            if exportable(b, "anthropic", family)
+        ]
     return [_block_out(b) for b in m.blocks if exportable(b, "anthropic", family)]
+
+
+def _assistant_image(b: Image) -> dict[str, Any]:
+    return {"type": "text", "text": image_placeholder(b).text}
 
 
 def cache_marker(cache_ttl: str | None) -> dict[str, Any]:
