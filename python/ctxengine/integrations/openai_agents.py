@@ -9,7 +9,10 @@
   (:class:`~ctxengine.store.RedisStore` works the same). Each item is one ``agents_item`` entry
   of the session's transcript tree; ``pop_item`` and ``clear_session`` append a marker that
   starts a branch (at the popped item's parent, or a new root), so nothing is erased and the
-  current branch holds exactly the session's items.
+  current branch holds exactly the session's items. ``get_items(limit)`` follows the SDK's
+  sessions: the latest ``limit`` items, none for ``limit <= 0``, ``session_settings.limit``
+  for ``None``. Writes hold a thread lock shared by the process's session objects on the
+  same store and id, so a session works from several event loops at once.
 - :func:`fit_model_input` returns a ``call_model_input_filter``: each model call's instructions
   and input items go through :func:`ctxengine.fitting.fit` for the Responses API, so the model
   sees a valid history (calls paired with outputs) within the budget:
@@ -19,15 +22,22 @@
 from __future__ import annotations
 
 import copy
-import functools
+import threading
+import weakref
+from collections.abc import Mapping
 from typing import Any, Final
 
-import anyio
 import anyio.to_thread
+from agents.memory.session_settings import (
+    SessionSettings,
+    coerce_session_settings,
+    resolve_session_limit,
+)
 from agents.run_config import CallModelData, ModelInputData
 
 from ..assemble.budget import Budget
 from ..engine import RenderedContext
+from ..errors import ConfigError, ConfigTypeError
 from ..fitting import fit
 from ..store import Entry, InMemoryStore, NewEntry, Store, validate_session_id
 
@@ -51,11 +61,56 @@ CLEAR_KIND: Final = "agents_clear"
 MemoryItemStore = InMemoryStore
 
 
-def _plain(item: Any) -> dict[str, Any]:
+def _plain(item: Any, index: int | None = None) -> dict[str, Any]:
     dump = getattr(item, "model_dump", None)
     if callable(dump):
         return dict(dump(mode="json", exclude_none=True))
+    if not isinstance(item, Mapping):
+        where = "an item" if index is None else f"item {index}"
+        raise ConfigTypeError(
+            f"{where} is {item!r} ({type(item).__name__}); expected a Responses input item "
+            "(a dict such as {'role': 'user', 'content': 'hi'}, or an SDK item object)"
+        )
     return dict(item)
+
+
+class _Guard:
+    """The lock of one (store, session id): every session object on that pair shares it."""
+
+    __slots__ = ("__weakref__", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+_GUARDS: weakref.WeakValueDictionary[tuple[int, str], _Guard] = weakref.WeakValueDictionary()
+_GUARDS_LOCK = threading.Lock()
+
+
+def _guard(store: Store, session_id: str) -> _Guard:
+    # Keyed by id(store): each session holds its store, so the id is not reused while a guard
+    # for it is alive.
+    with _GUARDS_LOCK:
+        guard = _GUARDS.get((id(store), session_id))
+        if guard is None:
+            guard = _GUARDS[(id(store), session_id)] = _Guard()
+        return guard
+
+
+def _settings(value: object) -> SessionSettings:
+    if value is None:
+        return SessionSettings()
+    if not isinstance(value, (SessionSettings, dict)):
+        raise ConfigTypeError(
+            f"session_settings is {value!r} ({type(value).__name__}); expected a "
+            "SessionSettings, a dict such as {'limit': 20}, or None"
+        )
+    try:
+        return coerce_session_settings(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"session_settings is {value!r}; expected SessionSettings fields ({exc})"
+        ) from exc
 
 
 class CtxEngineSession:
@@ -66,57 +121,98 @@ class CtxEngineSession:
         store: Where items live; default a new :class:`~ctxengine.store.InMemoryStore`.
             Sessions on the same store (a :class:`~ctxengine.store.FileStore` folder, a
             Redis server) with the same id see the same items, across processes.
+        session_settings: The SDK's :class:`~agents.memory.SessionSettings` (or a dict of its
+            fields): ``limit`` is the number of latest items ``get_items()`` returns when it is
+            given no limit (the Runner reads it too). Default ``SessionSettings()``: all items.
 
     Raises:
         SessionIdError: ``session_id`` is not a valid store session id.
+        ConfigTypeError / ConfigError: ``session_settings`` is not settings, or holds an
+            unknown field or a bad value.
     """
 
-    session_settings: Any = None
+    session_settings: SessionSettings | None = None
 
-    def __init__(self, session_id: str, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        store: Store | None = None,
+        *,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
+    ) -> None:
         self.session_id = validate_session_id(session_id)
         self.store: Store = store if store is not None else InMemoryStore()
-        self._lock = anyio.Lock()
+        self.session_settings = _settings(session_settings)
+        # A thread lock, held in the worker thread for a whole read-then-write: the session
+        # can be used from several event loops (threads each running one), which a loop-bound
+        # lock cannot serve.
+        self._guard = _guard(self.store, self.session_id)
 
     def _branch(self) -> list[Entry]:
         return [e for e in self.store.branch(self.session_id) if e.kind == ITEM_KIND]
 
-    async def _items(self) -> list[Entry]:
-        return await anyio.to_thread.run_sync(self._branch)
+    def _limit(self, limit: object) -> int | None:
+        settings = self.session_settings
+        if settings is not None and not isinstance(settings, SessionSettings):
+            settings = _settings(settings)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise ConfigTypeError(
+                f"limit is {limit!r} ({type(limit).__name__}); expected an int or None"
+            )
+        return resolve_session_limit(limit, settings)
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
-        """The items, oldest first (copies); with ``limit``, the latest ``limit`` of them."""
-        entries = await self._items()
-        if limit is not None and limit > 0:
-            entries = entries[-limit:]
+        """The items, oldest first (copies); with ``limit``, the latest ``limit`` of them (none
+        for ``limit <= 0``). ``limit=None`` uses ``session_settings.limit`` (``None``: all).
+
+        Raises:
+            ConfigTypeError: ``limit`` is not an int or None.
+        """
+        n = self._limit(limit)
+        if n is not None and n <= 0:
+            return []
+        entries = await anyio.to_thread.run_sync(self._branch)
+        if n is not None:
+            entries = entries[-n:]
         return [copy.deepcopy(dict(e.data["item"])) for e in entries]
 
     async def add_items(self, items: list[Any]) -> None:
         """Append items (SDK objects are stored as their JSON dicts), in one store append."""
-        new = [NewEntry(ITEM_KIND, {"item": _plain(i)}) for i in items]
+        new = [NewEntry(ITEM_KIND, {"item": _plain(item, i)}) for i, item in enumerate(items)]
         if not new:
             return
-        async with self._lock:
-            await anyio.to_thread.run_sync(self.store.append, self.session_id, new)
+
+        def append() -> None:
+            with self._guard.lock:
+                self.store.append(self.session_id, new)
+
+        await anyio.to_thread.run_sync(append)
 
     async def pop_item(self) -> Any | None:
         """Remove and return the newest item, or None when the session is empty: the leaf
         moves to the item's parent (a marker entry starting a branch there)."""
-        async with self._lock:
-            entries = await self._items()
-            if not entries:
-                return None
-            last = entries[-1]
-            marker = NewEntry(POP_KIND, {"popped": last.id})
-            append = functools.partial(self.store.append, parent_id=last.parent_id)
-            await anyio.to_thread.run_sync(append, self.session_id, [marker])
-            return copy.deepcopy(dict(last.data["item"]))
+
+        def pop() -> Entry | None:
+            with self._guard.lock:
+                entries = self._branch()
+                if not entries:
+                    return None
+                last = entries[-1]
+                marker = NewEntry(POP_KIND, {"popped": last.id})
+                self.store.append(self.session_id, [marker], parent_id=last.parent_id)
+                return last
+
+        last = await anyio.to_thread.run_sync(pop)
+        return None if last is None else copy.deepcopy(dict(last.data["item"]))
 
     async def clear_session(self) -> None:
         """Remove every item: the leaf moves to a new, empty root (history stays readable)."""
-        async with self._lock:
-            append = functools.partial(self.store.append, parent_id=None)
-            await anyio.to_thread.run_sync(append, self.session_id, [NewEntry(CLEAR_KIND, {})])
+
+        def clear() -> None:
+            with self._guard.lock:
+                self.store.append(self.session_id, [NewEntry(CLEAR_KIND, {})], parent_id=None)
+
+        await anyio.to_thread.run_sync(clear)
 
 
 class _FitFilter:
@@ -130,7 +226,7 @@ class _FitFilter:
 
     def __call__(self, data: CallModelData[Any]) -> ModelInputData:
         instructions = data.model_data.instructions
-        items = [_plain(i) for i in data.model_data.input]
+        items = [_plain(item, i) for i, item in enumerate(data.model_data.input)]
         head = [{"role": "system", "content": instructions}] if instructions else []
         out = fit(
             [*head, *items],
