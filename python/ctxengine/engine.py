@@ -366,11 +366,9 @@ class ContextEngine:
         if not back.exists:
             return None
         state: SessionState | None = None
-        faults = [
-            PluginFault("store", "resume", "invalid", str(p), "warning")
-            for p in problems[seen:]
-            if p.session_id == session_id
-        ]
+        met = [p for p in problems[seen:] if p.session_id == session_id]
+        met += [p for p in back.problems if not any(p is q for q in met)]
+        faults = [PluginFault("store", "resume", "invalid", str(p), "warning") for p in met]
         data = back.state
         if isinstance(data, dict) and back.covered:
             try:

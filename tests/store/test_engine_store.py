@@ -137,6 +137,34 @@ async def test_a_damaged_line_keeps_the_messages_around_it_and_restore_works(
     assert restored.payload == out.payload
 
 
+async def test_a_malformed_stored_message_is_left_out_and_the_rest_resumes(
+    tmp_path: Path,
+) -> None:
+    engine = _engine(tmp_path)
+    async with engine.session("s6") as s:
+        for i in range(3):
+            await s.user_message(f"question {i}")
+            await s.assistant_message(f"answer {i}")
+        await s.render()
+        await s.checkpoint()
+    engine.close()
+    path = tmp_path / "sessions" / "s6" / "transcript.jsonl"
+    lines = path.read_text().splitlines()
+    bad = json.loads(lines[2])  # "question 1": valid JSON, a complete entry, a wrong role
+    bad["data"]["message"]["role"] = "wizard"
+    lines[2] = json.dumps(bad)
+    path.write_text("\n".join(lines) + "\n")
+    expected = ["question 0", "answer 0", "answer 1", "question 2", "answer 2"]
+    async with _engine(tmp_path).session("s6") as s:
+        assert [m.text for m in s.messages] == expected  # not an empty session
+        out = await s.render()
+    faults = [f for f in out.report.faults if (f["plugin"], f["hook"]) == ("store", "resume")]
+    assert len(faults) == 1 and faults[0]["severity"] == "warning"
+    assert f"entry {bad['id']!r}" in faults[0]["message"] and "'wizard'" in faults[0]["message"]
+    restored = await _engine(tmp_path).restore("s6")  # raised StoreError before
+    assert [m["content"] for m in restored.payload["messages"]] == expected
+
+
 async def test_a_failing_store_is_a_fault_and_the_session_goes_on(tmp_path: Path) -> None:
     store = FileStore(tmp_path)
     engine = ContextEngine("gpt-4o", Budget(total=BUDGET), store=store)
