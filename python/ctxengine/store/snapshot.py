@@ -163,11 +163,14 @@ def grain_rows(snapshot: Snapshot | Mapping[str, Any]) -> list[dict[str, Any]]:
     columns of schema 2 and the rows of schema 1 alike; ``[]`` if it holds none."""
     content = check_schema(snapshot)
     grains = content.get("grains") or []
+    if not isinstance(grains, (list, dict)):
+        raise StoreError(
+            f"snapshot grains are {type(grains).__name__}; expected columns (an object) or a "
+            "list of grain objects"
+        )
     try:
         if isinstance(grains, list):
             return [dict(g) for g in grains]
-        if not isinstance(grains, dict):
-            raise TypeError(f"grains is {type(grains).__name__}")
         columns = [grains.get(name) or [] for name in GRAIN_FIELDS]
         return [dict(zip(GRAIN_FIELDS, row, strict=True)) for row in zip(*columns, strict=True)]
     except (TypeError, ValueError) as exc:
