@@ -407,3 +407,33 @@ def test_the_commands_read_a_redis_store(
     # the default prefix holds no such session: the prefix in the URL is what found it
     status, _, err = _run(capsys, "snapshots", "worker.7", "--store", url.split("?")[0])
     assert status == 2 and "no session 'worker.7'" in err
+
+
+def _add_future_snapshot(store: FileStore, session_id: str) -> str:
+    """A snapshot a newer ctxengine wrote: another schema, other shapes."""
+    last = store.load_snapshot(session_id)
+    assert last is not None
+    content = dict(last.content, schema="ctxengine.snapshot/9", core_memory=["x"], grains=7)
+    content["state"] = dict(content["state"], version=99)
+    return store.write_snapshot(session_id, content, meta=dict(last.info.meta)).id
+
+
+def test_a_snapshot_of_a_newer_schema_is_named_not_an_internal_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = FileStore(tmp_path)
+    made = write_session(store, "s", turns=3)
+    future = _add_future_snapshot(store, "s")
+    data = _json(capsys, "snapshots", "s", "--store", str(tmp_path))  # AttributeError before
+    rows = data["snapshots"]
+    assert [r["ok"] for r in rows] == [True] * (len(rows) - 1) + [False]
+    assert rows[-1]["id"] == future
+    assert (
+        "has schema 'ctxengine.snapshot/9' (written by a newer ctxengine?)" in rows[-1]["problem"]
+    )
+    assert "ctxengine.snapshot/2" in rows[-1]["problem"]
+    view = _json(capsys, "context", "list", "s", "--store", str(tmp_path))
+    assert view["source"]["kind"] == "render" and sum(view["counts"].values()) > 0
+    assert any("ctxengine.snapshot/9" in p for p in view["problems"])  # not 0 grains, silently
+    restored = _json(capsys, "restore", "s", "--store", str(tmp_path))
+    assert restored["payload"] == made.last.payload  # its state unreadable: rebuilt, the same

@@ -159,3 +159,63 @@ async def test_grains_with_odd_meta_survive_a_file_store_reopen(tmp_path: Path) 
         out = await s2.render()
     reopened.close()
     assert out.payload == before.payload and "RULE: be brief." in str(out.payload)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("order", None, "session state field 'order' is None (NoneType); expected an object"),
+        ("limited", [1, "a"], "field 'limited' is [1, 'a'] (list); expected an object"),
+        ("pruned", "x", "field 'pruned' is 'x' (str); expected an object"),
+        ("settled", [], "field 'settled' is [] (list); expected a list of 2 ints or null"),
+        ("stored", {}, "field 'stored' is {} (dict); expected a list of stored grains"),
+        ("seq", True, "field 'seq' is True (bool); expected an int"),
+        ("turn", None, "field 'turn' is None (NoneType); expected an int"),
+        ("version", 7, "version is 7 (written by a newer ctxengine); expected 1"),
+    ],
+)
+async def test_a_state_of_the_wrong_shape_is_a_config_error_naming_the_field(
+    field: str, value: object, said: str
+) -> None:
+    from ctxengine.errors import ConfigError
+
+    engine = ContextEngine("gpt-4o", Budget(total=3_000))
+    async with engine.session("s1") as s:
+        await _steps(s, "a", 2)
+        await s.render()
+        data = json.loads(json.dumps(s.state.to_json()))
+    data[field] = value
+    with pytest.raises(ConfigError) as info:  # an AttributeError or IndexError before
+        engine.state_from_json(data)
+    assert said in str(info.value)
+    del data[field]
+    if field not in ("limited", "pruned", "settled", "version"):  # optional ones may be absent
+        with pytest.raises(ConfigError, match=f"session state has no field '{field}'"):
+            engine.state_from_json(data)
+
+
+async def test_a_snapshot_whose_state_is_damaged_restores_from_the_messages(
+    tmp_path: Path,
+) -> None:
+    from ctxengine.store.base import canonical_json, content_hash
+
+    engine = ContextEngine("gpt-4o", Budget(total=3_000), store=FileStore(tmp_path))
+    async with engine.session("s1") as s:
+        await _steps(s, "a", 3)
+        live = await s.render()
+        await s.checkpoint()
+    engine.close()
+    objects = tmp_path / "sessions" / "s1" / "objects"
+    index = tmp_path / "sessions" / "s1" / "snapshots.jsonl"
+    info = json.loads(index.read_text().splitlines()[-1])
+    content = json.loads((objects / f"{info['hash']}.json").read_text())
+    content["state"]["order"] = None  # made every open and restore raise AttributeError
+    text = canonical_json(content)
+    info.update(hash=content_hash(text), size=len(text.encode()), id=info["id"] + "x")
+    (objects / f"{info['hash']}.json").write_text(text)
+    index.write_text(index.read_text() + canonical_json(info) + "\n")
+    again = ContextEngine("gpt-4o", Budget(total=3_000), store=FileStore(tmp_path))
+    out = await again.restore("s1")
+    assert out.payload == live.payload
+    faults = [f for f in out.report.faults if (f["plugin"], f["hook"]) == ("store", "restore")]
+    assert len(faults) == 1 and "field 'order' is None" in faults[0]["message"]

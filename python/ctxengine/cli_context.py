@@ -20,8 +20,9 @@ from rich.text import Text
 
 from .cli import Parser, add_common, print_json, stdout_console
 from .cli_store import add_render_options, add_store_option, open_session, restore_session
+from .errors import StoreError
 from .store.base import Store
-from .store.snapshot import build_snapshot, grain_rows
+from .store.snapshot import build_snapshot, check_schema, grain_rows
 
 __all__ = ("add_to", "context_view", "group_by_window")
 
@@ -36,6 +37,13 @@ def context_view(args: argparse.Namespace, store: Store, session_id: str) -> dic
         StoreError: the store failed (and for a render: BudgetError, EncodingError...).
     """
     snap = None if args.render else store.load_snapshot(session_id)
+    unread: list[str] = []
+    if snap is not None:
+        try:
+            check_schema(snap)
+        except StoreError as exc:  # a newer ctxengine wrote it: rendered instead, and said so
+            unread.append(f"{exc}: its grains are not shown, the session is rendered instead")
+            snap = None
     if snap is not None and isinstance(snap.content.get("grains"), (list, dict)):
         content: Mapping[str, Any] = snap.content
         newer = snap.info.leaf_id != store.leaf(session_id)  # messages stored after it
@@ -59,7 +67,7 @@ def context_view(args: argparse.Namespace, store: Store, session_id: str) -> dic
         "windows": group_by_window(grains, content.get("windows") or []),
         "grains": grains,
         "counts": _counts(grains),
-        "problems": list(dict.fromkeys(str(p) for p in store.problems)),
+        "problems": list(dict.fromkeys([*(str(p) for p in store.problems), *unread])),
     }
 
 

@@ -197,7 +197,13 @@ def snapshot_rows(store: Store, session_id: str) -> list[dict[str, Any]]:
             log.warning("snapshot %d (%s) skipped: %s", n, info.id, exc)
             rows.append(row)
             continue
-        memory = core_memory(snap) if snap is not None else {}
+        try:
+            memory = core_memory(snap) if snap is not None else {}
+        except StoreError as exc:  # a newer schema, a damaged shape: a row that says so
+            row.update(ok=False, problem=str(exc), core_memory=None)
+            log.warning("snapshot %d (%s) skipped: %s", n, info.id, exc)
+            rows.append(row)
+            continue
         row["core_memory"] = {
             "grains": sorted(memory),
             "chars": sum(len(t) for t in memory.values()),

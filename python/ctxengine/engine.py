@@ -366,11 +366,9 @@ class ContextEngine:
         if not back.exists:
             return None
         state: SessionState | None = None
-        faults = [
-            PluginFault("store", "resume", "invalid", str(p), "warning")
-            for p in problems[seen:]
-            if p.session_id == session_id
-        ]
+        met = [p for p in problems[seen:] if p.session_id == session_id]
+        met += [p for p in back.problems if not any(p is q for q in met)]
+        faults = [PluginFault("store", "resume", "invalid", str(p), "warning") for p in met]
         data = back.state
         if isinstance(data, dict) and back.covered:
             try:
@@ -394,7 +392,7 @@ class ContextEngine:
         state.closed = False
         state.faults.extend(faults)
         session = Session.from_state(self, state)
-        session.leaf_id = back.entries[-1].id if back.entries else None
+        session.leaf_id = back.leaf_id
         return session
 
     async def restore(
@@ -770,7 +768,24 @@ class Session:
         entries = await anyio.to_thread.run_sync(record_messages, store, self.id, batch)
         del self._unsaved[: len(batch)]
         if entries:
+            # The store chained them after its own leaf (atomically): another leaf than the
+            # last one this session saved means another writer appended to this session id.
+            if entries[0].parent_id != self.leaf_id:
+                self._conflict(entries[0].parent_id)
             self.leaf_id = entries[-1].id
+
+    def _conflict(self, parent: str | None) -> None:
+        """Report that another writer appended to this session since its last save."""
+        message = (
+            f"session {self.id!r} was appended to by another writer: this save went on after "
+            f"entry {parent!r}, not after {self.leaf_id!r}, the last one this session saved or "
+            "loaded; nothing is lost, but the stored branch now interleaves both writers' "
+            "messages, so a reopened session differs from this one (open one session per id "
+            "at a time)"
+        )
+        self._state.faults.append(PluginFault("store", "append", "invalid", message, "warning"))
+        _log.warning("ctxengine store: %s", message)
+        warnings.warn(f"ctxengine store: {message}", RuntimeWarning, stacklevel=4)
 
     async def _autosave(self) -> bool:
         """:meth:`save`, with a failure reported as a fault instead of raised."""

@@ -275,13 +275,45 @@ class SessionState:
         compacted are left out) and all wait for the next render to reach ``asm``.
 
         Raises:
-            ValueError: ``data`` was written by another format version, or holds no
-                messages and ``messages`` is None.
+            ConfigError: ``data`` is not a JSON object, was written by another format version,
+                lacks a field or holds one of the wrong type (the message names it and what
+                was expected), or holds no messages and ``messages`` is None.
         """
-        if data.get("version") != FORMAT_VERSION:
+        if not isinstance(data, dict):
             raise ConfigError(
-                f"session state version is {data.get('version')!r}; expected {FORMAT_VERSION}"
+                f"session state is {type(data).__name__}; expected a JSON object "
+                "(SessionState.to_json)"
             )
+        version = data.get("version")
+        if version != FORMAT_VERSION:
+            newer = (
+                " (written by a newer ctxengine)"
+                if isinstance(version, int) and not isinstance(version, bool)
+                and version > FORMAT_VERSION
+                else ""
+            )  # fmt: skip
+            raise ConfigError(
+                f"session state version is {version!r}{newer}; expected {FORMAT_VERSION}"
+            )
+        _check_shape(data)
+        try:
+            return cls._from_checked(data, asm, builder, messages)
+        except ConfigError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise ConfigError(
+                f"session state is malformed ({type(exc).__name__}: {exc}); expected what "
+                "SessionState.to_json writes"
+            ) from exc
+
+    @classmethod
+    def _from_checked(
+        cls,
+        data: dict[str, Any],
+        asm: _core.Assembly,
+        builder: HistoryBuilder,
+        messages: list[Message] | None,
+    ) -> SessionState:
         state = cls(str(data["session_id"]), asm, builder)
         if messages is None:
             if data.get("messages") is None:
@@ -315,6 +347,51 @@ class SessionState:
         """The stored grain with ``grain``'s node id (the same object), else ``grain``."""
         stored = self.stored.get(grain.node_id)
         return stored.grain if stored is not None else grain
+
+
+#: The fields of a session state and the JSON kind each must have (None allowed where said).
+_SHAPE: Final[dict[str, tuple[tuple[type, ...], str, bool]]] = {
+    # name: (accepted types, what is expected, required)
+    "session_id": ((str,), "a string", True),
+    "stored": ((list,), "a list of stored grains", True),
+    "queued": ((list,), "a list of grains", True),
+    "overrides": ((list,), "a list of grains", True),
+    "compacted": ((list,), "a list of node ids", True),
+    "summary": ((dict, type(None)), "a grain object or null", True),
+    "faults": ((list,), "a list of faults", True),
+    "order": ((dict,), "an object of node id -> int", True),
+    "seq": ((int,), "an int", True),
+    "turn": ((int,), "an int", True),
+    "task_id": ((str, type(None)), "a string or null", True),
+    "closed": ((bool,), "true or false", True),
+    "settled": ((list, type(None)), "a list of 2 ints or null", False),
+    "compaction_backoff": ((list, type(None)), "a list of 3 ints or null", False),
+    "limited": ((dict,), "an object of node id -> int", False),
+    "pruned": ((dict,), "an object of node id -> str", False),
+    "pruned_results": ((list,), "a list of [index, k, tool_result]", False),
+    "rendered_at": ((int, float, type(None)), "a number or null", False),
+}
+_LENGTHS: Final = {"settled": 2, "compaction_backoff": 3}
+
+
+def _check_shape(data: dict[str, Any]) -> None:
+    """Raise :class:`ConfigError` naming the first field of ``data`` that is missing or of the
+    wrong kind (a damaged or hand-edited snapshot must fail as a clear error, not as an
+    ``AttributeError`` deep in the rebuild)."""
+    for name, (kinds, expected, required) in _SHAPE.items():
+        if name not in data:
+            if required:
+                raise ConfigError(f"session state has no field {name!r}; expected {expected}")
+            continue
+        value = data[name]
+        wrong = not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)
+        if not wrong and name in _LENGTHS and value is not None:
+            wrong = len(value) != _LENGTHS[name]
+        if wrong:
+            raise ConfigError(
+                f"session state field {name!r} is {_repr(value)[:80]} "
+                f"({type(value).__name__}); expected {expected}"
+            )
 
 
 def _prune_state_of(state: SessionState, data: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ from ctxengine.errors import (
     SessionIdError,
     StoreError,
 )
-from ctxengine.store import FileStore, Store
+from ctxengine.store import FileStore, NewEntry, Store
 from ctxengine.store.snapshot import payload_hash
 from ctxengine.transcript import Message, ToolCall, load
 from offline_tiktoken import TRANSCRIPTS
@@ -135,6 +135,73 @@ async def test_a_damaged_line_keeps_the_messages_around_it_and_restore_works(
     assert f"{path}: line 2 is not a complete record" in resumed[0]["message"]
     restored = await _engine(tmp_path).restore("s5")
     assert restored.payload == out.payload
+
+
+async def test_a_malformed_stored_message_is_left_out_and_the_rest_resumes(
+    tmp_path: Path,
+) -> None:
+    engine = _engine(tmp_path)
+    async with engine.session("s6") as s:
+        for i in range(3):
+            await s.user_message(f"question {i}")
+            await s.assistant_message(f"answer {i}")
+        await s.render()
+        await s.checkpoint()
+    engine.close()
+    path = tmp_path / "sessions" / "s6" / "transcript.jsonl"
+    lines = path.read_text().splitlines()
+    bad = json.loads(lines[2])  # "question 1": valid JSON, a complete entry, a wrong role
+    bad["data"]["message"]["role"] = "wizard"
+    lines[2] = json.dumps(bad)
+    path.write_text("\n".join(lines) + "\n")
+    expected = ["question 0", "answer 0", "answer 1", "question 2", "answer 2"]
+    async with _engine(tmp_path).session("s6") as s:
+        assert [m.text for m in s.messages] == expected  # not an empty session
+        out = await s.render()
+    faults = [f for f in out.report.faults if (f["plugin"], f["hook"]) == ("store", "resume")]
+    assert len(faults) == 1 and faults[0]["severity"] == "warning"
+    assert f"entry {bad['id']!r}" in faults[0]["message"] and "'wizard'" in faults[0]["message"]
+    restored = await _engine(tmp_path).restore("s6")  # raised StoreError before
+    assert [m["content"] for m in restored.payload["messages"]] == expected
+
+
+async def test_two_writers_of_one_session_id_are_reported_and_lose_nothing(
+    make_store: Callable[[], Store],
+) -> None:
+    first = ContextEngine("gpt-4o", Budget(total=BUDGET), store=make_store())
+    second = ContextEngine("gpt-4o", Budget(total=BUDGET), store=make_store())
+    async with first.session("w") as a, second.session("w") as b:
+        await a.user_message("A1")
+        with pytest.warns(RuntimeWarning, match="appended to by another writer"):
+            await b.user_message("B1")  # b saved nothing yet, but the store holds A1
+        with pytest.warns(RuntimeWarning, match="appended to by another writer"):
+            await a.assistant_message("A2")
+        out = await a.render()
+        await b.close()
+        await a.close()
+    said = [f for f in out.report.faults if (f["plugin"], f["hook"]) == ("store", "append")]
+    assert len(said) == 1 and said[0]["severity"] == "warning"
+    assert "interleaves both writers' messages" in said[0]["message"]
+    stored = make_store().branch("w")  # every acknowledged message, once, in append order
+    assert [e.data["message"]["blocks"][0]["text"] for e in stored] == ["A1", "B1", "A2"]
+
+
+async def test_a_reopened_session_saves_without_a_writer_conflict(
+    make_store: Callable[[], Store],
+) -> None:
+    async with ContextEngine("gpt-4o", Budget(total=BUDGET), store=make_store()).session("w") as s:
+        await s.user_message("one")
+        await s.assistant_message("two")
+    make_store().append("w", [NewEntry("note", {"not": "a message"})])  # the leaf is no message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a conflict warning would fail here
+        async with ContextEngine("gpt-4o", Budget(total=BUDGET), store=make_store()).session(
+            "w"
+        ) as s:
+            await s.user_message("three")
+            out = await s.render()
+    assert not [f for f in out.report.faults if f["plugin"] == "store"]
+    assert [m.text for m in s.messages] == ["one", "two", "three"]
 
 
 async def test_a_failing_store_is_a_fault_and_the_session_goes_on(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -370,3 +371,38 @@ def test_read_only_folder_is_a_clear_error(tmp_path: Path) -> None:
     finally:
         subprocess.run(cleanup, check=True)
     assert texts(FileStore(src).entries("s1")) == ["a"]
+
+
+KILLED_DELETE = """
+import os, shutil, signal, sys
+from pathlib import Path
+from ctxengine.store import FileStore
+
+def rmtree(path, *args, **kwargs):  # the process dies inside the removal, one file gone
+    os.unlink(Path(path) / "transcript.jsonl")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+shutil.rmtree = rmtree
+FileStore(sys.argv[1]).delete("s")
+"""
+
+
+def test_a_delete_killed_midway_leaves_no_half_session(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    store = FileStore(tmp_path)
+    store.append("s", [NewEntry("message", {"text": "hi"})])
+    store.write_snapshot("s", {"turn": 1})
+    store.append("keep", [NewEntry("message", {"text": "kept"})])
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_DELETE, str(tmp_path)], env=child_env, check=False
+    )
+    assert done.returncode == -signal.SIGKILL
+    again = FileStore(tmp_path)
+    assert not again.exists("s")  # its snapshots without its transcript were a session before
+    assert again.sessions() == ["keep"]
+    assert again.entries("s") == [] and again.load_snapshot("s") is None
+    again.append("other", [NewEntry("message", {"text": "x"})])
+    assert again.delete("other")  # a later delete removes what the killed one left
+    assert sorted(os.listdir(tmp_path / "sessions")) == ["keep"]
+    assert [e.data["text"] for e in again.branch("keep")] == ["kept"]

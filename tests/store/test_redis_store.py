@@ -121,3 +121,24 @@ def test_a_dead_server_is_a_clear_store_error() -> None:
         assert f"127.0.0.1:{port}" in str(exc) and "{s}" in str(exc)
     else:  # pragma: no cover
         raise AssertionError("no StoreError")
+
+
+def test_a_damaged_last_element_is_skipped_and_appends_go_on_after_the_last_intact_entry(
+    redis_url: str,
+) -> None:
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    store = RedisStore(redis_url, prefix=prefix)
+    _, b = store.append("s", [NewEntry("message", {"text": t}) for t in "ab"])
+    redis.Redis.from_url(redis_url).rpush(f"{prefix}:{{s}}:log", b'{"id": "torn", "parent')
+    reopened = RedisStore(redis_url, prefix=prefix)
+    assert reopened.leaf("s") == b.id  # the damaged element is no leaf, as entries() says
+    (c,) = reopened.append("s", [NewEntry("message", {"text": "c"})])
+    assert c.parent_id == b.id
+    info = reopened.write_snapshot("s", {"turn": 1})
+    assert info.leaf_id == c.id
+    assert [e.data["text"] for e in RedisStore(redis_url, prefix=prefix).branch("s")] == [
+        "a",
+        "b",
+        "c",
+    ]
+    assert reopened.problems[0].message.startswith("element 2 is not an entry")

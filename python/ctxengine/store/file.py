@@ -119,6 +119,15 @@ def _remove_stale_temps(objects: Path) -> None:
             continue
 
 
+def _is_session_id(name: str) -> bool:
+    """Whether the folder ``name`` can be a session's (not a delete's leftover, not a stray)."""
+    try:
+        validate_session_id(name)
+    except ValueError:
+        return False
+    return True
+
+
 @dataclass(slots=True)
 class _Log(Generic[T]):
     """One append-only JSONL file and what has been parsed of it so far."""
@@ -576,7 +585,7 @@ class FileStore:
             return []
         except OSError as exc:
             raise _os_error("list", base, exc) from exc
-        return sorted(n for n in names if self._holds(base / n))
+        return sorted(n for n in names if _is_session_id(n) and self._holds(base / n))
 
     @staticmethod
     def _holds(d: Path) -> bool:
@@ -595,12 +604,29 @@ class FileStore:
             self._sessions.pop(session_id, None)
             if not d.exists():
                 return False
+            # Renamed away first (atomic), then removed: a process killed inside the removal
+            # leaves a hidden folder no listing or reader takes for a session, never a session
+            # with its transcript gone and its snapshots still there.
+            gone = d.parent / f".deleted.{session_id}.{secrets.token_hex(4)}"
             try:
-                shutil.rmtree(d)
+                os.rename(d, gone)
             except OSError as exc:
                 raise _os_error("delete", d, exc) from exc
             self._sync_dir(d.parent)
+            self._remove_deleted(d.parent)
             return True
+
+    @staticmethod
+    def _remove_deleted(base: Path) -> None:
+        """Remove the renamed-away folders of deletes (this one's, and any a killed delete
+        left); best effort: one that cannot be removed now is removed by a later delete."""
+        try:
+            names = os.listdir(base)
+        except OSError:
+            return
+        for name in names:
+            if name.startswith(".deleted."):
+                shutil.rmtree(base / name, ignore_errors=True)
 
     def close(self) -> None:
         """Forget cached state (no file stays open between calls)."""

@@ -193,9 +193,12 @@ class RedisStore:
                 pipe.unwatch()
                 landed = {e.id: e for e in self.entries(session_id) if e.id in set(ids)}
                 return [landed[i] for i in ids if i in landed]
-            last = pipe.lindex(log_key, -1)
             if parent_id is LEAF:
-                parent = _entry_id(last)
+                # The last intact entry, as every reader sees it (a damaged last element is
+                # skipped there, so it must not be the parent, nor stop every append): read
+                # after the WATCH, so an append in between aborts this transaction.
+                with self._lock:
+                    parent = self._leaf_of(self._refresh(session_id))
             else:
                 if parent_id is not None and not pipe.hexists(ids_key, parent_id):
                     raise StoreError(
@@ -269,11 +272,13 @@ class RedisStore:
         return branch_of(cache.by_id, leaf, session_id, cache.gaps.links)
 
     def leaf(self, session_id: str) -> str | None:
-        """See :meth:`ctxengine.Store.leaf`."""
-        try:
-            return _entry_id(self._r.lindex(self._key(session_id, "log"), -1))
-        except RedisError as exc:
-            raise self._error("read", session_id, exc) from exc
+        """See :meth:`ctxengine.Store.leaf`: the last intact entry (a damaged element is
+        skipped, as :meth:`entries` skips it)."""
+        return self._leaf_of(self._read(session_id))
+
+    @staticmethod
+    def _leaf_of(cache: _Cache) -> str | None:
+        return cache.entries[-1].id if cache.entries else None
 
     # -- snapshots ----------------------------------------------------------------------------
 
@@ -387,13 +392,3 @@ class RedisStore:
     def close(self) -> None:
         """Close the connection pool."""
         self._r.close()
-
-
-def _entry_id(raw: bytes | str | None) -> str | None:
-    if raw is None:
-        return None
-    try:
-        value = json.loads(raw)["id"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise StoreError(f"the session's last entry is damaged: {exc}") from exc
-    return str(value)

@@ -18,6 +18,7 @@ The store functions are synchronous and durable on return; call them from async 
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from typing import Any
 
 from ..errors import StoreError
 from ..transcript import Message
-from .base import LEAF, Entry, Leaf, NewEntry, Snapshot, SnapshotInfo, Store
+from .base import LEAF, Entry, Leaf, NewEntry, Snapshot, SnapshotInfo, Store, StoreProblem
 from .codec import message_from_json, message_to_json
 from .snapshot import Rendered, build_snapshot, snapshot_meta
 from .writer import SnapshotWriter
@@ -34,6 +35,8 @@ __all__ = ("Resumed", "record_messages", "record_rewrite", "resume", "snapshot_r
 
 MESSAGE = "message"
 REWRITE = "rewrite"
+
+log = logging.getLogger("ctxengine.store")
 
 
 def record_messages(
@@ -118,6 +121,9 @@ class Resumed:
         covered: How many of ``messages`` the snapshot's state already includes (those up to
             its ``leaf_id``); the rest came after it and are replayed.
         rewrites: The ``"rewrite"`` markers on the branch (compactions, truncations).
+        leaf_id: The id of the branch's last entry, of any kind (None: empty).
+        problems: Message entries left out because their message is malformed (also added
+            to the store's ``problems`` when it has that list).
     """
 
     messages: list[Message]
@@ -126,6 +132,8 @@ class Resumed:
     state: Mapping[str, Any] | None
     covered: int
     rewrites: list[Entry] = field(default_factory=list)
+    leaf_id: str | None = None
+    problems: list[StoreProblem] = field(default_factory=list)
 
     @property
     def exists(self) -> bool:
@@ -158,18 +166,46 @@ def resume(store: Store, session_id: str, *, snapshot_id: str | None = None) -> 
             raise StoreError(f"session {session_id!r} has no snapshot {snapshot_id!r}")
         leaf = snapshot.info.leaf_id
         branch = store.branch(session_id, leaf) if leaf is not None else []
-    entries = [e for e in branch if e.kind == MESSAGE]
-    messages = [message_from_json(e.data.get("message")) for e in entries]
+    entries: list[Entry] = []
+    messages: list[Message] = []
+    problems: list[StoreProblem] = []
+    bad: set[str] = set()
+    for e in branch:
+        if e.kind != MESSAGE:
+            continue
+        try:
+            message = message_from_json(e.data.get("message"))
+        except StoreError as exc:  # one bad record must not make the whole session unreadable
+            bad.add(e.id)
+            problems.append(
+                StoreProblem(
+                    session_id,
+                    f"entry {e.id!r}",
+                    f"{exc}: the message is left out, the rest of the branch is read",
+                )
+            )
+            continue
+        entries.append(e)
+        messages.append(message)
     covered = 0
     if snapshot is not None and snapshot.info.leaf_id is not None:
         ids = [e.id for e in branch]
         if snapshot.info.leaf_id in ids:
             cut = ids.index(snapshot.info.leaf_id) + 1
-            if not _has_hole(branch[:cut]):
-                covered = sum(1 for e in branch[:cut] if e.kind == MESSAGE)
+            kept = branch[:cut]
+            # The state counts messages by position: one left out before its leaf would
+            # shift every later one, so the state is then rebuilt from the messages.
+            if not _has_hole(kept) and not any(e.id in bad for e in kept):
+                covered = sum(1 for e in kept if e.kind == MESSAGE)
     state = snapshot.content.get("state") if snapshot is not None else None
     rewrites = [e for e in branch if e.kind == REWRITE]
-    return Resumed(messages, entries, snapshot, state, covered, rewrites)
+    known = getattr(store, "problems", None)
+    for problem in problems:
+        log.warning("ctxengine store: %s", problem)
+        if isinstance(known, list):
+            known.append(problem)
+    leaf = branch[-1].id if branch else None
+    return Resumed(messages, entries, snapshot, state, covered, rewrites, leaf, problems)
 
 
 def _has_hole(branch: Sequence[Entry]) -> bool:

@@ -32,12 +32,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from ..errors import StoreError
 from .base import Snapshot, canonical_json, content_hash
 
 __all__ = (
     "SCHEMA",
     "SummaryDrift",
     "build_snapshot",
+    "check_schema",
     "core_memory",
     "grain_rows",
     "payload_hash",
@@ -46,6 +48,8 @@ __all__ = (
 )
 
 SCHEMA: Final = "ctxengine.snapshot/2"
+#: The schemas this version reads (schema 1 held one object per grain).
+SCHEMAS: Final = ("ctxengine.snapshot/1", SCHEMA)
 #: The per-grain fields of a snapshot's ``grains`` (one column each).
 GRAIN_FIELDS: Final = (
     "node_id",
@@ -157,12 +161,23 @@ def build_snapshot(
 def grain_rows(snapshot: Snapshot | Mapping[str, Any]) -> list[dict[str, Any]]:
     """The grains of a snapshot as one dict per grain (keys :data:`GRAIN_FIELDS`), for the
     columns of schema 2 and the rows of schema 1 alike; ``[]`` if it holds none."""
-    content = snapshot.content if isinstance(snapshot, Snapshot) else snapshot
+    content = check_schema(snapshot)
     grains = content.get("grains") or []
-    if isinstance(grains, list):
-        return [dict(g) for g in grains]
-    columns = [grains.get(name) or [] for name in GRAIN_FIELDS]
-    return [dict(zip(GRAIN_FIELDS, row, strict=True)) for row in zip(*columns, strict=True)]
+    if not isinstance(grains, (list, dict)):
+        raise StoreError(
+            f"snapshot grains are {type(grains).__name__}; expected columns (an object) or a "
+            "list of grain objects"
+        )
+    try:
+        if isinstance(grains, list):
+            return [dict(g) for g in grains]
+        columns = [grains.get(name) or [] for name in GRAIN_FIELDS]
+        return [dict(zip(GRAIN_FIELDS, row, strict=True)) for row in zip(*columns, strict=True)]
+    except (TypeError, ValueError) as exc:
+        raise StoreError(
+            f"snapshot grains are malformed ({exc}); expected columns of equal length "
+            f"({', '.join(GRAIN_FIELDS[:2])}...) or a list of grain objects"
+        ) from exc
 
 
 def snapshot_meta(content: Mapping[str, Any]) -> dict[str, Any]:
@@ -172,9 +187,32 @@ def snapshot_meta(content: Mapping[str, Any]) -> dict[str, Any]:
 
 def core_memory(snapshot: Snapshot | Mapping[str, Any]) -> dict[str, str]:
     """The ``core_memory`` texts of a snapshot (``{node_id: text}``; ``{}`` if none)."""
-    content = snapshot.content if isinstance(snapshot, Snapshot) else snapshot
+    content = check_schema(snapshot)
     memory = content.get("core_memory") or {}
+    if not isinstance(memory, Mapping):
+        raise StoreError(
+            f"snapshot core_memory is {type(memory).__name__}; expected an object of "
+            "node id -> text"
+        )
     return {str(k): str(v) for k, v in memory.items()}
+
+
+def check_schema(snapshot: Snapshot | Mapping[str, Any]) -> Mapping[str, Any]:
+    """The snapshot's content, once its ``schema`` is one this version reads (a content
+    without one, e.g. a store's own test document, is taken as it is).
+
+    Raises:
+        StoreError: another schema (a newer ctxengine wrote it), named with the ones expected.
+    """
+    content = snapshot.content if isinstance(snapshot, Snapshot) else snapshot
+    schema = content.get("schema")
+    if schema is not None and schema not in SCHEMAS:
+        where = f"snapshot {snapshot.info.id!r}" if isinstance(snapshot, Snapshot) else "snapshot"
+        newer = " (written by a newer ctxengine?)" if isinstance(schema, str) else ""
+        raise StoreError(
+            f"{where} has schema {schema!r}{newer}; expected one of {', '.join(SCHEMAS)}"
+        )
+    return content
 
 
 # Identifiers, paths, numbers: the facts a summary must not lose.
