@@ -1,0 +1,169 @@
+"""Variants of the agent log formats seen in other versions of the tools than the shared
+samples: each fixture is written by hand from the published schema of that version, loads
+without losing what the model read, and renders valid payloads through the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxengine.errors import TranscriptError
+from ctxengine.transcript import Image, Text, Transcript, load
+
+from .helpers import PROVIDERS, assert_sdk_valid
+
+Write = Callable[[str, str], Path]
+
+
+def jsonl(*rows: dict[str, Any]) -> str:
+    return "\n".join(json.dumps(r) for r in rows) + "\n"
+
+
+def engine_payloads_valid(t: Transcript) -> None:
+    """The engine renders ``t`` to every provider, each payload valid for the SDK types."""
+    from ctxengine import Budget, ContextEngine
+
+    async def run() -> None:
+        engine = ContextEngine("gpt-4o", Budget(total=8000))
+        async with engine.session("variant") as session:
+            session.extend(t.messages)
+            for provider in PROVIDERS:
+                assert_sdk_valid((await session.render(provider)).payload, provider)
+
+    asyncio.run(run())
+
+
+def texts(t: Transcript) -> str:
+    """Every text the transcript holds (message text and tool-result text), joined."""
+    out: list[str] = []
+    for m in t.messages:
+        out.extend(b.text for b in m.blocks if isinstance(b, Text))
+        for r in m.tool_results:
+            out.extend(b.text for b in r.content if isinstance(b, Text))
+    return "\n".join(out)
+
+
+# -- Claude Code -------------------------------------------------------------------------------
+
+_CC = {"sessionId": "s1", "version": "2.0.50", "cwd": "/w", "userType": "external"}
+
+
+def cc_user(uuid: str, parent: str | None, content: object, **kw: Any) -> dict[str, Any]:
+    message = {"role": "user", "content": content}
+    return {"type": "user", "uuid": uuid, "parentUuid": parent, "message": message, **_CC, **kw}
+
+
+def cc_assistant(uuid: str, parent: str, mid: str, content: list[Any], **kw: Any) -> dict[str, Any]:
+    message = {"id": mid, "type": "message", "role": "assistant", "content": content}
+    return {
+        "type": "assistant",
+        "uuid": uuid,
+        "parentUuid": parent,
+        "message": message,
+        **_CC,
+        **kw,
+    }
+
+
+def test_claude_code_server_tool_blocks_are_kept_as_assistant_text(write: Write) -> None:
+    """A web search runs inside the assistant turn (``server_tool_use`` then
+    ``web_search_tool_result``, split over records of one message id): it was a
+    TranscriptError; now the query and the results are text of that turn."""
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"}
+    hit = {"type": "web_search_result", "url": "https://x.test/r", "title": "Rust 2024"}
+    result = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [hit]}
+    path = write(
+        "s.jsonl",
+        jsonl(
+            cc_user("u1", None, "search the web"),
+            cc_assistant("a1", "u1", "m1", [{**search, "input": {"query": "rust 2024"}}]),
+            cc_assistant("a2", "a1", "m1", [result]),
+            cc_assistant("a3", "a2", "m1", [{"type": "text", "text": "It shipped."}]),
+            cc_user("u2", "a3", "thanks"),
+        ),
+    )
+    t = load(path)
+    assert [m.role for m in t] == ["user", "assistant", "user"]
+    said = texts(t)
+    assert "web_search" in said and "rust 2024" in said
+    assert "https://x.test/r" in said and "It shipped." in said
+    assert not t[1].tool_calls  # the server ran it: nothing for the client to answer
+    engine_payloads_valid(t)
+
+
+def test_claude_code_documents_and_tool_references_load(write: Write) -> None:
+    """A PDF the user attached (``document``, base64), a text document, a PDF read by a tool
+    and a tool search's ``tool_reference`` were TranscriptErrors."""
+    pdf = {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0x"}
+    path = write(
+        "d.jsonl",
+        jsonl(
+            cc_user(
+                "u1", None, [{"type": "document", "source": pdf}, {"type": "text", "text": "sum"}]
+            ),
+            cc_assistant(
+                "a1", "u1", "m1", [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]
+            ),
+            cc_user(
+                "u2",
+                "a1",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "content": [{"type": "document", "source": pdf}],
+                    }
+                ],
+            ),
+            cc_assistant(
+                "a2",
+                "u2",
+                "m2",
+                [{"type": "tool_use", "id": "t2", "name": "ToolSearch", "input": {}}],
+            ),
+            cc_user(
+                "u3",
+                "a2",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t2",
+                        "content": [{"type": "tool_reference", "tool_name": "mcp__db__query"}],
+                    }
+                ],
+            ),
+            cc_user(
+                "u4",
+                "u3",
+                [
+                    {
+                        "type": "document",
+                        "source": {"type": "text", "media_type": "text/plain", "data": "notes"},
+                        "title": "n.txt",
+                    }
+                ],
+            ),
+        ),
+    )
+    t = load(path)
+    assert t[0].blocks == (Image("application/pdf", data="JVBERi0x"), Text("sum"))
+    assert t[2].tool_results[0].content == (Image("application/pdf", data="JVBERi0x"),)
+    assert "mcp__db__query" in texts(t)
+    assert t[-1].blocks[0] == Text("[document: n.txt]\nnotes")
+    engine_payloads_valid(t)
+
+
+def test_claude_code_unknown_block_type_names_line_and_block(write: Write) -> None:
+    path = write(
+        "u.jsonl",
+        jsonl(cc_user("u1", None, "hi"), cc_assistant("a1", "u1", "m1", [{"type": "hologram"}])),
+    )
+    with pytest.raises(
+        TranscriptError, match=r"line 2\.message\.content\[0\]\.type: .*'hologram'.*expected"
+    ):
+        load(path)
