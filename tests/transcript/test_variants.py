@@ -158,6 +158,45 @@ def test_claude_code_documents_and_tool_references_load(write: Write) -> None:
     engine_payloads_valid(t)
 
 
+def test_claude_code_inline_sidechain_does_not_replace_the_main_conversation(write: Write) -> None:
+    """Older versions log a Task sub-agent's records in the main file (``isSidechain``, their
+    own root). When the file ended with one, the branch walk started there and the main
+    conversation was lost; now sub-agent records are left out of a main session."""
+    side = {"isSidechain": True}
+    path = write(
+        "m.jsonl",
+        jsonl(
+            {"type": "summary", "summary": "Fixing a bug", "leafUuid": "a2"},
+            cc_user("u1", None, "find the bug"),
+            cc_assistant(
+                "a1", "u1", "m1", [{"type": "tool_use", "id": "t1", "name": "Task", "input": {}}]
+            ),
+            cc_user("s1", None, "look at x.py", **side),
+            cc_assistant("s2", "s1", "ms1", [{"type": "text", "text": "line 3"}], **side),
+            cc_user(
+                "u2", "a1", [{"type": "tool_result", "tool_use_id": "t1", "content": "line 3"}]
+            ),
+            cc_assistant("a2", "u2", "m2", [{"type": "text", "text": "Fixed line 3."}]),
+            cc_user("s3", None, "verify", **side),
+            cc_assistant("s4", "s3", "ms2", [{"type": "text", "text": "verified"}], **side),
+        ),
+    )
+    t = load(path)
+    assert [m.role for m in t] == ["user", "assistant", "tool", "assistant"]
+    assert t[0].blocks == (Text("find the bug"),) and t[-1].blocks == (Text("Fixed line 3."),)
+    assert "verified" not in texts(t)
+    # a sub-agent's own file (every record a sidechain) still loads whole
+    sub = write(
+        "agent-1.jsonl",
+        jsonl(
+            cc_user("s1", None, "look", **side),
+            cc_assistant("s2", "s1", "m", [{"type": "text", "text": "ok"}], **side),
+        ),
+    )
+    assert [m.role for m in load(sub)] == ["user", "assistant"]
+    engine_payloads_valid(t)
+
+
 def test_claude_code_unknown_block_type_names_line_and_block(write: Write) -> None:
     path = write(
         "u.jsonl",
