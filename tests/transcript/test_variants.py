@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ctxengine.errors import TranscriptError
-from ctxengine.transcript import Image, Text, Transcript, load
+from ctxengine.transcript import Image, Text, ToolCall, Transcript, load
 
 from .helpers import PROVIDERS, assert_sdk_valid
 
@@ -206,3 +206,123 @@ def test_claude_code_unknown_block_type_names_line_and_block(write: Write) -> No
         TranscriptError, match=r"line 2\.message\.content\[0\]\.type: .*'hologram'.*expected"
     ):
         load(path)
+
+
+# -- pi / OpenClaw -----------------------------------------------------------------------------
+
+_T = "2025-12-01T00:00:00.000Z"
+
+
+def pi_msg(message: dict[str, Any], **ids: Any) -> dict[str, Any]:
+    return {"type": "message", "timestamp": _T, **ids, "message": message}
+
+
+def pi_user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text, "timestamp": 1}
+
+
+def pi_assistant(content: list[Any], stop: str = "stop") -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": content,
+        "api": "anthropic-messages",
+        "stopReason": stop,
+    }
+
+
+def test_pi_v1_compaction_keeps_from_its_entry_index(write: Write) -> None:
+    """A version 1 compaction names the first kept entry by index (the header is entry 0).
+    view="model" ignored it (no ids to match) and started from the very first message, so
+    the summarized messages were sent again after their summary."""
+    call = {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": "ls"}}
+    result = {"role": "toolResult", "toolCallId": "c1", "toolName": "bash", "isError": False}
+    path = write(
+        "v1.jsonl",
+        jsonl(
+            {"type": "session", "id": "s", "timestamp": _T, "cwd": "/w"},
+            pi_msg(pi_user("first task")),
+            pi_msg(pi_assistant([{"type": "text", "text": "did first"}])),
+            pi_msg(pi_user("second task")),
+            pi_msg(pi_assistant([call], "toolUse")),
+            pi_msg({**result, "content": [{"type": "text", "text": "a.txt"}]}),
+            {
+                "type": "compaction",
+                "timestamp": _T,
+                "summary": "First task done.",
+                "firstKeptEntryIndex": 3,
+                "tokensBefore": 9,
+            },
+            pi_msg(pi_user("third task")),
+        ),
+    )
+    model = load(path, view="model")
+    assert model[0].text.endswith("First task done.")
+    assert [m.text for m in model if m.role == "user"][1:] == ["second task", "third task"]
+    assert "did first" not in texts(model) and model[2].tool_calls == (
+        ToolCall("c1", "bash", {"command": "ls"}),
+    )
+    full = load(path)
+    assert "first task" in texts(full) and full.meta["compactions"][0]["first_kept"] == 3
+    engine_payloads_valid(model)
+
+
+def test_pi_summary_message_roles_and_skipped_entries(write: Write) -> None:
+    """``branchSummary`` and ``compactionSummary`` are AgentMessage roles (pi sends them to
+    the model as user text); they were a TranscriptError. Entries that are not model context
+    are skipped and counted."""
+    path = write(
+        "v3.jsonl",
+        jsonl(
+            {"type": "session", "version": 3, "id": "s", "timestamp": _T, "cwd": "/w"},
+            {
+                "type": "model_change",
+                "id": "m0",
+                "parentId": None,
+                "timestamp": _T,
+                "provider": "openai",
+                "modelId": "gpt-5",
+            },
+            pi_msg(pi_user("task"), id="e1", parentId="m0"),
+            pi_msg(
+                {"role": "branchSummary", "summary": "tried path A", "fromId": "x", "timestamp": 2},
+                id="e2",
+                parentId="e1",
+            ),
+            pi_msg(
+                {
+                    "role": "compactionSummary",
+                    "summary": "did B",
+                    "tokensBefore": 5,
+                    "timestamp": 3,
+                },
+                id="e3",
+                parentId="e2",
+            ),
+            pi_msg(pi_assistant([{"type": "text", "text": "ok"}]), id="e4", parentId="e3"),
+            {
+                "type": "label",
+                "id": "e5",
+                "parentId": "e4",
+                "timestamp": _T,
+                "targetId": "e1",
+                "label": "start",
+            },
+            {"type": "session_info", "id": "e6", "parentId": "e5", "timestamp": _T, "name": "n"},
+        ),
+    )
+    t = load(path)
+    assert [m.role for m in t] == ["user", "user", "user", "assistant"]
+    assert t[1].text.endswith("tried path A") and t[2].text.endswith("did B")
+    assert t.meta["skipped_entries"] == 3
+    engine_payloads_valid(t)
+    bad = write(
+        "bad.jsonl",
+        jsonl(
+            {"type": "session", "version": 3, "id": "s"},
+            pi_msg({"role": "branchSummary"}, id="e1", parentId=None),
+        ),
+    )
+    with pytest.raises(
+        TranscriptError, match=r"line 2\.message: key 'summary' is 'missing'; expected a string"
+    ):
+        load(bad)
