@@ -326,3 +326,60 @@ def test_pi_summary_message_roles_and_skipped_entries(write: Write) -> None:
         TranscriptError, match=r"line 2\.message: key 'summary' is 'missing'; expected a string"
     ):
         load(bad)
+
+
+# -- SWE-agent ---------------------------------------------------------------------------------
+
+
+def test_swe_agent_multimodal_history_keeps_images(write: Write) -> None:
+    """SWE-agent 1.x multimodal runs put ``image_url`` parts in the history (and
+    ``cache_control`` on text parts): the image part was a TranscriptError."""
+    png = "data:image/png;base64,iVBORw0KGgo="
+    cached = {"type": "text", "text": "a.py", "cache_control": {"type": "ephemeral"}}
+    call = {"id": "toolu_1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    history = [
+        {"role": "system", "content": [{"type": "text", "text": "You are SWE-agent."}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Fix the bug shown:"},
+                {"type": "image_url", "image_url": {"url": png}},
+            ],
+        },
+        {"role": "assistant", "content": "Look.", "tool_calls": [call]},
+        {"role": "tool", "content": [cached], "tool_call_ids": ["toolu_1"]},
+    ]
+    t = load(write("m.traj", json.dumps({"history": history, "info": {}})))
+    assert t[1].blocks == (Text("Fix the bug shown:"), Image("image/png", data="iVBORw0KGgo="))
+    assert t[3].tool_results[0].content == (Text("a.py"),)
+    engine_payloads_valid(t)
+
+
+def test_swe_agent_trajectory_without_history_is_rebuilt(write: Write) -> None:
+    """A ``.traj`` with only ``trajectory`` steps failed ('history' missing); the steps are
+    now the conversation: the first query, then response and observation of each step."""
+    steps = [
+        {
+            "response": "List.\n```\nls\n```",
+            "observation": "a.py",
+            "action": "ls",
+            "thought": "List.",
+            "query": [{"role": "system", "content": "sys"}, {"role": "user", "content": "issue"}],
+        },
+        {"response": "", "thought": "Done.", "action": "submit", "observation": "diff --git"},
+    ]
+    t = load(write("t.traj", json.dumps({"trajectory": steps, "info": {}})))
+    assert t.source_format == "swe-agent" and t.meta["rebuilt_from"] == "trajectory"
+    assert [(m.role, m.text) for m in t] == [
+        ("system", "sys"),
+        ("user", "issue"),
+        ("assistant", "List.\n```\nls\n```"),
+        ("user", "a.py"),
+        ("assistant", "Done.\nsubmit"),
+        ("user", "diff --git"),
+    ]
+    engine_payloads_valid(t)
+    with pytest.raises(
+        TranscriptError, match=r"trajectory\[0\]: entry is 'x'; expected a JSON object"
+    ):
+        load(write("b.traj", json.dumps({"trajectory": ["x"]})))

@@ -2,7 +2,10 @@
 
 SWE-agent: ``history`` is the chat as the model saw it. Function-calling runs have OpenAI
 ``tool_calls`` and ``tool`` messages answering ``tool_call_ids`` (a list); text-action runs have
-no calls (the action is prose in the assistant text, the observation a user message).
+no calls (the action is prose in the assistant text, the observation a user message). Content
+is a string or a list of parts; multimodal runs put ``image_url`` parts in user and tool
+messages, which become images. A file without ``history`` is rebuilt from its
+``trajectory`` steps (``meta["rebuilt_from"] = "trajectory"``).
 
 OpenHands (V0 events): an action with ``tool_call_metadata`` becomes the assistant message of its
 ``model_response`` (all calls of that response, once); an observation with metadata becomes the
@@ -19,9 +22,9 @@ from typing import Any
 
 from ..model import Block, Message, Text, ToolResult
 from .common import Loc, text_of, tool_call
-from .openai import load_openai
+from .openai import content_parts, load_openai
 
-__all__ = ("load_openhands_events", "load_swe_agent_history")
+__all__ = ("load_openhands_events", "load_swe_agent_history", "swe_agent_steps")
 
 
 def load_swe_agent_history(history: list[Any], loc: Loc) -> list[Message]:
@@ -38,20 +41,52 @@ def load_swe_agent_history(history: list[Any], loc: Loc) -> list[Message]:
         meta = {k: m[k] for k in ("agent", "message_type", "is_demo", "action") if k in m}
         if role == "tool":
             ids = m.get("tool_call_ids") or [m.get("tool_call_id")]
-            text = text_of(m.get("content"), at.at("content"))
+            body = tuple(content_parts(m.get("content"), at.at("content"), images=True))
             results: list[Block] = []
             for j, call_id in enumerate(at.items(ids)):
                 if not isinstance(call_id, str):
                     at.at("tool_call_ids").at(j).fail("id", call_id, "a string")
-                results.append(ToolResult(call_id, (Text(text),)))
+                results.append(ToolResult(call_id, body))
             out.append(Message("tool", tuple(results), meta=meta))
             continue
-        content = text_of(m.get("content"), at.at("content"))
-        base = {"role": role, "content": content}
+        content = m.get("content")
+        if role == "assistant":  # parts (with cache_control) are text for the model
+            content = text_of(content, at.at("content"))
+        base = {"role": role, "content": content}  # user parts may hold images (multimodal)
         if role == "assistant" and m.get("tool_calls"):
             base["tool_calls"] = m["tool_calls"]
         for msg in load_openai([base], at):
             out.append(Message(msg.role, msg.blocks, meta={**msg.meta, **meta}))
+    return out
+
+
+def swe_agent_steps(steps: list[Any], loc: Loc) -> list[Message]:
+    """Messages rebuilt from a ``.traj`` that has only ``trajectory`` (no ``history``).
+
+    The first step's ``query`` (the messages it sent, in newer versions) opens the
+    conversation; then each step is the model's ``response`` (or its ``thought`` and
+    ``action``) as assistant text and the ``observation`` as a user message, as text-action
+    runs show them to the model.
+
+    Raises:
+        TranscriptError: a step is not an object or a ``query`` entry is malformed.
+    """
+    out: list[Message] = []
+    for i, raw in enumerate(steps):
+        at = loc.at(i)
+        step = at.obj(raw)
+        query = step.get("query")
+        if i == 0 and isinstance(query, list):
+            out.extend(load_swe_agent_history(query, at.at("query")))
+        response = step.get("response")
+        if not isinstance(response, str) or not response.strip():
+            parts = [step.get(k) for k in ("thought", "action")]
+            response = "\n".join(p for p in parts if isinstance(p, str) and p.strip())
+        if response:
+            out.append(Message("assistant", (Text(response),), meta={"step": i}))
+        observation = step.get("observation")
+        if isinstance(observation, str) and observation:
+            out.append(Message("user", (Text(observation),), meta={"step": i}))
     return out
 
 
