@@ -383,3 +383,60 @@ def test_swe_agent_trajectory_without_history_is_rebuilt(write: Write) -> None:
         TranscriptError, match=r"trajectory\[0\]: entry is 'x'; expected a JSON object"
     ):
         load(write("b.traj", json.dumps({"trajectory": ["x"]})))
+
+
+# -- aider -------------------------------------------------------------------------------------
+
+AIDER_LOG = """
+# aider chat started at 2025-01-02 10:00:00
+
+> Aider v0.70.0
+> Main model: gpt-4o with diff edit format
+
+#### /run pytest -q
+> Running pytest -q
+> F.
+FAILED test_a.py::test_x - assert 1 == 2
+1 failed, 1 passed in 0.01s
+
+#### fix it
+
+Change `x` to 2.
+
+a.py
+```
+<<<<<<< SEARCH
+x = 1
+=======
+x = 2
+>>>>>>> REPLACE
+```
+
+> Tokens: 2.1k sent, 40 received.
+> Applied edit to a.py
+
+#### again
+> litellm.APIConnectionError: Connection refused
+Traceback (most recent call last):
+  File "x.py", line 1
+> Retrying in 0.2 seconds...
+
+Done again.
+
+> Tokens: 1k sent, 4 received.
+"""
+
+
+def test_aider_multiline_tool_output_and_edit_markers(write: Write) -> None:
+    """aider quotes only the first line of a multi-line tool output (command output, an
+    error traceback): the other lines became made-up assistant replies. And the
+    ``>>>>>>> REPLACE`` line of an edit was read as tool output, cutting it from the reply."""
+    t = load(write("x.aider.chat.history.md", AIDER_LOG))
+    assert [m.role for m in t] == ["user", "user", "assistant", "user", "assistant"]
+    assert t[2].text.endswith("x = 2\n>>>>>>> REPLACE\n```") and t[2].stop_reason is None
+    assert t[4].text == "Done again." and t[4].stop_reason is None
+    tools = t.meta["tool_lines"]
+    assert "F.\nFAILED test_a.py::test_x - assert 1 == 2\n1 failed, 1 passed in 0.01s" in tools
+    assert any(line.startswith("litellm.APIConnectionError") and "x.py" in line for line in tools)
+    assert t.meta["applied_edits"] == 1
+    engine_payloads_valid(t)
