@@ -440,3 +440,35 @@ def test_aider_multiline_tool_output_and_edit_markers(write: Write) -> None:
     assert any(line.startswith("litellm.APIConnectionError") and "x.py" in line for line in tools)
     assert t.meta["applied_edits"] == 1
     engine_payloads_valid(t)
+
+
+# -- OpenHands ---------------------------------------------------------------------------------
+
+
+def test_openhands_run_without_function_calling_keeps_calls_and_results(write: Write) -> None:
+    """Older CodeAct runs have no ``tool_call_metadata``: every run/edit action and its
+    observation was dropped (only the task and an error text were left)."""
+
+    def ev(i: int, source: str, **kw: Any) -> dict[str, Any]:
+        return {"id": i, "timestamp": "t", "source": source, "message": "", **kw}
+
+    events = [
+        ev(0, "user", action="message", args={"content": "Fix the test"}),
+        ev(1, "agent", action="run", args={"command": "ls", "thought": "List files."}),
+        ev(2, "agent", observation="run", cause=1, content="a.py", extras={"exit_code": 0}),
+        ev(3, "agent", action="edit", args={"path": "a.py", "content": "x=2", "thought": ""}),
+        ev(4, "agent", observation="error", cause=3, content="File not writable", extras={}),
+        ev(5, "agent", action="change_agent_state", args={"agent_state": "running"}),
+        ev(6, "agent", action="finish", args={"outputs": {}, "thought": "Done."}),
+    ]
+    t = load(write("o.json", json.dumps(events)))
+    assert t.source_format == "openhands"
+    assert [m.role for m in t] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert t[1].blocks == (Text("List files."), ToolCall("event_1", "run", {"command": "ls"}))
+    assert t[2].tool_results[0].call_id == "event_1"
+    assert t[2].tool_results[0].content == (Text("a.py"),)
+    assert t[3].tool_calls == (ToolCall("event_3", "edit", {"path": "a.py", "content": "x=2"}),)
+    assert t[4].tool_results[0].is_error
+    assert t[4].tool_results[0].content == (Text("File not writable"),)
+    assert t[5].text == "Done." and t.meta["skipped_events"] == 1
+    engine_payloads_valid(t)

@@ -12,7 +12,11 @@ OpenHands (V0 events): an action with ``tool_call_metadata`` becomes the assista
 tool result. ``system`` and ``message`` actions become system/user/assistant text; an
 ``error`` observation without metadata is a user message (OpenHands shows it to the model that
 way); a ``recall`` observation becomes a user message only when it carries microagent knowledge
-or repository instructions. Other events are not model context.
+or repository instructions. Runs without function calling (older CodeAct) have no metadata:
+a ``run``/``read``/``edit``/... action becomes a call with id ``event_<id>`` (after its
+``thought``) and the observation whose ``cause`` is that id its result; ``finish`` and
+``think`` are assistant text. Other events are not model context (counted in
+``meta["skipped_events"]``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..model import Block, Message, Text, ToolResult
+from ..model import Block, Message, Text, ToolCall, ToolResult
 from .common import Loc, text_of, tool_call
 from .openai import content_parts, load_openai
 
@@ -146,10 +150,40 @@ def _action(e: Mapping[str, Any], seen: set[str], at: Loc) -> Message | None:
         return Message("system", (Text(text),))
     if action == "message":
         return Message("user" if e.get("source") == "user" else "assistant", (Text(text),))
-    return None
+    return _text_action(e, action, args, seen)
 
 
-def _observation(e: Mapping[str, Any], at: Loc) -> Message | None:
+# actions of runs without function calling (no tool_call_metadata) that an observation answers
+_TOOL_ACTIONS = frozenset(
+    {"run", "run_ipython", "read", "write", "edit", "browse", "browse_interactive", "delegate"}
+    | {"call_tool_mcp", "mcp"}
+)
+
+
+def _text_action(
+    e: Mapping[str, Any], action: object, args: object, seen: set[str]
+) -> Message | None:
+    """An action of a run without function calling: a call (id ``event_<id>``) for the
+    observation naming it as ``cause``, after the agent's ``thought``; ``finish`` and
+    ``think`` are the agent's text."""
+    args = args if isinstance(args, Mapping) else {}
+    thought = args.get("thought")
+    blocks: list[Block] = [Text(thought)] if isinstance(thought, str) and thought.strip() else []
+    if action in ("finish", "think"):
+        final = args.get("final_thought") or args.get("message")
+        if isinstance(final, str) and final.strip() and final != thought:
+            blocks.append(Text(final))
+        return Message("assistant", tuple(blocks)) if blocks else None
+    if action not in _TOOL_ACTIONS or e.get("id") is None:
+        return None
+    call_id = f"event_{e['id']}"
+    seen.add(call_id)
+    arguments = {k: v for k, v in args.items() if k not in ("thought", "is_confirmed")}
+    blocks.append(ToolCall(call_id, str(action), arguments))
+    return Message("assistant", tuple(blocks), meta={"kind": "text_action"})
+
+
+def _observation(e: Mapping[str, Any], seen: set[str], at: Loc) -> Message | None:
     tcm = _tcm(e)
     content = str(e.get("content") or "")
     if tcm is not None:
@@ -157,6 +191,11 @@ def _observation(e: Mapping[str, Any], at: Loc) -> Message | None:
         name = tcm.get("function_name") if isinstance(tcm.get("function_name"), str) else None
         is_error = e.get("observation") == "error"
         return Message("tool", (ToolResult(call_id, (Text(content),), is_error, name),))
+    cause = f"event_{e.get('cause')}"
+    if e.get("cause") is not None and cause in seen:  # answers a call of a text-action run
+        name = e.get("observation") if isinstance(e.get("observation"), str) else None
+        result = ToolResult(cause, (Text(content),), e.get("observation") == "error", name)
+        return Message("tool", (result,))
     if e.get("observation") == "error":
         return Message("user", (Text(content),), meta={"kind": "error"})
     if e.get("observation") == "recall" and isinstance(e.get("extras"), Mapping):
@@ -180,7 +219,7 @@ def load_openhands_events(events: list[Any], loc: Loc) -> tuple[list[Message], i
         if "action" in e:
             msg = _action(e, seen, at)
         elif "observation" in e:
-            msg = _observation(e, at)
+            msg = _observation(e, seen, at)
         else:
             at.fail("event", e, "an action or an observation")
         if msg is None:
