@@ -138,14 +138,19 @@ def test_claude_code_wrong_typed_field_names_line_and_field(
             r"tool call id is ''; expected a non-empty string",
         ),
         (
-            [{"role": "user", "content": [{"type": "document"}]}],
+            [{"role": "user", "content": [{"type": "hologram"}]}],
             "anthropic",
-            r"\[0\]\.content\[0\]\.type: user block type is 'document'",
+            r"\[0\]\.content\[0\]\.type: user block type is 'hologram'",
         ),
         (
-            [{"role": "assistant", "content": [{"type": "server_tool_use"}]}],
+            [{"role": "user", "content": [{"type": "document"}]}],
             "anthropic",
-            r"assistant block type is 'server_tool_use'",
+            r"\[0\]\.content\[0\]: key 'source' is 'missing'; expected an object",
+        ),
+        (
+            [{"role": "assistant", "content": [{"type": "hologram"}]}],
+            "anthropic",
+            r"assistant block type is 'hologram'",
         ),
         (
             [{"role": "system", "content": "x"}],

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
 from ..errors import TranscriptError
-from .importers.agents import load_openhands_events, load_swe_agent_history
+from .importers.agents import load_openhands_events, load_swe_agent_history, swe_agent_steps
 from .importers.aider import is_aider_log, load_aider
 from .importers.anthropic import load_anthropic, system_messages
 from .importers.claude_code import load_claude_code
@@ -187,6 +187,8 @@ def _is_event(e: object) -> bool:
 
 
 def _detect_dict(data: Mapping[str, Any]) -> str:
+    if "trajectory" in data and "history" not in data:
+        return "swe-agent"
     if "history" in data:
         hist = data["history"]
         return "openhands" if isinstance(hist, list) and any(map(_is_event, hist)) else "swe-agent"
@@ -381,9 +383,13 @@ def _from_gemini(data: Any, loc: Loc) -> tuple[list[Message], dict[str, Any]]:
 
 
 def _from_swe_agent(data: Any, loc: Loc) -> tuple[list[Message], dict[str, Any]]:
-    history = _payload(data, "history", loc)
     info = data.get("info") if isinstance(data, Mapping) else None
-    meta = {"info": info} if isinstance(info, Mapping) else {}
+    meta: dict[str, Any] = {"info": info} if isinstance(info, Mapping) else {}
+    if isinstance(data, Mapping) and "history" not in data and "trajectory" in data:
+        steps = loc.at("trajectory").items(data["trajectory"])
+        meta["rebuilt_from"] = "trajectory"
+        return swe_agent_steps(steps, loc.at("trajectory")), meta
+    history = _payload(data, "history", loc)
     return load_swe_agent_history(history, loc.at("history")), meta
 
 

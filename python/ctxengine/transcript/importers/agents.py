@@ -2,14 +2,21 @@
 
 SWE-agent: ``history`` is the chat as the model saw it. Function-calling runs have OpenAI
 ``tool_calls`` and ``tool`` messages answering ``tool_call_ids`` (a list); text-action runs have
-no calls (the action is prose in the assistant text, the observation a user message).
+no calls (the action is prose in the assistant text, the observation a user message). Content
+is a string or a list of parts; multimodal runs put ``image_url`` parts in user and tool
+messages, which become images. A file without ``history`` is rebuilt from its
+``trajectory`` steps (``meta["rebuilt_from"] = "trajectory"``).
 
 OpenHands (V0 events): an action with ``tool_call_metadata`` becomes the assistant message of its
 ``model_response`` (all calls of that response, once); an observation with metadata becomes the
 tool result. ``system`` and ``message`` actions become system/user/assistant text; an
 ``error`` observation without metadata is a user message (OpenHands shows it to the model that
 way); a ``recall`` observation becomes a user message only when it carries microagent knowledge
-or repository instructions. Other events are not model context.
+or repository instructions. Runs without function calling (older CodeAct) have no metadata:
+a ``run``/``read``/``edit``/... action becomes a call with id ``event_<id>`` (after its
+``thought``) and the observation whose ``cause`` is that id its result; ``finish`` and
+``think`` are assistant text. Other events are not model context (counted in
+``meta["skipped_events"]``).
 """
 
 from __future__ import annotations
@@ -17,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..model import Block, Message, Text, ToolResult
+from ..model import Block, Message, Text, ToolCall, ToolResult
 from .common import Loc, text_of, tool_call
-from .openai import load_openai
+from .openai import content_parts, load_openai
 
-__all__ = ("load_openhands_events", "load_swe_agent_history")
+__all__ = ("load_openhands_events", "load_swe_agent_history", "swe_agent_steps")
 
 
 def load_swe_agent_history(history: list[Any], loc: Loc) -> list[Message]:
@@ -38,20 +45,52 @@ def load_swe_agent_history(history: list[Any], loc: Loc) -> list[Message]:
         meta = {k: m[k] for k in ("agent", "message_type", "is_demo", "action") if k in m}
         if role == "tool":
             ids = m.get("tool_call_ids") or [m.get("tool_call_id")]
-            text = text_of(m.get("content"), at.at("content"))
+            body = tuple(content_parts(m.get("content"), at.at("content"), images=True))
             results: list[Block] = []
             for j, call_id in enumerate(at.items(ids)):
                 if not isinstance(call_id, str):
                     at.at("tool_call_ids").at(j).fail("id", call_id, "a string")
-                results.append(ToolResult(call_id, (Text(text),)))
+                results.append(ToolResult(call_id, body))
             out.append(Message("tool", tuple(results), meta=meta))
             continue
-        content = text_of(m.get("content"), at.at("content"))
-        base = {"role": role, "content": content}
+        content = m.get("content")
+        if role == "assistant":  # parts (with cache_control) are text for the model
+            content = text_of(content, at.at("content"))
+        base = {"role": role, "content": content}  # user parts may hold images (multimodal)
         if role == "assistant" and m.get("tool_calls"):
             base["tool_calls"] = m["tool_calls"]
         for msg in load_openai([base], at):
             out.append(Message(msg.role, msg.blocks, meta={**msg.meta, **meta}))
+    return out
+
+
+def swe_agent_steps(steps: list[Any], loc: Loc) -> list[Message]:
+    """Messages rebuilt from a ``.traj`` that has only ``trajectory`` (no ``history``).
+
+    The first step's ``query`` (the messages it sent, in newer versions) opens the
+    conversation; then each step is the model's ``response`` (or its ``thought`` and
+    ``action``) as assistant text and the ``observation`` as a user message, as text-action
+    runs show them to the model.
+
+    Raises:
+        TranscriptError: a step is not an object or a ``query`` entry is malformed.
+    """
+    out: list[Message] = []
+    for i, raw in enumerate(steps):
+        at = loc.at(i)
+        step = at.obj(raw)
+        query = step.get("query")
+        if i == 0 and isinstance(query, list):
+            out.extend(load_swe_agent_history(query, at.at("query")))
+        response = step.get("response")
+        if not isinstance(response, str) or not response.strip():
+            parts = [step.get(k) for k in ("thought", "action")]
+            response = "\n".join(p for p in parts if isinstance(p, str) and p.strip())
+        if response:
+            out.append(Message("assistant", (Text(response),), meta={"step": i}))
+        observation = step.get("observation")
+        if isinstance(observation, str) and observation:
+            out.append(Message("user", (Text(observation),), meta={"step": i}))
     return out
 
 
@@ -111,10 +150,40 @@ def _action(e: Mapping[str, Any], seen: set[str], at: Loc) -> Message | None:
         return Message("system", (Text(text),))
     if action == "message":
         return Message("user" if e.get("source") == "user" else "assistant", (Text(text),))
-    return None
+    return _text_action(e, action, args, seen)
 
 
-def _observation(e: Mapping[str, Any], at: Loc) -> Message | None:
+# actions of runs without function calling (no tool_call_metadata) that an observation answers
+_TOOL_ACTIONS = frozenset(
+    {"run", "run_ipython", "read", "write", "edit", "browse", "browse_interactive", "delegate"}
+    | {"call_tool_mcp", "mcp"}
+)
+
+
+def _text_action(
+    e: Mapping[str, Any], action: object, args: object, seen: set[str]
+) -> Message | None:
+    """An action of a run without function calling: a call (id ``event_<id>``) for the
+    observation naming it as ``cause``, after the agent's ``thought``; ``finish`` and
+    ``think`` are the agent's text."""
+    args = args if isinstance(args, Mapping) else {}
+    thought = args.get("thought")
+    blocks: list[Block] = [Text(thought)] if isinstance(thought, str) and thought.strip() else []
+    if action in ("finish", "think"):
+        final = args.get("final_thought") or args.get("message")
+        if isinstance(final, str) and final.strip() and final != thought:
+            blocks.append(Text(final))
+        return Message("assistant", tuple(blocks)) if blocks else None
+    if action not in _TOOL_ACTIONS or e.get("id") is None:
+        return None
+    call_id = f"event_{e['id']}"
+    seen.add(call_id)
+    arguments = {k: v for k, v in args.items() if k not in ("thought", "is_confirmed")}
+    blocks.append(ToolCall(call_id, str(action), arguments))
+    return Message("assistant", tuple(blocks), meta={"kind": "text_action"})
+
+
+def _observation(e: Mapping[str, Any], seen: set[str], at: Loc) -> Message | None:
     tcm = _tcm(e)
     content = str(e.get("content") or "")
     if tcm is not None:
@@ -122,6 +191,11 @@ def _observation(e: Mapping[str, Any], at: Loc) -> Message | None:
         name = tcm.get("function_name") if isinstance(tcm.get("function_name"), str) else None
         is_error = e.get("observation") == "error"
         return Message("tool", (ToolResult(call_id, (Text(content),), is_error, name),))
+    cause = f"event_{e.get('cause')}"
+    if e.get("cause") is not None and cause in seen:  # answers a call of a text-action run
+        name = e.get("observation") if isinstance(e.get("observation"), str) else None
+        result = ToolResult(cause, (Text(content),), e.get("observation") == "error", name)
+        return Message("tool", (result,))
     if e.get("observation") == "error":
         return Message("user", (Text(content),), meta={"kind": "error"})
     if e.get("observation") == "recall" and isinstance(e.get("extras"), Mapping):
@@ -145,7 +219,7 @@ def load_openhands_events(events: list[Any], loc: Loc) -> tuple[list[Message], i
         if "action" in e:
             msg = _action(e, seen, at)
         elif "observation" in e:
-            msg = _observation(e, at)
+            msg = _observation(e, seen, at)
         else:
             at.fail("event", e, "an action or an observation")
         if msg is None:

@@ -3,9 +3,12 @@
 ``# aider chat started at ...`` opens a session (one :class:`Transcript` each). Runs of
 ``#### `` lines are the user's input, except answers to aider's own yes/no prompts (``Add file
 to the chat? ... [Yes]: all``), which never reach the model. ``> `` lines are aider's tool/UI
-output, kept in metadata. Everything else is the assistant's reply; ``<thinking-content-...>``
-sections become :class:`Thinking`. A reply not closed by a ``> Tokens:`` line was interrupted
-and is marked ``stop_reason="aborted"``. There are no tool calls.
+output, kept in metadata (a ``>>>>>>> REPLACE`` line of an edit is reply text); aider quotes
+only the first line of a multi-line output, so the lines right after a ``> `` line (no blank
+line between) belong to it. Everything else is the assistant's reply;
+``<thinking-content-...>`` sections become :class:`Thinking`. A reply not closed by a
+``> Tokens:`` line was interrupted and is marked ``stop_reason="aborted"``. There are no tool
+calls.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ class _Parser:
         self.sessions: list[_Session] = []
         self.user: list[str] = []
         self.reply: list[str] = []
+        self.in_quote = False  # the previous line was aider tool output (``> ``)
 
     @property
     def cur(self) -> _Session:
@@ -86,6 +90,7 @@ class _Parser:
 
     def feed(self, n: int, raw: str) -> None:
         line = _strip_md_break(raw)
+        quoted, self.in_quote = self.in_quote, False
         if m := _SESSION.fullmatch(line):
             self.flush_user()
             self.flush_reply(closed=False)
@@ -98,11 +103,17 @@ class _Parser:
                 self.cur.prompt_answers += 1
             else:
                 self.user.append(body)
-        elif line.startswith(">"):
+        elif line.startswith("> ") or line == ">":  # not ``>>>>>>> REPLACE`` of an edit
             self.flush_user()
-            self.cur.tool_lines.append(line[2:] if line.startswith("> ") else line[1:])
+            self.cur.tool_lines.append(line[2:])
             if line.startswith("> Tokens:"):
                 self.flush_reply(closed=True, tokens=line[2:].strip())
+            self.in_quote = True
+        elif quoted and line.strip():
+            # aider quotes only the first line of multi-line tool output (command output,
+            # error tracebacks); replies always start after a blank line
+            self.cur.tool_lines[-1] += "\n" + line
+            self.in_quote = True
         else:
             self.flush_user()
             if self.reply or line.strip():

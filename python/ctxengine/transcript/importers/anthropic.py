@@ -3,10 +3,17 @@
 A user turn holding ``tool_result`` blocks becomes a neutral ``tool`` message (all its results)
 followed by a ``user`` message for any other blocks; the exporter merges them back, so the
 round trip is lossless.
+
+Blocks the neutral model has no type for are kept as what the model read: a ``document`` is
+media (``Image`` with its media type, e.g. ``application/pdf``) or, with a text source, text;
+a ``search_result`` is its text; a ``tool_reference`` (tool search) names the tool. Server
+tools run inside the assistant turn (``server_tool_use`` and its ``*_tool_result``, e.g.
+``web_search``): both become assistant text, since no other provider can replay them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,13 +35,77 @@ def _image(block: Mapping[str, Any], loc: Loc) -> Image:
     return loc.at("source").fail("image source type", kind, "'base64' or 'url'")
 
 
+def _document(block: Mapping[str, Any], loc: Loc) -> Text | Image:
+    """A ``document`` block: text for a text (or content) source, media otherwise."""
+    source = loc.need(block, "source", Mapping)
+    kind = source.get("type")
+    title = block.get("title")
+    head = f"[document: {title}]\n" if isinstance(title, str) and title else ""
+    if kind == "text":
+        return Text(head + loc.at("source").need(source, "data", str))
+    if kind == "content":
+        body = _media(source.get("content"), loc.at("source.content"))
+        return Text(head + "\n".join(b.text for b in body if isinstance(b, Text)))
+    if kind == "base64":
+        media = str(source.get("media_type") or "application/pdf")
+        return Image(media, data=loc.at("source").need(source, "data", str))
+    if kind == "url":
+        url = loc.at("source").need(source, "url", str)
+        return Image(str(source.get("media_type") or "application/pdf"), url=url)
+    return loc.at("source").fail(
+        "document source type", kind, "'base64', 'url', 'text' or 'content'"
+    )
+
+
+def _search_result(block: Mapping[str, Any], loc: Loc) -> Text:
+    parts = [str(block.get(k)) for k in ("title", "source") if isinstance(block.get(k), str)]
+    body = _media(block.get("content"), loc.at("content"))
+    texts = [b.text for b in body if isinstance(b, Text)]
+    return Text("\n".join([f"[search result: {' - '.join(parts)}]", *texts]))
+
+
+_MEDIA_TYPES = "'text', 'image', 'document', 'search_result' or 'tool_reference'"
+
+
 def _media_block(block: Mapping[str, Any], loc: Loc) -> Text | Image:
     kind = block.get("type")
     if kind == "text":
         return Text(loc.need(block, "text", str))
     if kind == "image":
         return _image(block, loc)
-    return loc.at("type").fail("block type", kind, "'text' or 'image'")
+    if kind == "document":
+        return _document(block, loc)
+    if kind == "search_result":
+        return _search_result(block, loc)
+    if kind == "tool_reference":  # tool search: the tool whose definition was loaded
+        return Text(f"[tool reference: {loc.need(block, 'tool_name', str)}]")
+    return loc.at("type").fail("block type", kind, _MEDIA_TYPES)
+
+
+def _server_tool_text(block: Mapping[str, Any]) -> Text:
+    """A server tool call or its result (both inside an assistant turn) as text."""
+    kind = str(block.get("type"))
+    if kind == "server_tool_use":
+        args = json.dumps(block.get("input") or {}, ensure_ascii=False)
+        return Text(f"[server tool call {block.get('name')}: {args}]")
+    content = block.get("content")
+    lines = [f"[{kind.removesuffix('_tool_result')} result]"]
+    items = content if isinstance(content, list) else [content]
+    for item in items:
+        if not isinstance(item, Mapping):
+            if isinstance(item, str):
+                lines.append(item)
+            continue
+        if item.get("type", "").endswith("_error") or "error_code" in item:
+            lines.append(f"error: {item.get('error_code')}")
+            continue
+        title, url = item.get("title"), item.get("url")
+        if isinstance(url, str):
+            lines.append(f"- {title}: {url}" if isinstance(title, str) else f"- {url}")
+        for key in ("stdout", "stderr", "text"):
+            if isinstance(item.get(key), str) and item[key]:
+                lines.append(item[key])
+    return Text("\n".join(lines))
 
 
 def _media(content: object, loc: Loc) -> tuple[Text | Image, ...]:
@@ -61,10 +132,14 @@ def _user_turn(content: object, loc: Loc) -> list[Message]:
             call_id = at.need(block, "tool_use_id", str)
             body = _media(block.get("content"), at.at("content"))
             results.append(ToolResult(call_id, body, bool(block.get("is_error", False))))
-        elif kind in ("text", "image"):
+        elif kind in ("text", "image", "document", "search_result"):
             other.append(_media_block(block, at))
         else:
-            at.at("type").fail("user block type", kind, "'text', 'image' or 'tool_result'")
+            at.at("type").fail(
+                "user block type",
+                kind,
+                "'text', 'image', 'document', 'search_result' or 'tool_result'",
+            )
     out = [Message("tool", tuple(results))] if results else []
     if other or not results:
         out.append(Message("user", tuple(other)))
@@ -93,11 +168,16 @@ def assistant_blocks(content: object, loc: Loc) -> list[Block]:
             out.append(tool_call(block.get("id"), block.get("name"), block.get("input"), at))
         elif kind == "image":
             out.append(_image(block, at))
+        elif kind == "document":
+            out.append(_document(block, at))
+        elif isinstance(kind, str) and (kind == "server_tool_use" or kind.endswith("_tool_result")):
+            out.append(_server_tool_text(block))
         else:
             at.at("type").fail(
                 "assistant block type",
                 kind,
-                "'text', 'thinking', 'redacted_thinking' or 'tool_use'",
+                "'text', 'thinking', 'redacted_thinking', 'tool_use', 'server_tool_use' or a "
+                "server tool's '*_tool_result'",
             )
     return out
 

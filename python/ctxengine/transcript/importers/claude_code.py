@@ -5,7 +5,9 @@ over several records (one content block each) sharing ``message.id``; they are m
 Records are linked by ``uuid``/``parentUuid``. The active branch is the path from the last
 message record back to the root; parallel tool calls put sibling records off that path, so the
 branch also takes every record of an API message on the path and every tool result answering
-one of its calls. Records are emitted in file order. ``progress``, ``system``,
+one of its calls. Records are emitted in file order. Sub-agent records (``isSidechain``), which
+older versions write into the main file, are left out unless the file holds nothing else (a
+sub-agent's own file). ``progress``, ``system``,
 ``file-history-snapshot``, ``queue-operation`` and ``summary`` lines are not model context.
 
 A ``/compact`` starts a new root (``compact_boundary`` with ``logicalParentUuid``).
@@ -81,6 +83,10 @@ def _select(records: list[tuple[int, Record]], loc: Loc, *, full: bool) -> list[
     messages = [(n, r) for n, r in records if r.get("type") in _MESSAGE_TYPES]
     for n, r in messages:
         _check(n, r, loc)
+    if any(not r.get("isSidechain") for _, r in messages):
+        # older versions log sub-agent (Task) conversations inline, marked isSidechain: they
+        # are not the main model's context, and the last line may be one of them
+        messages = [(n, r) for n, r in messages if not r.get("isSidechain")]
     if not messages:
         return []
     on_path = _path_uuids(records, messages[-1][1], full=full)

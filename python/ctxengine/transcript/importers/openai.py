@@ -8,10 +8,10 @@ from typing import Any
 from ..model import Block, Image, Message, Text, ToolResult
 from .common import Loc, image_from_url, tool_call
 
-__all__ = "load_openai"
+__all__ = ("content_parts", "load_openai")
 
 
-def _parts(content: object, loc: Loc, *, images: bool) -> list[Text | Image]:
+def content_parts(content: object, loc: Loc, *, images: bool) -> list[Text | Image]:
     """Blocks from a string or a list of content parts."""
     if isinstance(content, str):
         return [Text(content)]
@@ -37,7 +37,7 @@ def _parts(content: object, loc: Loc, *, images: bool) -> list[Text | Image]:
 
 def _assistant(m: Mapping[str, Any], index: int, loc: Loc) -> Message:
     blocks: list[Block] = [
-        b for b in _parts(m.get("content"), loc.at("content"), images=False) if b != Text("")
+        b for b in content_parts(m.get("content"), loc.at("content"), images=False) if b != Text("")
     ]
     refusal = m.get("refusal")  # the model's refusal, with content None: text, as its part is
     if refusal is not None and not isinstance(refusal, str):
@@ -72,12 +72,14 @@ def load_openai(items: list[Any], loc: Loc) -> list[Message]:
         m = at.obj(raw)
         role = at.need(m, "role", str)
         if role in ("system", "developer"):
-            blocks = _parts(m.get("content"), at.at("content"), images=False)
+            blocks = content_parts(m.get("content"), at.at("content"), images=False)
             meta = {"openai_role": role} if role == "developer" else {}
             out.append(Message("system", tuple(blocks), meta=meta))
         elif role == "user":
             out.append(
-                Message("user", tuple(_parts(m.get("content"), at.at("content"), images=True)))
+                Message(
+                    "user", tuple(content_parts(m.get("content"), at.at("content"), images=True))
+                )
             )
         elif role == "assistant":
             msg = _assistant(m, i, at)
@@ -87,13 +89,13 @@ def load_openai(items: list[Any], loc: Loc) -> list[Message]:
             out.append(msg)
         elif role == "tool":
             call_id = at.need(m, "tool_call_id", str)
-            content = _parts(m.get("content"), at.at("content"), images=True)
+            content = content_parts(m.get("content"), at.at("content"), images=True)
             out.append(Message("tool", (ToolResult(call_id, tuple(content)),)))
         elif role == "function":
             name = at.need(m, "name", str)
             ids = pending_legacy.get(name)
             call_id = ids.pop(0) if ids else f"call_{name}"
-            content = _parts(m.get("content"), at.at("content"), images=False)
+            content = content_parts(m.get("content"), at.at("content"), images=False)
             out.append(Message("tool", (ToolResult(call_id, tuple(content), name=name),)))
         else:
             at.at("role").fail(

@@ -2,9 +2,13 @@
 
 Entries carry ``type``; messages are ``{"type": "message", "message": {...}}`` with roles
 ``user``, ``assistant``, ``toolResult`` (one per call), plus ``bashExecution`` and ``custom``
-(sent to the model as user text). Current files (``"version": 3`` header) link entries by
+(sent to the model as user text), and ``branchSummary``/``compactionSummary`` (user text with
+the summary prefix pi sends). Current files (``"version": 3`` header) link entries by
 ``id``/``parentId``: the active branch is the path from the last entry back to the root. Older
-files have no ids and are read in order.
+files have no ids and are read in order; their compactions name the first kept entry by its
+index in the file (``firstKeptEntryIndex``) instead of its id. Entries that are not model
+context (``model_change``, ``thinking_level_change``, ``custom``, ``label``, ``session_info``
+and types this reader does not know) are skipped and counted in ``meta["skipped_entries"]``.
 
 ``view="full"`` keeps every message on the branch and records compactions in
 ``Transcript.meta["compactions"]``; ``view="model"`` starts from the latest compaction summary,
@@ -91,11 +95,18 @@ def _message(m: Mapping[str, Any], msg_id: str | None, loc: Loc) -> Message:
         output = str(m.get("output") or "")
         text = f"Ran `{command}`\n```\n{output}\n```"
         return Message("user", (Text(text),), msg_id, meta={"kind": "bashExecution"})
+    if role in ("branchSummary", "compactionSummary"):  # summaries stored as messages
+        prefix = _BRANCH_PREFIX if role == "branchSummary" else _SUMMARY_PREFIX
+        text = prefix + loc.need(m, "summary", str)
+        return Message("user", (Text(text),), msg_id, meta={"kind": role})
     if role in ("custom", "hookMessage"):
         content = tuple(_content(m.get("content"), loc.at("content")))
         return Message("user", content, msg_id, meta={"kind": role})
     return loc.at("role").fail(
-        "role", role, "'user', 'assistant', 'toolResult', 'bashExecution' or 'custom'"
+        "role",
+        role,
+        "'user', 'assistant', 'toolResult', 'bashExecution', 'custom', 'branchSummary' or "
+        "'compactionSummary'",
     )
 
 
@@ -132,6 +143,28 @@ def _latest_compaction(path: list[tuple[int, dict[str, Any]]]) -> int | None:
     return None
 
 
+def _first_kept(
+    entries: list[tuple[int, dict[str, Any]]], branch: list[tuple[int, dict[str, Any]]], ci: int
+) -> int:
+    """Where the kept messages of the compaction at ``branch[ci]`` start in ``branch``.
+
+    Current files name the entry (``firstKeptEntryId``); version 1 files, which have no ids,
+    give its index among the file's entries, the header counted (``firstKeptEntryIndex``).
+    Without either (or naming no entry of the branch), the messages after the compaction.
+    """
+    comp = branch[ci][1]
+    kept = comp.get("firstKeptEntryId")
+    if isinstance(kept, str):
+        ids = [e.get("id") for _, e in branch[:ci]]
+        return ids.index(kept) if kept in ids else ci + 1
+    index = comp.get("firstKeptEntryIndex")
+    if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(entries):
+        line = entries[index][0]
+        lines = [n for n, _ in branch[:ci]]
+        return lines.index(line) if line in lines else ci + 1
+    return ci + 1
+
+
 def load_pi(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str, Any]]:
     """Messages and metadata of a pi/OpenClaw session file.
 
@@ -145,7 +178,11 @@ def load_pi(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str,
     header = entries[0][1] if entries[0][1].get("type") == "session" else {}
     branch = _branch(entries, loc)
     compactions = [
-        {"summary": e.get("summary"), "first_kept": e.get("firstKeptEntryId"), "line": n}
+        {
+            "summary": e.get("summary"),
+            "first_kept": e.get("firstKeptEntryId", e.get("firstKeptEntryIndex")),
+            "line": n,
+        }
         for n, e in branch
         if e.get("type") == "compaction"
     ]
@@ -154,9 +191,7 @@ def load_pi(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str,
     if view == "model" and (ci := _latest_compaction(branch)) is not None:
         comp = branch[ci][1]
         out.append(Message("user", (Text(_SUMMARY_PREFIX + str(comp.get("summary", ""))),)))
-        kept = comp.get("firstKeptEntryId")
-        ids = [e.get("id") for _, e in branch]
-        start = ids.index(kept) if kept in ids else ci + 1
+        start = _first_kept(entries, branch, ci)
     skipped = 0
     for n, e in branch[start:]:
         at = loc.at(f" line {n}")

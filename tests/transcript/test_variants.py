@@ -1,0 +1,474 @@
+"""Variants of the agent log formats seen in other versions of the tools than the shared
+samples: each fixture is written by hand from the published schema of that version, loads
+without losing what the model read, and renders valid payloads through the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxengine.errors import TranscriptError
+from ctxengine.transcript import Image, Text, ToolCall, Transcript, load
+
+from .helpers import PROVIDERS, assert_sdk_valid
+
+Write = Callable[[str, str], Path]
+
+
+def jsonl(*rows: dict[str, Any]) -> str:
+    return "\n".join(json.dumps(r) for r in rows) + "\n"
+
+
+def engine_payloads_valid(t: Transcript) -> None:
+    """The engine renders ``t`` to every provider, each payload valid for the SDK types."""
+    from ctxengine import Budget, ContextEngine
+
+    async def run() -> None:
+        engine = ContextEngine("gpt-4o", Budget(total=8000))
+        async with engine.session("variant") as session:
+            session.extend(t.messages)
+            for provider in PROVIDERS:
+                assert_sdk_valid((await session.render(provider)).payload, provider)
+
+    asyncio.run(run())
+
+
+def texts(t: Transcript) -> str:
+    """Every text the transcript holds (message text and tool-result text), joined."""
+    out: list[str] = []
+    for m in t.messages:
+        out.extend(b.text for b in m.blocks if isinstance(b, Text))
+        for r in m.tool_results:
+            out.extend(b.text for b in r.content if isinstance(b, Text))
+    return "\n".join(out)
+
+
+# -- Claude Code -------------------------------------------------------------------------------
+
+_CC = {"sessionId": "s1", "version": "2.0.50", "cwd": "/w", "userType": "external"}
+
+
+def cc_user(uuid: str, parent: str | None, content: object, **kw: Any) -> dict[str, Any]:
+    message = {"role": "user", "content": content}
+    return {"type": "user", "uuid": uuid, "parentUuid": parent, "message": message, **_CC, **kw}
+
+
+def cc_assistant(uuid: str, parent: str, mid: str, content: list[Any], **kw: Any) -> dict[str, Any]:
+    message = {"id": mid, "type": "message", "role": "assistant", "content": content}
+    return {
+        "type": "assistant",
+        "uuid": uuid,
+        "parentUuid": parent,
+        "message": message,
+        **_CC,
+        **kw,
+    }
+
+
+def test_claude_code_server_tool_blocks_are_kept_as_assistant_text(write: Write) -> None:
+    """A web search runs inside the assistant turn (``server_tool_use`` then
+    ``web_search_tool_result``, split over records of one message id): it was a
+    TranscriptError; now the query and the results are text of that turn."""
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"}
+    hit = {"type": "web_search_result", "url": "https://x.test/r", "title": "Rust 2024"}
+    result = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [hit]}
+    path = write(
+        "s.jsonl",
+        jsonl(
+            cc_user("u1", None, "search the web"),
+            cc_assistant("a1", "u1", "m1", [{**search, "input": {"query": "rust 2024"}}]),
+            cc_assistant("a2", "a1", "m1", [result]),
+            cc_assistant("a3", "a2", "m1", [{"type": "text", "text": "It shipped."}]),
+            cc_user("u2", "a3", "thanks"),
+        ),
+    )
+    t = load(path)
+    assert [m.role for m in t] == ["user", "assistant", "user"]
+    said = texts(t)
+    assert "web_search" in said and "rust 2024" in said
+    assert "https://x.test/r" in said and "It shipped." in said
+    assert not t[1].tool_calls  # the server ran it: nothing for the client to answer
+    engine_payloads_valid(t)
+
+
+def test_claude_code_documents_and_tool_references_load(write: Write) -> None:
+    """A PDF the user attached (``document``, base64), a text document, a PDF read by a tool
+    and a tool search's ``tool_reference`` were TranscriptErrors."""
+    pdf = {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0x"}
+    path = write(
+        "d.jsonl",
+        jsonl(
+            cc_user(
+                "u1", None, [{"type": "document", "source": pdf}, {"type": "text", "text": "sum"}]
+            ),
+            cc_assistant(
+                "a1", "u1", "m1", [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]
+            ),
+            cc_user(
+                "u2",
+                "a1",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "content": [{"type": "document", "source": pdf}],
+                    }
+                ],
+            ),
+            cc_assistant(
+                "a2",
+                "u2",
+                "m2",
+                [{"type": "tool_use", "id": "t2", "name": "ToolSearch", "input": {}}],
+            ),
+            cc_user(
+                "u3",
+                "a2",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t2",
+                        "content": [{"type": "tool_reference", "tool_name": "mcp__db__query"}],
+                    }
+                ],
+            ),
+            cc_user(
+                "u4",
+                "u3",
+                [
+                    {
+                        "type": "document",
+                        "source": {"type": "text", "media_type": "text/plain", "data": "notes"},
+                        "title": "n.txt",
+                    }
+                ],
+            ),
+        ),
+    )
+    t = load(path)
+    assert t[0].blocks == (Image("application/pdf", data="JVBERi0x"), Text("sum"))
+    assert t[2].tool_results[0].content == (Image("application/pdf", data="JVBERi0x"),)
+    assert "mcp__db__query" in texts(t)
+    assert t[-1].blocks[0] == Text("[document: n.txt]\nnotes")
+    engine_payloads_valid(t)
+
+
+def test_claude_code_inline_sidechain_does_not_replace_the_main_conversation(write: Write) -> None:
+    """Older versions log a Task sub-agent's records in the main file (``isSidechain``, their
+    own root). When the file ended with one, the branch walk started there and the main
+    conversation was lost; now sub-agent records are left out of a main session."""
+    side = {"isSidechain": True}
+    path = write(
+        "m.jsonl",
+        jsonl(
+            {"type": "summary", "summary": "Fixing a bug", "leafUuid": "a2"},
+            cc_user("u1", None, "find the bug"),
+            cc_assistant(
+                "a1", "u1", "m1", [{"type": "tool_use", "id": "t1", "name": "Task", "input": {}}]
+            ),
+            cc_user("s1", None, "look at x.py", **side),
+            cc_assistant("s2", "s1", "ms1", [{"type": "text", "text": "line 3"}], **side),
+            cc_user(
+                "u2", "a1", [{"type": "tool_result", "tool_use_id": "t1", "content": "line 3"}]
+            ),
+            cc_assistant("a2", "u2", "m2", [{"type": "text", "text": "Fixed line 3."}]),
+            cc_user("s3", None, "verify", **side),
+            cc_assistant("s4", "s3", "ms2", [{"type": "text", "text": "verified"}], **side),
+        ),
+    )
+    t = load(path)
+    assert [m.role for m in t] == ["user", "assistant", "tool", "assistant"]
+    assert t[0].blocks == (Text("find the bug"),) and t[-1].blocks == (Text("Fixed line 3."),)
+    assert "verified" not in texts(t)
+    # a sub-agent's own file (every record a sidechain) still loads whole
+    sub = write(
+        "agent-1.jsonl",
+        jsonl(
+            cc_user("s1", None, "look", **side),
+            cc_assistant("s2", "s1", "m", [{"type": "text", "text": "ok"}], **side),
+        ),
+    )
+    assert [m.role for m in load(sub)] == ["user", "assistant"]
+    engine_payloads_valid(t)
+
+
+def test_claude_code_unknown_block_type_names_line_and_block(write: Write) -> None:
+    path = write(
+        "u.jsonl",
+        jsonl(cc_user("u1", None, "hi"), cc_assistant("a1", "u1", "m1", [{"type": "hologram"}])),
+    )
+    with pytest.raises(
+        TranscriptError, match=r"line 2\.message\.content\[0\]\.type: .*'hologram'.*expected"
+    ):
+        load(path)
+
+
+# -- pi / OpenClaw -----------------------------------------------------------------------------
+
+_T = "2025-12-01T00:00:00.000Z"
+
+
+def pi_msg(message: dict[str, Any], **ids: Any) -> dict[str, Any]:
+    return {"type": "message", "timestamp": _T, **ids, "message": message}
+
+
+def pi_user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text, "timestamp": 1}
+
+
+def pi_assistant(content: list[Any], stop: str = "stop") -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": content,
+        "api": "anthropic-messages",
+        "stopReason": stop,
+    }
+
+
+def test_pi_v1_compaction_keeps_from_its_entry_index(write: Write) -> None:
+    """A version 1 compaction names the first kept entry by index (the header is entry 0).
+    view="model" ignored it (no ids to match) and started from the very first message, so
+    the summarized messages were sent again after their summary."""
+    call = {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": "ls"}}
+    result = {"role": "toolResult", "toolCallId": "c1", "toolName": "bash", "isError": False}
+    path = write(
+        "v1.jsonl",
+        jsonl(
+            {"type": "session", "id": "s", "timestamp": _T, "cwd": "/w"},
+            pi_msg(pi_user("first task")),
+            pi_msg(pi_assistant([{"type": "text", "text": "did first"}])),
+            pi_msg(pi_user("second task")),
+            pi_msg(pi_assistant([call], "toolUse")),
+            pi_msg({**result, "content": [{"type": "text", "text": "a.txt"}]}),
+            {
+                "type": "compaction",
+                "timestamp": _T,
+                "summary": "First task done.",
+                "firstKeptEntryIndex": 3,
+                "tokensBefore": 9,
+            },
+            pi_msg(pi_user("third task")),
+        ),
+    )
+    model = load(path, view="model")
+    assert model[0].text.endswith("First task done.")
+    assert [m.text for m in model if m.role == "user"][1:] == ["second task", "third task"]
+    assert "did first" not in texts(model) and model[2].tool_calls == (
+        ToolCall("c1", "bash", {"command": "ls"}),
+    )
+    full = load(path)
+    assert "first task" in texts(full) and full.meta["compactions"][0]["first_kept"] == 3
+    engine_payloads_valid(model)
+
+
+def test_pi_summary_message_roles_and_skipped_entries(write: Write) -> None:
+    """``branchSummary`` and ``compactionSummary`` are AgentMessage roles (pi sends them to
+    the model as user text); they were a TranscriptError. Entries that are not model context
+    are skipped and counted."""
+    path = write(
+        "v3.jsonl",
+        jsonl(
+            {"type": "session", "version": 3, "id": "s", "timestamp": _T, "cwd": "/w"},
+            {
+                "type": "model_change",
+                "id": "m0",
+                "parentId": None,
+                "timestamp": _T,
+                "provider": "openai",
+                "modelId": "gpt-5",
+            },
+            pi_msg(pi_user("task"), id="e1", parentId="m0"),
+            pi_msg(
+                {"role": "branchSummary", "summary": "tried path A", "fromId": "x", "timestamp": 2},
+                id="e2",
+                parentId="e1",
+            ),
+            pi_msg(
+                {
+                    "role": "compactionSummary",
+                    "summary": "did B",
+                    "tokensBefore": 5,
+                    "timestamp": 3,
+                },
+                id="e3",
+                parentId="e2",
+            ),
+            pi_msg(pi_assistant([{"type": "text", "text": "ok"}]), id="e4", parentId="e3"),
+            {
+                "type": "label",
+                "id": "e5",
+                "parentId": "e4",
+                "timestamp": _T,
+                "targetId": "e1",
+                "label": "start",
+            },
+            {"type": "session_info", "id": "e6", "parentId": "e5", "timestamp": _T, "name": "n"},
+        ),
+    )
+    t = load(path)
+    assert [m.role for m in t] == ["user", "user", "user", "assistant"]
+    assert t[1].text.endswith("tried path A") and t[2].text.endswith("did B")
+    assert t.meta["skipped_entries"] == 3
+    engine_payloads_valid(t)
+    bad = write(
+        "bad.jsonl",
+        jsonl(
+            {"type": "session", "version": 3, "id": "s"},
+            pi_msg({"role": "branchSummary"}, id="e1", parentId=None),
+        ),
+    )
+    with pytest.raises(
+        TranscriptError, match=r"line 2\.message: key 'summary' is 'missing'; expected a string"
+    ):
+        load(bad)
+
+
+# -- SWE-agent ---------------------------------------------------------------------------------
+
+
+def test_swe_agent_multimodal_history_keeps_images(write: Write) -> None:
+    """SWE-agent 1.x multimodal runs put ``image_url`` parts in the history (and
+    ``cache_control`` on text parts): the image part was a TranscriptError."""
+    png = "data:image/png;base64,iVBORw0KGgo="
+    cached = {"type": "text", "text": "a.py", "cache_control": {"type": "ephemeral"}}
+    call = {"id": "toolu_1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    history = [
+        {"role": "system", "content": [{"type": "text", "text": "You are SWE-agent."}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Fix the bug shown:"},
+                {"type": "image_url", "image_url": {"url": png}},
+            ],
+        },
+        {"role": "assistant", "content": "Look.", "tool_calls": [call]},
+        {"role": "tool", "content": [cached], "tool_call_ids": ["toolu_1"]},
+    ]
+    t = load(write("m.traj", json.dumps({"history": history, "info": {}})))
+    assert t[1].blocks == (Text("Fix the bug shown:"), Image("image/png", data="iVBORw0KGgo="))
+    assert t[3].tool_results[0].content == (Text("a.py"),)
+    engine_payloads_valid(t)
+
+
+def test_swe_agent_trajectory_without_history_is_rebuilt(write: Write) -> None:
+    """A ``.traj`` with only ``trajectory`` steps failed ('history' missing); the steps are
+    now the conversation: the first query, then response and observation of each step."""
+    steps = [
+        {
+            "response": "List.\n```\nls\n```",
+            "observation": "a.py",
+            "action": "ls",
+            "thought": "List.",
+            "query": [{"role": "system", "content": "sys"}, {"role": "user", "content": "issue"}],
+        },
+        {"response": "", "thought": "Done.", "action": "submit", "observation": "diff --git"},
+    ]
+    t = load(write("t.traj", json.dumps({"trajectory": steps, "info": {}})))
+    assert t.source_format == "swe-agent" and t.meta["rebuilt_from"] == "trajectory"
+    assert [(m.role, m.text) for m in t] == [
+        ("system", "sys"),
+        ("user", "issue"),
+        ("assistant", "List.\n```\nls\n```"),
+        ("user", "a.py"),
+        ("assistant", "Done.\nsubmit"),
+        ("user", "diff --git"),
+    ]
+    engine_payloads_valid(t)
+    with pytest.raises(
+        TranscriptError, match=r"trajectory\[0\]: entry is 'x'; expected a JSON object"
+    ):
+        load(write("b.traj", json.dumps({"trajectory": ["x"]})))
+
+
+# -- aider -------------------------------------------------------------------------------------
+
+AIDER_LOG = """
+# aider chat started at 2025-01-02 10:00:00
+
+> Aider v0.70.0
+> Main model: gpt-4o with diff edit format
+
+#### /run pytest -q
+> Running pytest -q
+> F.
+FAILED test_a.py::test_x - assert 1 == 2
+1 failed, 1 passed in 0.01s
+
+#### fix it
+
+Change `x` to 2.
+
+a.py
+```
+<<<<<<< SEARCH
+x = 1
+=======
+x = 2
+>>>>>>> REPLACE
+```
+
+> Tokens: 2.1k sent, 40 received.
+> Applied edit to a.py
+
+#### again
+> litellm.APIConnectionError: Connection refused
+Traceback (most recent call last):
+  File "x.py", line 1
+> Retrying in 0.2 seconds...
+
+Done again.
+
+> Tokens: 1k sent, 4 received.
+"""
+
+
+def test_aider_multiline_tool_output_and_edit_markers(write: Write) -> None:
+    """aider quotes only the first line of a multi-line tool output (command output, an
+    error traceback): the other lines became made-up assistant replies. And the
+    ``>>>>>>> REPLACE`` line of an edit was read as tool output, cutting it from the reply."""
+    t = load(write("x.aider.chat.history.md", AIDER_LOG))
+    assert [m.role for m in t] == ["user", "user", "assistant", "user", "assistant"]
+    assert t[2].text.endswith("x = 2\n>>>>>>> REPLACE\n```") and t[2].stop_reason is None
+    assert t[4].text == "Done again." and t[4].stop_reason is None
+    tools = t.meta["tool_lines"]
+    assert "F.\nFAILED test_a.py::test_x - assert 1 == 2\n1 failed, 1 passed in 0.01s" in tools
+    assert any(line.startswith("litellm.APIConnectionError") and "x.py" in line for line in tools)
+    assert t.meta["applied_edits"] == 1
+    engine_payloads_valid(t)
+
+
+# -- OpenHands ---------------------------------------------------------------------------------
+
+
+def test_openhands_run_without_function_calling_keeps_calls_and_results(write: Write) -> None:
+    """Older CodeAct runs have no ``tool_call_metadata``: every run/edit action and its
+    observation was dropped (only the task and an error text were left)."""
+
+    def ev(i: int, source: str, **kw: Any) -> dict[str, Any]:
+        return {"id": i, "timestamp": "t", "source": source, "message": "", **kw}
+
+    events = [
+        ev(0, "user", action="message", args={"content": "Fix the test"}),
+        ev(1, "agent", action="run", args={"command": "ls", "thought": "List files."}),
+        ev(2, "agent", observation="run", cause=1, content="a.py", extras={"exit_code": 0}),
+        ev(3, "agent", action="edit", args={"path": "a.py", "content": "x=2", "thought": ""}),
+        ev(4, "agent", observation="error", cause=3, content="File not writable", extras={}),
+        ev(5, "agent", action="change_agent_state", args={"agent_state": "running"}),
+        ev(6, "agent", action="finish", args={"outputs": {}, "thought": "Done."}),
+    ]
+    t = load(write("o.json", json.dumps(events)))
+    assert t.source_format == "openhands"
+    assert [m.role for m in t] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert t[1].blocks == (Text("List files."), ToolCall("event_1", "run", {"command": "ls"}))
+    assert t[2].tool_results[0].call_id == "event_1"
+    assert t[2].tool_results[0].content == (Text("a.py"),)
+    assert t[3].tool_calls == (ToolCall("event_3", "edit", {"path": "a.py", "content": "x=2"}),)
+    assert t[4].tool_results[0].is_error
+    assert t[4].tool_results[0].content == (Text("File not writable"),)
+    assert t[5].text == "Done." and t.meta["skipped_events"] == 1
+    engine_payloads_valid(t)
