@@ -17,11 +17,16 @@
   and input items go through :func:`ctxengine.fitting.fit` for the Responses API, so the model
   sees a valid history (calls paired with outputs) within the budget:
   ``RunConfig(call_model_input_filter=fit_model_input(model="gpt-4o", budget=32_000))``.
+  Items the fit leaves as they were go back as the caller's own objects; items the neutral
+  model does not hold (hosted-tool calls, item references, developer messages...) pass
+  through unchanged.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 import threading
 import weakref
 from collections.abc import Mapping
@@ -37,9 +42,11 @@ from agents.run_config import CallModelData, ModelInputData
 
 from ..assemble.budget import Budget
 from ..engine import RenderedContext
-from ..errors import ConfigError, ConfigTypeError
+from ..errors import BudgetError, ConfigError, ConfigTypeError
 from ..fitting import fit
 from ..store import Entry, InMemoryStore, NewEntry, Store, validate_session_id
+from ..tokens import count_tokens
+from ..transcript import load
 
 __all__ = (
     "CLEAR_KIND",
@@ -215,8 +222,51 @@ class CtxEngineSession:
         await anyio.to_thread.run_sync(clear)
 
 
+#: Content parts and item types the neutral model holds (``load_responses``); other items pass
+#: through the filter as they are.
+_TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text", "refusal"})
+_ITEM_TYPES: Final = frozenset({"function_call", "function_call_output", "reasoning"})
+
+
+def _parts_known(content: object) -> bool:
+    if isinstance(content, str):
+        return True
+    if not isinstance(content, list):
+        return False
+    for part in content:
+        if not isinstance(part, Mapping):
+            return False
+        kind = part.get("type")
+        image = kind == "input_image" and isinstance(part.get("image_url"), str)
+        if kind not in _TEXT_PARTS and not image:
+            return False
+    return True
+
+
+def _fitted_kind(item: Mapping[str, Any]) -> bool:
+    """Whether the filter fits ``item`` (else it passes through unchanged): user and assistant
+    messages of text and image URLs, function calls, their outputs and reasoning. System and
+    developer messages in the input stay where they are, as the SDK placed them."""
+    kind = item.get("type") or ("message" if "role" in item else None)
+    if kind == "message":
+        return item.get("role") in ("user", "assistant") and _parts_known(item.get("content"))
+    if kind == "function_call_output":
+        return _parts_known(item.get("output", ""))
+    return kind in _ITEM_TYPES
+
+
+def _key(item: Any) -> str:
+    return json.dumps(item, sort_keys=True, ensure_ascii=False, default=str)
+
+
 class _FitFilter:
-    """A ``call_model_input_filter`` fitting each call with :func:`ctxengine.fitting.fit`."""
+    """A ``call_model_input_filter`` fitting each call with :func:`ctxengine.fitting.fit`.
+
+    What the fit leaves as it was goes back as the caller's own item objects (the SDK matches
+    them to the items it holds: ids, statuses and annotations kept); what it changed or made
+    (a trimmed output, a summary) is a new dict. Items the neutral model does not hold (system
+    and developer messages, hosted-tool calls, item references, file parts...) pass through
+    unchanged, in their place among the kept items, and their tokens are reserved."""
 
     def __init__(self, model: str, budget: Budget | int | None, options: dict[str, Any]) -> None:
         self.model = model
@@ -224,22 +274,108 @@ class _FitFilter:
         self.options = options
         self.last: RenderedContext | None = None
 
+    def _reserved(self, passed: list[dict[str, Any]]) -> Budget | int | None:
+        """The budget with the tokens of the items passed through taken out."""
+        if not passed:
+            return self.budget
+        reserve = sum(count_tokens(_key(item), model=self.model) + 4 for item in passed)
+        budget = self.budget
+        if isinstance(budget, Budget):
+            total = budget.resolve(self.model)
+        elif budget is None:
+            total = Budget(model=self.model).resolve()
+        else:
+            total = budget
+        if isinstance(total, int) and not isinstance(total, bool) and total <= reserve:
+            raise BudgetError(
+                f"the {len(passed)} input items the filter passes through unchanged take "
+                f"{reserve} tokens; the budget is {total}: expected a budget above them"
+            )
+        if isinstance(budget, Budget):
+            return dataclasses.replace(budget, total=total - reserve)
+        return total - reserve if isinstance(total, int) else budget
+
     def __call__(self, data: CallModelData[Any]) -> ModelInputData:
         instructions = data.model_data.instructions
-        items = [_plain(item, i) for i, item in enumerate(data.model_data.input)]
+        originals = list(data.model_data.input)
+        items = [_plain(item, i) for i, item in enumerate(originals)]
+        fitted = [k for k, item in enumerate(items) if _fitted_kind(item)]
+        passed = [k for k, item in enumerate(items) if not _fitted_kind(item)]
         head = [{"role": "system", "content": instructions}] if instructions else []
         out = fit(
-            [*head, *items],
+            [*head, *(items[k] for k in fitted)],
             model=self.model,
-            budget=self.budget,
+            budget=self._reserved([items[k] for k in passed]),
             provider="openai-responses",
             **self.options,
         )
         self.last = out
         payload = out.payload
+        sent = _restored(payload["input"], [items[k] for k in fitted], fitted, originals)
+        if passed:
+            sent = _with_passed(sent, passed, originals)
+        kept = payload.get("instructions")
         return ModelInputData(
-            input=list(payload["input"]), instructions=payload.get("instructions")
+            input=[item for _, item in sent],
+            instructions=instructions if kept == instructions else kept,
         )
+
+
+def _restored(
+    sent: list[dict[str, Any]],
+    items: list[dict[str, Any]],
+    where: list[int],
+    originals: list[Any],
+) -> list[tuple[int | None, Any]]:
+    """``sent`` with each item the fit left as it was replaced by the caller's own object:
+    ``(index in originals, item)``, the index None for an item the fit changed or made.
+
+    The fit's unchanged items are those equal to the export of the unfitted items (one item
+    each, in order, when the export keeps their number; else nothing is replaced)."""
+    baseline = load(items, format="openai-responses").to("openai-responses", hygiene=False)
+    exported = baseline["input"]
+    if len(exported) != len(items):
+        return [(None, item) for item in sent]
+    positions: dict[str, list[int]] = {}
+    for j, item in enumerate(exported):
+        positions.setdefault(_key(item), []).append(j)
+    out: list[tuple[int | None, Any]] = []
+    after = 0  # an unchanged item is matched only after the previous one, keeping the order
+    for item in sent:
+        found = next((j for j in positions.get(_key(item), ()) if j >= after), None)
+        if found is None:
+            out.append((None, item))
+        else:
+            out.append((where[found], originals[where[found]]))
+            after = found + 1
+    return out
+
+
+def _with_passed(
+    sent: list[tuple[int | None, Any]], passed: list[int], originals: list[Any]
+) -> list[tuple[int | None, Any]]:
+    """``sent`` with the passed-through items put back in their places: each before the first
+    kept item that came after it. Those older than every kept item went with the cut, unless
+    one of the same ``call_id`` stays (a hosted call and its output are kept together)."""
+    kept = [k for k, _ in sent if k is not None]
+    first = min(kept) if kept else None
+    staying = [k for k in passed if first is None or k > first]
+    calls = {_call_id(originals[k]) for k in staying} - {None}
+    staying = sorted({*staying, *(k for k in passed if _call_id(originals[k]) in calls)})
+    out: list[tuple[int | None, Any]] = []
+    pending = list(staying)
+    for k, item in sent:
+        while pending and k is not None and pending[0] < k:
+            index = pending.pop(0)
+            out.append((index, originals[index]))
+        out.append((k, item))
+    out.extend((index, originals[index]) for index in pending)
+    return out
+
+
+def _call_id(item: Any) -> str | None:
+    value = item.get("call_id") if isinstance(item, Mapping) else getattr(item, "call_id", None)
+    return value if isinstance(value, str) else None
 
 
 def fit_model_input(
