@@ -114,3 +114,53 @@ def test_langchain_agent_30_turns_within_budget(mode: str) -> None:
     last = model.received[-1]
     assert last[0].type == "system" and "summarize logs" in str(last[0].content)
     assert middleware.last is not None and middleware.last.tokens <= BUDGET
+
+
+def test_conversations_fitted_at_once_each_get_their_own_messages() -> None:
+    """``abatch`` or threads: calls of several conversations through one middleware at once.
+    Each call's rendered messages are its own conversation's, and a conversation that goes on
+    continues its session (one session per conversation, not one restart per call)."""
+    import threading
+
+    from langchain.agents.middleware import ModelRequest
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+    engine = ContextEngine("gpt-4o", BUDGET)
+    middleware = ContextMiddleware(engine)
+    model = ToolCallingFake()
+    wrong: list[str] = []
+    start = threading.Barrier(4)
+
+    def converse(who: int) -> None:
+        try:
+            talk(who)
+        except Exception as exc:  # a thread's error fails the test, not only a warning
+            wrong.append(f"{who}: {exc!r}")
+
+    def talk(who: int) -> None:
+        history: list[BaseMessage] = []
+        start.wait()
+        for turn in range(25):
+            history.append(HumanMessage(f"conversation {who}, question {turn}"))
+            request = ModelRequest(
+                model=model, messages=list(history), system_message=SystemMessage(f"agent {who}")
+            )
+            fitted = middleware.fit(request)
+            texts = [str(m.content) for m in fitted.messages]
+            if texts[-1] != f"conversation {who}, question {turn}" or any(
+                f"conversation {who}," not in t for t in texts if t.startswith("conversation")
+            ):
+                wrong.append(f"{who}/{turn}: {texts[-3:]}")
+            if fitted.system_message is None or fitted.system_message.content != f"agent {who}":
+                wrong.append(f"{who}/{turn}: system {fitted.system_message}")
+            history.append(AIMessage(f"conversation {who}, answer {turn}"))
+
+    threads = [threading.Thread(target=converse, args=(who,)) for who in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sessions = len(middleware._pool)
+    middleware.close()
+    assert wrong == []
+    assert sessions == 4  # one session per conversation, each continued call after call

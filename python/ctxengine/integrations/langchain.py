@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
 from typing import Any, Literal, cast
@@ -155,6 +156,9 @@ def to_langchain(payload: dict[str, Any]) -> list[AnyMessage]:
 
 _ids = itertools.count()
 
+#: The open sessions a :class:`ContextMiddleware` keeps (its most recent conversations).
+_POOL = 8
+
 
 class ContextMiddleware(AgentMiddleware):
     """Fit each model call of a LangChain v1 agent through a ctxengine session.
@@ -188,29 +192,50 @@ class ContextMiddleware(AgentMiddleware):
         self.engine = engine if engine is not None else ContextEngine(model, budget)
         self.session_id = session_id
         self.last: RenderedContext | None = None
-        self._session: SyncSession | None = None
-        self._seen: list[BaseMessage] = []
+        #: Open sessions, least recently used first, each with the history it has ingested;
+        #: a call takes the one whose history its own extends (out of the pool while it runs).
+        self._pool: list[tuple[list[BaseMessage], SyncSession]] = []
+        self._lock = threading.Lock()
 
-    def _sync_session(self, history: Sequence[BaseMessage]) -> SyncSession:
-        seen = self._seen
-        same = len(history) >= len(seen) and all(
-            a is b or a == b for a, b in zip(seen, history, strict=False)
-        )
-        if self._session is None or not same:
-            if self._session is not None:
-                self._session.close()
-            self._session = self.engine.session_sync(f"{self.session_id}-{next(_ids)}").open()
-            self._seen = []
-        return self._session
+    def _claim(self, history: Sequence[BaseMessage]) -> tuple[list[BaseMessage], SyncSession]:
+        """The session of the conversation ``history`` extends (the longest such), taken out of
+        the pool; a new session when none is free."""
+        with self._lock:
+            best, longest = None, -1
+            for k, (seen, _) in enumerate(self._pool):
+                if longest < len(seen) <= len(history) and all(
+                    a is b or a == b for a, b in zip(seen, history, strict=False)
+                ):
+                    best, longest = k, len(seen)
+            if best is not None:
+                return self._pool.pop(best)
+        return [], self.engine.session_sync(f"{self.session_id}-{next(_ids)}").open()
+
+    def _release(self, seen: list[BaseMessage], session: SyncSession) -> None:
+        with self._lock:
+            self._pool.append((seen, session))
+            evicted = self._pool[:-_POOL] if len(self._pool) > _POOL else []
+            del self._pool[: len(evicted)]
+        for _, old in evicted:
+            old.close()
 
     def fit(self, request: ModelRequest) -> ModelRequest:
-        """The request with its system message and messages rendered by the engine."""
+        """The request with its system message and messages rendered by the engine.
+
+        Each conversation has its own session: a call continues the session whose ingested
+        history its messages extend, so calls of several conversations (``abatch``, threads)
+        may run at once; a rewritten history starts a new session."""
         system = [request.system_message] if request.system_message is not None else []
         history: list[BaseMessage] = [*system, *request.messages]
-        session = self._sync_session(history)
-        session.ingest(history[len(self._seen) :])
-        self._seen = history
-        self.last = out = session.render("openai")
+        seen, session = self._claim(history)
+        try:
+            session.ingest(history[len(seen) :])
+            out = session.render("openai")
+        except BaseException:
+            session.close()  # its state may hold part of this call: not used again
+            raise
+        self._release(history, session)
+        self.last = out
         rendered = to_langchain(out.payload)
         head = rendered[0] if rendered and isinstance(rendered[0], SystemMessage) else None
         rest = rendered[1:] if head is not None else rendered
@@ -231,7 +256,8 @@ class ContextMiddleware(AgentMiddleware):
         return await handler(await asyncio.to_thread(self.fit, request))
 
     def close(self) -> None:
-        """Close the ctxengine session (``on_session_close``)."""
-        if self._session is not None:
-            self._session.close()
-            self._session = None
+        """Close the ctxengine sessions (``on_session_close``)."""
+        with self._lock:
+            pool, self._pool = self._pool, []
+        for _, session in pool:
+            session.close()
