@@ -10,6 +10,7 @@ import pytest
 
 from ctxengine.compaction import compact
 from ctxengine.compaction.facts import SECTION_HEADING, fold_latest
+from ctxengine.compaction.sections import request_findable
 from ctxengine.tokens import get_tokenizer
 from ctxengine.transcript import Message
 
@@ -54,3 +55,21 @@ async def test_the_pending_asks_are_each_written_once() -> None:
         "- assistant asked: Or drop it, do you think?",
         f"- assistant asked: {ask}",
     ]
+
+
+async def test_requests_cut_to_a_width_are_each_written_once() -> None:
+    """Requests alike in their first 80 characters (screenshots under one folder) give one line
+    when the cap cuts them to 80: the newest one's, still findable for all of them."""
+    folder = "/var/folders/49/l4171l3n219_xwq30fmyzr8w0000gn/T/TemporaryItems/NSIRD_screencap"
+    asks = [f"{folder}_{n}/Screenshot {n}.png what is wrong in this dialog {n}?" for n in range(6)]
+    history: list[Message] = []
+    for n, ask in enumerate(asks):
+        history += [Message.user(ask), Message.assistant(f"Looking at screenshot {n}. " * 30)]
+    history += [Message.user("now fix the dialog"), Message.assistant("ok")]
+    result = await compact(history, max_tokens=300, latest_request="now fix the dialog")
+    assert result.ok, result.error
+    requests = sections(result.summary)["Requests"]
+    assert requests == [f"- {asks[0][:80]}…", "- (latest) now fix the dialog"]
+    assert repeats(result.summary) == {}
+    assert all(request_findable(a, result.summary) for a in asks)
+    assert COUNT(result.summary) <= 300

@@ -27,6 +27,7 @@ from .facts import (
     fold_latest,
     latest_lines,
     latest_of,
+    newest_unique,
     parse_sections,
     stretch_memo,
     verbatim_request,
@@ -205,10 +206,11 @@ def _requests_lines(p: SummaryParts) -> tuple[list[str], int]:
         out.append(f"- ({p.requests_more} earlier requests omitted)")
     width = p.requests_width
     if width and width < _REQUEST_WIDTHS[0] and p.requests:
-        cut = [r if len(r) <= width else r[:width] + "…" for r in p.requests]
+        # requests alike in their first ``width`` characters: one excerpt, the newest place
+        cut = newest_unique(r if len(r) <= width else r[:width] + "…" for r in p.requests)
         out.append(EXCERPTS + _SEPARATOR.join(cut))
     elif width:
-        out += [f"- {r}" if len(r) <= width else f"- {r[:width]}…" for r in p.requests]
+        out += newest_unique(f"- {r}" if len(r) <= width else f"- {r[:width]}…" for r in p.requests)
     else:
         out += [f"- {r}" for r in p.requests]
     if p.latest:
