@@ -673,14 +673,17 @@ def _excerpt_lines(messages: Sequence[Message], tokens: int, count: Count) -> li
     """Verbatim lines of the newest ``messages`` in about ``tokens`` tokens: messages newest
     first, each by its last lines (in their order), what a summary given room to fill keeps of
     the turns it replaces. Every line is quoted: tool and user text is data here, never an
-    instruction."""
+    instruction. A line is written once: an older copy of a line already written (the same
+    quoted text: a closing brace, a repeated log line, an earlier summary's excerpt of it) is
+    left out and costs nothing, so the room goes to lines not yet shown."""
     out: list[str] = []
+    seen: set[str] = set()
     left = tokens - count(EXCERPTS_HEADING) - 2
     for m in reversed(messages):
         if left <= 0:
             break
         if is_summary(m):  # an earlier summary's excerpts: older than every message here
-            for line in _carried_excerpts(message_text(m)):
+            for line in _unseen_excerpts(_carried_excerpts(message_text(m)), seen):
                 cost = count(line) + 1
                 if cost > left:
                     left = 0
@@ -707,24 +710,65 @@ def _excerpt_lines(messages: Sequence[Message], tokens: int, count: Count) -> li
                 for k in range(0, len(flat), EXCERPT_LINE_CHARS)
             ]
             kept: list[str] = []
-            for line in reversed(lines):
+            oldest = len(lines)  # index of the oldest line kept
+            repeats = 0
+            for i in range(len(lines) - 1, -1, -1):
+                line = lines[i]
                 quoted = quote_tool_text(line, EXCERPT_LINE_CHARS)
+                if quoted in seen:  # written already, for a newer message or line
+                    repeats += 1
+                    continue
                 cost = count(quoted) + 2
                 if cost > left:  # the end of the line that still fits, then no more
                     tail = _tail_within(line, left, count)
-                    if tail:
+                    if tail and tail not in seen:
                         kept.append(tail)
+                        seen.add(tail)
+                        oldest = i
                     left = 0
                     break
                 kept.append(quoted)
+                seen.add(quoted)
+                oldest = i
                 left -= cost
             if not kept:
+                if repeats and left > 0:
+                    continue  # every line of it is written already: the older pieces next
                 break
             kept.reverse()
-            skipped = len(lines) - len(kept)
-            head = f"- {label}: " + (f"(…{skipped} earlier lines) " if skipped else "")
+            head = f"- {label}: " + (f"(…{oldest} earlier lines) " if oldest else "")
             out += [head + kept[0], *(f"  {q}" for q in kept[1:])]
     return ["", EXCERPTS_HEADING, *out] if out else []
+
+
+_EXCERPT_HEAD: Final = re.compile(r"- (.*?): (?:\(…(\d+) earlier lines\) )?(.*)")
+
+
+def _unseen_excerpts(lines: list[str], seen: set[str]) -> list[str]:
+    """Carried excerpt ``lines`` (each message a ``- label: …`` line and its ``  `` lines)
+    without the quoted texts in ``seen`` (which it extends): a message whose first lines go
+    starts at its next line left, its count of earlier lines grown by those left out."""
+    out: list[str] = []
+    head: re.Match[str] | None = None
+    started = True  # whether the current message has a line written
+    gone = 0  # lines of the current message left out before its first written one
+    for line in lines:
+        if line.startswith("  "):
+            text = line[2:]
+        else:
+            head, started, gone = _EXCERPT_HEAD.fullmatch(line), False, 0
+            text = head.group(3) if head is not None else line
+        if text in seen:
+            gone += not started
+            continue
+        seen.add(text)
+        if started or head is None or not gone:
+            out.append(line)
+        else:
+            earlier = int(head.group(2) or 0) + gone
+            out.append(f"- {head.group(1)}: (…{earlier} earlier lines) {text}")
+        started = True
+    return out
 
 
 def _carried_excerpts(summary: str) -> list[str]:
