@@ -50,6 +50,7 @@ from .facts import (
     resume_collector,
     scope_memo,
     stretch_memo,
+    verbatim_request,
 )
 from .planning import (
     chunk_by_tokens,
@@ -669,13 +670,17 @@ EXCERPTS_HEADING: Final = "## Latest messages (excerpts, newest first)"
 EXCERPT_LINE_CHARS: Final = 200
 
 
-def _excerpt_lines(messages: Sequence[Message], tokens: int, count: Count) -> list[str]:
+def _excerpt_lines(
+    messages: Sequence[Message], tokens: int, count: Count, latest: str | None = None
+) -> list[str]:
     """Verbatim lines of the newest ``messages`` in about ``tokens`` tokens: messages newest
     first, each by its last lines (in their order), what a summary given room to fill keeps of
     the turns it replaces. Every line is quoted: tool and user text is data here, never an
     instruction. A line is written once: an older copy of a line already written (the same
     quoted text: a closing brace, a repeated log line, an earlier summary's excerpt of it) is
-    left out and costs nothing, so the room goes to lines not yet shown."""
+    left out and costs nothing, so the room goes to lines not yet shown. ``latest``: the
+    newest request the summary holds in its Requests (an earlier summary's, carried whole,
+    is not excerpted again)."""
     out: list[str] = []
     seen: set[str] = set()
     left = tokens - count(EXCERPTS_HEADING) - 2
@@ -683,7 +688,8 @@ def _excerpt_lines(messages: Sequence[Message], tokens: int, count: Count) -> li
         if left <= 0:
             break
         if is_summary(m):  # an earlier summary's excerpts: older than every message here
-            for line in _unseen_excerpts(_carried_excerpts(message_text(m)), seen):
+            carried = _carried_excerpts(message_text(m), latest)
+            for line in _unseen_excerpts(carried, seen):
                 cost = count(line) + 1
                 if cost > left:
                     left = 0
@@ -771,14 +777,15 @@ def _unseen_excerpts(lines: list[str], seen: set[str]) -> list[str]:
     return out
 
 
-def _carried_excerpts(summary: str) -> list[str]:
+def _carried_excerpts(summary: str, kept: str | None = None) -> list[str]:
     """What an earlier ``summary`` gives the excerpts of the next: its newest request in full
-    (a merge keeps only its first line among the earlier requests), then the lines of its
-    excerpts section (:data:`EXCERPTS_HEADING`) as written."""
+    (a merge keeps only its first line among the earlier requests; a request of several lines
+    that is ``kept``, the next summary's newest request in its block, is not written twice),
+    then the lines of its excerpts section (:data:`EXCERPTS_HEADING`) as written."""
     lines = summary.splitlines()
     out: list[str] = []
     latest = latest_of(summary)
-    if latest is not None:
+    if latest is not None and not (kept and "\n" in kept and verbatim_request(latest) == kept):
         chunks = [
             quote_tool_text(flat[k : k + EXCERPT_LINE_CHARS], EXCERPT_LINE_CHARS + 1)
             for x in latest.split("\n")
@@ -826,7 +833,7 @@ def _filled(
     best, got = summary, count(summary)
     budget = limit - got
     for _ in range(6):  # the lines' own counts add up a little differently than the text's
-        lines = _excerpt_lines(source, budget, count) if budget > 8 else []
+        lines = _excerpt_lines(source, budget, count, work.latest) if budget > 8 else []
         if len(lines) < 3:
             break
         candidate = text(lines)
@@ -913,7 +920,9 @@ async def compact(
         tokenizer: Counts tokens (tokenizer, model/encoding name or function); ``o200k_base``.
         protected: Facts (strings or protected grains) the summary must hold verbatim.
         latest_request: The newest user request, which the summary must hold verbatim (give it
-            when it is among ``messages``).
+            when it is among ``messages``, or when an earlier summary among them holds it and
+            no request came after it: it then stays whole instead of being carried by its
+            first line).
         config: See :class:`CompactionConfig`.
         cache: Chunk summaries by content; pass the same mapping to a retry to reuse them.
         room: A larger cap (≥ ``max_tokens``) the summary may take rather than drop an
@@ -1023,7 +1032,7 @@ async def _attempts(
                 body = await run.summarize(
                     source, instructions, max_tokens, counts if source is msgs else None
                 )
-                parts = build_parts(facts, body, len(msgs))
+                parts = build_parts(facts, body, len(msgs), latest)
                 work, summary, limit = capped_parts(parts, max_tokens, run.count, room)
                 if fill:
                     summary = _filled(run, work, source, summary, limit)
@@ -1040,7 +1049,7 @@ async def _attempts(
             errors.append(f"{stage}: {exc}")
     if config.fallback_note:
         note = _note(msgs, counts, config.window_tokens)
-        parts = build_parts(facts, note, len(msgs))
+        parts = build_parts(facts, note, len(msgs), latest)
         summary, limit = capped_summary(parts, max_tokens, run.count, room)
         missing = _gate(summary, facts, latest, limit, run.count)
         return "note", summary, missing
@@ -1104,9 +1113,13 @@ async def _compact_history(
         kept = sum(counts[:head]) + sum(counts[cut:])
         if kept <= target // 2:
             break
-    users = [i for i in range(head, cut) if msgs[i].role == "user" and not is_summary(msgs[i])]
+    users = [i for i in range(head, cut) if msgs[i].role == "user"]
     newest_user = max((i for i, m in enumerate(msgs) if m.role == "user"), default=-1)
-    latest = message_text(msgs[users[-1]]) if users and users[-1] == newest_user else None
+    latest = None
+    if users and users[-1] == newest_user:
+        # the newest request, or an earlier summary's when none came after it
+        newest = msgs[newest_user]
+        latest = latest_of(message_text(newest)) if is_summary(newest) else message_text(newest)
     args: dict[str, Any] = {
         "summarizer": summarizer,
         "tokenizer": count,
