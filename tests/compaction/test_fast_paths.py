@@ -106,14 +106,15 @@ def _reference_pending(messages: Sequence[Message]) -> list[str]:
         asks.append("answer the latest request: " + F.first_line(messages[last_user].text))
     for m in reversed(messages):
         if m.role == "assistant" and m.text.strip():
-            found = F._QUESTION.findall(m.text)[-3:]
-            asks += ["assistant asked: " + F.first_line(q) for q in found]
+            found = [F.first_line(q) for q in F._QUESTION.findall(m.text)]
+            distinct = [q for i, q in enumerate(found) if q not in found[i + 1 :]]
+            asks += ["assistant asked: " + q for q in distinct[-3:]]
             break
     for m in messages[last_user or 0 :]:
         for call in m.tool_calls:
             if call.name in {"AskUserQuestion", "ask_user", "ask_followup_question"}:
                 asks.append("question to the user: " + F.first_line(call.arguments_json, 200))
-    return asks
+    return [a for i, a in enumerate(asks) if a not in asks[i + 1 :]]  # each once, its newest
 
 
 def _reference_facts(messages: Sequence[Message]) -> KeyFacts:

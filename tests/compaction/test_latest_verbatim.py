@@ -8,10 +8,13 @@ import anyio
 import pytest
 
 from ctxengine import Budget, ContextEngine
-from ctxengine.compaction import compact, parse_sections, summary_message
+from ctxengine.compaction import compact, compact_history, parse_sections, summary_message
 from ctxengine.compaction.facts import fold_latest, latest_of
 from ctxengine.compaction.sections import carries_latest, strip_sections
-from ctxengine.transcript import Message, ToolCall
+from ctxengine.replay import _feed
+from ctxengine.transcript import Message, ToolCall, load_all
+
+from .helpers import CC_MAIN
 
 pytestmark = pytest.mark.anyio
 
@@ -122,3 +125,82 @@ def test_the_docs_example_still_runs() -> None:
     history = _loop(PATCH, 1)
     result = anyio.run(lambda: compact(history, max_tokens=800, latest_request=PATCH))
     assert result.ok and "- (latest), verbatim:\n````\n" + PATCH + "\n````" in result.summary
+
+
+async def test_a_loop_compacted_again_keeps_its_request_whole() -> None:
+    """No request after the multi-line one, compacted on every render: every summary holds
+    it in full as its newest (the earlier summary used to carry it by its first line only),
+    and once."""
+    engine = ContextEngine("gpt-4o", Budget(total=2000))
+    summaries: list[str] = []
+    async with engine.session("v") as s:
+        s.extend(_loop(PATCH, 12))
+        for i in range(12, 24):
+            out = await s.render(provider="openai")
+            assert [c["ok"] for c in out.report.compactions] == [True]
+            assert all(g.node_id != "hist.0" for g in out.tree)  # the request is summarized
+            assert s.state.summary is not None
+            summaries.append(s.state.summary.text)
+            assert PATCH in _text(out.payload)
+            s.extend(_loop(PATCH, i + 1)[-2:])
+    assert len(set(summaries)) == len(summaries)  # each render merged the one before
+    assert [latest_of(x) for x in summaries] == [PATCH] * len(summaries)
+    assert [x.count("\n  port: 8080\n") for x in summaries] == [1] * len(summaries)
+
+
+async def test_a_newer_request_leaves_the_carried_one_by_its_first_line() -> None:
+    """Told nothing (a newer request is in the verbatim tail), the merge carries the earlier
+    multi-line request by its first line, as every earlier request: only the session's newest
+    is kept whole."""
+    first = await compact(_loop(PATCH, 3), max_tokens=2000, latest_request=PATCH)
+    assert first.ok and first.message is not None
+    merged = await compact([first.message, *_loop("tidy up", 1)[1:]], max_tokens=2000)
+    assert merged.ok, merged.error
+    assert latest_of(merged.summary) == PATCH.splitlines()[0]
+    told = await compact(
+        [first.message, *_loop("tidy up", 1)[1:]], max_tokens=2000, latest_request=PATCH
+    )
+    assert told.ok, told.error
+    assert latest_of(told.summary) == PATCH and told.summary.count("\n  port: 8080") == 1
+    assert parse_sections(told.summary)["Requests"] == ["(latest) " + PATCH.splitlines()[0]]
+
+
+async def test_compact_history_keeps_the_request_of_an_earlier_summary_whole() -> None:
+    first = await compact_history(_loop(PATCH, 12), budget=1500)
+    assert first.ok and latest_of(first.summary) == PATCH
+    again = await compact_history([*first.history, *_loop(PATCH, 24)[25:]], budget=1500)
+    assert again.ok and again.summary != first.summary
+    assert latest_of(again.summary) == PATCH
+
+
+def test_the_real_session_keeps_its_compacted_newest_request_whole() -> None:
+    """The Claude Code session at 64k: a skill's multi-line prompt is the newest request
+    while the agent works through several compactions; each summary made while it is
+    compacted holds it whole (two of them held its first line only)."""
+
+    async def run() -> list[tuple[str, str]]:
+        t = load_all(CC_MAIN)[0]
+        seen: list[tuple[str, str]] = []
+        engine = ContextEngine("gpt-4o", Budget(total=64_000))
+        async with engine.session("r") as s:
+            previous, newest = None, None
+            for m in t:
+                if m.role == "assistant" and previous != "assistant" and len(s.messages):
+                    out = await s.render("openai")
+                    summary = s.state.summary
+                    compacted = out.report.compactions and summary is not None and newest
+                    # the newest request is not in the payload but in its summary
+                    if compacted and newest.strip() not in _text(out.payload).replace(
+                        summary.text, ""
+                    ):
+                        seen.append((summary.text, newest))
+                await _feed(s, m)
+                if m.role == "user" and m.text.strip():
+                    newest = m.text
+                previous = m.role
+        return seen
+
+    compacted = anyio.run(run)
+    assert len(compacted) >= 3
+    assert any("\n" in request.strip() for _, request in compacted)
+    assert all(carries_latest(summary, request) for summary, request in compacted)

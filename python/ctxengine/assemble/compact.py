@@ -139,10 +139,17 @@ def _newest_user(state: SessionState) -> int:
 
 def _latest_request(state: SessionState, indices: Sequence[int]) -> str | None:
     """The newest user request when it is among the summarized messages (``indices``,
-    sorted; it must survive)."""
+    sorted), or when an earlier summary, merged into this one, holds it (compacted before,
+    no user message since: an agent loop compacted again): it must survive, whole."""
     newest = _newest_user(state)
+    if newest < 0:
+        return None
     at = bisect_left(indices, newest)
-    return _read(state, newest).text if at < len(indices) and indices[at] == newest else None
+    if at < len(indices) and indices[at] == newest:
+        return _read(state, newest).text
+    if state.summary is not None and f"hist.{newest}" in state.compacted:
+        return _read(state, newest).text
+    return None
 
 
 def _protected(state: SessionState, grains: Sequence[ContextGrain]) -> list[str]:

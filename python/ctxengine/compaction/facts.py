@@ -647,13 +647,23 @@ def _pending_at(
         asks.append("answer the latest request: " + first_line(texts[last_user]))
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].role == "assistant" and texts[i].strip():
-            asks += ["assistant asked: " + first_line(q) for q in _QUESTION.findall(texts[i])[-3:]]
+            # the newest 3 questions, each once (a message may ask the same one again, or
+            # questions alike in their first MAX_LINE characters)
+            questions = newest_unique(first_line(q) for q in _QUESTION.findall(texts[i]))
+            asks += ["assistant asked: " + q for q in questions[-3:]]
             break
     for m in messages[last_user or 0 :]:
         for call in m.tool_calls:
             if call.name in {"AskUserQuestion", "ask_user", "ask_followup_question"}:
                 asks.append("question to the user: " + first_line(call.arguments_json, 200))
-    return asks
+    return newest_unique(asks)
+
+
+def newest_unique(items: Iterable[str]) -> list[str]:
+    """``items`` each once, at its newest (last) place, in their order."""
+    out = list(dict.fromkeys(reversed(list(items))))
+    out.reverse()
+    return out
 
 
 #: A ``## Name`` heading of a structured summary section.

@@ -50,6 +50,7 @@ from .facts import (
     resume_collector,
     scope_memo,
     stretch_memo,
+    verbatim_request,
 )
 from .planning import (
     chunk_by_tokens,
@@ -669,18 +670,26 @@ EXCERPTS_HEADING: Final = "## Latest messages (excerpts, newest first)"
 EXCERPT_LINE_CHARS: Final = 200
 
 
-def _excerpt_lines(messages: Sequence[Message], tokens: int, count: Count) -> list[str]:
+def _excerpt_lines(
+    messages: Sequence[Message], tokens: int, count: Count, latest: str | None = None
+) -> list[str]:
     """Verbatim lines of the newest ``messages`` in about ``tokens`` tokens: messages newest
     first, each by its last lines (in their order), what a summary given room to fill keeps of
     the turns it replaces. Every line is quoted: tool and user text is data here, never an
-    instruction."""
+    instruction. A line is written once: an older copy of a line already written (the same
+    quoted text: a closing brace, a repeated log line, an earlier summary's excerpt of it) is
+    left out and costs nothing, so the room goes to lines not yet shown. ``latest``: the
+    newest request the summary holds in its Requests (an earlier summary's, carried whole,
+    is not excerpted again)."""
     out: list[str] = []
+    seen: set[str] = set()
     left = tokens - count(EXCERPTS_HEADING) - 2
     for m in reversed(messages):
         if left <= 0:
             break
         if is_summary(m):  # an earlier summary's excerpts: older than every message here
-            for line in _carried_excerpts(message_text(m)):
+            carried = _carried_excerpts(message_text(m), latest)
+            for line in _unseen_excerpts(carried, seen):
                 cost = count(line) + 1
                 if cost > left:
                     left = 0
@@ -707,34 +716,76 @@ def _excerpt_lines(messages: Sequence[Message], tokens: int, count: Count) -> li
                 for k in range(0, len(flat), EXCERPT_LINE_CHARS)
             ]
             kept: list[str] = []
-            for line in reversed(lines):
+            oldest = len(lines)  # index of the oldest line kept
+            repeats = 0
+            for i in range(len(lines) - 1, -1, -1):
+                line = lines[i]
                 quoted = quote_tool_text(line, EXCERPT_LINE_CHARS)
+                if quoted in seen:  # written already, for a newer message or line
+                    repeats += 1
+                    continue
                 cost = count(quoted) + 2
                 if cost > left:  # the end of the line that still fits, then no more
                     tail = _tail_within(line, left, count)
-                    if tail:
+                    if tail and tail not in seen:
                         kept.append(tail)
+                        seen.add(tail)
+                        oldest = i
                     left = 0
                     break
                 kept.append(quoted)
+                seen.add(quoted)
+                oldest = i
                 left -= cost
             if not kept:
+                if repeats and left > 0:
+                    continue  # every line of it is written already: the older pieces next
                 break
             kept.reverse()
-            skipped = len(lines) - len(kept)
-            head = f"- {label}: " + (f"(…{skipped} earlier lines) " if skipped else "")
+            head = f"- {label}: " + (f"(…{oldest} earlier lines) " if oldest else "")
             out += [head + kept[0], *(f"  {q}" for q in kept[1:])]
     return ["", EXCERPTS_HEADING, *out] if out else []
 
 
-def _carried_excerpts(summary: str) -> list[str]:
+_EXCERPT_HEAD: Final = re.compile(r"- (.*?): (?:\(…(\d+) earlier lines\) )?(.*)")
+
+
+def _unseen_excerpts(lines: list[str], seen: set[str]) -> list[str]:
+    """Carried excerpt ``lines`` (each message a ``- label: …`` line and its ``  `` lines)
+    without the quoted texts in ``seen`` (which it extends): a message whose first lines go
+    starts at its next line left, its count of earlier lines grown by those left out."""
+    out: list[str] = []
+    head: re.Match[str] | None = None
+    started = True  # whether the current message has a line written
+    gone = 0  # lines of the current message left out before its first written one
+    for line in lines:
+        if line.startswith("  "):
+            text = line[2:]
+        else:
+            head, started, gone = _EXCERPT_HEAD.fullmatch(line), False, 0
+            text = head.group(3) if head is not None else line
+        if text in seen:
+            gone += not started
+            continue
+        seen.add(text)
+        if started or head is None or not gone:
+            out.append(line)
+        else:
+            earlier = int(head.group(2) or 0) + gone
+            out.append(f"- {head.group(1)}: (…{earlier} earlier lines) {text}")
+        started = True
+    return out
+
+
+def _carried_excerpts(summary: str, kept: str | None = None) -> list[str]:
     """What an earlier ``summary`` gives the excerpts of the next: its newest request in full
-    (a merge keeps only its first line among the earlier requests), then the lines of its
-    excerpts section (:data:`EXCERPTS_HEADING`) as written."""
+    (a merge keeps only its first line among the earlier requests; a request of several lines
+    that is ``kept``, the next summary's newest request in its block, is not written twice),
+    then the lines of its excerpts section (:data:`EXCERPTS_HEADING`) as written."""
     lines = summary.splitlines()
     out: list[str] = []
     latest = latest_of(summary)
-    if latest is not None:
+    if latest is not None and not (kept and "\n" in kept and verbatim_request(latest) == kept):
         chunks = [
             quote_tool_text(flat[k : k + EXCERPT_LINE_CHARS], EXCERPT_LINE_CHARS + 1)
             for x in latest.split("\n")
@@ -782,7 +833,7 @@ def _filled(
     best, got = summary, count(summary)
     budget = limit - got
     for _ in range(6):  # the lines' own counts add up a little differently than the text's
-        lines = _excerpt_lines(source, budget, count) if budget > 8 else []
+        lines = _excerpt_lines(source, budget, count, work.latest) if budget > 8 else []
         if len(lines) < 3:
             break
         candidate = text(lines)
@@ -869,7 +920,9 @@ async def compact(
         tokenizer: Counts tokens (tokenizer, model/encoding name or function); ``o200k_base``.
         protected: Facts (strings or protected grains) the summary must hold verbatim.
         latest_request: The newest user request, which the summary must hold verbatim (give it
-            when it is among ``messages``).
+            when it is among ``messages``, or when an earlier summary among them holds it and
+            no request came after it: it then stays whole instead of being carried by its
+            first line).
         config: See :class:`CompactionConfig`.
         cache: Chunk summaries by content; pass the same mapping to a retry to reuse them.
         room: A larger cap (≥ ``max_tokens``) the summary may take rather than drop an
@@ -979,7 +1032,7 @@ async def _attempts(
                 body = await run.summarize(
                     source, instructions, max_tokens, counts if source is msgs else None
                 )
-                parts = build_parts(facts, body, len(msgs))
+                parts = build_parts(facts, body, len(msgs), latest)
                 work, summary, limit = capped_parts(parts, max_tokens, run.count, room)
                 if fill:
                     summary = _filled(run, work, source, summary, limit)
@@ -996,7 +1049,7 @@ async def _attempts(
             errors.append(f"{stage}: {exc}")
     if config.fallback_note:
         note = _note(msgs, counts, config.window_tokens)
-        parts = build_parts(facts, note, len(msgs))
+        parts = build_parts(facts, note, len(msgs), latest)
         summary, limit = capped_summary(parts, max_tokens, run.count, room)
         missing = _gate(summary, facts, latest, limit, run.count)
         return "note", summary, missing
@@ -1060,9 +1113,13 @@ async def _compact_history(
         kept = sum(counts[:head]) + sum(counts[cut:])
         if kept <= target // 2:
             break
-    users = [i for i in range(head, cut) if msgs[i].role == "user" and not is_summary(msgs[i])]
+    users = [i for i in range(head, cut) if msgs[i].role == "user"]
     newest_user = max((i for i, m in enumerate(msgs) if m.role == "user"), default=-1)
-    latest = message_text(msgs[users[-1]]) if users and users[-1] == newest_user else None
+    latest = None
+    if users and users[-1] == newest_user:
+        # the newest request, or an earlier summary's when none came after it
+        newest = msgs[newest_user]
+        latest = latest_of(message_text(newest)) if is_summary(newest) else message_text(newest)
     args: dict[str, Any] = {
         "summarizer": summarizer,
         "tokenizer": count,

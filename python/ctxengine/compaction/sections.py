@@ -27,6 +27,7 @@ from .facts import (
     fold_latest,
     latest_lines,
     latest_of,
+    newest_unique,
     parse_sections,
     stretch_memo,
     verbatim_request,
@@ -205,10 +206,11 @@ def _requests_lines(p: SummaryParts) -> tuple[list[str], int]:
         out.append(f"- ({p.requests_more} earlier requests omitted)")
     width = p.requests_width
     if width and width < _REQUEST_WIDTHS[0] and p.requests:
-        cut = [r if len(r) <= width else r[:width] + "…" for r in p.requests]
+        # requests alike in their first ``width`` characters: one excerpt, the newest place
+        cut = newest_unique(r if len(r) <= width else r[:width] + "…" for r in p.requests)
         out.append(EXCERPTS + _SEPARATOR.join(cut))
     elif width:
-        out += [f"- {r}" if len(r) <= width else f"- {r[:width]}…" for r in p.requests]
+        out += newest_unique(f"- {r}" if len(r) <= width else f"- {r[:width]}…" for r in p.requests)
     else:
         out += [f"- {r}" for r in p.requests]
     if p.latest:
@@ -349,12 +351,19 @@ def _first_lines(requests: list[str]) -> list[str]:
     return out
 
 
-def build_parts(facts: KeyFacts, body: str, messages: int) -> SummaryParts:
+def build_parts(
+    facts: KeyFacts, body: str, messages: int, newest: str | None = None
+) -> SummaryParts:
     """The parts of a summary of ``messages`` messages: ``body`` (prose; any reserved
     sections in it are dropped) and the sections built from ``facts``, after the sections
     carried from earlier summaries. Its first line counts the messages an earlier summary
     among them stood for instead of that one message (a summary of summaries tells how much
-    of the conversation it covers)."""
+    of the conversation it covers).
+
+    ``newest``: the session's newest request, when an earlier summary among the messages
+    carries it and no request came after it (an agent loop compacted again): it stays the
+    summary's newest request, in full, instead of the first line the earlier summary is
+    carried by."""
     messages += facts.summarized - facts.summaries
     carried = facts.carried
     failures, failures_more, ids = _carried_failures(carried.get("Tool Failures", []))
@@ -379,7 +388,11 @@ def build_parts(facts: KeyFacts, body: str, messages: int) -> SummaryParts:
     )
     requests = _merge(old_requests, _first_lines(facts.requests[:-1]))
     latest = facts.latest_request
-    if latest is None and requests:
+    if latest is None and newest is not None and verbatim_request(newest):
+        latest = verbatim_request(newest)
+        if requests and _carried_form(requests[-1], latest):
+            requests.pop()  # the earlier summary's newest, by its first line
+    elif latest is None and requests:
         latest = requests.pop()
     old_ids = [i for line in carried.get("Identifiers", []) for i in line.split(", ")]
     modified = _merge(old_mod, facts.files_modified)
@@ -402,6 +415,15 @@ def build_parts(facts: KeyFacts, body: str, messages: int) -> SummaryParts:
         requests_more=omitted,
         latest=latest,
         pending=facts.pending or carried.get("Pending", [])[-3:],
+    )
+
+
+def _carried_form(line: str, request: str) -> bool:
+    """Whether ``line`` is how a summary's Requests carry ``request`` as an earlier request:
+    its first line, or the whole of it (cut by the cap, ending in "…"), whitespace collapsed."""
+    flat = " ".join(request.split())
+    return line in (" ".join(first_line(request, len(request) + 1).split()), flat) or (
+        line.endswith("…") and flat.startswith(line[:-1])
     )
 
 
