@@ -23,6 +23,12 @@ from .importers.common import (
 from .importers.gemini import load_gemini, system_instruction
 from .importers.langchain import is_langchain_message, load_langchain
 from .importers.openai import load_openai
+from .importers.openhands_v1 import (
+    event_folder,
+    is_v1_event,
+    load_openhands_v1,
+    read_event_folder,
+)
 from .importers.pi import load_pi
 from .importers.responses import load_responses
 from .model import Message, Text, Transcript
@@ -67,7 +73,8 @@ def load(
             models are dumped; TypedDicts are dicts), or a list of LangChain messages.
         format: One of :data:`FORMATS`, or ``"auto"`` to detect it from extension and content.
         view: ``"full"`` (the whole conversation across compactions) or ``"model"`` (from the
-            latest compaction summary on, as the model saw it); pi and Claude Code only.
+            latest compaction summary on, as the model saw it); pi, Claude Code and OpenHands V1
+            (its condensations applied) only.
         session: Which session of a multi-session source (OpenHands ``output.jsonl`` holds one
             instance per line, an aider log one session per launch): an index into
             :func:`load_all`, negative from the end. Default: the first.
@@ -121,7 +128,7 @@ def load_all(source: object, format: str = "auto", *, view: str = "full") -> lis
         raise TranscriptError(
             f"format {fmt!r} is read from a file path; got {type(source).__name__}"
         )
-    return _load_data(data, fmt, Loc(f"<{type(source).__name__}>"), {})
+    return _load_data(data, fmt, Loc(f"<{type(source).__name__}>"), {}, view)
 
 
 def _as_list(source: object) -> object:
@@ -183,7 +190,18 @@ def _item_format(item: Mapping[str, Any]) -> str | None:
 
 
 def _is_event(e: object) -> bool:
-    return isinstance(e, Mapping) and ("action" in e or "observation" in e)
+    """An OpenHands event: V0 (``action``/``observation``) or V1 (``kind``)."""
+    return isinstance(e, Mapping) and ("action" in e or "observation" in e or is_v1_event(e))
+
+
+def _event_list(data: Mapping[str, Any]) -> str | None:
+    """The key of a dict's OpenHands event list (``history``, or a V1 ``events``/``items``
+    page), or None."""
+    for key in ("history", "events", "items"):
+        value = data.get(key)
+        if isinstance(value, list) and (key == "history" or any(map(is_v1_event, value))):
+            return key
+    return None
 
 
 def _detect_dict(data: Mapping[str, Any]) -> str:
@@ -194,6 +212,8 @@ def _detect_dict(data: Mapping[str, Any]) -> str:
         return "openhands" if isinstance(hist, list) and any(map(_is_event, hist)) else "swe-agent"
     if "contents" in data:
         return "gemini"
+    if _event_list(data) is not None:
+        return "openhands"
     if "input" in data:
         return "openai-responses"
     if "messages" in data:
@@ -254,7 +274,7 @@ def _detect_jsonl(path: Path) -> str:
         or (kind in _CLAUDE_TYPES and "role" not in first)
     ):
         return "claude-code"
-    if "history" in first and "instance_id" in first:
+    if ("history" in first and "instance_id" in first) or is_v1_event(first):
         return "openhands"
     return detect_format([first])
 
@@ -299,7 +319,14 @@ def _read_json(path: Path) -> Any:
 
 def _load_path(path: Path, fmt: str, view: str) -> list[Transcript]:
     if path.is_dir():
-        raise TranscriptError(f"{path}: is a folder; expected a transcript file")
+        folder = event_folder(path) if fmt in ("auto", "openhands") else None
+        if folder is None:
+            raise TranscriptError(
+                f"{path}: is a folder; expected a transcript file (or an OpenHands conversation "
+                "folder with events/event-*.json files)"
+            )
+        events = read_event_folder(folder)
+        return _load_data(events, "openhands", Loc(str(folder)), {"path": str(path)}, view)
     if not path.is_file():
         raise TranscriptError(f"{path}: no such file; expected a transcript file")
     fmt = fmt if fmt != "auto" else _detect_path(path)
@@ -313,11 +340,13 @@ def _load_path(path: Path, fmt: str, view: str) -> list[Transcript]:
     if fmt == "aider":
         return [_finish(m, fmt, {**meta, **extra}) for m, extra in load_aider(path)]
     if path.suffix.lower() != ".jsonl":
-        return _load_data(_read_json(path), fmt, Loc(str(path)), meta)
+        return _load_data(_read_json(path), fmt, Loc(str(path)), meta, view)
     lines = list(read_jsonl(path))
-    if fmt == "openhands":  # one instance per line
-        return [t for n, obj in lines for t in _load_data(obj, fmt, Loc(f"{path} line {n}"), meta)]
-    return _load_data([obj for _, obj in lines], fmt, Loc(str(path)), meta)
+    if fmt == "openhands" and not (lines and is_v1_event(lines[0][1])):  # an instance a line
+        return [
+            t for n, obj in lines for t in _load_data(obj, fmt, Loc(f"{path} line {n}"), meta, view)
+        ]
+    return _load_data([obj for _, obj in lines], fmt, Loc(str(path)), meta, view)
 
 
 def _check_matched(path: Path, fmt: str) -> None:
@@ -346,7 +375,12 @@ def _payload(data: Any, key: str, loc: Loc) -> list[Any]:
     return loc.items(data)
 
 
-def _load_data(data: Any, fmt: str, loc: Loc, meta: dict[str, Any]) -> list[Transcript]:
+def _load_data(
+    data: Any, fmt: str, loc: Loc, meta: dict[str, Any], view: str = "full"
+) -> list[Transcript]:
+    if fmt == "openhands":
+        messages, extra = _from_openhands(data, loc, view)
+        return [_finish(messages, fmt, {**meta, **extra})]
     loader = _LOADERS.get(fmt)
     if loader is None:
         raise TranscriptError(f"{loc.path}: format {fmt!r} is read from a file path")
@@ -393,10 +427,16 @@ def _from_swe_agent(data: Any, loc: Loc) -> tuple[list[Message], dict[str, Any]]
     return load_swe_agent_history(history, loc.at("history")), meta
 
 
-def _from_openhands(data: Any, loc: Loc) -> tuple[list[Message], dict[str, Any]]:
-    events = _payload(data, "history", loc)
-    messages, skipped = load_openhands_events(events, loc.at("history"))
-    meta: dict[str, Any] = {"skipped_events": skipped}
+def _from_openhands(data: Any, loc: Loc, view: str) -> tuple[list[Message], dict[str, Any]]:
+    key = (_event_list(data) or "history") if isinstance(data, Mapping) else "history"
+    events = _payload(data, key, loc)
+    at = loc.at(key) if isinstance(data, Mapping) else loc
+    meta: dict[str, Any]
+    if any(map(is_v1_event, events)):  # the software-agent SDK's events
+        messages, meta = load_openhands_v1(events, at, view)
+    else:
+        messages, skipped = load_openhands_events(events, loc.at(key))
+        meta = {"skipped_events": skipped}
     if isinstance(data, Mapping):
         meta.update({k: data[k] for k in ("instance_id", "error") if k in data})
     return messages, meta
@@ -408,5 +448,4 @@ _LOADERS: Final[dict[str, Callable[[Any, Loc], tuple[list[Message], dict[str, An
     "openai-responses": _from_responses,
     "gemini": _from_gemini,
     "swe-agent": _from_swe_agent,
-    "openhands": _from_openhands,
 }
