@@ -122,9 +122,19 @@ def test_claude_code_wrong_typed_field_names_line_and_field(
     [
         ([{"content": "x"}], "openai", r"\[0\]: key 'role' is 'missing'"),
         (
-            [{"role": "user", "content": [{"type": "input_audio"}]}],
+            [{"role": "user", "content": [{"type": "text"}]}],
             "openai",
-            r"\[0\]\.content\[0\]: content part type is 'input_audio'; expected a text or image",
+            r"\[0\]\.content\[0\]: key 'text' is 'missing'; expected a string",
+        ),
+        (
+            [{"role": "assistant", "content": [{"type": "image_url", "image_url": "x"}]}],
+            "openai",
+            r"\[0\]\.content\[0\]: content part type is 'image_url'; expected a text part",
+        ),
+        (
+            [{"role": "user", "content": [{"text": "no type"}]}],
+            "openai",
+            r"\[0\]\.content\[0\]: content part type is None; expected a text or image",
         ),
         ([{"role": "narrator", "content": "x"}], "openai", r"\[0\]\.role: role is 'narrator'"),
         (
@@ -138,9 +148,9 @@ def test_claude_code_wrong_typed_field_names_line_and_field(
             r"tool call id is ''; expected a non-empty string",
         ),
         (
-            [{"role": "user", "content": [{"type": "hologram"}]}],
+            [{"role": "user", "content": [{"text": "no type"}]}],
             "anthropic",
-            r"\[0\]\.content\[0\]\.type: user block type is 'hologram'",
+            r"\[0\]\.content\[0\]\.type: user block type is None",
         ),
         (
             [{"role": "user", "content": [{"type": "document"}]}],
@@ -148,9 +158,14 @@ def test_claude_code_wrong_typed_field_names_line_and_field(
             r"\[0\]\.content\[0\]: key 'source' is 'missing'; expected an object",
         ),
         (
-            [{"role": "assistant", "content": [{"type": "hologram"}]}],
+            [{"role": "assistant", "content": [{"type": 7}]}],
             "anthropic",
-            r"assistant block type is 'hologram'",
+            r"\[0\]\.content\[0\]\.type: assistant block type is 7",
+        ),
+        (
+            [{"role": "assistant", "content": [{"type": "thinking"}]}],
+            "anthropic",
+            r"\[0\]\.content\[0\]: key 'thinking' is 'missing'",
         ),
         (
             [{"role": "system", "content": "x"}],
@@ -168,7 +183,7 @@ def test_claude_code_wrong_typed_field_names_line_and_field(
             r"contents\[0\]: key 'parts' is 'missing'; expected an array under 'parts'",
         ),
         (
-            [{"role": "model", "parts": [{"executableCode": {}}]}],
+            [{"role": "model", "parts": [{"text": 5}]}],
             "gemini",
             r"parts\[0\]: part is .*expected text, thought, functionCall",
         ),

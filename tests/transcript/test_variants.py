@@ -197,13 +197,50 @@ def test_claude_code_inline_sidechain_does_not_replace_the_main_conversation(wri
     engine_payloads_valid(t)
 
 
-def test_claude_code_unknown_block_type_names_line_and_block(write: Write) -> None:
+def test_claude_code_unknown_block_types_are_skipped_and_counted(write: Write) -> None:
+    """A newer Claude Code writes block types this reader does not know: the file loads
+    without them (they failed the whole file) and ``meta["skipped_blocks"]`` counts them."""
+    new = {"type": "hologram", "data": "..."}
     path = write(
         "u.jsonl",
-        jsonl(cc_user("u1", None, "hi"), cc_assistant("a1", "u1", "m1", [{"type": "hologram"}])),
+        jsonl(
+            cc_user("u1", None, [{"type": "text", "text": "hi"}, new]),
+            cc_assistant("a1", "u1", "m1", [{"type": "text", "text": "hello"}, new]),
+            cc_assistant(
+                "a2",
+                "a1",
+                "m1",
+                [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}],
+            ),
+            cc_user(
+                "u2",
+                "a2",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "content": [{"type": "text", "text": "a.py"}, new],
+                    }
+                ],
+            ),
+        ),
+    )
+    t = load(path)
+    assert [m.role for m in t] == ["user", "assistant", "tool"]
+    assert t[0].blocks == (Text("hi"),)
+    assert t[1].blocks == (Text("hello"), ToolCall("t1", "Bash", {"command": "ls"}))
+    assert t[2].tool_results[0].content == (Text("a.py"),)
+    assert t.meta["skipped_blocks"] == {"hologram": 3}
+    engine_payloads_valid(t)
+
+
+def test_claude_code_malformed_known_block_names_line_and_block(write: Write) -> None:
+    path = write(
+        "u.jsonl",
+        jsonl(cc_user("u1", None, "hi"), cc_assistant("a1", "u1", "m1", [{"type": "thinking"}])),
     )
     with pytest.raises(
-        TranscriptError, match=r"line 2\.message\.content\[0\]\.type: .*'hologram'.*expected"
+        TranscriptError, match=r"line 2\.message\.content\[0\]: key 'thinking' is 'missing'"
     ):
         load(path)
 

@@ -14,6 +14,7 @@ from .importers.anthropic import load_anthropic, system_messages
 from .importers.claude_code import load_claude_code
 from .importers.common import (
     Loc,
+    counting_skips,
     fill_result_names,
     nested_too_deeply,
     read_jsonl,
@@ -156,7 +157,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _finish(messages: list[Message], fmt: str, meta: dict[str, Any]) -> Transcript:
+def _finish(
+    messages: list[Message], fmt: str, meta: dict[str, Any], skipped: dict[str, int] | None = None
+) -> Transcript:
+    if skipped:  # blocks of types the importer does not know, by type
+        meta = {**meta, "skipped_blocks": dict(skipped)}
     return Transcript(tuple(fill_result_names(messages)), fmt, meta)
 
 
@@ -333,10 +338,11 @@ def _load_path(path: Path, fmt: str, view: str) -> list[Transcript]:
     meta: dict[str, Any] = {"path": str(path)}
     if fmt in ("pi", "claude-code"):
         load_log = load_pi if fmt == "pi" else load_claude_code
-        messages, extra = load_log(path, view=view)
+        with counting_skips() as skipped:
+            messages, extra = load_log(path, view=view)
         if not messages:
             _check_matched(path, fmt)
-        return [_finish(messages, fmt, {**meta, **extra})]
+        return [_finish(messages, fmt, {**meta, **extra}, skipped)]
     if fmt == "aider":
         return [_finish(m, fmt, {**meta, **extra}) for m, extra in load_aider(path)]
     if path.suffix.lower() != ".jsonl":
@@ -378,14 +384,15 @@ def _payload(data: Any, key: str, loc: Loc) -> list[Any]:
 def _load_data(
     data: Any, fmt: str, loc: Loc, meta: dict[str, Any], view: str = "full"
 ) -> list[Transcript]:
-    if fmt == "openhands":
-        messages, extra = _from_openhands(data, loc, view)
-        return [_finish(messages, fmt, {**meta, **extra})]
     loader = _LOADERS.get(fmt)
-    if loader is None:
+    if loader is None and fmt != "openhands":
         raise TranscriptError(f"{loc.path}: format {fmt!r} is read from a file path")
-    messages, extra = loader(data, loc)
-    return [_finish(messages, fmt, {**meta, **extra})]
+    with counting_skips() as skipped:
+        if loader is None:
+            messages, extra = _from_openhands(data, loc, view)
+        else:
+            messages, extra = loader(data, loc)
+    return [_finish(messages, fmt, {**meta, **extra}, skipped)]
 
 
 def _from_openai(data: Any, loc: Loc) -> tuple[list[Message], dict[str, Any]]:

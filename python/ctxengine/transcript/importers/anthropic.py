@@ -9,6 +9,10 @@ media (``Image`` with its media type, e.g. ``application/pdf``) or, with a text 
 a ``search_result`` is its text; a ``tool_reference`` (tool search) names the tool. Server
 tools run inside the assistant turn (``server_tool_use`` and its ``*_tool_result``, e.g.
 ``web_search``): both become assistant text, since no other provider can replay them.
+
+A block of a type this reader does not know (a newer API or Claude Code version) is left out
+and counted in ``Transcript.meta["skipped_blocks"]`` (by type); a known block with a missing
+or wrong field, or a block without a type, is an error.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model import Block, Image, Message, Text, Thinking, ToolResult
-from .common import Loc, tool_call
+from .common import Loc, skip_block, tool_call
 
 __all__ = ("load_anthropic", "system_messages")
 
@@ -67,7 +71,9 @@ def _search_result(block: Mapping[str, Any], loc: Loc) -> Text:
 _MEDIA_TYPES = "'text', 'image', 'document', 'search_result' or 'tool_reference'"
 
 
-def _media_block(block: Mapping[str, Any], loc: Loc) -> Text | Image:
+def _media_block(block: Mapping[str, Any], loc: Loc) -> Text | Image | None:
+    """One block of user content, a tool result or a system prompt; None when its type is
+    unknown (skipped and counted)."""
     kind = block.get("type")
     if kind == "text":
         return Text(loc.need(block, "text", str))
@@ -79,7 +85,8 @@ def _media_block(block: Mapping[str, Any], loc: Loc) -> Text | Image:
         return _search_result(block, loc)
     if kind == "tool_reference":  # tool search: the tool whose definition was loaded
         return Text(f"[tool reference: {loc.need(block, 'tool_name', str)}]")
-    return loc.at("type").fail("block type", kind, _MEDIA_TYPES)
+    skip_block(kind, loc.at("type"), "block type", _MEDIA_TYPES)
+    return None
 
 
 def _server_tool_text(block: Mapping[str, Any]) -> Text:
@@ -114,9 +121,8 @@ def _media(content: object, loc: Loc) -> tuple[Text | Image, ...]:
         return (Text(content),)
     if content is None:
         return ()
-    return tuple(
-        _media_block(loc.at(i).obj(b), loc.at(i)) for i, b in enumerate(loc.items(content))
-    )
+    blocks = (_media_block(loc.at(i).obj(b), loc.at(i)) for i, b in enumerate(loc.items(content)))
+    return tuple(b for b in blocks if b is not None)
 
 
 def _user_turn(content: object, loc: Loc) -> list[Message]:
@@ -132,12 +138,15 @@ def _user_turn(content: object, loc: Loc) -> list[Message]:
             call_id = at.need(block, "tool_use_id", str)
             body = _media(block.get("content"), at.at("content"))
             results.append(ToolResult(call_id, body, bool(block.get("is_error", False))))
-        elif kind in ("text", "image", "document", "search_result"):
-            other.append(_media_block(block, at))
+        elif kind in ("text", "image", "document", "search_result", "tool_reference"):
+            media = _media_block(block, at)
+            if media is not None:
+                other.append(media)
         else:
-            at.at("type").fail(
-                "user block type",
+            skip_block(
                 kind,
+                at.at("type"),
+                "user block type",
                 "'text', 'image', 'document', 'search_result' or 'tool_result'",
             )
     out = [Message("tool", tuple(results))] if results else []
@@ -173,9 +182,10 @@ def assistant_blocks(content: object, loc: Loc) -> list[Block]:
         elif isinstance(kind, str) and (kind == "server_tool_use" or kind.endswith("_tool_result")):
             out.append(_server_tool_text(block))
         else:
-            at.at("type").fail(
-                "assistant block type",
+            skip_block(
                 kind,
+                at.at("type"),
+                "assistant block type",
                 "'text', 'thinking', 'redacted_thinking', 'tool_use', 'server_tool_use' or a "
                 "server tool's '*_tool_result'",
             )

@@ -13,7 +13,8 @@ sub-agent's own file). ``progress``, ``system``,
 A ``/compact`` starts a new root (``compact_boundary`` with ``logicalParentUuid``).
 ``view="full"`` follows it back and keeps the whole conversation (summaries go to
 ``Transcript.meta["compactions"]``); ``view="model"`` stops there and starts from the summary,
-which is what the model saw.
+which is what the model saw. Content blocks read as for Anthropic: a block of a type this
+reader does not know (a newer version's) is skipped and counted in ``meta["skipped_blocks"]``.
 """
 
 from __future__ import annotations

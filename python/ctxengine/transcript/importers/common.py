@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -14,6 +16,7 @@ from ..model import Block, Image, Message, ToolCall, ToolResult
 __all__ = (
     "Loc",
     "arguments_object",
+    "counting_skips",
     "dump_arguments",
     "fill_result_names",
     "image_from_url",
@@ -22,6 +25,7 @@ __all__ = (
     "read_jsonl",
     "read_text",
     "short",
+    "skip_block",
     "text_of",
     "tool_call",
 )
@@ -76,6 +80,35 @@ class Loc:
         if not isinstance(value, list):
             self.fail("value", value, "a JSON array")
         return value
+
+
+_SKIPPED: ContextVar[dict[str, int] | None] = ContextVar("ctxengine_skipped_blocks", default=None)
+
+
+@contextmanager
+def counting_skips() -> Iterator[dict[str, int]]:
+    """Count the blocks :func:`skip_block` leaves out while loading one transcript (type ->
+    count); the loader puts them in ``Transcript.meta["skipped_blocks"]``."""
+    counts: dict[str, int] = {}
+    token = _SKIPPED.set(counts)
+    try:
+        yield counts
+    finally:
+        _SKIPPED.reset(token)
+
+
+def skip_block(kind: object, loc: Loc, what: str, expected: str) -> None:
+    """Leave out a content block (or part) of a type this reader does not know, as a newer
+    version of the tool or API writes them, and count it by type.
+
+    Raises:
+        TranscriptError: ``kind`` is not a non-empty string: the block is malformed, not new.
+    """
+    if not isinstance(kind, str) or not kind:
+        loc.fail(what, kind, expected)
+    counts = _SKIPPED.get()
+    if counts is not None:
+        counts[kind] = counts.get(kind, 0) + 1
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:

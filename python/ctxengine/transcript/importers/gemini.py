@@ -3,7 +3,9 @@
 Both camelCase (REST) and snake_case (python SDK) keys are read; camelCase is written. A
 ``thoughtSignature`` on a non-thought part is kept as ``Thinking("", signature)`` right before
 the block it belongs to, and written back onto that part. Calls without an id get
-``call_<message>_<part>`` and responses are matched to them by name, in order.
+``call_<message>_<part>`` and responses are matched to them by name, in order. A part of a
+kind this reader does not know (``executableCode``, a newer kind) is skipped and counted in
+``meta["skipped_blocks"]`` by its field name.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
-from .common import Loc, tool_call
+from .common import Loc, skip_block, tool_call
 
 __all__ = "load_gemini"
 
@@ -84,6 +86,22 @@ class _Calls:
         return ids.pop(0) if ids else f"call_{name}"
 
 
+#: Part fields that only annotate the part's data.
+_PART_META = frozenset({"thought", "thoughtSignature", "thought_signature", "videoMetadata"})
+_PART_META |= {"video_metadata", "partMetadata", "part_metadata", "mediaResolution"}
+_KNOWN_DATA = frozenset({"text", "functionCall", "functionResponse", "inlineData", "fileData"})
+_KNOWN_DATA |= {"function_call", "function_response", "inline_data", "file_data"}
+
+
+def _skip(part: Mapping[str, Any], loc: Loc, expected: str) -> None:
+    """Leave out (and count, by its data field) a part of a kind this reader does not know,
+    e.g. ``executableCode``; a part without a data field is an error."""
+    data = sorted(k for k in part if k not in _PART_META and part[k] is not None)
+    if not data or any(k in _KNOWN_DATA for k in data):  # none, or a known one malformed
+        loc.fail("part", part, expected)
+    skip_block(data[0], loc, "part", expected)
+
+
 def _model_parts(parts: list[Any], index: int, loc: Loc, calls: _Calls) -> list[Block]:
     out: list[Block] = []
     for j, raw in enumerate(parts):
@@ -110,7 +128,7 @@ def _model_parts(parts: list[Any], index: int, loc: Loc, calls: _Calls) -> list[
         elif (media := _media(part, at)) is not None:
             out.append(media)
         elif not sig:
-            at.fail("part", part, "text, thought, functionCall, inlineData or fileData")
+            _skip(part, at, "text, thought, functionCall, inlineData or fileData")
     return out
 
 
@@ -130,7 +148,7 @@ def _user_parts(parts: list[Any], loc: Loc, calls: _Calls) -> list[Message]:
         elif (media := _media(part, at)) is not None:
             other.append(media)
         else:
-            at.fail("part", part, "text, functionResponse, inlineData or fileData")
+            _skip(part, at, "text, functionResponse, inlineData or fileData")
     out = [Message("tool", tuple(results))] if results else []
     if other or not results:
         out.append(Message("user", tuple(other)))

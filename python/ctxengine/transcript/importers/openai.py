@@ -6,13 +6,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model import Block, Image, Message, Text, ToolResult
-from .common import Loc, image_from_url, tool_call
+from .common import Loc, image_from_url, skip_block, tool_call
 
 __all__ = ("content_parts", "load_openai")
 
 
 def content_parts(content: object, loc: Loc, *, images: bool) -> list[Text | Image]:
-    """Blocks from a string or a list of content parts."""
+    """Blocks from a string or a list of content parts; a part of an unknown type is skipped
+    (counted), a known one where it cannot be (an image outside user and tool content) or
+    without its field is an error."""
     if isinstance(content, str):
         return [Text(content)]
     if content is None:
@@ -21,17 +23,19 @@ def content_parts(content: object, loc: Loc, *, images: bool) -> list[Text | Ima
     for i, raw in enumerate(loc.items(content)):
         part = loc.at(i).obj(raw)
         kind = part.get("type")
-        if kind in ("text", "refusal") and isinstance(part.get(kind), str):
-            out.append(Text(part[kind]))
+        expected = "a text or image_url part" if images else "a text part"
+        if kind in ("text", "refusal"):
+            out.append(Text(loc.at(i).need(part, kind, str)))
         elif kind == "image_url" and images:
             url = part.get("image_url")
             url = url.get("url") if isinstance(url, Mapping) else url
             if not isinstance(url, str):
                 loc.at(i).at("image_url").fail("url", url, "a URL string")
             out.append(image_from_url(url))
-        else:
-            expected = "a text or image_url part" if images else "a text part"
+        elif kind == "image_url":  # in assistant or system content, which takes none
             loc.at(i).fail("content part type", kind, expected)
+        else:
+            skip_block(kind, loc.at(i), "content part type", expected)
     return out
 
 

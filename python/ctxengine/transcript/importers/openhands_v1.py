@@ -35,7 +35,14 @@ from typing import Any, Final
 
 from ...errors import TranscriptError
 from ..model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
-from .common import Loc, image_from_url, nested_too_deeply, parse_arguments, read_text
+from .common import (
+    Loc,
+    image_from_url,
+    nested_too_deeply,
+    parse_arguments,
+    read_text,
+    skip_block,
+)
 
 __all__ = ("event_folder", "is_v1_event", "load_openhands_v1", "read_event_folder")
 
@@ -125,7 +132,6 @@ class _Reader:
         self.out: list[Message] = []
         self.calls: set[str] = set()
         self.skipped = 0
-        self.skipped_blocks: dict[str, int] = {}
         # the assistant message a later action of the same model response joins
         self.open_response: str | None = None
         self.open_index = -1
@@ -155,8 +161,7 @@ class _Reader:
                         at.at("image_urls").at(j).fail("image url", url, "a string")
                     out.append(image_from_url(url))
             else:
-                name = kind if isinstance(kind, str) else repr(kind)
-                self.skipped_blocks[name] = self.skipped_blocks.get(name, 0) + 1
+                skip_block(kind, at.at("type"), "content part type", "'text' or 'image'")
         return out
 
     def thinking(self, e: Mapping[str, Any], loc: Loc) -> list[Thinking]:
@@ -319,7 +324,7 @@ def load_openhands_v1(
     events: list[Any], loc: Loc, view: str = "full"
 ) -> tuple[list[Message], dict[str, Any]]:
     """Neutral messages from a V1 event list, and the transcript meta (``skipped_events``,
-    ``compactions``, ``skipped_blocks`` when a content part was skipped).
+    ``compactions``).
 
     Raises:
         TranscriptError: an event the model reads is malformed.
@@ -356,7 +361,4 @@ def load_openhands_v1(
             r.summary(str(at.need(e, "summary", str)), e.get("id"))
         else:
             r.skipped += 1
-    meta: dict[str, Any] = {"skipped_events": r.skipped, "compactions": compactions}
-    if r.skipped_blocks:
-        meta["skipped_blocks"] = dict(r.skipped_blocks)
-    return r.out, meta
+    return r.out, {"skipped_events": r.skipped, "compactions": compactions}

@@ -9,6 +9,7 @@ files have no ids and are read in order; their compactions name the first kept e
 index in the file (``firstKeptEntryIndex``) instead of its id. Entries that are not model
 context (``model_change``, ``thinking_level_change``, ``custom``, ``label``, ``session_info``
 and types this reader does not know) are skipped and counted in ``meta["skipped_entries"]``.
+Content blocks of a type it does not know are skipped and counted in ``meta["skipped_blocks"]``.
 
 ``view="full"`` keeps every message on the branch and records compactions in
 ``Transcript.meta["compactions"]``; ``view="model"`` starts from the latest compaction summary,
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import Block, Image, Message, Text, Thinking, ToolResult
-from .common import Loc, read_jsonl, tool_call
+from .common import Loc, read_jsonl, skip_block, tool_call
 
 __all__ = ("load_pi",)
 
@@ -43,7 +44,7 @@ def _content(content: object, loc: Loc) -> list[Text | Image]:
             media = str(block.get("mimeType") or "image/png")
             out.append(Image(media, data=loc.at(i).need(block, "data", str)))
         else:
-            loc.at(i).at("type").fail("block type", kind, "'text' or 'image'")
+            skip_block(kind, loc.at(i).at("type"), "block type", "'text' or 'image'")
     return out
 
 
@@ -65,7 +66,8 @@ def _assistant(m: Mapping[str, Any], loc: Loc) -> Message:
         elif kind == "image":
             blocks.extend(_content([block], loc.at("content")))
         else:
-            at.at("type").fail("assistant block type", kind, "'text', 'thinking' or 'toolCall'")
+            expected = "'text', 'thinking' or 'toolCall'"
+            skip_block(kind, at.at("type"), "assistant block type", expected)
     reason = m.get("stopReason")
     meta: dict[str, Any] = {"stop_reason_raw": reason}
     for key in ("api", "provider", "model", "errorMessage", "timestamp"):

@@ -3,6 +3,8 @@
 Consecutive assistant-side items (assistant ``message``, ``function_call``, ``reasoning``) form
 one neutral assistant message. A ``reasoning`` item is kept whole, as JSON, in
 :attr:`Thinking.signature` (its summary is the thinking text), so it can be sent back as is.
+A content part the model cannot hold is skipped and counted in ``meta["skipped_blocks"]``;
+an item of an unknown type is an error (it may be a call whose output follows).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model import Block, Image, Message, Text, Thinking, ToolResult
-from .common import Loc, image_from_url, tool_call
+from .common import Loc, image_from_url, skip_block, tool_call
 
 __all__ = "load_responses"
 
@@ -31,10 +33,9 @@ def _parts(content: object, loc: Loc) -> list[Text | Image]:
             out.append(Text(loc.at(i).need(part, key, str)))
         elif kind == "input_image" and isinstance(part.get("image_url"), str):
             out.append(image_from_url(part["image_url"]))
-        else:
-            loc.at(i).fail(
-                "content part type", kind, "input_text, output_text or input_image (URL)"
-            )
+        else:  # a part the model cannot hold (an uploaded file_id, audio, a newer type)
+            expected = "input_text, output_text or input_image (URL)"
+            skip_block(kind, loc.at(i), "content part type", expected)
     return out
 
 
