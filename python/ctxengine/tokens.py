@@ -203,7 +203,7 @@ def _message_strings(message: Mapping[str, Any]) -> tuple[list[str], int]:
                     continue
                 if isinstance(part.get("text"), str):
                     strings.append(part["text"])
-                elif part.get("type") in {"image_url", "input_image", "image"}:
+                elif part.get("type") in {"image_url", "input_image", "image", "file"}:
                     overhead += IMAGE_TOKENS
         else:
             strings.append(json.dumps(value, ensure_ascii=False, sort_keys=True))
@@ -249,7 +249,7 @@ def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
     messages = messages if isinstance(messages, list) else list(messages)
     fast = tokenizer.count_chat([messages])[0]  # the exported shapes, walked natively
     if fast is not None:
-        return REPLY_PRIMING + fast
+        return REPLY_PRIMING + fast + sum(map(file_part_tokens, messages))
     strings: list[str] = []
     total = REPLY_PRIMING
     for i, message in enumerate(messages):
@@ -262,6 +262,17 @@ def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
         strings += parts
         total += overhead
     return total + sum(tokenizer.count_many(strings))
+
+
+def file_part_tokens(message: Mapping[str, Any]) -> int:
+    """What the native chat counter leaves out of ``message``: its ``file`` parts (a PDF),
+    each counted as :data:`IMAGE_TOKENS`, as an image part is and as the plan counts it."""
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if not isinstance(content, list):
+        return 0
+    return IMAGE_TOKENS * sum(
+        1 for p in content if isinstance(p, Mapping) and p.get("type") == "file"
+    )
 
 
 #: Public name of the per-message string split (the payload counter shares it).

@@ -162,6 +162,11 @@ def ref_message_dicts(m: Message) -> list[dict[str, Any]]:
         for b in blocks:
             if isinstance(b, Text):
                 parts.append({"type": "text", "text": b.text})
+            elif b.media_type == "application/pdf" and b.data is not None:
+                file = {"file_data": image_url(b), "filename": "document.pdf"}
+                parts.append({"type": "file", "file": file})
+            elif b.media_type == "application/pdf":  # a file part takes no URL
+                parts.append({"type": "text", "text": image_placeholder(b).text})
             elif b.media_type in IMAGE_TYPES or b.url:
                 parts.append({"type": "image_url", "image_url": {"url": image_url(b)}})
             else:
@@ -211,7 +216,7 @@ def ref_message_strings(message: Mapping[str, Any]) -> tuple[list[str], int]:
                     continue
                 if isinstance(part.get("text"), str):
                     strings.append(part["text"])
-                elif part.get("type") in {"image_url", "input_image", "image"}:
+                elif part.get("type") in {"image_url", "input_image", "image", "file"}:
                     overhead += IMAGE_TOKENS
         elif value is not None:
             strings.append(json.dumps(value, ensure_ascii=False, sort_keys=True))

@@ -6,7 +6,13 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from ..tokens import IMAGE_TOKENS, count_messages, get_tokenizer, message_strings
+from ..tokens import (
+    IMAGE_TOKENS,
+    count_messages,
+    file_part_tokens,
+    get_tokenizer,
+    message_strings,
+)
 from ..transcript.model import Message, Transcript
 from .memo import RenderMemo
 
@@ -19,7 +25,11 @@ _MESSAGE_OVERHEAD: Final = 4
 _REPLY_PRIMING: Final = 3
 #: Part types (Anthropic, Responses, Chat) and Gemini part keys that carry an image: counted as
 #: :data:`~ctxengine.tokens.IMAGE_TOKENS`, not by the text of their data or URL.
-_IMAGE_TYPES: Final = frozenset({"image", "input_image", "image_url"})
+#: A PDF part (``document``, ``file``, ``input_file``) counts as an image does, as the plan
+#: counts it.
+_IMAGE_TYPES: Final = frozenset(
+    {"image", "input_image", "image_url", "document", "file", "input_file"}
+)
 _MEDIA_KEYS: Final = frozenset({"inline_data", "file_data", "inlineData", "fileData"})
 
 
@@ -91,6 +101,8 @@ class MessageTokenCache:
                 if n is None:  # another shape: the rule in Python
                     texts, overhead = message_strings(dicts[i])
                     n = overhead + sum(tokenizer.count_many(texts))
+                else:
+                    n += file_part_tokens(dicts[i])
                 m = transcript.messages[i]
                 fresh[id(m)] = (m, n)
         total = _REPLY_PRIMING

@@ -27,7 +27,7 @@ from operator import is_not
 from typing import Any, Final
 
 from .._core import fresh_items, fresh_tree
-from ..tokens import get_tokenizer, message_strings
+from ..tokens import file_part_tokens, get_tokenizer, message_strings
 from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, Transcript
 from ..transcript.providers import (
@@ -171,7 +171,12 @@ class Record:
     def _count_pieces(self, model: str, pieces: Sequence[Pieces]) -> list[int]:
         if self.key[0] == "openai":
             got = get_tokenizer(model).count_chat(pieces)  # the exported shapes, natively
-            odd = [i for i, c in enumerate(got) if c is None]
+            odd = []
+            for i, c in enumerate(got):
+                if c is None:
+                    odd.append(i)
+                else:  # the native walk leaves file (PDF) parts out
+                    got[i] = c + sum(map(file_part_tokens, pieces[i]))
             if odd:
                 again = self._count_chat(model, [pieces[i] for i in odd])
                 for i, c in zip(odd, again, strict=True):

@@ -34,6 +34,13 @@ STRICT_ALTERNATION: Final = frozenset({"anthropic", "gemini"})
 #: Image media types the providers accept inline; other media become a text placeholder.
 IMAGE_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
+#: The document type Anthropic (``document``), OpenAI Chat (``file``) and Responses
+#: (``input_file``) accept in user content; a PDF :class:`Image` is sent as one of those.
+PDF: Final = "application/pdf"
+
+#: The file name sent with inline PDF data (OpenAI wants one; the model has none to keep).
+PDF_FILENAME: Final = "document.pdf"
+
 # Tool-call id rules we enforce per provider (conservative: what the APIs are known to accept).
 _SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _ID_RULES: Final[dict[str, tuple[re.Pattern[str] | None, int, str]]] = {

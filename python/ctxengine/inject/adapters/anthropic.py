@@ -18,7 +18,7 @@ from ...transcript.model import (
     ToolCall,
     Transcript,
 )
-from ...transcript.providers import IMAGE_TYPES, exportable, family_of, image_placeholder
+from ...transcript.providers import IMAGE_TYPES, PDF, exportable, family_of, image_placeholder
 
 __all__ = ("cache_marker", "export_anthropic", "marked", "message_blocks")
 
@@ -26,6 +26,12 @@ __all__ = ("cache_marker", "export_anthropic", "marked", "message_blocks")
 def _media_out(b: Text | Image) -> dict[str, Any]:
     if isinstance(b, Text):
         return {"type": "text", "text": b.text}
+    if b.media_type == PDF:  # a document block (user turns and tool results take one)
+        if b.data is not None:
+            doc = {"type": "base64", "media_type": PDF, "data": b.data}
+        else:
+            doc = {"type": "url", "url": b.url or ""}
+        return {"type": "document", "source": doc}
     if b.media_type not in IMAGE_TYPES and not b.url:
         return {"type": "text", "text": image_placeholder(b).text}
     if b.data is not None:

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from ...transcript.importers.common import image_url
 from ...transcript.model import Image, Message, Text, Thinking, ToolCall, Transcript
-from ...transcript.providers import IMAGE_TYPES, image_placeholder
+from ...transcript.providers import IMAGE_TYPES, PDF, PDF_FILENAME, image_placeholder
 
 
 class _Memo(Protocol):
@@ -42,6 +42,12 @@ def _user(m: Message) -> dict[str, Any]:
     for b in blocks:
         if isinstance(b, Text):
             parts.append({"type": "text", "text": b.text})
+        elif b.media_type == PDF:  # a file part takes inline data only (or an uploaded id)
+            if b.data is not None:
+                file = {"file_data": image_url(b), "filename": PDF_FILENAME}
+                parts.append({"type": "file", "file": file})
+            else:
+                parts.append({"type": "text", "text": image_placeholder(b).text})
         elif b.media_type in IMAGE_TYPES or b.url:
             parts.append({"type": "image_url", "image_url": {"url": image_url(b)}})
         else:
@@ -108,7 +114,8 @@ def message_dicts(m: Message) -> list[dict[str, Any]]:
 
 def export_openai(t: Transcript, memo: _Memo | None = None) -> dict[str, Any]:
     """``{"messages": [...]}`` for Chat Completions. Thinking is left out; media in assistant
-    turns and tool results become text placeholders (the API takes none there).
+    turns and tool results become text placeholders (the API takes none there); an inline PDF
+    in a user message is a ``file`` part.
 
     With ``memo``, each message's dicts are made once and copied (one level) into every
     payload that carries the message."""

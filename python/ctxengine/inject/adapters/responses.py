@@ -18,6 +18,8 @@ from ...transcript.model import (
 )
 from ...transcript.providers import (
     IMAGE_TYPES,
+    PDF,
+    PDF_FILENAME,
     exportable,
     family_of,
     image_placeholder,
@@ -32,6 +34,13 @@ def _content_parts(blocks: tuple[Text | Image, ...] | list[Text | Image]) -> lis
     for b in blocks:
         if isinstance(b, Text):
             parts.append({"type": "input_text", "text": b.text})
+        elif b.media_type == PDF:  # user messages and function call outputs take a file
+            if b.data is not None:
+                parts.append(
+                    {"type": "input_file", "file_data": image_url(b), "filename": PDF_FILENAME}
+                )
+            else:
+                parts.append({"type": "input_file", "file_url": b.url or ""})
         elif b.media_type in IMAGE_TYPES or b.url:
             parts.append({"type": "input_image", "image_url": image_url(b), "detail": "auto"})
         else:

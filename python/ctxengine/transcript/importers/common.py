@@ -18,6 +18,7 @@ __all__ = (
     "arguments_object",
     "counting_skips",
     "dump_arguments",
+    "file_from_data",
     "fill_result_names",
     "image_from_url",
     "image_url",
@@ -218,6 +219,18 @@ def image_from_url(url: str) -> Image:
     return Image(_guess_media_type(url), url=url)
 
 
+def file_from_data(data: str, filename: object) -> Image:
+    """An :class:`Image` from a file part's inline data: a ``data:`` URL, or bare base64 (a
+    PDF, the one document type the providers take, unless ``filename`` names an image)."""
+    if data.startswith("data:"):
+        return image_from_url(data)
+    name = filename.lower() if isinstance(filename, str) else ""
+    media = _guess_media_type(name) if name.endswith((".png", ".gif", ".webp")) else None
+    if name.endswith((".jpg", ".jpeg")):
+        media = "image/jpeg"
+    return Image(media or "application/pdf", data=data)
+
+
 def image_url(image: Image) -> str:
     """The URL form of an image: a ``data:`` URL for inline data."""
     if image.data is not None:
@@ -227,7 +240,8 @@ def image_url(image: Image) -> str:
 
 def _guess_media_type(url: str) -> str:
     lower = url.lower().split("?", 1)[0]
-    for ext, mt in ((".png", "image/png"), (".gif", "image/gif"), (".webp", "image/webp")):
+    types = ((".png", "image/png"), (".gif", "image/gif"), (".webp", "image/webp"))
+    for ext, mt in (*types, (".pdf", "application/pdf")):
         if lower.endswith(ext):
             return mt
     return "image/jpeg"

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model import Block, Image, Message, Text, ToolResult
-from .common import Loc, image_from_url, skip_block, tool_call
+from .common import Loc, file_from_data, image_from_url, skip_block, tool_call
 
 __all__ = ("content_parts", "load_openai")
 
@@ -32,7 +32,13 @@ def content_parts(content: object, loc: Loc, *, images: bool) -> list[Text | Ima
             if not isinstance(url, str):
                 loc.at(i).at("image_url").fail("url", url, "a URL string")
             out.append(image_from_url(url))
-        elif kind == "image_url":  # in assistant or system content, which takes none
+        elif kind == "file" and images and isinstance(part.get("file"), Mapping):
+            file = part["file"]
+            if isinstance(file.get("file_data"), str):
+                out.append(file_from_data(file["file_data"], file.get("filename")))
+            else:  # an uploaded file (file_id): nothing the model can hold
+                skip_block(kind, loc.at(i), "content part type", expected)
+        elif kind in ("image_url", "file"):  # in assistant or system content, which takes none
             loc.at(i).fail("content part type", kind, expected)
         else:
             skip_block(kind, loc.at(i), "content part type", expected)
