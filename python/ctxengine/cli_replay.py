@@ -439,8 +439,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     path = Path(args.file)
-    if path.is_dir():
-        raise UsageError(f"{args.file}: is a folder; expected a transcript file")
+    if path.is_dir():  # an OpenHands conversation folder, else load() names what it expected
+        return _finish(args, path.name, load(path, format=args.format))
     if not path.exists():
         raise UsageError(f"{args.file}: no such file; expected a transcript file")
     sessions = load_all(path, format=args.format)

@@ -161,6 +161,12 @@ def test_v1_conversation_folder_reads_event_files_in_index_order(tmp_path: Path)
     check_session(load(conv / "events", format="openhands"))
     with pytest.raises(TranscriptError, match="is a folder"):
         load(tmp_path)
+    # the command line replays such a folder too
+    from ctxengine.cli import main
+
+    out = tmp_path / "replay.json"
+    assert main(["replay", str(conv), "--budget", "4000", "--json", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["messages"]
 
 
 def test_v1_history_of_a_benchmark_output_line(write: Write) -> None:
