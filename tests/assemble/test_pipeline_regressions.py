@@ -426,3 +426,33 @@ async def test_a_summary_larger_than_the_split_size_is_sent_whole_by_every_later
             assert out.tokens >= 0.9 * out.report.target, (provider, out.tokens)
             assert "Summary of the earlier conversation" in str(out.payload)
             assert not any(d.stage == "guard" for d in out.report if d.node_id == "mem.summary")
+
+
+async def test_a_fill_short_of_distinct_lines_still_takes_the_room() -> None:
+    """SWE-agent pydicom-1458 at 8,000 tokens, replayed as the contract sweep does, the
+    render before message 9: the landing summarizes one 69-token turn, the only one it could
+    give back, and fills the room with excerpts; written once each, their lines left the render
+    at 0.898 of its target though that turn would have fit. The fill then writes every copy
+    and the render uses its room."""
+    from ctxengine.replay import _feed
+    from ctxengine.transcript import load
+    from transcript.helpers import all_files
+
+    path = next(p for p in all_files() if p.name == "pydicom__pydicom-1458.traj")
+    messages = list(load(path))
+    points = {
+        i
+        for i, m in enumerate(messages)
+        if m.role == "assistant" and i > 0 and messages[i - 1].role != "assistant"
+    }
+    engine = ContextEngine("gpt-4.1", Budget(total=8_000))
+    async with engine.session("fill") as s:
+        for i in range(9):
+            if i in points and s.messages:
+                for provider in ("openai", "openai-responses", "anthropic", "gemini"):
+                    await s.render(provider)
+            await _feed(s, messages[i])
+        out = await s.render("openai")
+    assert out.report.compactions and out.report.compactions[-1]["ok"]
+    assert out.tokens <= 8_000
+    assert out.tokens >= 0.9 * out.report.target

@@ -27,7 +27,7 @@ from ..compaction import (
 )
 from ..compaction import compact as compact_messages
 from ..compaction.facts import message_scope, paused_collector
-from ..compaction.pipeline import steady_collector
+from ..compaction.pipeline import FILL_REPEATS, steady_collector
 from ..grain import ContextGrain
 from ..transcript.model import Message
 from .report import STAGE, GrainDecision, decisions
@@ -292,6 +292,8 @@ class _Landing:
     kept: set[int] = field(default_factory=set)
     #: The summary's size when it fills the room its turns leave (see :func:`_fill`).
     fill: int | None = None
+    #: Whether that fill writes every copy of an excerpt line (see :func:`_fill`).
+    repeats: bool = False
     #: :meth:`items` by choice (``k`` and the turns kept): the trials of a landing, its
     #: summary and its report ask for the same items (a list per choice of a long history).
     chosen: dict[tuple[int, frozenset[int]], list[Any]] = field(default_factory=dict)
@@ -725,6 +727,25 @@ async def _fill(
     if result.ok and land.rest(k) + result.summary_tokens + SUMMARY_FRAMING <= plan.target:
         tried[k] = result
         land.fill = size
+    at = land.rest(k) + tried[k].summary_tokens + SUMMARY_FRAMING
+    if at < plan.target * (MIN_USE + 0.005) and any(
+        land.size[t] <= plan.target - at for t in land.turns(k)
+    ):
+        # each excerpt line written once left the room short (too few distinct lines in the
+        # summarized messages) and a summarized turn would fit in it, which the landing could
+        # not give back (the only one left): write every copy rather than leave it empty
+        token = FILL_REPEATS.set(True)
+        try:
+            again = await _summarize(
+                state, config, land, k, plan, protected, estimator, settings, {}, fill=size
+            )
+        finally:
+            FILL_REPEATS.reset(token)
+        landed = land.rest(k) + again.summary_tokens + SUMMARY_FRAMING
+        if again.ok and at < landed <= plan.target:
+            tried[k] = again
+            land.fill = size
+            land.repeats = True
 
 
 async def _give_back(
@@ -793,18 +814,22 @@ async def _summary(
     if trial is not None and trial.ok and reuse and config.compaction.memory_dir is None:
         return trial, doomed, chosen  # the measured summary is the summary
     # the estimates' chunk summaries are reused only by the summarizer that wrote them
-    result = await _summarize(
-        state,
-        config,
-        land,
-        k,
-        plan,
-        protected,
-        config.summarizer,
-        config.compaction,
-        cache if reuse else {},
-        fill=land.fill,
-    )
+    token = FILL_REPEATS.set(land.repeats)
+    try:
+        result = await _summarize(
+            state,
+            config,
+            land,
+            k,
+            plan,
+            protected,
+            config.summarizer,
+            config.compaction,
+            cache if reuse else {},
+            fill=land.fill,
+        )
+    finally:
+        FILL_REPEATS.reset(token)
     return result, doomed, chosen
 
 

@@ -19,6 +19,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import compress, islice
@@ -670,8 +671,22 @@ EXCERPTS_HEADING: Final = "## Latest messages (excerpts, newest first)"
 EXCERPT_LINE_CHARS: Final = 200
 
 
+class _Repeats(set[str]):
+    """A ``seen`` set that holds nothing: every copy of a line is written."""
+
+    def __contains__(self, item: object) -> bool:
+        return False
+
+    def add(self, item: str) -> None:
+        pass
+
+
 def _excerpt_lines(
-    messages: Sequence[Message], tokens: int, count: Count, latest: str | None = None
+    messages: Sequence[Message],
+    tokens: int,
+    count: Count,
+    latest: str | None = None,
+    once: bool = True,
 ) -> list[str]:
     """Verbatim lines of the newest ``messages`` in about ``tokens`` tokens: messages newest
     first, each by its last lines (in their order), what a summary given room to fill keeps of
@@ -680,9 +695,10 @@ def _excerpt_lines(
     quoted text: a closing brace, a repeated log line, an earlier summary's excerpt of it) is
     left out and costs nothing, so the room goes to lines not yet shown. ``latest``: the
     newest request the summary holds in its Requests (an earlier summary's, carried whole,
-    is not excerpted again)."""
+    is not excerpted again). ``once=False`` writes every copy (the fill's last resort, when
+    the lines written once leave its room short)."""
     out: list[str] = []
-    seen: set[str] = set()
+    seen: set[str] = set() if once else _Repeats()
     left = tokens - count(EXCERPTS_HEADING) - 2
     for m in reversed(messages):
         if left <= 0:
@@ -823,28 +839,38 @@ def _filled(
 ) -> str:
     """``summary`` (``work`` rendered, within ``limit``) with the room left up to ``limit``
     filled by :func:`_excerpt_lines` at the end of its prose: the most lines that fit, then
-    the next one cut to the characters that still fit."""
+    the next one cut to the characters that still fit. Each line is written once, unless
+    :data:`FILL_REPEATS` is set."""
     count = run.count
     body = work.body
 
     def text(extra: list[str]) -> str:
         return dataclasses.replace(work, body=[*body, *extra]).render()
 
-    best, got = summary, count(summary)
-    budget = limit - got
-    for _ in range(6):  # the lines' own counts add up a little differently than the text's
-        lines = _excerpt_lines(source, budget, count, work.latest) if budget > 8 else []
-        if len(lines) < 3:
-            break
-        candidate = text(lines)
-        n = count(candidate)
-        if got < n <= limit:
-            best, got = candidate, n
-        if limit - max(2, limit // 200) <= n <= limit:
-            break
-        # under: grow by what is left; over: shrink by at least a little more than the excess
-        budget += limit - n if n < limit else -max(n - limit, budget // 16, 4)
-    return best
+    def filled(once: bool) -> tuple[str, int]:
+        best, got = summary, count(summary)
+        budget = limit - got
+        for _ in range(6):  # the lines' own counts add up a little differently than the text's
+            lines = _excerpt_lines(source, budget, count, work.latest, once) if budget > 8 else []
+            if len(lines) < 3:
+                break
+            candidate = text(lines)
+            n = count(candidate)
+            if got < n <= limit:
+                best, got = candidate, n
+            if limit - max(2, limit // 200) <= n <= limit:
+                break
+            # under: grow by what is left; over: shrink by at least a little more than the excess
+            budget += limit - n if n < limit else -max(n - limit, budget // 16, 4)
+        return best, got
+
+    return filled(not FILL_REPEATS.get())[0]
+
+
+#: Set by a render's landing when a summary that fills its room with each excerpt line
+#: written once still leaves the render under its use mark (the summarized messages hold
+#: too few distinct lines): the retry writes every copy, so the render takes its room.
+FILL_REPEATS: ContextVar[bool] = ContextVar("ctxengine_fill_repeats", default=False)
 
 
 def _gate(
