@@ -420,3 +420,22 @@ def test_the_cap_counts_its_last_rendering_by_its_sections_texts_as_by_the_whole
         for old in texts[:5]:  # not the last rendering: counted as before
             assert counted(old) == count(old, cache=False)
     assert any(used) and not all(used)
+
+
+def test_the_cap_sized_by_pieces_puts_back_a_request_written_once_as_counted_whole() -> None:
+    """Requests cut to the same excerpt are written once, at the newest place: putting back an
+    older one adds no line (nor is the first line written always the first request's), so
+    its pieces are not the step's tokens; the pieces once took them for it and put back
+    fewer requests than the room held."""
+    count = get_tokenizer("o200k_base").count
+    opaque = lambda text: count(text)  # noqa: E731
+    folder = "/var/folders/49/l4171l3n219_xwq30fmyzr8w0000gn/T/TemporaryItems/shot"
+    requests = [
+        f"{folder}_{i}/Screenshot {i}.png what is wrong in this dialog"
+        if i % 2
+        else f"make the button number {i} a little brighter than the others"
+        for i in range(12)
+    ]
+    parts = sections.SummaryParts(50, requests=requests, latest="now fix it", modified=["a.py"])
+    for cap in range(40, count(parts.render())):
+        assert capped_summary(parts, cap, count) == capped_summary(parts, cap, opaque), cap

@@ -758,6 +758,12 @@ def _step_tokens(
         if not items:
             return None
         width = work.requests_width
+        if width:
+            cuts = [_cut(r, width) for r in items]
+            if _cut(item, width) in cuts or cuts[0] in cuts[1:]:
+                # each cut written once, at its newest place (newest_unique): the item would
+                # put no line back, or the first line written is not the first item's
+                return None
         omitted = _omitted(tok, more - 1) - _omitted(tok, more)
         if width and width < _REQUEST_WIDTHS[0]:  # the compact list: "Excerpts: a; b; c"
             if len(items) < 2:
