@@ -98,7 +98,16 @@ def _reference_files(messages: Sequence[Message]) -> tuple[list[str], list[str]]
     return read, modified
 
 
-def _reference_pending(messages: Sequence[Message]) -> list[str]:
+def _reference_pending(messages: Sequence[Message], carried: Sequence[str] = ()) -> list[str]:
+    asks = _reference_asks(messages)
+    if asks or any(m.role == "user" for m in messages):
+        return asks  # the messages' own asks, or a user spoke after the earlier ones
+    replied = any(m.role == "assistant" and m.text for m in messages)
+    still = [a for a in carried if not (replied and a.startswith("answer the latest request: "))]
+    return [a for i, a in enumerate(still) if a not in still[i + 1 :]][-3:]
+
+
+def _reference_asks(messages: Sequence[Message]) -> list[str]:
     asks: list[str] = []
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
     after = messages[last_user + 1 :] if last_user is not None else messages
@@ -148,7 +157,7 @@ def _reference_facts(messages: Sequence[Message]) -> KeyFacts:
     facts.files_read, facts.files_modified = _reference_files(plain)
     _add(facts.identifiers, idents)
     facts.identifiers = facts.identifiers[-40:]
-    facts.pending = _reference_pending(plain)
+    facts.pending = _reference_pending(plain, facts.carried.get("Pending", []))
     return facts
 
 

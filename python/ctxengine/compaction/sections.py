@@ -414,7 +414,7 @@ def build_parts(
         requests=[r for r in requests if r != latest],
         requests_more=omitted,
         latest=latest,
-        pending=facts.pending or carried.get("Pending", [])[-3:],
+        pending=facts.pending,  # the earlier summaries' asks that are still open included
     )
 
 
