@@ -1,4 +1,5 @@
-"""What a reader of a summary is told: the asks still open (not those a newer turn settled)."""
+"""What a reader of a summary is told: the asks still open (not those a newer turn settled),
+and decision lines without a second list marker."""
 
 from __future__ import annotations
 
@@ -83,3 +84,43 @@ def test_an_answered_ask_of_a_real_session_is_not_carried() -> None:
     summary = ExtractiveSummarizer().summarize_sync(stretch, max_tokens=4000)
     assert COUNT(summary) <= 4000
     assert "## Pending" not in summary
+
+
+# -- list markers -----------------------------------------------------------------------------
+
+
+def test_a_decision_from_a_list_item_has_one_marker() -> None:
+    reply = (
+        "Summary of the fix:\n"
+        "- Switched to a streaming parser instead of the regex one\n"
+        "* Decided to keep the old API for one release\n"
+        "2. The root cause is a missing newline check\n"
+        "  + Let me also add a test for empty input"
+    )
+    summary = _summary([Message.user("fix the parser"), Message.assistant(reply)])
+    decisions = sections(summary)["Decisions"]
+    assert decisions == [
+        "- Switched to a streaming parser instead of the regex one",
+        "- Decided to keep the old API for one release",
+        "- The root cause is a missing newline check",
+        "- Let me also add a test for empty input",
+    ]
+    progress = _summary([Message.user("go"), Message.assistant("- patched src/a.py\n- done")])
+    assert sections(progress)["Progress"] == ["- patched src/a.py"]
+
+
+def test_the_real_sessions_decisions_have_one_marker() -> None:
+    messages = list(load_all(PI)[0].messages)[:290]  # message 280 lists its fixes as list items
+    summary = ExtractiveSummarizer().summarize_sync(messages)
+    decisions = sections(summary)["Decisions"]
+    assert '- Empty padding lines are now `" ".repeat(width)` instead of `""`' in decisions
+    assert not [d for d in decisions if d.startswith(("- - ", "- * ", "- 1. "))]
+
+
+def test_a_carried_decision_an_earlier_version_wrote_with_two_markers_has_one() -> None:
+    old = (
+        "[Summary of the earlier conversation: 4 messages]\n\n## Goal\nfix it\n\n"
+        "## Decisions\n- - Switched to the new API instead of the old one\n"
+    )
+    summary = ExtractiveSummarizer().summarize_sync([summary_message(old, 4)])
+    assert sections(summary)["Decisions"] == ["- Switched to the new API instead of the old one"]

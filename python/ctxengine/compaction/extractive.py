@@ -40,6 +40,9 @@ _DECISION: Final = re.compile(
     re.I,
 )
 _GOAL_CHARS: Final = 600
+#: A markdown list marker at the start of a line (``-``, ``*``, ``+``, ``1.``, ``1)``): a
+#: section lists its lines with a marker of its own.
+_LIST_MARKER: Final = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
 
 
 @dataclass(slots=True)
@@ -73,10 +76,17 @@ def _prose(m: Message, text: str) -> tuple[tuple[str, ...], str]:
             and not raw.startswith(("    ", "\t", "|", ">"))
             and _DECISION.search(line)
         ):
-            found.append(line)
+            found.append(unlisted(line))
     if fenced or first is None:
-        return tuple(found), first_line(text)
+        return tuple(found), unlisted(first_line(text))
+    first = unlisted(first)
     return tuple(found), first if len(first) <= MAX_LINE else first[: MAX_LINE - 1] + "…"
+
+
+def unlisted(line: str) -> str:
+    """``line`` without the list marker it starts with, if any (``- x``, ``* x``, ``2. x``):
+    Decisions and Progress list their lines with a ``- `` of their own."""
+    return _LIST_MARKER.sub("", line, count=1) if line[:1] in "-*+0123456789" else line
 
 
 class ExtractiveSummarizer:
@@ -169,8 +179,9 @@ class ExtractiveSummarizer:
             if read.carried is not None:
                 carried = read.carried
                 goal = goal or " ".join(carried.get("Goal", [])) or _first_request(carried)
-                decisions += carried.get("Decisions", [])
-                progress += carried.get("Progress", [])
+                # an earlier version's "- - x" (a list item of the source kept its marker)
+                decisions += map(unlisted, carried.get("Decisions", []))
+                progress += map(unlisted, carried.get("Progress", []))
                 continue
             text = read.text
             if m.role == "user" and goal is None and text.strip():
