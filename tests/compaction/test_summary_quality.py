@@ -1,8 +1,11 @@
 """What a reader of a summary is told: the asks still open (not those a newer turn settled),
 decision lines without a second list marker, and a goal that is the first request the user
-made (not a slash command, an acknowledgement or a message the harness wrote)."""
+made (not a slash command, an acknowledgement or a message the harness wrote), and prose
+the cap cut without a heading left empty."""
 
 from __future__ import annotations
+
+import re
 
 import anyio
 import pytest
@@ -11,6 +14,7 @@ from ctxengine import ExtractiveSummarizer
 from ctxengine.compaction import compact, summary_message
 from ctxengine.compaction.extractive import goal_text
 from ctxengine.compaction.facts import extract_facts
+from ctxengine.compaction.sections import SummaryParts, build_parts, cap_summary
 from ctxengine.tokens import get_tokenizer
 from ctxengine.transcript import Message, ToolCall, load_all
 
@@ -211,3 +215,29 @@ def test_the_goal_of_a_real_session(path: object, goal: str) -> None:
     assert COUNT(summary) <= 3000
     (line,) = _goal(summary)
     assert line.startswith(goal), line
+
+
+# -- the prose the cap cut --------------------------------------------------------------------
+
+
+def test_the_cut_prose_ends_in_no_empty_heading() -> None:
+    parts = SummaryParts(3, body=["## Goal", "fix it", "", "## Decisions"], latest="fix it")
+    assert parts.render().split("\n")[2:5] == ["", "## Goal", "fix it"]
+    assert "## Decisions" not in parts.render()
+    assert "## Goal" not in SummaryParts(3, body=["## Goal", ""], latest="x").render()
+    lines = SummaryParts(3, body=["", "## Notes", "a note"], latest="x").render().split("\n")
+    assert lines[2:5] == ["", "## Notes", "a note"]  # one blank line before the prose
+
+
+def test_the_real_sessions_capped_summaries_have_no_empty_heading() -> None:
+    """The pi session's prose halved by the cap once kept ``## Goal`` without its goal."""
+    stretch = list(load_all(PI)[0].messages)[:400]
+    parts = build_parts(extract_facts(stretch), ExtractiveSummarizer()._body(stretch), 400)
+    empty = re.compile(r"^## [^\n]+\n(?:\n*## |\n*\Z)", re.M)
+    cut = 0
+    for cap in range(500, 1700, 20):
+        text = cap_summary(parts, cap, COUNT)
+        assert COUNT(text) <= cap
+        cut += "## Decisions" not in text
+        assert not empty.search(text), (cap, text[:400])
+    assert cut  # the prose was cut

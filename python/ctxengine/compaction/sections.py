@@ -162,7 +162,15 @@ def _head_lines(p: SummaryParts) -> tuple[list[str], int]:
 
 
 def _body_lines(p: SummaryParts) -> tuple[list[str], int]:
-    return (["", *p.body] if p.body else []), -1
+    # the prose as the cap cut it (by lines): not ending in a heading left without its
+    # lines (a "## Goal" whose goal was cut), nor starting or ending in blank lines
+    body = p.body
+    start, end = 0, len(body)
+    while end and (not body[end - 1].strip() or body[end - 1].startswith("## ")):
+        end -= 1
+    while start < end and not body[start].strip():
+        start += 1
+    return (["", *body[start:end]] if end else []), -1
 
 
 def _failures_lines(p: SummaryParts) -> tuple[list[str], int]:
