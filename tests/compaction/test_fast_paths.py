@@ -98,7 +98,16 @@ def _reference_files(messages: Sequence[Message]) -> tuple[list[str], list[str]]
     return read, modified
 
 
-def _reference_pending(messages: Sequence[Message]) -> list[str]:
+def _reference_pending(messages: Sequence[Message], carried: Sequence[str] = ()) -> list[str]:
+    asks = _reference_asks(messages)
+    if asks or any(m.role == "user" for m in messages):
+        return asks  # the messages' own asks, or a user spoke after the earlier ones
+    replied = any(m.role == "assistant" and m.text for m in messages)
+    still = [a for a in carried if not (replied and a.startswith("answer the latest request: "))]
+    return [a for i, a in enumerate(still) if a not in still[i + 1 :]][-3:]
+
+
+def _reference_asks(messages: Sequence[Message]) -> list[str]:
     asks: list[str] = []
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
     after = messages[last_user + 1 :] if last_user is not None else messages
@@ -148,7 +157,7 @@ def _reference_facts(messages: Sequence[Message]) -> KeyFacts:
     facts.files_read, facts.files_modified = _reference_files(plain)
     _add(facts.identifiers, idents)
     facts.identifiers = facts.identifiers[-40:]
-    facts.pending = _reference_pending(plain)
+    facts.pending = _reference_pending(plain, facts.carried.get("Pending", []))
     return facts
 
 
@@ -420,3 +429,22 @@ def test_the_cap_counts_its_last_rendering_by_its_sections_texts_as_by_the_whole
         for old in texts[:5]:  # not the last rendering: counted as before
             assert counted(old) == count(old, cache=False)
     assert any(used) and not all(used)
+
+
+def test_the_cap_sized_by_pieces_puts_back_a_request_written_once_as_counted_whole() -> None:
+    """Requests cut to the same excerpt are written once, at the newest place: putting back an
+    older one adds no line (nor is the first line written always the first request's), so
+    its pieces are not the step's tokens; the pieces once took them for it and put back
+    fewer requests than the room held."""
+    count = get_tokenizer("o200k_base").count
+    opaque = lambda text: count(text)  # noqa: E731
+    folder = "/var/folders/49/l4171l3n219_xwq30fmyzr8w0000gn/T/TemporaryItems/shot"
+    requests = [
+        f"{folder}_{i}/Screenshot {i}.png what is wrong in this dialog"
+        if i % 2
+        else f"make the button number {i} a little brighter than the others"
+        for i in range(12)
+    ]
+    parts = sections.SummaryParts(50, requests=requests, latest="now fix it", modified=["a.py"])
+    for cap in range(40, count(parts.render())):
+        assert capped_summary(parts, cap, count) == capped_summary(parts, cap, opaque), cap

@@ -210,7 +210,7 @@ def test_a_tail_turn_no_compaction_summarized_is_not_reported_as_to_be_summarize
     render's summary did not hold it; it says what happened: dropped for this render, not
     summarized, and why."""
     rendered = _replayed(PYDICOM, 4000)
-    left = 0
+    left = tail = 0
     for n, out in enumerate(rendered):
         assert out.tokens <= 4000
         summarized = {g.node_id for g in out.report if "summarized into" in g.reason}
@@ -219,14 +219,20 @@ def test_a_tail_turn_no_compaction_summarized_is_not_reported_as_to_be_summarize
             if "not summarized in it" in g.reason:
                 left += 1
                 assert g.status == "dropped" and g.stage == "compaction", g
-                assert "the protected tail passes the target" in g.reason, g
+                # why: the tail left no room, or that render's compaction failed (its
+                # newest request, a long observation, passed the cap alone)
+                tail += "the protected tail passes the target" in g.reason
+                assert (
+                    "the protected tail passes the target" in g.reason
+                    or "the compaction failed (size:" in g.reason
+                ), g
                 assert g.node_id not in summarized
                 # it stays in the session: a later render keeps it or summarizes it
                 later = [r.report.get(g.node_id) for r in rendered[n + 1 :]]
                 then = next(d for d in later if d is None or "not summarized" not in d.reason)
                 assert then is not None, g
                 assert then.status == "kept" or "summarized into" in then.reason, then
-    assert left  # the case happens in this run
+    assert left and tail  # the case happens in this run
 
 
 def test_a_failed_compaction_says_its_turns_were_not_summarized() -> None:

@@ -10,9 +10,9 @@ keeps every line of its parts (only the size cap shortens, and says so).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from ..errors import ConfigError
 from ..tokens import Tokenizer
@@ -40,6 +40,9 @@ _DECISION: Final = re.compile(
     re.I,
 )
 _GOAL_CHARS: Final = 600
+#: A markdown list marker at the start of a line (``-``, ``*``, ``+``, ``1.``, ``1)``): a
+#: section lists its lines with a marker of its own.
+_LIST_MARKER: Final = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
 
 
 @dataclass(slots=True)
@@ -73,10 +76,17 @@ def _prose(m: Message, text: str) -> tuple[tuple[str, ...], str]:
             and not raw.startswith(("    ", "\t", "|", ">"))
             and _DECISION.search(line)
         ):
-            found.append(line)
+            found.append(unlisted(line))
     if fenced or first is None:
-        return tuple(found), first_line(text)
+        return tuple(found), unlisted(first_line(text))
+    first = unlisted(first)
     return tuple(found), first if len(first) <= MAX_LINE else first[: MAX_LINE - 1] + "…"
+
+
+def unlisted(line: str) -> str:
+    """``line`` without the list marker it starts with, if any (``- x``, ``* x``, ``2. x``):
+    Decisions and Progress list their lines with a ``- `` of their own."""
+    return _LIST_MARKER.sub("", line, count=1) if line[:1] in "-*+0123456789" else line
 
 
 class ExtractiveSummarizer:
@@ -157,7 +167,8 @@ class ExtractiveSummarizer:
         return hit
 
     def _body(self, messages: Sequence[Message]) -> str:
-        goal: str | None = None
+        goal: str | None = None  # the first substantive request (goal_text)
+        fallback: str | None = None  # the first request, when none is substantive
         decisions: list[str] = []
         progress: list[str] = []
         memo = scope_memo()
@@ -168,14 +179,22 @@ class ExtractiveSummarizer:
                 read = facts_of(m)  # the text, and an earlier summary's sections, read once
             if read.carried is not None:
                 carried = read.carried
-                goal = goal or " ".join(carried.get("Goal", [])) or _first_request(carried)
-                decisions += carried.get("Decisions", [])
-                progress += carried.get("Progress", [])
+                if goal is None:
+                    earlier = " ".join(carried.get("Goal", []))
+                    goal = (earlier if goal_text(earlier) else None) or _first_request(carried)
+                    fallback = fallback or earlier or _first_request(carried, any_kind=True)
+                # an earlier version's "- - x" (a list item of the source kept its marker)
+                decisions += map(unlisted, carried.get("Decisions", []))
+                progress += map(unlisted, carried.get("Progress", []))
                 continue
             text = read.text
             if m.role == "user" and goal is None and text.strip():
                 flat = " ".join(text.split())
-                goal = flat if len(flat) <= _GOAL_CHARS else flat[: _GOAL_CHARS - 1] + "…"
+                if fallback is None:
+                    fallback = flat
+                wanted = goal_text(text, m.meta)
+                if wanted is not None:
+                    goal = " ".join(wanted.split())
             elif m.role == "assistant" and text.strip():
                 # its reading, from the entry at hand when the scope has one (a stretch is
                 # read once per trial of a landing)
@@ -187,7 +206,9 @@ class ExtractiveSummarizer:
                 progress.append(first)
         keep = self.max_items
         out: list[str] = []
+        goal = goal or fallback
         if goal:
+            goal = goal if len(goal) <= _GOAL_CHARS else goal[: _GOAL_CHARS - 1] + "…"
             out += ["## Goal", goal]
         decided = list(dict.fromkeys(decisions))[-keep:]
         if decided:
@@ -202,11 +223,64 @@ class ExtractiveSummarizer:
         return "\n".join(out)
 
 
-def _first_request(carried: dict[str, list[str]]) -> str | None:
-    """An earlier summary's first request, when the cap took its goal with the prose: the
+def _first_request(carried: dict[str, list[str]], *, any_kind: bool = False) -> str | None:
+    """An earlier summary's first substantive request (:func:`goal_text`; ``any_kind``: its
+    first request), when the cap took its goal with the prose or its goal is not one: the
     goal stays the session's first request instead of the first one of the newer stretch."""
     for line in carried.get("Requests", []):
         line = line.removeprefix("(latest) ")
-        if not line.startswith(("(", "Excerpts:")):  # "(N earlier requests omitted)"
+        if line.startswith(("(", "Excerpts:")):  # "(N earlier requests omitted)"
+            continue
+        if any_kind:
             return line
+        wanted = goal_text(line)
+        if wanted is not None:
+            return " ".join(wanted.split())
     return None
+
+
+#: User messages a harness writes, not the user: Claude Code's command output and caveat
+#: wrappers, its interruption note, SWE-agent's demonstration of another task.
+_HARNESS: Final = re.compile(
+    r"<(?:local-command-[\w-]+|system-reminder|command-message|command-name)>"
+    r"|\[Request interrupted by user"
+    r"|Here is a demonstration of how to correctly accomplish this task\.",
+)
+#: A slash command: ``/name`` (``/mode``, ``/model gpt-4o``, ``/plugin:cmd``), its first word
+#: not a path.
+_SLASH: Final = re.compile(r"/[A-Za-z][\w:-]*(?:\s|$)")
+_COMMAND_ARGS: Final = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+_COMMAND_NAME: Final = re.compile(r"<command-name>\s*(/?[^<\s]+)\s*</command-name>")
+#: Words of a bare acknowledgement or greeting ("ok", "yes, continue", "thanks!").
+_ACK_WORDS: Final = frozenset(
+    {"ok", "okay", "k", "kk", "yes", "y", "yep", "yeah", "yup", "no", "nope", "sure", "thanks",
+    "thank", "you", "thx", "ty", "continue", "go", "on", "ahead", "proceed", "next", "done",
+    "cool", "great", "nice", "good", "perfect", "fine", "alright", "right", "hi", "hello", "hey",
+    "lgtm", "please", "do", "it", "very", "much"}
+)  # fmt: skip
+
+
+def goal_text(text: str, meta: Mapping[str, Any] | None = None) -> str | None:
+    """The request a user message makes, when it can be a summary's goal; None when it makes
+    none: a message the harness wrote (``meta["is_meta"]``, a command or caveat wrapper, an
+    interruption note, a demonstration), a slash command (``/mode``), or a bare
+    acknowledgement or greeting of at most four words. A command wrapper with arguments
+    (``<command-name>/x</command-name><command-args>do y</command-args>``) makes the request
+    ``/x do y``, when its arguments are one by these rules."""
+    if meta and meta.get("is_meta"):
+        return None
+    stripped = text.strip()
+    args = _COMMAND_ARGS.search(stripped)
+    if args is not None:
+        wanted = goal_text(args.group(1))
+        if wanted is None:
+            return None
+        name = _COMMAND_NAME.search(stripped)
+        return f"{name.group(1)} {wanted}" if name else wanted
+    if not stripped or _HARNESS.match(stripped) or _SLASH.match(stripped):
+        return None
+    if len(stripped) <= 60:  # four words of acknowledgement at most
+        words = re.findall(r"[^\W_]+", stripped.lower())
+        if len(words) <= 4 and all(w in _ACK_WORDS for w in words):
+            return None
+    return stripped

@@ -238,6 +238,8 @@ class KeyFacts:
     failures: list[Failure] = field(default_factory=list)
     identifiers: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
+    """The open asks: of the messages, else those of the earlier summaries among them that
+    are still open (see :func:`_pending_at`)."""
     rules: list[str] = field(default_factory=list)
     pinned: list[str] = field(default_factory=list)
     carried: dict[str, list[str]] = field(default_factory=dict)
@@ -612,9 +614,11 @@ def _read_identifiers(text: str) -> tuple[str, ...]:
 _cached_identifiers: Final = lru_cache(maxsize=8192)(_read_identifiers)
 
 
-def _pending(messages: Sequence[Message], texts: Sequence[str]) -> list[str]:
+def _pending(
+    messages: Sequence[Message], texts: Sequence[str], carried: Sequence[str] = ()
+) -> list[str]:
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
-    return _pending_at(messages, texts, last_user)
+    return _pending_at(messages, texts, last_user, carried)
 
 
 class _Texts:
@@ -630,21 +634,51 @@ class _Texts:
 
 
 def _pending_of(
-    messages: Sequence[Message], read: Sequence[_MessageFacts], last_user: int | None
+    messages: Sequence[Message],
+    read: Sequence[_MessageFacts],
+    last_user: int | None,
+    carried: Sequence[str] = (),
 ) -> list[str]:
-    return _pending_at(messages, _Texts(read), last_user)  # type: ignore[arg-type]
+    return _pending_at(messages, _Texts(read), last_user, carried)  # type: ignore[arg-type]
+
+
+#: How a pending ask to answer the newest request begins.
+ANSWER_LATEST: Final = "answer the latest request: "
 
 
 def _pending_at(
+    messages: Sequence[Message],
+    texts: Sequence[str],
+    last_user: int | None,
+    carried: Sequence[str] = (),
+) -> list[str]:
+    """:func:`_pending` given the index of the newest user message (None: none).
+
+    ``carried``: the ``## Pending`` lines of the earlier summaries among the messages (not in
+    ``messages``). They stay open only while nothing in the newer messages settled them, and
+    only when these ask nothing themselves (their asks are the newest): a user message among
+    the newer ones closes them all (the user spoke after them: the request to answer is the
+    newer one, the questions were answered or passed over), and an assistant message with
+    text closes the ask to answer the earlier newest request (it was answered, as
+    :data:`ANSWER_LATEST` of the messages themselves is read). The newest 3 that stay are
+    kept."""
+    asks = _open_asks(messages, texts, last_user)
+    if asks or not carried or last_user is not None:
+        return asks
+    replied = any(m.role == "assistant" and texts[i] for i, m in enumerate(messages))
+    still = [a for a in carried if not (replied and a.startswith(ANSWER_LATEST))]
+    return newest_unique(still)[-3:]
+
+
+def _open_asks(
     messages: Sequence[Message], texts: Sequence[str], last_user: int | None
 ) -> list[str]:
-    """:func:`_pending` given the index of the newest user message (None: none)."""
     asks: list[str] = []
     after = range(last_user + 1, len(messages)) if last_user is not None else range(len(messages))
     if last_user is not None and not any(
         messages[i].role == "assistant" and texts[i] for i in after
     ):
-        asks.append("answer the latest request: " + first_line(texts[last_user]))
+        asks.append(ANSWER_LATEST + first_line(texts[last_user]))
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].role == "assistant" and texts[i].strip():
             # the newest 3 questions, each once (a message may ask the same one again, or
@@ -892,7 +926,7 @@ def _extract_facts(
     facts.files_read, facts.files_modified = _replay(mf.files for mf in read)
     _add(facts.identifiers, idents)
     facts.identifiers = facts.identifiers[-max_identifiers:]
-    facts.pending = _pending(plain, [mf.text for mf in read])
+    facts.pending = _pending(plain, [mf.text for mf in read], facts.carried.get("Pending", ()))
     return facts
 
 
@@ -1081,7 +1115,7 @@ class _Scan:
             files_modified=list(self.files_modified),
             failures=list(self.failures),
             identifiers=self.idents[-max_identifiers:],
-            pending=_pending_of(plain, read, last_user),
+            pending=_pending_of(plain, read, last_user, self.carried.get("Pending", ())),
             rules=list(self.rules),
             pinned=list(self.pinned),
             carried={name: list(lines) for name, lines in self.carried.items()},

@@ -162,7 +162,15 @@ def _head_lines(p: SummaryParts) -> tuple[list[str], int]:
 
 
 def _body_lines(p: SummaryParts) -> tuple[list[str], int]:
-    return (["", *p.body] if p.body else []), -1
+    # the prose as the cap cut it (by lines): not ending in a heading left without its
+    # lines (a "## Goal" whose goal was cut), nor starting or ending in blank lines
+    body = p.body
+    start, end = 0, len(body)
+    while end and (not body[end - 1].strip() or body[end - 1].startswith("## ")):
+        end -= 1
+    while start < end and not body[start].strip():
+        start += 1
+    return (["", *body[start:end]] if end else []), -1
 
 
 def _failures_lines(p: SummaryParts) -> tuple[list[str], int]:
@@ -414,7 +422,7 @@ def build_parts(
         requests=[r for r in requests if r != latest],
         requests_more=omitted,
         latest=latest,
-        pending=facts.pending or carried.get("Pending", [])[-3:],
+        pending=facts.pending,  # the earlier summaries' asks that are still open included
     )
 
 
@@ -758,6 +766,12 @@ def _step_tokens(
         if not items:
             return None
         width = work.requests_width
+        if width:
+            cuts = [_cut(r, width) for r in items]
+            if _cut(item, width) in cuts or cuts[0] in cuts[1:]:
+                # each cut written once, at its newest place (newest_unique): the item would
+                # put no line back, or the first line written is not the first item's
+                return None
         omitted = _omitted(tok, more - 1) - _omitted(tok, more)
         if width and width < _REQUEST_WIDTHS[0]:  # the compact list: "Excerpts: a; b; c"
             if len(items) < 2:
