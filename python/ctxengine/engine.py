@@ -757,7 +757,17 @@ class Session:
         :meth:`close`. Called
         directly, ``save()`` raises instead; the messages stay queued.
 
+        The append is a compare-and-append (:func:`~ctxengine.store.compare_and_append`): it
+        is written only if the store's leaf is still :attr:`leaf_id`, the last entry this
+        session saved or loaded. When another writer appended to the session id since, nothing
+        is written and :class:`~ctxengine.StoreConflictError` is raised (a fault of the next
+        render for the calls that save on return); the messages stay queued, and every later
+        save is refused the same way, so the store never holds a branch that interleaves two
+        writers. Open the session again to go on from what the store holds.
+
         Raises:
+            StoreConflictError: another writer appended to this session id since
+                :attr:`leaf_id`; nothing was written.
             StoreError: the store failed to append (its message names the path or key and the
                 OS error); nothing already stored is damaged.
         """
@@ -765,23 +775,27 @@ class Session:
         if store is None or not self.persist or not self._unsaved:
             return
         batch = list(self._unsaved)
-        entries = await anyio.to_thread.run_sync(record_messages, store, self.id, batch)
+        expected = self.leaf_id
+        entries = await anyio.to_thread.run_sync(
+            lambda: record_messages(store, self.id, batch, expected_leaf=expected)
+        )
         del self._unsaved[: len(batch)]
         if entries:
-            # The store chained them after its own leaf (atomically): another leaf than the
-            # last one this session saved means another writer appended to this session id.
-            if entries[0].parent_id != self.leaf_id:
+            # A store without an atomic append_if is checked before the append, not with it:
+            # another parent than the expected leaf means a writer slipped in between.
+            if entries[0].parent_id != expected:
                 self._conflict(entries[0].parent_id)
             self.leaf_id = entries[-1].id
 
     def _conflict(self, parent: str | None) -> None:
-        """Report that another writer appended to this session since its last save."""
+        """Report that another writer appended to this session between the leaf check and the
+        append (only possible on a store without an atomic ``append_if``)."""
         message = (
             f"session {self.id!r} was appended to by another writer: this save went on after "
             f"entry {parent!r}, not after {self.leaf_id!r}, the last one this session saved or "
-            "loaded; nothing is lost, but the stored branch now interleaves both writers' "
-            "messages, so a reopened session differs from this one (open one session per id "
-            "at a time)"
+            "loaded (the store has no atomic append_if, so the leaf check could not keep it "
+            "out); nothing is lost, but the stored branch now interleaves both writers' "
+            "messages, so a reopened session differs from this one"
         )
         self._state.faults.append(PluginFault("store", "append", "invalid", message, "warning"))
         _log.warning("ctxengine store: %s", message)
@@ -1016,6 +1030,7 @@ class Session:
                 ids = [e.id for e in branch if e.kind == "message"]
                 if len(ids) == len(messages):
                     parent = ids[first - 1] if first else None
+                    expected = self.leaf_id
                     entries = await anyio.to_thread.run_sync(
                         lambda: record_rewrite(
                             store,
@@ -1024,6 +1039,7 @@ class Session:
                             parent_id=parent,
                             reason="truncate_tool_results",
                             details={"max_chars": limit, "messages": cut},
+                            expected_leaf=expected,
                         )
                     )
                     self.leaf_id = entries[-1].id

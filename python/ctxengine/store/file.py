@@ -57,6 +57,7 @@ from .base import (
     build_entries,
     canonical_json,
     compact_json,
+    conflict_error,
     content_hash,
     new_id,
     parse_content,
@@ -416,12 +417,42 @@ class FileStore:
         parent_id: str | Leaf | None = LEAF,
     ) -> list[Entry]:
         """See :meth:`ctxengine.Store.append`. Returns after the lines are fsynced."""
+        return self._append(session_id, entries, parent_id, check=False, expected=None)
+
+    def append_if(
+        self,
+        session_id: str,
+        entries: Iterable[NewEntry],
+        *,
+        expected_leaf: str | None,
+        parent_id: str | Leaf | None = LEAF,
+    ) -> list[Entry]:
+        """See :meth:`ctxengine.store.ConditionalStore.append_if`: the leaf is read and the
+        lines appended and fsynced under one exclusive ``flock`` on the transcript, so no other
+        process (or thread) appends in between."""
+        return self._append(session_id, entries, parent_id, check=True, expected=expected_leaf)
+
+    def _append(
+        self,
+        session_id: str,
+        entries: Iterable[NewEntry],
+        parent_id: str | Leaf | None,
+        *,
+        check: bool,
+        expected: str | None,
+    ) -> list[Entry]:
         items = list(entries)
         with self._lock:
             s = self._session(session_id)
             if not items:
                 return []
             with self._writing(s, s.transcript, session_id) as write:
+                if check:
+                    actual = s.transcript.items[-1].id if s.transcript.items else None
+                    if actual != expected:
+                        raise conflict_error(
+                            session_id, expected, actual, path=str(s.transcript.path)
+                        )
                 parent = self._resolve(s, parent_id, session_id)
                 new = build_entries(items, parent, s.by_id)
                 if write([compact_json(e.to_json()) for e in new]):
