@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import math
 import threading
@@ -60,8 +61,16 @@ from .inject.render import check_options
 from .inject.turn import RenderedContext, Request, inject
 from .overflow import classify_provider_error
 from .state import SessionState, TurnLog
-from .store.base import SnapshotInfo, Store
-from .store.session_io import Resumed, record_messages, record_rewrite, resume, snapshot_render
+from .store.base import Entry, SnapshotInfo, Store, compact_json, conflict_error
+from .store.codec import message_to_json
+from .store.session_io import (
+    MESSAGE,
+    Resumed,
+    record_messages,
+    record_rewrite,
+    resume,
+    snapshot_render,
+)
 from .store.writer import SnapshotWriter
 from .summarize import ExtractiveSummarizer, Summarizer
 from .transcript.coerce import to_messages
@@ -1024,27 +1033,24 @@ class Session:
         self._state = new
         steps.append({"step": "truncate_tool_results", "messages": cut, "max_chars": limit})
         store = self.engine.store
-        if store is not None and self.persist and not self._unsaved:
+        if store is not None and self.persist:
+            unsaved = len(self._unsaved)
+            details = {"max_chars": limit, "messages": cut}
+            expected = self.leaf_id
             try:
-                branch = await anyio.to_thread.run_sync(store.branch, self.id)
-                ids = [e.id for e in branch if e.kind == "message"]
-                if len(ids) == len(messages):
-                    parent = ids[first - 1] if first else None
-                    expected = self.leaf_id
-                    entries = await anyio.to_thread.run_sync(
-                        lambda: record_rewrite(
-                            store,
-                            self.id,
-                            messages[first:],
-                            parent_id=parent,
-                            reason="truncate_tool_results",
-                            details={"max_chars": limit, "messages": cut},
-                            expected_leaf=expected,
-                        )
+                entries = await anyio.to_thread.run_sync(
+                    lambda: _record_truncation(
+                        store, self.id, old.messages, messages, first, unsaved, expected, details
                     )
-                    self.leaf_id = entries[-1].id
+                )
             except StoreError as exc:
+                # The unsaved messages go later as the session now holds them (cut).
+                if unsaved:
+                    self._unsaved[:unsaved] = messages[len(messages) - unsaved :]
                 self._store_fault("rewrite", exc)
+            else:
+                del self._unsaved[:unsaved]  # the rewrite holds them
+                self.leaf_id = entries[-1].id
         return True
 
     def transcript(self) -> Transcript:
@@ -1111,6 +1117,54 @@ class Session:
         assembled = await assemble(state, config, plugins, grains, log, provider)
         request = Request(provider, options, started, timings, self.engine.setup_faults)
         return await inject(state, config, plugins, assembled, request, log)
+
+
+def _record_truncation(
+    store: Store,
+    session_id: str,
+    before: Sequence[Message],
+    after: Sequence[Message],
+    first: int,
+    unsaved: int,
+    expected: str | None,
+    details: dict[str, Any],
+) -> list[Entry]:
+    """Persist a truncation as a ``rewrite`` branch, so a reopened session holds ``after``.
+
+    The branch starts after the longest run of stored messages equal to ``before`` (the
+    messages as they were) that ends before ``first``, the first message cut; everything after
+    it, the ``unsaved`` last messages included, is written again as it is now. So a stored
+    branch that holds a message the session does not (one left out on resume as malformed)
+    or lacks ones it holds (unsaved) is rewritten from where they part. A compare-and-append on
+    ``expected``, the session's leaf: another writer's entries are never dropped off the branch.
+
+    Raises:
+        StoreConflictError: the store's leaf is not ``expected``; nothing was written.
+        StoreError: the store failed.
+    """
+    branch = store.branch(session_id)
+    leaf = branch[-1].id if branch else None
+    if leaf != expected:
+        raise conflict_error(session_id, expected, leaf)
+    stored = [e for e in branch if e.kind == MESSAGE]
+    end = min(first, len(before) - unsaved, len(stored))
+    kept = 0
+    while kept < end and stored[kept].data.get("message") == _as_stored(before[kept]):
+        kept += 1
+    return record_rewrite(
+        store,
+        session_id,
+        after[kept:],
+        parent_id=stored[kept - 1].id if kept else None,
+        reason="truncate_tool_results",
+        details=details,
+        expected_leaf=expected,
+    )
+
+
+def _as_stored(message: Message) -> Any:
+    """``message`` as a store holds it in an entry's ``data["message"]``."""
+    return json.loads(compact_json(message_to_json(message)))
 
 
 def _check_str(what: str, value: object) -> None:
