@@ -34,7 +34,7 @@ def place(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, tuple[st
 def _race(target: Callable[..., None], kind: str, where: tuple[str, str], rounds: int) -> list[Any]:
     """Run ``target`` in two spawned processes meeting at one barrier; what they reported."""
     ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(2)
+    barrier = ctx.Barrier(2, timeout=120)  # a child that dies breaks it for the other
     results = ctx.Queue()
     procs = [
         ctx.Process(target=target, args=(kind, where, name, rounds, barrier, results))
