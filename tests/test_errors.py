@@ -26,7 +26,13 @@ BAD_ARGUMENT = (
     "ConfigError",
     "ConfigTypeError",
 )
-NOT_ARGUMENT = ("PluginError", "StoreError", "ContextOverflowError", "SummarizerError")
+NOT_ARGUMENT = (
+    "PluginError",
+    "StoreError",
+    "StoreConflictError",
+    "ContextOverflowError",
+    "SummarizerError",
+)
 
 
 def test_every_bad_argument_error_is_a_value_error_and_the_others_are_not() -> None:

@@ -21,6 +21,7 @@ from .errors import (
     GrainError,
     PluginError,
     SessionIdError,
+    StoreConflictError,
     StoreError,
     TranscriptError,
 )
@@ -136,6 +137,7 @@ __all__ = (
     "SessionIdError",
     "SessionState",
     "Store",
+    "StoreConflictError",
     "StoreError",
     "Summarizer",
     "Tokenizer",

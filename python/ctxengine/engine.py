@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import math
 import threading
@@ -60,8 +61,16 @@ from .inject.render import check_options
 from .inject.turn import RenderedContext, Request, inject
 from .overflow import classify_provider_error
 from .state import SessionState, TurnLog
-from .store.base import SnapshotInfo, Store
-from .store.session_io import Resumed, record_messages, record_rewrite, resume, snapshot_render
+from .store.base import Entry, SnapshotInfo, Store, compact_json, conflict_error
+from .store.codec import message_to_json
+from .store.session_io import (
+    MESSAGE,
+    Resumed,
+    record_messages,
+    record_rewrite,
+    resume,
+    snapshot_render,
+)
 from .store.writer import SnapshotWriter
 from .summarize import ExtractiveSummarizer, Summarizer
 from .transcript.coerce import to_messages
@@ -757,7 +766,17 @@ class Session:
         :meth:`close`. Called
         directly, ``save()`` raises instead; the messages stay queued.
 
+        The append is a compare-and-append (:func:`~ctxengine.store.compare_and_append`): it
+        is written only if the store's leaf is still :attr:`leaf_id`, the last entry this
+        session saved or loaded. When another writer appended to the session id since, nothing
+        is written and :class:`~ctxengine.StoreConflictError` is raised (a fault of the next
+        render for the calls that save on return); the messages stay queued, and every later
+        save is refused the same way, so the store never holds a branch that interleaves two
+        writers. Open the session again to go on from what the store holds.
+
         Raises:
+            StoreConflictError: another writer appended to this session id since
+                :attr:`leaf_id`; nothing was written.
             StoreError: the store failed to append (its message names the path or key and the
                 OS error); nothing already stored is damaged.
         """
@@ -765,23 +784,27 @@ class Session:
         if store is None or not self.persist or not self._unsaved:
             return
         batch = list(self._unsaved)
-        entries = await anyio.to_thread.run_sync(record_messages, store, self.id, batch)
+        expected = self.leaf_id
+        entries = await anyio.to_thread.run_sync(
+            lambda: record_messages(store, self.id, batch, expected_leaf=expected)
+        )
         del self._unsaved[: len(batch)]
         if entries:
-            # The store chained them after its own leaf (atomically): another leaf than the
-            # last one this session saved means another writer appended to this session id.
-            if entries[0].parent_id != self.leaf_id:
+            # A store without an atomic append_if is checked before the append, not with it:
+            # another parent than the expected leaf means a writer slipped in between.
+            if entries[0].parent_id != expected:
                 self._conflict(entries[0].parent_id)
             self.leaf_id = entries[-1].id
 
     def _conflict(self, parent: str | None) -> None:
-        """Report that another writer appended to this session since its last save."""
+        """Report that another writer appended to this session between the leaf check and the
+        append (only possible on a store without an atomic ``append_if``)."""
         message = (
             f"session {self.id!r} was appended to by another writer: this save went on after "
             f"entry {parent!r}, not after {self.leaf_id!r}, the last one this session saved or "
-            "loaded; nothing is lost, but the stored branch now interleaves both writers' "
-            "messages, so a reopened session differs from this one (open one session per id "
-            "at a time)"
+            "loaded (the store has no atomic append_if, so the leaf check could not keep it "
+            "out); nothing is lost, but the stored branch now interleaves both writers' "
+            "messages, so a reopened session differs from this one"
         )
         self._state.faults.append(PluginFault("store", "append", "invalid", message, "warning"))
         _log.warning("ctxengine store: %s", message)
@@ -1010,25 +1033,24 @@ class Session:
         self._state = new
         steps.append({"step": "truncate_tool_results", "messages": cut, "max_chars": limit})
         store = self.engine.store
-        if store is not None and self.persist and not self._unsaved:
+        if store is not None and self.persist:
+            unsaved = len(self._unsaved)
+            details = {"max_chars": limit, "messages": cut}
+            expected = self.leaf_id
             try:
-                branch = await anyio.to_thread.run_sync(store.branch, self.id)
-                ids = [e.id for e in branch if e.kind == "message"]
-                if len(ids) == len(messages):
-                    parent = ids[first - 1] if first else None
-                    entries = await anyio.to_thread.run_sync(
-                        lambda: record_rewrite(
-                            store,
-                            self.id,
-                            messages[first:],
-                            parent_id=parent,
-                            reason="truncate_tool_results",
-                            details={"max_chars": limit, "messages": cut},
-                        )
+                entries = await anyio.to_thread.run_sync(
+                    lambda: _record_truncation(
+                        store, self.id, old.messages, messages, first, unsaved, expected, details
                     )
-                    self.leaf_id = entries[-1].id
+                )
             except StoreError as exc:
+                # The unsaved messages go later as the session now holds them (cut).
+                if unsaved:
+                    self._unsaved[:unsaved] = messages[len(messages) - unsaved :]
                 self._store_fault("rewrite", exc)
+            else:
+                del self._unsaved[:unsaved]  # the rewrite holds them
+                self.leaf_id = entries[-1].id
         return True
 
     def transcript(self) -> Transcript:
@@ -1095,6 +1117,54 @@ class Session:
         assembled = await assemble(state, config, plugins, grains, log, provider)
         request = Request(provider, options, started, timings, self.engine.setup_faults)
         return await inject(state, config, plugins, assembled, request, log)
+
+
+def _record_truncation(
+    store: Store,
+    session_id: str,
+    before: Sequence[Message],
+    after: Sequence[Message],
+    first: int,
+    unsaved: int,
+    expected: str | None,
+    details: dict[str, Any],
+) -> list[Entry]:
+    """Persist a truncation as a ``rewrite`` branch, so a reopened session holds ``after``.
+
+    The branch starts after the longest run of stored messages equal to ``before`` (the
+    messages as they were) that ends before ``first``, the first message cut; everything after
+    it, the ``unsaved`` last messages included, is written again as it is now. So a stored
+    branch that holds a message the session does not (one left out on resume as malformed)
+    or lacks ones it holds (unsaved) is rewritten from where they part. A compare-and-append on
+    ``expected``, the session's leaf: another writer's entries are never dropped off the branch.
+
+    Raises:
+        StoreConflictError: the store's leaf is not ``expected``; nothing was written.
+        StoreError: the store failed.
+    """
+    branch = store.branch(session_id)
+    leaf = branch[-1].id if branch else None
+    if leaf != expected:
+        raise conflict_error(session_id, expected, leaf)
+    stored = [e for e in branch if e.kind == MESSAGE]
+    end = min(first, len(before) - unsaved, len(stored))
+    kept = 0
+    while kept < end and stored[kept].data.get("message") == _as_stored(before[kept]):
+        kept += 1
+    return record_rewrite(
+        store,
+        session_id,
+        after[kept:],
+        parent_id=stored[kept - 1].id if kept else None,
+        reason="truncate_tool_results",
+        details=details,
+        expected_leaf=expected,
+    )
+
+
+def _as_stored(message: Message) -> Any:
+    """``message`` as a store holds it in an entry's ``data["message"]``."""
+    return json.loads(compact_json(message_to_json(message)))
 
 
 def _check_str(what: str, value: object) -> None:

@@ -7,7 +7,8 @@ working: :class:`EncodingError`, :class:`GrainError`, :class:`BudgetError`, :cla
 out of its range, e.g. ``PruneSettings(soft_ratio=1.5)``; also a :class:`TypeError` when the
 value is of the wrong kind). :class:`PluginError` (mostly a plugin that
 failed or was refused, not a bad argument), :class:`StoreError` (I/O) and
-:class:`ContextOverflowError` (the provider's verdict) do not. The Rust core raises these
+:class:`ContextOverflowError` (the provider's verdict) do not; :class:`StoreConflictError`
+(another writer appended to the session first) is a :class:`StoreError`. The Rust core raises these
 same classes (it imports them from this module), so there is exactly one tree whichever side
 of the boundary failed.
 """
@@ -28,6 +29,7 @@ __all__ = (
     "GrainError",
     "PluginError",
     "SessionIdError",
+    "StoreConflictError",
     "StoreError",
     "SummarizerError",
     "TranscriptError",
@@ -83,6 +85,30 @@ class StoreError(CtxEngineError):
         super().__init__(message)
         self.path = path
         self.errno = errno
+
+
+class StoreConflictError(StoreError):
+    """A compare-and-append was refused: the session's leaf is no longer the entry the writer
+    last saw (another writer appended to the session id since). Nothing of the refused append
+    was written.
+
+    ``.session_id`` names the session, ``.expected`` the leaf the writer last saw (None: it saw
+    an empty session) and ``.actual`` the store's leaf now.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str,
+        expected: str | None,
+        actual: str | None,
+        path: str | None = None,
+    ) -> None:
+        super().__init__(message, path=path)
+        self.session_id = session_id
+        self.expected = expected
+        self.actual = actual
 
 
 class SessionIdError(StoreError, ValueError):

@@ -28,7 +28,7 @@ from ctxengine.integrations.openai_agents import (
     MemoryItemStore,
     fit_model_input,
 )
-from ctxengine.store import FileStore, InMemoryStore, Store
+from ctxengine.store import FileStore, InMemoryStore, NewEntry, Store
 
 from .agent_helpers import BUDGET, TURNS, tiktoken_responses_tokens, tool_outputs
 
@@ -183,6 +183,56 @@ async def test_session_is_a_branch_of_the_store_transcript() -> None:
     assert [e.kind for e in leaf] == [ITEM_KIND, POP_KIND]
     assert await session.get_items() == [{"role": "user", "content": "a"}]
     assert isinstance(store, Store)
+
+
+class _Interleaved:
+    """A FileStore on which another process's call runs right after this one's next read of a
+    branch: the window between a pop's read and its write, made to happen every time."""
+
+    def __init__(self, root: Path) -> None:
+        self.inner = FileStore(root)
+        self.problems = self.inner.problems
+        self.meanwhile: list[Any] = []  # callables, each run once, after a branch() read
+
+    def branch(self, session_id: str, leaf_id: str | None = None) -> Any:
+        out = self.inner.branch(session_id, leaf_id)
+        if self.meanwhile:
+            self.meanwhile.pop(0)()
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_a_pop_racing_another_process_neither_repeats_nor_drops_an_item(
+    tmp_path: Path,
+) -> None:
+    """pop_item read the branch, then appended its marker at the newest item's parent: an item
+    another process added in between fell off the branch (a lost write), and a pop in between
+    made both return the same item. The marker is now a compare-and-append; a pop that loses
+    starts again on the branch as it is."""
+    store = _Interleaved(tmp_path)
+    mine = CtxEngineSession("race", store)  # type: ignore[arg-type]
+    other = CtxEngineSession("race", FileStore(tmp_path))  # another process's store object
+    await mine.add_items([{"n": 0}, {"n": 1}, {"n": 2}])
+    store.meanwhile.append(
+        lambda: FileStore(tmp_path).append("race", [NewEntry(ITEM_KIND, {"item": {"n": 3}})])
+    )
+    assert await mine.pop_item() == {"n": 3}  # the item added meanwhile, not {"n": 2}
+    assert await other.get_items() == [{"n": 0}, {"n": 1}, {"n": 2}]  # nothing dropped
+    popped_meanwhile: list[Any] = []
+
+    def pop_elsewhere() -> None:  # the other process pops while this one is between read/write
+        branch = [e for e in FileStore(tmp_path).branch("race") if e.kind == ITEM_KIND]
+        FileStore(tmp_path).append(
+            "race", [NewEntry(POP_KIND, {"popped": branch[-1].id})], parent_id=branch[-1].parent_id
+        )
+        popped_meanwhile.append(branch[-1].data["item"])
+
+    store.meanwhile.append(pop_elsewhere)
+    assert await mine.pop_item() == {"n": 1}  # not {"n": 2} a second time
+    assert popped_meanwhile == [{"n": 2}]
+    assert await other.get_items() == [{"n": 0}]
 
 
 def test_bad_session_id_is_refused_naming_it() -> None:

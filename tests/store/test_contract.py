@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from ctxengine.errors import SessionIdError, StoreError
-from ctxengine.store import NewEntry, Store
+from ctxengine.errors import SessionIdError, StoreConflictError, StoreError
+from ctxengine.store import (
+    ConditionalStore,
+    InMemoryStore,
+    NewEntry,
+    Store,
+    compare_and_append,
+)
 
 Make = Callable[[], Store]
 
@@ -177,3 +185,86 @@ def test_threads_appending_to_one_session_lose_nothing(make_store: Make) -> None
     for t in range(6):
         mine = [x for x in texts(entries) if x.startswith(f"{t}:")]
         assert mine == [f"{t}:{i}" for i in range(40)]
+
+
+# -- compare-and-append ---------------------------------------------------------------------
+
+
+def test_append_if_appends_only_on_the_expected_leaf(make_store: Make) -> None:
+    store = make_store()
+    assert isinstance(store, ConditionalStore)
+    (a,) = store.append_if("s1", msgs("a"), expected_leaf=None)  # type: ignore[attr-defined]
+    (b,) = store.append_if("s1", msgs("b"), expected_leaf=a.id)  # type: ignore[attr-defined]
+    assert (a.parent_id, b.parent_id) == (None, a.id)
+    for stale in (a.id, None, "no-such-entry"):
+        with pytest.raises(StoreConflictError) as info:
+            store.append_if("s1", msgs("stale"), expected_leaf=stale)  # type: ignore[attr-defined]
+        err = info.value
+        assert (err.session_id, err.expected, err.actual) == ("s1", stale, b.id)
+        assert isinstance(err, StoreError) and repr(b.id) in str(err)
+    # with the check, an earlier entry still starts a branch
+    (c,) = store.append_if(  # type: ignore[attr-defined]
+        "s1", msgs("c"), expected_leaf=b.id, parent_id=a.id
+    )
+    assert texts(store.branch("s1")) == ["a", "c"]
+    assert texts(store.entries("s1")) == ["a", "b", "c"]  # nothing of the refused appends
+    assert make_store().leaf("s1") == c.id
+    assert store.append_if("s1", [], expected_leaf="anything") == []  # type: ignore[attr-defined]
+
+
+def test_writers_racing_from_one_leaf_one_wins_the_others_write_nothing(make_store: Make) -> None:
+    (root,) = make_store().append("s1", msgs("root"))
+    stores = [make_store() for _ in range(8)]  # a FileStore / RedisStore each: flock, WATCH
+    barrier = threading.Barrier(len(stores))
+    outcomes: list[str] = []
+
+    def work(t: int) -> None:
+        barrier.wait()
+        try:
+            stores[t].append_if(  # type: ignore[attr-defined]
+                "s1", msgs(f"{t}:a", f"{t}:b"), expected_leaf=root.id
+            )
+            outcomes.append(f"ok {t}")
+        except StoreConflictError:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(len(stores))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    won = [o for o in outcomes if o.startswith("ok")]
+    assert len(won) == 1 and outcomes.count("conflict") == len(stores) - 1
+    t = won[0].split()[1]
+    assert texts(make_store().entries("s1")) == ["root", f"{t}:a", f"{t}:b"]
+
+
+class _OwnStore:
+    """A store of one's own written before append_if existed: the Store methods only."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryStore()
+        self.problems = self.inner.problems
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "append_if":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def test_compare_and_append_on_a_store_without_append_if_checks_and_says_so(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ctxengine.store.base._NOT_ATOMIC", set())
+    store: Any = _OwnStore()
+    assert isinstance(store, Store) and not isinstance(store, ConditionalStore)
+    with caplog.at_level(logging.WARNING, logger="ctxengine.store"):
+        (a,) = compare_and_append(store, "s1", msgs("a"), expected_leaf=None)
+        (b,) = compare_and_append(store, "s1", msgs("b"), expected_leaf=a.id)
+        with pytest.raises(StoreConflictError) as info:
+            compare_and_append(store, "s1", msgs("stale"), expected_leaf=a.id)
+    assert (info.value.expected, info.value.actual) == (a.id, b.id)
+    assert texts(store.branch("s1")) == ["a", "b"]
+    said = [r.getMessage() for r in caplog.records if "append_if" in r.getMessage()]
+    assert len(said) == 1 and "_OwnStore has no append_if()" in said[0]  # once per store type
+    assert "not atomically" in said[0]

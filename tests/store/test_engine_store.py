@@ -19,6 +19,7 @@ from ctxengine.errors import (
     ConfigTypeError,
     CtxEngineError,
     SessionIdError,
+    StoreConflictError,
     StoreError,
 )
 from ctxengine.store import FileStore, NewEntry, Store
@@ -165,25 +166,42 @@ async def test_a_malformed_stored_message_is_left_out_and_the_rest_resumes(
     assert [m["content"] for m in restored.payload["messages"]] == expected
 
 
-async def test_two_writers_of_one_session_id_are_reported_and_lose_nothing(
+async def test_a_second_writer_of_one_session_id_is_refused_and_nothing_interleaves(
     make_store: Callable[[], Store],
 ) -> None:
+    """Two sessions open on one id at once appended after the store's leaf in turn (with a
+    warning after the fact): the stored branch interleaved them and a reopened session matched
+    neither. A save is now a compare-and-append: the second writer is refused whole."""
     first = ContextEngine("gpt-4o", Budget(total=BUDGET), store=make_store())
     second = ContextEngine("gpt-4o", Budget(total=BUDGET), store=make_store())
-    async with first.session("w") as a, second.session("w") as b:
+    async with first.session("w") as a:
+        b = await second.load("w") or Session(second, "w")  # opened before A1 was saved
         await a.user_message("A1")
         with pytest.warns(RuntimeWarning, match="appended to by another writer"):
-            await b.user_message("B1")  # b saved nothing yet, but the store holds A1
-        with pytest.warns(RuntimeWarning, match="appended to by another writer"):
+            await b.user_message("B1")  # b saw an empty session; the store holds A1
+        assert b.unsaved == 1 and b.leaf_id is None
+        with pytest.raises(StoreConflictError) as info:
+            await b.save()  # called directly it raises, and keeps refusing
+        assert (info.value.session_id, info.value.expected) == ("w", None)
+        assert info.value.actual == make_store().leaf("w") == a.leaf_id
+        assert "nothing of this append was written" in str(info.value)
+        assert isinstance(info.value, StoreError)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the first writer goes on untroubled
             await a.assistant_message("A2")
-        out = await a.render()
-        await b.close()
-        await a.close()
-    said = [f for f in out.report.faults if (f["plugin"], f["hook"]) == ("store", "append")]
-    assert len(said) == 1 and said[0]["severity"] == "warning"
-    assert "interleaves both writers' messages" in said[0]["message"]
-    stored = make_store().branch("w")  # every acknowledged message, once, in append order
-    assert [e.data["message"]["blocks"][0]["text"] for e in stored] == ["A1", "B1", "A2"]
+            out = await a.render()
+        assert not [f for f in out.report.faults if f["plugin"] == "store"]
+        with pytest.warns(RuntimeWarning, match="appended to by another writer"):
+            refused = await b.render()
+        said = [f for f in refused.report.faults if (f["plugin"], f["hook"]) == ("store", "append")]
+        assert said and "its leaf is" in said[0]["message"]
+        with pytest.warns(RuntimeWarning, match="appended to by another writer"):
+            await b.close()
+    stored = make_store()
+    assert [e.data["message"]["blocks"][0]["text"] for e in stored.branch("w")] == ["A1", "A2"]
+    assert len(stored.entries("w")) == 2  # nothing of B1 on any branch
+    again = await ContextEngine("gpt-4o", Budget(total=BUDGET), store=make_store()).load("w")
+    assert again is not None and [m.text for m in again.messages] == ["A1", "A2"]
 
 
 async def test_a_reopened_session_saves_without_a_writer_conflict(

@@ -202,6 +202,67 @@ def test_temp_files_of_killed_writers_are_removed_once_stale(
     assert live.exists()
 
 
+KILLED_BEFORE_INDEX = (
+    "import os, sys\n"
+    "from ctxengine.store import FileStore\n"
+    "store = FileStore(sys.argv[1])\n"
+    "store.write_snapshot('s1', {'turn': 1})\n"
+    "store.write_snapshot('s1', {'turn': 2})\n"
+    "write = FileStore._write_lines\n"
+    "def killed(self, lg, fd, lines):  # the content file is in place, its index line is next\n"
+    "    if lg.path.name == 'snapshots.jsonl':\n"
+    "        os.kill(os.getpid(), 9)\n"
+    "    return write(self, lg, fd, lines)\n"
+    "FileStore._write_lines = killed\n"
+    "store.write_snapshot('s1', {'turn': 3})\n"
+)
+
+
+def test_a_content_file_a_killed_writer_never_indexed_is_removed_by_the_next_snapshot(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """A writer killed between a snapshot's content file and its index line left the content
+    file for good: no index line names it, and nothing removed it."""
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_BEFORE_INDEX, str(tmp_path)], env=child_env, check=False
+    )
+    assert done.returncode == -signal.SIGKILL
+    objects = session_dir(tmp_path) / "objects"
+    indexed = {i.hash for i in FileStore(tmp_path).snapshots("s1")}
+    (orphan,) = [p for p in objects.glob("*.json") if p.stem not in indexed]
+    assert json.loads(orphan.read_text()) == {"turn": 3}  # whole, renamed, never indexed
+    store = FileStore(tmp_path)
+    reopened = store.load_snapshot("s1")
+    assert reopened is not None and reopened.content == {"turn": 2}
+    assert orphan.exists()  # reading removes nothing
+    store.write_snapshot("s1", {"turn": 1})  # same content as the first: stored once, kept
+    latest = store.write_snapshot("s1", {"turn": 4})
+    assert not orphan.exists()
+    kept = sorted(p.stem for p in objects.glob("*.json"))
+    assert kept == sorted(indexed | {latest.hash})
+    for info in FileStore(tmp_path).snapshots("s1"):  # every indexed snapshot still loads
+        snap = FileStore(tmp_path).load_snapshot("s1", info.id)
+        assert snap is not None and snap.info == info
+
+
+def test_an_unindexed_content_file_newer_than_the_snapshot_is_left(tmp_path: Path) -> None:
+    """Only files last written before the snapshot being indexed go: one written later (a
+    clock step, a copy put there by hand) is not taken for a killed writer's."""
+    store = FileStore(tmp_path)
+    store.write_snapshot("s1", {"turn": 1})
+    objects = session_dir(tmp_path) / "objects"
+    later = objects / f"{'a' * 64}.json"
+    later.write_text('{"turn": 9}')
+    future = later.stat().st_mtime + 3600
+    os.utime(later, (future, future))
+    stray = objects / "notes.json"  # not a content file's name: never touched
+    stray.write_text("{}")
+    old = stray.stat().st_mtime - 3600
+    os.utime(stray, (old, old))
+    store.write_snapshot("s1", {"turn": 2})
+    assert later.exists() and stray.exists()
+
+
 def test_session_ids_never_leave_the_root(tmp_path: Path) -> None:
     root = tmp_path / "root"
     store = FileStore(root)

@@ -9,10 +9,14 @@
   (:class:`~ctxengine.store.RedisStore` works the same). Each item is one ``agents_item`` entry
   of the session's transcript tree; ``pop_item`` and ``clear_session`` append a marker that
   starts a branch (at the popped item's parent, or a new root), so nothing is erased and the
-  current branch holds exactly the session's items. ``get_items(limit)`` follows the SDK's
-  sessions: the latest ``limit`` items, none for ``limit <= 0``, ``session_settings.limit``
-  for ``None``. Writes hold a thread lock shared by the process's session objects on the
-  same store and id, so a session works from several event loops at once.
+  current branch holds exactly the session's items. ``pop_item`` writes its marker only if
+  the leaf is still the one it read (:func:`~ctxengine.store.compare_and_append`) and starts
+  again on the new branch otherwise, so sessions in several processes or workers on one store
+  and id never pop one item twice nor drop one added meanwhile. ``get_items(limit)`` follows
+  the SDK's sessions: the latest ``limit`` items, none for ``limit <= 0``,
+  ``session_settings.limit`` for ``None``. Writes hold a thread lock shared by the process's
+  session objects on the same store and id, so a session works from several event loops at
+  once.
 - :func:`fit_model_input` returns a ``call_model_input_filter``: each model call's instructions
   and input items go through :func:`ctxengine.fitting.fit` for the Responses API, so the model
   sees a valid history (calls paired with outputs) within the budget:
@@ -42,15 +46,23 @@ from agents.run_config import CallModelData, ModelInputData
 
 from ..assemble.budget import Budget
 from ..engine import RenderedContext
-from ..errors import BudgetError, ConfigError, ConfigTypeError
+from ..errors import BudgetError, ConfigError, ConfigTypeError, StoreConflictError
 from ..fitting import fit
-from ..store import Entry, InMemoryStore, NewEntry, Store, validate_session_id
+from ..store import (
+    Entry,
+    InMemoryStore,
+    NewEntry,
+    Store,
+    compare_and_append,
+    validate_session_id,
+)
 from ..tokens import count_tokens
 from ..transcript import load
 
 __all__ = (
     "CLEAR_KIND",
     "ITEM_KIND",
+    "MAX_POP_ATTEMPTS",
     "POP_KIND",
     "CtxEngineSession",
     "MemoryItemStore",
@@ -62,6 +74,9 @@ __all__ = (
 ITEM_KIND: Final = "agents_item"
 POP_KIND: Final = "agents_pop"
 CLEAR_KIND: Final = "agents_clear"
+
+#: Tries of one ``pop_item`` against writers that keep moving the leaf before it gives up.
+MAX_POP_ATTEMPTS: Final = 100
 
 #: The in-memory store, under the name this module used before it took any ctxengine
 #: :class:`~ctxengine.store.Store` (kept so code passing ``MemoryItemStore()`` keeps working).
@@ -197,17 +212,42 @@ class CtxEngineSession:
 
     async def pop_item(self) -> Any | None:
         """Remove and return the newest item, or None when the session is empty: the leaf
-        moves to the item's parent (a marker entry starting a branch there)."""
+        moves to the item's parent (a marker entry starting a branch there).
+
+        The marker is a compare-and-append on the leaf the pop read: when another process
+        added or popped an item in between, nothing is written and the pop starts again on
+        the branch as it is then (the session holds nothing else to reconcile), so two pops
+        never return the same item and a pop never drops an item added meanwhile.
+
+        Raises:
+            StoreConflictError: other writers moved the leaf on each of
+                :data:`MAX_POP_ATTEMPTS` tries.
+        """
 
         def pop() -> Entry | None:
             with self._guard.lock:
-                entries = self._branch()
-                if not entries:
-                    return None
-                last = entries[-1]
-                marker = NewEntry(POP_KIND, {"popped": last.id})
-                self.store.append(self.session_id, [marker], parent_id=last.parent_id)
-                return last
+                conflict: StoreConflictError | None = None
+                for _ in range(MAX_POP_ATTEMPTS):
+                    branch = self.store.branch(self.session_id)
+                    items = [e for e in branch if e.kind == ITEM_KIND]
+                    if not items:
+                        return None
+                    last = items[-1]
+                    marker = NewEntry(POP_KIND, {"popped": last.id})
+                    try:
+                        compare_and_append(
+                            self.store,
+                            self.session_id,
+                            [marker],
+                            expected_leaf=branch[-1].id,
+                            parent_id=last.parent_id,
+                        )
+                    except StoreConflictError as exc:  # another writer moved the leaf:
+                        conflict = exc  # pop again from the branch as it is now
+                        continue
+                    return last
+                assert conflict is not None
+                raise conflict
 
         last = await anyio.to_thread.run_sync(pop)
         return None if last is None else copy.deepcopy(dict(last.data["item"]))

@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from .base import (
     LEAF,
+    ConditionalStore,
     Entry,
     NewEntry,
     Snapshot,
     SnapshotInfo,
     Store,
     StoreProblem,
+    compare_and_append,
     validate_session_id,
 )
 from .file import FileStore
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "LEAF",
+    "ConditionalStore",
     "Entry",
     "FileStore",
     "InMemoryStore",
@@ -35,6 +38,7 @@ __all__ = (
     "SnapshotInfo",
     "Store",
     "StoreProblem",
+    "compare_and_append",
     "validate_session_id",
 )
 

@@ -17,6 +17,15 @@ snapshots: :class:`~ctxengine.store.SnapshotWriter` writes them from a backgroun
 ``flush()`` waits for the ones submitted so far. A method returns only once its data is durable
 (the "acknowledgement"); an exception means nothing of that call may be relied on, while
 everything acknowledged before stays readable.
+
+Several writers. :meth:`Store.append` chains after the leaf atomically, so two writers never
+tear each other's appends, but two writers that each keep a session in memory would still
+interleave their messages. The stores of this package also offer ``append_if`` (see
+:class:`ConditionalStore`): append only if the session's leaf is still the entry the writer last
+saw, else raise :class:`~ctxengine.StoreConflictError` with nothing written; the check and the
+append are one atomic step (a lock, an ``flock``, a Redis ``WATCH``). :func:`compare_and_append`
+calls it, and on a store without it (one of your own written before it existed) checks the
+leaf, then appends: what such a store did before, not atomic, and it logs that once.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import logging
 import re
 import secrets
 import time
@@ -31,10 +41,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
-from ..errors import SessionIdError, StoreError
+from ..errors import SessionIdError, StoreConflictError, StoreError
 
 __all__ = (
     "LEAF",
+    "ConditionalStore",
     "Entry",
     "Leaf",
     "NewEntry",
@@ -45,6 +56,8 @@ __all__ = (
     "TranscriptGaps",
     "branch_of",
     "canonical_json",
+    "compare_and_append",
+    "conflict_error",
     "content_hash",
     "validate_session_id",
 )
@@ -286,6 +299,88 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections and file handles; the store is unusable afterwards."""
         ...
+
+
+@runtime_checkable
+class ConditionalStore(Protocol):
+    """A :class:`Store` that can append atomically on a condition (optional; every store of this
+    package is one). Call it through :func:`compare_and_append`, which also serves stores
+    without it."""
+
+    def append_if(
+        self,
+        session_id: str,
+        entries: Iterable[NewEntry],
+        *,
+        expected_leaf: str | None,
+        parent_id: str | Leaf | None = LEAF,
+    ) -> list[Entry]:
+        """:meth:`Store.append`, only if the session's leaf is ``expected_leaf`` (``None``: the
+        session holds no entry), checked and appended as one atomic step. With the default
+        ``parent_id`` the entries go after ``expected_leaf``; an earlier entry starts a branch.
+
+        Raises:
+            StoreConflictError: the leaf is another entry; nothing was written.
+            StoreError: as :meth:`Store.append`.
+        """
+        ...
+
+
+_NOT_ATOMIC: set[type] = set()
+
+
+def compare_and_append(
+    store: Store,
+    session_id: str,
+    entries: Iterable[NewEntry],
+    *,
+    expected_leaf: str | None,
+    parent_id: str | Leaf | None = LEAF,
+) -> list[Entry]:
+    """Append ``entries`` only if the session's leaf is still ``expected_leaf``.
+
+    ``store.append_if`` when the store has it (atomic). Otherwise the leaf is read, compared,
+    and :meth:`Store.append` called: the same append as before this function existed, with a
+    check that another writer can still slip past between the read and the append (logged
+    once per store type on the ``ctxengine.store`` logger).
+
+    Raises:
+        StoreConflictError: the leaf is another entry; nothing was written.
+        StoreError: the store failed.
+    """
+    method = getattr(store, "append_if", None)
+    if callable(method):
+        result: list[Entry] = method(
+            session_id, entries, expected_leaf=expected_leaf, parent_id=parent_id
+        )
+        return result
+    kind = type(store)
+    if kind not in _NOT_ATOMIC:
+        _NOT_ATOMIC.add(kind)
+        logging.getLogger("ctxengine.store").warning(
+            "ctxengine store: %s has no append_if(): the leaf is checked before each append, "
+            "not atomically with it, so two writers racing on one session may still interleave",
+            kind.__qualname__,
+        )
+    actual = store.leaf(session_id)
+    if actual != expected_leaf:
+        raise conflict_error(session_id, expected_leaf, actual)
+    return store.append(session_id, entries, parent_id=parent_id)
+
+
+def conflict_error(
+    session_id: str, expected: str | None, actual: str | None, *, path: str | None = None
+) -> StoreConflictError:
+    """The :class:`~ctxengine.StoreConflictError` of a refused compare-and-append."""
+    return StoreConflictError(
+        f"session {session_id!r} was appended to by another writer: its leaf is {actual!r}, "
+        f"not {expected!r}, the entry this writer last saw; nothing of this append was "
+        "written (open the session again to go on from what the store holds)",
+        session_id=session_id,
+        expected=expected,
+        actual=actual,
+        path=path,
+    )
 
 
 # -- helpers shared by the implementations ----------------------------------------------------

@@ -15,7 +15,10 @@ directory fsynced, before its index line is appended the same way. So after a cr
   ``problems`` and skipped, never fatal; the next append starts on a new line, so the torn bytes
   stay one invalid line forever and no later read takes them for an entry;
 - an index line whose content file is missing or fails its hash is reported and skipped, and
-  ``load_snapshot()`` returns the newest intact snapshot.
+  ``load_snapshot()`` returns the newest intact snapshot;
+- a content file whose index line was never written (killed in between) is removed by the
+  next snapshot of the session: a writer holds the index's exclusive ``flock`` from its
+  content file to its index line, so one no line names, seen under that flock, is an orphan.
 
 A write that fails (full disk, read-only folder) raises :class:`~ctxengine.StoreError` naming the
 path and the OS error; the failed append's own partial bytes are cut off again, so what was
@@ -57,6 +60,7 @@ from .base import (
     build_entries,
     canonical_json,
     compact_json,
+    conflict_error,
     content_hash,
     new_id,
     parse_content,
@@ -115,6 +119,34 @@ def _remove_stale_temps(objects: Path) -> None:
             if path.lstat().st_mtime < cutoff:
                 path.unlink()
                 log.info("ctxengine store: removed %s, left by an interrupted snapshot", path)
+        except OSError:
+            continue
+
+
+def _remove_orphans(objects: Path, named: set[str], before: float) -> None:
+    """Remove the content files (``<sha256>.json``) no index line names, last written before
+    ``before``: left by writers killed between a content file's rename and its index line, a
+    snapshot that was never acknowledged and that nothing else would ever remove. The caller
+    holds the index's exclusive flock, which every writer holds from its content file to its
+    index line, so no live writer's file can be among them. Best effort: a file that cannot be
+    removed now is removed by a later snapshot."""
+    try:
+        names = os.listdir(objects)
+    except OSError:
+        return
+    for name in names:
+        digest, dot, ext = name.partition(".")
+        if ext != "json" or not dot or len(digest) != 64 or digest in named:
+            continue
+        if not all(c in "0123456789abcdef" for c in digest):
+            continue
+        path = objects / name
+        try:
+            if path.lstat().st_mtime < before:
+                path.unlink()
+                log.info(
+                    "ctxengine store: removed %s, never indexed (an interrupted snapshot)", path
+                )
         except OSError:
             continue
 
@@ -416,12 +448,42 @@ class FileStore:
         parent_id: str | Leaf | None = LEAF,
     ) -> list[Entry]:
         """See :meth:`ctxengine.Store.append`. Returns after the lines are fsynced."""
+        return self._append(session_id, entries, parent_id, check=False, expected=None)
+
+    def append_if(
+        self,
+        session_id: str,
+        entries: Iterable[NewEntry],
+        *,
+        expected_leaf: str | None,
+        parent_id: str | Leaf | None = LEAF,
+    ) -> list[Entry]:
+        """See :meth:`ctxengine.store.ConditionalStore.append_if`: the leaf is read and the
+        lines appended and fsynced under one exclusive ``flock`` on the transcript, so no other
+        process (or thread) appends in between."""
+        return self._append(session_id, entries, parent_id, check=True, expected=expected_leaf)
+
+    def _append(
+        self,
+        session_id: str,
+        entries: Iterable[NewEntry],
+        parent_id: str | Leaf | None,
+        *,
+        check: bool,
+        expected: str | None,
+    ) -> list[Entry]:
         items = list(entries)
         with self._lock:
             s = self._session(session_id)
             if not items:
                 return []
             with self._writing(s, s.transcript, session_id) as write:
+                if check:
+                    actual = s.transcript.items[-1].id if s.transcript.items else None
+                    if actual != expected:
+                        raise conflict_error(
+                            session_id, expected, actual, path=str(s.transcript.path)
+                        )
                 parent = self._resolve(s, parent_id, session_id)
                 new = build_entries(items, parent, s.by_id)
                 if write([compact_json(e.to_json()) for e in new]):
@@ -484,12 +546,16 @@ class FileStore:
                     leaf = s.transcript.items[-1].id if s.transcript.items else None
             else:
                 leaf = leaf_id
-            self._store_object(s, digest, data)
-            info = SnapshotInfo(
-                new_id(), session_id, digest, len(data), time.time(), leaf, clean_meta
-            )
+            # Under the index's exclusive flock from the content file to the index line, so a
+            # content file no index line names, seen under that flock, is a killed writer's.
             with self._writing(s, s.index, session_id) as write:
+                self._store_object(s, digest, data)
+                info = SnapshotInfo(
+                    new_id(), session_id, digest, len(data), time.time(), leaf, clean_meta
+                )
                 fast = write([canonical_json(info.to_json())])
+                named = {i.hash for i in s.index.items} | {digest}
+                _remove_orphans(s.dir / OBJECTS, named, info.created_at)
             if fast:
                 s.index.items.append(info)
             else:

@@ -26,6 +26,7 @@ from .base import (
     branch_of,
     build_entries,
     canonical_json,
+    conflict_error,
     content_hash,
     new_id,
     snapshot_meta,
@@ -68,11 +69,40 @@ class InMemoryStore:
         parent_id: str | Leaf | None = LEAF,
     ) -> list[Entry]:
         """See :meth:`ctxengine.Store.append`."""
+        return self._append(session_id, entries, parent_id, check=False, expected=None)
+
+    def append_if(
+        self,
+        session_id: str,
+        entries: Iterable[NewEntry],
+        *,
+        expected_leaf: str | None,
+        parent_id: str | Leaf | None = LEAF,
+    ) -> list[Entry]:
+        """See :meth:`ctxengine.store.ConditionalStore.append_if` (checked under the lock)."""
+        return self._append(session_id, entries, parent_id, check=True, expected=expected_leaf)
+
+    def _append(
+        self,
+        session_id: str,
+        entries: Iterable[NewEntry],
+        parent_id: str | Leaf | None,
+        *,
+        check: bool,
+        expected: str | None,
+    ) -> list[Entry]:
         validate_session_id(session_id)
+        items = list(entries)
+        if not items:
+            return []
         with self._lock:
             s = self._sessions.get(session_id) or _Session()
+            if check:
+                actual = s.entries[-1].id if s.entries else None
+                if actual != expected:
+                    raise conflict_error(session_id, expected, actual)
             parent = _resolve_parent(s, parent_id, session_id)
-            new = build_entries(entries, parent, s.by_id)
+            new = build_entries(items, parent, s.by_id)
             if new:
                 self._sessions[session_id] = s
                 s.entries.extend(new)

@@ -14,8 +14,11 @@ Keys (``P`` is the prefix, default ``ctxengine``; every key of a session carries
 Appends use optimistic concurrency: ``WATCH`` the log, read the leaf and check the ids, then
 ``MULTI``/``EXEC`` the push; a concurrent append aborts the transaction and it is retried on the
 new leaf. So appends from any number of processes are serialized: each entry lands exactly
-once, and every reader sees the same order. A retry after a lost reply (connection dropped
-during ``EXEC``) finds its own ids already there and returns them instead of pushing twice.
+once, and every reader sees the same order. ``append_if`` compares that leaf with the one the
+writer expects before the ``MULTI``: a mismatch (on the first attempt or on a retry after a
+lost race) is a :class:`~ctxengine.StoreConflictError` with nothing pushed. A retry after a
+lost reply (connection dropped during ``EXEC``) finds its own ids already there and returns
+them instead of pushing twice.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from .base import (
     build_entries,
     canonical_json,
     compact_json,
+    conflict_error,
     content_hash,
     new_id,
     parse_content,
@@ -149,6 +153,31 @@ class RedisStore:
         parent_id: str | Leaf | None = LEAF,
     ) -> list[Entry]:
         """See :meth:`ctxengine.Store.append` (serialized across processes by WATCH/MULTI)."""
+        return self._append(session_id, entries, parent_id, check=False, expected=None)
+
+    def append_if(
+        self,
+        session_id: str,
+        entries: Iterable[NewEntry],
+        *,
+        expected_leaf: str | None,
+        parent_id: str | Leaf | None = LEAF,
+    ) -> list[Entry]:
+        """See :meth:`ctxengine.store.ConditionalStore.append_if`: the leaf is read after the
+        ``WATCH`` of the log and compared with ``expected_leaf``; an append by anyone else
+        before the ``EXEC`` aborts the transaction, and the retry then finds the new leaf and
+        raises :class:`~ctxengine.StoreConflictError`."""
+        return self._append(session_id, entries, parent_id, check=True, expected=expected_leaf)
+
+    def _append(
+        self,
+        session_id: str,
+        entries: Iterable[NewEntry],
+        parent_id: str | Leaf | None,
+        *,
+        check: bool,
+        expected: str | None,
+    ) -> list[Entry]:
         items = list(entries)
         log_key = self._key(session_id, "log")
         if not items:
@@ -159,7 +188,9 @@ class RedisStore:
         reconnects = 0
         for attempt in range(MAX_ATTEMPTS):
             try:
-                result = self._try_append(session_id, log_key, fixed, ids, parent_id)
+                result = self._try_append(
+                    session_id, log_key, fixed, ids, parent_id, (check, expected)
+                )
             except WatchError:
                 time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
                 continue
@@ -184,6 +215,7 @@ class RedisStore:
         items: list[NewEntry],
         ids: list[str],
         parent_id: str | Leaf | None,
+        condition: tuple[bool, str | None],
     ) -> list[Entry]:
         ids_key = self._key(session_id, "ids")
         with self._r.pipeline() as pipe:
@@ -193,12 +225,19 @@ class RedisStore:
                 pipe.unwatch()
                 landed = {e.id: e for e in self.entries(session_id) if e.id in set(ids)}
                 return [landed[i] for i in ids if i in landed]
-            if parent_id is LEAF:
+            check, expected = condition
+            leaf: str | None = None
+            if parent_id is LEAF or check:
                 # The last intact entry, as every reader sees it (a damaged last element is
                 # skipped there, so it must not be the parent, nor stop every append): read
                 # after the WATCH, so an append in between aborts this transaction.
                 with self._lock:
-                    parent = self._leaf_of(self._refresh(session_id))
+                    leaf = self._leaf_of(self._refresh(session_id))
+            if check and leaf != expected:
+                pipe.unwatch()
+                raise conflict_error(session_id, expected, leaf, path=log_key)
+            if parent_id is LEAF:
+                parent = leaf
             else:
                 if parent_id is not None and not pipe.hexists(ids_key, parent_id):
                     raise StoreError(

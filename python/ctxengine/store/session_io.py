@@ -26,7 +26,17 @@ from typing import Any
 
 from ..errors import StoreError
 from ..transcript import Message
-from .base import LEAF, Entry, Leaf, NewEntry, Snapshot, SnapshotInfo, Store, StoreProblem
+from .base import (
+    LEAF,
+    Entry,
+    Leaf,
+    NewEntry,
+    Snapshot,
+    SnapshotInfo,
+    Store,
+    StoreProblem,
+    compare_and_append,
+)
 from .codec import message_from_json, message_to_json
 from .snapshot import Rendered, build_snapshot, snapshot_meta
 from .writer import SnapshotWriter
@@ -45,14 +55,24 @@ def record_messages(
     messages: Iterable[Message],
     *,
     parent_id: str | Leaf | None = LEAF,
+    expected_leaf: str | Leaf | None = LEAF,
 ) -> list[Entry]:
     """Append ``messages`` (one entry each, kind ``"message"``) after the leaf; durable on return.
 
+    ``expected_leaf`` (an entry id, or None for an empty session) makes it a compare-and-append
+    (:func:`~ctxengine.store.compare_and_append`): written only if the session's leaf is still
+    that entry. The default ``LEAF`` appends after whatever the leaf is.
+
     Raises:
+        StoreConflictError: ``expected_leaf`` is not the leaf; nothing was written.
         StoreError: the store failed (nothing of this call may be relied on).
     """
     items = [NewEntry(MESSAGE, {"message": message_to_json(m)}) for m in messages]
-    return store.append(session_id, items, parent_id=parent_id)
+    if expected_leaf is LEAF:
+        return store.append(session_id, items, parent_id=parent_id)
+    return compare_and_append(
+        store, session_id, items, expected_leaf=expected_leaf, parent_id=parent_id
+    )
 
 
 def record_rewrite(
@@ -63,18 +83,27 @@ def record_rewrite(
     parent_id: str | None,
     reason: str,
     details: Mapping[str, Any] | None = None,
+    expected_leaf: str | Leaf | None = LEAF,
 ) -> list[Entry]:
     """Persist a rewrite as a branch: a ``"rewrite"`` marker whose parent is ``parent_id`` (the
     last entry kept as is; ``None`` to rewrite from the start), then ``messages``, the new
     version of everything after it. The leaf moves to the last of them; the old branch stays
     readable with :meth:`~ctxengine.Store.branch`.
 
+    ``expected_leaf`` as for :func:`record_messages`: with an entry id (or None), the rewrite
+    is written only if the session's leaf is still that entry.
+
     Raises:
+        StoreConflictError: ``expected_leaf`` is not the leaf; nothing was written.
         StoreError: unknown ``parent_id`` or the store failed.
     """
     marker = NewEntry(REWRITE, {"reason": reason, **dict(details or {})})
     items = [marker] + [NewEntry(MESSAGE, {"message": message_to_json(m)}) for m in messages]
-    return store.append(session_id, items, parent_id=parent_id)
+    if expected_leaf is LEAF:
+        return store.append(session_id, items, parent_id=parent_id)
+    return compare_and_append(
+        store, session_id, items, expected_leaf=expected_leaf, parent_id=parent_id
+    )
 
 
 def snapshot_render(

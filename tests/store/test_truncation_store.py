@@ -1,0 +1,140 @@
+"""A persistent truncation (Session.run's overflow recovery) is stored as a rewrite branch, so
+a reopened session holds the truncated messages, as the live one does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxengine import Budget, ContextEngine, Session
+from ctxengine.errors import StoreError
+from ctxengine.store import FileStore
+from ctxengine.store.codec import message_to_json
+from ctxengine.transcript import Message, ToolCall
+
+pytestmark = pytest.mark.anyio
+
+OVERFLOW = "Error code: 400 - prompt is too long: 208423 tokens > 200000 maximum"
+BUDGET = 16000
+BIG = "line\n" * 9000  # far above what the truncation keeps of one tool result at this budget
+
+
+class Model:
+    """Rejects the first call as too long (running ``before_reject`` first), accepts the rest."""
+
+    def __init__(self, before_reject: Any = None) -> None:
+        self.calls = 0
+        self.before_reject = before_reject
+
+    async def __call__(self, payload: dict[str, Any]) -> str:
+        self.calls += 1
+        if self.calls == 1:
+            if self.before_reject is not None:
+                self.before_reject()
+            raise RuntimeError(OVERFLOW)
+        return "accepted"
+
+
+class Flaky:
+    """A FileStore whose appends fail while ``failing`` is set (a disk that comes back)."""
+
+    def __init__(self, root: Path) -> None:
+        self.inner = FileStore(root)
+        self.problems = self.inner.problems
+        self.failing = False
+
+    def _check(self) -> None:
+        if self.failing:
+            raise StoreError("cannot append: [Errno 28] No space left on device", errno=28)
+
+    def append(self, *args: Any, **kwargs: Any) -> Any:
+        self._check()
+        return self.inner.append(*args, **kwargs)
+
+    def append_if(self, *args: Any, **kwargs: Any) -> Any:
+        self._check()
+        return self.inner.append_if(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _engine(store: Any) -> ContextEngine:
+    return ContextEngine("gpt-4o", Budget(total=BUDGET), store=store)
+
+
+async def _fill(s: Session, n: int = 6) -> None:
+    for i in range(n):
+        await s.user_message(f"step {i}: read file_{i}.py")
+        await s.assistant_message("", [ToolCall(f"c{i}", "read", {"path": f"file_{i}.py"})])
+        await s.tool_result(f"c{i}", BIG if i == n - 2 else f"contents {i}\n", name="read")
+
+
+def _json(messages: list[Message]) -> list[dict[str, Any]]:
+    return [message_to_json(m) for m in messages]
+
+
+def _longest_result(messages: list[Message]) -> int:
+    return max(len(m.text) for m in messages if m.role == "tool")
+
+
+async def test_a_truncation_with_unsaved_messages_is_stored_as_the_live_session_holds_it(
+    tmp_path: Path,
+) -> None:
+    """The rewrite was skipped while messages were unsaved, and those were saved later as they
+    were before the cut: the reopened session had the full tool result back."""
+    store = Flaky(tmp_path)
+    engine = _engine(store)
+    async with engine.session("t") as s:
+        await _fill(s, 3)
+        await s.user_message("now read the big one")
+        await s.assistant_message("", [ToolCall("big", "read", {"path": "big.txt"})])
+        store.failing = True  # the disk fills up: the big result stays unsaved
+        with pytest.warns(RuntimeWarning, match="No space left"):
+            await s.tool_result("big", BIG, name="read")
+        assert s.unsaved == 1
+
+        def disk_back() -> None:
+            store.failing = False
+
+        with pytest.warns(RuntimeWarning, match="No space left"):  # run's first render saves
+            answer, out = await s.run(Model(disk_back), max_compactions=0)
+        assert answer == "accepted"
+        assert [r["step"] for r in out.report.recovery][:2] == ["render", "truncate_tool_results"]
+        assert s.unsaved == 0
+        live = list(s.messages)
+        assert _longest_result(live) < len(BIG)  # the live session holds the cut result
+    engine.close()
+    again = await _engine(FileStore(tmp_path)).load("t")
+    assert again is not None and _json(again.messages) == _json(live)
+    assert again.leaf_id == s.leaf_id
+
+
+async def test_a_truncation_over_a_message_left_out_on_resume_is_stored(tmp_path: Path) -> None:
+    """The rewrite was skipped when the stored branch held another number of messages than the
+    session (here a malformed one resume left out): the reopened session was not truncated."""
+    engine = _engine(FileStore(tmp_path))
+    async with engine.session("m") as s:
+        await _fill(s)
+    engine.close()
+    path = tmp_path / "sessions" / "m" / "transcript.jsonl"
+    lines = path.read_text().splitlines()
+    lines[1] = lines[1].replace('"role":"assistant"', '"role":"wizard"')  # malformed, kept
+    path.write_text("\n".join(lines) + "\n")
+    engine = _engine(FileStore(tmp_path))
+    async with engine.session("m") as s:
+        assert len(s.messages) == len(lines) - 1  # the malformed one is left out (a warning)
+        answer, out = await s.run(Model(), max_compactions=0)
+        assert answer == "accepted" and out.report.recovery[1]["step"] == "truncate_tool_results"
+        live = list(s.messages)
+        assert _longest_result(live) < len(BIG)
+        assert not [f for f in out.report.faults if f["hook"] == "rewrite"]
+    engine.close()
+    store = FileStore(tmp_path)
+    again = await _engine(store).load("m")
+    assert again is not None and _json(again.messages) == _json(live)
+    rewrites = [e for e in store.branch("m") if e.kind == "rewrite"]
+    assert [e.data["reason"] for e in rewrites] == ["truncate_tool_results"]
+    assert rewrites[0].parent_id == store.entries("m")[0].id  # from the last message both hold

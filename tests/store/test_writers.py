@@ -1,0 +1,124 @@
+"""Two writers on one session id, in two processes, on a FileStore folder and on a real Redis
+server: a save is a compare-and-append, so exactly one of two writers that opened the same leaf
+gets in, the other gets StoreConflictError with nothing written, and the store never holds a
+branch that interleaves them (every acknowledged save is on the branch, as its writer saw it).
+Agents sessions popping at once never return one item twice."""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxengine import Budget, ContextEngine
+from ctxengine.store import NewEntry, Store
+from store.writer_child import MODEL, SESSION, open_store, pop_rounds, save_rounds
+
+ROUNDS = 12
+
+
+@pytest.fixture(params=["file", "redis"])
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, tuple[str, str]]:
+    """Where the two processes meet: a FileStore folder, or a Redis URL and a fresh prefix."""
+    if request.param == "file":
+        return "file", (str(tmp_path / "store"), "")
+    url = request.getfixturevalue("redis_url")
+    return "redis", (url, f"t{uuid.uuid4().hex[:10]}")
+
+
+def _race(target: Callable[..., None], kind: str, where: tuple[str, str], rounds: int) -> list[Any]:
+    """Run ``target`` in two spawned processes meeting at one barrier; what they reported."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2, timeout=120)  # a child that dies breaks it for the other
+    results = ctx.Queue()
+    procs = [
+        ctx.Process(target=target, args=(kind, where, name, rounds, barrier, results))
+        for name in ("A", "B")
+    ]
+    for p in procs:
+        p.start()
+    got: list[Any] = []
+    try:
+        while any(p.is_alive() for p in procs) or not results.empty():
+            try:
+                got.append(results.get(timeout=1))
+            except queue.Empty:
+                continue
+    finally:
+        for p in procs:
+            p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    return got
+
+
+def _texts(store: Store, leaf: str | None = None) -> list[str]:
+    return [
+        e.data["message"]["blocks"][0]["text"]
+        for e in store.branch(SESSION, leaf)
+        if e.kind == "message"
+    ]
+
+
+def test_two_processes_saving_one_session_never_interleave(
+    place: tuple[str, tuple[str, str]],
+) -> None:
+    kind, where = place
+    reports = _race(save_rounds, kind, where, ROUNDS)
+    assert len(reports) == 2 * ROUNDS
+    store = open_store(kind, where)
+    leaf = None
+    expected: list[str] = []
+    for r in range(ROUNDS):
+        this = [x for x in reports if x[0] == r]
+        acks = [x for x in this if x[2] == "ack"]
+        conflicts = [x for x in this if x[2] == "conflict"]
+        # Both opened the same leaf and saved at once: exactly one got in.
+        assert len(acks) == 1 and len(conflicts) == 1, this
+        _, winner, _, new_leaf, live = acks[0]
+        expected += [f"{winner} {r} ask", f"{winner} {r} answer"]
+        assert live == expected  # the winner's live session holds what was there, then its own
+        assert _texts(store, new_leaf) == live  # and the store holds exactly that
+        # The loser was told which leaf it expected and which one it found.
+        assert conflicts[0][3:] == (leaf, new_leaf)
+        leaf = new_leaf
+    assert store.leaf(SESSION) == leaf
+    assert _texts(store) == expected
+    # Nothing of a refused save was written, on any branch.
+    assert len(store.entries(SESSION)) == 2 * ROUNDS
+    store.close()
+
+
+@pytest.mark.anyio
+async def test_a_reopened_session_equals_the_last_acknowledged_writer(
+    place: tuple[str, tuple[str, str]],
+) -> None:
+    kind, where = place
+    reports = _race(save_rounds, kind, where, 4)
+    last = max((x for x in reports if x[2] == "ack"), key=lambda x: x[0])
+    engine = ContextEngine(MODEL, Budget(total=8000), store=open_store(kind, where))
+    session = await engine.load(SESSION)
+    assert session is not None and [m.text for m in session.messages] == last[4]
+    assert session.leaf_id == last[3]
+    engine.close()
+
+
+def test_two_processes_popping_one_agents_session_never_pop_an_item_twice(
+    place: tuple[str, tuple[str, str]],
+) -> None:
+    kind, where = place
+    store = open_store(kind, where)
+    n = 2 * ROUNDS
+    store.append(SESSION, [NewEntry("agents_item", {"item": {"n": i}}) for i in range(n)])
+    reports = _race(pop_rounds, kind, where, ROUNDS + 2)  # two pops more than there are items
+    popped = [item["n"] for _, item in reports]
+    assert sorted(popped) == list(range(n))  # each item once: none twice, none lost
+    for name in ("A", "B"):  # each process popped newest first
+        mine = [item["n"] for who, item in reports if who == name]
+        assert mine == sorted(mine, reverse=True)
+    assert [e for e in store.branch(SESSION) if e.kind == "agents_item"] == []
+    store.close()
