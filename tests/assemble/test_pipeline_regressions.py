@@ -428,31 +428,47 @@ async def test_a_summary_larger_than_the_split_size_is_sent_whole_by_every_later
             assert not any(d.stage == "guard" for d in out.report if d.node_id == "mem.summary")
 
 
-async def test_a_fill_short_of_distinct_lines_still_takes_the_room() -> None:
-    """SWE-agent pydicom-1458 at 8,000 tokens, replayed as the contract sweep does, the
-    render before message 9: the landing summarizes one 69-token turn, the only one it could
-    give back, and fills the room with excerpts; written once each, their lines left the render
-    at 0.898 of its target though that turn would have fit. The fill then writes every copy
-    and the render uses its room."""
+async def _sweep_render(name: str, session: int, budget: int, at: int) -> Any:
+    """The OpenAI render before message ``at`` of a shared transcript, replayed as the
+    contract sweep does (every provider rendered before each assistant turn)."""
     from ctxengine.replay import _feed
-    from ctxengine.transcript import load
+    from ctxengine.transcript import load_all
     from transcript.helpers import all_files
 
-    path = next(p for p in all_files() if p.name == "pydicom__pydicom-1458.traj")
-    messages = list(load(path))
+    path = next(p for p in all_files() if p.name == name)
+    messages = list(load_all(path)[session])
     points = {
         i
         for i, m in enumerate(messages)
         if m.role == "assistant" and i > 0 and messages[i - 1].role != "assistant"
     }
-    engine = ContextEngine("gpt-4.1", Budget(total=8_000))
-    async with engine.session("fill") as s:
-        for i in range(9):
+    engine = ContextEngine("gpt-4.1", Budget(total=budget))
+    async with engine.session("sweep") as s:
+        for i in range(at):
             if i in points and s.messages:
                 for provider in ("openai", "openai-responses", "anthropic", "gemini"):
                     await s.render(provider)
             await _feed(s, messages[i])
-        out = await s.render("openai")
+        return await s.render("openai")
+
+
+async def test_a_fill_short_of_distinct_lines_still_takes_the_room() -> None:
+    """SWE-agent pydicom-1458 at 8,000 tokens, the render before message 9: the landing
+    summarizes one 69-token turn, the only one it could give back, and fills the room with
+    excerpts; written once each, their lines left the render at 0.898 of its target though
+    that turn would have fit. The fill then writes every copy and the render uses its room."""
+    out = await _sweep_render("pydicom__pydicom-1458.traj", 0, 8_000, 9)
     assert out.report.compactions and out.report.compactions[-1]["ok"]
     assert out.tokens <= 8_000
+    assert out.tokens >= 0.9 * out.report.target
+
+
+async def test_a_small_summarized_turn_comes_back_when_the_fill_leaves_room() -> None:
+    """aider's second session at 300 tokens, the render before message 14: after the landing
+    kept two small turns (keeping 96 tokens free at a tiny budget) and filled, the render sat
+    at 0.874 of its target with an 18-token summarized turn fitting in what was left. That
+    turn now comes back verbatim."""
+    out = await _sweep_render("mozgoslav.aider.chat.history.md", 1, 300, 14)
+    assert out.report.compactions and out.report.compactions[-1]["ok"]
+    assert out.tokens <= 300
     assert out.tokens >= 0.9 * out.report.target

@@ -691,7 +691,52 @@ async def _choose_with(
         await _give_back(state, config, plan, protected, land, k, tried, estimator, cache)
     if k in tried and tried[k].ok:
         await _fill(state, config, plan, protected, land, k, tried, estimator, cache)
+        await _take_room(state, config, plan, protected, land, k, tried, estimator)
     return k, land, tried
+
+
+async def _take_room(
+    state: SessionState,
+    config: RenderConfig,
+    plan: Any,
+    protected: Sequence[ContextGrain],
+    land: _Landing,
+    k: int,
+    tried: dict[int, CompactionResult],
+    estimator: object,
+) -> None:
+    """When the filled landing is still under :data:`MIN_USE` of the target, keep verbatim
+    the newest summarized turns that fit in what is left of the target (at a tiny budget
+    :func:`_give_back` keeps :data:`MIN_ROOM` of it free, which can leave a small turn out
+    of a render with room for it): one more summary, kept only when the render fits and
+    grows, and never with no turn left to summarize."""
+    at = land.rest(k) + tried[k].summary_tokens + SUMMARY_FRAMING
+    if at >= plan.target * (MIN_USE + 0.005):
+        return
+    forced = set(land.forced)
+    chosen = land.turns(k)
+    back: set[int] = set()
+    grown = at
+    for t in reversed(chosen):
+        if t not in forced and len(back) + 1 < len(chosen) and grown + land.size[t] <= plan.target:
+            back.add(t)
+            grown += land.size[t]
+    if not back:
+        return
+    land.kept |= back
+    settings = replace(config.compaction, memory_dir=None)
+    token = FILL_REPEATS.set(land.repeats)
+    try:
+        result = await _summarize(
+            state, config, land, k, plan, protected, estimator, settings, {}, fill=land.fill
+        )
+    finally:
+        FILL_REPEATS.reset(token)
+    landed = land.rest(k) + result.summary_tokens + SUMMARY_FRAMING
+    if not result.ok or not at < landed <= plan.target:
+        land.kept -= back
+        return
+    tried[k] = result
 
 
 async def _fill(
