@@ -27,7 +27,7 @@ from ..compaction import (
 )
 from ..compaction import compact as compact_messages
 from ..compaction.facts import message_scope, paused_collector
-from ..compaction.pipeline import FILL_REPEATS, steady_collector
+from ..compaction.pipeline import fill_repeats, steady_collector
 from ..grain import ContextGrain
 from ..transcript.model import Message
 from .report import STAGE, GrainDecision, decisions
@@ -725,13 +725,10 @@ async def _take_room(
         return
     land.kept |= back
     settings = replace(config.compaction, memory_dir=None)
-    token = FILL_REPEATS.set(land.repeats)
-    try:
+    with fill_repeats(land.repeats):
         result = await _summarize(
             state, config, land, k, plan, protected, estimator, settings, {}, fill=land.fill
         )
-    finally:
-        FILL_REPEATS.reset(token)
     landed = land.rest(k) + result.summary_tokens + SUMMARY_FRAMING
     if not result.ok or not at < landed <= plan.target:
         land.kept -= back
@@ -779,13 +776,10 @@ async def _fill(
         # each excerpt line written once left the room short (too few distinct lines in the
         # summarized messages) and a summarized turn would fit in it, which the landing could
         # not give back (the only one left): write every copy rather than leave it empty
-        token = FILL_REPEATS.set(True)
-        try:
+        with fill_repeats(True):
             again = await _summarize(
                 state, config, land, k, plan, protected, estimator, settings, {}, fill=size
             )
-        finally:
-            FILL_REPEATS.reset(token)
         landed = land.rest(k) + again.summary_tokens + SUMMARY_FRAMING
         if again.ok and at < landed <= plan.target:
             tried[k] = again
@@ -859,8 +853,7 @@ async def _summary(
     if trial is not None and trial.ok and reuse and config.compaction.memory_dir is None:
         return trial, doomed, chosen  # the measured summary is the summary
     # the estimates' chunk summaries are reused only by the summarizer that wrote them
-    token = FILL_REPEATS.set(land.repeats)
-    try:
+    with fill_repeats(land.repeats):
         result = await _summarize(
             state,
             config,
@@ -873,8 +866,6 @@ async def _summary(
             cache if reuse else {},
             fill=land.fill,
         )
-    finally:
-        FILL_REPEATS.reset(token)
     return result, doomed, chosen
 
 

@@ -873,6 +873,16 @@ def _filled(
 FILL_REPEATS: ContextVar[bool] = ContextVar("ctxengine_fill_repeats", default=False)
 
 
+@contextmanager
+def fill_repeats(on: bool) -> Iterator[None]:
+    """:data:`FILL_REPEATS` set to ``on`` for the summaries made inside."""
+    token = FILL_REPEATS.set(on)
+    try:
+        yield
+    finally:
+        FILL_REPEATS.reset(token)
+
+
 def _gate(
     summary: str, facts: KeyFacts, latest: str | None, max_tokens: int, count: Count
 ) -> list[str]:
