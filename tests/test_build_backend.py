@@ -3,6 +3,7 @@ without a build tree left in the checkout. The real build runs in .ci/run (`pip 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -11,8 +12,22 @@ from typing import Any
 import pytest
 
 BUILDSYS = Path(__file__).resolve().parents[1] / "python"
-sys.path.insert(0, str(BUILDSYS))
-import ctxengine_build  # noqa: E402
+
+
+def _backend() -> Any:
+    """The backend module, loaded from its file: putting ``python/`` on ``sys.path`` would make
+    every later child process (multiprocessing's spawn copies the path) import the source tree's
+    ``ctxengine``, which has no built extension when the package is installed."""
+    path = BUILDSYS / "ctxengine_build.py"
+    spec = importlib.util.spec_from_file_location("ctxengine_build", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ctxengine_build"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+ctxengine_build = _backend()
 
 
 def test_no_cargo_stops_with_a_clear_message(
