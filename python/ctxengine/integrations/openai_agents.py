@@ -58,6 +58,7 @@ from ..store import (
 )
 from ..tokens import count_tokens
 from ..transcript import load
+from ..transcript.importers.responses import TEXT_PARTS
 
 __all__ = (
     "CLEAR_KIND",
@@ -262,9 +263,8 @@ class CtxEngineSession:
         await anyio.to_thread.run_sync(clear)
 
 
-#: Content parts and item types the neutral model holds (``load_responses``); other items pass
-#: through the filter as they are.
-_TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text", "refusal"})
+#: Item types besides messages the neutral model holds (``load_responses``; its content parts:
+#: ``TEXT_PARTS`` and image URLs); other items pass through the filter as they are.
 _ITEM_TYPES: Final = frozenset({"function_call", "function_call_output", "reasoning"})
 
 
@@ -278,7 +278,7 @@ def _parts_known(content: object) -> bool:
             return False
         kind = part.get("type")
         image = kind == "input_image" and isinstance(part.get("image_url"), str)
-        if kind not in _TEXT_PARTS and not image:
+        if kind not in TEXT_PARTS and not image:
             return False
     return True
 

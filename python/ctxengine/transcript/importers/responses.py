@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from ..model import Block, Image, Message, Text, Thinking, ToolResult
 from .common import Loc, file_from_data, image_from_url, skip_block, tool_call
 
 __all__ = "load_responses"
 
-_TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
+#: Content part types read as text (the model-input filter of the Agents SDK reads the same).
+TEXT_PARTS: Final = ("input_text", "output_text", "text", "refusal")
 
 
 def _parts(content: object, loc: Loc) -> list[Text | Image]:
@@ -28,7 +29,7 @@ def _parts(content: object, loc: Loc) -> list[Text | Image]:
     for i, raw in enumerate(loc.items(content)):
         part = loc.at(i).obj(raw)
         kind = part.get("type")
-        if kind in _TEXT_PARTS:
+        if kind in TEXT_PARTS:
             key = "refusal" if kind == "refusal" else "text"
             out.append(Text(loc.at(i).need(part, key, str)))
         elif kind == "input_image" and isinstance(part.get("image_url"), str):
