@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import anyio
@@ -453,11 +454,11 @@ async def _sweep_render(name: str, session: int, budget: int, at: int) -> Any:
 
 
 async def test_a_fill_short_of_distinct_lines_still_takes_the_room() -> None:
-    """SWE-agent pydicom-1458 at 8,000 tokens, the render before message 9: the landing
-    summarizes one 69-token turn, the only one it could give back, and fills the room with
-    excerpts; written once each, their lines left the render at 0.898 of its target though
-    that turn would have fit. The fill then writes every copy and the render uses its room."""
-    out = await _sweep_render("pydicom__pydicom-1458.traj", 0, 8_000, 9)
+    """SWE-agent pydicom-1458 at 8,000 tokens, the render before message 11: the landing
+    fills the room its summarized turns leave with excerpts, and the summarized messages
+    hold too few distinct lines: written once each, they left the render at 0.868 of its
+    target. The fill then writes every copy and the render uses its room (0.920)."""
+    out = await _sweep_render("pydicom__pydicom-1458.traj", 0, 8_000, 11)
     assert out.report.compactions and out.report.compactions[-1]["ok"]
     assert out.tokens <= 8_000
     assert out.tokens >= 0.9 * out.report.target
@@ -472,3 +473,67 @@ async def test_a_small_summarized_turn_comes_back_when_the_fill_leaves_room() ->
     assert out.report.compactions and out.report.compactions[-1]["ok"]
     assert out.tokens <= 300
     assert out.tokens >= 0.9 * out.report.target
+
+
+def _many_requests(n_requests: int) -> list[Message]:
+    """A session of ``n_requests`` asks, each read a file, got its result and an answer."""
+    messages: list[Message] = []
+    for i in range(n_requests):
+        messages.append(Message.user(f"request {i}: check module_{i}.py for the bug"))
+        call = ToolCall(f"c{i}", "read", {"path": f"module_{i}.py"})
+        messages.append(Message.assistant(f"looking at module_{i}", [call]))
+        messages.append(Message.tool(f"c{i}", f"def f_{i}():\n    return {i}\n" * 5))
+        messages.append(Message.assistant(f"module_{i} is fine"))
+    return messages
+
+
+async def test_thousands_of_requests_leave_the_newest_turns_verbatim() -> None:
+    """2,500 requests (10,000 messages) into 32,000 tokens, one cold render. The summary kept
+    every request it could as an excerpt, taking the room up to the target: it grew to 25,509
+    tokens, a second compaction summarized the protected tail too, and the payload was that
+    summary and the question alone. Earlier requests now take at most half the target and the
+    newest 200 are listed (the rest counted): the newest turns stay verbatim, and the summary
+    keeps its goal and files."""
+    engine = ContextEngine("gpt-4o", Budget(total=32_000))
+    async with engine.session("many") as s:
+        messages = _many_requests(2_500)
+        s.extend(messages)
+        await s.user_message("What is the status of the task?")
+        out = await s.render()
+    assert out.tokens <= out.report.target
+    sent = out.payload["messages"]
+    summary = sent[0]["content"]
+    assert summary.startswith("[Summary of the earlier conversation")
+    summary_tokens = out.report.compactions[-1]["summary_tokens"]
+    assert summary_tokens <= out.report.target // 2
+    texts = [m.get("content") for m in sent[1:]]
+    for m in [m for m in messages if m.role == "assistant"][-3:]:  # the protected tail
+        assert m.text in texts
+    assert len(sent) > 100
+    assert "## Goal\nrequest 0: check module_0.py" in summary
+    newest = re.search(r"\(latest\) request (\d+):", summary)
+    assert newest is not None  # the newest summarized request, and the file it had read
+    files = summary.split("## Files", 1)[1].split("\n## ", 1)[0]
+    assert f"module_{newest.group(1)}.py" in files
+    assert "earlier requests omitted)" in summary
+
+
+def test_a_summary_lists_the_newest_requests_and_files_read() -> None:
+    """A summary's parts list the newest :data:`MAX_REQUESTS` earlier requests and
+    :data:`MAX_READ` files read; the others are counted, not listed."""
+    from ctxengine.compaction.facts import KeyFacts
+    from ctxengine.compaction.sections import MAX_READ, MAX_REQUESTS, build_parts
+
+    n = MAX_REQUESTS + 50
+    facts = KeyFacts(
+        requests=[f"ask {i}" for i in range(n)],
+        files_read=[f"src/f{i}.py" for i in range(MAX_READ + 30)],
+    )
+    parts = build_parts(facts, "", 4 * n)
+    assert parts.latest == f"ask {n - 1}"
+    assert parts.requests == [f"ask {i}" for i in range(49, n - 1)]
+    assert parts.requests_more == 49
+    assert parts.read == [f"src/f{i}.py" for i in range(30, MAX_READ + 30)]
+    assert parts.read_more == 30
+    text = parts.render()
+    assert "(49 earlier requests omitted)" in text and "30 more" in text

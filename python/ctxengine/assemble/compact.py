@@ -72,6 +72,10 @@ GIVE_BACK_ROUNDS: Final = 3
 #: Fewest tokens a compaction that gives summarized turns back leaves below the target at a
 #: tiny budget (room for the next turn, when the turns given back allow it).
 MIN_ROOM: Final = 96
+#: The most of the plan's target a summary takes to keep earlier requests it would
+#: otherwise drop (its room, :func:`_cap`): a session of thousands of requests keeps the
+#: newest of them and its newest turns verbatim, not a summary filling the whole target.
+REQUESTS_ROOM: Final = 0.5
 #: After a failed compaction: renders before the next attempt (doubled per failure in a row),
 #: their most, and the history growth (share of the target) that brings the attempt forward.
 RETRY_RENDERS: Final = 4
@@ -514,9 +518,10 @@ def _cap(
     state: SessionState, config: RenderConfig, held: tuple[int, int], plan: Any
 ) -> tuple[int, int | None]:
     """The summary's cap and room: its window's share, or more when the plan leaves more room
-    below the low-water mark; and the room up to the plan's target the summary may take
-    rather than drop a request (the next render then compacts again: a long session at a
-    small budget compacts more often, and loses no request), counting what stays at the size
+    below the low-water mark; and the room up to the plan's target (at most
+    :data:`REQUESTS_ROOM` of it) the summary may take rather than drop a request (the next
+    render then compacts again: a long session at a small budget compacts more often, and
+    loses no request while its requests fit that share), counting what stays at the size
     the plan left it when that leaves more (tool results the ladder soft-trimmed: a summary
     that must keep a long request then fits instead of failing the compaction).
 
@@ -532,7 +537,10 @@ def _cap(
     cap = int(max(share, low - rest))
     # what stays takes what the plan left it (soft trims stand when the summary needs room)
     stays = plan.total_after - after - _after(plan).get(SUMMARY_ID, 0)
-    return cap, max(cap, plan.target - rest - SUMMARY_SLACK, plan.target - stays - SUMMARY_SLACK)
+    room = max(plan.target - rest - SUMMARY_SLACK, plan.target - stays - SUMMARY_SLACK)
+    # earlier requests take at most half the target: past it the oldest are dropped (with
+    # their count), so the newest turns stay verbatim however many requests a session had
+    return cap, max(cap, min(room, int(plan.target * REQUESTS_ROOM)))
 
 
 _AFTER: list[tuple[Any, dict[str, int]]] = []

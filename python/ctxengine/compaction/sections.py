@@ -61,6 +61,12 @@ MAX_FAILURE_CHARS: Final = 240
 #: The shortest excerpt of a request's first line the cap may keep: a request is "findable"
 #: when these first characters of its first line (whitespace collapsed) are in the text.
 REQUEST_EXCERPT_CHARS: Final = 40
+#: Most earlier requests a summary lists (the newest; the older ones are counted in its
+#: "(N earlier requests omitted)" line): a session of thousands of asks keeps room for its
+#: goal, progress and files instead of a list no reader takes in.
+MAX_REQUESTS: Final = 200
+#: Most files read a summary lists (the newest; the others are counted), for the same reason.
+MAX_READ: Final = 100
 #: Widths the cap shortens earlier requests to, in turn: one per line, then a compact list.
 _REQUEST_WIDTHS: Final = (80, 60, REQUEST_EXCERPT_CHARS)
 #: Label of the compact request list: excerpts on one line, separated by "; ".
@@ -406,7 +412,10 @@ def build_parts(
     modified = _merge(old_mod, facts.files_modified)
     written = set(modified)
     read = [p for p in _merge(old_read, facts.files_read) if p not in written]
+    read_more += max(0, len(read) - MAX_READ)
+    read = read[-MAX_READ:]
     files = {*modified, *read}
+    earlier = [r for r in requests if r != latest]
     return SummaryParts(
         messages=messages,
         body=[ln for ln in strip_sections(body).splitlines()],
@@ -419,8 +428,8 @@ def build_parts(
         rules=[re.sub(r"(?m)^#{1,3} ", "### ", r) for r in facts.rules],
         pinned=list(facts.pinned),
         identifiers=[i for i in _merge(old_ids, facts.identifiers) if i not in files][-60:],
-        requests=[r for r in requests if r != latest],
-        requests_more=omitted,
+        requests=earlier[-MAX_REQUESTS:],
+        requests_more=omitted + max(0, len(earlier) - MAX_REQUESTS),
         latest=latest,
         pending=facts.pending,  # the earlier summaries' asks that are still open included
     )
