@@ -202,6 +202,29 @@ def test_temp_files_of_killed_writers_are_removed_once_stale(
     assert live.exists()
 
 
+def test_the_next_snapshot_removes_a_killed_writers_temp_file_at_once(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """Every writer holds the index's exclusive flock from creating its temp file to renaming
+    it, so a temp file seen under that flock is a killed writer's, however recent: the next
+    snapshot of the session removes it (a restarted agent does not leave one per crash for an
+    hour), and the snapshots stay readable."""
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_BEFORE_RENAME, str(tmp_path)], env=child_env, check=False
+    )
+    assert done.returncode == 137
+    objects = session_dir(tmp_path) / "objects"
+    (left,) = objects.glob(".*.tmp")  # written a moment ago
+    store = FileStore(tmp_path)
+    info = store.write_snapshot("s1", {"turn": 3})
+    assert not left.exists()
+    assert sorted(p.name for p in objects.iterdir()) == sorted(
+        f"{i.hash}.json" for i in store.snapshots("s1")
+    )
+    snap = FileStore(tmp_path).load_snapshot("s1")
+    assert snap is not None and snap.info.id == info.id and snap.content == {"turn": 3}
+
+
 KILLED_BEFORE_INDEX = (
     "import os, sys\n"
     "from ctxengine.store import FileStore\n"

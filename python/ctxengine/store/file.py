@@ -16,9 +16,10 @@ directory fsynced, before its index line is appended the same way. So after a cr
   stay one invalid line forever and no later read takes them for an entry;
 - an index line whose content file is missing or fails its hash is reported and skipped, and
   ``load_snapshot()`` returns the newest intact snapshot;
-- a content file whose index line was never written (killed in between) is removed by the
-  next snapshot of the session: a writer holds the index's exclusive ``flock`` from its
-  content file to its index line, so one no line names, seen under that flock, is an orphan.
+- a content file whose index line was never written, or a temp file never renamed (killed in
+  between), is removed by the next snapshot of the session: a writer holds the index's
+  exclusive ``flock`` from its temp file to its index line, so a temp file, or a content file
+  no line names, seen under that flock, is an orphan.
 
 A write that fails (full disk, read-only folder) raises :class:`~ctxengine.StoreError` naming the
 path and the OS error; the failed append's own partial bytes are cut off again, so what was
@@ -36,6 +37,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import math
 import os
 import secrets
 import shutil
@@ -100,17 +102,19 @@ def _os_error(action: str, path: Path | str, exc: OSError) -> StoreError:
     )
 
 
-def _remove_stale_temps(objects: Path) -> None:
+def _remove_stale_temps(objects: Path, *, locked: bool = False) -> None:
     """Remove the snapshot temp files (``.<hash>.<pid>.<rand>.tmp``) of writers killed before
     their rename: nothing else ever removes them, so each crash mid-snapshot would leave one
-    for good. Only files last written over :data:`STALE_TEMP_SECONDS` ago go (a live writer,
-    of this process or another, renames its own long before). Best effort: a folder that is
-    read-only or missing is left as it is."""
+    for good. Without ``locked``, only files last written over :data:`STALE_TEMP_SECONDS` ago
+    go (a live writer, of this process or another, renames its own long before). With
+    ``locked`` (the caller holds the index's exclusive flock, which every writer holds from
+    creating its temp file to renaming it) every one goes: no live writer can own one then.
+    Best effort: a folder that is read-only or missing is left as it is."""
     try:
         names = os.listdir(objects)
     except OSError:
         return
-    cutoff = time.time() - STALE_TEMP_SECONDS
+    cutoff = math.inf if locked else time.time() - STALE_TEMP_SECONDS
     for name in names:
         if not (name.startswith(".") and name.endswith(".tmp")):
             continue
@@ -549,6 +553,7 @@ class FileStore:
             # Under the index's exclusive flock from the content file to the index line, so a
             # content file no index line names, seen under that flock, is a killed writer's.
             with self._writing(s, s.index, session_id) as write:
+                _remove_stale_temps(s.dir / OBJECTS, locked=True)
                 self._store_object(s, digest, data)
                 info = SnapshotInfo(
                     new_id(), session_id, digest, len(data), time.time(), leaf, clean_meta
