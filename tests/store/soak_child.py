@@ -1,6 +1,7 @@
 """The turns of the long-session soak (tests/store/test_soak.py), and its child.
 
-The turns come from the real agent transcripts of ``/work/shared/data/transcripts`` (the pi
+The turns come from the real agent transcripts of ``shared/data/transcripts`` beside the
+repository (``CTXENGINE_SHARED``, or ``CTXENGINE_TRANSCRIPTS`` for the folder itself; the pi
 session, the OpenHands run and the SWE-agent trajectories, cut at each user message; a
 system prompt only from the first of them) interleaved with synthetic turns (a file read, a
 failing command, a request naming a file and a case number), so a few hundred turns at a tight
@@ -33,7 +34,8 @@ from ctxengine import Budget, ContextEngine, FileStore, RedisStore, Store
 from ctxengine.store.codec import message_to_json
 from ctxengine.transcript import Message, ToolCall, load
 
-DATA = Path(os.environ.get("CTXENGINE_TRANSCRIPTS", "/work/shared/data/transcripts"))
+SHARED = Path(os.environ.get("CTXENGINE_SHARED", Path(__file__).resolve().parents[3] / "shared"))
+DATA = Path(os.environ.get("CTXENGINE_TRANSCRIPTS", SHARED / "data" / "transcripts"))
 REAL = (
     "pi-openclaw-session/large-session.jsonl",
     "openhands/output.jsonl",
