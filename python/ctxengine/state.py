@@ -8,6 +8,7 @@ Rust :class:`~ctxengine._core.Assembly` (a cache of the state, never serialized)
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
@@ -27,8 +28,12 @@ if TYPE_CHECKING:
 
 __all__ = ("FORMAT_VERSION", "SessionState", "StoredGrain", "TurnLog", "repair_text")
 
-#: Version of the JSON written by :meth:`SessionState.to_json`.
-FORMAT_VERSION: Final = 1
+#: Version of the JSON written by :meth:`SessionState.to_json`. Version 2 writes
+#: ``compacted`` by message spans (:func:`_compacted_json`); version 1 states (a list of node
+#: ids) are read too.
+FORMAT_VERSION: Final = 2
+#: The versions :meth:`SessionState.from_json` reads.
+READABLE_VERSIONS: Final = (1, 2)
 
 
 @dataclass(slots=True)
@@ -78,6 +83,8 @@ class SessionState:
         queued: ``turn`` grains waiting for the next render.
         overrides: Plugin grains replacing a history item's content this render.
         compacted: History node ids summarized into ``mem.summary``.
+        compacted_at: Node id in ``compacted`` → the index of the message its item came
+            from (a snapshot writes ``compacted`` as spans of whole messages).
         summary: The compaction summary grain, if any.
         compaction_backoff: After failed compactions: (failures in a row, the render of the
             last one, the plan's total then); None after a success.
@@ -122,6 +129,7 @@ class SessionState:
     queued: list[ContextGrain] = field(default_factory=list)
     overrides: dict[str, ContextGrain] = field(default_factory=dict)
     compacted: set[str] = field(default_factory=set)
+    compacted_at: dict[str, int] = field(default_factory=dict)
     summary: ContextGrain | None = None
     compaction_backoff: tuple[int, int, int] | None = None
     settled: tuple[int, int] | None = None
@@ -145,6 +153,8 @@ class SessionState:
     rendered_at: float | None = None
     retexted: set[str] = field(default_factory=set)
     redaction: Redaction | None = None
+    #: Cache: ``(len(compacted), its JSON)`` (``compacted`` only grows between two states).
+    compacted_json: tuple[int, dict[str, Any]] | None = None
 
     # -- changes ------------------------------------------------------------------------------
 
@@ -237,7 +247,7 @@ class SessionState:
             "stored": [_stored_json(s) for s in self.stored.values()],
             "queued": [_grain_json(g) for g in self.queued],
             "overrides": [_grain_json(g) for g in self.overrides.values()],
-            "compacted": sorted(self.compacted),
+            "compacted": self._compacted_json(),
             "summary": None if self.summary is None else _grain_json(self.summary),
             "settled": None if self.settled is None else list(self.settled),
             "compaction_backoff": (
@@ -285,7 +295,7 @@ class SessionState:
                 "(SessionState.to_json)"
             )
         version = data.get("version")
-        if version != FORMAT_VERSION:
+        if version not in READABLE_VERSIONS or isinstance(version, bool):
             newer = (
                 " (written by a newer ctxengine)"
                 if isinstance(version, int) and not isinstance(version, bool)
@@ -293,7 +303,8 @@ class SessionState:
                 else ""
             )  # fmt: skip
             raise ConfigError(
-                f"session state version is {version!r}{newer}; expected {FORMAT_VERSION}"
+                f"session state version is {version!r}{newer}; expected "
+                + " or ".join(map(str, READABLE_VERSIONS))
             )
         _check_shape(data)
         try:
@@ -321,7 +332,10 @@ class SessionState:
             messages = [_message_of(raw) for raw in data["messages"]]
         for message in messages:
             state.append(message)
-        state.compacted = set(data["compacted"])
+        state.compacted = _compacted_of(data["compacted"], state.items)
+        state.compacted_at = {
+            n: item.index for n in state.compacted if (item := state.items.get(n)) is not None
+        }
         state.items = {n: i for n, i in state.items.items() if n not in state.compacted}
         state.pending = list(state.items.values())
         state.guarded = {n: c for n, c in state.guarded.items() if n in state.items}
@@ -343,6 +357,33 @@ class SessionState:
         _prune_state_of(state, data)
         return state
 
+    def _compacted_json(self) -> dict[str, Any]:
+        """``compacted`` as JSON: ``messages``, spans ``[start, stop)`` of message indices
+        all of whose items were summarized, and ``ids``, the other node ids (of messages
+        partly summarized). A long session's snapshot then grows with its compactions, not
+        with every message it ever summarized (each snapshot listed them all)."""
+        n = len(self.compacted)
+        cached = self.compacted_json
+        if cached is not None and cached[0] == n:
+            return cached[1]
+        at = self.compacted_at
+        live = sorted({i.index for i in self.items.values()})
+        live_set = set(live)
+        whole = sorted({at[c] for c in self.compacted if c in at} - live_set)
+        ids = sorted(c for c in self.compacted if c not in at or at[c] in live_set)
+        spans: list[list[int]] = []
+        for m in whole:
+            if spans:
+                end = spans[-1][1]
+                j = bisect.bisect_left(live, end)
+                if j == len(live) or live[j] >= m:  # no live message in between
+                    spans[-1][1] = m + 1
+                    continue
+            spans.append([m, m + 1])
+        out = {"messages": spans, "ids": ids}
+        self.compacted_json = (n, out)
+        return out
+
     def stored_or(self, grain: ContextGrain) -> ContextGrain:
         """The stored grain with ``grain``'s node id (the same object), else ``grain``."""
         stored = self.stored.get(grain.node_id)
@@ -356,7 +397,7 @@ _SHAPE: Final[dict[str, tuple[tuple[type, ...], str, bool]]] = {
     "stored": ((list,), "a list of stored grains", True),
     "queued": ((list,), "a list of grains", True),
     "overrides": ((list,), "a list of grains", True),
-    "compacted": ((list,), "a list of node ids", True),
+    "compacted": ((dict, list), "an object of message spans and node ids", True),
     "summary": ((dict, type(None)), "a grain object or null", True),
     "faults": ((list,), "a list of faults", True),
     "order": ((dict,), "an object of node id -> int", True),
@@ -372,6 +413,42 @@ _SHAPE: Final[dict[str, tuple[tuple[type, ...], str, bool]]] = {
     "rendered_at": ((int, float, type(None)), "a number or null", False),
 }
 _LENGTHS: Final = {"settled": 2, "compaction_backoff": 3}
+
+
+def _compacted_of(raw: Any, items: Mapping[str, HistoryItem]) -> set[str]:
+    """The node ids :meth:`SessionState._compacted_json` wrote as ``raw`` (a version 1 list of
+    node ids is read as it is), ``items`` the items replayed from the messages."""
+    if isinstance(raw, list):
+        return {str(n) for n in raw}
+    spans, ids = raw.get("messages"), raw.get("ids")
+    if not isinstance(spans, list) or not isinstance(ids, list):
+        raise ConfigError(
+            f"session state field 'compacted' is {_repr(raw)[:80]}; expected an object with "
+            "lists 'messages' (spans [start, stop]) and 'ids' (node ids)"
+        )
+    starts: list[int] = []
+    stops: list[int] = []
+    for span in spans:
+        if (
+            not isinstance(span, list)
+            or len(span) != 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in span)
+            or not 0 <= span[0] < span[1]
+            or (stops and span[0] < stops[-1])
+        ):
+            raise ConfigError(
+                f"session state field 'compacted' has message span {_repr(span)[:40]}; "
+                "expected [start, stop] with 0 <= start < stop, in order"
+            )
+        starts.append(span[0])
+        stops.append(span[1])
+    out = {str(n) for n in ids}
+    if starts:
+        for node_id, item in items.items():
+            k = bisect.bisect_right(starts, item.index) - 1
+            if k >= 0 and item.index < stops[k]:
+                out.add(node_id)
+    return out
 
 
 def _check_shape(data: dict[str, Any]) -> None:

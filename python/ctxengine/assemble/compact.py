@@ -988,8 +988,9 @@ async def compact_now(
 def _forget(state: SessionState, ids: list[str]) -> None:
     state.asm.remove(ids)
     items = state.items
+    at = state.compacted_at
     for node_id in ids:
-        del items[node_id]
+        at[node_id] = items.pop(node_id).index
     gone = set(ids)
     # e.g. a compressed copy of a compacted result (these tables are small: looked through)
     for table in (state.overrides, state.stored, state.guarded):
