@@ -217,19 +217,23 @@ def test_engine_plan_counts_audio_as_the_payload_carries_it(provider: str) -> No
 
     clip = Image("audio/wav", data=wav(60))
 
-    async def run() -> tuple[int, int, dict[str, Any]]:
+    async def run() -> list[tuple[int, int, dict[str, Any]]]:
         engine = ContextEngine("gpt-4o", Budget(total=8000))
+        renders = []
         async with engine.session("audio") as s:
             s.extend([Message("user", (Text("Listen."), clip))])
-            out = await s.render(provider)
-            return out.tokens, out.report.tokens_estimated, out.payload
+            for _ in range(2):  # a cold render, then a warm one reusing its counts
+                out = await s.render(provider)
+                renders.append((out.tokens, out.report.tokens_estimated, out.payload))
+                s.extend([Message("assistant", (Text("Heard."),)), Message("user", (Text("Ok"),))])
+        return renders
 
-    tokens, planned, payload = asyncio.run(run())
-    assert_sdk_valid(payload, provider)
-    assert planned >= 60 * AUDIO_TOKENS_PER_SECOND and planned >= tokens
-    if provider in ("openai", "gemini"):
-        assert tokens >= 60 * AUDIO_TOKENS_PER_SECOND
-        assert abs(planned - tokens) <= 10  # framing estimates only
+    for tokens, planned, payload in asyncio.run(run()):
+        assert_sdk_valid(payload, provider)
+        assert planned >= 60 * AUDIO_TOKENS_PER_SECOND and planned >= tokens
+        if provider in ("openai", "gemini"):
+            assert tokens >= 60 * AUDIO_TOKENS_PER_SECOND
+            assert abs(planned - tokens) <= 20  # framing estimates only
 
 
 # -- 3. PDF names -----------------------------------------------------------------------------
