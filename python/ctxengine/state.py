@@ -568,7 +568,10 @@ def _block_json(b: Block) -> dict[str, Any]:
     if isinstance(b, Text):
         return {"type": "text", "text": b.text}
     if isinstance(b, Image):
-        return {"type": "image", "media_type": b.media_type, "data": b.data, "url": b.url}
+        out = {"type": "image", "media_type": b.media_type, "data": b.data, "url": b.url}
+        if b.name is not None:  # only when set: snapshots without names stay byte-stable
+            out["name"] = b.name
+        return out
     if isinstance(b, ToolCall):
         return {"type": "tool_call", "id": b.id, "name": b.name, "arguments": b.arguments}
     if isinstance(b, Thinking):

@@ -18,7 +18,9 @@ With neither ``model`` nor ``encoding``, ``o200k_base`` is used.
 
 from __future__ import annotations
 
+import binascii
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Final
@@ -46,6 +48,43 @@ REPLY_PRIMING = 3
 #: fills 2 × 2 tiles of 512 px (85 + 4 × 170). The plan charges every image this much too, for
 #: every provider (the image's size is not known before it is sent).
 IMAGE_TOKENS = 765
+#: Tokens charged per second of audio: Gemini's documented rate for audio input (32 per
+#: second), the highest of the providers that take audio (gpt-4o audio input costs about 10).
+AUDIO_TOKENS_PER_SECOND = 32
+#: Bytes per second assumed for audio that is not WAV: 32 kbit/s, the lowest MPEG-1 Layer III
+#: bitrate, so an MP3's duration (and so its tokens) is not underestimated.
+AUDIO_BYTES_PER_SECOND = 4_000
+_WAV_HEADER = 44  # the bytes of a canonical WAV header, before the samples
+
+
+def audio_tokens(data: str) -> int:
+    """Tokens charged for base64 audio ``data``: its duration in seconds (rounded up, at least
+    one) times :data:`AUDIO_TOKENS_PER_SECOND`. The duration of a WAV file is its size over the
+    byte rate its header gives; other audio is taken to be :data:`AUDIO_BYTES_PER_SECOND`.
+
+    >>> audio_tokens("A" * 5_336)  # 4,002 bytes of MP3: a bit over one second
+    64
+    """
+    size = len(data.rstrip("=")) * 3 // 4
+    rate = AUDIO_BYTES_PER_SECOND
+    try:
+        head = binascii.a2b_base64(data[:48])  # the 36 bytes up to the WAV byte rate
+    except (binascii.Error, ValueError):
+        head = b""
+    if len(head) >= 32 and head[:4] == b"RIFF" and head[8:12] == b"WAVE":
+        rate = int.from_bytes(head[28:32], "little") or rate
+        size = max(0, size - _WAV_HEADER)
+    seconds = max(1, math.ceil(size / rate))
+    return seconds * AUDIO_TOKENS_PER_SECOND
+
+
+def media_tokens(media_type: str, data: str | None) -> int:
+    """Tokens charged for one media item, by every counter (the plan and the payload's): audio
+    given inline by :func:`audio_tokens`, anything else (an image, a PDF, media by URL) as
+    :data:`IMAGE_TOKENS`."""
+    if data is not None and media_type.startswith("audio/"):
+        return audio_tokens(data)
+    return IMAGE_TOKENS
 
 
 @lru_cache(maxsize=256)
@@ -205,6 +244,8 @@ def _message_strings(message: Mapping[str, Any]) -> tuple[list[str], int]:
                     strings.append(part["text"])
                 elif part.get("type") in {"image_url", "input_image", "image", "file"}:
                     overhead += IMAGE_TOKENS
+                elif part.get("type") == "input_audio":
+                    overhead += input_audio_tokens(part)
         else:
             strings.append(json.dumps(value, ensure_ascii=False, sort_keys=True))
     return strings, overhead
@@ -266,13 +307,28 @@ def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
 
 def file_part_tokens(message: Mapping[str, Any]) -> int:
     """What the native chat counter leaves out of ``message``: its ``file`` parts (a PDF),
-    each counted as :data:`IMAGE_TOKENS`, as an image part is and as the plan counts it."""
+    each counted as :data:`IMAGE_TOKENS`, as an image part is and as the plan counts it, and
+    its ``input_audio`` parts, by :func:`audio_tokens`."""
     content = message.get("content") if isinstance(message, Mapping) else None
     if not isinstance(content, list):
         return 0
-    return IMAGE_TOKENS * sum(
-        1 for p in content if isinstance(p, Mapping) and p.get("type") == "file"
-    )
+    total = 0
+    for p in content:
+        if isinstance(p, Mapping):
+            kind = p.get("type")
+            if kind == "file":
+                total += IMAGE_TOKENS
+            elif kind == "input_audio":
+                total += input_audio_tokens(p)
+    return total
+
+
+def input_audio_tokens(part: Mapping[str, Any]) -> int:
+    """Tokens of an OpenAI Chat ``input_audio`` part (:func:`audio_tokens` of its data; 0 for
+    a part without data, which carries no sound)."""
+    audio = part.get("input_audio")
+    data = audio.get("data") if isinstance(audio, Mapping) else None
+    return audio_tokens(data) if isinstance(data, str) else 0
 
 
 #: Public name of the per-message string split (the payload counter shares it).

@@ -106,7 +106,8 @@ def test_anthropic_document_import_export_import_keeps_the_blocks() -> None:
     )
     again = load(first.to("anthropic"), format="anthropic")
     assert again[0].blocks == first[0].blocks
-    assert first[0].blocks[:2] == (PDF, Image("application/pdf", url="https://example.com/x.pdf"))
+    named = Image("application/pdf", data=DATA, name="Paper")  # the title is kept
+    assert first[0].blocks[:2] == (named, Image("application/pdf", url="https://example.com/x.pdf"))
 
 
 def test_uploaded_file_ids_are_skipped_and_counted() -> None:

@@ -44,18 +44,15 @@ def test_meta_has_no_skipped_blocks_when_nothing_was_skipped() -> None:
 @pytest.mark.parametrize(
     ("items", "fmt", "kind"),
     [
-        (
+        (  # Chat ``input_audio`` is imported (tests/transcript/test_media.py); a newer part is not
             [
                 {
                     "role": "user",
-                    "content": [
-                        {"type": "text", "text": "hi"},
-                        {"type": "input_audio", "input_audio": {"data": "AAA", "format": "wav"}},
-                    ],
+                    "content": [{"type": "text", "text": "hi"}, {"type": "input_video"}],
                 }
             ],
             "openai",
-            "input_audio",
+            "input_video",
         ),
         (
             [

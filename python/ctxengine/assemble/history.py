@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from .. import _core
 from ..grain import ContextGrain
-from ..tokens import IMAGE_TOKENS
+from ..tokens import media_tokens
 from ..transcript.model import Image, Message, Text, Thinking, ToolCall, ToolResult
 from ..transcript.providers import family_of
 from .guard import truncate_tool_result
@@ -200,7 +200,7 @@ class HistoryBuilder:
             if structural:
                 flags |= _STRUCTURAL_FLAG
         blocks = message.blocks
-        images = 0
+        images = media = 0
         thinking: tuple[Thinking, ...] = ()
         if len(blocks) == 1 and type(blocks[0]) is Text:
             text = blocks[0].text
@@ -212,6 +212,7 @@ class HistoryBuilder:
                     strings.append(b.text)
                 elif isinstance(b, Image):
                     images += 1
+                    media += media_tokens(b.media_type, b.data)
                 elif isinstance(b, Thinking) and b.text:
                     # Thinking goes back only to the provider that signed it (``exportable``):
                     # counted for the renders that send it (never trimmed alone: the turn's
@@ -253,7 +254,7 @@ class HistoryBuilder:
             turn,
             flags,
             texts,
-            MESSAGE_OVERHEAD + images * IMAGE_TOKENS,
+            MESSAGE_OVERHEAD + media,
             f"{role} message {index}",
             grain,
             text,
@@ -268,9 +269,10 @@ class HistoryBuilder:
         name = result.name or self.tool_names.get(call_id, "tool")
         content = result.content
         if len(content) == 1 and type(content[0]) is Text:
-            images, source = 0, content[0].text
+            images, media, source = 0, 0, content[0].text
         else:
             images = sum(isinstance(b, Image) for b in content)
+            media = sum(media_tokens(b.media_type, b.data) for b in content if isinstance(b, Image))
             source = "\n".join(b.text for b in content if isinstance(b, Text))
         base = tool_result_node_id(call_id) or f"act.tool_result.m{index}"
         used = self.used_ids
@@ -299,7 +301,7 @@ class HistoryBuilder:
             self.call_group.get(call_id, self.turn),
             _IMAGE if images else 0,
             (call_id,),
-            MESSAGE_OVERHEAD + images * IMAGE_TOKENS,
+            MESSAGE_OVERHEAD + media,
             f"tool result: {name}",
             grain,
             source,

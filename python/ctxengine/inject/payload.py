@@ -11,6 +11,8 @@ from ..tokens import (
     count_messages,
     file_part_tokens,
     get_tokenizer,
+    input_audio_tokens,
+    media_tokens,
     message_strings,
 )
 from ..transcript.model import Message, Transcript
@@ -26,7 +28,8 @@ _REPLY_PRIMING: Final = 3
 #: Part types (Anthropic, Responses, Chat) and Gemini part keys that carry an image: counted as
 #: :data:`~ctxengine.tokens.IMAGE_TOKENS`, not by the text of their data or URL.
 #: A PDF part (``document``, ``file``, ``input_file``) counts as an image does, as the plan
-#: counts it.
+#: counts it; audio (a Chat ``input_audio`` part, Gemini inline audio) by
+#: :func:`~ctxengine.tokens.audio_tokens`, as the plan counts it too.
 _IMAGE_TYPES: Final = frozenset(
     {"image", "input_image", "image_url", "document", "file", "input_file"}
 )
@@ -41,15 +44,19 @@ def _strings(value: Any, key: str = "") -> Iterator[str | int]:
     if key in _SKIP_KEYS:
         return
     if key in _MEDIA_KEYS:
-        yield IMAGE_TOKENS
+        yield _gemini_media_tokens(value)
     elif isinstance(value, str):
         yield value
     elif isinstance(value, Mapping):
         if key in {"input", "args", "arguments"}:
             yield json.dumps(value, ensure_ascii=False)
             return
-        if value.get("type") in _IMAGE_TYPES:
+        kind = value.get("type")
+        if kind in _IMAGE_TYPES:
             yield IMAGE_TOKENS
+            return
+        if kind == "input_audio":
+            yield input_audio_tokens(value)
             return
         for k, v in value.items():
             yield from _strings(v, k)
@@ -58,6 +65,17 @@ def _strings(value: Any, key: str = "") -> Iterator[str | int]:
             yield from _strings(v, key)
     elif value is not None and not isinstance(value, bool):
         yield str(value)
+
+
+def _gemini_media_tokens(value: Any) -> int:
+    """Tokens of a Gemini ``inlineData``/``fileData`` value, by its media type and data."""
+    if not isinstance(value, Mapping):
+        return IMAGE_TOKENS
+    mime = value.get("mimeType", value.get("mime_type"))
+    data = value.get("data")
+    if isinstance(mime, str) and isinstance(data, str):
+        return media_tokens(mime, data)
+    return IMAGE_TOKENS
 
 
 class MessageTokenCache:

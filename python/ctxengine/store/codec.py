@@ -21,12 +21,11 @@ def _block_to_json(block: Block) -> dict[str, Any]:
     if isinstance(block, Text):
         return {"type": "text", "text": block.text}
     if isinstance(block, Image):
-        return {
-            "type": "image",
-            "media_type": block.media_type,
-            "data": block.data,
-            "url": block.url,
-        }
+        out = {"type": "image", "media_type": block.media_type, "data": block.data}
+        out["url"] = block.url
+        if block.name is not None:  # only when set: entries stored before it read the same
+            out["name"] = block.name
+        return out
     if isinstance(block, ToolCall):
         return {
             "type": "tool_call",
@@ -76,7 +75,7 @@ def _block_from_json(obj: Mapping[str, Any]) -> Block:
     if kind == "text":
         return Text(str(obj["text"]))
     if kind == "image":
-        return Image(str(obj["media_type"]), obj.get("data"), obj.get("url"))
+        return Image(str(obj["media_type"]), obj.get("data"), obj.get("url"), obj.get("name"))
     if kind == "tool_call":
         return ToolCall(str(obj["id"]), str(obj["name"]), obj["arguments"])
     if kind == "tool_result":

@@ -51,11 +51,14 @@ class Text:
 
 @dataclass(frozen=True, slots=True)
 class Image:
-    """An image (or other media) given inline as base64 ``data`` or by ``url``."""
+    """An image (or other media: a PDF, audio, video) given inline as base64 ``data`` or by
+    ``url``; ``name`` is the file name or title the source gave it (a PDF's ``filename`` or
+    ``title``), if any."""
 
     media_type: str
     data: str | None = None
     url: str | None = None
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

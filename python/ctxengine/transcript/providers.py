@@ -38,8 +38,20 @@ IMAGE_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/w
 #: (``input_file``) accept in user content; a PDF :class:`Image` is sent as one of those.
 PDF: Final = "application/pdf"
 
-#: The file name sent with inline PDF data (OpenAI wants one; the model has none to keep).
+#: The file name sent with inline PDF data when the :class:`Image` has no ``name`` (OpenAI
+#: wants one).
 PDF_FILENAME: Final = "document.pdf"
+
+#: OpenAI Chat ``input_audio`` formats (the only two the API takes) and their media types.
+AUDIO_MEDIA_TYPES: Final = {"wav": "audio/wav", "mp3": "audio/mpeg"}
+#: Audio media type -> OpenAI Chat ``input_audio`` format; other audio becomes a placeholder.
+AUDIO_FORMATS: Final = {
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/wave": "wav",
+    "audio/mpeg": "mp3",
+    "audio/mp3": "mp3",
+}
 
 # Tool-call id rules we enforce per provider (conservative: what the APIs are known to accept).
 _SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -172,10 +184,23 @@ def exported_blocks(message: Message, provider: str, family: str | None) -> list
     return out
 
 
+def sent_as_image(image: Image) -> bool:
+    """True when ``image`` goes out as an image part (OpenAI ``image_url``/``input_image``,
+    Anthropic ``image``): inline data of a type the providers take, or a URL of an
+    ``image/*`` type (the provider fetches it and reads its type). A PDF is a document, and
+    audio, video or other files by URL are no image: they become what the provider takes for
+    them, or a placeholder."""
+    if image.data is not None:
+        return image.media_type in IMAGE_TYPES
+    return image.url is not None and image.media_type.startswith("image/")
+
+
 def image_placeholder(image: Image) -> Text:
-    """Text standing in for media a provider cannot take at that place."""
+    """Text standing in for media a provider cannot take at that place (naming its type, its
+    name and its URL, when it has them)."""
+    name = f" {image.name!r}" if image.name else ""
     where = f" {image.url}" if image.url else ""
-    return Text(f"[{image.media_type} attachment{where} omitted]")
+    return Text(f"[{image.media_type} attachment{name}{where} omitted]")
 
 
 def strip_trailing_space(blocks: Sequence[Block]) -> tuple[Block, ...] | None:

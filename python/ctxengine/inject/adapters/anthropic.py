@@ -18,7 +18,13 @@ from ...transcript.model import (
     ToolCall,
     Transcript,
 )
-from ...transcript.providers import IMAGE_TYPES, PDF, exportable, family_of, image_placeholder
+from ...transcript.providers import (
+    PDF,
+    exportable,
+    family_of,
+    image_placeholder,
+    sent_as_image,
+)
 
 __all__ = ("cache_marker", "export_anthropic", "marked", "message_blocks")
 
@@ -26,13 +32,17 @@ __all__ = ("cache_marker", "export_anthropic", "marked", "message_blocks")
 def _media_out(b: Text | Image) -> dict[str, Any]:
     if isinstance(b, Text):
         return {"type": "text", "text": b.text}
-    if b.media_type == PDF:  # a document block (user turns and tool results take one)
+    if b.media_type == PDF and (b.data is not None or b.url):
+        # a document block (user turns and tool results take one), titled by the file's name
         if b.data is not None:
             doc = {"type": "base64", "media_type": PDF, "data": b.data}
         else:
             doc = {"type": "url", "url": b.url or ""}
-        return {"type": "document", "source": doc}
-    if b.media_type not in IMAGE_TYPES and not b.url:
+        out: dict[str, Any] = {"type": "document", "source": doc}
+        if b.name:
+            out["title"] = b.name
+        return out
+    if not sent_as_image(b):  # audio, video, other files: the API takes none of them
         return {"type": "text", "text": image_placeholder(b).text}
     if b.data is not None:
         source = {"type": "base64", "media_type": b.media_type, "data": b.data}

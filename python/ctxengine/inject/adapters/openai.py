@@ -9,7 +9,13 @@ from typing import Any, Protocol
 
 from ...transcript.importers.common import image_url
 from ...transcript.model import Image, Message, Text, Thinking, ToolCall, Transcript
-from ...transcript.providers import IMAGE_TYPES, PDF, PDF_FILENAME, image_placeholder
+from ...transcript.providers import (
+    AUDIO_FORMATS,
+    PDF,
+    PDF_FILENAME,
+    image_placeholder,
+    sent_as_image,
+)
 
 
 class _Memo(Protocol):
@@ -40,19 +46,23 @@ def _user(m: Message) -> dict[str, Any]:
         return {"role": "user", "content": blocks[0].text}  # type: ignore[union-attr]
     parts: list[dict[str, Any]] = []
     for b in blocks:
-        if isinstance(b, Text):
-            parts.append({"type": "text", "text": b.text})
-        elif b.media_type == PDF:  # a file part takes inline data only (or an uploaded id)
-            if b.data is not None:
-                file = {"file_data": image_url(b), "filename": PDF_FILENAME}
-                parts.append({"type": "file", "file": file})
-            else:
-                parts.append({"type": "text", "text": image_placeholder(b).text})
-        elif b.media_type in IMAGE_TYPES or b.url:
-            parts.append({"type": "image_url", "image_url": {"url": image_url(b)}})
-        else:
-            parts.append({"type": "text", "text": image_placeholder(b).text})
+        parts.append({"type": "text", "text": b.text} if isinstance(b, Text) else _media_part(b))
     return {"role": "user", "content": parts}
+
+
+def _media_part(b: Image) -> dict[str, Any]:
+    """The user content part of one media item: an image, an inline PDF as a ``file`` part
+    (the part takes no URL), inline WAV or MP3 audio as ``input_audio``; anything else a
+    placeholder."""
+    if b.data is not None and b.media_type == PDF:
+        file = {"file_data": image_url(b), "filename": b.name or PDF_FILENAME}
+        return {"type": "file", "file": file}
+    fmt = AUDIO_FORMATS.get(b.media_type)
+    if b.data is not None and fmt is not None:
+        return {"type": "input_audio", "input_audio": {"data": b.data, "format": fmt}}
+    if sent_as_image(b):
+        return {"type": "image_url", "image_url": {"url": image_url(b)}}
+    return {"type": "text", "text": image_placeholder(b).text}
 
 
 def _assistant_out(m: Message) -> dict[str, Any]:
@@ -114,8 +124,9 @@ def message_dicts(m: Message) -> list[dict[str, Any]]:
 
 def export_openai(t: Transcript, memo: _Memo | None = None) -> dict[str, Any]:
     """``{"messages": [...]}`` for Chat Completions. Thinking is left out; media in assistant
-    turns and tool results become text placeholders (the API takes none there); an inline PDF
-    in a user message is a ``file`` part.
+    turns and tool results become text placeholders (the API takes none there); in a user
+    message an inline PDF is a ``file`` part and inline WAV or MP3 audio an ``input_audio``
+    part.
 
     With ``memo``, each message's dicts are made once and copied (one level) into every
     payload that carries the message."""

@@ -17,13 +17,13 @@ from ...transcript.model import (
     Transcript,
 )
 from ...transcript.providers import (
-    IMAGE_TYPES,
     PDF,
     PDF_FILENAME,
     exportable,
     family_of,
     image_placeholder,
     responses_reasoning_item,
+    sent_as_image,
 )
 
 __all__ = ("export_responses", "instructions_of", "message_items")
@@ -34,18 +34,23 @@ def _content_parts(blocks: tuple[Text | Image, ...] | list[Text | Image]) -> lis
     for b in blocks:
         if isinstance(b, Text):
             parts.append({"type": "input_text", "text": b.text})
-        elif b.media_type == PDF:  # user messages and function call outputs take a file
-            if b.data is not None:
-                parts.append(
-                    {"type": "input_file", "file_data": image_url(b), "filename": PDF_FILENAME}
-                )
-            else:
-                parts.append({"type": "input_file", "file_url": b.url or ""})
-        elif b.media_type in IMAGE_TYPES or b.url:
+        elif b.media_type == PDF and (b.data is not None or b.url):
+            parts.append(_file_part(b))  # user messages and function call outputs take a file
+        elif sent_as_image(b):
             parts.append({"type": "input_image", "image_url": image_url(b), "detail": "auto"})
-        else:
+        else:  # audio, video, other files: input content takes none of them
             parts.append({"type": "input_text", "text": image_placeholder(b).text})
     return parts
+
+
+def _file_part(b: Image) -> dict[str, Any]:
+    """An ``input_file`` part for a PDF, inline (named, as the API wants) or by URL."""
+    if b.data is not None:
+        return {"type": "input_file", "file_data": image_url(b), "filename": b.name or PDF_FILENAME}
+    part = {"type": "input_file", "file_url": b.url or ""}
+    if b.name:
+        part["filename"] = b.name
+    return part
 
 
 def _simple(blocks: list[Text | Image]) -> str | list[dict[str, Any]]:

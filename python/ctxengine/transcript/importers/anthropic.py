@@ -50,12 +50,13 @@ def _document(block: Mapping[str, Any], loc: Loc) -> Text | Image:
     if kind == "content":
         body = _media(source.get("content"), loc.at("source.content"))
         return Text(head + "\n".join(b.text for b in body if isinstance(b, Text)))
+    name = title if isinstance(title, str) and title else None
     if kind == "base64":
         media = str(source.get("media_type") or "application/pdf")
-        return Image(media, data=loc.at("source").need(source, "data", str))
+        return Image(media, data=loc.at("source").need(source, "data", str), name=name)
     if kind == "url":
         url = loc.at("source").need(source, "url", str)
-        return Image(str(source.get("media_type") or "application/pdf"), url=url)
+        return Image(str(source.get("media_type") or "application/pdf"), url=url, name=name)
     return loc.at("source").fail(
         "document source type", kind, "'base64', 'url', 'text' or 'content'"
     )

@@ -8,10 +8,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 from ...errors import TranscriptError
 from ..model import Block, Image, Message, ToolCall, ToolResult
+from ..providers import PDF_FILENAME
 
 __all__ = (
     "Loc",
@@ -211,24 +212,26 @@ def arguments_object(arguments: dict[str, Any] | str) -> dict[str, Any]:
     return arguments if isinstance(arguments, dict) else {"arguments": arguments}
 
 
-def image_from_url(url: str) -> Image:
-    """An :class:`Image` from a ``data:`` URL (decoded to media type + base64) or a plain URL."""
+def image_from_url(url: str, *, default: str = "image/jpeg", name: str | None = None) -> Image:
+    """An :class:`Image` from a ``data:`` URL (decoded to media type + base64) or a plain URL
+    (its type guessed from its extension, else ``default``)."""
     m = _DATA_URL.fullmatch(url)
     if m:
-        return Image(m.group("mt") or "application/octet-stream", data=m.group("data"))
-    return Image(_guess_media_type(url), url=url)
+        return Image(m.group("mt") or "application/octet-stream", data=m.group("data"), name=name)
+    return Image(_guess_media_type(url, default), url=url, name=name)
 
 
 def file_from_data(data: str, filename: object) -> Image:
     """An :class:`Image` from a file part's inline data: a ``data:`` URL, or bare base64 (a
-    PDF, the one document type the providers take, unless ``filename`` names an image)."""
+    PDF, the one document type the providers take, unless ``filename`` names an image). The
+    file name, when there is one, is kept as the image's ``name`` (not the name the exporters
+    give a nameless PDF, so a neutral PDF comes back as it went out)."""
+    name = filename if isinstance(filename, str) and filename not in ("", PDF_FILENAME) else None
     if data.startswith("data:"):
-        return image_from_url(data)
-    name = filename.lower() if isinstance(filename, str) else ""
-    media = _guess_media_type(name) if name.endswith((".png", ".gif", ".webp")) else None
-    if name.endswith((".jpg", ".jpeg")):
-        media = "image/jpeg"
-    return Image(media or "application/pdf", data=data)
+        return image_from_url(data, name=name)
+    lower = name.lower() if name else ""
+    media = _guess_media_type(lower, PDF) if lower.endswith(_IMAGE_EXTENSIONS) else PDF
+    return Image(media, data=data, name=name)
 
 
 def image_url(image: Image) -> str:
@@ -238,13 +241,27 @@ def image_url(image: Image) -> str:
     return image.url or ""
 
 
-def _guess_media_type(url: str) -> str:
+PDF: Final = "application/pdf"
+_IMAGE_EXTENSIONS = (".png", ".gif", ".webp", ".jpg", ".jpeg")
+_EXTENSIONS = (
+    (".png", "image/png"),
+    (".gif", "image/gif"),
+    (".webp", "image/webp"),
+    (".jpg", "image/jpeg"),
+    (".jpeg", "image/jpeg"),
+    (".pdf", PDF),
+    (".mp3", "audio/mpeg"),
+    (".wav", "audio/wav"),
+    (".mp4", "video/mp4"),
+)
+
+
+def _guess_media_type(url: str, default: str = "image/jpeg") -> str:
     lower = url.lower().split("?", 1)[0]
-    types = ((".png", "image/png"), (".gif", "image/gif"), (".webp", "image/webp"))
-    for ext, mt in (*types, (".pdf", "application/pdf")):
+    for ext, mt in _EXTENSIONS:
         if lower.endswith(ext):
             return mt
-    return "image/jpeg"
+    return default
 
 
 def text_of(content: object, loc: Loc) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model import Block, Image, Message, Text, ToolResult
+from ..providers import AUDIO_MEDIA_TYPES
 from .common import Loc, file_from_data, image_from_url, skip_block, tool_call
 
 __all__ = ("content_parts", "load_openai")
@@ -23,7 +24,7 @@ def content_parts(content: object, loc: Loc, *, images: bool) -> list[Text | Ima
     for i, raw in enumerate(loc.items(content)):
         part = loc.at(i).obj(raw)
         kind = part.get("type")
-        expected = "a text or image_url part" if images else "a text part"
+        expected = "a text or image_url, file or input_audio part" if images else "a text part"
         if kind in ("text", "refusal"):
             out.append(Text(loc.at(i).need(part, kind, str)))
         elif kind == "image_url" and images:
@@ -38,11 +39,24 @@ def content_parts(content: object, loc: Loc, *, images: bool) -> list[Text | Ima
                 out.append(file_from_data(file["file_data"], file.get("filename")))
             else:  # an uploaded file (file_id): nothing the model can hold
                 skip_block(kind, loc.at(i), "content part type", expected)
-        elif kind in ("image_url", "file"):  # in assistant or system content, which takes none
+        elif kind == "input_audio" and images:
+            out.append(_audio(part, loc.at(i)))
+        elif kind in ("image_url", "file", "input_audio"):  # in assistant or system content
             loc.at(i).fail("content part type", kind, expected)
         else:
             skip_block(kind, loc.at(i), "content part type", expected)
     return out
+
+
+def _audio(part: Mapping[str, Any], loc: Loc) -> Image:
+    """An ``input_audio`` part: base64 ``data`` in a ``format`` (``wav`` or ``mp3``)."""
+    audio = loc.need(part, "input_audio", Mapping)
+    data = loc.at("input_audio").need(audio, "data", str)
+    fmt = loc.at("input_audio").need(audio, "format", str)
+    media = AUDIO_MEDIA_TYPES.get(fmt)
+    if media is None:
+        loc.at("input_audio.format").fail("audio format", fmt, "'wav' or 'mp3'")
+    return Image(media, data=data)
 
 
 def _assistant(m: Mapping[str, Any], index: int, loc: Loc) -> Message:

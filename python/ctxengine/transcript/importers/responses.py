@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ..model import Block, Image, Message, Text, Thinking, ToolResult
-from .common import Loc, file_from_data, image_from_url, skip_block, tool_call
+from .common import PDF, Loc, file_from_data, image_from_url, skip_block, tool_call
 
 __all__ = "load_responses"
 
@@ -37,7 +37,9 @@ def _parts(content: object, loc: Loc) -> list[Text | Image]:
         elif kind == "input_file" and isinstance(part.get("file_data"), str):
             out.append(file_from_data(part["file_data"], part.get("filename")))
         elif kind == "input_file" and isinstance(part.get("file_url"), str):
-            out.append(image_from_url(part["file_url"]))
+            name = part.get("filename") if isinstance(part.get("filename"), str) else None
+            # a file, not an image: a URL without a known extension is taken to be a PDF
+            out.append(image_from_url(part["file_url"], default=PDF, name=name))
         else:  # a part the model cannot hold (an uploaded file_id, audio, a newer type)
             expected = "input_text, output_text or input_image (URL)"
             skip_block(kind, loc.at(i), "content part type", expected)
