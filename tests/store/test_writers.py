@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import queue
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from ctxengine import Budget, ContextEngine
-from ctxengine.store import NewEntry, Store
+from ctxengine.store import FileStore, NewEntry, RedisStore, Store
 from store.writer_child import MODEL, SESSION, open_store, pop_rounds, save_rounds
 
 ROUNDS = 12
@@ -122,3 +123,65 @@ def test_two_processes_popping_one_agents_session_never_pop_an_item_twice(
         assert mine == sorted(mine, reverse=True)
     assert [e for e in store.branch(SESSION) if e.kind == "agents_item"] == []
     store.close()
+
+
+def test_a_file_snapshot_of_the_default_leaf_keeps_appends_out_until_its_line_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another store on the same folder appends while the snapshot writes its content, after
+    # it read the leaf. Before, the leaf was read under a flock released at once: the append
+    # landed there and the index line named the leaf before it, no longer the store's leaf.
+    root = tmp_path / "store"
+    snap, other = FileStore(root, fsync=False), FileStore(root, fsync=False)
+    first = snap.append(SESSION, [NewEntry("message", {"n": 0})])[-1].id
+    appended: list[str] = []
+    appender = threading.Thread(
+        target=lambda: appended.extend(
+            e.id for e in other.append(SESSION, [NewEntry("message", {"n": 1})])
+        )
+    )
+    landed_inside: list[bool] = []
+    store_object = FileStore._store_object
+
+    def racing(self: FileStore, *args: Any) -> None:
+        if self is snap and not landed_inside:
+            appender.start()
+            appender.join(1.0)  # the append waits for the snapshot, or lands now
+            landed_inside.append(not appender.is_alive())
+        store_object(self, *args)
+
+    monkeypatch.setattr(FileStore, "_store_object", racing)
+    info = snap.write_snapshot(SESSION, {"state": "after n 0"})
+    appender.join()
+    assert landed_inside == [False]  # the append waited for the index line
+    assert info.leaf_id == first
+    assert [e.parent_id for e in snap.entries(SESSION)] == [None, first]
+    assert snap.leaf(SESSION) == appended[0]
+    assert snap.load_snapshot(SESSION) is not None
+
+
+def test_a_redis_snapshot_of_the_default_leaf_retries_on_the_leaf_an_append_made(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another store appends right after the snapshot read the leaf, before its transaction.
+    # Before, the index line still named the leaf read: one the store no longer had.
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    snap, other = RedisStore(redis_url, prefix=prefix), RedisStore(redis_url, prefix=prefix)
+    first = snap.append(SESSION, [NewEntry("message", {"n": 0})])[-1].id
+    appended: list[str] = []
+    refresh = RedisStore._refresh
+
+    def racing(self: RedisStore, session_id: str) -> Any:
+        cache = refresh(self, session_id)
+        if self is snap and not appended:
+            appended.extend(e.id for e in other.append(SESSION, [NewEntry("message", {"n": 1})]))
+        return cache
+
+    monkeypatch.setattr(RedisStore, "_refresh", racing)
+    info = snap.write_snapshot(SESSION, {"state": "as stored"})
+    assert appended and snap.leaf(SESSION) == appended[0]
+    assert info.leaf_id == appended[0]  # the leaf when the line was written
+    assert [i.leaf_id for i in snap.snapshots(SESSION)] == [appended[0]]  # one line, not two
+    snap.delete(SESSION)
+    snap.close()
+    other.close()

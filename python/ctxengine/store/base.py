@@ -261,7 +261,9 @@ class Store(Protocol):
         meta: Mapping[str, Any] | None = None,
         leaf_id: str | Leaf | None = LEAF,
     ) -> SnapshotInfo:
-        """Store ``content`` (once per content hash) and append its index line.
+        """Store ``content`` (once per content hash) and append its index line naming
+        ``leaf_id``. With the default (the session's leaf) the leaf is read atomically with the
+        write: no append lands in between, so the line names the leaf the store had then.
 
         Raises:
             StoreError: content or meta not JSON-serializable, or the backend failed.
