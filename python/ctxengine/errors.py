@@ -15,7 +15,10 @@ of the boundary failed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .transcript import Message
 
 __all__ = (
     "AdapterError",
@@ -93,7 +96,11 @@ class StoreConflictError(StoreError):
     was written.
 
     ``.session_id`` names the session, ``.expected`` the leaf the writer last saw (None: it saw
-    an empty session) and ``.actual`` the store's leaf now.
+    an empty session) and ``.actual`` the store's leaf now. ``.unsaved`` holds the messages of
+    the refused save (:class:`~ctxengine.transcript.Message`, in order) when
+    :meth:`Session.save <ctxengine.Session.save>` raised it, and is empty when a store's
+    ``append_if`` did: they stay queued on the session, and
+    :meth:`Session.rebase <ctxengine.Session.rebase>` appends them after the other writer's.
     """
 
     def __init__(
@@ -104,11 +111,13 @@ class StoreConflictError(StoreError):
         expected: str | None,
         actual: str | None,
         path: str | None = None,
+        unsaved: tuple[Message, ...] = (),
     ) -> None:
         super().__init__(message, path=path)
         self.session_id = session_id
         self.expected = expected
         self.actual = actual
+        self.unsaved: tuple[Message, ...] = tuple(unsaved)
 
 
 class SessionIdError(StoreError, ValueError):

@@ -18,7 +18,14 @@ import pytest
 
 from ctxengine import Budget, ContextEngine
 from ctxengine.store import FileStore, NewEntry, RedisStore, Store
-from store.writer_child import MODEL, SESSION, open_store, pop_rounds, save_rounds
+from store.writer_child import (
+    MODEL,
+    SESSION,
+    open_store,
+    pop_rounds,
+    rebase_rounds,
+    save_rounds,
+)
 
 ROUNDS = 12
 
@@ -108,6 +115,36 @@ async def test_a_reopened_session_equals_the_last_acknowledged_writer(
     engine.close()
 
 
+def test_a_refused_writer_rebases_its_queued_messages_after_the_other_writers(
+    place: tuple[str, tuple[str, str]],
+) -> None:
+    # Two processes keep one session each open on the same id and save at once every round.
+    # Before, the refused one could only be reopened: the messages it had queued were lost.
+    kind, where = place
+    rounds = 6
+    reports = _race(rebase_rounds, kind, where, rounds)
+    assert len(reports) == 2 * rounds
+    store = open_store(kind, where)
+    stored = _texts(store)
+    expected: list[str] = []
+    for r in range(rounds):
+        this = sorted((x for x in reports if x[0] == r), key=lambda x: x[2])  # ack first
+        assert [x[2] for x in this] == ["ack", "rebased"], this
+        (_, winner, _, _, _, _, _), (_, loser, _, refused, leaf, live, unsaved) = this
+        # The refusal carried the loser's two messages; the rebase put them after the winner's.
+        assert refused == [f"{loser} {r} ask", f"{loser} {r} answer"]
+        expected += [f"{winner} {r} ask", f"{winner} {r} answer", *refused]
+        assert unsaved == 0 and live == expected  # the rebased session: the store's, then its own
+        assert _texts(store, leaf) == live
+    # Every message of both writers is stored once, each writer's in its order: none lost.
+    assert stored == expected
+    assert sorted(stored) == sorted(
+        f"{n} {r} {what}" for n in "AB" for r in range(rounds) for what in ("ask", "answer")
+    )
+    assert len(store.entries(SESSION)) == 4 * rounds  # nothing refused was written twice
+    store.close()
+
+
 def test_two_processes_popping_one_agents_session_never_pop_an_item_twice(
     place: tuple[str, tuple[str, str]],
 ) -> None:
@@ -182,6 +219,7 @@ def test_a_redis_snapshot_of_the_default_leaf_retries_on_the_leaf_an_append_made
     assert appended and snap.leaf(SESSION) == appended[0]
     assert info.leaf_id == appended[0]  # the leaf when the line was written
     assert [i.leaf_id for i in snap.snapshots(SESSION)] == [appended[0]]  # one line, not two
+    assert [e.parent_id for e in snap.entries(SESSION)] == [None, first]
     snap.delete(SESSION)
     snap.close()
     other.close()

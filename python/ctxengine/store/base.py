@@ -377,7 +377,8 @@ def conflict_error(
     return StoreConflictError(
         f"session {session_id!r} was appended to by another writer: its leaf is {actual!r}, "
         f"not {expected!r}, the entry this writer last saw; nothing of this append was "
-        "written (open the session again to go on from what the store holds)",
+        "written (Session.rebase() appends this writer's messages after the other's, or open "
+        "the session again to go on from what the store holds)",
         session_id=session_id,
         expected=expected,
         actual=actual,
