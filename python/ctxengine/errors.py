@@ -15,10 +15,7 @@ of the boundary failed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .transcript import Message
+from typing import Any
 
 __all__ = (
     "AdapterError",
@@ -111,13 +108,13 @@ class StoreConflictError(StoreError):
         expected: str | None,
         actual: str | None,
         path: str | None = None,
-        unsaved: tuple[Message, ...] = (),
+        unsaved: tuple[Any, ...] = (),
     ) -> None:
         super().__init__(message, path=path)
         self.session_id = session_id
         self.expected = expected
         self.actual = actual
-        self.unsaved: tuple[Message, ...] = tuple(unsaved)
+        self.unsaved: tuple[Any, ...] = tuple(unsaved)  # Message (errors imports nothing)
 
 
 class SessionIdError(StoreError, ValueError):
