@@ -53,6 +53,7 @@ from .errors import (
     CtxEngineError,
     GrainError,
     SessionIdError,
+    StoreConflictError,
     StoreError,
     TranscriptError,
 )
@@ -770,13 +771,14 @@ class Session:
         is written only if the store's leaf is still :attr:`leaf_id`, the last entry this
         session saved or loaded. When another writer appended to the session id since, nothing
         is written and :class:`~ctxengine.StoreConflictError` is raised (a fault of the next
-        render for the calls that save on return); the messages stay queued, and every later
-        save is refused the same way, so the store never holds a branch that interleaves two
-        writers. Open the session again to go on from what the store holds.
+        render for the calls that save on return); the messages stay queued (the error's
+        ``unsaved`` holds them too), and every later save is refused the same way, so the
+        store never holds a branch that interleaves two writers. :meth:`rebase` goes on from
+        what the store holds with them appended after the other writer's.
 
         Raises:
             StoreConflictError: another writer appended to this session id since
-                :attr:`leaf_id`; nothing was written.
+                :attr:`leaf_id`; nothing was written (``.unsaved``: the messages refused).
             StoreError: the store failed to append (its message names the path or key and the
                 OS error); nothing already stored is damaged.
         """
@@ -785,9 +787,13 @@ class Session:
             return
         batch = list(self._unsaved)
         expected = self.leaf_id
-        entries = await anyio.to_thread.run_sync(
-            lambda: record_messages(store, self.id, batch, expected_leaf=expected)
-        )
+        try:
+            entries = await anyio.to_thread.run_sync(
+                lambda: record_messages(store, self.id, batch, expected_leaf=expected)
+            )
+        except StoreConflictError as exc:
+            exc.unsaved = tuple(batch)  # still queued as well: nothing of them is lost
+            raise
         del self._unsaved[: len(batch)]
         if entries:
             # A store without an atomic append_if is checked before the append, not with it:
@@ -795,6 +801,64 @@ class Session:
             if entries[0].parent_id != expected:
                 self._conflict(entries[0].parent_id)
             self.leaf_id = entries[-1].id
+
+    async def rebase(self) -> int:
+        """Go on from what the store holds after another writer appended to this session id:
+        re-read the session's stored branch and append this session's unsaved messages after
+        the other writer's (what a refused :meth:`save` left queued, in their order).
+
+        When the store's leaf is still :attr:`leaf_id` this is :meth:`save`. Otherwise the
+        session's messages and state become what :meth:`ContextEngine.load` gives for the
+        session id (the stored branch, the state of its latest snapshot that covers it), then
+        the unsaved messages follow, in memory and in the store (a compare-and-append on the
+        new leaf). Of this session's own state it keeps what does not describe its old branch:
+        the ``turn`` grains queued for the next render, the ``session``/``task`` grains added
+        (fused with the stored state's as :meth:`add` fuses them), the task id and the faults
+        waiting for the next render; its compaction summary, which summarized its old branch,
+        is dropped (the stored state's own summary, if any, is kept). The next render takes a
+        snapshot of the rebased session as usual. A closed session can be rebased too (e.g.
+        after its ``close()`` was refused at the end of an ``async with`` block): it stays
+        closed, its messages are stored.
+
+        Returns:
+            How many messages were appended (0: nothing was unsaved).
+
+        Raises:
+            StoreConflictError: yet another writer appended between the re-read and the
+                append; nothing was written, the session holds the re-read branch and its
+                messages are still queued: call ``rebase()`` again.
+            StoreError: the engine has no store or it failed (the session is left as it was
+                when the re-read failed).
+            CtxEngineError: the session does not persist (a restore).
+        """
+        store = self.engine.store
+        if store is None:
+            raise StoreError(f"cannot rebase session {self.id!r}: the engine has no store")
+        if not self.persist:
+            raise CtxEngineError(
+                f"cannot rebase session {self.id!r}: it does not persist (a restore writes nothing)"
+            )
+        count = len(self._unsaved)
+        stored_leaf = await anyio.to_thread.run_sync(lambda: store.leaf(self.id))
+        if stored_leaf != self.leaf_id:
+            loaded = await self.engine.load(self.id)
+            old = self._state
+            new = loaded.state if loaded is not None else self.engine.new_state(self.id)
+            summary = old.summary.node_id if old.summary is not None else None
+            for node_id, head in old.stored.items():
+                if node_id != summary:
+                    for carried in head.group:
+                        new.carry(carried.grain, carried.rank)
+            new.queued = [*old.queued, *new.queued]
+            new.task_id = old.task_id if old.task_id is not None else new.task_id
+            new.faults = [*new.faults, *old.faults]
+            new.closed = old.closed
+            new.extend(self._unsaved)
+            self._state = new
+            self.leaf_id = loaded.leaf_id if loaded is not None else None
+            self._last_snapshot = None  # it describes the old branch
+        await self.save()
+        return count
 
     def _conflict(self, parent: str | None) -> None:
         """Report that another writer appended to this session between the leaf check and the

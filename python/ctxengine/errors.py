@@ -93,7 +93,11 @@ class StoreConflictError(StoreError):
     was written.
 
     ``.session_id`` names the session, ``.expected`` the leaf the writer last saw (None: it saw
-    an empty session) and ``.actual`` the store's leaf now.
+    an empty session) and ``.actual`` the store's leaf now. ``.unsaved`` holds the messages of
+    the refused save (:class:`~ctxengine.transcript.Message`, in order) when
+    :meth:`Session.save <ctxengine.Session.save>` raised it, and is empty when a store's
+    ``append_if`` did: they stay queued on the session, and
+    :meth:`Session.rebase <ctxengine.Session.rebase>` appends them after the other writer's.
     """
 
     def __init__(
@@ -104,11 +108,13 @@ class StoreConflictError(StoreError):
         expected: str | None,
         actual: str | None,
         path: str | None = None,
+        unsaved: tuple[Any, ...] = (),
     ) -> None:
         super().__init__(message, path=path)
         self.session_id = session_id
         self.expected = expected
         self.actual = actual
+        self.unsaved: tuple[Any, ...] = tuple(unsaved)  # Message (errors imports nothing)
 
 
 class SessionIdError(StoreError, ValueError):

@@ -76,6 +76,7 @@ class AsyncSession(Protocol):
     def end_task(self) -> None: ...
     async def render(self, provider: str = ..., **options: Any) -> RenderedContext: ...
     async def save(self) -> None: ...
+    async def rebase(self) -> int: ...
     async def checkpoint(self, timeout: float | None = ...) -> SnapshotInfo | None: ...
 
 
@@ -195,6 +196,10 @@ class SyncSession:
     def save(self) -> None:
         """See :meth:`Session.save`."""
         self._runner.run(self.session.save)
+
+    def rebase(self) -> int:
+        """See :meth:`Session.rebase`."""
+        return self._runner.run(self.session.rebase)
 
     def checkpoint(self, timeout: float | None = None) -> SnapshotInfo | None:
         """See :meth:`Session.checkpoint`."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxengine import Budget, ContextEngine, RenderedContext, Session
+from ctxengine import Budget, ContextEngine, ContextGrain, RenderedContext, Session
 from ctxengine.errors import (
     ConfigError,
     ConfigTypeError,
@@ -202,6 +202,53 @@ async def test_a_second_writer_of_one_session_id_is_refused_and_nothing_interlea
     assert len(stored.entries("w")) == 2  # nothing of B1 on any branch
     again = await ContextEngine("gpt-4o", Budget(total=BUDGET), store=make_store()).load("w")
     assert again is not None and [m.text for m in again.messages] == ["A1", "A2"]
+
+
+async def test_a_refused_writer_rebases_with_its_grains_and_loses_no_message(
+    make_store: Callable[[], Store],
+) -> None:
+    """The refused writer could only be reopened, losing the messages it had queued. Now the
+    refusal carries them and rebase() appends them after the other writer's, keeping the
+    grains the writer added."""
+    first = ContextEngine("gpt-4o", Budget(total=BUDGET), store=make_store())
+    second = ContextEngine("gpt-4o", Budget(total=BUDGET), store=make_store())
+    a = Session(first, "w")
+    b = Session(second, "w")
+    await a.user_message("A1")
+    b.add(ContextGrain("note.b", content="B's standing note.", lifespan="session"))
+    b.add(ContextGrain("turn.b", content="B's one-turn hint."))
+    b.extend([Message.user("B1"), Message.assistant("B2")])
+    with pytest.raises(StoreConflictError) as info:
+        await b.save()
+    assert [m.text for m in info.value.unsaved] == ["B1", "B2"] and b.unsaved == 2
+    await a.assistant_message("A2")
+    assert await b.rebase() == 2
+    assert b.unsaved == 0 and b.leaf_id == make_store().leaf("w")
+    assert [m.text for m in b.messages] == ["A1", "A2", "B1", "B2"]
+    stored = make_store()
+    assert [e.data["message"]["blocks"][0]["text"] for e in stored.branch("w")] == [
+        "A1",
+        "A2",
+        "B1",
+        "B2",
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no conflict left
+        out = await b.render()
+    text = json.dumps(out.payload)
+    assert "B's standing note." in text and "B's one-turn hint." in text
+    assert not [f for f in out.report.faults if f["plugin"] == "store"]
+    # Without another writer in between a rebase is a save; A is now the stale one.
+    await b.user_message("B3")
+    assert await b.rebase() == 0
+    a.extend([Message.user("A3")])
+    with pytest.warns(RuntimeWarning, match="appended to by another writer"):
+        await a.close()  # refused: the message stays queued on the closed session
+    assert a.closed and a.unsaved == 1
+    assert await a.rebase() == 1
+    assert a.closed and [m.text for m in a.messages] == ["A1", "A2", "B1", "B2", "B3", "A3"]
+    texts = [e.data["message"]["blocks"][0]["text"] for e in make_store().branch("w")]
+    assert texts == ["A1", "A2", "B1", "B2", "B3", "A3"]
 
 
 async def test_a_reopened_session_saves_without_a_writer_conflict(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import queue
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -16,8 +17,15 @@ from typing import Any
 import pytest
 
 from ctxengine import Budget, ContextEngine
-from ctxengine.store import NewEntry, Store
-from store.writer_child import MODEL, SESSION, open_store, pop_rounds, save_rounds
+from ctxengine.store import FileStore, NewEntry, RedisStore, Store
+from store.writer_child import (
+    MODEL,
+    SESSION,
+    open_store,
+    pop_rounds,
+    rebase_rounds,
+    save_rounds,
+)
 
 ROUNDS = 12
 
@@ -107,6 +115,36 @@ async def test_a_reopened_session_equals_the_last_acknowledged_writer(
     engine.close()
 
 
+def test_a_refused_writer_rebases_its_queued_messages_after_the_other_writers(
+    place: tuple[str, tuple[str, str]],
+) -> None:
+    # Two processes keep one session each open on the same id and save at once every round.
+    # Before, the refused one could only be reopened: the messages it had queued were lost.
+    kind, where = place
+    rounds = 6
+    reports = _race(rebase_rounds, kind, where, rounds)
+    assert len(reports) == 2 * rounds
+    store = open_store(kind, where)
+    stored = _texts(store)
+    expected: list[str] = []
+    for r in range(rounds):
+        this = sorted((x for x in reports if x[0] == r), key=lambda x: x[2])  # ack first
+        assert [x[2] for x in this] == ["ack", "rebased"], this
+        (_, winner, _, _, _, _, _), (_, loser, _, refused, leaf, live, unsaved) = this
+        # The refusal carried the loser's two messages; the rebase put them after the winner's.
+        assert refused == [f"{loser} {r} ask", f"{loser} {r} answer"]
+        expected += [f"{winner} {r} ask", f"{winner} {r} answer", *refused]
+        assert unsaved == 0 and live == expected  # the rebased session: the store's, then its own
+        assert _texts(store, leaf) == live
+    # Every message of both writers is stored once, each writer's in its order: none lost.
+    assert stored == expected
+    assert sorted(stored) == sorted(
+        f"{n} {r} {what}" for n in "AB" for r in range(rounds) for what in ("ask", "answer")
+    )
+    assert len(store.entries(SESSION)) == 4 * rounds  # nothing refused was written twice
+    store.close()
+
+
 def test_two_processes_popping_one_agents_session_never_pop_an_item_twice(
     place: tuple[str, tuple[str, str]],
 ) -> None:
@@ -122,3 +160,66 @@ def test_two_processes_popping_one_agents_session_never_pop_an_item_twice(
         assert mine == sorted(mine, reverse=True)
     assert [e for e in store.branch(SESSION) if e.kind == "agents_item"] == []
     store.close()
+
+
+def test_a_file_snapshot_of_the_default_leaf_keeps_appends_out_until_its_line_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another store on the same folder appends while the snapshot writes its content, after
+    # it read the leaf. Before, the leaf was read under a flock released at once: the append
+    # landed there and the index line named the leaf before it, no longer the store's leaf.
+    root = tmp_path / "store"
+    snap, other = FileStore(root, fsync=False), FileStore(root, fsync=False)
+    first = snap.append(SESSION, [NewEntry("message", {"n": 0})])[-1].id
+    appended: list[str] = []
+    appender = threading.Thread(
+        target=lambda: appended.extend(
+            e.id for e in other.append(SESSION, [NewEntry("message", {"n": 1})])
+        )
+    )
+    landed_inside: list[bool] = []
+    store_object = FileStore._store_object
+
+    def racing(self: FileStore, *args: Any) -> None:
+        if self is snap and not landed_inside:
+            appender.start()
+            appender.join(1.0)  # the append waits for the snapshot, or lands now
+            landed_inside.append(not appender.is_alive())
+        store_object(self, *args)
+
+    monkeypatch.setattr(FileStore, "_store_object", racing)
+    info = snap.write_snapshot(SESSION, {"state": "after n 0"})
+    appender.join()
+    assert landed_inside == [False]  # the append waited for the index line
+    assert info.leaf_id == first
+    assert [e.parent_id for e in snap.entries(SESSION)] == [None, first]
+    assert snap.leaf(SESSION) == appended[0]
+    assert snap.load_snapshot(SESSION) is not None
+
+
+def test_a_redis_snapshot_of_the_default_leaf_retries_on_the_leaf_an_append_made(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another store appends right after the snapshot read the leaf, before its transaction.
+    # Before, the index line still named the leaf read: one the store no longer had.
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    snap, other = RedisStore(redis_url, prefix=prefix), RedisStore(redis_url, prefix=prefix)
+    first = snap.append(SESSION, [NewEntry("message", {"n": 0})])[-1].id
+    appended: list[str] = []
+    refresh = RedisStore._refresh
+
+    def racing(self: RedisStore, session_id: str) -> Any:
+        cache = refresh(self, session_id)
+        if self is snap and not appended:
+            appended.extend(e.id for e in other.append(SESSION, [NewEntry("message", {"n": 1})]))
+        return cache
+
+    monkeypatch.setattr(RedisStore, "_refresh", racing)
+    info = snap.write_snapshot(SESSION, {"state": "as stored"})
+    assert appended and snap.leaf(SESSION) == appended[0]
+    assert info.leaf_id == appended[0]  # the leaf when the line was written
+    assert [i.leaf_id for i in snap.snapshots(SESSION)] == [appended[0]]  # one line, not two
+    assert [e.parent_id for e in snap.entries(SESSION)] == [None, first]
+    snap.delete(SESSION)
+    snap.close()
+    other.close()

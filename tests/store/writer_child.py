@@ -71,3 +71,38 @@ def pop_rounds(
                 results.put((name, item))
 
     asyncio.run(run())
+
+
+def rebase_rounds(
+    kind: str, where: tuple[str, str], name: str, rounds: int, barrier: Any, results: Any
+) -> None:
+    """Each writer keeps one session open for every round. Each round: wait for the other,
+    add two messages and save at once; a refused save is rebased (again while another writer
+    slips in). Reports ``(round, name, "ack" | "rebased", texts the refusal carried, leaf_id,
+    texts of the live session)``."""
+    asyncio.run(_rebase_rounds(kind, where, name, rounds, barrier, results))
+
+
+async def _rebase_rounds(
+    kind: str, where: tuple[str, str], name: str, rounds: int, barrier: Any, results: Any
+) -> None:
+    engine = ContextEngine(MODEL, Budget(total=8000), store=open_store(kind, where))
+    session = Session(engine, SESSION)
+    for r in range(rounds):
+        barrier.wait()
+        session.extend([Message.user(f"{name} {r} ask"), Message.assistant(f"{name} {r} answer")])
+        outcome, refused = "ack", []
+        try:
+            await session.save()
+        except StoreConflictError as exc:
+            outcome, refused = "rebased", [m.text for m in exc.unsaved]
+            while True:
+                try:
+                    await session.rebase()
+                    break
+                except StoreConflictError:
+                    continue
+        texts = [m.text for m in session.messages]
+        results.put((r, name, outcome, refused, session.leaf_id, texts, session.unsaved))
+        barrier.wait()  # the round is over for both before the next one starts
+    engine.close()

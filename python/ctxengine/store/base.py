@@ -261,7 +261,9 @@ class Store(Protocol):
         meta: Mapping[str, Any] | None = None,
         leaf_id: str | Leaf | None = LEAF,
     ) -> SnapshotInfo:
-        """Store ``content`` (once per content hash) and append its index line.
+        """Store ``content`` (once per content hash) and append its index line naming
+        ``leaf_id``. With the default (the session's leaf) the leaf is read atomically with the
+        write: no append lands in between, so the line names the leaf the store had then.
 
         Raises:
             StoreError: content or meta not JSON-serializable, or the backend failed.
@@ -375,7 +377,8 @@ def conflict_error(
     return StoreConflictError(
         f"session {session_id!r} was appended to by another writer: its leaf is {actual!r}, "
         f"not {expected!r}, the entry this writer last saw; nothing of this append was "
-        "written (open the session again to go on from what the store holds)",
+        "written (Session.rebase() appends this writer's messages after the other's, or open "
+        "the session again to go on from what the store holds)",
         session_id=session_id,
         expected=expected,
         actual=actual,

@@ -545,28 +545,54 @@ class FileStore:
         digest = hashlib.sha256(data).hexdigest()
         with self._lock:
             s = self._session(session_id)
-            if leaf_id is LEAF:
-                with self._reading(s, session_id, s.transcript):
-                    leaf = s.transcript.items[-1].id if s.transcript.items else None
-            else:
-                leaf = leaf_id
-            # Under the index's exclusive flock from the content file to the index line, so a
-            # content file no index line names, seen under that flock, is a killed writer's.
-            with self._writing(s, s.index, session_id) as write:
-                _remove_stale_temps(s.dir / OBJECTS, locked=True)
-                self._store_object(s, digest, data)
-                info = SnapshotInfo(
-                    new_id(), session_id, digest, len(data), time.time(), leaf, clean_meta
-                )
-                fast = write([canonical_json(info.to_json())])
-                named = {i.hash for i in s.index.items} | {digest}
-                _remove_orphans(s.dir / OBJECTS, named, info.created_at)
+            with contextlib.ExitStack() as held:
+                if leaf_id is LEAF:
+                    # The leaf stays held (a shared flock on the transcript, which an append
+                    # takes exclusive) until the index line is written: no append lands in
+                    # between, so the line names the leaf the store had when it was written.
+                    leaf = held.enter_context(self._leaf_held(s, session_id))
+                else:
+                    leaf = leaf_id
+                # Under the index's exclusive flock from the content file to the index line, so
+                # a content file no index line names, seen under that flock, is a killed
+                # writer's.
+                with self._writing(s, s.index, session_id) as write:
+                    _remove_stale_temps(s.dir / OBJECTS, locked=True)
+                    self._store_object(s, digest, data)
+                    info = SnapshotInfo(
+                        new_id(), session_id, digest, len(data), time.time(), leaf, clean_meta
+                    )
+                    fast = write([canonical_json(info.to_json())])
+                    named = {i.hash for i in s.index.items} | {digest}
+                    _remove_orphans(s.dir / OBJECTS, named, info.created_at)
             if fast:
                 s.index.items.append(info)
             else:
                 with self._reading(s, session_id, s.index):
                     pass
             return info
+
+    @contextlib.contextmanager
+    def _leaf_held(self, s: _Session, session_id: str) -> Iterator[str | None]:
+        """The transcript's leaf, with a shared ``flock`` on the transcript held until the
+        block exits, so no append (which takes it exclusive) lands in between. A missing
+        transcript is created empty, so that a session's first append waits as well."""
+        lg = s.transcript
+        created = not lg.path.exists()
+        if created:
+            self._make_dirs(lg.path.parent)
+        try:
+            fd = os.open(lg.path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise _os_error("open", lg.path, exc) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            self._refresh(s, lg, fd, session_id)
+            if created:
+                self._sync_dir(lg.path.parent)
+            yield lg.items[-1].id if lg.items else None
+        finally:
+            os.close(fd)
 
     def _store_object(self, s: _Session, digest: str, data: bytes) -> None:
         objects = s.dir / OBJECTS

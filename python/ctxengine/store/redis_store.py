@@ -329,25 +329,59 @@ class RedisStore:
         meta: Mapping[str, Any] | None = None,
         leaf_id: str | Leaf | None = LEAF,
     ) -> SnapshotInfo:
-        """See :meth:`ctxengine.Store.write_snapshot` (content and index line in one MULTI)."""
+        """See :meth:`ctxengine.Store.write_snapshot` (content and index line in one MULTI).
+
+        With the default ``leaf_id`` the leaf is read after a ``WATCH`` of the log, as an
+        append reads it: an append before the ``EXEC`` aborts the transaction and it is retried
+        on the new leaf, so the index line names the leaf the store had when it was written.
+        """
         text = canonical_json(dict(content))
         clean = snapshot_meta(meta)
         digest = content_hash(text)
-        leaf = self.leaf(session_id) if leaf_id is LEAF else leaf_id
-        info = SnapshotInfo(
-            new_id(), session_id, digest, len(text.encode()), time.time(), leaf, clean
-        )
+        log_key = self._key(session_id, "log")
         try:
-            pipe = self._r.pipeline(transaction=True)
+            for attempt in range(MAX_ATTEMPTS):
+                try:
+                    info = self._try_snapshot(session_id, log_key, text, digest, clean, leaf_id)
+                except WatchError:
+                    time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
+                    continue
+                self._r.sadd(f"{self.prefix}:sessions", session_id)
+                return info
+        except RedisError as exc:
+            raise self._error("write a snapshot to", session_id, exc) from exc
+        raise StoreError(
+            f"cannot write a snapshot of session {session_id!r}: appends changed its leaf "
+            f"{MAX_ATTEMPTS} times in a row",
+            path=log_key,
+        )
+
+    def _try_snapshot(
+        self,
+        session_id: str,
+        log_key: str,
+        text: str,
+        digest: str,
+        meta: dict[str, Any],
+        leaf_id: str | Leaf | None,
+    ) -> SnapshotInfo:
+        with self._r.pipeline() as pipe:
+            if leaf_id is LEAF:
+                pipe.watch(log_key)
+                with self._lock:
+                    leaf = self._leaf_of(self._refresh(session_id))
+            else:
+                leaf = leaf_id
+            info = SnapshotInfo(
+                new_id(), session_id, digest, len(text.encode()), time.time(), leaf, meta
+            )
+            pipe.multi()
             pipe.set(self._key(session_id, f"obj:{digest}"), text, nx=True)
             pipe.sadd(self._key(session_id, "objs"), digest)
             pipe.rpush(self._key(session_id, "snaps"), canonical_json(info.to_json()))
             pipe.set(self._key(session_id, "epoch"), secrets.token_hex(8), nx=True)
             pipe.execute()
-            self._r.sadd(f"{self.prefix}:sessions", session_id)
-        except RedisError as exc:
-            raise self._error("write a snapshot to", session_id, exc) from exc
-        return info
+            return info
 
     def snapshots(self, session_id: str) -> list[SnapshotInfo]:
         """See :meth:`ctxengine.Store.snapshots`."""
