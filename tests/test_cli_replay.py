@@ -165,6 +165,7 @@ def test_a_failed_write_leaves_neither_output(tmp_path: Path) -> None:
 def test_an_output_link_or_pipe_is_written_through_not_replaced(tmp_path: Path) -> None:
     """A link keeps pointing where it did (its file gets the payload); a pipe (as a device
     such as /dev/null or /dev/stdout) is written into, never replaced by a regular file."""
+    import contextlib
     import os
     import stat
     import threading
@@ -175,16 +176,18 @@ def test_an_output_link_or_pipe_is_written_through_not_replaced(tmp_path: Path) 
     link.symlink_to(real)
     os.mkfifo(pipe)
     got: list[str] = []
-    reader = threading.Thread(target=lambda: got.append(pipe.read_text()))
+    reader = threading.Thread(target=lambda: got.append(pipe.read_text()), daemon=True)
     reader.start()
     try:
         args = ["replay", str(source), "--budget", "4000", "--out", str(link)]
         assert main([*args, "--report", str(pipe), "--json"]) == 0
     finally:
         if reader.is_alive():  # the replay failed before opening the pipe: let the reader go
-            with open(pipe, "w"):
-                pass
-        reader.join()
+            # without blocking (a blocking open waits for a reader that may not be there yet,
+            # and hid the replay's own error behind the test's timeout)
+            with contextlib.suppress(OSError):
+                os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(timeout=30)
     assert link.is_symlink() and link.resolve() == real.resolve()
     assert "messages" in json.loads(real.read_text())
     assert stat.S_ISFIFO(pipe.lstat().st_mode) and json.loads(got[0])["budget"] == 4000
