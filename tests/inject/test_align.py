@@ -211,6 +211,20 @@ turn_module_non_blank = turn_module._non_blank
 turn_module_non_empty = turn_module._non_empty
 
 
+def _chunks(messages: list[Message], start: int, size: int, n: int) -> list[tuple[int, int]]:
+    """Up to ``n`` spans of about ``size`` messages from ``start``, each ending where no tool
+    result follows: a call whose result the next span brings needs a synthetic result from
+    hygiene, and a render that needed hygiene leaves no record for the warm path."""
+    out: list[tuple[int, int]] = []
+    while len(out) < n and start < len(messages):
+        end = min(start + size, len(messages))
+        while end < len(messages) and messages[end].role == "tool":
+            end += 1
+        out.append((start, end))
+        start = end
+    return out
+
+
 @pytest.mark.parametrize("path", SESSIONS, ids=lambda p: Path(p).parent.name)
 @pytest.mark.parametrize("provider", list(PROVIDERS))
 @pytest.mark.anyio
@@ -227,8 +241,8 @@ async def test_every_warm_stage_equals_the_stage_from_scratch(
     async with engine.session("stages") as session:
         session.extend(messages[:40])
         await session.user_message("   ")  # a blank user turn, kept for a few renders
-        for k, start in enumerate(range(40, min(len(messages), 40 + 12 * 15), 15)):
-            session.extend(messages[start : start + 15])
+        for k, (start, end) in enumerate(_chunks(messages, 40, 15, 12)):
+            session.extend(messages[start:end])
             await session.user_message(f"then {k}")
             await session.render(provider, **PROVIDERS[provider])
             session.extend([Message.assistant(f"ok {k}"), Message.user(f"next {k}")])
