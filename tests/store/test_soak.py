@@ -136,24 +136,19 @@ def test_a_long_session_survives_kills_in_every_stage(
     assert _acks(out) == list(range(held, total))
     assert _check_store(spec, sid, total, providers=child.PROVIDERS, tidy=True) == total
 
-    cli = [sys.executable, "-m", "ctxengine"]
-    listed = subprocess.run(
-        [*cli, "snapshots", "--store", spec, sid, "--json"],
-        env=child_env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    snaps: Any = json.loads(listed.stdout)
-    assert snaps, listed.stdout
-    restored = subprocess.run(
-        [*cli, "restore", "--store", spec, sid, "--json"],
-        env=child_env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    data = json.loads(restored.stdout)
-    assert data, restored.stdout
+    def cli(command: str) -> Any:
+        done = subprocess.run(
+            [sys.executable, "-m", "ctxengine", command, "--store", spec, sid, "--json"],
+            env=child_env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        out = json.loads(done.stdout)
+        assert out, done.stdout
+        return out
+
+    cli("snapshots")
+    cli("restore")
     if kind == "file":
         assert not [p for p in Path(spec).rglob("*") if p.name.endswith(".tmp")]
