@@ -141,6 +141,9 @@ class SnapshotInfo:
         created_at: Unix time the snapshot was written.
         leaf_id: The transcript leaf the snapshot's state corresponds to (``None``: empty).
         meta: Small metadata for listings (turn, provider, model, budget, tokens, payload hash).
+        pruned: Whether the store's retention removed the content (the line is kept for the
+            listing; :meth:`Store.load_snapshot` of it raises). Read from the store, never
+            part of the stored line.
     """
 
     id: str
@@ -150,6 +153,7 @@ class SnapshotInfo:
     created_at: float
     leaf_id: str | None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    pruned: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The index line as a JSON object."""
