@@ -61,9 +61,10 @@ def test_snapshots_lists_one_per_render_with_its_payload_hash(
     assert all(r["ok"] for r in rows) and data["damaged"] == 0 and data["problems"] == []
     assert set(rows[0]) == {  # the keys docs/cli.md lists
         *("n", "id", "turn", "created_at", "time", "tokens", "budget", "model", "provider"),
-        *("payload_hash", "content_hash", "size", "leaf_id", "ok", "problem", "core_memory"),
+        *("payload_hash", "content_hash", "size", "leaf_id", "ok", "pruned", "problem"),
+        "core_memory",
     }
-    assert set(data) == {"session", "store", "snapshots", "damaged", "drift", "problems"}
+    assert set(data) == {"session", "store", "snapshots", "damaged", "pruned", "drift", "problems"}
 
 
 def test_snapshots_show_the_summary_drift_at_each_compaction(
