@@ -6,6 +6,11 @@ Layout (see docs/store.md)::
     ROOT/sessions/<session_id>/snapshots.jsonl    one index line per snapshot
     ROOT/sessions/<session_id>/objects/<sha256>.json   snapshot contents, stored once by hash
 
+Retention (:mod:`ctxengine.store.retention`): an index line also lists (``"prunes"``) the older
+snapshots whose content its writer removes; the line is fsynced before their content files
+are unlinked, so a crash in between leaves files no live line names (removed by a later
+sweep, below), never a live line without its content.
+
 Durability. An append is one ``write`` of complete lines (each JSON + ``\\n``) on an ``O_APPEND``
 descriptor, followed by ``fsync``; the call returns (is acknowledged) only after both. A snapshot's
 content goes to a temporary file that is fsynced, renamed over its final name (atomic) and its
@@ -17,9 +22,12 @@ directory fsynced, before its index line is appended the same way. So after a cr
 - an index line whose content file is missing or fails its hash is reported and skipped, and
   ``load_snapshot()`` returns the newest intact snapshot;
 - a content file whose index line was never written, or a temp file never renamed (killed in
-  between), is removed by the next snapshot of the session: a writer holds the index's
-  exclusive ``flock`` from its temp file to its index line, so a temp file, or a content file
-  no line names, seen under that flock, is an orphan.
+  between), or the content of a pruned snapshot not unlinked yet, is removed by a later
+  snapshot of the session: a writer holds the index's exclusive ``flock`` from its temp file to
+  its index line, so a temp file, or a content file no live line names, seen under that flock,
+  is an orphan. A store looks for them on its first snapshot of a session, when the
+  ``objects`` folder changed since its own last snapshot (another process wrote there), and
+  every :data:`SWEEP_EVERY` snapshots, never on every write: that scan grows with the folder.
 
 A write that fails (full disk, read-only folder) raises :class:`~ctxengine.StoreError` naming the
 path and the OS error; the failed append's own partial bytes are cut off again, so what was
