@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -61,9 +62,10 @@ def test_snapshots_lists_one_per_render_with_its_payload_hash(
     assert all(r["ok"] for r in rows) and data["damaged"] == 0 and data["problems"] == []
     assert set(rows[0]) == {  # the keys docs/cli.md lists
         *("n", "id", "turn", "created_at", "time", "tokens", "budget", "model", "provider"),
-        *("payload_hash", "content_hash", "size", "leaf_id", "ok", "problem", "core_memory"),
+        *("payload_hash", "content_hash", "size", "leaf_id", "ok", "pruned", "problem"),
+        "core_memory",
     }
-    assert set(data) == {"session", "store", "snapshots", "damaged", "drift", "problems"}
+    assert set(data) == {"session", "store", "snapshots", "damaged", "pruned", "drift", "problems"}
 
 
 def test_snapshots_show_the_summary_drift_at_each_compaction(
@@ -82,6 +84,39 @@ def test_snapshots_show_the_summary_drift_at_each_compaction(
     assert {d["node_id"] for d in drift} == {"mem.summary"}
     assert drift[0]["chars_before"] == 0 and drift[1]["chars_before"] == drift[0]["chars_after"]
     assert 0 < drift[1]["similarity"] < 1
+
+
+def test_snapshots_lists_pruned_snapshots_from_their_index_lines(
+    stored: tuple[Path, Made], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store that pruned the content of old snapshots still lists every render with its
+    turn, tokens, payload hash and summary, says which were pruned, and shows the drift
+    between the snapshots it kept."""
+    root, _ = stored
+    store = FileStore(tmp_path, keep_snapshots=3, keep_compactions=1)
+    made = write_session(store, "agent-1")
+    store.close()
+    data = _json(capsys, "snapshots", "agent-1", "--store", str(tmp_path))
+    rows = data["snapshots"]
+    assert len(rows) == len(made.renders) == 12
+    assert data["pruned"] == 8 and sum(r["pruned"] for r in rows) == 8
+    assert all(r["ok"] for r in rows) and data["damaged"] == 0 and data["problems"] == []
+    kept = [r["turn"] for r in rows if not r["pruned"]]
+    assert kept[1:] == [9, 10, 11]  # the newest 3, after the first snapshot of a compaction
+    every = _json(capsys, "snapshots", "agent-1", "--store", str(root))["snapshots"]
+    for field in ("turn", "tokens", "budget", "payload_hash"):  # the same session, all kept
+        assert [r[field] for r in rows] == [r[field] for r in every], field
+    memory = [(m["chars"], m["hash"]) for m in (r["core_memory"] for r in rows)]
+    assert memory == [(m["chars"], m["hash"]) for m in (r["core_memory"] for r in every)]
+    assert [(d["before_turn"], d["after_turn"]) for d in data["drift"]] == [
+        (a, b) for a, b in itertools.pairwise(kept) if memory[a] != memory[b]
+    ]
+    status, out, _ = _run(capsys, "snapshots", "agent-1", "--store", str(tmp_path))
+    assert status == 0
+    lines = [x for x in out.splitlines() if x.split()[:1] in ([str(r["turn"])] for r in rows)]
+    assert [line.split()[-1] for line in lines] == [
+        "kept" if not r["pruned"] else "pruned" for r in rows
+    ]
 
 
 def test_a_damaged_snapshot_is_listed_and_warned_about_never_fatal(

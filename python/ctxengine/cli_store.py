@@ -27,9 +27,9 @@ from .cli import Parser, UsageError, add_common, budget_arg, print_json, stdout_
 from .engine import ContextEngine
 from .errors import StoreError
 from .inject.turn import RenderedContext
-from .store.base import Snapshot, Store, canonical_json, content_hash, validate_session_id
+from .store.base import Snapshot, Store, canonical_json, validate_session_id
 from .store.file import FileStore
-from .store.snapshot import core_memory, payload_hash, summary_drift
+from .store.snapshot import core_memory, memory_digest, payload_hash, summary_drift
 from .transcript import Message
 
 __all__ = (
@@ -163,13 +163,20 @@ def _time(ts: float, previous: float) -> str:
     return when.strftime("%H:%M:%S" if same_day else "%m-%d %H:%M")
 
 
-def _memory_digest(memory: Mapping[str, str]) -> str | None:
-    return content_hash(canonical_json(dict(memory))) if memory else None
+def _meta_memory(meta: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``core_memory`` chars and hash an index line records (None: a line without them)."""
+    memory = meta.get("core_memory")
+    if not isinstance(memory, Mapping) or not isinstance(memory.get("chars"), int):
+        return None
+    digest = memory.get("hash")
+    return {"grains": None, "chars": memory["chars"], "hash": digest}
 
 
 def snapshot_rows(store: Store, session_id: str) -> list[dict[str, Any]]:
     """One row per index line of the session: metadata, and the summary (``core_memory``) size
-    and hash read from the content; a damaged snapshot is a row with ``ok: false``."""
+    and hash read from the content; a damaged snapshot is a row with ``ok: false``. A snapshot
+    whose content the store's retention removed is a row with ``pruned: true`` and the
+    summary size and hash its index line records."""
     rows: list[dict[str, Any]] = []
     for n, info in enumerate(store.snapshots(session_id), 1):
         meta = dict(info.meta)
@@ -188,8 +195,13 @@ def snapshot_rows(store: Store, session_id: str) -> list[dict[str, Any]]:
             "size": info.size,
             "leaf_id": info.leaf_id,
             "ok": True,
+            "pruned": info.pruned,
             "problem": None,
         }
+        if info.pruned:
+            row["core_memory"] = _meta_memory(meta)
+            rows.append(row)
+            continue
         try:
             snap = store.load_snapshot(session_id, info.id)
         except StoreError as exc:
@@ -207,7 +219,7 @@ def snapshot_rows(store: Store, session_id: str) -> list[dict[str, Any]]:
         row["core_memory"] = {
             "grains": sorted(memory),
             "chars": sum(len(t) for t in memory.values()),
-            "hash": _memory_digest(memory),
+            "hash": memory_digest(memory),
         }
         row["_content"] = snap.content if snap is not None else {}
         rows.append(row)
@@ -221,12 +233,15 @@ def _snapshots_table(session_id: str, rows: list[dict[str, Any]]) -> Table:
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         caption="id: its last 8 digits; tokens of the budget; payload: its sha256; summary: "
-        "chars and hash of core_memory (* changed since the row before)",
+        "chars and hash of core_memory (* changed since the row before); content: pruned = "
+        "removed by the store's retention (it keeps the newest snapshots and those after "
+        "compactions), listed from its index line",
     )
     for col, right in (("turn", 1), ("time", 0), ("id", 0), ("tokens", 1)):
         table.add_column(col, justify="right" if right else "left", no_wrap=True)
     table.add_column("payload", no_wrap=True)
     table.add_column("summary", no_wrap=True)
+    table.add_column("content", no_wrap=True)
     previous: str | None = None
     seen = False
     last_time = rows[0]["created_at"]
@@ -234,18 +249,23 @@ def _snapshots_table(session_id: str, rows: list[dict[str, Any]]) -> Table:
         head = [_text(r["turn"]), _time(r["created_at"], last_time), r["id"][-8:]]
         last_time = r["created_at"]
         if not r["ok"]:
-            table.add_row(*head, Text("damaged: skipped", style="red"), "", "")
+            table.add_row(*head, Text("damaged: skipped", style="red"), "", "", "")
             continue
         budget = f"{r['budget']:,}" if isinstance(r["budget"], int) else "?"
         tokens = f"{r['tokens']:,}/{budget}" if isinstance(r["tokens"], int) else "?"
         mem = r["core_memory"]
-        digest = mem["hash"]
-        changed = seen and digest != previous
-        seen = True
-        summary = Text("*" if changed else " ", style="bold magenta")
-        summary.append("-" if digest is None else f"{mem['chars']:,} {digest[:6]}")
-        previous = digest
-        table.add_row(*head, tokens, (r["payload_hash"] or "?")[:8], summary)
+        if mem is None:  # pruned, and its index line predates the summary digest
+            summary = Text("  ?")
+            seen = False
+        else:
+            digest = mem["hash"]
+            changed = seen and digest != previous
+            seen = True
+            summary = Text("*" if changed else " ", style="bold magenta")
+            summary.append("-" if digest is None else f"{mem['chars']:,} {digest[:6]}")
+            previous = digest
+        content = Text("pruned", style="dim") if r["pruned"] else Text("kept")
+        table.add_row(*head, tokens, (r["payload_hash"] or "?")[:8], summary, content)
     return table
 
 
@@ -296,6 +316,7 @@ def _snapshots(args: argparse.Namespace) -> int:
                 "store": _where(store_spec(args.store)),
                 "snapshots": rows,
                 "damaged": sum(not r["ok"] for r in rows),
+                "pruned": sum(r["pruned"] for r in rows),
                 "drift": drift,
                 "problems": problems,
             }
@@ -452,7 +473,9 @@ def add_to(commands: Any) -> None:
         description="List the snapshots of SESSION (one per render): turn, time, tokens of the "
         "budget, payload hash, and the size and hash of the summary (core_memory), with a "
         "table of how the summary changed between snapshots (summary drift). A damaged "
-        "snapshot is listed and warned about, never fatal.",
+        "snapshot is listed and warned about, never fatal. A snapshot whose content the "
+        "store's retention removed is listed from its index line as pruned; the drift is "
+        "read from the snapshots kept (the first after each recent compaction among them).",
     )
     add_store_option(snaps)
     add_common(snaps, json_help="print every snapshot, the summary drift and the problems")

@@ -31,9 +31,13 @@ BUDGET = 8000
 SESSION = "s"
 
 
-def engine(root: str | os.PathLike[str], *, fsync: bool = True) -> ContextEngine:
-    """The engine every side of the test uses: same model, same budget."""
-    return ContextEngine(MODEL, Budget(total=BUDGET), store=FileStore(root, fsync=fsync))
+def engine(
+    root: str | os.PathLike[str], *, fsync: bool = True, keep_snapshots: int | None = 50
+) -> ContextEngine:
+    """The engine every side of the test uses: same model, same budget (the children prune
+    snapshots as a store does by default; the reference run keeps every one)."""
+    store = FileStore(root, fsync=fsync, keep_snapshots=keep_snapshots)
+    return ContextEngine(MODEL, Budget(total=BUDGET), store=store)
 
 
 def digest(payload: dict[str, Any]) -> str:

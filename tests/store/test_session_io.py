@@ -10,9 +10,16 @@ import pytest
 from ctxengine import Budget, ContextEngine
 from ctxengine.errors import StoreError
 from ctxengine.store import FileStore, InMemoryStore
+from ctxengine.store.base import content_hash
 from ctxengine.store.codec import message_from_json, message_to_json
 from ctxengine.store.session_io import record_messages, record_rewrite, resume, snapshot_render
-from ctxengine.store.snapshot import SCHEMA, grain_rows, payload_hash, summary_drift
+from ctxengine.store.snapshot import (
+    SCHEMA,
+    grain_rows,
+    memory_digest,
+    payload_hash,
+    summary_drift,
+)
 from ctxengine.store.writer import SnapshotWriter
 from ctxengine.transcript import Message, ToolCall, load
 from offline_tiktoken import TRANSCRIPTS
@@ -86,8 +93,13 @@ async def test_the_snapshot_holds_the_decisions_of_the_render(tmp_path: Path) ->
     decisions = {g.node_id: g.decision for g in out.report.grains}
     assert {k: v["decision"] for k, v in by_id.items()} == decisions
     assert {"kept", "dropped"} <= set(decisions.values()) or "folded" in decisions.values()
+    memory = c["core_memory"]
     assert snap.info.meta == {
-        k: c[k] for k in ("turn", "provider", "model", "budget", "tokens", "fits", "payload_hash")
+        **{k: c[k] for k in ("turn", "provider", "model", "budget", "tokens", "fits")},
+        "payload_hash": c["payload_hash"],
+        # what retention and the listing read without the content
+        "summary_hash": content_hash(memory["mem.summary"]) if "mem.summary" in memory else None,
+        "core_memory": {"chars": sum(map(len, memory.values())), "hash": memory_digest(memory)},
     }
 
 

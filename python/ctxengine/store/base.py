@@ -141,6 +141,9 @@ class SnapshotInfo:
         created_at: Unix time the snapshot was written.
         leaf_id: The transcript leaf the snapshot's state corresponds to (``None``: empty).
         meta: Small metadata for listings (turn, provider, model, budget, tokens, payload hash).
+        pruned: Whether the store's retention removed the content (the line is kept for the
+            listing; :meth:`Store.load_snapshot` of it raises). Read from the store, never
+            part of the stored line.
     """
 
     id: str
@@ -150,6 +153,7 @@ class SnapshotInfo:
     created_at: float
     leaf_id: str | None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    pruned: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The index line as a JSON object."""
@@ -271,18 +275,20 @@ class Store(Protocol):
         ...
 
     def snapshots(self, session_id: str) -> list[SnapshotInfo]:
-        """The session's snapshot index, oldest first (without loading the contents)."""
+        """The session's snapshot index, oldest first (without loading the contents); a
+        snapshot whose content the store's retention removed has ``pruned=True``."""
         ...
 
     def load_snapshot(self, session_id: str, snapshot_id: str | None = None) -> Snapshot | None:
         """The snapshot ``snapshot_id``, or the latest complete one when ``None``.
 
         A snapshot whose content is missing or does not match its hash is reported in
-        ``problems`` and skipped (the latest complete earlier one is returned); ``None`` when
-        there is none.
+        ``problems`` and skipped (the latest complete earlier one is returned), a pruned one
+        skipped quietly; ``None`` when there is none.
 
         Raises:
-            StoreError: ``snapshot_id`` is given and that snapshot is missing or damaged.
+            StoreError: ``snapshot_id`` is given and that snapshot is missing, damaged, or was
+                pruned by the store's retention (the message says so).
         """
         ...
 

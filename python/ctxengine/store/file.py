@@ -6,6 +6,11 @@ Layout (see docs/store.md)::
     ROOT/sessions/<session_id>/snapshots.jsonl    one index line per snapshot
     ROOT/sessions/<session_id>/objects/<sha256>.json   snapshot contents, stored once by hash
 
+Retention (:mod:`ctxengine.store.retention`): an index line also lists (``"prunes"``) the older
+snapshots whose content its writer removes; the line is fsynced before their content files
+are unlinked, so a crash in between leaves files no live line names (removed by a later
+sweep, below), never a live line without its content.
+
 Durability. An append is one ``write`` of complete lines (each JSON + ``\\n``) on an ``O_APPEND``
 descriptor, followed by ``fsync``; the call returns (is acknowledged) only after both. A snapshot's
 content goes to a temporary file that is fsynced, renamed over its final name (atomic) and its
@@ -17,9 +22,12 @@ directory fsynced, before its index line is appended the same way. So after a cr
 - an index line whose content file is missing or fails its hash is reported and skipped, and
   ``load_snapshot()`` returns the newest intact snapshot;
 - a content file whose index line was never written, or a temp file never renamed (killed in
-  between), is removed by the next snapshot of the session: a writer holds the index's
-  exclusive ``flock`` from its temp file to its index line, so a temp file, or a content file
-  no line names, seen under that flock, is an orphan.
+  between), or the content of a pruned snapshot not unlinked yet, is removed by a later
+  snapshot of the session: a writer holds the index's exclusive ``flock`` from its temp file to
+  its index line, so a temp file, or a content file no live line names, seen under that flock,
+  is an orphan. A store looks for them on its first snapshot of a session, when the
+  ``objects`` folder changed since its own last snapshot (another process wrote there), and
+  every :data:`SWEEP_EVERY` snapshots, never on every write: that scan grows with the folder.
 
 A write that fails (full disk, read-only folder) raises :class:`~ctxengine.StoreError` naming the
 path and the OS error; the failed append's own partial bytes are cut off again, so what was
@@ -32,6 +40,7 @@ readers a shared one, and every call first reads what other processes appended s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno as errno_codes
 import fcntl
 import hashlib
@@ -43,7 +52,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar, final
@@ -69,6 +78,16 @@ from .base import (
     snapshot_meta,
     validate_session_id,
 )
+from .retention import (
+    DEFAULT_KEEP_COMPACTIONS,
+    DEFAULT_KEEP_SNAPSHOTS,
+    UNKNOWN,
+    Retention,
+    check_retention,
+    line_summary,
+    pruned_error,
+    summary_hash,
+)
 
 __all__ = ("FileStore",)
 
@@ -81,6 +100,11 @@ OBJECTS = "objects"
 #: killed before its rename: a live writer renames within moments of its last write, so no
 #: live writer can still be writing a file this old (it is safe to remove).
 STALE_TEMP_SECONDS: Final = 3600.0
+#: A writer looks for what killed writers left (temp files, content files no index line
+#: names) on its first snapshot of a session, when the ``objects`` folder changed since its
+#: own last snapshot (another process wrote there), and at least every this many snapshots:
+#: a scan per write would cost the size of the folder on every render.
+SWEEP_EVERY: Final = 64
 
 T = TypeVar("T")
 
@@ -127,7 +151,7 @@ def _remove_stale_temps(objects: Path, *, locked: bool = False) -> None:
             continue
 
 
-def _remove_orphans(objects: Path, named: set[str], before: float) -> None:
+def _remove_orphans(objects: Path, named: Container[str], before: float) -> None:
     """Remove the content files (``<sha256>.json``) no index line names, last written before
     ``before``: left by writers killed between a content file's rename and its index line, a
     snapshot that was never acknowledged and that nothing else would ever remove. The caller
@@ -188,14 +212,36 @@ class _Skipped:
     where: str
 
 
+@dataclass(frozen=True, slots=True)
+class _IndexLine:
+    """One line of ``snapshots.jsonl``: the snapshot, and the earlier snapshots whose content
+    its writer pruned (``"prunes"``, recorded with the line, removed after it is durable)."""
+
+    info: SnapshotInfo
+    prunes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, obj: object) -> _IndexLine:
+        info = SnapshotInfo.from_json(obj)
+        prunes = obj.get("prunes") if isinstance(obj, dict) else None
+        if prunes is None:
+            return cls(info)
+        if not isinstance(prunes, list) or not all(isinstance(p, str) for p in prunes):
+            raise StoreError(f"snapshot {info.id!r}: prunes is {prunes!r}; expected snapshot ids")
+        return cls(info, tuple(prunes))
+
+
 @dataclass(slots=True)
 class _Session:
     dir: Path
     transcript: _Log[Entry]
-    index: _Log[SnapshotInfo]
+    index: _Log[_IndexLine]
+    retention: Retention
     by_id: dict[str, Entry] = field(default_factory=dict)
     gaps: TranscriptGaps = field(default_factory=TranscriptGaps)  # damaged lines stepped over
     intact: dict[str, bool] = field(default_factory=dict)  # snapshot hash -> content verified
+    unswept: int | None = None  # snapshots written since the last sweep (None: none yet)
+    objects_mtime: int | None = None  # of the objects folder after this store's last snapshot
 
 
 @final
@@ -206,15 +252,30 @@ class FileStore:
         path: The root directory.
         fsync: Flush each write to the disk before acknowledging it (default). ``False`` is
             for throwaway data only: a crash of the machine may then lose acknowledged writes.
+        keep_snapshots: Snapshots of a session whose content is kept: the newest ones (see
+            :mod:`ctxengine.store.retention`); each snapshot written removes the content of
+            those that fell out. None keeps every one.
+        keep_compactions: Besides those, the first snapshots after this many of the latest
+            compactions (None: after every one).
 
     Raises:
-        ConfigTypeError: ``path`` is not a ``str`` or ``os.PathLike`` of one.
+        ConfigTypeError: ``path`` is not a ``str`` or ``os.PathLike`` of one, or a ``keep_``
+            argument is not an int or None.
+        ConfigError: ``keep_snapshots`` below 1 or ``keep_compactions`` below 0.
         StoreError: ``path`` exists and is not a directory, or cannot be created.
     """
 
-    __slots__ = ("_fsync", "_lock", "_sessions", "problems", "root")
+    __slots__ = ("_fsync", "_keep", "_lock", "_sessions", "problems", "root")
 
-    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        keep_snapshots: int | None = DEFAULT_KEEP_SNAPSHOTS,
+        keep_compactions: int | None = DEFAULT_KEEP_COMPACTIONS,
+    ) -> None:
+        self._keep = check_retention(keep_snapshots, keep_compactions)
         try:
             self.root = Path(path)
         except TypeError as exc:  # FileStore(5), FileStore(None), a bytes path
@@ -242,7 +303,10 @@ class FileStore:
         if s is None:
             d = self.root / "sessions" / session_id
             s = _Session(
-                d, _Log(d / TRANSCRIPT, Entry.from_json), _Log(d / INDEX, SnapshotInfo.from_json)
+                d,
+                _Log(d / TRANSCRIPT, Entry.from_json),
+                _Log(d / INDEX, _IndexLine.from_json),
+                Retention(*self._keep),
             )
             self._sessions[session_id] = s
             _remove_stale_temps(d / OBJECTS)
@@ -257,10 +321,7 @@ class FileStore:
         """Parse what was appended to ``lg`` since the last call (caller holds a flock)."""
         st = os.fstat(fd)
         if lg.ino != st.st_ino or st.st_size < lg.offset:  # replaced or truncated: start over
-            lg.reset()
-            if lg is s.transcript:
-                s.by_id.clear()
-                s.gaps.clear()
+            self._forget(s, lg)
             lg.ino = st.st_ino
         if st.st_size == lg.offset:
             return []
@@ -292,8 +353,29 @@ class FileStore:
                 )
         if lg is s.transcript:
             new = self._index_entries(s, new, session_id)
+        else:
+            self._track(s, new)
         lg.items.extend(new)
         return new
+
+    def _forget(self, s: _Session, lg: _Log[Any]) -> None:
+        """Drop what was parsed of ``lg``: it is read again from its start."""
+        lg.reset()
+        if lg is s.transcript:
+            s.by_id.clear()
+            s.gaps.clear()
+        else:
+            s.retention = Retention(*self._keep)
+
+    @staticmethod
+    def _track(s: _Session, lines: list[_IndexLine]) -> None:
+        """Feed index lines to the retention: a content another writer pruned is no longer
+        taken as stored (a snapshot of the same content writes it again)."""
+        for line in lines:
+            info = line.info
+            s.retention.add(info.id, info.hash, line_summary(info.meta))
+            for digest in s.retention.prune(line.prunes):
+                s.intact.pop(digest, None)
 
     def _parse_line(
         self,
@@ -351,10 +433,7 @@ class FileStore:
                 fd = os.open(lg.path, os.O_RDONLY | os.O_CLOEXEC)
             except FileNotFoundError:
                 if lg.ino is not None:  # deleted since: forget it
-                    lg.reset()
-                    if lg is s.transcript:
-                        s.by_id.clear()
-                        s.gaps.clear()
+                    self._forget(s, lg)
                 continue
             except OSError as exc:
                 raise _os_error("read", lg.path, exc) from exc
@@ -539,7 +618,9 @@ class FileStore:
         leaf_id: str | Leaf | None = LEAF,
     ) -> SnapshotInfo:
         """See :meth:`ctxengine.Store.write_snapshot`. The content file is fsynced and renamed
-        into place before the index line is appended and fsynced."""
+        into place before the index line is appended and fsynced. The line also records the
+        snapshots the retention prunes (see :mod:`ctxengine.store.retention`); their content
+        files are removed once it is durable."""
         data = canonical_json(dict(content)).encode("utf-8")  # encoded once: hashed, written
         clean_meta = snapshot_meta(meta)
         digest = hashlib.sha256(data).hexdigest()
@@ -557,20 +638,88 @@ class FileStore:
                 # a content file no index line names, seen under that flock, is a killed
                 # writer's.
                 with self._writing(s, s.index, session_id) as write:
-                    _remove_stale_temps(s.dir / OBJECTS, locked=True)
+                    sweep = self._sweep_due(s)
                     self._store_object(s, digest, data)
                     info = SnapshotInfo(
                         new_id(), session_id, digest, len(data), time.time(), leaf, clean_meta
                     )
-                    fast = write([canonical_json(info.to_json())])
-                    named = {i.hash for i in s.index.items} | {digest}
-                    _remove_orphans(s.dir / OBJECTS, named, info.created_at)
+                    line, fast = self._write_index_line(s, info, write)
+                    self._sweep(s, info.created_at, sweep)
             if fast:
-                s.index.items.append(info)
+                s.index.items.append(line)
             else:
                 with self._reading(s, session_id, s.index):
                     pass
             return info
+
+    def _write_index_line(
+        self, s: _Session, info: SnapshotInfo, write: Callable[[list[str]], bool]
+    ) -> tuple[_IndexLine, bool]:
+        """Append ``info``'s line with the ids it prunes, then remove their content files.
+
+        The prunes are durable before any file goes: a process killed in between leaves
+        content files no live line names (the next sweep removes them), never a live line
+        whose content is missing. Caller holds the index's exclusive flock."""
+        retention = s.retention
+        retention.add(info.id, info.hash, line_summary(info.meta))
+        due = retention.due(lambda sid, digest: self._stored_summary(s, digest))
+        obj = info.to_json()
+        if due:
+            obj["prunes"] = due
+        try:
+            fast = write([canonical_json(obj)])
+        except BaseException:
+            self._forget(s, s.index)  # the retention counted the line: read it all again
+            s.unswept = None  # and look for the content file this left unindexed
+            raise
+        for digest in retention.prune(due):
+            s.intact.pop(digest, None)
+            path = s.dir / OBJECTS / f"{digest}.json"
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:  # named by no live line: a later sweep removes it
+                log.warning("ctxengine store: cannot remove pruned %s: %s", path, exc)
+        return _IndexLine(info, tuple(due)), fast
+
+    def _stored_summary(self, s: _Session, digest: str) -> str | None:
+        """The summary hash of a stored content (an index line from before retention)."""
+        try:
+            raw = (s.dir / OBJECTS / f"{digest}.json").read_bytes()
+            content = json.loads(raw)
+        except (OSError, ValueError):
+            return UNKNOWN
+        return summary_hash(content) if isinstance(content, dict) else UNKNOWN
+
+    @staticmethod
+    def _sweep_due(s: _Session) -> bool:
+        """Whether this snapshot looks for what killed writers left: on this store's first
+        snapshot of the session, when another process changed the ``objects`` folder since
+        this store's last one (its mtime moved), and every :data:`SWEEP_EVERY` snapshots.
+        Read before this snapshot changes the folder; caller holds the index's flock."""
+        if s.unswept is None or s.unswept >= SWEEP_EVERY:
+            return True
+        try:
+            return os.stat(s.dir / OBJECTS).st_mtime_ns != s.objects_mtime
+        except OSError:
+            return True
+
+    def _sweep(self, s: _Session, before: float, due: bool) -> None:
+        """When ``due``, remove what killed writers left in ``objects`` (temp files, content
+        files no live index line names, last written before ``before``); then note the
+        folder's mtime. Caller holds the index's exclusive flock, which every writer holds
+        from its temp file to its index line, so no live writer's file is among them."""
+        objects = s.dir / OBJECTS
+        if due:
+            _remove_stale_temps(objects, locked=True)
+            _remove_orphans(objects, s.retention.refs, before)
+            s.unswept = 0
+        s.unswept = (s.unswept or 0) + 1
+        try:
+            s.objects_mtime = os.stat(objects).st_mtime_ns
+        except OSError:
+            s.objects_mtime = None
 
     @contextlib.contextmanager
     def _leaf_held(self, s: _Session, session_id: str) -> Iterator[str | None]:
@@ -630,29 +779,55 @@ class FileStore:
             return False
 
     def snapshots(self, session_id: str) -> list[SnapshotInfo]:
-        """See :meth:`ctxengine.Store.snapshots`."""
+        """See :meth:`ctxengine.Store.snapshots`: every index line, a pruned one with
+        ``pruned=True``."""
         with self._lock:
             s = self._session(session_id)
             with self._reading(s, session_id, s.index):
-                return list(s.index.items)
+                pruned = s.retention.pruned
+                return [
+                    dataclasses.replace(line.info, pruned=True)
+                    if line.info.id in pruned
+                    else line.info
+                    for line in s.index.items
+                ]
 
     def load_snapshot(self, session_id: str, snapshot_id: str | None = None) -> Snapshot | None:
-        """See :meth:`ctxengine.Store.load_snapshot`."""
+        """See :meth:`ctxengine.Store.load_snapshot`. The latest skips pruned snapshots
+        quietly; one asked for by id raises a :class:`~ctxengine.StoreError` saying it was
+        pruned by retention."""
         with self._lock:
             s = self._session(session_id)
             with self._reading(s, session_id, s.index):
-                infos = list(s.index.items)
+                infos = [line.info for line in s.index.items]
             if snapshot_id is not None:
                 found = [i for i in infos if i.id == snapshot_id]
                 if not found:
                     raise StoreError(f"session {session_id!r} has no snapshot {snapshot_id!r}")
-                return Snapshot(found[0], self._read_object(s, found[0]))
+                return Snapshot(found[0], self._read_kept(s, session_id, found[0]))
             for info in reversed(infos):
+                if info.id in s.retention.pruned:
+                    continue
                 try:
-                    return Snapshot(info, self._read_object(s, info))
+                    return Snapshot(info, self._read_kept(s, session_id, info))
                 except StoreError as exc:
-                    self._report(session_id, s.dir / OBJECTS, f"{exc}: skipped")
+                    if info.id not in s.retention.pruned:  # pruned meanwhile: not a problem
+                        self._report(session_id, s.dir / OBJECTS, f"{exc}: skipped")
             return None
+
+    def _read_kept(self, s: _Session, session_id: str, info: SnapshotInfo) -> dict[str, Any]:
+        """:meth:`_read_object`, or the pruned error when the retention removed it (also by
+        another process since the index was read)."""
+        path = str(s.dir / OBJECTS / f"{info.hash}.json")
+        if info.id in s.retention.pruned:
+            raise pruned_error(session_id, info.id, path=path)
+        try:
+            return self._read_object(s, info)
+        except StoreError:
+            with self._reading(s, session_id, s.index):
+                if info.id in s.retention.pruned:
+                    raise pruned_error(session_id, info.id, path=path) from None
+            raise
 
     def _read_object(self, s: _Session, info: SnapshotInfo) -> dict[str, Any]:
         path = s.dir / OBJECTS / f"{info.hash}.json"

@@ -7,6 +7,7 @@ JSON copy, so later changes to the caller's dicts never leak in.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -32,6 +33,14 @@ from .base import (
     snapshot_meta,
     validate_session_id,
 )
+from .retention import (
+    DEFAULT_KEEP_COMPACTIONS,
+    DEFAULT_KEEP_SNAPSHOTS,
+    Retention,
+    check_retention,
+    line_summary,
+    pruned_error,
+)
 
 __all__ = ("InMemoryStore",)
 
@@ -42,15 +51,33 @@ class _Session:
     by_id: dict[str, Entry] = field(default_factory=dict)
     snapshots: list[SnapshotInfo] = field(default_factory=list)
     blobs: dict[str, str] = field(default_factory=dict)
+    retention: Retention | None = None
 
 
 @final
 class InMemoryStore:
-    """An in-memory :class:`~ctxengine.Store` (thread-safe; nothing survives the process)."""
+    """An in-memory :class:`~ctxengine.Store` (thread-safe; nothing survives the process).
 
-    __slots__ = ("_lock", "_sessions", "problems")
+    Args:
+        keep_snapshots: Snapshots of a session whose content is kept, as in
+            :class:`~ctxengine.FileStore` (None keeps every one).
+        keep_compactions: Besides those, the first snapshots after this many of the latest
+            compactions (None: after every one).
 
-    def __init__(self) -> None:
+    Raises:
+        ConfigTypeError: a ``keep_`` argument is not an int or None.
+        ConfigError: ``keep_snapshots`` below 1 or ``keep_compactions`` below 0.
+    """
+
+    __slots__ = ("_keep", "_lock", "_sessions", "problems")
+
+    def __init__(
+        self,
+        *,
+        keep_snapshots: int | None = DEFAULT_KEEP_SNAPSHOTS,
+        keep_compactions: int | None = DEFAULT_KEEP_COMPACTIONS,
+    ) -> None:
+        self._keep = check_retention(keep_snapshots, keep_compactions)
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
         self.problems: list[StoreProblem] = []
@@ -149,13 +176,22 @@ class InMemoryStore:
                 new_id(), session_id, digest, len(text.encode()), time.time(), leaf, clean_meta
             )
             s.snapshots.append(info)
+            retention = s.retention = s.retention or Retention(*self._keep)
+            retention.add(info.id, digest, line_summary(clean_meta))
+            for gone in retention.prune(retention.due()):
+                del s.blobs[gone]
             return info
 
     def snapshots(self, session_id: str) -> list[SnapshotInfo]:
         """See :meth:`ctxengine.Store.snapshots`."""
         with self._lock:
             s = self._get(session_id)
-            return list(s.snapshots) if s else []
+            if s is None:
+                return []
+            pruned = s.retention.pruned if s.retention else set()
+            return [
+                dataclasses.replace(i, pruned=True) if i.id in pruned else i for i in s.snapshots
+            ]
 
     def load_snapshot(self, session_id: str, snapshot_id: str | None = None) -> Snapshot | None:
         """See :meth:`ctxengine.Store.load_snapshot`."""
@@ -166,12 +202,14 @@ class InMemoryStore:
                     raise StoreError(f"session {session_id!r} has no snapshot {snapshot_id!r}")
                 return None
             if snapshot_id is None:
-                info = s.snapshots[-1]
+                info = s.snapshots[-1]  # never pruned
             else:
                 found = [i for i in s.snapshots if i.id == snapshot_id]
                 if not found:
                     raise StoreError(f"session {session_id!r} has no snapshot {snapshot_id!r}")
                 info = found[0]
+                if s.retention is not None and info.id in s.retention.pruned:
+                    raise pruned_error(session_id, info.id)
             return Snapshot(info, json.loads(s.blobs[info.hash]))
 
     def sessions(self) -> list[str]:

@@ -9,6 +9,9 @@ Keys (``P`` is the prefix, default ``ctxengine``; every key of a session carries
     P:{sid}:snaps    LIST    one snapshot index line JSON per element
     P:{sid}:objs     SET     content hashes stored for the session
     P:{sid}:obj:<h>  STRING  snapshot content, stored once per hash
+    P:{sid}:pruned   SET     ids of the snapshots whose content the retention removed
+    P:{sid}:retention STRING the retention's window (JSON: the newest snapshots, the restore
+                             points kept, how many index lines it has seen)
     P:sessions       SET     session ids (its own slot; updated outside the transactions)
 
 Appends use optimistic concurrency: ``WATCH`` the log, read the leaf and check the ids, then
@@ -23,6 +26,7 @@ them instead of pushing twice.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import random
@@ -59,6 +63,16 @@ from .base import (
     snapshot_meta,
     validate_session_id,
 )
+from .retention import (
+    DEFAULT_KEEP_COMPACTIONS,
+    DEFAULT_KEEP_SNAPSHOTS,
+    UNKNOWN,
+    Retention,
+    check_retention,
+    line_summary,
+    pruned_error,
+    summary_hash,
+)
 
 __all__ = ("RedisStore",)
 
@@ -88,13 +102,19 @@ class RedisStore:
         prefix: First part of every key.
         client: A ready ``redis.Redis`` or ``redis.cluster.RedisCluster`` to use instead.
         cluster: Connect with ``RedisCluster.from_url(url)``.
+        keep_snapshots: Snapshots of a session whose content is kept, as in
+            :class:`~ctxengine.FileStore` (None keeps every one).
+        keep_compactions: Besides those, the first snapshots after this many of the latest
+            compactions (None: after every one).
 
     Raises:
-        ConfigTypeError: ``url`` is not a ``str`` (and no ``client`` is given).
+        ConfigTypeError: ``url`` is not a ``str`` (and no ``client`` is given), or a ``keep_``
+            argument is not an int or None.
+        ConfigError: ``keep_snapshots`` below 1 or ``keep_compactions`` below 0.
         StoreError: the URL is invalid.
     """
 
-    __slots__ = ("_cache", "_lock", "_r", "prefix", "problems", "url")
+    __slots__ = ("_cache", "_keep", "_lock", "_r", "prefix", "problems", "url")
 
     def __init__(
         self,
@@ -103,7 +123,10 @@ class RedisStore:
         prefix: str = "ctxengine",
         client: Any = None,
         cluster: bool = False,
+        keep_snapshots: int | None = DEFAULT_KEEP_SNAPSHOTS,
+        keep_compactions: int | None = DEFAULT_KEEP_COMPACTIONS,
     ) -> None:
+        self._keep = check_retention(keep_snapshots, keep_compactions)
         if client is None and not isinstance(url, str):
             raise ConfigTypeError(
                 f"url is {url!r} ({type(url).__name__}); expected a Redis URL such as "
@@ -329,7 +352,9 @@ class RedisStore:
         meta: Mapping[str, Any] | None = None,
         leaf_id: str | Leaf | None = LEAF,
     ) -> SnapshotInfo:
-        """See :meth:`ctxengine.Store.write_snapshot` (content and index line in one MULTI).
+        """See :meth:`ctxengine.Store.write_snapshot` (content and index line in one MULTI,
+        with the retention's prunes: the pruned ids, the removal of their contents and the
+        new window, so the retention never leaves a live line without its content).
 
         With the default ``leaf_id`` the leaf is read after a ``WATCH`` of the log, as an
         append reads it: an append before the ``EXEC`` aborts the transaction and it is retried
@@ -365,9 +390,14 @@ class RedisStore:
         meta: dict[str, Any],
         leaf_id: str | Leaf | None,
     ) -> SnapshotInfo:
+        keeps = self._keep[0] is not None
         with self._r.pipeline() as pipe:
+            watched = [log_key] if leaf_id is LEAF else []
+            if keeps:  # another snapshot before the EXEC moves the window: retried
+                watched += [self._key(session_id, "snaps"), self._key(session_id, "retention")]
+            if watched:
+                pipe.watch(*watched)
             if leaf_id is LEAF:
-                pipe.watch(log_key)
                 with self._lock:
                     leaf = self._leaf_of(self._refresh(session_id))
             else:
@@ -375,43 +405,123 @@ class RedisStore:
             info = SnapshotInfo(
                 new_id(), session_id, digest, len(text.encode()), time.time(), leaf, meta
             )
+            window = self._window(pipe, session_id) if keeps else None
             pipe.multi()
             pipe.set(self._key(session_id, f"obj:{digest}"), text, nx=True)
             pipe.sadd(self._key(session_id, "objs"), digest)
             pipe.rpush(self._key(session_id, "snaps"), canonical_json(info.to_json()))
             pipe.set(self._key(session_id, "epoch"), secrets.token_hex(8), nx=True)
+            if window is not None:
+                self._prune(pipe, session_id, window, info)
             pipe.execute()
             return info
 
+    def _window(self, pipe: Any, session_id: str) -> Retention:
+        """The session's retention, read under the WATCH, with the index lines written since
+        it was saved (by a store keeping every snapshot, or before retention existed)."""
+        snaps, pruned = self._key(session_id, "snaps"), self._key(session_id, "pruned")
+        raw = pipe.get(self._key(session_id, "retention"))
+        try:
+            saved = json.loads(raw) if raw is not None else None
+        except ValueError:
+            saved = None
+        window = Retention.from_json(saved, *self._keep)
+        seen = window.lines
+        new = pipe.lrange(snaps, seen, -1)
+        infos: list[SnapshotInfo] = []
+        for item in new:
+            try:
+                infos.append(SnapshotInfo.from_json(json.loads(item)))
+            except (ValueError, StoreError):
+                continue  # a damaged line: listed as damaged by snapshots(), nothing to keep
+        gone = pipe.smismember(pruned, [i.id for i in infos]) if infos else []
+        for info, was_pruned in zip(infos, gone, strict=True):
+            if not was_pruned:
+                window.add(info.id, info.hash, line_summary(info.meta))
+        window.lines = seen + len(new)
+        return window
+
+    def _prune(self, pipe: Any, session_id: str, window: Retention, info: SnapshotInfo) -> None:
+        """Queue (inside the MULTI) the new line's place in the window and what it prunes."""
+
+        def resolve(sid: str, digest: str) -> str | None:  # a line from before retention
+            raw = self._r.get(self._key(session_id, f"obj:{digest}"))
+            try:
+                content = json.loads(raw) if raw is not None else None
+            except ValueError:
+                return UNKNOWN
+            return summary_hash(content) if isinstance(content, dict) else UNKNOWN
+
+        window.add(info.id, info.hash, line_summary(info.meta))
+        due = window.due(resolve)
+        gone = window.prune(due)
+        if due:
+            pipe.sadd(self._key(session_id, "pruned"), *due)
+        if gone:
+            pipe.delete(*[self._key(session_id, f"obj:{h}") for h in gone])
+            pipe.srem(self._key(session_id, "objs"), *gone)
+        pipe.set(self._key(session_id, "retention"), canonical_json(window.to_json()))
+
     def snapshots(self, session_id: str) -> list[SnapshotInfo]:
-        """See :meth:`ctxengine.Store.snapshots`."""
+        """See :meth:`ctxengine.Store.snapshots`: every index line, a pruned one with
+        ``pruned=True``."""
         key = self._key(session_id, "snaps")
         try:
-            raw = self._r.lrange(key, 0, -1)
+            pipe = self._r.pipeline(transaction=True)
+            pipe.lrange(key, 0, -1)
+            pipe.smembers(self._key(session_id, "pruned"))
+            raw, pruned_raw = pipe.execute()
         except RedisError as exc:
             raise self._error("read", session_id, exc) from exc
+        pruned = {m.decode() for m in pruned_raw}
         out = []
         for i, item in enumerate(raw):
             try:
-                out.append(SnapshotInfo.from_json(json.loads(item)))
+                info = SnapshotInfo.from_json(json.loads(item))
             except (ValueError, StoreError) as exc:
                 self._report(session_id, key, f"index element {i} is damaged ({exc}): skipped")
+                continue
+            out.append(dataclasses.replace(info, pruned=True) if info.id in pruned else info)
         return out
 
     def load_snapshot(self, session_id: str, snapshot_id: str | None = None) -> Snapshot | None:
-        """See :meth:`ctxengine.Store.load_snapshot`."""
+        """See :meth:`ctxengine.Store.load_snapshot`. The latest skips pruned snapshots
+        quietly; one asked for by id raises a :class:`~ctxengine.StoreError` saying it was
+        pruned by retention."""
         infos = self.snapshots(session_id)
         if snapshot_id is not None:
             found = [i for i in infos if i.id == snapshot_id]
             if not found:
                 raise StoreError(f"session {session_id!r} has no snapshot {snapshot_id!r}")
-            return Snapshot(found[0], self._read_object(session_id, found[0]))
+            return Snapshot(found[0], self._read_kept(session_id, found[0]))
         for info in reversed(infos):
+            if info.pruned:
+                continue
             try:
                 return Snapshot(info, self._read_object(session_id, info))
             except StoreError as exc:
-                self._report(session_id, self._key(session_id, "snaps"), f"{exc}: skipped")
+                if not self._was_pruned(session_id, info.id):  # pruned meanwhile: no problem
+                    self._report(session_id, self._key(session_id, "snaps"), f"{exc}: skipped")
         return None
+
+    def _was_pruned(self, session_id: str, snapshot_id: str) -> bool:
+        try:
+            return bool(self._r.sismember(self._key(session_id, "pruned"), snapshot_id))
+        except RedisError as exc:
+            raise self._error("read", session_id, exc) from exc
+
+    def _read_kept(self, session_id: str, info: SnapshotInfo) -> dict[str, Any]:
+        """:meth:`_read_object`, or the pruned error when the retention removed it (also by
+        another process since the index was read)."""
+        key = self._key(session_id, f"obj:{info.hash}")
+        if info.pruned:
+            raise pruned_error(session_id, info.id, path=key)
+        try:
+            return self._read_object(session_id, info)
+        except StoreError:
+            if self._was_pruned(session_id, info.id):
+                raise pruned_error(session_id, info.id, path=key) from None
+            raise
 
     def _read_object(self, session_id: str, info: SnapshotInfo) -> dict[str, Any]:
         key = self._key(session_id, f"obj:{info.hash}")
@@ -452,7 +562,8 @@ class RedisStore:
         """See :meth:`ctxengine.Store.delete`."""
         try:
             objs = self._r.smembers(self._key(session_id, "objs"))
-            keys = [self._key(session_id, n) for n in ("log", "ids", "epoch", "snaps", "objs")]
+            names = ("log", "ids", "epoch", "snaps", "objs", "pruned", "retention")
+            keys = [self._key(session_id, n) for n in names]
             keys += [self._key(session_id, f"obj:{h.decode()}") for h in objs]
             removed = int(self._r.delete(*keys))
             self._r.srem(f"{self.prefix}:sessions", session_id)

@@ -34,6 +34,7 @@ from typing import Any, Final, Protocol
 
 from ..errors import StoreError
 from .base import Snapshot, canonical_json, content_hash
+from .retention import SUMMARY_KEY, summary_hash
 
 __all__ = (
     "SCHEMA",
@@ -42,6 +43,7 @@ __all__ = (
     "check_schema",
     "core_memory",
     "grain_rows",
+    "memory_digest",
     "payload_hash",
     "snapshot_meta",
     "summary_drift",
@@ -181,8 +183,25 @@ def grain_rows(snapshot: Snapshot | Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def snapshot_meta(content: Mapping[str, Any]) -> dict[str, Any]:
-    """The small index-line metadata of a snapshot built by :func:`build_snapshot`."""
-    return {k: content[k] for k in META_KEYS if k in content}
+    """The small index-line metadata of a snapshot built by :func:`build_snapshot`: its
+    :data:`META_KEYS`, ``summary_hash`` (sha256 of the compaction summary, None before one: a
+    store's retention keeps the snapshots where it changes) and ``core_memory`` (chars and hash
+    of every core_memory text: ``ctxengine snapshots`` lists it for a pruned snapshot too)."""
+    out = {k: content[k] for k in META_KEYS if k in content}
+    out[SUMMARY_KEY] = summary_hash(content)
+    memory = content.get(CORE_MEMORY)
+    if isinstance(memory, Mapping):
+        texts = {str(k): str(v) for k, v in memory.items()}
+        out[CORE_MEMORY] = {
+            "chars": sum(len(t) for t in texts.values()),
+            "hash": memory_digest(texts),
+        }
+    return out
+
+
+def memory_digest(memory: Mapping[str, str]) -> str | None:
+    """sha256 of the canonical JSON of ``core_memory`` texts; None when there are none."""
+    return content_hash(canonical_json(dict(memory))) if memory else None
 
 
 def core_memory(snapshot: Snapshot | Mapping[str, Any]) -> dict[str, str]:
