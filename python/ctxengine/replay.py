@@ -28,9 +28,12 @@ def demo_transcript_path() -> Path:
 
 
 async def _feed(session: Session, message: Message) -> None:
-    """Append one message the way a live agent loop would (firing the matching events)."""
+    """Append one message the way a live agent loop would (firing the matching events). A
+    user message is appended as recorded, with its ``meta``: what marks it as the harness's
+    (an observation, Claude Code's ``is_meta`` text) is what keeps it out of a summary's
+    requests."""
     if message.role == "user" and len(message.blocks) == 1 and message.text:
-        await session.user_message(message.text)
+        await session.ingest([message])  # fires on_user_msg, as user_message(text) does
     elif message.role == "tool":
         for result in message.tool_results:
             await session.tool_result(

@@ -1,7 +1,9 @@
 """The cold-render fast paths give exactly what the straightforward definitions give.
 
 - key facts read once per message and merged in order == the whole-stretch reading (the
-  definition below, as it was written before the per-message reading);
+  definition below, as it was written before the per-message reading; a user message's
+  request is ``request_text``'s, as it is since observations and the harness's text are
+  not requests);
 - the summary cap sized by pieces == re-rendering and re-counting the summary per step (the
   same function given a counter it cannot see into);
 - exact o200k/cl100k counts add up at the split points that sizing relies on;
@@ -37,6 +39,7 @@ from ctxengine.compaction import (
     summary_message,
 )
 from ctxengine.compaction import facts as F
+from ctxengine.compaction.requests import request_text
 from ctxengine.grain import ContextGrain
 from ctxengine.tokens import get_tokenizer
 from ctxengine.transcript import Message, ToolCall, load_all
@@ -98,9 +101,14 @@ def _reference_files(messages: Sequence[Message]) -> tuple[list[str], list[str]]
     return read, modified
 
 
+def _request(m: Message) -> str | None:
+    """The request a message makes (an observation, the harness's text, a command: none)."""
+    return request_text(m.text, m.meta) if m.role == "user" else None
+
+
 def _reference_pending(messages: Sequence[Message], carried: Sequence[str] = ()) -> list[str]:
     asks = _reference_asks(messages)
-    if asks or any(m.role == "user" for m in messages):
+    if asks or any(_request(m) for m in messages):
         return asks  # the messages' own asks, or a user spoke after the earlier ones
     replied = any(m.role == "assistant" and m.text for m in messages)
     still = [a for a in carried if not (replied and a.startswith("answer the latest request: "))]
@@ -109,10 +117,11 @@ def _reference_pending(messages: Sequence[Message], carried: Sequence[str] = ())
 
 def _reference_asks(messages: Sequence[Message]) -> list[str]:
     asks: list[str] = []
-    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
+    last_user = max((i for i, m in enumerate(messages) if _request(m)), default=None)
     after = messages[last_user + 1 :] if last_user is not None else messages
     if last_user is not None and not any(m.role == "assistant" and m.text for m in after):
-        asks.append("answer the latest request: " + F.first_line(messages[last_user].text))
+        request = _request(messages[last_user]) or ""
+        asks.append("answer the latest request: " + F.first_line(request))
     for m in reversed(messages):
         if m.role == "assistant" and m.text.strip():
             found = [F.first_line(q) for q in F._QUESTION.findall(m.text)]
@@ -142,7 +151,9 @@ def _reference_facts(messages: Sequence[Message]) -> KeyFacts:
             continue
         plain.append(m)
         if m.role == "user" and m.text.strip():
-            facts.requests.append(m.text.strip())
+            request = _request(m)
+            if request:
+                facts.requests.append(request)
             idents += F._identifiers(m.text)
         elif m.role == "assistant":
             idents += F._identifiers(m.text)

@@ -4,17 +4,20 @@ next summary and the quality gate read that layout."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import pytest
 
 from ctxengine import Budget, ContextEngine
 from ctxengine.compaction import compact, compact_history, parse_sections, summary_message
 from ctxengine.compaction.facts import fold_latest, latest_of
+from ctxengine.compaction.requests import request_text
 from ctxengine.compaction.sections import carries_latest, strip_sections
 from ctxengine.replay import _feed
 from ctxengine.transcript import Message, ToolCall, load_all
 
-from .helpers import CC_MAIN
+from .helpers import CC_MAIN, DATA
 
 pytestmark = pytest.mark.anyio
 
@@ -173,15 +176,25 @@ async def test_compact_history_keeps_the_request_of_an_earlier_summary_whole() -
     assert latest_of(again.summary) == PATCH
 
 
-def test_the_real_session_keeps_its_compacted_newest_request_whole() -> None:
-    """The Claude Code session at 64k: a skill's multi-line prompt is the newest request
-    while the agent works through several compactions; each summary made while it is
-    compacted holds it whole (two of them held its first line only)."""
+@pytest.mark.parametrize(
+    ("path", "budget", "multiline"),
+    [(CC_MAIN, 64_000, False), (DATA / "claude-code-spotter" / "subagent.jsonl", 8_000, True)],
+    ids=["main-64k", "command-8k"],
+)
+def test_the_real_session_keeps_its_compacted_newest_request_whole(
+    path: Path, budget: int, multiline: bool
+) -> None:
+    """The Claude Code sessions replayed: the newest request stays in the summary while the
+    agent works through several compactions; each summary made while it is compacted holds
+    it whole (two of them once held its first line only). The newest request is the user's,
+    never a skill's text, a caveat or a command's output (the main session's skill prompt
+    was once taken for it): in the sub-agent session it is the command the session starts
+    with, ``/handgemacht:create-beads`` and its arguments of several lines."""
 
     async def run() -> list[tuple[str, str]]:
-        t = load_all(CC_MAIN)[0]
+        t = load_all(path)[0]
         seen: list[tuple[str, str]] = []
-        engine = ContextEngine("gpt-4o", Budget(total=64_000))
+        engine = ContextEngine("gpt-4o", Budget(total=budget))
         async with engine.session("r") as s:
             previous, newest = None, None
             for m in t:
@@ -195,12 +208,16 @@ def test_the_real_session_keeps_its_compacted_newest_request_whole() -> None:
                     ):
                         seen.append((summary.text, newest))
                 await _feed(s, m)
-                if m.role == "user" and m.text.strip():
-                    newest = m.text
+                request = request_text(m.text, m.meta) if m.role == "user" else None
+                if request:  # not a skill's text, a caveat, a command's output or a command
+                    newest = request
                 previous = m.role
         return seen
 
     compacted = anyio.run(run)
     assert len(compacted) >= 3
-    assert any("\n" in request.strip() for _, request in compacted)
     assert all(carries_latest(summary, request) for summary, request in compacted)
+    assert not any("Base directory for this skill" in request for _, request in compacted)
+    if multiline:
+        assert all(r.startswith("/handgemacht:create-beads websearch") for _, r in compacted)
+        assert all("\n" in request.strip() for _, request in compacted)

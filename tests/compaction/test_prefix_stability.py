@@ -130,9 +130,13 @@ def test_a_replayed_real_session_breaks_its_prefix_only_at_compactions(
     assert len(ours) == compactions  # each compaction changes the head once, nothing else does
     # A compacting render uses ≥ 90 % of its target (the render contract), so only the rest of
     # the target is room to grow into before the next compaction: at 16k (room ~1,000 tokens,
-    # many single tool results larger) that is a fifth fewer breaks than last-N, at 64k
-    # less than half as many.
-    assert len(ours) * 5 <= len(theirs) * 4 if budget < 64_000 else len(ours) * 5 <= len(theirs) * 2
+    # many single tool results larger) that is a sixth fewer breaks than last-N (74 and 73
+    # against 89; a fifth while the summary kept a skill's 2,000-character text as the newest
+    # request, and its landings fell on other turns), at 64k less than half as many.
+    if budget < 64_000:
+        assert len(ours) * 100 <= len(theirs) * 85
+    else:
+        assert len(ours) * 5 <= len(theirs) * 2
     uses = sorted(r.tokens / r.report.target for r in rendered if _compacted(r))
     assert uses[len(uses) // 2] >= 0.9, uses  # the median compaction lands at its mark
     assert uses[0] >= 0.78, uses  # only a turn larger than the room overshoots, and not far

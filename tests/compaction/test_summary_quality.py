@@ -148,6 +148,9 @@ def test_a_carried_decision_an_earlier_version_wrote_with_two_markers_has_one() 
         ("<local-command-stdout>Reconnected.</local-command-stdout>", {}, None),
         ("[Request interrupted by user]", {}, None),
         ("Base directory for this skill: /x", {"is_meta": True}, None),
+        ("Base directory for this skill: /x\n\n# Hex Documentation Search", {}, None),  # mark lost
+        ("We're solving this issue: the parser crashes", {"kind": "observation"}, None),
+        ("/", {}, None),
         ("<command-name>/mcp</command-name><command-args></command-args>", {}, None),
         (
             "<command-name>/beads</command-name>\n<command-args>set up credo</command-args>",

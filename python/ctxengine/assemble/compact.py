@@ -26,8 +26,9 @@ from ..compaction import (
     summary_message,
 )
 from ..compaction import compact as compact_messages
-from ..compaction.facts import message_scope, paused_collector
+from ..compaction.facts import message_scope, newest_request, paused_collector
 from ..compaction.pipeline import fill_repeats, steady_collector
+from ..compaction.requests import request_text
 from ..grain import ContextGrain
 from ..transcript.model import Message
 from .report import STAGE, GrainDecision, decisions
@@ -144,15 +145,18 @@ def _newest_user(state: SessionState) -> int:
 def _latest_request(state: SessionState, indices: Sequence[int]) -> str | None:
     """The newest user request when it is among the summarized messages (``indices``,
     sorted), or when an earlier summary, merged into this one, holds it (compacted before,
-    no user message since: an agent loop compacted again): it must survive, whole."""
-    newest = _newest_user(state)
+    no request since: an agent loop compacted again): it must survive, whole. An
+    observation, the harness's text or a slash command is no request
+    (:mod:`ctxengine.compaction.requests`)."""
+    newest = newest_request(state.messages)
     if newest < 0:
         return None
     at = bisect_left(indices, newest)
-    if at < len(indices) and indices[at] == newest:
-        return _read(state, newest).text
-    if state.summary is not None and f"hist.{newest}" in state.compacted:
-        return _read(state, newest).text
+    if (at < len(indices) and indices[at] == newest) or (
+        state.summary is not None and f"hist.{newest}" in state.compacted
+    ):
+        message = _read(state, newest)
+        return request_text(message.text, message.meta)
     return None
 
 

@@ -10,9 +10,9 @@ keeps every line of its parts (only the size cap shortens, and says so).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from ..errors import ConfigError
 from ..tokens import Tokenizer
@@ -29,9 +29,10 @@ from .facts import (
     stretch_memo,
 )
 from .protocol import Count, counter
+from .requests import goal_text, written_by_harness
 from .sections import SummaryParts, build_parts, cap_summary
 
-__all__ = ("ExtractiveSummarizer",)
+__all__ = ("ExtractiveSummarizer", "goal_text")
 
 _FENCE: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
 _DECISION: Final = re.compile(
@@ -168,7 +169,8 @@ class ExtractiveSummarizer:
 
     def _body(self, messages: Sequence[Message]) -> str:
         goal: str | None = None  # the first substantive request (goal_text)
-        fallback: str | None = None  # the first request, when none is substantive
+        # when none is substantive: the first user message the harness did not write
+        fallback: str | None = None
         decisions: list[str] = []
         progress: list[str] = []
         memo = scope_memo()
@@ -189,9 +191,8 @@ class ExtractiveSummarizer:
                 continue
             text = read.text
             if m.role == "user" and goal is None and text.strip():
-                flat = " ".join(text.split())
-                if fallback is None:
-                    fallback = flat
+                if fallback is None and not written_by_harness(text, m.meta):
+                    fallback = " ".join(text.split())
                 wanted = goal_text(text, m.meta)
                 if wanted is not None:
                     goal = " ".join(wanted.split())
@@ -237,50 +238,3 @@ def _first_request(carried: dict[str, list[str]], *, any_kind: bool = False) -> 
         if wanted is not None:
             return " ".join(wanted.split())
     return None
-
-
-#: User messages a harness writes, not the user: Claude Code's command output and caveat
-#: wrappers, its interruption note, SWE-agent's demonstration of another task.
-_HARNESS: Final = re.compile(
-    r"<(?:local-command-[\w-]+|system-reminder|command-message|command-name)>"
-    r"|\[Request interrupted by user"
-    r"|Here is a demonstration of how to correctly accomplish this task\.",
-)
-#: A slash command: ``/name`` (``/mode``, ``/model gpt-4o``, ``/plugin:cmd``), its first word
-#: not a path.
-_SLASH: Final = re.compile(r"/[A-Za-z][\w:-]*(?:\s|$)")
-_COMMAND_ARGS: Final = re.compile(r"<command-args>(.*?)</command-args>", re.S)
-_COMMAND_NAME: Final = re.compile(r"<command-name>\s*(/?[^<\s]+)\s*</command-name>")
-#: Words of a bare acknowledgement or greeting ("ok", "yes, continue", "thanks!").
-_ACK_WORDS: Final = frozenset(
-    {"ok", "okay", "k", "kk", "yes", "y", "yep", "yeah", "yup", "no", "nope", "sure", "thanks",
-    "thank", "you", "thx", "ty", "continue", "go", "on", "ahead", "proceed", "next", "done",
-    "cool", "great", "nice", "good", "perfect", "fine", "alright", "right", "hi", "hello", "hey",
-    "lgtm", "please", "do", "it", "very", "much"}
-)  # fmt: skip
-
-
-def goal_text(text: str, meta: Mapping[str, Any] | None = None) -> str | None:
-    """The request a user message makes, when it can be a summary's goal; None when it makes
-    none: a message the harness wrote (``meta["is_meta"]``, a command or caveat wrapper, an
-    interruption note, a demonstration), a slash command (``/mode``), or a bare
-    acknowledgement or greeting of at most four words. A command wrapper with arguments
-    (``<command-name>/x</command-name><command-args>do y</command-args>``) makes the request
-    ``/x do y``, when its arguments are one by these rules."""
-    if meta and meta.get("is_meta"):
-        return None
-    stripped = text.strip()
-    args = _COMMAND_ARGS.search(stripped)
-    if args is not None:
-        wanted = goal_text(args.group(1))
-        if wanted is None:
-            return None
-        name = _COMMAND_NAME.search(stripped)
-        return f"{name.group(1)} {wanted}" if name else wanted
-    if not stripped or _HARNESS.match(stripped) or _SLASH.match(stripped):
-        return None
-    if len(stripped) <= 60:  # four words of acknowledgement at most
-        words = re.findall(r"[^\W_]+", stripped.lower())
-        if len(words) <= 4 and all(w in _ACK_WORDS for w in words):
-            return None
-    return stripped

@@ -20,6 +20,7 @@ from typing import Any, Final, TypeVar
 
 from ..errors import ConfigError
 from ..transcript import Message, ToolCall
+from .requests import request_text
 
 __all__ = (
     "Failure",
@@ -32,6 +33,7 @@ __all__ = (
     "latest_of",
     "message_scope",
     "message_text",
+    "newest_request",
     "read_rules",
     "verbatim_request",
 )
@@ -267,6 +269,18 @@ def is_summary(message: Message) -> bool:
     if message.meta.get("ctxengine_summary"):
         return True
     return message.role == "user" and message_text(message).startswith(_SUMMARY_HEAD)
+
+
+def newest_request(messages: Sequence[Message]) -> int:
+    """Index of the newest message of ``messages`` that makes a request
+    (:func:`~ctxengine.compaction.requests.request_text`) or is an earlier summary (it holds
+    the requests it stands for); -1 when none does. Observations, the harness's user
+    messages and slash commands are passed over."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.role == "user" and (is_summary(m) or request_text(message_text(m), m.meta)):
+            return i
+    return -1
 
 
 def _add(target: list[str], items: Iterable[str], seen: set[str] | None = None) -> None:
@@ -614,79 +628,54 @@ def _read_identifiers(text: str) -> tuple[str, ...]:
 _cached_identifiers: Final = lru_cache(maxsize=8192)(_read_identifiers)
 
 
-def _pending(
-    messages: Sequence[Message], texts: Sequence[str], carried: Sequence[str] = ()
-) -> list[str]:
-    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
-    return _pending_at(messages, texts, last_user, carried)
-
-
-class _Texts:
-    """The texts of message readings, by index (without a list of them all)."""
-
-    __slots__ = ("read",)
-
-    def __init__(self, read: Sequence[_MessageFacts]) -> None:
-        self.read = read
-
-    def __getitem__(self, i: int) -> str:
-        return self.read[i].text
-
-
 def _pending_of(
-    messages: Sequence[Message],
-    read: Sequence[_MessageFacts],
-    last_user: int | None,
-    carried: Sequence[str] = (),
+    messages: Sequence[Message], read: Sequence[_MessageFacts], carried: Sequence[str] = ()
 ) -> list[str]:
-    return _pending_at(messages, _Texts(read), last_user, carried)  # type: ignore[arg-type]
+    """The open asks of ``messages`` (``read``: their readings, one each).
+
+    ``carried``: the ``## Pending`` lines of the earlier summaries among the messages (not in
+    ``messages``). They stay open only while nothing in the newer messages settled them, and
+    only when these ask nothing themselves (their asks are the newest): a request among the
+    newer messages closes them all (the user spoke after them: the request to answer is the
+    newer one, the questions were answered or passed over), and an assistant message with
+    text closes the ask to answer the earlier newest request (it was answered, as
+    :data:`ANSWER_LATEST` of the messages themselves is read). The newest 3 that stay are
+    kept. A user message that makes no request (an observation, the harness's text) neither
+    asks nor settles anything."""
+    last = next((i for i in range(len(read) - 1, -1, -1) if read[i].request is not None), None)
+    asks = _open_asks(messages, read, last)
+    if asks or not carried or last is not None:
+        return asks
+    replied = any(m.role == "assistant" and read[i].text for i, m in enumerate(messages))
+    still = [a for a in carried if not (replied and a.startswith(ANSWER_LATEST))]
+    return newest_unique(still)[-3:]
 
 
 #: How a pending ask to answer the newest request begins.
 ANSWER_LATEST: Final = "answer the latest request: "
 
 
-def _pending_at(
-    messages: Sequence[Message],
-    texts: Sequence[str],
-    last_user: int | None,
-    carried: Sequence[str] = (),
-) -> list[str]:
-    """:func:`_pending` given the index of the newest user message (None: none).
-
-    ``carried``: the ``## Pending`` lines of the earlier summaries among the messages (not in
-    ``messages``). They stay open only while nothing in the newer messages settled them, and
-    only when these ask nothing themselves (their asks are the newest): a user message among
-    the newer ones closes them all (the user spoke after them: the request to answer is the
-    newer one, the questions were answered or passed over), and an assistant message with
-    text closes the ask to answer the earlier newest request (it was answered, as
-    :data:`ANSWER_LATEST` of the messages themselves is read). The newest 3 that stay are
-    kept."""
-    asks = _open_asks(messages, texts, last_user)
-    if asks or not carried or last_user is not None:
-        return asks
-    replied = any(m.role == "assistant" and texts[i] for i, m in enumerate(messages))
-    still = [a for a in carried if not (replied and a.startswith(ANSWER_LATEST))]
-    return newest_unique(still)[-3:]
-
-
 def _open_asks(
-    messages: Sequence[Message], texts: Sequence[str], last_user: int | None
+    messages: Sequence[Message], read: Sequence[_MessageFacts], last: int | None
 ) -> list[str]:
+    """The asks of ``messages``: to answer the newest request (``last``: its index, None:
+    none) when no assistant text follows it, the newest assistant text's questions, the
+    questions to the user of the tool calls since that request."""
     asks: list[str] = []
-    after = range(last_user + 1, len(messages)) if last_user is not None else range(len(messages))
-    if last_user is not None and not any(
-        messages[i].role == "assistant" and texts[i] for i in after
-    ):
-        asks.append(ANSWER_LATEST + first_line(texts[last_user]))
+    if last is not None:
+        request = read[last].request
+        if request and not any(
+            messages[i].role == "assistant" and read[i].text for i in range(last + 1, len(read))
+        ):
+            asks.append(ANSWER_LATEST + first_line(request))
     for i in range(len(messages) - 1, -1, -1):
-        if messages[i].role == "assistant" and texts[i].strip():
+        if messages[i].role == "assistant" and read[i].text.strip():
             # the newest 3 questions, each once (a message may ask the same one again, or
             # questions alike in their first MAX_LINE characters)
-            questions = newest_unique(first_line(q) for q in _QUESTION.findall(texts[i]))
+            questions = newest_unique(first_line(q) for q in _QUESTION.findall(read[i].text))
             asks += ["assistant asked: " + q for q in questions[-3:]]
             break
-    for m in messages[last_user or 0 :]:
+    for m in messages[last or 0 :]:
         for call in m.tool_calls:
             if call.name in {"AskUserQuestion", "ask_user", "ask_followup_question"}:
                 asks.append("question to the user: " + first_line(call.arguments_json, 200))
@@ -829,9 +818,10 @@ def _read(m: Message, text: str) -> _MessageFacts:
         files = _file_ops(m, text)
     facts = _MessageFacts(text, files=files)
     if role == "user":
-        request = text.strip()
-        if request:
-            facts.request = request
+        if text.strip():
+            # an observation or the harness's text is read for its identifiers and files,
+            # never listed as a request (see ctxengine.compaction.requests)
+            facts.request = request_text(text, m.meta)
             facts.idents = (
                 _read_identifiers(text) if len(text) < _CACHED_FROM else _cached_identifiers(text)
             )
@@ -926,7 +916,7 @@ def _extract_facts(
     facts.files_read, facts.files_modified = _replay(mf.files for mf in read)
     _add(facts.identifiers, idents)
     facts.identifiers = facts.identifiers[-max_identifiers:]
-    facts.pending = _pending(plain, [mf.text for mf in read], facts.carried.get("Pending", ()))
+    facts.pending = _pending_of(plain, read, facts.carried.get("Pending", ()))
     return facts
 
 
@@ -1105,17 +1095,13 @@ class _Scan:
 
     def facts(self, max_identifiers: int) -> KeyFacts:
         """The key facts of what was read (lists of their own)."""
-        plain, read = self.plain, self.read
-        last_user = next(
-            (i for i in range(len(plain) - 1, -1, -1) if plain[i].role == "user"), None
-        )
         return KeyFacts(
             requests=list(self.requests),
             files_read=list(self.files_read),
             files_modified=list(self.files_modified),
             failures=list(self.failures),
             identifiers=self.idents[-max_identifiers:],
-            pending=_pending_of(plain, read, last_user, self.carried.get("Pending", ())),
+            pending=_pending_of(self.plain, self.read, self.carried.get("Pending", ())),
             rules=list(self.rules),
             pinned=list(self.pinned),
             carried={name: list(lines) for name, lines in self.carried.items()},

@@ -46,6 +46,7 @@ from .facts import (
     memoized,
     message_scope,
     message_text,
+    newest_request,
     paused_collector,
     read_rules,
     resume_collector,
@@ -61,6 +62,7 @@ from .planning import (
     tool_groups,
 )
 from .protocol import Count, Summarizer, call_summarizer, counter
+from .requests import request_text
 from .sections import (
     SummaryParts,
     additive,
@@ -1149,13 +1151,13 @@ async def _compact_history(
         kept = sum(counts[:head]) + sum(counts[cut:])
         if kept <= target // 2:
             break
-    users = [i for i in range(head, cut) if msgs[i].role == "user"]
-    newest_user = max((i for i, m in enumerate(msgs) if m.role == "user"), default=-1)
+    newest_user = newest_request(msgs)  # not an observation, the harness's text, a command
     latest = None
-    if users and users[-1] == newest_user:
+    if head <= newest_user < cut:
         # the newest request, or an earlier summary's when none came after it
         newest = msgs[newest_user]
-        latest = latest_of(message_text(newest)) if is_summary(newest) else message_text(newest)
+        text = message_text(newest)
+        latest = latest_of(text) if is_summary(newest) else request_text(text, newest.meta)
     args: dict[str, Any] = {
         "summarizer": summarizer,
         "tokenizer": count,

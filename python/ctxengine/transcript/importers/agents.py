@@ -2,17 +2,20 @@
 
 SWE-agent: ``history`` is the chat as the model saw it. Function-calling runs have OpenAI
 ``tool_calls`` and ``tool`` messages answering ``tool_call_ids`` (a list); text-action runs have
-no calls (the action is prose in the assistant text, the observation a user message). Content
-is a string or a list of parts; multimodal runs put ``image_url`` parts in user and tool
-messages, which become images. A file without ``history`` is rebuilt from its
-``trajectory`` steps (``meta["rebuilt_from"] = "trajectory"``).
+no calls (the action is prose in the assistant text, the observation a user message, marked
+``meta["kind"] = "observation"``: every user message after the agent's first action that is
+not part of a demonstration). Content is a string or a list of parts; multimodal runs put
+``image_url`` parts in user and tool messages, which become images. A file without
+``history`` is rebuilt from its ``trajectory`` steps (``meta["rebuilt_from"] =
+"trajectory"``; each step's observation a user message marked the same way).
 
 OpenHands (V0 events): an action with ``tool_call_metadata`` becomes the assistant message of its
 ``model_response`` (all calls of that response, once); an observation with metadata becomes the
 tool result. ``system`` and ``message`` actions become system/user/assistant text; an
 ``error`` observation without metadata is a user message (OpenHands shows it to the model that
-way); a ``recall`` observation becomes a user message only when it carries microagent knowledge
-or repository instructions. Runs without function calling (older CodeAct) have no metadata:
+way; ``meta["kind"] = "error"``); a ``recall`` observation becomes a user message
+(``meta["kind"] = "recall"``) only when it carries microagent knowledge or repository
+instructions. Runs without function calling (older CodeAct) have no metadata:
 a ``run``/``read``/``edit``/... action becomes a call with id ``event_<id>`` (after its
 ``thought``) and the observation whose ``cause`` is that id its result; ``finish`` and
 ``think`` are assistant text. Other events are not model context (counted in
@@ -38,11 +41,19 @@ def load_swe_agent_history(history: list[Any], loc: Loc) -> list[Message]:
         TranscriptError: an entry is malformed.
     """
     out: list[Message] = []
+    acted = False  # the agent acted (an assistant message not of a demonstration)
     for i, raw in enumerate(history):
         at = loc.at(i)
         m = at.obj(raw)
         role = at.need(m, "role", str)
         meta = {k: m[k] for k in ("agent", "message_type", "is_demo", "action") if k in m}
+        if role == "assistant" and not m.get("is_demo"):
+            acted = True
+        elif role == "user" and acted and not m.get("is_demo"):
+            # what the environment answered the agent's action: its output, a format error,
+            # the next step's template (SWE-agent has no user after the task: its
+            # message_type says "observation" for the task too)
+            meta["kind"] = "observation"
         if role == "tool":
             ids = m.get("tool_call_ids") or [m.get("tool_call_id")]
             body = tuple(content_parts(m.get("content"), at.at("content"), images=True))
@@ -90,7 +101,8 @@ def swe_agent_steps(steps: list[Any], loc: Loc) -> list[Message]:
             out.append(Message("assistant", (Text(response),), meta={"step": i}))
         observation = step.get("observation")
         if isinstance(observation, str) and observation:
-            out.append(Message("user", (Text(observation),), meta={"step": i}))
+            meta = {"step": i, "kind": "observation"}
+            out.append(Message("user", (Text(observation),), meta=meta))
     return out
 
 

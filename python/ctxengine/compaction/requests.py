@@ -1,0 +1,109 @@
+"""Which user-role messages are the user's requests, and the request each one makes.
+
+A user-role message is not always the user speaking. Agent harnesses send a command's output
+back as a user message (SWE-agent's and OpenHands' observations, marked by their importers
+with ``meta["kind"]``), and Claude Code writes user records of its own: caveats, a command's
+output, a skill's instructions (``meta["is_meta"]`` when the importer saw the record's
+``isMeta``, and recognizable by their text when that mark is gone). A summary lists none of
+them as a request, never keeps one as the newest request, and never takes one for the goal;
+their files and identifiers are still read (:mod:`~ctxengine.compaction.facts`). A slash
+command (``/mode``, ``/model x``, ``/clear``) tells the harness what to do, not the agent: it
+is no request either, unless it is a command wrapper whose arguments are one
+(``/beads set up credo``). A message built with :meth:`Message.user` carries no such mark:
+its text is a request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = (
+    "OBSERVATION_KINDS",
+    "goal_text",
+    "is_observation",
+    "request_text",
+    "written_by_harness",
+)
+
+#: The ``meta["kind"]`` of a user-role message a harness wrote from a command's output or for
+#: context of its own (importers set it): SWE-agent's observations in a text-action run
+#: (``observation``), OpenHands' error observations (``error``) and its workspace context and
+#: microagent knowledge (``recall``).
+OBSERVATION_KINDS: Final = frozenset({"observation", "error", "recall"})
+
+#: User messages a harness writes, not the user: Claude Code's command output and caveat
+#: wrappers, a skill's instructions, its interruption note, SWE-agent's demonstration of
+#: another task.
+_HARNESS: Final = re.compile(
+    r"<(?:local-command-[\w-]+|system-reminder|command-message|command-name)>"
+    r"|\[Request interrupted by user"
+    r"|Base directory for this skill: "
+    r"|Here is a demonstration of how to correctly accomplish this task\.",
+)
+#: A slash command: ``/name`` (``/mode``, ``/model gpt-4o``, ``/plugin:cmd``), its first word
+#: not a path; or a lone ``/`` (a command menu opened and sent).
+_SLASH: Final = re.compile(r"/[A-Za-z][\w:-]*(?:\s|$)|/\Z")
+_COMMAND_ARGS: Final = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+_COMMAND_NAME: Final = re.compile(r"<command-name>\s*(/?[^<\s]+)\s*</command-name>")
+#: Words of a bare acknowledgement or greeting ("ok", "yes, continue", "thanks!").
+_ACK_WORDS: Final = frozenset(
+    {"ok", "okay", "k", "kk", "yes", "y", "yep", "yeah", "yup", "no", "nope", "sure", "thanks",
+    "thank", "you", "thx", "ty", "continue", "go", "on", "ahead", "proceed", "next", "done",
+    "cool", "great", "nice", "good", "perfect", "fine", "alright", "right", "hi", "hello", "hey",
+    "lgtm", "please", "do", "it", "very", "much"}
+)  # fmt: skip
+
+
+def is_observation(meta: Mapping[str, Any] | None) -> bool:
+    """Whether a user-role message with this ``meta`` is a harness's observation or context
+    (its ``kind`` is one of :data:`OBSERVATION_KINDS`), not the user speaking."""
+    return meta is not None and meta.get("kind") in OBSERVATION_KINDS
+
+
+def written_by_harness(text: str, meta: Mapping[str, Any] | None = None) -> bool:
+    """Whether a user-role message was written by the harness: an observation
+    (:func:`is_observation`), a record marked ``is_meta`` or ``is_demo``, or a text that
+    starts as Claude Code's wrappers, a skill's instructions, an interruption note or
+    SWE-agent's demonstration do (a command wrapper with arguments is the user's)."""
+    if meta and (meta.get("is_meta") or meta.get("is_demo") or is_observation(meta)):
+        return True
+    stripped = text.strip()
+    return _HARNESS.match(stripped) is not None and "<command-args>" not in stripped
+
+
+def request_text(text: str, meta: Mapping[str, Any] | None = None) -> str | None:
+    """The request a user message makes, as a summary lists it (whitespace around it left
+    out); None when it makes none: a message the harness wrote (:func:`written_by_harness`)
+    or a slash command. A command wrapper with arguments
+    (``<command-name>/x</command-name><command-args>do y</command-args>``) makes the request
+    ``/x do y`` when its arguments are one."""
+    return _request(text, meta, goal=False)
+
+
+def goal_text(text: str, meta: Mapping[str, Any] | None = None) -> str | None:
+    """The request a user message makes, when it can be a summary's goal: a request
+    (:func:`request_text`) that is not a bare acknowledgement or greeting of at most four
+    words (``ok, continue``, ``thanks``, ``hi``; a command's arguments neither)."""
+    return _request(text, meta, goal=True)
+
+
+def _request(text: str, meta: Mapping[str, Any] | None, *, goal: bool) -> str | None:
+    if meta and (meta.get("is_meta") or meta.get("is_demo") or is_observation(meta)):
+        return None
+    stripped = text.strip()
+    args = _COMMAND_ARGS.search(stripped) if "<command-args>" in stripped else None
+    if args is not None:
+        wanted = _request(args.group(1), None, goal=goal)
+        if wanted is None:
+            return None
+        name = _COMMAND_NAME.search(stripped)
+        return f"{name.group(1)} {wanted}" if name else wanted
+    if not stripped or _HARNESS.match(stripped) or _SLASH.match(stripped):
+        return None
+    if goal and len(stripped) <= 60:  # four words of acknowledgement at most
+        words = re.findall(r"[^\W_]+", stripped.lower())
+        if len(words) <= 4 and all(w in _ACK_WORDS for w in words):
+            return None
+    return stripped
