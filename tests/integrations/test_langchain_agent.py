@@ -164,3 +164,35 @@ def test_conversations_fitted_at_once_each_get_their_own_messages() -> None:
     middleware.close()
     assert wrong == []
     assert sessions == 4  # one session per conversation, each continued call after call
+
+
+def test_two_context_middlewares_in_one_agent_have_distinct_names() -> None:
+    """``create_agent`` refuses middleware sharing a name ("Please remove duplicate middleware
+    instances."): two ContextMiddleware objects (a trimming engine and a summarizing one) get
+    distinct names by default, and keep the names they are given."""
+    model = ToolCallingFake()
+    model.received = []
+    first = ContextMiddleware(ContextEngine("gpt-4o", BUDGET))
+    second = ContextMiddleware(ContextEngine("gpt-4o", BUDGET * 2))
+    assert first.name != second.name
+    assert all(m.name.startswith("ContextMiddleware") for m in (first, second))
+    agent = create_agent(model, tools=[read_log], middleware=[first, second])
+    state = agent.invoke({"messages": [HumanMessage("Summarize part 1 of the log.")]})
+    assert isinstance(state["messages"][-1], AIMessage)
+    assert first.last is not None and second.last is not None  # both fitted each call
+    first.close()
+    second.close()
+
+    named = [ContextMiddleware(name="trim"), ContextMiddleware(name="summarize")]
+    assert [m.name for m in named] == ["trim", "summarize"]
+    create_agent(model, tools=[read_log], middleware=named)
+    with pytest.raises(AssertionError, match="duplicate middleware"):
+        create_agent(model, tools=[read_log], middleware=[named[0], ContextMiddleware(name="trim")])
+
+
+@pytest.mark.parametrize("name", ["", 3])
+def test_a_context_middleware_name_must_be_a_non_empty_string(name: Any) -> None:
+    from ctxengine.errors import ConfigTypeError
+
+    with pytest.raises(ConfigTypeError, match="name is"):
+        ContextMiddleware(name=name)

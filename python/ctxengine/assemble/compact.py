@@ -10,8 +10,8 @@ by section (a summary of summaries). A failed, empty or timed-out summary writes
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections.abc import Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from operator import attrgetter, itemgetter, methodcaller
@@ -27,7 +27,7 @@ from ..compaction import (
 )
 from ..compaction import compact as compact_messages
 from ..compaction.facts import message_scope, newest_request, paused_collector
-from ..compaction.pipeline import fill_repeats, steady_collector
+from ..compaction.pipeline import MAX_LATEST_CHARS, fill_repeats, steady_collector
 from ..compaction.requests import request_text
 from ..grain import ContextGrain
 from ..transcript.model import Message
@@ -160,6 +160,42 @@ def _latest_request(state: SessionState, indices: Sequence[int]) -> str | None:
     return None
 
 
+def _continued_request(
+    state: SessionState, indices: Sequence[int], live: Sequence[int]
+) -> str | None:
+    """The request of the agent loop the kept history starts in, when it is summarized: the
+    oldest message kept (of ``live``, the sorted indices of the live history messages) is a
+    later step of that loop, whose model would otherwise see its request only by the first
+    line a summary keeps of an earlier request. Only when no summarized request is newer
+    (the summary's newest request is then this one, kept whole), and only one the summary
+    can carry whole (:data:`~ctxengine.compaction.pipeline.MAX_LATEST_CHARS`; a longer one
+    keeps its first line, as every earlier request). Asked for on top of what
+    the compaction must keep (:func:`_summarize` drops it when the summary cannot hold it)."""
+    summarized = set(indices)
+    first = next((i for i in live if i not in summarized), -1)
+    messages = state.messages
+    if first < 0 or messages[first].role != "assistant":
+        return None
+
+    def asks(j: int) -> bool:  # not an observation, the harness's text or a command
+        m = messages[j]
+        return m.role == "user" and request_text(m.text, m.meta) is not None
+
+    asked = next((j for j in range(first - 1, -1, -1) if asks(j)), -1)
+    if asked < 0:
+        return None
+    earlier = state.summary is not None and f"hist.{asked}" in state.compacted
+    if asked not in summarized and not earlier:
+        return None
+    newer = indices[bisect_left(indices, asked + 1) :]
+    if any(asks(i) for i in newer):
+        return None
+    message = _read(state, asked)
+    text = request_text(message.text, message.meta) or ""
+    # a longer one (a pasted log, a skill's instructions) could only be carried cut by the cap
+    return text if text and len(text) <= MAX_LATEST_CHARS else None
+
+
 def _protected(state: SessionState, grains: Sequence[ContextGrain]) -> list[str]:
     """The texts of the protected ``grains`` the summary must hold (redacted, as they are
     sent)."""
@@ -289,7 +325,15 @@ class _Landing:
 
     ``forced`` are the turns the ladder sent to compaction; ``order`` the further turns outside
     the protected tail, oldest first. Summarizing ``forced`` and ``order[:k]`` leaves
-    ``rest(k)`` tokens besides the new summary."""
+    ``rest(k)`` tokens besides the new summary.
+
+    A user message and the assistant message answering it (the next one but tool results)
+    are two turns (so that an agent loop under one request can lose its oldest steps), but a
+    compaction never parts them: ``answers`` maps such a request's turn to its answer's, and
+    the cut never falls between them (``splits``: the choices ``k`` that would, see
+    :meth:`first`), nor is an answer given back without its request (:meth:`unit`). Else the
+    kept history would start with an answer to a question the model sees only summarized, and
+    the summary would call that question still pending."""
 
     by_turn: dict[int, list[Any]]
     forced: list[int]
@@ -314,6 +358,15 @@ class _Landing:
     #: What every summary of the landing reads besides its items: the earlier summary as a
     #: message and the protected texts, both redacted (read once: see :func:`_summarize`).
     inputs: tuple[list[Message], list[str]] | None = None
+    #: A request's turn → the turn of its answer (both among ``by_turn``), and back.
+    answers: dict[int, int] = field(default_factory=dict)
+    questions: dict[int, int] = field(default_factory=dict)
+    #: The choices ``k`` that would summarize a request and keep its answer.
+    splits: set[int] = field(default_factory=set)
+    #: The message indices of the live history messages, sorted (see :meth:`live`).
+    messages: list[int] | None = None
+    #: The indices of the user messages, sorted (see :meth:`request_of`).
+    users: list[int] | None = None
 
     def rest(self, k: int) -> int:
         return self.base - self.freed[k] + sum(self.size[t] for t in self.kept)
@@ -377,8 +430,59 @@ class _Landing:
         # whose rest is within room, by bisection
         kept = sum(self.size[t] for t in self.kept)
         freed, need = self.freed, self.base + kept - room  # rest(k) <= room: freed[k] >= need
-        k = bisect_left(freed, need, lo=min(smallest, len(freed)))
-        return min(k, len(self.order))
+        k = min(bisect_left(freed, need, lo=min(smallest, len(freed))), len(self.order))
+        while k in self.splits:  # the answer goes with its request (it only frees more)
+            k += 1
+        return k
+
+    def before(self, k: int) -> int:
+        """The choice summarizing fewer turns than ``k`` that parts no request from its
+        answer (negative when there is none)."""
+        k -= 1
+        while k in self.splits:
+            k -= 1
+        return k
+
+    def unit(self, t: int, chosen: set[int]) -> list[int]:
+        """Turn ``t`` and, when it is an answer whose request is among ``chosen`` too, that
+        request: what is given back verbatim together (a request may come back alone)."""
+        other = self.questions.get(t)
+        return [t] if other is None or other not in chosen else [t, other]
+
+    def request_of(self, state: SessionState, index: int) -> int:
+        """The index of the user message that message ``index`` answers or is (-1: none)."""
+        if self.users is None:
+            self.users = [i for i, m in enumerate(state.messages) if m.role == "user"]
+        at = bisect_right(self.users, index) - 1
+        return self.users[at] if at >= 0 else -1
+
+    def first_kept(self, state: SessionState, k: int) -> int:
+        """The index of the oldest history message choice ``k`` keeps (the history's length
+        when it keeps none)."""
+        summarized = set(self.indices(k))
+        return next((i for i in self.live(state) if i not in summarized), len(state.messages))
+
+    def opens(self, state: SessionState, unit: list[int], first: int) -> int | None:
+        """Where the kept history starts once ``unit`` is given back verbatim, or None when
+        that start would be a step of another request than the one it starts in at ``first``
+        (an answer whose request stays summarized, before the requests kept). Anything may
+        start a history that keeps nothing yet (``first`` is the history's length)."""
+        start: int = min(i.index for t in unit for i in self.by_turn[t])
+        if start >= first:
+            return first
+        if first >= len(state.messages) or state.messages[start].role != "assistant":
+            return start  # nothing kept yet, or a request
+        if self.request_of(state, start) == self.request_of(state, first):
+            return start  # a further step of the loop the kept history starts in
+        return None
+
+    def live(self, state: SessionState) -> list[int]:
+        """The message indices of the live history messages, sorted (read once per landing)."""
+        if self.messages is None:
+            self.messages = sorted(
+                i.index for i in state.items.values() if i.kind == _core.KIND_MESSAGE
+            )
+        return self.messages
 
 
 def _landing(
@@ -390,8 +494,12 @@ def _landing(
     for item in state.items.values():
         if item.kind != _core.KIND_CONTEXT and item.index < start:
             by_turn.setdefault(item.turn, []).append(item)
-    forced = sorted(t for t in asked if t in by_turn)
-    order = sorted(t for t in by_turn if t not in asked) if plan is not None else []
+    answers = {t: a for t, a in _answers(state, by_turn.items()).items() if a in by_turn}
+    # a request the ladder sent to compaction goes with its answer (see _Landing)
+    taken = {t for t in asked if t in by_turn}
+    taken |= {answers[t] for t in taken if t in answers}
+    forced = sorted(taken)
+    order = sorted(t for t in by_turn if t not in taken) if plan is not None else []
     tokens = state.asm.tokens
     size = {t: sum(filter(None, map(tokens, map(_NODE_ID, items)))) for t, items in by_turn.items()}
     old = _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
@@ -401,6 +509,9 @@ def _landing(
     for t in order:
         freed.append(freed[-1] + size[t])
     land = _Landing(by_turn, forced, order, base, freed, size)
+    land.answers = answers
+    land.questions = {a: t for t, a in answers.items()}
+    land.splits = {k for k in range(1, len(order)) if answers.get(order[k - 1]) == order[k]}
     if plan is not None and base - freed[-1] + _estimate(state) > plan.target:
         cuts = _tail_cuts(state, plan, start)
         land.base -= sum(cuts.values())
@@ -429,14 +540,19 @@ def _take_tail(
     summary whole for the next (:func:`_fit_summary` fits it to this one)."""
     over = land.base - land.freed[-1] + _estimate(state) - plan.target
     taken: list[tuple[int, list[Any], int]] = []
-    for t, items in _tail_turns(state, start) if asked else ():
+    tail = _tail_turns(state, start) if asked else []
+    answers = _answers(state, tail)
+    due: set[int] = set()  # the answers of the requests taken: they go with them
+    for t, items in tail:
         if t in land.by_turn:  # a turn begun before the tail (a late result): not split
             continue
-        if t not in asked and over <= 0:
+        if t not in asked and t not in due and over <= 0:
             continue
         held = _tokens(state, [i.node_id for i in items]) - cuts.get(t, 0)
         taken.append((t, items, held))
         over -= held
+        if t in answers:
+            due.add(answers[t])
     if not taken:
         return
     whole = config.tokenizer.count(state.summary.text) if state.summary is not None else 0
@@ -449,9 +565,32 @@ def _take_tail(
         land.forced.append(t)
         land.base -= held
     land.forced.sort()
+    pairs = _answers(state, [(t, items) for t, items, _ in taken])
+    for t, answer in pairs.items():
+        if answer in land.by_turn:  # an answer given back only with its request
+            land.answers[t] = answer
+            land.questions[answer] = t
     land.chosen.clear()
     land.positions.clear()
     land.after.clear()
+
+
+def _answers(state: SessionState, turns: Iterable[tuple[int, list[Any]]]) -> dict[int, int]:
+    """Turn → the turn of the assistant message answering it, for the ``turns`` (turn, items)
+    that hold a user message answered by the next message but tool results (a live one)."""
+    messages, items = state.messages, state.items
+    found: dict[int, int] = {}
+    for t, held in turns:
+        for item in held:
+            if item.kind != _core.KIND_MESSAGE or item.role != _core.ROLE_USER:
+                continue
+            j = item.index + 1
+            while j < len(messages) and messages[j].role == "tool":
+                j += 1
+            answer = items.get(f"hist.{j}") if j < len(messages) else None
+            if answer is not None and messages[j].role == "assistant":
+                found[t] = answer.turn
+    return found
 
 
 def _tail_turns(state: SessionState, start: int) -> list[tuple[int, list[Any]]]:
@@ -588,25 +727,39 @@ async def _summarize(
 ) -> CompactionResult:
     """One run of the compaction pipeline on the previous summary and the items of choice
     ``k`` of ``land`` (``fill``: a summary of that size, its prose ending with excerpts of the
-    newest summarized messages)."""
+    newest summarized messages).
+
+    The newest request, when summarized, must survive whole; else so must the request of
+    the agent loop the kept history starts in (:func:`_continued_request`), but only when the
+    summary can hold it: if that run fails (the request too long for the summary's room), it
+    runs again without asking for it, as before the kept history's start was looked at."""
     indices = land.indices(k)
     if land.inputs is None:  # the same for every trial; one message object, read once
         land.inputs = (_previous(state), _protected(state, protected))
     previous, pinned = land.inputs
     messages = previous + [_read(state, i) for i in indices]
     cap, room = _cap(state, config, land.held(k, plan), plan)
-    return await compact_messages(
-        messages,
-        max_tokens=fill if fill is not None else cap,
-        room=room if fill is None or room is None else max(room, fill),
-        fill=fill is not None,
-        summarizer=summarizer,
-        tokenizer=config.tokenizer.count,
-        protected=pinned,
-        latest_request=_latest_request(state, indices),
-        config=settings,
-        cache=cache,
-    )
+    latest = _latest_request(state, indices)
+    continued = None if latest else _continued_request(state, indices, land.live(state))
+
+    async def run(request: str | None, settings: CompactionConfig) -> CompactionResult:
+        return await compact_messages(
+            messages,
+            max_tokens=fill if fill is not None else cap,
+            room=room if fill is None or room is None else max(room, fill),
+            fill=fill is not None,
+            summarizer=summarizer,
+            tokenizer=config.tokenizer.count,
+            protected=pinned,
+            latest_request=request,
+            config=settings,
+            cache=cache,
+        )
+
+    result = await run(latest or continued, settings)
+    if continued is not None and not result.ok:  # its memory flush is not written twice
+        result = await run(None, replace(settings, memory_dir=None))
+    return result
 
 
 def _estimator(config: RenderConfig) -> ExtractiveSummarizer:
@@ -693,12 +846,13 @@ async def _choose_with(
         k = good[0]
     elif fits:
         k = max(fits)
-    if k - 1 >= smallest and k in fits:
+    fewer = land.before(k)
+    if fewer >= smallest and k in fits:
         ahead = land.rest(k) + fits[k].summary_tokens + SUMMARY_FRAMING
         if ahead < min(low, plan.target * MIN_USE):
-            back = await landing(k - 1) if len(tried) < trials + 1 else None
+            back = await landing(fewer) if len(tried) < trials + 1 else None
             if back is not None and back <= plan.target - SUMMARY_SLACK:
-                k -= 1
+                k = fewer
     if k in tried and tried[k].ok and len(tried) <= trials + 1:
         await _give_back(state, config, plan, protected, land, k, tried, estimator, cache)
     if k in tried and tried[k].ok:
@@ -727,12 +881,23 @@ async def _take_room(
         return
     forced = set(land.forced)
     chosen = land.turns(k)
+    among = set(chosen)
     back: set[int] = set()
     grown = at
+    first = land.first_kept(state, k)
     for t in reversed(chosen):
-        if t not in forced and len(back) + 1 < len(chosen) and grown + land.size[t] <= plan.target:
-            back.add(t)
-            grown += land.size[t]
+        unit = [u for u in land.unit(t, among) if u not in back]
+        size = sum(land.size[u] for u in unit)
+        if (
+            t not in back
+            and forced.isdisjoint(unit)
+            and len(back) + len(unit) < len(chosen)
+            and grown + size <= plan.target
+            and (start := land.opens(state, unit, first)) is not None
+        ):
+            back.update(unit)
+            grown += size
+            first = start
     if not back:
         return
     land.kept |= back
@@ -827,11 +992,21 @@ async def _give_back(
             return
         back: set[int] = set()
         chosen = land.turns(k)
+        among = set(chosen)
+        first = land.first_kept(state, k)
         for limit in (_low(config, plan), plan.target - room):
             for t in reversed(chosen):
-                if t not in back and len(back) + 1 < len(chosen) and at + land.size[t] <= limit:
-                    back.add(t)
-                    at += land.size[t]
+                unit = [u for u in land.unit(t, among) if u not in back]
+                size = sum(land.size[u] for u in unit)
+                if (
+                    t not in back
+                    and len(back) + len(unit) < len(chosen)
+                    and at + size <= limit
+                    and (start := land.opens(state, unit, first)) is not None
+                ):
+                    back.update(unit)
+                    at += size
+                    first = start
             if at >= floor:
                 break
         if not back:

@@ -35,7 +35,7 @@ from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage, conv
 from langchain_core.runnables import RunnableLambda
 
 from ..engine import ContextEngine, RenderedContext
-from ..errors import ConfigError
+from ..errors import ConfigError, ConfigTypeError
 from ..sync import SyncSession
 from ._lc_trim import MessageType, resolve_counter, select_first, select_last
 
@@ -155,6 +155,8 @@ def to_langchain(payload: dict[str, Any]) -> list[AnyMessage]:
 
 
 _ids = itertools.count()
+#: How many middleware objects this process made (the default names, see ContextMiddleware).
+_made = itertools.count(1)
 
 #: The open sessions a :class:`ContextMiddleware` keeps (its most recent conversations).
 _POOL = 8
@@ -175,6 +177,15 @@ class ContextMiddleware(AgentMiddleware):
         budget: Budget for a default engine.
         session_id: Id of the ctxengine session (a suffix is added when the agent's history is
             rewritten and a new session starts).
+        name: The middleware's name in the agent, which ``create_agent`` requires unique among
+            its middleware (it raises ``AssertionError`` on a repeated one). Default
+            ``"ContextMiddleware"`` for the first one made in the process, then
+            ``"ContextMiddleware-2"``, ``"-3"``...: two in one agent (say a trimming engine and a
+            summarizing one) work as they are; name them for names that do not depend on the
+            order they were made in.
+
+    Raises:
+        ConfigTypeError: ``name`` is not a non-empty string.
 
     Attributes:
         last: The :class:`RenderedContext` of the latest model call (payload, tokens, report).
@@ -187,8 +198,18 @@ class ContextMiddleware(AgentMiddleware):
         model: str = "gpt-4o",
         budget: int | None = None,
         session_id: str = "langchain-agent",
+        name: str | None = None,
     ) -> None:
         super().__init__()
+        if name is None:
+            n = next(_made)
+            name = "ContextMiddleware" if n == 1 else f"ContextMiddleware-{n}"
+        elif not isinstance(name, str) or not name:
+            raise ConfigTypeError(
+                f"name is {name!r} ({type(name).__name__}); expected a non-empty string, or "
+                "None for a default unique in the process"
+            )
+        self._name = name
         self.engine = engine if engine is not None else ContextEngine(model, budget)
         self.session_id = session_id
         self.last: RenderedContext | None = None
@@ -196,6 +217,11 @@ class ContextMiddleware(AgentMiddleware):
         #: a call takes the one whose history its own extends (out of the pool while it runs).
         self._pool: list[tuple[list[BaseMessage], SyncSession]] = []
         self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """The middleware's name in the agent (unique per object unless given)."""
+        return self._name
 
     def _claim(self, history: Sequence[BaseMessage]) -> tuple[list[BaseMessage], SyncSession]:
         """The session of the conversation ``history`` extends (the longest such), taken out of
