@@ -221,3 +221,25 @@ def test_the_real_session_keeps_its_compacted_newest_request_whole(
     if multiline:
         assert all(r.startswith("/handgemacht:create-beads websearch") for _, r in compacted)
         assert all("\n" in request.strip() for _, request in compacted)
+
+
+async def test_a_task_too_big_for_the_summarys_room_is_kept_by_its_start() -> None:
+    """An agent run's task (a SWE-agent CTF demonstration's 3,000-character instructions) is
+    the newest request; at a 4,000-token budget the summary's room is smaller than even its
+    first 1,900 characters. The compaction does not fail (it would write no summary, and the
+    render would drop the task unsummarized): the engine summarizes again with the task cut
+    to what fits (its first line and more kept), and the render goes on from there."""
+    ctf = DATA / "swe-agent/trajectories/demonstrations/ctf/web/i_got_id_demo.traj"
+    messages = list(load_all(ctf)[0])
+    task = next(m for m in messages if m.role == "user" and request_text(m.text, m.meta))
+    engine = ContextEngine("gpt-4o", Budget(total=4_000))
+    async with engine.session("ctf") as s:
+        s.extend(messages)
+        out = await s.render()
+    assert out.tokens <= 4_000
+    assert out.report.compactions, "the render compacted"
+    assert all(c["ok"] for c in out.report.compactions), out.report.compactions
+    summary = next(g.text for g in out.tree if g.node_id == "mem.summary")
+    flat = " ".join(summary.split())
+    assert len(task.text) > 1_900
+    assert " ".join(task.text.split())[:400] in flat

@@ -29,6 +29,7 @@ from ..compaction import compact as compact_messages
 from ..compaction.facts import message_scope, newest_request, paused_collector
 from ..compaction.pipeline import MAX_LATEST_CHARS, fill_repeats, steady_collector
 from ..compaction.requests import request_text
+from ..compaction.sections import shorten_latest
 from ..grain import ContextGrain
 from ..transcript.model import Message
 from .report import STAGE, GrainDecision, decisions
@@ -757,9 +758,26 @@ async def _summarize(
         )
 
     result = await run(latest or continued, settings)
-    if continued is not None and not result.ok:  # its memory flush is not written twice
-        result = await run(None, replace(settings, memory_dir=None))
+    if result.ok:
+        return result
+    if continued is not None:  # its memory flush is not written twice
+        return await run(None, replace(settings, memory_dir=None))
+    if latest is not None and _too_big(result.error):
+        with shorten_latest():
+            return await run(None, replace(settings, memory_dir=None))
     return result
+
+
+def _too_big(error: str | None) -> bool:
+    """Whether a compaction failed only because the newest request does not fit: the summary
+    holding it (cut to its last resort, :data:`~ctxengine.compaction.pipeline.
+    MAX_LATEST_CHARS`) passes the room the render leaves it, or fits only with the request cut
+    shorter than that. An agent run's task, a pasted log at a small budget: the summary then
+    lists it as every earlier request (its first line, the cap's excerpt of it) rather than
+    failing (no summary: the render would drop the request unsummarized)."""
+    if error is None:
+        return False
+    return all(e.startswith(("size: ", "latest request ")) for e in error.split("; "))
 
 
 def _estimator(config: RenderConfig) -> ExtractiveSummarizer:

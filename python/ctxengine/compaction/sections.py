@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -38,6 +40,7 @@ __all__ = (
     "HEADER",
     "REQUEST_EXCERPT_CHARS",
     "SECTIONS",
+    "SHORTEN_LATEST",
     "SummaryParts",
     "build_parts",
     "cap_summary",
@@ -48,6 +51,7 @@ __all__ = (
     "quote_tool_text",
     "request_excerpt",
     "request_findable",
+    "shorten_latest",
     "strip_sections",
 )
 
@@ -512,6 +516,17 @@ def _steps(p: SummaryParts) -> list[Callable[[SummaryParts], bool]]:
         p.latest = " ".join(p.latest.split())[:1999] + "…"
         return True
 
+    def latest_shorter(p: SummaryParts) -> bool:
+        """Past its last resort (a room smaller than its first 1,999 characters: an agent
+        run's task at a small budget), and only inside :func:`shorten_latest` (the engine's
+        second try of a compaction that failed for that alone), the newest request halves,
+        to 400 characters at least (its first line stays findable)."""
+        if not SHORTEN_LATEST.get() or p.latest is None or len(p.latest) <= _LATEST_FLOOR:
+            return False
+        flat = " ".join(p.latest.removesuffix("…").split())
+        p.latest = flat[: max(_LATEST_FLOOR, len(flat) // 2) - 1] + "…"
+        return True
+
     return [
         body,
         idents,
@@ -523,7 +538,32 @@ def _steps(p: SummaryParts) -> list[Callable[[SummaryParts], bool]]:
         _drop_oldest("requests", 4),
         _drop_oldest("modified", 2),
         latest,
+        latest_shorter,
     ]
+
+
+#: The fewest characters :func:`_steps`' ``latest_shorter`` cuts the newest request to (more
+#: than a first line's :data:`~ctxengine.compaction.facts.MAX_LINE`).
+_LATEST_FLOOR: Final = 400
+
+#: Whether a cap may cut the newest request shorter than its last resort (see
+#: :func:`shorten_latest`).
+SHORTEN_LATEST: ContextVar[bool] = ContextVar("ctxengine_shorten_latest", default=False)
+
+
+@contextmanager
+def shorten_latest() -> Iterator[None]:
+    """Inside: a summary whose newest request, cut to its last resort (its first 1,999
+    characters), still passes its cap has that request halved until it fits, down to 400
+    characters. Without it such a summary passes its cap and the compaction fails (the
+    newest request must survive whole or by its first 1,900 characters); the engine tries
+    again inside this, with the request no longer required whole, rather than writing no
+    summary at all."""
+    token = SHORTEN_LATEST.set(True)
+    try:
+        yield
+    finally:
+        SHORTEN_LATEST.reset(token)
 
 
 def cap_summary(parts: SummaryParts, max_tokens: int, count: Count, room: int | None = None) -> str:
