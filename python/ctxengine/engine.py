@@ -72,6 +72,7 @@ from .store.session_io import (
     resume,
     snapshot_render,
 )
+from .store.snapshot import core_memory, memory_texts
 from .store.writer import SnapshotWriter
 from .summarize import ExtractiveSummarizer, Summarizer
 from .transcript.coerce import to_messages
@@ -315,10 +316,13 @@ class ContextEngine:
         """An empty :class:`SessionState` for a new session."""
         return SessionState(session_id, self.new_assembly(), self._builder())
 
-    def state_from_json(self, data: dict[str, Any]) -> SessionState:
+    def state_from_json(
+        self, data: dict[str, Any], *, texts: Mapping[str, str] | None = None
+    ) -> SessionState:
         """The :class:`SessionState` that :meth:`SessionState.to_json` wrote, with a fresh
-        assembly (see :meth:`SessionState.from_json`)."""
-        return SessionState.from_json(data, self.new_assembly(), self._builder())
+        assembly (see :meth:`SessionState.from_json`; ``texts``: the ``core_memory`` of the
+        snapshot the state comes from)."""
+        return SessionState.from_json(data, self.new_assembly(), self._builder(), texts=texts)
 
     def _builder(self) -> HistoryBuilder:
         builder = HistoryBuilder()
@@ -387,6 +391,7 @@ class ContextEngine:
                     self.new_assembly(),
                     self._builder(),
                     messages=back.messages[: back.covered],
+                    texts=core_memory(back.snapshot) if back.snapshot is not None else None,
                 )
             except (ValueError, KeyError, TypeError, CtxEngineError) as exc:
                 msg = f"snapshot state of {session_id!r} unusable, rebuilt from messages: {exc}"
@@ -927,7 +932,8 @@ class Session:
             return
         if self._unsaved:  # the snapshot would describe messages the store does not hold
             return
-        state = self._state.to_json(messages=False)
+        # The texts of the mem.* grains go into the snapshot's core_memory: written once.
+        state = self._state.to_json(messages=False, texts=memory_texts(out.tree))
         try:
             future = snapshot_render(writer, self.id, state, out, turn=turn, leaf_id=self.leaf_id)
         except StoreError as exc:

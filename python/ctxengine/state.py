@@ -21,6 +21,7 @@ from .compaction.facts import paused_collector
 from .errors import ConfigError
 from .grain import ContextGrain
 from .inject.payload import MessageTokenCache
+from .runs import decode_ids, decode_values, encode_ids, encode_values
 from .transcript.model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -30,10 +31,15 @@ __all__ = ("FORMAT_VERSION", "SessionState", "StoredGrain", "TurnLog", "repair_t
 
 #: Version of the JSON written by :meth:`SessionState.to_json`. Version 2 writes
 #: ``compacted`` by message spans (:func:`_compacted_json`); version 1 states (a list of node
-#: ids) are read too.
-FORMAT_VERSION: Final = 2
+#: ids) are read too. Version 3 writes ``summary`` as the node id of the stored grain it is,
+#: leaves the content of carried grains to the ``texts`` given (a snapshot's
+#: ``core_memory``), and writes ``limited`` as runs (:mod:`ctxengine.runs`): the summary's text
+#: was written three times in each snapshot, and ``limited`` grew with every item dropped.
+FORMAT_VERSION: Final = 3
 #: The versions :meth:`SessionState.from_json` reads.
-READABLE_VERSIONS: Final = (1, 2)
+READABLE_VERSIONS: Final = (1, 2, 3)
+#: What a version 3 grain without ``content`` says instead: its content is ``texts[node_id]``.
+CONTENT_IN: Final = "core_memory"
 
 
 @dataclass(slots=True)
@@ -234,21 +240,26 @@ class SessionState:
 
     # -- JSON ---------------------------------------------------------------------------------
 
-    def to_json(self, *, messages: bool = True) -> dict[str, Any]:
+    def to_json(
+        self, *, messages: bool = True, texts: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
         """The state as JSON-serializable plain data (caches and the assembly left out).
 
         With ``messages=False`` the transcript is left out (``"messages": None``): a store
-        holds it already, and :meth:`from_json` is then given it back.
+        holds it already, and :meth:`from_json` is then given it back. Likewise ``texts``
+        (node id → text, a snapshot's ``core_memory``): a carried grain whose content is the
+        text given for its node id is written without it (``"content_in": "core_memory"``),
+        and :meth:`from_json` is given the same ``texts`` back.
         """
         return {
             "version": FORMAT_VERSION,
             "session_id": self.session_id,
             "messages": [_message_json(m) for m in self.messages] if messages else None,
-            "stored": [_stored_json(s) for s in self.stored.values()],
+            "stored": [_stored_json(s, texts) for s in self.stored.values()],
             "queued": [_grain_json(g) for g in self.queued],
             "overrides": [_grain_json(g) for g in self.overrides.values()],
             "compacted": self._compacted_json(),
-            "summary": None if self.summary is None else _grain_json(self.summary),
+            "summary": self._summary_json(),
             "settled": None if self.settled is None else list(self.settled),
             "compaction_backoff": (
                 None if self.compaction_backoff is None else list(self.compaction_backoff)
@@ -261,7 +272,10 @@ class SessionState:
             "closed": self.closed,
             # What the prune options did (sticky: the prefix already sent must not change back
             # after a restore, so a restored session renders the payload the live one would).
-            "limited": dict(self.limited),
+            "limited": {
+                "node_id": encode_ids(list(self.limited)),
+                "tokens": encode_values(list(self.limited.values())),
+            },
             "pruned": dict(self.pruned),
             "pruned_results": [
                 [index, k, _block_json(result)]
@@ -278,16 +292,19 @@ class SessionState:
         builder: HistoryBuilder,
         *,
         messages: list[Message] | None = None,
+        texts: Mapping[str, str] | None = None,
     ) -> SessionState:
         """Rebuild a state from :meth:`to_json` data into a fresh ``asm`` and ``builder``.
 
         The history items are rebuilt by replaying the messages through ``builder`` (those
         compacted are left out) and all wait for the next render to reach ``asm``.
+        ``messages`` and ``texts`` give back what :meth:`to_json` was told to leave out.
 
         Raises:
             ConfigError: ``data`` is not a JSON object, was written by another format version,
                 lacks a field or holds one of the wrong type (the message names it and what
-                was expected), or holds no messages and ``messages`` is None.
+                was expected), holds no messages and ``messages`` is None, or a grain's
+                content is in ``texts`` and they do not hold it.
         """
         if not isinstance(data, dict):
             raise ConfigError(
@@ -308,7 +325,7 @@ class SessionState:
             )
         _check_shape(data)
         try:
-            return cls._from_checked(data, asm, builder, messages)
+            return cls._from_checked(data, asm, builder, messages, texts or {})
         except ConfigError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
@@ -324,6 +341,7 @@ class SessionState:
         asm: _core.Assembly,
         builder: HistoryBuilder,
         messages: list[Message] | None,
+        texts: Mapping[str, str],
     ) -> SessionState:
         state = cls(str(data["session_id"]), asm, builder)
         if messages is None:
@@ -339,11 +357,10 @@ class SessionState:
         state.items = {n: i for n, i in state.items.items() if n not in state.compacted}
         state.pending = list(state.items.values())
         state.guarded = {n: c for n, c in state.guarded.items() if n in state.items}
-        state.stored = {s["grain"]["node_id"]: _stored_of(s) for s in data["stored"]}
+        state.stored = {s["grain"]["node_id"]: _stored_of(s, texts) for s in data["stored"]}
         state.queued = [_grain_of(g) for g in data["queued"]]
         state.overrides = {g["node_id"]: _grain_of(g) for g in data["overrides"]}
-        summary = data["summary"]
-        state.summary = None if summary is None else state.stored_or(_grain_of(summary))
+        state.summary = _summary_of(data["summary"], state)
         state.faults = [PluginFault.from_dict(f) for f in data["faults"]]
         state.order = {str(k): int(v) for k, v in data["order"].items()}
         state.seq, state.turn = int(data["seq"]), int(data["turn"])
@@ -354,7 +371,7 @@ class SessionState:
         if backoff is not None:
             failures, at_render, at_tokens = (int(x) for x in backoff)
             state.compaction_backoff = (failures, at_render, at_tokens)
-        _prune_state_of(state, data)
+        _prune_state_of(state, data, data["version"])
         return state
 
     def _compacted_json(self) -> dict[str, Any]:
@@ -384,6 +401,17 @@ class SessionState:
         self.compacted_json = (n, out)
         return out
 
+    def _summary_json(self) -> dict[str, Any] | str | None:
+        """``summary`` as JSON: the node id of the stored grain it is (written once, in
+        ``stored``), else the grain (or None)."""
+        summary = self.summary
+        if summary is None:
+            return None
+        stored = self.stored.get(summary.node_id)
+        if stored is not None and stored.grain is summary:
+            return summary.node_id
+        return _grain_json(summary)
+
     def stored_or(self, grain: ContextGrain) -> ContextGrain:
         """The stored grain with ``grain``'s node id (the same object), else ``grain``."""
         stored = self.stored.get(grain.node_id)
@@ -398,7 +426,11 @@ _SHAPE: Final[dict[str, tuple[tuple[type, ...], str, bool]]] = {
     "queued": ((list,), "a list of grains", True),
     "overrides": ((list,), "a list of grains", True),
     "compacted": ((dict, list), "an object of message spans and node ids", True),
-    "summary": ((dict, type(None)), "a grain object or null", True),
+    "summary": (
+        (dict, str, type(None)),
+        "a grain object, the node id of a stored grain or null",
+        True,
+    ),
     "faults": ((list,), "a list of faults", True),
     "order": ((dict,), "an object of node id -> int", True),
     "seq": ((int,), "an int", True),
@@ -407,7 +439,11 @@ _SHAPE: Final[dict[str, tuple[tuple[type, ...], str, bool]]] = {
     "closed": ((bool,), "true or false", True),
     "settled": ((list, type(None)), "a list of 2 ints or null", False),
     "compaction_backoff": ((list, type(None)), "a list of 3 ints or null", False),
-    "limited": ((dict,), "an object of node id -> int", False),
+    "limited": (
+        (dict,),
+        "an object of runs of node ids and tokens (version 2: node id -> int)",
+        False,
+    ),
     "pruned": ((dict,), "an object of node id -> str", False),
     "pruned_results": ((list,), "a list of [index, k, tool_result]", False),
     "rendered_at": ((int, float, type(None)), "a number or null", False),
@@ -471,11 +507,47 @@ def _check_shape(data: dict[str, Any]) -> None:
             )
 
 
-def _prune_state_of(state: SessionState, data: dict[str, Any]) -> None:
+def _summary_of(raw: Any, state: SessionState) -> ContextGrain | None:
+    """The summary ``raw`` names: None, a grain (the stored one with its node id, if any) or,
+    from version 3, the node id of a stored grain."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        return state.stored_or(_grain_of(raw))
+    stored = state.stored.get(raw)
+    if stored is None:
+        raise ConfigError(
+            f"session state field 'summary' is {_repr(raw)[:80]}, a node id no stored grain has; "
+            "expected a grain object, the node id of a stored grain or null"
+        )
+    return stored.grain
+
+
+def _limited_of(raw: dict[str, Any], version: int) -> dict[str, int]:
+    """``limited`` as :meth:`SessionState.to_json` wrote it: node id → tokens (version 2), or
+    runs of node ids and of their tokens (version 3)."""
+    if version < 3:
+        return {str(n): int(t) for n, t in raw.items()}
+    try:
+        ids, tokens = decode_ids(raw.get("node_id", [])), decode_values(raw.get("tokens", []))
+        if len(ids) != len(tokens):
+            raise ValueError(f"{len(ids)} node ids and {len(tokens)} tokens")
+        bad = next((t for t in tokens if not isinstance(t, int) or isinstance(t, bool)), None)
+        if bad is not None:
+            raise ValueError(f"tokens {_repr(bad)[:40]} is not an int")
+    except ValueError as exc:
+        raise ConfigError(
+            f"session state field 'limited' is malformed ({exc}); expected an object with "
+            "'node_id' and 'tokens', runs of equal length (see ctxengine.runs)"
+        ) from exc
+    return dict(zip(ids, tokens, strict=True))
+
+
+def _prune_state_of(state: SessionState, data: dict[str, Any], version: int) -> None:
     """Restore what the prune options did into ``state``. The fields are absent from states
     written before they were stored: the old behaviour then (nothing pruned yet, the next
     render prunes afresh)."""
-    state.limited = {str(n): int(t) for n, t in data.get("limited", {}).items()}
+    state.limited = _limited_of(data.get("limited", {}), version)
     state.pruned = {str(n): str(t) for n, t in data.get("pruned", {}).items()}
     results: dict[tuple[int, int], ToolResult] = {}
     for index, k, raw in data.get("pruned_results", ()):
@@ -548,20 +620,41 @@ def _meta_json(meta: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _grain_of(d: dict[str, Any]) -> ContextGrain:
-    return ContextGrain(**d)
+def _grain_of(d: dict[str, Any], texts: Mapping[str, str] | None = None) -> ContextGrain:
+    if "content" in d or texts is None:
+        return ContextGrain(**d)
+    node_id, where = d.get("node_id"), d.get("content_in")
+    if where != CONTENT_IN:
+        raise ConfigError(
+            f"session state grain {_repr(node_id)[:60]} has no content and content_in "
+            f"{_repr(where)[:40]}; expected its content or content_in {CONTENT_IN!r}"
+        )
+    text = texts.get(node_id) if isinstance(node_id, str) else None
+    if text is None:
+        raise ConfigError(
+            f"session state grain {_repr(node_id)[:60]} has its content in the snapshot's "
+            f"{CONTENT_IN}, which does not hold it; expected SessionState.from_json(texts=) "
+            f"to be given the snapshot's {CONTENT_IN}"
+        )
+    fields = {k: v for k, v in d.items() if k != "content_in"}
+    return ContextGrain(content=text, **fields)
 
 
-def _stored_json(s: StoredGrain) -> dict[str, Any]:
-    out: dict[str, Any] = {"grain": _grain_json(s.grain), "rank": s.rank, "seq": s.seq}
+def _stored_json(s: StoredGrain, texts: Mapping[str, str] | None = None) -> dict[str, Any]:
+    grain = _grain_json(s.grain)
+    content = s.grain.content
+    if texts is not None and type(content) is str and texts.get(s.grain.node_id) == content:
+        del grain["content"]  # written once, by the caller (a snapshot's core_memory)
+        grain["content_in"] = CONTENT_IN
+    out: dict[str, Any] = {"grain": grain, "rank": s.rank, "seq": s.seq}
     if s.shadowed:
-        out["shadowed"] = [_stored_json(x) for x in s.shadowed]
+        out["shadowed"] = [_stored_json(x, texts) for x in s.shadowed]
     return out
 
 
-def _stored_of(d: dict[str, Any]) -> StoredGrain:
-    shadowed = [_stored_of(x) for x in d.get("shadowed", ())]
-    return StoredGrain(_grain_of(d["grain"]), d["rank"], d["seq"], shadowed)
+def _stored_of(d: dict[str, Any], texts: Mapping[str, str]) -> StoredGrain:
+    shadowed = [_stored_of(x, texts) for x in d.get("shadowed", ())]
+    return StoredGrain(_grain_of(d["grain"], texts), d["rank"], d["seq"], shadowed)
 
 
 def _block_json(b: Block) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 A snapshot is one JSON object (``SCHEMA`` names its version)::
 
     {
-      "schema": "ctxengine.snapshot/1",
+      "schema": "ctxengine.snapshot/3",
       "session_id": "s1", "turn": 7, "created_at": 1733040000.0, "leaf_id": "...",
       "provider": "openai", "model": "gpt-4o", "budget": 32000, "target": 28800,
       "tokens": 27412, "tokens_estimated": 27390, "fits": true,
@@ -18,9 +18,14 @@ A snapshot is one JSON object (``SCHEMA`` names its version)::
     }
 
 ``grains`` holds one column per field, every column in the same grain order (schema 1 held one
-object per grain: encoding the columns costs a quarter of that); :func:`grain_rows` gives one
-dict per grain for either schema. ``state`` is whatever the session's state serializes to
-(``SessionState.to_json()``); the store never looks inside it.
+object per grain: encoding the columns costs a quarter of that). Schema 3 writes each column as
+runs (:mod:`ctxengine.runs`): the report has a row for every history item a render left out
+(each item ``max_turns`` dropped, each turn hard-trimmed), so with one value per row a
+snapshot grew with every item the session ever had, although those rows repeat one another.
+:func:`grain_rows` gives one dict per grain for every schema. ``state`` is whatever the
+session's state serializes to (``SessionState.to_json(messages=False, texts=core_memory)``:
+a carried grain whose content is its ``core_memory`` text is written once, in
+``core_memory``); the store never looks inside it.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from ..errors import StoreError
+from ..runs import decode_ids, decode_values, encode_ids, encode_values
 from .base import Snapshot, canonical_json, content_hash
 from .retention import SUMMARY_KEY, summary_hash
 
@@ -44,14 +50,18 @@ __all__ = (
     "core_memory",
     "grain_rows",
     "memory_digest",
+    "memory_texts",
     "payload_hash",
     "snapshot_meta",
     "summary_drift",
 )
 
-SCHEMA: Final = "ctxengine.snapshot/2"
-#: The schemas this version reads (schema 1 held one object per grain).
-SCHEMAS: Final = ("ctxengine.snapshot/1", SCHEMA)
+SCHEMA: Final = "ctxengine.snapshot/3"
+#: The schemas this version reads (schema 1 held one object per grain, schema 2 one value per
+#: grain in each column).
+SCHEMAS: Final = ("ctxengine.snapshot/1", "ctxengine.snapshot/2", SCHEMA)
+#: Schemas whose ``grains`` columns hold one value per grain (not runs).
+PLAIN_COLUMNS: Final = ("ctxengine.snapshot/2",)
 #: The per-grain fields of a snapshot's ``grains`` (one column each).
 GRAIN_FIELDS: Final = (
     "node_id",
@@ -115,25 +125,20 @@ def build_snapshot(
     ids = cols["node_id"]
     nodes = [tree.get(i) for i in ids]
     grains: dict[str, list[Any]] = {
-        "node_id": ids,
-        "origin": cols["origin"],
-        "window": cols["window"],
-        "priority": [g.priority if g is not None else None for g in nodes],
-        "lifespan": [g.lifespan if g is not None else None for g in nodes],
-        "protected": [g.protected if g is not None else None for g in nodes],
-        "decision": cols["decision"],
-        "status": cols["status"],
-        "stage": cols["stage"],
-        "reason": cols["reason"],
-        "tokens_before": cols["tokens_before"],
-        "tokens_after": cols["tokens_after"],
+        "node_id": encode_ids(ids),
+        "origin": encode_values(cols["origin"]),
+        "window": encode_values(cols["window"]),
+        "priority": encode_values([g.priority if g is not None else None for g in nodes]),
+        "lifespan": encode_values([g.lifespan if g is not None else None for g in nodes]),
+        "protected": encode_values([g.protected if g is not None else None for g in nodes]),
+        "decision": encode_values(cols["decision"]),
+        "status": encode_values(cols["status"]),
+        "stage": encode_values(cols["stage"]),
+        "reason": encode_values(cols["reason"]),
+        "tokens_before": encode_values(cols["tokens_before"]),
+        "tokens_after": encode_values(cols["tokens_after"]),
     }
-    windows = dict(zip(ids, cols["window"], strict=True))
-    memory = {
-        node_id: g.text
-        for node_id, g in tree.items()
-        if windows.get(node_id) == CORE_MEMORY or node_id.startswith("mem.")
-    }
+    memory = _memory(rendered.tree, ids, cols["window"])
     out: dict[str, Any] = {
         "schema": SCHEMA,
         "session_id": session_id,
@@ -160,9 +165,32 @@ def build_snapshot(
     return out
 
 
+def memory_texts(tree: Iterable[Any]) -> dict[str, str]:
+    """``{node_id: text}`` of the ``mem.`` grains of a render's tree: part of the snapshot's
+    ``core_memory`` (which also holds the grains of the ``core_memory`` window), found without
+    the report, so the session can leave these texts to it when it writes its state at the
+    render (``SessionState.to_json(texts=...)``)."""
+    return {g.node_id: g.text for g in tree if g.node_id.startswith("mem.")}
+
+
+def _memory(tree: Iterable[Any], ids: Sequence[str], windows: Sequence[str]) -> dict[str, str]:
+    window = dict(zip(ids, windows, strict=True))
+    return {
+        g.node_id: g.text
+        for g in tree
+        if window.get(g.node_id) == CORE_MEMORY or g.node_id.startswith("mem.")
+    }
+
+
 def grain_rows(snapshot: Snapshot | Mapping[str, Any]) -> list[dict[str, Any]]:
     """The grains of a snapshot as one dict per grain (keys :data:`GRAIN_FIELDS`), for the
-    columns of schema 2 and the rows of schema 1 alike; ``[]`` if it holds none."""
+    runs of schema 3, the columns of schema 2 and the rows of schema 1 alike; ``[]`` if it
+    holds none.
+
+    Raises:
+        StoreError: ``grains`` is of another kind, a column is not a list of runs (schema 3;
+            the message names the column and the run), or the columns differ in length.
+    """
     content = check_schema(snapshot)
     grains = content.get("grains") or []
     if not isinstance(grains, (list, dict)):
@@ -173,12 +201,27 @@ def grain_rows(snapshot: Snapshot | Mapping[str, Any]) -> list[dict[str, Any]]:
     try:
         if isinstance(grains, list):
             return [dict(g) for g in grains]
-        columns = [grains.get(name) or [] for name in GRAIN_FIELDS]
+        if content.get("schema") in PLAIN_COLUMNS:
+            columns = [grains.get(name) or [] for name in GRAIN_FIELDS]
+        else:
+            columns = [_column(grains, name) for name in GRAIN_FIELDS]
         return [dict(zip(GRAIN_FIELDS, row, strict=True)) for row in zip(*columns, strict=True)]
     except (TypeError, ValueError) as exc:
         raise StoreError(
             f"snapshot grains are malformed ({exc}); expected columns of equal length "
             f"({', '.join(GRAIN_FIELDS[:2])}...) or a list of grain objects"
+        ) from exc
+
+
+def _column(grains: Mapping[str, Any], name: str) -> list[Any]:
+    """One schema 3 column of ``grains``, decoded from its runs."""
+    try:
+        if name == "node_id":
+            return decode_ids(grains.get(name) or [])
+        return decode_values(grains.get(name) or [])
+    except ValueError as exc:
+        raise StoreError(
+            f"snapshot grains column {name!r} is malformed: {exc} (see ctxengine.runs)"
         ) from exc
 
 
