@@ -62,7 +62,7 @@ def decode_values(runs: Any, limit: int = LIMIT) -> list[Any]:
             message names the first bad element), or holds more than ``limit`` rows.
     """
     if not isinstance(runs, list):
-        raise ValueError(f"{_short(runs)} is not a list of runs")
+        raise ValueError(f"{_short(runs)} is not a list of runs")  # internal: caught
     out: list[Any] = []
     for run in runs:
         if isinstance(run, _SCALARS):
@@ -74,7 +74,9 @@ def decode_values(runs: Any, limit: int = LIMIT) -> list[Any]:
             or not isinstance(run[0], _SCALARS)
             or not _count(run[1])
         ):
-            raise ValueError(f"run {_short(run)} is not a value or [value, count >= 2]")
+            raise ValueError(  # internal: caught
+                f"run {_short(run)} is not a value or [value, count >= 2]"
+            )
         _room(out, run[1], limit)
         out.extend([run[0]] * run[1])
     return out
@@ -111,9 +113,9 @@ def decode_ids(runs: Any, limit: int = LIMIT) -> list[str]:
             rows.
     """
     if not isinstance(runs, list):
-        raise ValueError(f"{_short(runs)} is not a list of node id runs")
+        raise ValueError(f"{_short(runs)} is not a list of node id runs")  # internal: caught
     if len(runs) > limit:
-        raise ValueError(f"{len(runs)} runs; expected at most {limit} rows")
+        raise ValueError(f"{len(runs)} runs; expected at most {limit} rows")  # internal: caught
     out: list[str] = []
     for run in runs:
         if isinstance(run, str):
@@ -126,7 +128,9 @@ def decode_ids(runs: Any, limit: int = LIMIT) -> list[str]:
             or not _count(run[1], 0)
             or not _count(run[2])
         ):
-            raise ValueError(f"run {_short(run)} is not a node id or [prefix, start, count >= 2]")
+            raise ValueError(  # internal: caught
+                f"run {_short(run)} is not a node id or [prefix, start, count >= 2]"
+            )
         prefix, start, count = run
         _room(out, count, limit)
         out.extend(f"{prefix}{n}" for n in range(start, start + count))
@@ -135,7 +139,7 @@ def decode_ids(runs: Any, limit: int = LIMIT) -> list[str]:
 
 def _room(out: list[Any], count: int, limit: int) -> None:
     if len(out) + count > limit:
-        raise ValueError(f"runs of more than {limit} rows")
+        raise ValueError(f"runs of more than {limit} rows")  # internal: caught
 
 
 def _count(x: Any, least: int = 2) -> bool:
