@@ -531,10 +531,10 @@ def _limited_of(raw: dict[str, Any], version: int) -> dict[str, int]:
     try:
         ids, tokens = decode_ids(raw.get("node_id", [])), decode_values(raw.get("tokens", []))
         if len(ids) != len(tokens):
-            raise ValueError(f"{len(ids)} node ids and {len(tokens)} tokens")
+            raise ValueError(f"{len(ids)} node ids and {len(tokens)} tokens")  # internal: caught
         bad = next((t for t in tokens if not isinstance(t, int) or isinstance(t, bool)), None)
         if bad is not None:
-            raise ValueError(f"tokens {_repr(bad)[:40]} is not an int")
+            raise ValueError(f"tokens {_repr(bad)[:40]} is not an int")  # internal: caught
     except ValueError as exc:
         raise ConfigError(
             f"session state field 'limited' is malformed ({exc}); expected an object with "
