@@ -2,7 +2,9 @@
 server: a save is a compare-and-append, so exactly one of two writers that opened the same leaf
 gets in, the other gets StoreConflictError with nothing written, and the store never holds a
 branch that interleaves them (every acknowledged save is on the branch, as its writer saw it).
-Agents sessions popping at once never return one item twice."""
+Two writers keeping their sessions open and rebasing when refused lose no message, and a save
+is refused exactly when the other writer landed since its session's leaf (in a round both may
+be). Agents sessions popping at once never return one item twice."""
 
 from __future__ import annotations
 
@@ -16,13 +18,14 @@ from typing import Any
 
 import pytest
 
-from ctxengine import Budget, ContextEngine
+from ctxengine import Budget, ContextEngine, Session
 from ctxengine.store import FileStore, NewEntry, RedisStore, Store
 from store.writer_child import (
     MODEL,
     SESSION,
     open_store,
     pop_rounds,
+    rebase_round,
     rebase_rounds,
     save_rounds,
 )
@@ -115,6 +118,48 @@ async def test_a_reopened_session_equals_the_last_acknowledged_writer(
     engine.close()
 
 
+def _check_rebase_rounds(reports: list[Any], store: Store, rounds: int) -> None:
+    """What two writers keeping one session each open on one id, both saving every round and
+    rebasing when refused (:func:`store.writer_child.rebase_round`), may report, whatever the
+    timing: a save is refused exactly when the store's leaf is no longer the one the session
+    saw, every refusal is rebased after what the store holds, and no message is lost, doubled
+    or interleaved with the other writer's.
+
+    Both writers can be refused in one round, and that is right: the writer whose messages
+    landed first in the round before is behind the other's (rebased) ones, so its save is
+    refused however early it comes; when its rebase lands before the other's save, that save
+    is refused in turn (the leaf moved) and rebased too. At most one save is acknowledged a
+    round: that of the first writer to land, if it was not behind."""
+    assert len(reports) == 2 * rounds
+    expected: list[str] = []
+    leaf: str | None = None  # the store's leaf when the round began
+    for r in range(rounds):
+        start = leaf
+        # The live sessions hold the stored branch up to their own messages: the shorter
+        # one landed first.
+        first, second = sorted((x for x in reports if x[0] == r), key=lambda x: len(x[6]))
+        # Round 0 both start on the empty session; after it the first to land is behind.
+        behind = sorted(x[4] != start for x in (first, second))
+        assert behind == ([False, False] if r == 0 else [False, True]), (first, second)
+        for x in (first, second):
+            _, name, outcome, refused, saw, leaf, live, unsaved = x
+            mine = [f"{name} {r} ask", f"{name} {r} answer"]
+            acked = x is first and saw == start  # nothing landed since the session's leaf
+            assert outcome == ("ack" if acked else "rebased"), (first, second)
+            # A refusal carried the writer's two messages; the rebase put them after what the
+            # store held then.
+            assert refused == ([] if acked else mine)
+            expected += mine
+            assert unsaved == 0 and live == expected  # the live session: the store's, its own
+            assert _texts(store, leaf) == live
+    # Every message of both writers is stored once, each writer's in its order: none lost.
+    assert _texts(store) == expected
+    assert sorted(expected) == sorted(
+        f"{n} {r} {what}" for n in "AB" for r in range(rounds) for what in ("ask", "answer")
+    )
+    assert len(store.entries(SESSION)) == 4 * rounds  # nothing refused was written twice
+
+
 def test_a_refused_writer_rebases_its_queued_messages_after_the_other_writers(
     place: tuple[str, tuple[str, str]],
 ) -> None:
@@ -123,26 +168,32 @@ def test_a_refused_writer_rebases_its_queued_messages_after_the_other_writers(
     kind, where = place
     rounds = 6
     reports = _race(rebase_rounds, kind, where, rounds)
-    assert len(reports) == 2 * rounds
     store = open_store(kind, where)
-    stored = _texts(store)
-    expected: list[str] = []
-    for r in range(rounds):
-        this = sorted((x for x in reports if x[0] == r), key=lambda x: x[2])  # ack first
-        assert [x[2] for x in this] == ["ack", "rebased"], this
-        (_, winner, _, _, _, _, _), (_, loser, _, refused, leaf, live, unsaved) = this
-        # The refusal carried the loser's two messages; the rebase put them after the winner's.
-        assert refused == [f"{loser} {r} ask", f"{loser} {r} answer"]
-        expected += [f"{winner} {r} ask", f"{winner} {r} answer", *refused]
-        assert unsaved == 0 and live == expected  # the rebased session: the store's, then its own
-        assert _texts(store, leaf) == live
-    # Every message of both writers is stored once, each writer's in its order: none lost.
-    assert stored == expected
-    assert sorted(stored) == sorted(
-        f"{n} {r} {what}" for n in "AB" for r in range(rounds) for what in ("ask", "answer")
-    )
-    assert len(store.entries(SESSION)) == 4 * rounds  # nothing refused was written twice
+    _check_rebase_rounds(reports, store, rounds)
     store.close()
+
+
+@pytest.mark.anyio
+async def test_a_writer_behind_that_rebases_first_gets_the_other_refused_too(
+    make_store: Callable[[], Store],
+) -> None:
+    # The interleavings of the race above, in order. This test expected one acknowledged save
+    # a round; it failed (about 1 run in 5) when the writer behind (refused at once) rebased
+    # before the other saved: that save was then refused as well, as it must be.
+    rounds: list[Any] = []
+    engines = {name: ContextEngine(MODEL, Budget(total=8000), store=make_store()) for name in "AB"}
+    sessions = {name: Session(engines[name], SESSION) for name in "AB"}
+    for r, order in enumerate(["AB", "AB", "BA", "BA"]):
+        rounds.append([await rebase_round(sessions[name], name, r) for name in order])
+    assert [[(x[1], x[2]) for x in one] for one in rounds] == [
+        [("A", "ack"), ("B", "rebased")],  # both on the empty session: the first gets in
+        [("A", "rebased"), ("B", "rebased")],  # A is behind B's rebase; it rebases first
+        [("B", "ack"), ("A", "rebased")],  # B saves first on the leaf it has: it gets in
+        [("B", "rebased"), ("A", "rebased")],  # B is behind A's rebase; it rebases first
+    ]
+    _check_rebase_rounds([x for one in rounds for x in one], make_store(), len(rounds))
+    for engine in engines.values():
+        engine.close()
 
 
 def test_two_processes_popping_one_agents_session_never_pop_an_item_twice(

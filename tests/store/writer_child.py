@@ -77,9 +77,7 @@ def rebase_rounds(
     kind: str, where: tuple[str, str], name: str, rounds: int, barrier: Any, results: Any
 ) -> None:
     """Each writer keeps one session open for every round. Each round: wait for the other,
-    add two messages and save at once; a refused save is rebased (again while another writer
-    slips in). Reports ``(round, name, "ack" | "rebased", texts the refusal carried, leaf_id,
-    texts of the live session)``."""
+    then :func:`rebase_round`; report what it returned."""
     asyncio.run(_rebase_rounds(kind, where, name, rounds, barrier, results))
 
 
@@ -90,19 +88,30 @@ async def _rebase_rounds(
     session = Session(engine, SESSION)
     for r in range(rounds):
         barrier.wait()
-        session.extend([Message.user(f"{name} {r} ask"), Message.assistant(f"{name} {r} answer")])
-        outcome, refused = "ack", []
-        try:
-            await session.save()
-        except StoreConflictError as exc:
-            outcome, refused = "rebased", [m.text for m in exc.unsaved]
-            while True:
-                try:
-                    await session.rebase()
-                    break
-                except StoreConflictError:
-                    continue
-        texts = [m.text for m in session.messages]
-        results.put((r, name, outcome, refused, session.leaf_id, texts, session.unsaved))
+        results.put(await rebase_round(session, name, r))
         barrier.wait()  # the round is over for both before the next one starts
     engine.close()
+
+
+async def rebase_round(session: Session, name: str, r: int) -> tuple[Any, ...]:
+    """Add two messages to ``session`` and save; a refused save is rebased (again while
+    another writer slips in). Returns ``(round, name, "ack" | "rebased", texts the refusal
+    carried, the leaf the session held when it saved, its leaf_id now, texts of the live
+    session, unsaved count)``."""
+    session.extend([Message.user(f"{name} {r} ask"), Message.assistant(f"{name} {r} answer")])
+    saw = session.leaf_id
+    outcome, refused = "ack", []
+    try:
+        await session.save()
+    except StoreConflictError as exc:
+        outcome, refused = "rebased", [m.text for m in exc.unsaved]
+        for _ in range(100):  # each retry means the other writer got in: it has two saves
+            try:
+                await session.rebase()
+                break
+            except StoreConflictError:
+                continue
+        else:
+            raise AssertionError(f"{name} {r}: rebase refused 100 times")
+    texts = [m.text for m in session.messages]
+    return (r, name, outcome, refused, saw, session.leaf_id, texts, session.unsaved)
