@@ -150,6 +150,33 @@ def test_sync_sessions_opened_from_threads_during_plugin_setup_all_open() -> Non
     assert all("READY" in text for text in systems.values())
 
 
+def test_fit_from_many_threads_at_once() -> None:
+    """``fit`` from threads sharing its cached engines, each thread on its own loop."""
+    errors: list[str] = []
+    start = threading.Barrier(6)
+
+    def work(who: int) -> None:
+        try:
+            start.wait()
+            history: list[dict[str, str]] = []
+            for turn in range(15):
+                history.append({"role": "user", "content": f"thread {who}, turn {turn}"})
+                out = fit(history, model="gpt-4o", budget=300 + 100 * (turn % 3))
+                if out.payload["messages"][-1]["content"] != f"thread {who}, turn {turn}":
+                    errors.append(f"{who}/{turn}")
+                history.append({"role": "assistant", "content": f"answer {turn}"})
+        except Exception as exc:
+            errors.append(f"{who}: {exc!r}")
+
+    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert [t.name for t in threads if t.is_alive()] == []
+    assert errors == []
+
+
 def test_import_ctxengine_imports_no_framework() -> None:
     code = (
         "import sys, ctxengine, ctxengine.integrations, ctxengine.fitting, ctxengine.sync\n"
