@@ -43,6 +43,7 @@ from .collect.events import ToolResult as ToolResultEvent
 from .collect.faults import PluginFault
 from .collect.registry import PluginEntry, Registry
 from .collect.turn import SESSION_ORIGIN, collect, redacted_user_text
+from .collect.wake import CrossLoopLock
 from .compaction import CompactionConfig, CompactionResult
 from .config import RenderConfig
 from .errors import (
@@ -283,7 +284,9 @@ class ContextEngine:
         self.max_failures = max_failures
         self.weights = weights
         self.windows = list(self.config.windows)
-        self._setup_lock: anyio.Lock | None = None
+        # Held while plugins are set up; sessions of every event loop and thread wait on it
+        # (an anyio.Lock would hang a session woken from another thread).
+        self._setup_lock = CrossLoopLock()
         self.setup_faults: list[dict[str, Any]] = []
         self.store = store
         self.writer: SnapshotWriter | None = SnapshotWriter(store) if store is not None else None
@@ -449,8 +452,6 @@ class ContextEngine:
         """
         # Every session waits for plugin setup; plugins registered since the last session are
         # set up now (the registry skips those already done).
-        if self._setup_lock is None:
-            self._setup_lock = anyio.Lock()
         async with self._setup_lock:
             pending = any(
                 callable(getattr(e.provider, "setup", None)) and not e.setup_done

@@ -22,6 +22,7 @@ __all__ = ("fit",)
 
 _ENGINES: OrderedDict[tuple[str, Any], ContextEngine] = OrderedDict()
 _MAX_ENGINES = 16
+_ENGINES_LOCK = threading.Lock()
 _local = threading.local()
 _ids = itertools.count()
 
@@ -39,14 +40,15 @@ class _Warm:
 
 def _engine(model: str, budget: Budget | int | None) -> ContextEngine:
     key = (model, budget if not isinstance(budget, Budget) else id(budget))
-    engine = _ENGINES.get(key)
-    if engine is None or (isinstance(budget, Budget) and engine.budget is not budget):
-        engine = ContextEngine(model, budget)
-        _ENGINES[key] = engine
-        while len(_ENGINES) > _MAX_ENGINES:
-            _ENGINES.popitem(last=False)
-    _ENGINES.move_to_end(key)
-    return engine
+    with _ENGINES_LOCK:  # threads share the cache: another may evict ``key`` meanwhile
+        engine = _ENGINES.get(key)
+        if engine is None or (isinstance(budget, Budget) and engine.budget is not budget):
+            engine = ContextEngine(model, budget)
+            _ENGINES[key] = engine
+            while len(_ENGINES) > _MAX_ENGINES:
+                _ENGINES.popitem(last=False)
+        _ENGINES.move_to_end(key)
+        return engine
 
 
 def _runner() -> LoopRunner:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, suppress
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
@@ -33,6 +34,9 @@ class LoopRunner:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self._lock = threading.Lock()
+        # A runner dropped without close() closes its loop (fit's runner of a thread that
+        # ended): closing never runs the loop, so the thread collecting the runner may do it.
+        self._closer = weakref.finalize(self, _close_loop, self.loop)
 
     def run(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """``await fn(*args, **kwargs)`` on the private loop and return its result."""
@@ -50,6 +54,13 @@ class LoopRunner:
         """Close the loop (idempotent)."""
         if not self.loop.is_closed():
             self.loop.close()
+        self._closer.detach()
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    if not loop.is_closed():
+        with suppress(RuntimeError):  # running, on the thread that holds the runner
+            loop.close()
 
 
 async def _call(fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any) -> T:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 import ctxengine.fitting
-from ctxengine import BudgetError, ContextEngine, CtxEngineError, TranscriptError
+from ctxengine import BudgetError, ContextEngine, ContextGrain, CtxEngineError, TranscriptError
 from ctxengine.fitting import fit
 from ctxengine.hygiene import validate
 from ctxengine.transcript import Message, ToolCall, load
@@ -97,6 +99,82 @@ def test_session_sync_mirrors_the_async_api() -> None:
     assert inner.closed
     with pytest.raises(CtxEngineError, match="'script' is closed"):
         s.render()
+
+
+class _GatedSetup:
+    """A plugin whose setup goes on until the test lets it finish."""
+
+    name, version, priority, enabled = "gated_setup", "1.0.0", 10, True
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.finish = threading.Event()
+
+    async def setup(self, engine: object) -> None:
+        self.started.set()
+        while not self.finish.is_set():
+            await asyncio.sleep(0.005)
+
+    async def collect(self, scene: object) -> list[ContextGrain]:
+        return [ContextGrain("gated.ready", content="READY")]
+
+
+def test_sync_sessions_opened_from_threads_during_plugin_setup_all_open() -> None:
+    """Sessions opened on several threads (each its own event loop) while another thread's
+    session sets the plugins up wait for the setup, then all open: the thread that finishes
+    the setup wakes the others' loops (it once handed them the engine's lock with a wake-up
+    their sleeping loops never ran, and every one of them hung)."""
+    plugin = _GatedSetup()
+    engine = ContextEngine("gpt-4o", 2_000, plugins=[plugin])
+    systems: dict[int, str] = {}
+
+    def converse(who: int) -> None:
+        with engine.session_sync(f"thread-{who}") as s:
+            s.user_message(f"question {who}")
+            systems[who] = s.render().payload["messages"][0]["content"]
+
+    first = threading.Thread(target=converse, args=(0,), daemon=True)
+    first.start()
+    assert plugin.started.wait(10)  # thread 0's session holds the setup
+    others = [threading.Thread(target=converse, args=(w,), daemon=True) for w in range(1, 5)]
+    for t in others:
+        t.start()
+    time.sleep(0.3)  # they wait for the setup, their loops idle
+    plugin.finish.set()
+    deadline = time.monotonic() + 10
+    for t in [first, *others]:
+        t.join(max(0.0, deadline - time.monotonic()))
+    hung = [t.name for t in [first, *others] if t.is_alive()]
+    assert hung == []
+    assert sorted(systems) == [0, 1, 2, 3, 4]
+    assert all("READY" in text for text in systems.values())
+
+
+def test_fit_from_many_threads_at_once() -> None:
+    """``fit`` from threads sharing its cached engines, each thread on its own loop."""
+    errors: list[str] = []
+    start = threading.Barrier(6)
+
+    def work(who: int) -> None:
+        try:
+            start.wait()
+            history: list[dict[str, str]] = []
+            for turn in range(15):
+                history.append({"role": "user", "content": f"thread {who}, turn {turn}"})
+                out = fit(history, model="gpt-4o", budget=300 + 100 * (turn % 3))
+                if out.payload["messages"][-1]["content"] != f"thread {who}, turn {turn}":
+                    errors.append(f"{who}/{turn}")
+                history.append({"role": "assistant", "content": f"answer {turn}"})
+        except Exception as exc:
+            errors.append(f"{who}: {exc!r}")
+
+    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert [t.name for t in threads if t.is_alive()] == []
+    assert errors == []
 
 
 def test_import_ctxengine_imports_no_framework() -> None:

@@ -116,20 +116,21 @@ def test_langchain_agent_30_turns_within_budget(mode: str) -> None:
     assert middleware.last is not None and middleware.last.tokens <= BUDGET
 
 
-def test_conversations_fitted_at_once_each_get_their_own_messages() -> None:
-    """``abatch`` or threads: calls of several conversations through one middleware at once.
-    Each call's rendered messages are its own conversation's, and a conversation that goes on
-    continues its session (one session per conversation, not one restart per call)."""
+def _fit_conversations_at_once(
+    middleware: ContextMiddleware, conversations: int, turns: int
+) -> list[str]:
+    """``conversations`` threads, started together, each fitting ``turns`` calls of its own
+    conversation through ``middleware``; what went wrong (a thread still running after the
+    wait counts as hung: the threads are daemons, so a hang fails the test, not the run)."""
     import threading
+    import time
 
     from langchain.agents.middleware import ModelRequest
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-    engine = ContextEngine("gpt-4o", BUDGET)
-    middleware = ContextMiddleware(engine)
     model = ToolCallingFake()
     wrong: list[str] = []
-    start = threading.Barrier(4)
+    start = threading.Barrier(conversations)
 
     def converse(who: int) -> None:
         try:
@@ -139,8 +140,8 @@ def test_conversations_fitted_at_once_each_get_their_own_messages() -> None:
 
     def talk(who: int) -> None:
         history: list[BaseMessage] = []
-        start.wait()
-        for turn in range(25):
+        start.wait(10)
+        for turn in range(turns):
             history.append(HumanMessage(f"conversation {who}, question {turn}"))
             request = ModelRequest(
                 model=model, messages=list(history), system_message=SystemMessage(f"agent {who}")
@@ -155,15 +156,41 @@ def test_conversations_fitted_at_once_each_get_their_own_messages() -> None:
                 wrong.append(f"{who}/{turn}: system {fitted.system_message}")
             history.append(AIMessage(f"conversation {who}, answer {turn}"))
 
-    threads = [threading.Thread(target=converse, args=(who,)) for who in range(4)]
+    threads = [
+        threading.Thread(target=converse, args=(who,), name=f"conversation {who}", daemon=True)
+        for who in range(conversations)
+    ]
     for t in threads:
         t.start()
+    deadline = time.monotonic() + 30
     for t in threads:
-        t.join()
+        t.join(max(0.0, deadline - time.monotonic()))
+    return wrong + [f"{t.name} hung" for t in threads if t.is_alive()]
+
+
+def test_conversations_fitted_at_once_each_get_their_own_messages() -> None:
+    """``abatch`` or threads: calls of several conversations through one middleware at once.
+    Each call's rendered messages are its own conversation's, and a conversation that goes on
+    continues its session (one session per conversation, not one restart per call)."""
+    middleware = ContextMiddleware(ContextEngine("gpt-4o", BUDGET))
+    wrong = _fit_conversations_at_once(middleware, conversations=4, turns=25)
     sessions = len(middleware._pool)
     middleware.close()
     assert wrong == []
     assert sessions == 4  # one session per conversation, each continued call after call
+
+
+def test_conversations_starting_at_once_never_hang() -> None:
+    """Round after round, conversations start on several threads at once through a fresh
+    middleware and engine: their sessions open together, each on its own event loop. The
+    engine's lock for plugin setup was an ``anyio.Lock`` whose release on one thread woke the
+    next session with a wake-up its sleeping loop never ran, so the middleware hung in about
+    one round in fifteen of four conversations."""
+    for _ in range(12):
+        middleware = ContextMiddleware(ContextEngine("gpt-4o", BUDGET))
+        wrong = _fit_conversations_at_once(middleware, conversations=8, turns=3)
+        middleware.close()
+        assert wrong == []
 
 
 def test_two_context_middlewares_in_one_agent_have_distinct_names() -> None:

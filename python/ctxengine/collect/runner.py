@@ -36,10 +36,9 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
-import anyio.from_thread
-import anyio.lowlevel
 
 from .faults import CallResult, describe_exc
+from .wake import notifier
 
 __all__ = ("PluginRunner",)
 
@@ -49,7 +48,7 @@ class _Call:
 
     __slots__ = ("cancel_seen", "done", "error", "notify", "task", "value")
 
-    def __init__(self, notify: Callable[[], None]) -> None:
+    def __init__(self, notify: Callable[[], object]) -> None:
         self.done = False
         self.value: Any = None
         self.error: BaseException | None = None
@@ -184,7 +183,7 @@ class PluginRunner:
         The caller's own cancellation propagates (the plugin's task is cancelled too).
         """
         event = anyio.Event()
-        call = _Call(_notifier(event))
+        call = _Call(notifier(event))
         (self._start_async if is_async else self._start_sync)(fn, arg, call)
         try:
             with anyio.move_on_after(timeout):
@@ -222,26 +221,3 @@ class PluginRunner:
                 True,
             )
         return CallResult(None, "timeout", f"{late} and ignored cancellation; abandoned", True)
-
-
-def _notifier(event: anyio.Event) -> Callable[[], None]:
-    """A callable any thread may call, without blocking, to set ``event`` on the current loop."""
-    try:
-        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-    except RuntimeError:  # another anyio backend
-        loop = None
-    if loop is not None:
-        running = loop
-
-        def notify() -> None:
-            with contextlib.suppress(RuntimeError):  # the caller's loop closed: nobody waits
-                running.call_soon_threadsafe(event.set)
-
-        return notify
-    token = anyio.lowlevel.current_token()
-
-    def deliver() -> None:
-        with contextlib.suppress(BaseException):
-            anyio.from_thread.run_sync(event.set, token=token)
-
-    return lambda: threading.Thread(target=deliver, daemon=True).start()
