@@ -243,3 +243,23 @@ async def test_a_task_too_big_for_the_summarys_room_is_kept_by_its_start() -> No
     flat = " ".join(summary.split())
     assert len(task.text) > 1_900
     assert " ".join(task.text.split())[:400] in flat
+
+
+async def test_a_task_too_big_even_for_its_first_400_characters_is_kept_by_its_first_line() -> None:
+    """An OpenHands run's 3,100-character task at a 1,200-token budget: the summary's room
+    (144 tokens) is smaller than the task cut to its 400 characters. The second try then
+    lists the task by its first line, as an earlier request, rather than failing too (no
+    summary: the render sent the loop's next observation first, its task gone)."""
+    run = list(load_all(DATA / "openhands" / "output.jsonl")[2])
+    task = next(m for m in run if m.role == "user" and request_text(m.text, m.meta))
+    assert len(task.text) > 3_000
+    engine = ContextEngine("gpt-4o", Budget(total=1_200))
+    async with engine.session("oh") as s:
+        s.extend(run)
+        out = await s.render()
+        summary = s.state.summary
+    assert out.tokens <= 1_200
+    assert out.report.compactions, "the render compacted"
+    assert all(c["ok"] for c in out.report.compactions), out.report.compactions
+    assert summary is not None
+    assert " ".join(task.text.split())[:120] in " ".join(summary.text.split())

@@ -527,6 +527,18 @@ def _steps(p: SummaryParts) -> list[Callable[[SummaryParts], bool]]:
         p.latest = flat[: max(_LATEST_FLOOR, len(flat) // 2) - 1] + "…"
         return True
 
+    def latest_line(p: SummaryParts) -> bool:
+        """Past even those 400 characters (a room of about 150 tokens), still only inside
+        :func:`shorten_latest`, the newest request becomes its first line, as an earlier
+        request is listed: else the second try fails too and no summary is written."""
+        if not SHORTEN_LATEST.get() or p.latest is None:
+            return False
+        line = first_line(p.latest.removesuffix("…"))
+        if len(line) >= len(p.latest):
+            return False
+        p.latest = line
+        return True
+
     return [
         body,
         idents,
@@ -539,6 +551,7 @@ def _steps(p: SummaryParts) -> list[Callable[[SummaryParts], bool]]:
         _drop_oldest("modified", 2),
         latest,
         latest_shorter,
+        latest_line,
     ]
 
 
