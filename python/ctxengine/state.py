@@ -528,6 +528,11 @@ def _limited_of(raw: dict[str, Any], version: int) -> dict[str, int]:
     runs of node ids and of their tokens (version 3)."""
     if version < 3:
         return {str(n): int(t) for n, t in raw.items()}
+    if raw and set(raw) != {"node_id", "tokens"}:  # e.g. a version 2 object in a version 3 state
+        raise ConfigError(
+            f"session state field 'limited' has the keys {sorted(raw)}; expected 'node_id' "
+            "and 'tokens' (runs of equal length, see ctxengine.runs) in a version 3 state"
+        )
     try:
         ids, tokens = decode_ids(raw.get("node_id", [])), decode_values(raw.get("tokens", []))
         if len(ids) != len(tokens):

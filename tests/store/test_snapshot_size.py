@@ -271,6 +271,8 @@ async def test_malformed_grain_runs_are_a_store_error_naming_the_column(
         ("limited", {"node_id": [["hist.", 0, 2]], "tokens": [5]}, "2 node ids and 1 tokens"),
         ("limited", {"node_id": ["hist.0"], "tokens": ["a"]}, "tokens 'a' is not an int"),
         ("limited", {"node_id": 5, "tokens": []}, "5 is not a list of node id runs"),
+        # a version 2 object in a version 3 state: not read as an empty one
+        ("limited", {"hist.1": 5}, "field 'limited' has the keys ['hist.1']"),
     ],
 )
 async def test_malformed_version_3_fields_are_a_config_error_naming_them(
