@@ -109,6 +109,14 @@ def test_an_observation_neither_asks_nor_settles_an_earlier_ask() -> None:
         ),
         ("ok, continue", {}, "ok, continue"),  # an acknowledgement is a request, not a goal
         ("/var/shots/a.png what is wrong here?", {}, "/var/shots/a.png what is wrong here?"),
+        # a word of a path, not a command the harness knows: the user writing about it
+        ("/tmp is full, clean it up please", {}, "/tmp is full, clean it up please"),
+        ("/home has no space left", {}, "/home has no space left"),
+        ("/compact keep the API notes", {}, None),  # the harness's own, with arguments
+        ("/add src/a.py src/b.py", {}, None),
+        # a plugin's command with arguments: a prompt it expands, as its wrapper is read
+        ("/handgemacht:create-beads websearch", {}, "/handgemacht:create-beads websearch"),
+        ("/tmp", {}, None),  # a word alone: a command (or a path with nothing asked)
     ],
 )
 def test_what_is_a_request(text: str, meta: dict[str, Any], made: str | None) -> None:

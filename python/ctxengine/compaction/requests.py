@@ -42,9 +42,24 @@ _HARNESS: Final = re.compile(
     r"|Base directory for this skill: "
     r"|Here is a demonstration of how to correctly accomplish this task\.",
 )
-#: A slash command: ``/name`` (``/mode``, ``/model gpt-4o``, ``/plugin:cmd``), its first word
-#: not a path; or a lone ``/`` (a command menu opened and sent).
-_SLASH: Final = re.compile(r"/[A-Za-z][\w:-]*(?:\s|$)|/\Z")
+#: A word that may be a slash command (``/mode``, ``/model gpt-4o``, ``/plugin:cmd``), its
+#: first word not a path (``/etc/hosts``); or a lone ``/`` (a command menu opened and sent).
+_SLASH: Final = re.compile(r"/([A-Za-z][\w:-]*)(?:\s|$)|/\Z")
+#: The commands of agent CLIs (Claude Code, aider, pi, Codex) that set up or drive the harness:
+#: with arguments or without, they ask the agent nothing. Not those whose arguments are a
+#: request to the model (aider's ``/ask``, ``/code``, ``/architect``; ``/review``, ``/init``).
+_HARNESS_COMMANDS: Final = frozenset(
+    {"add", "add-dir", "agents", "approvals", "bashes", "bug", "changelog", "chat-mode", "clear",
+    "commit", "compact", "config", "context", "copy", "copy-context", "cost", "diff", "doctor",
+    "drop", "editor", "editor-model", "exit", "export", "fork", "git", "help", "hooks",
+    "hotkeys", "ide", "install-github-app", "lint", "load", "login", "logout", "ls", "map",
+    "map-refresh", "mcp", "memory", "mention", "mode", "model", "models", "multiline-mode",
+    "name", "new", "output-style", "paste", "permissions", "plugin", "pr-comments",
+    "privacy-settings", "quit", "read-only", "reasoning-effort", "release-notes", "reload",
+    "report", "reset", "resume", "rewind", "run", "sandbox", "save", "session", "settings",
+    "share", "status", "statusline", "terminal-setup", "test", "theme", "think-tokens", "todos",
+    "tokens", "tree", "undo", "upgrade", "usage", "vim", "voice", "weak-model", "web"}
+)  # fmt: skip
 _COMMAND_ARGS: Final = re.compile(r"<command-args>(.*?)</command-args>", re.S)
 _COMMAND_NAME: Final = re.compile(r"<command-name>\s*(/?[^<\s]+)\s*</command-name>")
 #: Words of a bare acknowledgement or greeting ("ok", "yes, continue", "thanks!").
@@ -100,10 +115,25 @@ def _request(text: str, meta: Mapping[str, Any] | None, *, goal: bool) -> str | 
             return None
         name = _COMMAND_NAME.search(stripped)
         return f"{name.group(1)} {wanted}" if name else wanted
-    if not stripped or _HARNESS.match(stripped) or _SLASH.match(stripped):
+    if not stripped or _HARNESS.match(stripped) or _command(stripped):
         return None
     if goal and len(stripped) <= 60:  # four words of acknowledgement at most
         words = re.findall(r"[^\W_]+", stripped.lower())
         if len(words) <= 4 and all(w in _ACK_WORDS for w in words):
             return None
     return stripped
+
+
+def _command(text: str) -> bool:
+    """Whether ``text`` (stripped) is a slash command: a lone ``/``, a ``/word`` alone, or one
+    of :data:`_HARNESS_COMMANDS` with its arguments. Any other ``/word`` followed by more is a
+    request: the user writing about a path (``/tmp is full, clean it up``), or a custom or a
+    plugin's command (``/plugin:command args``: a prompt the harness expands, as its wrapper
+    with arguments is read)."""
+    m = _SLASH.match(text)
+    if m is None:
+        return False
+    name = m.group(1)
+    if name is None or not text[m.end() :].strip():
+        return True
+    return name.lower() in _HARNESS_COMMANDS
