@@ -17,6 +17,7 @@ import pytest
 from langchain_core.messages import convert_to_messages, trim_messages
 
 from ctxengine.compaction import compact, compact_history, extract_facts, message_tokens
+from ctxengine.compaction.requests import request_text
 from ctxengine.tokens import get_tokenizer
 from ctxengine.transcript import load
 from offline_tiktoken import TRANSCRIPTS, encoding
@@ -79,4 +80,6 @@ def test_compact_fixed_extractive(benchmark, transcript, loop) -> None:  # type:
 def test_key_facts(benchmark, transcript) -> None:  # type: ignore[no-untyped-def]
     benchmark.extra_info.update(impl="ctxengine extract_facts")
     facts = benchmark(extract_facts, transcript.messages)
-    assert len(facts.requests) == 88
+    # each user message that asks something: 83 of the session's 88 (not /mode, /them, /)
+    asked = [m for m in transcript.messages if m.role == "user" and request_text(m.text, m.meta)]
+    assert len(facts.requests) == len(asked) == 83
