@@ -1014,14 +1014,13 @@ async def _give_back(
         first = land.first_kept(state, k)
         for limit in (_low(config, plan), plan.target - room):
             for t in reversed(chosen):
+                if t in back:
+                    continue
                 unit = [u for u in land.unit(t, among) if u not in back]
+                if len(back) + len(unit) >= len(chosen):
+                    continue
                 size = sum(land.size[u] for u in unit)
-                if (
-                    t not in back
-                    and len(back) + len(unit) < len(chosen)
-                    and at + size <= limit
-                    and (start := land.opens(state, unit, first)) is not None
-                ):
+                if at + size <= limit and (start := land.opens(state, unit, first)) is not None:
                     back.update(unit)
                     at += size
                     first = start
