@@ -86,7 +86,7 @@ from .retention import (
     check_retention,
     line_summary,
     pruned_error,
-    summary_hash,
+    stored_summary,
 )
 
 __all__ = ("FileStore",)
@@ -687,10 +687,9 @@ class FileStore:
         """The summary hash of a stored content (an index line from before retention)."""
         try:
             raw = (s.dir / OBJECTS / f"{digest}.json").read_bytes()
-            content = json.loads(raw)
-        except (OSError, ValueError):
+        except OSError:
             return UNKNOWN
-        return summary_hash(content) if isinstance(content, dict) else UNKNOWN
+        return stored_summary(raw)
 
     @staticmethod
     def _sweep_due(s: _Session) -> bool:

@@ -66,12 +66,11 @@ from .base import (
 from .retention import (
     DEFAULT_KEEP_COMPACTIONS,
     DEFAULT_KEEP_SNAPSHOTS,
-    UNKNOWN,
     Retention,
     check_retention,
     line_summary,
     pruned_error,
-    summary_hash,
+    stored_summary,
 )
 
 __all__ = ("RedisStore",)
@@ -445,12 +444,7 @@ class RedisStore:
         """Queue (inside the MULTI) the new line's place in the window and what it prunes."""
 
         def resolve(sid: str, digest: str) -> str | None:  # a line from before retention
-            raw = self._r.get(self._key(session_id, f"obj:{digest}"))
-            try:
-                content = json.loads(raw) if raw is not None else None
-            except ValueError:
-                return UNKNOWN
-            return summary_hash(content) if isinstance(content, dict) else UNKNOWN
+            return stored_summary(self._r.get(self._key(session_id, f"obj:{digest}")))
 
         window.add(info.id, info.hash, line_summary(info.meta))
         due = window.due(resolve)

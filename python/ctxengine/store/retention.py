@@ -22,6 +22,7 @@ however many snapshots the session holds.
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
@@ -35,6 +36,7 @@ __all__ = (
     "Retention",
     "check_retention",
     "pruned_error",
+    "stored_summary",
     "summary_hash",
 )
 
@@ -86,6 +88,17 @@ def summary_hash(content: Mapping[str, Any]) -> str | None:
     memory = content.get("core_memory")
     text = memory.get(SUMMARY_GRAIN) if isinstance(memory, Mapping) else None
     return content_hash(text) if isinstance(text, str) else None
+
+
+def stored_summary(raw: str | bytes | None) -> str | None:
+    """:func:`summary_hash` of a stored snapshot content (its JSON text); :data:`UNKNOWN` when
+    it is missing or unreadable. How a store resolves an index line written before retention
+    (:meth:`Retention.due`)."""
+    try:
+        content = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return UNKNOWN
+    return summary_hash(content) if isinstance(content, dict) else UNKNOWN
 
 
 def line_summary(meta: Mapping[str, Any]) -> str | None:
