@@ -330,7 +330,7 @@ class _Landing:
 
     A user message and the assistant message answering it (the next one but tool results)
     are two turns (so that an agent loop under one request can lose its oldest steps), but a
-    compaction never parts them: ``answers`` maps such a request's turn to its answer's, and
+    compaction never parts them: ``questions`` maps such an answer's turn to its request's, and
     the cut never falls between them (``splits``: the choices ``k`` that would, see
     :meth:`first`), nor is an answer given back without its request (:meth:`unit`). Else the
     kept history would start with an answer to a question the model sees only summarized, and
@@ -359,8 +359,7 @@ class _Landing:
     #: What every summary of the landing reads besides its items: the earlier summary as a
     #: message and the protected texts, both redacted (read once: see :func:`_summarize`).
     inputs: tuple[list[Message], list[str]] | None = None
-    #: A request's turn → the turn of its answer (both among ``by_turn``), and back.
-    answers: dict[int, int] = field(default_factory=dict)
+    #: An answer's turn → the turn of the request it answers (both among ``by_turn``).
     questions: dict[int, int] = field(default_factory=dict)
     #: The choices ``k`` that would summarize a request and keep its answer.
     splits: set[int] = field(default_factory=set)
@@ -510,7 +509,6 @@ def _landing(
     for t in order:
         freed.append(freed[-1] + size[t])
     land = _Landing(by_turn, forced, order, base, freed, size)
-    land.answers = answers
     land.questions = {a: t for t, a in answers.items()}
     land.splits = {k for k in range(1, len(order)) if answers.get(order[k - 1]) == order[k]}
     if plan is not None and base - freed[-1] + _estimate(state) > plan.target:
@@ -566,10 +564,9 @@ def _take_tail(
         land.forced.append(t)
         land.base -= held
     land.forced.sort()
-    pairs = _answers(state, [(t, items) for t, items, _ in taken])
-    for t, answer in pairs.items():
-        if answer in land.by_turn:  # an answer given back only with its request
-            land.answers[t] = answer
+    for t, _, _ in taken:
+        answer = answers.get(t)
+        if answer is not None and answer in land.by_turn:  # given back only with its request
             land.questions[answer] = t
     land.chosen.clear()
     land.positions.clear()
