@@ -624,21 +624,6 @@ def _tail_cuts(state: SessionState, plan: Any, start: int) -> dict[int, int]:
     return cuts
 
 
-def _doomed(
-    state: SessionState, config: RenderConfig, turns: Sequence[int], plan: Any
-) -> tuple[list[Any], list[int]]:
-    """The items a first estimate dooms: those of ``turns`` outside the protected tail, then
-    (low-water mark) the oldest further turns until the rest plus a summary the size of the
-    previous one would sit at ``low_water`` of the target. :func:`compact` then measures the
-    actual summary and moves the cut (see :func:`_choose`)."""
-    land = _landing(state, config, turns, plan)
-    if plan is None:
-        return land.items(0), land.turns(0)
-    low = _low(config, plan)
-    k = land.first(low - _estimate(state), 0 if land.forced else 1)
-    return land.items(k), land.turns(k)
-
-
 def _low(config: RenderConfig, plan: Any) -> int:
     """The low-water mark in tokens: ``render_low_water`` of the target. At a tiny budget the
     room it leaves may be smaller than the next turn, so the next render compacts again: the
