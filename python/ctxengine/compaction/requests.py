@@ -77,12 +77,20 @@ def is_observation(meta: Mapping[str, Any] | None) -> bool:
     return meta is not None and meta.get("kind") in OBSERVATION_KINDS
 
 
+def _marked(meta: Mapping[str, Any] | None) -> bool:
+    """Whether an importer marked the message as the harness's: ``is_meta``, ``is_demo``, an
+    observation."""
+    if not meta:
+        return False
+    return bool(meta.get("is_meta") or meta.get("is_demo")) or is_observation(meta)
+
+
 def written_by_harness(text: str, meta: Mapping[str, Any] | None = None) -> bool:
     """Whether a user-role message was written by the harness: an observation
     (:func:`is_observation`), a record marked ``is_meta`` or ``is_demo``, or a text that
     starts as Claude Code's wrappers, a skill's instructions, an interruption note or
     SWE-agent's demonstration do (a command wrapper with arguments is the user's)."""
-    if meta and (meta.get("is_meta") or meta.get("is_demo") or is_observation(meta)):
+    if _marked(meta):
         return True
     stripped = text.strip()
     return _HARNESS.match(stripped) is not None and "<command-args>" not in stripped
@@ -105,7 +113,7 @@ def goal_text(text: str, meta: Mapping[str, Any] | None = None) -> str | None:
 
 
 def _request(text: str, meta: Mapping[str, Any] | None, *, goal: bool) -> str | None:
-    if meta and (meta.get("is_meta") or meta.get("is_demo") or is_observation(meta)):
+    if _marked(meta):
         return None
     stripped = text.strip()
     args = _COMMAND_ARGS.search(stripped) if "<command-args>" in stripped else None
