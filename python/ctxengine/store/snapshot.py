@@ -124,19 +124,15 @@ def build_snapshot(
     cols = report.columns()
     ids = cols["node_id"]
     nodes = [tree.get(i) for i in ids]
+    from_tree = {  # the columns the report does not hold: read off the grains
+        name: [getattr(g, name) if g is not None else None for g in nodes]
+        for name in ("priority", "lifespan", "protected")
+    }
     grains: dict[str, list[Any]] = {
-        "node_id": encode_ids(ids),
-        "origin": encode_values(cols["origin"]),
-        "window": encode_values(cols["window"]),
-        "priority": encode_values([g.priority if g is not None else None for g in nodes]),
-        "lifespan": encode_values([g.lifespan if g is not None else None for g in nodes]),
-        "protected": encode_values([g.protected if g is not None else None for g in nodes]),
-        "decision": encode_values(cols["decision"]),
-        "status": encode_values(cols["status"]),
-        "stage": encode_values(cols["stage"]),
-        "reason": encode_values(cols["reason"]),
-        "tokens_before": encode_values(cols["tokens_before"]),
-        "tokens_after": encode_values(cols["tokens_after"]),
+        name: encode_ids(ids)
+        if name == "node_id"
+        else encode_values(from_tree[name] if name in from_tree else cols[name])
+        for name in GRAIN_FIELDS
     }
     memory = _memory(rendered.tree, ids, cols["window"])
     out: dict[str, Any] = {
