@@ -11,7 +11,7 @@ from ctxengine.inject.turn import RenderedContext
 from ctxengine.transcript import ToolCall
 
 MODEL = "gpt-4.1"
-BUDGET = 2_500
+BUDGET = 2_400
 #: Turns after which the session compacts (so the summary appears, then changes: drift).
 COMPACT_AT = (5, 9)
 

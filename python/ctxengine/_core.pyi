@@ -161,6 +161,10 @@ class Plan:
     def target(self) -> int:
         """``min(pretrim_ratio * budget, available)``: what the ladder aims at."""
     @property
+    def high(self) -> int:
+        """The high-water mark the ladder ran past: ``target``, or above it when the plan was
+        asked to hold (``Assembly.plan(..., hold=...)``)."""
+    @property
     def total_before(self) -> int:
         """Tokens of every live item before the ladder."""
     @property
@@ -168,7 +172,7 @@ class Plan:
         """Tokens rendered after the ladder (replacements and placeholder included)."""
     @property
     def fits(self) -> bool:
-        """``total_after <= target``."""
+        """``total_after <= target``, or ``<= high`` when the total was held under the mark."""
     @property
     def context_order(self) -> list[str]:
         """Rendered context grains (``KIND_CONTEXT``) by (priority, rank, seq); a folded branch
@@ -257,12 +261,15 @@ class Assembly:
     def protected_tokens(self) -> int:
         """Tokens of the protected items (PROTECTED flag, the latest user message's turn): the
         least budget ``plan`` accepts."""
-    def plan(self, budget: int, *, full: bool = False) -> Plan:
+    def plan(self, budget: int, *, full: bool = False, hold: float = 1.0) -> Plan:
         """Plan the render within ``budget`` tokens. Incremental: when everything fits, the plan
         follows the per-window totals and orders that ``upsert``/``remove`` keep up to date
         (no pass over the history); ``full=True`` recomputes everything from the items and
-        gives the same plan. Raises BudgetError when protected items (PROTECTED flag, the
-        latest user message's turn) alone exceed the budget minus the reserve."""
+        gives the same plan. ``hold`` > 1 is a high-water mark: the ladder runs only when the
+        total passes ``hold`` times the target (at most ``available``), and then cuts down to
+        the target. Raises BudgetError when protected items (PROTECTED flag, the latest user
+        message's turn) alone exceed the budget minus the reserve, and ValueError for a
+        ``hold`` that is not finite."""
 
 def fuse(
     node_ids: Sequence[str], priorities: Sequence[int], ranks: Sequence[int], seqs: Sequence[int]

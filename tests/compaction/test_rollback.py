@@ -92,7 +92,7 @@ async def test_a_render_whose_compaction_times_out_records_no_summary_in_the_sto
     timed_out = deferred = 0
     async with engine.session("s") as s:
         s.add(rules())
-        for i in range(30):
+        for i in range(36):
             await turn(s, i)
             out = await s.render("openai")
             assert out.tokens <= 1500  # the plan's own trims stand in for the failed summary

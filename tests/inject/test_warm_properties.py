@@ -337,6 +337,7 @@ def _plan_facts(plan: Any) -> tuple[Any, ...]:
         plan.budget,
         plan.available,
         plan.target,
+        plan.high,
         plan.total_before,
         plan.total_after,
         plan.fits,
@@ -350,9 +351,9 @@ def _plan_facts(plan: Any) -> tuple[Any, ...]:
     )
 
 
-def _plan_or_error(asm: Any, budget: int, full: bool) -> tuple[Any, ...] | str:
+def _plan_or_error(asm: Any, budget: int, full: bool, hold: float = 1.0) -> tuple[Any, ...] | str:
     try:
-        return _plan_facts(asm.plan(budget, full=full))
+        return _plan_facts(asm.plan(budget, full=full, hold=hold))
     except BudgetError as exc:
         return str(exc)
 
@@ -369,12 +370,14 @@ class PlanChecks:
     def wrap(self, original: Any) -> Any:
         def plan_within(state: Any, config: Any, cut: int = 0) -> Any:
             plan = original(state, config, cut)
-            assert _plan_facts(plan) == _plan_or_error(state.asm, plan.budget, True)
+            hold = config.compaction.render_high_water if cut == 0 else 1.0
+            assert _plan_facts(plan) == _plan_or_error(state.asm, plan.budget, True, hold)
             for budget in (plan.budget, plan.budget // 3, plan.budget // 8):
-                fast = _plan_or_error(state.asm, budget, False)
-                assert fast == _plan_or_error(state.asm, budget, True), budget
+                for held in (1.0, hold):
+                    fast = _plan_or_error(state.asm, budget, False, held)
+                    assert fast == _plan_or_error(state.asm, budget, True, held), (budget, held)
                 if not isinstance(fast, str):
-                    over = fast[3] > fast[2]  # total_before > target
+                    over = fast[4] > fast[3]  # total_before > high
                     self.cut += over
                     self.fast += not over
             self.plans += 1

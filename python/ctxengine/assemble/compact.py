@@ -68,7 +68,7 @@ MAX_TRIALS: Final = 6
 LARGE_TURNS: Final = 2_000
 LARGE_TRIALS: Final = 2
 #: Below this use of the target a compaction that one big turn made overshoot stops before it.
-MIN_USE: Final = 0.9
+MIN_USE: Final = 0.95
 #: Most rounds of keeping summarized turns verbatim when a compaction overshot.
 GIVE_BACK_ROUNDS: Final = 3
 #: Fewest tokens a compaction that gives summarized turns back leaves below the target at a
@@ -886,18 +886,20 @@ async def _take_room(
     grown = at
     first = land.first_kept(state, k)
     for t in reversed(chosen):
+        if t in back:
+            continue
         unit = [u for u in land.unit(t, among) if u not in back]
         size = sum(land.size[u] for u in unit)
-        if (
-            t not in back
-            and forced.isdisjoint(unit)
+        if not (
+            forced.isdisjoint(unit)
             and len(back) + len(unit) < len(chosen)
             and grown + size <= plan.target
             and (start := land.opens(state, unit, first)) is not None
         ):
-            back.update(unit)
-            grown += size
-            first = start
+            break  # only the newest summarized turns come back: the history stays in order
+        back.update(unit)
+        grown += size
+        first = start
     if not back:
         return
     land.kept |= back
@@ -999,13 +1001,16 @@ async def _give_back(
                 if t in back:
                     continue
                 unit = [u for u in land.unit(t, among) if u not in back]
-                if len(back) + len(unit) >= len(chosen):
-                    continue
                 size = sum(land.size[u] for u in unit)
-                if at + size <= limit and (start := land.opens(state, unit, first)) is not None:
-                    back.update(unit)
-                    at += size
-                    first = start
+                if not (
+                    len(back) + len(unit) < len(chosen)
+                    and at + size <= limit
+                    and (start := land.opens(state, unit, first)) is not None
+                ):
+                    break  # only the newest summarized turns come back, in order
+                back.update(unit)
+                at += size
+                first = start
             if at >= floor:
                 break
         if not back:

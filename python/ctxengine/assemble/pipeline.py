@@ -230,14 +230,14 @@ async def _compact_all(
     summaries read it. A render that compacts nothing opens none.
     """
     marked = state.settled == (len(state.messages), plan.total_before)
-    if not plan.compaction_turns and (marked or plan.total_before <= plan.target):
+    if not plan.compaction_turns and (marked or plan.total_before <= plan.high):
         return context, plan  # nothing to compact (the warm path)
     with message_scope():
         compacted = False
         why = f"the render ran its {MAX_COMPACTIONS} compactions"
         for _ in range(MAX_COMPACTIONS):
             turns = list(plan.compaction_turns)
-            at_mark = not turns and not marked and plan.total_before > plan.target
+            at_mark = not turns and not marked and plan.total_before > plan.high
             if not turns and not at_mark:
                 break
             marked = marked or at_mark
@@ -370,13 +370,20 @@ def plan_within(state: SessionState, config: RenderConfig, cut: int = 0) -> Any:
     """The core's plan for the budget less the request framing (and less ``cut``: what the
     rendered payload was found to carry beyond the plan's estimate).
 
+    The plan holds a total up to the high-water mark (``render_high_water`` of its target,
+    at most the budget less the reserve) uncut: the ladder runs only past it, and then cuts
+    (or compacts) down to the target, so between two cuts each payload is the previous one
+    plus what was added at its end, and a cut leaves the render at its target. A re-plan for
+    a payload found over the budget (``cut`` > 0) does not hold.
+
     Raises:
         BudgetError: protected content alone does not fit; the message names the user's total,
             not the framing-reduced figure the core was given.
     """
     budget = plan_budget(state, config, cut)
     try:
-        return state.asm.plan(budget)
+        hold = config.compaction.render_high_water if cut == 0 else 1.0
+        return state.asm.plan(budget, hold=hold)
     except BudgetError as exc:
         message = str(exc).replace(
             f", over the budget of {budget};",
@@ -415,7 +422,7 @@ async def assemble(
     sync_history(state, config, scan=before or over, provider=provider)
     context = _fit_summary(state, config, plugins, context, log)
     plan = plan_within(state, config)
-    if plan.total_before > plan.target and over:
+    if plan.total_before > plan.high and over:
         await _hook(plugins, OverBudget(tree, config.budget, plan.total_before - plan.target), log)
         context = _tree_context(state, config, tree, log)
         _sync(state, config, plugins, context)

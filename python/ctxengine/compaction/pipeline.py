@@ -125,10 +125,15 @@ class CompactionConfig:
         rules_sections: Headings to take from ``rules_file`` (empty: every section).
         low_water: :func:`compact_history` compacts the payload down to this share of the
             budget, so the next compactions are rare and the prefix stays stable in between.
-        render_low_water: A render that compacts (at the high-water mark: the plan's target)
-            lands at this share of the target, measured with the actual summary; the render
-            contract wants at least 0.9 of the target used whenever content was cut, and the
-            rest of the target is the room the history grows into before the next compaction.
+        render_low_water: A render that compacts (past the high-water mark) lands at this
+            share of the plan's target, measured with the actual summary: a render that cut
+            uses at least 0.95 of its target.
+        render_high_water: The high-water mark, as a share of the plan's target (at most the
+            budget less the reserve): a render whose total is between the target and the mark
+            cuts nothing, and one past it compacts (or the ladder cuts) down to the target.
+            The room between the landing and the mark is what the history grows into before
+            the next compaction, with each payload the previous one plus its new messages
+            (1.0: no room, the ladder cuts every render past the target).
         tail_ratio: Share of the budget the verbatim tail may take beyond the protected tail.
         keep_assistant_turns: Assistant turns of the protected tail (never compacted).
         fallback_note: When every summary attempt fails, write a fixed note (with the
@@ -147,7 +152,8 @@ class CompactionConfig:
     rules_file: Path | None = None
     rules_sections: tuple[str, ...] = ("Session Startup", "Red Lines")
     low_water: float = 0.75
-    render_low_water: float = 0.92
+    render_low_water: float = 0.98
+    render_high_water: float = 1.1
     tail_ratio: float = 0.2
     keep_assistant_turns: int = 3
     fallback_note: bool = False
@@ -164,6 +170,9 @@ class CompactionConfig:
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise ConfigError(f"{name}={value}; expected a fraction in (0, 1]")
+        high = self.render_high_water
+        if isinstance(high, bool) or not isinstance(high, (int, float)) or not 1 <= high <= 2:
+            raise ConfigError(f"render_high_water={high!r}; expected a number in [1, 2]")
         if self.chunk_retries < 0 or self.backoff < 0:
             raise ConfigError(
                 f"chunk_retries={self.chunk_retries}, backoff={self.backoff}; both must be >= 0"

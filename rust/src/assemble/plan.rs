@@ -146,11 +146,14 @@ pub struct Plan {
     pub available: usize,
     /// What the ladder aims at: `min(pretrim_ratio × budget, available)`.
     pub target: usize,
+    /// The high-water mark the ladder ran past (`target` unless the plan held a total above
+    /// it: [`Assembly::plan_holding`](super::Assembly::plan_holding)).
+    pub high: usize,
     /// Tokens of all live items before the ladder.
     pub total_before: usize,
     /// Tokens rendered after the ladder (replacements and placeholder included).
     pub total_after: usize,
-    /// `total_after <= target`.
+    /// `total_after <= target`, or `<= high` when the total was held under the mark.
     pub fits: bool,
     /// Node ids by slot (shared with the assembly; dead slots hold an empty id).
     pub node_ids: Arc<Vec<Arc<str>>>,

@@ -270,20 +270,21 @@ impl PyAssembly {
 
     /// Plan the render within `budget` tokens (GIL released). Incremental: when everything
     /// fits, the plan follows the totals and orders kept up to date by `upsert`/`remove`;
-    /// `full=True` recomputes everything from the items (the same plan). Raises `BudgetError`
-    /// when protected items alone exceed it and `ValueError` for a negative budget.
-    #[pyo3(signature = (budget, *, full = false))]
-    fn plan(&self, py: Python<'_>, budget: i64, full: bool) -> PyResult<PyPlan> {
+    /// `full=True` recomputes everything from the items (the same plan). `hold` > 1: the
+    /// ladder runs only when the total passes `hold` times the target (at most the available
+    /// budget), and then cuts to the target. Raises `BudgetError` when protected items alone
+    /// exceed the budget and `ValueError` for a negative budget or a `hold` that is not a
+    /// finite number.
+    #[pyo3(signature = (budget, *, full = false, hold = 1.0))]
+    fn plan(&self, py: Python<'_>, budget: i64, full: bool, hold: f64) -> PyResult<PyPlan> {
         let budget = usize::try_from(budget)
             .map_err(|_| PyValueError::new_err(format!("budget must be >= 0; got {budget}")))?;
-        let plan = py.detach(|| {
-            let mut a = self.inner.lock();
-            if full {
-                a.plan_full(budget)
-            } else {
-                a.plan(budget)
-            }
-        })?;
+        if !hold.is_finite() {
+            return Err(PyValueError::new_err(format!(
+                "hold must be a finite number; got {hold}"
+            )));
+        }
+        let plan = py.detach(|| self.inner.lock().plan_holding(budget, hold, !full))?;
         Ok(PyPlan {
             plan,
             names: Arc::clone(&self.names),
@@ -382,6 +383,13 @@ impl PyPlan {
         self.plan.target
     }
 
+    /// The high-water mark the ladder runs past: `target`, or above it when the plan was
+    /// asked to hold (`plan(..., hold=...)`).
+    #[getter]
+    fn high(&self) -> usize {
+        self.plan.high
+    }
+
     /// Tokens of every live item before the ladder.
     #[getter]
     fn total_before(&self) -> usize {
@@ -394,7 +402,7 @@ impl PyPlan {
         self.plan.total_after
     }
 
-    /// `total_after <= target`.
+    /// `total_after <= target`, or `<= high` when the total was held under the mark.
     #[getter]
     fn fits(&self) -> bool {
         self.plan.fits

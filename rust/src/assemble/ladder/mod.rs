@@ -59,16 +59,25 @@ impl Assembly {
     /// history or checking protection (protected items are then within the budget too); the
     /// ladder runs only when the total is over the target. Equal to [`Assembly::plan_full`].
     pub fn plan(&mut self, budget: usize) -> CoreResult<Plan> {
-        self.plan_with(budget, true)
+        self.plan_with(budget, 1.0, true)
+    }
+
+    /// [`Assembly::plan`] with a high-water mark: the ladder runs only when the total passes
+    /// `hold` times the target (at most the available budget), and then cuts down to the
+    /// target as always. A total between the target and that mark is kept whole (the plan's
+    /// `high` says where the mark was), so between two cuts each render only adds to the
+    /// previous one; a cut lands at the target. `hold` ≤ 1 is [`Assembly::plan`].
+    pub fn plan_holding(&mut self, budget: usize, hold: f64, incremental: bool) -> CoreResult<Plan> {
+        self.plan_with(budget, hold, incremental)
     }
 
     /// [`Assembly::plan`] from scratch: every total recounted from the items and the history
     /// scanned whether or not the ladder runs (the reference the incremental plan equals).
     pub fn plan_full(&mut self, budget: usize) -> CoreResult<Plan> {
-        self.plan_with(budget, false)
+        self.plan_with(budget, 1.0, false)
     }
 
-    fn plan_with(&mut self, budget: usize, incremental: bool) -> CoreResult<Plan> {
+    fn plan_with(&mut self, budget: usize, hold: f64, incremental: bool) -> CoreResult<Plan> {
         let t0 = Instant::now();
         self.refresh_orders();
         let mut derived = std::mem::take(&mut self.cols.derived);
@@ -77,7 +86,7 @@ impl Assembly {
             &self.cols,
             &self.orders,
             &mut derived,
-            (budget, incremental),
+            (budget, hold, incremental),
             t0,
         )
         .and_then(Run::ladder);
@@ -94,6 +103,20 @@ impl Assembly {
         protected_slots(c, &hist)
             .map(|s| c.tokens[s] as usize)
             .sum()
+    }
+}
+
+/// The high-water mark of a plan: `hold` times `target`, at least `target` and at most
+/// `available` (a `hold` that is not a number above 1 leaves it at `target`).
+fn high_water(target: usize, available: usize, hold: f64) -> usize {
+    if hold.is_nan() || hold <= 1.0 {
+        return target;
+    }
+    let high = (target as f64 * hold).floor();
+    if high >= available as f64 {
+        available.max(target)
+    } else {
+        (high as usize).max(target)
     }
 }
 
@@ -140,6 +163,8 @@ struct Run<'a> {
     budget: usize,
     available: usize,
     target: usize,
+    /// The high-water mark: the ladder runs only past it (at least `target`).
+    high: usize,
     status: Vec<Status>,
     stage: Vec<Stage>,
     reasons: Vec<Reason>,
@@ -164,7 +189,7 @@ impl<'a> Run<'a> {
         c: &'a Columns,
         o: &'a Orders,
         derived: &'a mut Vec<Derived>,
-        (budget, incremental): (usize, bool),
+        (budget, hold, incremental): (usize, f64, bool),
         clock: Instant,
     ) -> CoreResult<Self> {
         let reserve_share = cfg
@@ -172,6 +197,7 @@ impl<'a> Run<'a> {
             .and_then(|r| cfg.windows.get(usize::from(r)))
             .map_or(0.0, |(_, s)| *s);
         let (available, target) = limits(budget, reserve_share, cfg.pretrim_ratio);
+        let high = high_water(target, available, hold);
         let n = c.alive.len();
         let demand = if incremental {
             kept_demand(cfg, c)
@@ -180,7 +206,7 @@ impl<'a> Run<'a> {
         };
         // Everything fits: no stage runs, and protected items (a part of the total) are within
         // the budget, so neither the history scan nor the protection check can matter.
-        let fits = incremental && demand.iter().sum::<usize>() <= target;
+        let fits = incremental && demand.iter().sum::<usize>() <= high;
         let mut run = Self {
             cfg,
             c,
@@ -194,6 +220,7 @@ impl<'a> Run<'a> {
             budget,
             available,
             target,
+            high,
             status: vec![Status::Kept; n],
             stage: vec![Stage::None; n],
             reasons: vec![Reason::None; n],
@@ -226,7 +253,7 @@ impl<'a> Run<'a> {
     }
 
     fn ladder(mut self) -> CoreResult<Plan> {
-        if self.total() > self.target {
+        if self.total() > self.high {
             self.repl = vec![None; self.status.len()];
             self.soft();
             self.timings.soft = self.lap();
@@ -262,7 +289,15 @@ impl<'a> Run<'a> {
     fn reallocate(&mut self) {
         let shares: Vec<f64> = self.cfg.windows.iter().map(|(_, s)| *s).collect();
         let reserve = self.cfg.reserve.map(usize::from);
-        self.alloc = water_fill(&shares, &self.used, self.target, reserve);
+        // a total held under the high-water mark is allocated whole (nothing is cut); once
+        // the ladder runs, every allocation aims at the target
+        let before: usize = self.demand.iter().sum();
+        let aim = if before > self.target && before <= self.high {
+            before
+        } else {
+            self.target
+        };
+        self.alloc = water_fill(&shares, &self.used, aim, reserve);
     }
 
     fn over(&self, w: usize) -> bool {
@@ -387,6 +422,50 @@ mod tests {
             .find(|&s| plan.node_id(s) == "rag.doc");
         assert_eq!(plan.status[doc.expect("live") as usize], Status::Dropped);
         assert!(matches!(a.plan(need - 1), Err(CoreError::Budget(_))));
+    }
+
+    #[test]
+    fn a_held_plan_keeps_a_total_under_its_mark_and_cuts_past_it_to_the_target() {
+        let mut a = assembly();
+        a.upsert(session(12, 2)).expect("valid");
+        let total = a.plan(1_000_000).expect("fits").total_before;
+        // a budget whose target the total passes by 5 %, with a mark 10 % above the target
+        let budget = total * 100 / 84;
+        let plain = a.plan(budget).expect("plan");
+        assert!(plain.total_before > plain.target, "{total} within {}", plain.target);
+        assert!(plain.total_after < plain.total_before, "the plain plan cuts");
+        for incremental in [true, false] {
+            let held = a.plan_holding(budget, 1.1, incremental).expect("plan");
+            assert_eq!(held.target, plain.target);
+            assert!(held.high > held.target && held.high <= held.available);
+            assert_eq!(held.total_after, held.total_before, "nothing cut under the mark");
+            assert!(held.fits);
+            assert!(held.status.iter().all(|s| *s == Status::Kept));
+            let allocated: usize = held.windows.iter().map(|w| w.alloc).sum();
+            assert!(allocated >= held.total_after, "{allocated} < {}", held.total_after);
+        }
+        // past the mark the held plan is the plain one: cut down to the target
+        let small = total * 100 / 95;
+        let plain = a.plan(small).expect("plan");
+        let held = a.plan_holding(small, 1.1, true).expect("plan");
+        assert!(held.total_before > held.high);
+        assert_same_plan(&plain, &held, "past the mark");
+        assert!(held.total_after <= held.target);
+        // no mark: the plain plan
+        let none = a.plan_holding(budget, 1.0, true).expect("plan");
+        assert_eq!(none.high, none.target);
+        assert_eq!(none.total_after, a.plan(budget).expect("plan").total_after);
+    }
+
+    #[test]
+    fn the_high_water_mark_stays_between_the_target_and_the_available_budget() {
+        assert_eq!(high_water(800, 900, 1.1), 880);
+        assert_eq!(high_water(800, 900, 2.0), 900);
+        assert_eq!(high_water(800, 900, 1.0), 800);
+        assert_eq!(high_water(800, 900, 0.5), 800);
+        assert_eq!(high_water(800, 900, f64::NAN), 800);
+        assert_eq!(high_water(900, 900, 1.1), 900);
+        assert_eq!(high_water(0, 0, 1.5), 0);
     }
 
     fn random_session(next: &mut impl FnMut(u64) -> u64) -> Vec<ItemSpec> {

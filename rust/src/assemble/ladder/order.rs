@@ -16,15 +16,23 @@ impl Run<'_> {
         let history_order = self.history_order(placeholder.as_ref().map(|p| p.seq));
         let windows = self.window_uses();
         let total_after = self.total();
+        let total_before: usize = self.demand.iter().sum();
+        // a total held under the high-water mark fits there; a cut must reach the target
+        let limit = if total_before <= self.high {
+            self.high
+        } else {
+            self.target
+        };
         let replacements = self.replacements();
         self.timings.order = self.lap();
         Plan {
             budget: self.budget,
             available: self.available,
             target: self.target,
-            total_before: self.demand.iter().sum(),
+            high: self.high,
+            total_before,
             total_after,
-            fits: total_after <= self.target,
+            fits: total_after <= limit,
             node_ids: Arc::clone(&c.node_ids),
             live: (0..c.alive.len())
                 .filter(|&s| c.alive[s])

@@ -155,7 +155,7 @@ mod tests {
             &a.cols,
             &a.orders,
             &mut derived,
-            (1_000, false),
+            (1_000, 1.0, false),
             std::time::Instant::now(),
         )
         .expect("fits");
