@@ -551,9 +551,12 @@ def _limited_of(raw: dict[str, Any], version: int) -> dict[str, int]:
 def _prune_state_of(state: SessionState, data: dict[str, Any], version: int) -> None:
     """Restore what the prune options did into ``state``. The fields are absent from states
     written before they were stored: the old behaviour then (nothing pruned yet, the next
-    render prunes afresh)."""
+    render prunes afresh). Records of history compaction summarized (an earlier version
+    wrote them) are left out, as a live session drops them (``prune.forget_pruned``)."""
     state.limited = _limited_of(data.get("limited", {}), version)
-    state.pruned = {str(n): str(t) for n, t in data.get("pruned", {}).items()}
+    items = state.items
+    state.pruned = {str(n): str(t) for n, t in data.get("pruned", {}).items() if n in items}
+    live = {(i.index, i.result) for i in items.values() if i.result >= 0}
     results: dict[tuple[int, int], ToolResult] = {}
     for index, k, raw in data.get("pruned_results", ()):
         result = _block_of(raw)
@@ -562,10 +565,28 @@ def _prune_state_of(state: SessionState, data: dict[str, Any], version: int) -> 
                 f"session state pruned_results[{index}, {k}] is a {raw.get('type')!r} block; "
                 "expected a tool_result"
             )
-        results[(int(index), int(k))] = result
+        index, k = int(index), int(k)
+        position = _result_position(state.messages, index, k)
+        if position is None:
+            raise ConfigError(
+                f"session state pruned_results[{index}, {k}] names no tool result of the "
+                f"{len(state.messages)} messages; expected the message and block index of one"
+            )
+        if (index, position) in live:
+            results[(index, k)] = result
     state.pruned_results = results
     rendered_at = data.get("rendered_at")
     state.rendered_at = None if rendered_at is None else float(rendered_at)
+
+
+def _result_position(messages: list[Message], index: int, k: int) -> int | None:
+    """Which tool result of message ``index`` block ``k`` is (None: it is none)."""
+    if not 0 <= index < len(messages):
+        return None
+    blocks = messages[index].blocks
+    if not 0 <= k < len(blocks) or not isinstance(blocks[k], ToolResult):
+        return None
+    return sum(isinstance(b, ToolResult) for b in blocks[:k])
 
 
 _GRAIN_FIELDS: Final = ("node_id", "origin", "content", "priority", "lifespan", "window")
