@@ -523,10 +523,17 @@ def _summary_of(raw: Any, state: SessionState) -> ContextGrain | None:
     return stored.grain
 
 
-def _limited_of(raw: dict[str, Any], version: int) -> dict[str, int]:
+def _limited_of(raw: dict[str, Any], version: int, items: int) -> dict[str, int]:
     """``limited`` as :meth:`SessionState.to_json` wrote it: node id → tokens (version 2), or
-    runs of node ids and of their tokens (version 3)."""
+    runs of node ids and of their tokens (version 3). ``items``: how many history items the
+    state's messages give, the most ``max_turns`` can have dropped (a run claiming more is
+    damaged, and refused before it is expanded)."""
     if version < 3:
+        if len(raw) > items:
+            raise ConfigError(
+                f"session state field 'limited' has {len(raw)} node ids; expected at most "
+                f"{items}, the history items of its messages"
+            )
         return {str(n): int(t) for n, t in raw.items()}
     if raw and set(raw) != {"node_id", "tokens"}:  # e.g. a version 2 object in a version 3 state
         raise ConfigError(
@@ -534,7 +541,8 @@ def _limited_of(raw: dict[str, Any], version: int) -> dict[str, int]:
             "and 'tokens' (runs of equal length, see ctxengine.runs) in a version 3 state"
         )
     try:
-        ids, tokens = decode_ids(raw.get("node_id", [])), decode_values(raw.get("tokens", []))
+        ids = decode_ids(raw.get("node_id", []), limit=items)
+        tokens = decode_values(raw.get("tokens", []), limit=items)
         if len(ids) != len(tokens):
             raise ValueError(f"{len(ids)} node ids and {len(tokens)} tokens")  # internal: caught
         bad = next((t for t in tokens if not isinstance(t, int) or isinstance(t, bool)), None)
@@ -543,7 +551,8 @@ def _limited_of(raw: dict[str, Any], version: int) -> dict[str, int]:
     except ValueError as exc:
         raise ConfigError(
             f"session state field 'limited' is malformed ({exc}); expected an object with "
-            "'node_id' and 'tokens', runs of equal length (see ctxengine.runs)"
+            f"'node_id' and 'tokens', runs of equal length of at most {items} rows (the "
+            "history items of its messages; see ctxengine.runs)"
         ) from exc
     return dict(zip(ids, tokens, strict=True))
 
@@ -553,8 +562,8 @@ def _prune_state_of(state: SessionState, data: dict[str, Any], version: int) -> 
     written before they were stored: the old behaviour then (nothing pruned yet, the next
     render prunes afresh). Records of history compaction summarized (an earlier version
     wrote them) are left out, as a live session drops them (``prune.forget_pruned``)."""
-    state.limited = _limited_of(data.get("limited", {}), version)
     items = state.items
+    state.limited = _limited_of(data.get("limited", {}), version, len(items) + len(state.compacted))
     state.pruned = {str(n): str(t) for n, t in data.get("pruned", {}).items() if n in items}
     live = {(i.index, i.result) for i in items.values() if i.result >= 0}
     results: dict[tuple[int, int], ToolResult] = {}
