@@ -13,10 +13,11 @@ Both encodings are plain JSON and canonical (one encoding per column, every run 
 - :func:`encode_ids`: each element is a node id (one row) or ``[prefix, start, count]``
   (``count >= 2`` ids ``prefix + str(start + i)``, ``i < count``).
 
-The decoders check every element and raise :class:`ValueError` naming the first bad one (and
-refuse more than ``limit`` rows, so a damaged count cannot exhaust memory); the callers turn it
-into their own error (``ConfigError`` for a state, ``StoreError`` for a snapshot) naming the
-field.
+The decoders check every element and raise :class:`ValueError` naming the first bad one. They
+refuse more than ``limit`` rows before expanding a run, so a damaged count cannot exhaust memory
+or time; a caller that knows how many rows the data can hold passes that (a session state's
+``limited``: its history items). The callers turn the error into their own (``ConfigError``
+for a state, ``StoreError`` for a snapshot) naming the field.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def decode_values(runs: Any, limit: int = LIMIT) -> list[Any]:
     """
     if not isinstance(runs, list):
         raise ValueError(f"{_short(runs)} is not a list of runs")  # internal: caught
+    if len(runs) > limit:
+        raise ValueError(f"{len(runs)} runs; expected at most {limit} rows")  # internal: caught
     out: list[Any] = []
     for run in runs:
         if isinstance(run, _SCALARS):
@@ -139,7 +142,9 @@ def decode_ids(runs: Any, limit: int = LIMIT) -> list[str]:
 
 def _room(out: list[Any], count: int, limit: int) -> None:
     if len(out) + count > limit:
-        raise ValueError(f"runs of more than {limit} rows")  # internal: caught
+        raise ValueError(  # internal: caught
+            f"runs of more than {limit} rows (a run of {count} after {len(out)})"
+        )
 
 
 def _count(x: Any, least: int = 2) -> bool:

@@ -523,10 +523,17 @@ def _summary_of(raw: Any, state: SessionState) -> ContextGrain | None:
     return stored.grain
 
 
-def _limited_of(raw: dict[str, Any], version: int) -> dict[str, int]:
+def _limited_of(raw: dict[str, Any], version: int, items: int) -> dict[str, int]:
     """``limited`` as :meth:`SessionState.to_json` wrote it: node id → tokens (version 2), or
-    runs of node ids and of their tokens (version 3)."""
+    runs of node ids and of their tokens (version 3). ``items``: how many history items the
+    state's messages give, the most ``max_turns`` can have dropped (a run claiming more is
+    damaged, and refused before it is expanded)."""
     if version < 3:
+        if len(raw) > items:
+            raise ConfigError(
+                f"session state field 'limited' has {len(raw)} node ids; expected at most "
+                f"{items}, the history items of its messages"
+            )
         return {str(n): int(t) for n, t in raw.items()}
     if raw and set(raw) != {"node_id", "tokens"}:  # e.g. a version 2 object in a version 3 state
         raise ConfigError(
@@ -534,7 +541,8 @@ def _limited_of(raw: dict[str, Any], version: int) -> dict[str, int]:
             "and 'tokens' (runs of equal length, see ctxengine.runs) in a version 3 state"
         )
     try:
-        ids, tokens = decode_ids(raw.get("node_id", [])), decode_values(raw.get("tokens", []))
+        ids = decode_ids(raw.get("node_id", []), limit=items)
+        tokens = decode_values(raw.get("tokens", []), limit=items)
         if len(ids) != len(tokens):
             raise ValueError(f"{len(ids)} node ids and {len(tokens)} tokens")  # internal: caught
         bad = next((t for t in tokens if not isinstance(t, int) or isinstance(t, bool)), None)
@@ -543,7 +551,8 @@ def _limited_of(raw: dict[str, Any], version: int) -> dict[str, int]:
     except ValueError as exc:
         raise ConfigError(
             f"session state field 'limited' is malformed ({exc}); expected an object with "
-            "'node_id' and 'tokens', runs of equal length (see ctxengine.runs)"
+            f"'node_id' and 'tokens', runs of equal length of at most {items} rows (the "
+            "history items of its messages; see ctxengine.runs)"
         ) from exc
     return dict(zip(ids, tokens, strict=True))
 
@@ -551,9 +560,12 @@ def _limited_of(raw: dict[str, Any], version: int) -> dict[str, int]:
 def _prune_state_of(state: SessionState, data: dict[str, Any], version: int) -> None:
     """Restore what the prune options did into ``state``. The fields are absent from states
     written before they were stored: the old behaviour then (nothing pruned yet, the next
-    render prunes afresh)."""
-    state.limited = _limited_of(data.get("limited", {}), version)
-    state.pruned = {str(n): str(t) for n, t in data.get("pruned", {}).items()}
+    render prunes afresh). Records of history compaction summarized (an earlier version
+    wrote them) are left out, as a live session drops them (``prune.forget_pruned``)."""
+    items = state.items
+    state.limited = _limited_of(data.get("limited", {}), version, len(items) + len(state.compacted))
+    state.pruned = {str(n): str(t) for n, t in data.get("pruned", {}).items() if n in items}
+    live = {(i.index, i.result) for i in items.values() if i.result >= 0}
     results: dict[tuple[int, int], ToolResult] = {}
     for index, k, raw in data.get("pruned_results", ()):
         result = _block_of(raw)
@@ -562,10 +574,28 @@ def _prune_state_of(state: SessionState, data: dict[str, Any], version: int) -> 
                 f"session state pruned_results[{index}, {k}] is a {raw.get('type')!r} block; "
                 "expected a tool_result"
             )
-        results[(int(index), int(k))] = result
+        index, k = int(index), int(k)
+        position = _result_position(state.messages, index, k)
+        if position is None:
+            raise ConfigError(
+                f"session state pruned_results[{index}, {k}] names no tool result of the "
+                f"{len(state.messages)} messages; expected the message and block index of one"
+            )
+        if (index, position) in live:
+            results[(index, k)] = result
     state.pruned_results = results
     rendered_at = data.get("rendered_at")
     state.rendered_at = None if rendered_at is None else float(rendered_at)
+
+
+def _result_position(messages: list[Message], index: int, k: int) -> int | None:
+    """Which tool result of message ``index`` block ``k`` is (None: it is none)."""
+    if not 0 <= index < len(messages):
+        return None
+    blocks = messages[index].blocks
+    if not 0 <= k < len(blocks) or not isinstance(blocks[k], ToolResult):
+        return None
+    return sum(isinstance(b, ToolResult) for b in blocks[:k])
 
 
 _GRAIN_FIELDS: Final = ("node_id", "origin", "content", "priority", "lifespan", "window")

@@ -14,8 +14,15 @@ import pytest
 
 from ctxengine import Budget, ContextEngine, FileStore, Session
 from ctxengine.assemble import prune as prune_module
-from ctxengine.assemble.guard import PruneSettings, limit_history_turns, prune_tool_results
-from ctxengine.transcript import load
+from ctxengine.assemble.guard import (
+    PruneSettings,
+    limit_history_turns,
+    prune_tool_results,
+    turn_starts,
+)
+from ctxengine.assemble.history import tool_result_node_id
+from ctxengine.errors import ConfigError
+from ctxengine.transcript import ToolResult, load
 from offline_tiktoken import TRANSCRIPTS
 
 pytestmark = pytest.mark.anyio
@@ -209,13 +216,17 @@ def test_new_options_validate() -> None:
     assert not PruneSettings().in_render and PruneSettings(deny=("x",)).in_render
 
 
-#: Every prune option the engine runs in its renders.
+#: Every prune option the engine runs in its renders. The thresholds measure the history the
+#: model is sent (a result compaction summarized counts as the placeholder): in these 300
+#: messages at 32k the live results reach the default 50,000 prunable characters only now and
+#: then, so the options that act by threshold ask for less, and the state holds prunes.
+OFTEN = {"min_prunable_chars": 5_000}
 EVERY_OPTION = {
-    "allow": PruneSettings(allow=("*",)),
-    "deny": PruneSettings(deny=("bash",)),
+    "allow": PruneSettings(allow=("*",), **OFTEN),
+    "deny": PruneSettings(deny=("bash",), **OFTEN),
     "max_turns": PruneSettings(max_turns=3),
     "ttl_turns": PruneSettings(ttl_turns=2),
-    "ttl_seconds": PruneSettings(ttl_seconds=300),
+    "ttl_seconds": PruneSettings(ttl_seconds=300, **OFTEN),
 }
 #: What the prune options did, in the state's JSON (absent from states written before).
 PRUNE_FIELDS = ("limited", "pruned", "pruned_results", "rendered_at")
@@ -290,3 +301,112 @@ async def test_a_state_written_before_the_prune_fields_loads_with_nothing_pruned
     )
     out = await Session.from_state(engine, state).render()
     assert out.payload == live.payload  # this session prunes the same afresh
+
+
+# -- pruning across compactions ---------------------------------------------------------------
+
+#: ``ttl_turns`` alone: the thresholds never trim, no assistant turn is protected.
+TTL_ONLY = PruneSettings(
+    ttl_turns=2, soft_trim_ratio=1.0, hard_clear_ratio=1.0, keep_last_assistants=0
+)
+
+
+async def _long_ttl_session(
+    store: FileStore | None = None,
+) -> tuple[ContextEngine, Session, list[tuple[int, int, Any]]]:
+    """300 messages of the real pi session at 16k with ``ttl_turns=2``, rendered before every
+    assistant message (compaction summarizes the older history many times over): the engine,
+    the session and each render as (messages then, items compacted then, the render)."""
+    messages = load(TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl").messages[:300]
+    engine = ContextEngine("gpt-4o", Budget(total=16_000), prune=TTL_ONLY, store=store)
+    s = Session.from_state(engine, engine.new_state("p"))
+    renders = []
+    for i, m in enumerate(messages):
+        if m.role == "assistant" and i:
+            renders.append((len(s.state.messages), len(s.state.compacted), await s.render()))
+        await s.ingest([m])
+    renders.append((len(s.state.messages), len(s.state.compacted), await s.render()))
+    return engine, s, renders
+
+
+async def test_ttl_turns_keeps_pruning_after_compactions() -> None:
+    """Every render, before and after the compactions, sends each result older than the last
+    two user turns as the placeholder, and results go on expiring after the first compaction
+    (the prune plan indexes the full transcript, which compaction does not rewrite)."""
+    _, s, renders = await _long_ttl_session()
+    first = next(k for k, (_, compacted, _) in enumerate(renders) if compacted)
+    after = [d for _, _, out in renders[first:] for d in out.report if d.stage == "prune"]
+    assert first > 0 and sum(d.reason.startswith("expired") for d in after) >= 20
+    messages = s.state.messages
+    where = {r.call_id: i for i, m in enumerate(messages) for r in m.tool_results}
+    old = 0
+    for n, _, out in renders[first:]:
+        starts = turn_starts(messages[:n])
+        for m in out.payload["messages"]:
+            index = where.get(m.get("tool_call_id", ""), -1)
+            if len(starts) > 2 and starts[0] < index < starts[-2]:
+                assert m["content"] == PLACEHOLDER, (n, m["tool_call_id"])
+                old += 1
+    assert old >= 50  # the payloads after the compactions held old results: all cleared
+
+
+async def test_prune_records_of_summarized_history_leave_the_state(tmp_path: Path) -> None:
+    """Results pruned and then summarized by compaction are never sent again: the state keeps
+    no prune record of them (a snapshot of a long session held one for each result ever
+    pruned, both its text and the whole tool result), and a restore, from the JSON or from
+    the store, still renders the live payload."""
+    engine, s, renders = await _long_ttl_session(FileStore(tmp_path))
+    state = s.state
+    pruned_ever = {d.node_id for _, _, out in renders for d in out.report if d.stage == "prune"}
+    summarized = pruned_ever & state.compacted
+    assert len(summarized) >= 20 and state.pruned  # pruned, then summarized; some still live
+    assert set(state.pruned) == pruned_ever - state.compacted
+    live = {(i.index, i.result) for i in state.items.values() if i.result >= 0}
+    for index, k in state.pruned_results:
+        blocks = state.messages[index].blocks
+        assert (index, sum(isinstance(b, ToolResult) for b in blocks[:k])) in live
+    assert len(state.pruned_results) == len(state.pruned)
+    data = json.loads(json.dumps(state.to_json()))
+    expected = await s.render()
+    await s.checkpoint()
+    await s.close()
+    engine.close()
+
+    plain = ContextEngine("gpt-4o", Budget(total=16_000), prune=TTL_ONLY)
+    restored = Session.from_state(plain, plain.state_from_json(data))
+    out = await restored.render()
+    assert (out.payload, out.tokens) == (expected.payload, expected.tokens)
+    reopened = ContextEngine(
+        "gpt-4o", Budget(total=16_000), prune=TTL_ONLY, store=FileStore(tmp_path)
+    )
+    back = await reopened.restore("p")
+    assert (back.payload, back.tokens) == (expected.payload, expected.tokens)
+    reopened.close()
+
+    # A state an earlier version wrote, with the records of the summarized results, loads
+    # without them and renders the same.
+    gone = sorted(summarized)[0]
+    at = next(i for i, m in enumerate(state.messages) for r in m.tool_results
+              if tool_result_node_id(r.call_id) == gone)  # fmt: skip
+    k = next(k for k, b in enumerate(state.messages[at].blocks) if isinstance(b, ToolResult))
+    cleared = {"type": "tool_result", "call_id": "x", "content": [], "is_error": False}
+    old = dict(data, pruned={**data["pruned"], gone: PLACEHOLDER})
+    old["pruned_results"] = sorted([*data["pruned_results"], [at, k, {**cleared, "name": None}]])
+    again = plain.state_from_json(old)
+    assert (again.pruned, again.pruned_results) == (state.pruned, state.pruned_results)
+    out = await Session.from_state(plain, again).render()
+    assert out.payload == expected.payload
+
+
+async def test_a_prune_record_naming_no_tool_result_is_a_config_error() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=100_000), prune=TTL_ONLY)
+    async with engine.session("s") as s:
+        s.extend(_messages())
+        await s.render()
+        data = s.state.to_json()
+    assert data["pruned_results"]
+    result = data["pruned_results"][0][2]
+    for index, k in ((len(_messages()) + 5, 0), (1, 0)):  # past the end; a system message
+        bad = dict(data, pruned_results=[[index, k, result]])
+        with pytest.raises(ConfigError, match=rf"pruned_results\[{index}, {k}\] names no tool"):
+            engine.state_from_json(bad)

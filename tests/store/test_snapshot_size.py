@@ -273,6 +273,19 @@ async def test_malformed_grain_runs_are_a_store_error_naming_the_column(
         ("limited", {"node_id": 5, "tokens": []}, "5 is not a list of node id runs"),
         # a version 2 object in a version 3 state: not read as an empty one
         ("limited", {"hist.1": 5}, "field 'limited' has the keys ['hist.1']"),
+        # a damaged run count: refused by the items the state has, before it is expanded
+        (
+            "limited",
+            {"node_id": [["hist.", 0, 9_999_999]], "tokens": [[5, 9_999_999]]},
+            "(runs of more than 600 rows (a run of 9999999 after 0)); expected an object "
+            "with 'node_id' and 'tokens', runs of equal length of at most 600 rows (the "
+            "history items of its messages",
+        ),
+        (
+            "limited",
+            {"node_id": [["hist.", 0, 3]], "tokens": [1, 2, [3, 9_999_999]]},
+            "runs of more than 600 rows (a run of 9999999 after 2)",
+        ),
     ],
 )
 async def test_malformed_version_3_fields_are_a_config_error_naming_them(
@@ -282,8 +295,33 @@ async def test_malformed_version_3_fields_are_a_config_error_naming_them(
     state = content["state"]
     state[field] = value
     with pytest.raises(ConfigError) as info:
-        engine.state_from_json(dict(state, messages=[]))
+        engine.state_from_json(dict(state, messages=await _messages(tmp_path)))
     assert said in str(info.value)
+
+
+async def _messages(tmp_path: Path) -> list[Any]:
+    """The stored messages of session ``m`` (:func:`_stored_content`), as state JSON holds them."""
+    engine = ContextEngine("gpt-4o", Budget(total=8000), store=FileStore(tmp_path))
+    loaded = await engine.load("m")
+    assert loaded is not None
+    data = loaded.state.to_json()
+    engine.close()
+    messages: list[Any] = data["messages"]
+    return messages
+
+
+async def test_a_version_2_limited_with_more_ids_than_items_is_a_config_error(
+    tmp_path: Path,
+) -> None:
+    engine, content = await _stored_content(tmp_path)
+    messages = await _messages(tmp_path)
+    state = dict(content["state"], version=2, messages=messages)
+    state["compacted"] = []
+    state["limited"] = {f"hist.{i}": 5 for i in range(601)}
+    with pytest.raises(ConfigError, match="'limited' has 601 node ids; expected at most 600"):
+        engine.state_from_json(state)
+    state["limited"] = {f"hist.{i}": 5 for i in range(600)}
+    assert len(engine.state_from_json(state).limited) == 600
 
 
 async def test_a_grain_whose_content_is_in_core_memory_needs_it(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from ..compaction.requests import request_text
 from ..compaction.sections import shorten_latest
 from ..grain import ContextGrain
 from ..transcript.model import Message
+from .prune import forget_pruned
 from .report import STAGE, GrainDecision, decisions
 from .sync import refresh_redaction
 
@@ -1171,6 +1172,7 @@ async def compact_now(
 def _forget(state: SessionState, ids: list[str]) -> None:
     state.asm.remove(ids)
     items = state.items
+    forget_pruned(state, (items[n] for n in ids))
     at = state.compacted_at
     for node_id in ids:
         at[node_id] = items.pop(node_id).index

@@ -12,15 +12,22 @@ and :func:`~.guard.prune_tool_results` compute for its transcript (the same code
   the placeholder; each is reported with stage ``prune``. A pruned result stays pruned in later
   renders, so the prefix already sent does not change back.
 
+The results compaction summarized are no longer sent: the plan counts each as the placeholder
+(:func:`_summarized`), and their prune records are dropped when they are summarized
+(:func:`forget_pruned`), so the state and every snapshot of it hold records of the live
+history only.
+
 It runs only when :attr:`~.guard.PruneSettings.in_render` (one of those options is set).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from ..transcript.model import ToolResult, Transcript
+from ..transcript.model import Message, Text, ToolResult, Transcript
 from .guard import plan_prune, replace_results, result_text, turn_cut
 from .history import KIND
 from .report import GrainDecision
@@ -28,8 +35,9 @@ from .report import GrainDecision
 if TYPE_CHECKING:
     from ..config import RenderConfig
     from ..state import SessionState, TurnLog
+    from .history import HistoryItem
 
-__all__ = ("apply_prune_options", "clock")
+__all__ = ("apply_prune_options", "block_of_result", "clock", "forget_pruned")
 
 #: Seconds since the epoch; a module attribute so the TTL can be tested without sleeping.
 clock = time.time
@@ -64,14 +72,73 @@ def _limit(state: SessionState, config: RenderConfig, log: TurnLog) -> tuple[int
     return start, stop
 
 
+def block_of_result(message: Message, position: int) -> int | None:
+    """The block index of the ``position``-th tool result of ``message`` (None: none)."""
+    seen = -1
+    for k, block in enumerate(message.blocks):
+        if isinstance(block, ToolResult):
+            seen += 1
+            if seen == position:
+                return k
+    return None
+
+
+def forget_pruned(state: SessionState, items: Iterable[HistoryItem]) -> None:
+    """Drop what the prune options recorded of ``items``, history compaction summarized:
+    they are never sent again and the plan counts a summarized result as the placeholder
+    whatever was recorded (:func:`_summarized`), so the records would only make every later
+    snapshot larger."""
+    pruned, results = state.pruned, state.pruned_results
+    if not pruned and not results:
+        return
+    tool_result = KIND["tool_result"]
+    for item in items:
+        pruned.pop(item.node_id, None)
+        if item.kind == tool_result:
+            k = block_of_result(state.messages[item.index], item.result)
+            if k is not None:
+                results.pop((item.index, k), None)
+
+
+def _summarized(
+    state: SessionState, live: Mapping[tuple[int, int], str], placeholder: str
+) -> dict[tuple[int, int], ToolResult]:
+    """The tool results compaction summarized, by (message index, block index), each as the
+    placeholder: they are not sent, so the thresholds do not count their text, and the plan
+    changes none of them (what was recorded of them before they were summarized does not
+    matter, so it is not kept). ``live``: (message index, result position) of the live
+    tool-result items."""
+    at = state.compacted_at
+    indices = {at[n] for n in state.compacted if n in at}
+    out: dict[tuple[int, int], ToolResult] = {}
+    for index in sorted(indices):
+        message = state.messages[index]
+        if message.role != "tool":
+            continue
+        position = -1
+        for k, block in enumerate(message.blocks):
+            if isinstance(block, ToolResult):
+                position += 1
+                if (index, position) not in live:
+                    out[(index, k)] = dataclasses.replace(block, content=(Text(placeholder),))
+    return out
+
+
 def _prune(state: SessionState, config: RenderConfig, log: TurnLog, cut: tuple[int, int]) -> None:
     start, stop = cut
     s = config.prune
     now = clock()
     cache_age = None if state.rendered_at is None else now - state.rendered_at
     state.rendered_at = now
-    # The transcript the model sees: earlier prunes applied, the dropped turns left out.
-    messages = replace_results(Transcript(tuple(state.messages)), state.pruned_results).messages
+    by_position = {
+        (i.index, i.result): i.node_id
+        for i in state.items.values()
+        if i.kind == KIND["tool_result"]
+    }
+    # The transcript the model sees: earlier prunes applied, the results compaction summarized
+    # as the placeholder, the dropped turns left out.
+    replaced = {**state.pruned_results, **_summarized(state, by_position, s.placeholder)}
+    messages = replace_results(Transcript(tuple(state.messages)), replaced).messages
     kept = Transcript((*messages[:start], *messages[stop:]))
     new, changes = plan_prune(kept, config.tokens_total, s, cache_age=cache_age)
     if not new:
@@ -81,11 +148,6 @@ def _prune(state: SessionState, config: RenderConfig, log: TurnLog, cut: tuple[i
     def source(i: int) -> int:
         return i if i < start else i + shift
 
-    by_position = {
-        (i.index, i.result): i.node_id
-        for i in state.items.values()
-        if i.kind == KIND["tool_result"] and i.index >= stop
-    }
     count = config.tokenizer.count
     budget = config.budget
     for (i, k), result in new.items():
