@@ -128,15 +128,16 @@ def test_a_replayed_real_session_breaks_its_prefix_only_at_compactions(
     ]
     theirs = last_n_breaks([messages[:k] for k in ends], budget, provider)
     assert len(ours) == compactions  # each compaction changes the head once, nothing else does
-    # A compacting render uses ≥ 90 % of its target (the render contract), so only the rest of
-    # the target is room to grow into before the next compaction: at 16k (room ~1,000 tokens,
-    # many single tool results larger) that is a sixth fewer breaks than last-N (74 and 73
-    # against 89; a fifth while the summary kept a skill's 2,000-character text as the newest
-    # request, and its landings fell on other turns), at 64k less than half as many.
+    # A render that cut uses ≥ 95 % of its target, and the room to grow into is above the
+    # target, up to the high-water mark (1.1 of it): at 16k 46 breaks against last-N's 89 (74
+    # while the mark was the target and a compaction landed at 0.92 of it), at 64k 9 against 40.
     if budget < 64_000:
-        assert len(ours) * 100 <= len(theirs) * 85
+        assert len(ours) * 100 <= len(theirs) * 60
     else:
-        assert len(ours) * 5 <= len(theirs) * 2
+        assert len(ours) * 100 <= len(theirs) * 30
     uses = sorted(r.tokens / r.report.target for r in rendered if _compacted(r))
-    assert uses[len(uses) // 2] >= 0.9, uses  # the median compaction lands at its mark
-    assert uses[0] >= 0.78, uses  # only a turn larger than the room overshoots, and not far
+    assert uses[0] >= 0.95, uses  # every compaction lands within 5 % of its target
+    # and every render stays near the mark (what the plan estimates is within ~1 % of an
+    # OpenAI payload, ~4 % under an Anthropic one)
+    peak = max(r.tokens / r.report.target for r in rendered)
+    assert peak <= (1.11 if provider == "openai" else 1.16), peak
