@@ -1,11 +1,11 @@
 """Where a compacting render lands, how often compaction runs, and the back-off after a
 failed one.
 
-A render compacts at the high-water mark (the plan's target) down to
-``CompactionConfig.render_low_water`` of the target, measured with the actual summary: the
-render uses the room it has (the render contract: ≥ 90 % of the target whenever content was
-cut) and leaves the rest for the next renders to grow into. A summarizer that fails is not
-called again on every render past the mark.
+A render compacts past the high-water mark (``CompactionConfig.render_high_water`` of the
+plan's target) down to ``CompactionConfig.render_low_water`` of the target, measured with the
+actual summary: the render uses the room it has (≥ 95 % of the target whenever content was
+cut), and the renders after it grow from there up to the mark, cutting nothing. A summarizer
+that fails is not called again on every render past the mark.
 """
 
 from __future__ import annotations
@@ -98,6 +98,54 @@ def test_at_a_tiny_budget_a_compacting_render_still_uses_nine_tenths_of_its_targ
     anyio.run(main)
     assert len(uses) >= 5  # the budget is full: compaction does run
     assert min(uses) >= 0.9, uses
+
+
+async def _growing(high: float | None, turns: int) -> list[Any]:
+    """Every render of a session growing by one turn at a time at 1,500 tokens."""
+    compaction = CompactionConfig() if high is None else CompactionConfig(render_high_water=high)
+    engine = ContextEngine("gpt-4o", Budget(total=1500), compaction=compaction)
+    outs: list[Any] = []
+    async with engine.session("s") as s:
+        s.add(rules())
+        for i in range(turns):
+            await turn(s, i)
+            outs.append(await s.render("openai"))
+    return outs
+
+
+def _cut(out: Any) -> bool:
+    return any(g.decision != "kept" for g in out.report)
+
+
+def test_a_render_between_the_target_and_the_mark_cuts_nothing() -> None:
+    outs = anyio.run(_growing, None, 60)
+    held = [o for o in outs if o.tokens > o.report.target and not o.report.compactions]
+    assert len(held) >= 5  # the session does pass its target between compactions
+    for out in held:
+        assert not _cut(out) and out.tokens <= out.report.target * 1.1 + 10
+    compacting = [o for o in outs if any(c["ok"] for c in o.report.compactions)]
+    assert len(compacting) >= 2
+    # a compaction lands within 5 % of the target; the render before it was past the mark
+    for out in compacting:
+        assert 0.95 * out.report.target <= out.tokens <= out.report.target, out.tokens
+    before = [outs[i - 1] for i, o in enumerate(outs) if o in compacting and i > 0]
+    assert all(b.tokens > b.report.target for b in before)
+
+
+def test_without_room_above_the_target_every_render_past_it_cuts() -> None:
+    outs = anyio.run(_growing, 1.0, 60)
+    past = [o for o in outs if o.report.compactions or _cut(o)]
+    assert past and all(o.tokens <= o.report.target for o in past)
+    held = anyio.run(_growing, None, 60)
+    # the mark makes compaction rarer
+    count = sum(any(c["ok"] for c in o.report.compactions) for o in outs)
+    assert sum(any(c["ok"] for c in o.report.compactions) for o in held) < count
+
+
+@pytest.mark.parametrize("high", [0.9, 2.5, float("nan"), True, "1.1"])
+def test_the_render_high_water_mark_is_a_number_from_one_to_two(high: Any) -> None:
+    with pytest.raises(ValueError, match=r"render_high_water=.*; expected a number in \[1, 2\]"):
+        CompactionConfig(render_high_water=high)
 
 
 @pytest.mark.parametrize("low", [0.0, 1.5])

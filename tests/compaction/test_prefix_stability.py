@@ -1,14 +1,15 @@
 """Between two compactions consecutive payloads share their whole previous prefix.
 
-Compaction runs at a high-water mark (the plan's target) and goes down to the low-water mark,
-so the trim ladder never has to soft-trim, hard-trim or placeholder a message already sent:
-each payload is the previous one plus what was added at its end, and a provider's prompt
-cache keeps hitting. Checked on a long synthetic session and on a replayed real Claude Code
-session at 16k and 64k for Anthropic and OpenAI, against a sliding last-N window (the newest
-messages that fit the same budget, LangChain ``trim_messages(strategy="last")``), which breaks
-the prefix on every call once the budget is full. A compacting render lands at
-``render_low_water`` of its target measured with the actual summary (≥ 90 % used, the render
-contract), which bounds how rare compactions can be.
+Compaction runs past a high-water mark (``render_high_water``, 1.1 of the plan's target) and
+goes down to the low-water mark (``render_low_water``, 0.98 of the target), so the trim ladder
+never has to soft-trim, hard-trim or placeholder a message already sent: each payload is the
+previous one plus what was added at its end, and a provider's prompt cache keeps hitting.
+Checked on a long synthetic session and on a replayed real Claude Code session at 16k and 64k
+for Anthropic and OpenAI, against a sliding last-N window (the newest messages that fit the
+same budget, LangChain ``trim_messages(strategy="last")``), which breaks the prefix on every
+call once the budget is full. A compacting render lands within 5 % of its target, measured
+with the actual summary, and the room above the target up to the mark bounds how rare
+compactions can be.
 """
 
 from __future__ import annotations
