@@ -93,7 +93,14 @@ def test_an_observation_neither_asks_nor_settles_an_earlier_ask() -> None:
         (TASK, {"kind": "recall"}, None),
         (TASK, {"is_meta": True}, None),
         (TASK, {"is_demo": True}, None),
-        (TASK, {"kind": "bashExecution"}, TASK),  # pi: the user ran it (left as it was)
+        # pi: a shell command's output, an extension's message, a stored summary; OpenHands'
+        # condensation summary
+        (TASK, {"kind": "bashExecution"}, None),
+        (TASK, {"kind": "custom"}, None),
+        (TASK, {"kind": "hookMessage"}, None),
+        (TASK, {"kind": "compactionSummary"}, None),
+        (TASK, {"kind": "branchSummary"}, None),
+        (TASK, {"kind": "summary"}, None),
         ("Base directory for this skill: /home/u/.claude/skills/x\n\n# X", {}, None),
         ("<local-command-stdout>Compacted</local-command-stdout>", {}, None),
         ("[Request interrupted by user]", {}, None),

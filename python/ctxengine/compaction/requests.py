@@ -29,9 +29,24 @@ __all__ = (
 
 #: The ``meta["kind"]`` of a user-role message a harness wrote from a command's output or for
 #: context of its own (importers set it): SWE-agent's observations in a text-action run
-#: (``observation``), OpenHands' error observations (``error``) and its workspace context and
-#: microagent knowledge (``recall``).
-OBSERVATION_KINDS: Final = frozenset({"observation", "error", "recall"})
+#: (``observation``), OpenHands' error observations (``error``), its workspace context and
+#: microagent knowledge (``recall``) and its condensation summaries (``summary``); pi's
+#: output of a shell command run from its prompt (``bashExecution``: a command's output, the
+#: command in its first line), an extension's messages (``custom``, ``hookMessage``) and
+#: its stored summaries (``branchSummary``, ``compactionSummary``).
+OBSERVATION_KINDS: Final = frozenset(
+    {
+        "observation",
+        "error",
+        "recall",
+        "summary",
+        "bashExecution",
+        "custom",
+        "hookMessage",
+        "branchSummary",
+        "compactionSummary",
+    }
+)
 
 #: User messages a harness writes, not the user: Claude Code's command output and caveat
 #: wrappers, a skill's instructions, its interruption note, SWE-agent's demonstration of
