@@ -258,9 +258,26 @@ class KeyFacts:
 
 
 def first_line(text: str, limit: int = MAX_LINE) -> str:
-    """The first non-blank line of ``text``, whitespace collapsed, cut to ``limit`` chars."""
-    line = next((" ".join(ln.split()) for ln in text.splitlines() if ln.strip()), "")
+    """The first non-blank line of ``text``, whitespace collapsed, cut to ``limit`` chars.
+
+    Read from the text's first non-whitespace character (what comes before it on its line is
+    whitespace, which the collapse drops) to the end of that line, found in a short piece of
+    the text: a long message is not split into all its lines for the first one."""
+    found = _NON_SPACE.search(text)
+    if found is None:
+        return ""
+    start = found.start()
+    lines = text[start : start + _FIRST_LINE_PIECE].splitlines()
+    if len(lines) == 1 and start + _FIRST_LINE_PIECE < len(text):
+        lines = text[start:].splitlines()  # the line may run on past the piece
+    line = " ".join(lines[0].split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+#: What ``str.strip`` does not strip (``\S`` is the complement of ``str.isspace``).
+_NON_SPACE: Final = re.compile(r"\S")
+#: The piece :func:`first_line` splits first (a longer first line is split from the rest).
+_FIRST_LINE_PIECE: Final = 1024
 
 
 def is_summary(message: Message) -> bool:
