@@ -941,7 +941,7 @@ def _extract_facts(
 #: of the stretch (:class:`_Scan`), and a later stretch with a common prefix resumes it.
 RESUMABLE: Final = 4096
 #: A :class:`_Scan` marks where it can be resumed every this many messages.
-_MARK_EVERY: Final = 1024
+MARK_EVERY: Final = 1024
 
 
 @dataclass(slots=True)
@@ -1071,7 +1071,7 @@ class _Scan:
         current = self.current
         n = len(done)
         for m in messages:
-            if n % _MARK_EVERY == 0:
+            if n % MARK_EVERY == 0:
                 self.current = current
                 self._mark()
             n += 1
@@ -1149,7 +1149,7 @@ def _resumed(
     if best is not None and shared == len(best.messages) == len(messages):
         return best
     scan = (
-        best.resumed(shared) if best is not None and shared >= _MARK_EVERY else _Scan(rules, pinned)
+        best.resumed(shared) if best is not None and shared >= MARK_EVERY else _Scan(rules, pinned)
     )
     scope = _SCOPE.get()
     assert scope is not None  # a stretch memo lives in a message scope
