@@ -88,7 +88,7 @@ _SUMMARY_HEAD: Final = "[Summary of the earlier conversation"
 _SUMMARY_COUNT: Final = re.compile(re.escape(_SUMMARY_HEAD) + r": (\d+) messages\]")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Seen:
     """What one compaction learned of one message; computed once, however many of its steps
     read the message (the chunk summaries, the facts of the whole stretch, the token counts,
@@ -96,12 +96,20 @@ class Seen:
 
     message: Message
     text: str
-    facts: _MessageFacts | None = None
-    joined: str | None = None
-    count: Any = None
-    tokens: int = 0
-    prose: tuple[tuple[str, ...], str] | None = None  # the extractive summary's reading
-    digest: bytes | None = None  # of the joined text, for the chunk cache's keys
+    facts: _MessageFacts | None
+    joined: str | None
+    count: Any
+    tokens: int
+    prose: tuple[tuple[str, ...], str] | None  # the extractive summary's reading
+    digest: bytes | None  # of the joined text, for the chunk cache's keys
+
+    def __init__(self, message: Message, text: str) -> None:
+        # written out (one is made per message of a stretch): the generated __init__ of
+        # eight fields took twice as long
+        self.message = message
+        self.text = text
+        self.facts = self.joined = self.count = self.prose = self.digest = None
+        self.tokens = 0
 
 
 _T = TypeVar("_T")
