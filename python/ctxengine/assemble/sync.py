@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
 from ..grain import ContextGrain
@@ -26,6 +26,9 @@ __all__ = (
     "sync_context",
     "sync_history",
 )
+
+_TOOL_CALL: Final[int] = _core.FLAG_HAS_TOOL_CALL
+_KIND_MESSAGE: Final[int] = _core.KIND_MESSAGE
 
 CONTEXT_OVERHEAD = 2  # separator between grains in the system message
 HISTORY_PRIORITY = 100
@@ -112,21 +115,21 @@ def _unanswered(state: SessionState, item: HistoryItem) -> list[tuple[str, str]]
     hygiene adds a synthetic error result for each call with no result in the history (and for
     each repeat of a call id, which it renames), so the plan counts them with the call, as a
     result item would count, until one comes."""
-    if not item.flags & FLAG["tool_call"] or item.kind != KIND["message"]:
+    if not item.flags & _TOOL_CALL or item.kind != _KIND_MESSAGE:
         return []
     message = state.messages[item.index]
     if message.failed:  # hygiene drops the calls of a failed turn
         return []
     seen: set[str] = set()
     out = []
-    live, answers = state.items, state.builder.answers
+    live, answers, node_id = state.items.keys(), state.builder.answers, item.node_id
     for call in message.tool_calls:
         # this call's own results: a call id used again later is answered by the results after
         # that later call, not by the earlier call's (hygiene renames the repeat and pairs them)
-        results = answers.get((item.node_id, call.id), ())
-        if call.id in seen or not any(n in live for n in results):
-            out.append((call.id, tool_result_node_id(call.id)))
-        seen.add(call.id)
+        cid = call.id
+        if cid in seen or live.isdisjoint(answers.get((node_id, cid), ())):
+            out.append((cid, tool_result_node_id(cid)))
+        seen.add(cid)
     return out
 
 
