@@ -1167,8 +1167,7 @@ def _forget(state: SessionState, ids: list[str]) -> None:
     state.asm.remove(ids)
     items = state.items
     at = state.compacted_at
-    for node_id in ids:
-        at[node_id] = items.pop(node_id).index
+    at.update(zip(ids, map(_INDEX, map(items.pop, ids)), strict=True))  # each popped, in order
     gone = set(ids)
     # e.g. a compressed copy of a compacted result (these tables are small: looked through)
     for table in (state.overrides, state.stored, state.guarded):
