@@ -13,7 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import chain
+from itertools import chain, repeat
 from operator import attrgetter, itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any, Final
 
@@ -398,9 +398,9 @@ class _Landing:
         over its turns are those over the items)."""
         after, size = self.after, self.size
         if not after:
-            table = _after(plan)
+            get = _after(plan).get
             for t, items in self.by_turn.items():
-                after[t] = sum(table.get(i.node_id, 0) for i in items)
+                after[t] = sum(map(get, map(_NODE_ID, items), repeat(0)))
             self.sums = None
         sums = self.sums
         if sums is None:  # once per landing: each trial's sums from prefix sums over order
