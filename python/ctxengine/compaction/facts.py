@@ -842,10 +842,17 @@ def _read(m: Message, text: str) -> _MessageFacts:
     if m.meta.get("ctxengine_summary") or (role == "user" and text.startswith(_SUMMARY_HEAD)):
         # an earlier summary (:func:`is_summary`)
         return _MessageFacts(text, carried=parse_sections(text))
-    if role != "assistant" and role != "tool" and "(Open file: " not in text:
-        files: list[_FileOp] = []  # _file_ops: no tool calls, results or opened file
+    # _file_ops, when it can find anything: tool calls, a fenced action, an opened file
+    files: list[_FileOp]
+    if role == "assistant":
+        calls = m.tool_calls
+        files = _file_ops(m, text) if calls or "```" in text or "(Open file: " in text else []
+    elif role == "tool":
+        results = m.tool_results
+        one = len(results) == 1 and "(Open file: " not in results[0].text[-400:]
+        files = [] if one else _file_ops(m, text)
     else:
-        files = _file_ops(m, text)
+        files = [] if "(Open file: " not in text else _file_ops(m, text)
     facts = _MessageFacts(text, files=files)
     if role == "user":
         if text.strip():
@@ -856,7 +863,6 @@ def _read(m: Message, text: str) -> _MessageFacts:
                 _read_identifiers(text) if len(text) < _CACHED_FROM else _cached_identifiers(text)
             )
     elif role == "assistant":
-        calls = m.tool_calls
         idents = _read_identifiers(text) if len(text) < _CACHED_FROM else _cached_identifiers(text)
         if calls:
             facts.calls = tuple([(c.id, c.name) for c in calls])
