@@ -555,7 +555,8 @@ def _replay(steps: Iterable[list[_FileOp]]) -> tuple[list[str], list[str]]:
     modified_seen: set[str] = set()
     current: str | None = None
     for ops in steps:
-        current = _file_steps(ops, current, read, read_seen, modified, modified_seen)
+        if ops:  # most messages have none: no step changes anything
+            current = _file_steps(ops, current, read, read_seen, modified, modified_seen)
     return read, modified
 
 
@@ -1124,9 +1125,10 @@ class _Scan:
                 if call_id not in failed:
                     failed.add(call_id)
                     failures.append(_failure(tool or names.get(call_id, "tool"), call_id, output))
-            current = _file_steps(
-                mf.files, current, files_read, read_seen, files_modified, modified_seen
-            )
+            if mf.files:
+                current = _file_steps(
+                    mf.files, current, files_read, read_seen, files_modified, modified_seen
+                )
         self.current = current
 
     def facts(self, max_identifiers: int) -> KeyFacts:
