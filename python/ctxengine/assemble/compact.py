@@ -491,8 +491,9 @@ def _landing(
     start = tail_start(state, config.compaction.keep_assistant_turns)
     asked = set(turns)
     by_turn: dict[int, list[Any]] = {}
+    context = _core.KIND_CONTEXT
     for item in state.items.values():
-        if item.kind != _core.KIND_CONTEXT and item.index < start:
+        if item.kind != context and item.index < start:
             by_turn.setdefault(item.turn, []).append(item)
     answers = {t: a for t, a in _answers(state, by_turn.items()).items() if a in by_turn}
     # a request the ladder sent to compaction goes with its answer (see _Landing)
@@ -578,14 +579,15 @@ def _answers(state: SessionState, turns: Iterable[tuple[int, list[Any]]]) -> dic
     that hold a user message answered by the next message but tool results (a live one)."""
     messages, items = state.messages, state.items
     found: dict[int, int] = {}
+    message, user, n = _core.KIND_MESSAGE, _core.ROLE_USER, len(messages)
     for t, held in turns:
         for item in held:
-            if item.kind != _core.KIND_MESSAGE or item.role != _core.ROLE_USER:
+            if item.kind != message or item.role != user:
                 continue
             j = item.index + 1
-            while j < len(messages) and messages[j].role == "tool":
+            while j < n and messages[j].role == "tool":
                 j += 1
-            answer = items.get(f"hist.{j}") if j < len(messages) else None
+            answer = items.get(f"hist.{j}") if j < n else None
             if answer is not None and messages[j].role == "assistant":
                 found[t] = answer.turn
     return found
