@@ -309,7 +309,11 @@ def file_part_tokens(message: Mapping[str, Any]) -> int:
     """What the native chat counter leaves out of ``message``: its ``file`` parts (a PDF),
     each counted as :data:`IMAGE_TOKENS`, as an image part is and as the plan counts it, and
     its ``input_audio`` parts, by :func:`audio_tokens`."""
-    content = message.get("content") if isinstance(message, Mapping) else None
+    content = (
+        message.get("content")
+        if type(message) is dict or isinstance(message, Mapping)  # a dict: no ABC check
+        else None
+    )
     if not isinstance(content, list):
         return 0
     total = 0

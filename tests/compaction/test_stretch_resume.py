@@ -35,7 +35,7 @@ def short(monkeypatch: pytest.MonkeyPatch) -> None:
     """Stretches of 64 messages on are resumed, marked every 16."""
     monkeypatch.setattr(F, "RESUMABLE", 64)
     monkeypatch.setattr(P, "RESUMABLE", 64)
-    monkeypatch.setattr(F, "_MARK_EVERY", 16)
+    monkeypatch.setattr(F, "MARK_EVERY", 16)
 
 
 @pytest.fixture(scope="module")
@@ -210,7 +210,7 @@ def test_a_render_that_resumes_its_trials_is_the_render_that_reads_them_afresh(
     assert fresh[1] and fresh[1][0]["ok"]
     monkeypatch.setattr(F, "RESUMABLE", 64)
     monkeypatch.setattr(P, "RESUMABLE", 64)
-    monkeypatch.setattr(F, "_MARK_EVERY", 16)
+    monkeypatch.setattr(F, "MARK_EVERY", 16)
     assert _render(messages, budget) == fresh
 
 
@@ -231,3 +231,27 @@ def test_the_landing_runs_with_the_collector_paused_and_resumes_it(
     _render(messages, 8_000)
     assert landed and not any(landed) and seen and not any(seen)
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize("source", ["pi", "cc", "mixed"])
+def test_resumed_summary_prose_is_the_fresh_one(
+    monkeypatch: pytest.MonkeyPatch, sources: dict[str, list[Message]], source: str
+) -> None:
+    """The extractive summary's reading of a stretch (goal, decisions, progress) resumed from
+    a kept scan is the one read from scratch."""
+    from ctxengine.compaction import extractive as E
+
+    monkeypatch.setattr(E, "RESUMABLE", 64)
+    monkeypatch.setattr(E, "MARK_EVERY", 16)
+    summarizer = ExtractiveSummarizer(tokenizer=TOK)
+    stretches = _stretches(sources[source])
+    fresh = [summarizer.summary_prose(s) for s in stretches]
+    assert any("## Decisions" in f for f in fresh)
+    with message_scope():
+        resumed = [summarizer.summary_prose(s) for s in stretches]
+        again = [summarizer.summary_prose(s) for s in stretches]
+        scans = F.stretch_memo()
+        assert scans is not None
+        assert sum(len(v) for k, v in scans.items() if k[0] == "prose scans") >= 2
+    assert resumed == fresh
+    assert again == fresh

@@ -136,3 +136,28 @@ def test_compose_finds_the_retexted_nodes_of_the_kept_window(nodes: set[str]) ->
     order = [f"n{i}" for i in range(20)]
     got = sorted(_positions(order, nodes, 2, 10))
     assert got == [j for j in range(2, 10) if order[j] in nodes]
+
+
+def test_a_first_render_gives_a_message_object_met_twice_one_value() -> None:
+    """The first use of a memo table makes every value at once; a message object given twice
+    still gets one value for both places (as every later render's lookups give it)."""
+    from ctxengine.inject.memo import _Table
+
+    again = Message.user("the same object twice")
+    messages = [Message.user("first"), again, Message.assistant("between"), again]
+    made: list[Message] = []
+
+    def make(m: Message) -> list[str]:
+        made.append(m)
+        return [m.text]
+
+    table: _Table[list[str]] = _Table()
+    out = table.many(messages, make)
+    assert out == [["first"], ["the same object twice"], ["between"], ["the same object twice"]]
+    assert out[1] is out[3]
+    assert len(table.new) == 3
+    assert table.many(messages, make) == out  # all found now
+    fresh: _Table[list[str]] = _Table()
+    distinct = [Message.user("a"), Message.assistant("b")]
+    assert fresh.many(distinct, make) == [["a"], ["b"]]
+    assert [id(m) for m, _ in fresh.new.values()] == [id(m) for m in distinct]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import chain
+from itertools import chain, repeat
 from operator import attrgetter, itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any, Final
 
@@ -399,9 +399,9 @@ class _Landing:
         over its turns are those over the items)."""
         after, size = self.after, self.size
         if not after:
-            table = _after(plan)
+            get = _after(plan).get
             for t, items in self.by_turn.items():
-                after[t] = sum(table.get(i.node_id, 0) for i in items)
+                after[t] = sum(map(get, map(_NODE_ID, items), repeat(0)))
             self.sums = None
         sums = self.sums
         if sums is None:  # once per landing: each trial's sums from prefix sums over order
@@ -492,8 +492,9 @@ def _landing(
     start = tail_start(state, config.compaction.keep_assistant_turns)
     asked = set(turns)
     by_turn: dict[int, list[Any]] = {}
+    context = _core.KIND_CONTEXT
     for item in state.items.values():
-        if item.kind != _core.KIND_CONTEXT and item.index < start:
+        if item.kind != context and item.index < start:
             by_turn.setdefault(item.turn, []).append(item)
     answers = {t: a for t, a in _answers(state, by_turn.items()).items() if a in by_turn}
     # a request the ladder sent to compaction goes with its answer (see _Landing)
@@ -579,14 +580,15 @@ def _answers(state: SessionState, turns: Iterable[tuple[int, list[Any]]]) -> dic
     that hold a user message answered by the next message but tool results (a live one)."""
     messages, items = state.messages, state.items
     found: dict[int, int] = {}
+    message, user, n = _core.KIND_MESSAGE, _core.ROLE_USER, len(messages)
     for t, held in turns:
         for item in held:
-            if item.kind != _core.KIND_MESSAGE or item.role != _core.ROLE_USER:
+            if item.kind != message or item.role != user:
                 continue
             j = item.index + 1
-            while j < len(messages) and messages[j].role == "tool":
+            while j < n and messages[j].role == "tool":
                 j += 1
-            answer = items.get(f"hist.{j}") if j < len(messages) else None
+            answer = items.get(f"hist.{j}") if j < n else None
             if answer is not None and messages[j].role == "assistant":
                 found[t] = answer.turn
     return found
@@ -1174,8 +1176,7 @@ def _forget(state: SessionState, ids: list[str]) -> None:
     items = state.items
     forget_pruned(state, (items[n] for n in ids))
     at = state.compacted_at
-    for node_id in ids:
-        at[node_id] = items.pop(node_id).index
+    at.update(zip(ids, map(_INDEX, map(items.pop, ids)), strict=True))  # each popped, in order
     gone = set(ids)
     # e.g. a compressed copy of a compacted result (these tables are small: looked through)
     for table in (state.overrides, state.stored, state.guarded):

@@ -172,7 +172,10 @@ class HistoryBuilder:
             return [self._message(index, message)]
         if self.turn < 0:
             self.turn = 0
-        return [self._result(index, i, r) for i, r in enumerate(message.tool_results)]
+        results = message.tool_results
+        if len(results) == 1:  # the common case, without a comprehension's frame
+            return [self._result(index, 0, results[0])]
+        return [self._result(index, i, r) for i, r in enumerate(results)]
 
     def _message(self, index: int, message: Message) -> HistoryItem:
         # One pass over the message; every per-message cold render goes through here, so the

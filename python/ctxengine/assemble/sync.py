@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
 from ..grain import ContextGrain
@@ -26,6 +26,9 @@ __all__ = (
     "sync_context",
     "sync_history",
 )
+
+_TOOL_CALL: Final[int] = _core.FLAG_HAS_TOOL_CALL
+_KIND_MESSAGE: Final[int] = _core.KIND_MESSAGE
 
 CONTEXT_OVERHEAD = 2  # separator between grains in the system message
 HISTORY_PRIORITY = 100
@@ -112,21 +115,21 @@ def _unanswered(state: SessionState, item: HistoryItem) -> list[tuple[str, str]]
     hygiene adds a synthetic error result for each call with no result in the history (and for
     each repeat of a call id, which it renames), so the plan counts them with the call, as a
     result item would count, until one comes."""
-    if not item.flags & FLAG["tool_call"] or item.kind != KIND["message"]:
+    if not item.flags & _TOOL_CALL or item.kind != _KIND_MESSAGE:
         return []
     message = state.messages[item.index]
     if message.failed:  # hygiene drops the calls of a failed turn
         return []
     seen: set[str] = set()
     out = []
-    live, answers = state.items, state.builder.answers
+    live, answers, node_id = state.items.keys(), state.builder.answers, item.node_id
     for call in message.tool_calls:
         # this call's own results: a call id used again later is answered by the results after
         # that later call, not by the earlier call's (hygiene renames the repeat and pairs them)
-        results = answers.get((item.node_id, call.id), ())
-        if call.id in seen or not any(n in live for n in results):
-            out.append((call.id, tool_result_node_id(call.id)))
-        seen.add(call.id)
+        cid = call.id
+        if cid in seen or live.isdisjoint(answers.get((node_id, cid), ())):
+            out.append((cid, tool_result_node_id(cid)))
+        seen.add(cid)
     return out
 
 
@@ -208,31 +211,20 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
         k += n
     windows, window_of = config.window_index, config.budget.window_of
     by_prefix: dict[str, int] = {}  # window_of(node_id) depends on the prefix only
-    node_ids, columns = [], []
-    context = KIND["context"]
-    for i in items:
-        node_id = i.node_id
+    # the columns, one comprehension each (faster than a tuple per item, then transposed)
+    node_ids = [i.node_id for i in items]
+    win = []
+    for node_id in node_ids:
         prefix = node_id.split(".", 1)[0]
         window = by_prefix.get(prefix)
         if window is None:
             window = by_prefix[prefix] = windows[window_of(node_id)]
-        node_ids.append(node_id)
-        columns.append(
-            (
-                window,
-                0 if i.kind == context else HISTORY_PRIORITY,
-                i.index * 1024 + max(i.result, 0),
-                i.kind,
-                i.role,
-                i.turn,
-                i.flags,
-                i.label,
-            )
-        )
+        win.append(window)
+    context = KIND["context"]
+    kinds = [i.kind for i in items]
+    pri = [0 if kind == context else HISTORY_PRIORITY for kind in kinds]
+    seqs = [i.index * 1024 + max(i.result, 0) for i in items]
     count = len(items)
-    win, pri, seqs, kinds, roles, turns, flags, labels = (
-        map(list, zip(*columns, strict=True)) if columns else ([] for _ in range(8))
-    )
     upsert(
         state.asm,
         node_ids=node_ids,
@@ -242,11 +234,11 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
         ranks=[0] * count,
         seqs=seqs,
         kinds=kinds,
-        roles=roles,
-        turns=turns,
-        flags=flags,
+        roles=[i.role for i in items],
+        turns=[i.turn for i in items],
+        flags=[i.flags for i in items],
         overheads=overheads,
-        labels=labels,
+        labels=[i.label for i in items],
         summaries=[None] * count,
     )
     state.pending.clear()

@@ -18,7 +18,10 @@ from ..errors import ConfigError
 from ..tokens import Tokenizer
 from ..transcript import Message
 from .facts import (
+    MARK_EVERY,
     MAX_LINE,
+    RESUMABLE,
+    common_prefix,
     extract_facts,
     facts_of,
     first_line,
@@ -35,9 +38,12 @@ from .sections import SummaryParts, build_parts, cap_summary
 __all__ = ("ExtractiveSummarizer", "goal_text")
 
 _FENCE: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
+#: The lookahead (a first letter of one of the phrases: what ``re.I`` folds to it as well) lets
+#: the search skip the positions no phrase can start at, about twice as fast; the matches are
+#: the same.
 _DECISION: Final = re.compile(
-    r"\b(?:I'll|I will|we'll|we will|let's|let me|decided|decision|going to|instead of|"
-    r"chose|switch(?:ed)? to|the fix is|root cause|plan is|approach)\b",
+    r"(?=[iwldgcsrtpaIWLDGCSRTPA])\b(?:I'll|I will|we'll|we will|let's|let me|decided|decision|"
+    r"going to|instead of|chose|switch(?:ed)? to|the fix is|root cause|plan is|approach)\b",
     re.I,
 )
 _GOAL_CHARS: Final = 600
@@ -168,13 +174,70 @@ class ExtractiveSummarizer:
         return hit
 
     def _body(self, messages: Sequence[Message]) -> str:
-        goal: str | None = None  # the first substantive request (goal_text)
-        # when none is substantive: the first user message the harness did not write
-        fallback: str | None = None
-        decisions: list[str] = []
-        progress: list[str] = []
+        read = _prose_scan(messages)
+        decisions, progress = read.decisions, read.progress
+        keep = self.max_items
+        out: list[str] = []
+        goal = read.goal or read.fallback
+        if goal:
+            goal = goal if len(goal) <= _GOAL_CHARS else goal[: _GOAL_CHARS - 1] + "…"
+            out += ["## Goal", goal]
+        decided = list(dict.fromkeys(decisions))[-keep:]
+        if decided:
+            out += ["", "## Decisions", *(f"- {d}" for d in decided)]
+        # a message's first line that states a decision is listed once, under Decisions
+        # (the prose is cut from its end: Progress goes first); a decision older than the
+        # kept ones stays a progress note
+        listed = set(decided)
+        recent = [p for p in dict.fromkeys(progress) if p and p not in listed][-min(keep, 5) :]
+        if recent:
+            out += ["", "## Progress", *(f"- {p}" for p in recent)]
+        return "\n".join(out)
+
+
+class _ProseScan:
+    """What :meth:`ExtractiveSummarizer._body` reads of a stretch before it writes: the goal
+    (the first substantive request, :func:`goal_text`), its fallback (the first user message
+    the harness did not write), the decisions and the progress notes, oldest first. Read
+    message by message, each step depending only on what came before; a scan of a long
+    stretch is kept in the stretch memo, with marks every :data:`MARK_EVERY` messages, so a
+    stretch sharing a prefix with it (the trials of a landing) resumes it instead of reading
+    the prefix again: the same steps on the same messages, so the same reading."""
+
+    __slots__ = ("decisions", "fallback", "goal", "marks", "messages", "progress")
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.goal: str | None = None
+        self.fallback: str | None = None
+        self.decisions: list[str] = []
+        self.progress: list[str] = []
+        #: (messages read, goal, fallback, decisions, progress) before a message (the lists
+        #: only grow: their lengths)
+        self.marks: list[tuple[int, str | None, str | None, int, int]] = []
+
+    def resumed(self, at: int) -> _ProseScan:
+        """A new scan of this one's first messages, up to the last mark at most ``at``."""
+        n, goal, fallback, decided, noted = next(m for m in reversed(self.marks) if m[0] <= at)
+        out = _ProseScan()
+        out.messages = self.messages[:n]
+        out.goal, out.fallback = goal, fallback
+        out.decisions = self.decisions[:decided]
+        out.progress = self.progress[:noted]
+        out.marks = [m for m in self.marks if m[0] < n]  # extend marks n again
+        return out
+
+    def extend(self, messages: Sequence[Message]) -> None:
+        """Read ``messages`` after those read so far."""
+        goal, fallback = self.goal, self.fallback
+        decisions, progress, done = self.decisions, self.progress, self.messages
+        n = len(done)
         memo = scope_memo()
         for m in messages:
+            if n % MARK_EVERY == 0:
+                self.marks.append((n, goal, fallback, len(decisions), len(progress)))
+            n += 1
+            done.append(m)
             seen = memo.get(id(m)) if memo is not None else None
             read = seen.facts if seen is not None and seen.message is m else None
             if read is None:
@@ -205,23 +268,31 @@ class ExtractiveSummarizer:
                 found, first = prose
                 decisions += found
                 progress.append(first)
-        keep = self.max_items
-        out: list[str] = []
-        goal = goal or fallback
-        if goal:
-            goal = goal if len(goal) <= _GOAL_CHARS else goal[: _GOAL_CHARS - 1] + "…"
-            out += ["## Goal", goal]
-        decided = list(dict.fromkeys(decisions))[-keep:]
-        if decided:
-            out += ["", "## Decisions", *(f"- {d}" for d in decided)]
-        # a message's first line that states a decision is listed once, under Decisions
-        # (the prose is cut from its end: Progress goes first); a decision older than the
-        # kept ones stays a progress note
-        listed = set(decided)
-        recent = [p for p in dict.fromkeys(progress) if p and p not in listed][-min(keep, 5) :]
-        if recent:
-            out += ["", "## Progress", *(f"- {p}" for p in recent)]
-        return "\n".join(out)
+        self.goal, self.fallback = goal, fallback
+
+
+def _prose_scan(messages: Sequence[Message]) -> _ProseScan:
+    """The :class:`_ProseScan` of ``messages``: from :func:`RESUMABLE` messages on inside a
+    message scope, one kept in the stretch memo when it read them all, else one resumed from
+    the kept scan sharing the longest prefix with them (kept for the next stretch)."""
+    memo = stretch_memo()
+    if memo is None or len(messages) < RESUMABLE:
+        scan = _ProseScan()
+        scan.extend(messages)
+        return scan
+    scans: list[_ProseScan] = memo.setdefault(("prose scans", id(messages[0])), [])
+    best: _ProseScan | None = None
+    shared = 0
+    for old in scans:
+        n = common_prefix(old.messages, messages)
+        if n > shared:
+            best, shared = old, n
+    if best is not None and shared == len(best.messages) == len(messages):
+        return best
+    scan = best.resumed(shared) if best is not None and shared >= MARK_EVERY else _ProseScan()
+    scan.extend(messages[len(scan.messages) :])
+    scans.append(scan)
+    return scan
 
 
 def _first_request(carried: dict[str, list[str]], *, any_kind: bool = False) -> str | None:

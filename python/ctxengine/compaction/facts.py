@@ -88,7 +88,7 @@ _SUMMARY_HEAD: Final = "[Summary of the earlier conversation"
 _SUMMARY_COUNT: Final = re.compile(re.escape(_SUMMARY_HEAD) + r": (\d+) messages\]")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Seen:
     """What one compaction learned of one message; computed once, however many of its steps
     read the message (the chunk summaries, the facts of the whole stretch, the token counts,
@@ -96,12 +96,20 @@ class Seen:
 
     message: Message
     text: str
-    facts: _MessageFacts | None = None
-    joined: str | None = None
-    count: Any = None
-    tokens: int = 0
-    prose: tuple[tuple[str, ...], str] | None = None  # the extractive summary's reading
-    digest: bytes | None = None  # of the joined text, for the chunk cache's keys
+    facts: _MessageFacts | None
+    joined: str | None
+    count: Any
+    tokens: int
+    prose: tuple[tuple[str, ...], str] | None  # the extractive summary's reading
+    digest: bytes | None  # of the joined text, for the chunk cache's keys
+
+    def __init__(self, message: Message, text: str) -> None:
+        # written out (one is made per message of a stretch): the generated __init__ of
+        # eight fields took twice as long
+        self.message = message
+        self.text = text
+        self.facts = self.joined = self.count = self.prose = self.digest = None
+        self.tokens = 0
 
 
 _T = TypeVar("_T")
@@ -158,18 +166,23 @@ def resume_collector() -> None:
     splices), where the next full collection finds any cycle among them as it would have.
     A process that froze objects of its own (a server before it forks; CPython 3.12 starts
     with a few frozen) keeps them frozen: then the objects stay young, as before. So do those
-    of a short step (under :data:`PROMOTE_AT` made): scanning them costs little, and a
-    long-lived process doing many small compactions keeps collecting its cycles the usual
-    way."""
+    of a short step (under :data:`PROMOTE_AT` made, the allocations of a few young
+    collections): scanning them costs little, and a long-lived process doing many small steps
+    (a warm render's few new messages) keeps collecting its cycles the usual way."""
     if gc.get_count()[0] >= PROMOTE_AT and gc.get_freeze_count() == 0:
         gc.freeze()
         gc.unfreeze()
     gc.enable()
 
 
-#: The objects a paused step must have made for :func:`resume_collector` to count them old
-#: (a young collection of fewer takes a millisecond or two).
-PROMOTE_AT: Final = 50_000
+#: The objects a paused step must have made for :func:`resume_collector` to count them old:
+#: a few young collections' worth (the collector's first threshold is 700). A cold render of
+#: a 1,000-message session makes about 3,000 while it loads the history, the real 914-message
+#: session as many again in its compaction; left young, their scans in the young and middle
+#: generations (and the full collections their promotion through them triggered) took about
+#: 1 ms of a 10 ms cold render of the first, 5 ms of a 40 ms one of the second, 18 ms of a
+#: 10,000-message one, all finding nothing to free.
+PROMOTE_AT: Final = 2_048
 
 
 def scope_memo() -> dict[int, Seen] | None:
@@ -258,9 +271,26 @@ class KeyFacts:
 
 
 def first_line(text: str, limit: int = MAX_LINE) -> str:
-    """The first non-blank line of ``text``, whitespace collapsed, cut to ``limit`` chars."""
-    line = next((" ".join(ln.split()) for ln in text.splitlines() if ln.strip()), "")
+    """The first non-blank line of ``text``, whitespace collapsed, cut to ``limit`` chars.
+
+    Read from the text's first non-whitespace character (what comes before it on its line is
+    whitespace, which the collapse drops) to the end of that line, found in a short piece of
+    the text: a long message is not split into all its lines for the first one."""
+    found = _NON_SPACE.search(text)
+    if found is None:
+        return ""
+    start = found.start()
+    lines = text[start : start + _FIRST_LINE_PIECE].splitlines()
+    if len(lines) == 1 and start + _FIRST_LINE_PIECE < len(text):
+        lines = text[start:].splitlines()  # the line may run on past the piece
+    line = " ".join(lines[0].split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+#: What ``str.strip`` does not strip (``\S`` is the complement of ``str.isspace``).
+_NON_SPACE: Final = re.compile(r"\S")
+#: The piece :func:`first_line` splits first (a longer first line is split from the rest).
+_FIRST_LINE_PIECE: Final = 1024
 
 
 def is_summary(message: Message) -> bool:
@@ -525,7 +555,8 @@ def _replay(steps: Iterable[list[_FileOp]]) -> tuple[list[str], list[str]]:
     modified_seen: set[str] = set()
     current: str | None = None
     for ops in steps:
-        current = _file_steps(ops, current, read, read_seen, modified, modified_seen)
+        if ops:  # most messages have none: no step changes anything
+            current = _file_steps(ops, current, read, read_seen, modified, modified_seen)
     return read, modified
 
 
@@ -812,10 +843,17 @@ def _read(m: Message, text: str) -> _MessageFacts:
     if m.meta.get("ctxengine_summary") or (role == "user" and text.startswith(_SUMMARY_HEAD)):
         # an earlier summary (:func:`is_summary`)
         return _MessageFacts(text, carried=parse_sections(text))
-    if role != "assistant" and role != "tool" and "(Open file: " not in text:
-        files: list[_FileOp] = []  # _file_ops: no tool calls, results or opened file
+    # _file_ops, when it can find anything: tool calls, a fenced action, an opened file
+    files: list[_FileOp]
+    if role == "assistant":
+        calls = m.tool_calls
+        files = _file_ops(m, text) if calls or "```" in text or "(Open file: " in text else []
+    elif role == "tool":
+        results = m.tool_results
+        one = len(results) == 1 and "(Open file: " not in results[0].text[-400:]
+        files = [] if one else _file_ops(m, text)
     else:
-        files = _file_ops(m, text)
+        files = [] if "(Open file: " not in text else _file_ops(m, text)
     facts = _MessageFacts(text, files=files)
     if role == "user":
         if text.strip():
@@ -826,7 +864,6 @@ def _read(m: Message, text: str) -> _MessageFacts:
                 _read_identifiers(text) if len(text) < _CACHED_FROM else _cached_identifiers(text)
             )
     elif role == "assistant":
-        calls = m.tool_calls
         idents = _read_identifiers(text) if len(text) < _CACHED_FROM else _cached_identifiers(text)
         if calls:
             facts.calls = tuple([(c.id, c.name) for c in calls])
@@ -921,10 +958,14 @@ def _extract_facts(
 
 
 #: From this many messages on, :func:`extract_facts` inside a message scope keeps its reading
-#: of the stretch (:class:`_Scan`), and a later stretch with a common prefix resumes it.
-RESUMABLE: Final = 4096
-#: A :class:`_Scan` marks where it can be resumed every this many messages.
-_MARK_EVERY: Final = 1024
+#: of the stretch (:class:`_Scan`), and a later stretch with a common prefix resumes it (as
+#: do the counts and the extractive summary's reading). The trials of a landing in a session
+#: of a few hundred messages share all but their last hundred or so: the real 914-message
+#: session's four read 737 messages, then about 120 each, instead of 750 each.
+RESUMABLE: Final = 256
+#: A :class:`_Scan` marks where it can be resumed every this many messages (a mark is a few
+#: lengths; a resumed scan reads again from the last mark in the shared prefix).
+MARK_EVERY: Final = 128
 
 
 @dataclass(slots=True)
@@ -1054,7 +1095,7 @@ class _Scan:
         current = self.current
         n = len(done)
         for m in messages:
-            if n % _MARK_EVERY == 0:
+            if n % MARK_EVERY == 0:
                 self.current = current
                 self._mark()
             n += 1
@@ -1088,9 +1129,10 @@ class _Scan:
                 if call_id not in failed:
                     failed.add(call_id)
                     failures.append(_failure(tool or names.get(call_id, "tool"), call_id, output))
-            current = _file_steps(
-                mf.files, current, files_read, read_seen, files_modified, modified_seen
-            )
+            if mf.files:
+                current = _file_steps(
+                    mf.files, current, files_read, read_seen, files_modified, modified_seen
+                )
         self.current = current
 
     def facts(self, max_identifiers: int) -> KeyFacts:
@@ -1132,7 +1174,7 @@ def _resumed(
     if best is not None and shared == len(best.messages) == len(messages):
         return best
     scan = (
-        best.resumed(shared) if best is not None and shared >= _MARK_EVERY else _Scan(rules, pinned)
+        best.resumed(shared) if best is not None and shared >= MARK_EVERY else _Scan(rules, pinned)
     )
     scope = _SCOPE.get()
     assert scope is not None  # a stretch memo lives in a message scope

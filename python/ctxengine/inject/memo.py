@@ -48,6 +48,12 @@ class _Table(Generic[V]):
     def many(self, ms: Sequence[Message], make: Callable[[Message], V]) -> list[V]:
         """``[self.get(m, make) for m in ms]``, in one loop."""
         new, old = self.new, self.old
+        if not new and not old:  # the session's first render: nothing to look up
+            made = list(map(make, ms))
+            new.update(zip(map(id, ms), zip(ms, made, strict=True), strict=True))
+            if len(new) == len(ms):
+                return made
+            new.clear()  # a message given twice: one value for both, as below
         out: list[V] = []
         for m in ms:
             key = id(m)

@@ -175,8 +175,13 @@ class Record:
             for i, c in enumerate(got):
                 if c is None:
                     odd.append(i)
-                else:  # the native walk leaves file (PDF) parts out
-                    got[i] = c + sum(map(file_part_tokens, pieces[i]))
+                    continue
+                # the native walk leaves file (PDF) parts out: only a message whose content is
+                # a list of parts can hold one
+                for d in pieces[i]:
+                    if type(d) is not dict or isinstance(d.get("content"), list):
+                        c += file_part_tokens(d)
+                got[i] = c
             if odd:
                 again = self._count_chat(model, [pieces[i] for i in odd])
                 for i, c in zip(odd, again, strict=True):
