@@ -447,8 +447,8 @@ async def _sweep_render(
         for i, m in enumerate(messages)
         if m.role == "assistant" and i > 0 and messages[i - 1].role != "assistant"
     }
-    compaction = CompactionConfig() if high_water is None else CompactionConfig(
-        render_high_water=high_water
+    compaction = (
+        CompactionConfig() if high_water is None else CompactionConfig(render_high_water=high_water)
     )
     engine = ContextEngine("gpt-4.1", Budget(total=budget), compaction=compaction)
     async with engine.session("sweep") as s:

@@ -67,7 +67,12 @@ impl Assembly {
     /// target as always. A total between the target and that mark is kept whole (the plan's
     /// `high` says where the mark was), so between two cuts each render only adds to the
     /// previous one; a cut lands at the target. `hold` ≤ 1 is [`Assembly::plan`].
-    pub fn plan_holding(&mut self, budget: usize, hold: f64, incremental: bool) -> CoreResult<Plan> {
+    pub fn plan_holding(
+        &mut self,
+        budget: usize,
+        hold: f64,
+        incremental: bool,
+    ) -> CoreResult<Plan> {
         self.plan_with(budget, hold, incremental)
     }
 
@@ -432,17 +437,31 @@ mod tests {
         // a budget whose target the total passes by 5 %, with a mark 10 % above the target
         let budget = total * 100 / 84;
         let plain = a.plan(budget).expect("plan");
-        assert!(plain.total_before > plain.target, "{total} within {}", plain.target);
-        assert!(plain.total_after < plain.total_before, "the plain plan cuts");
+        assert!(
+            plain.total_before > plain.target,
+            "{total} within {}",
+            plain.target
+        );
+        assert!(
+            plain.total_after < plain.total_before,
+            "the plain plan cuts"
+        );
         for incremental in [true, false] {
             let held = a.plan_holding(budget, 1.1, incremental).expect("plan");
             assert_eq!(held.target, plain.target);
             assert!(held.high > held.target && held.high <= held.available);
-            assert_eq!(held.total_after, held.total_before, "nothing cut under the mark");
+            assert_eq!(
+                held.total_after, held.total_before,
+                "nothing cut under the mark"
+            );
             assert!(held.fits);
             assert!(held.status.iter().all(|s| *s == Status::Kept));
             let allocated: usize = held.windows.iter().map(|w| w.alloc).sum();
-            assert!(allocated >= held.total_after, "{allocated} < {}", held.total_after);
+            assert!(
+                allocated >= held.total_after,
+                "{allocated} < {}",
+                held.total_after
+            );
         }
         // past the mark the held plan is the plain one: cut down to the target
         let small = total * 100 / 95;
