@@ -17,7 +17,7 @@ from ctxengine.compaction import (
     CompactionResult,
     request_findable,
 )
-from ctxengine.transcript import ToolCall
+from ctxengine.transcript import Message, ToolCall
 
 from .helpers import PROVIDERS
 
@@ -307,6 +307,34 @@ def test_session_compact_puts_the_summary_at_the_head_of_the_history() -> None:
             assert again.ok or again.stage == "nothing"
             text = json.dumps((await s.render("openai")).payload)
             assert all(request(j) in text for j in range(30))
+
+    anyio.run(main)
+
+
+def test_session_compact_keeps_a_kept_answer_with_its_question() -> None:
+    # A chat whose protected tail (the last 3 answers) opens with the answer to a long
+    # question: the cut fell between them, so the kept history opened with that answer after a
+    # summary holding its question. The question is now kept with it (within the low-water
+    # mark); an answer outside the protected tail would be summarized with its question.
+    long_question = "Please review this design note carefully.\n" + "line of the note. " * 220
+
+    async def main() -> None:
+        engine = ContextEngine("gpt-4o", Budget(total=4000))
+        async with engine.session("s") as s:
+            for i in range(9):
+                question = long_question if i == 6 else f"question {i}: what does module {i} do?"
+                s.extend([Message.user(question), Message.assistant(f"Module {i} parses.")])
+            assert not (await s.render("openai")).report.compactions  # it fits: no compaction
+            result = await s.compact()
+            assert result.ok and result.replaced
+            kept = sorted(i.index for i in s.state.items.values())
+            first = s.messages[kept[0]]
+            assert first.role == "user" and first.text == long_question, (kept[0], first.role)
+            out = await s.render("openai")
+            sent = [m for m in out.payload["messages"] if m["role"] != "system"]
+            assert sent[0]["content"].startswith("[Summary of the earlier conversation")
+            assert sent[1]["role"] == "user" and sent[1]["content"] == long_question
+            assert "Module 6 parses." in sent[2]["content"]
 
     anyio.run(main)
 

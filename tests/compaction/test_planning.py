@@ -121,11 +121,59 @@ def test_plan_cut_keeps_system_and_protected_tail_at_group_boundaries() -> None:
     cut = plan_cut(history, counts, budget=10_000, keep_assistant_turns=1, tail_ratio=0.01)
     assert cut == 9  # the last assistant turn alone ("ok"); the tail may not grow (1 %)
     cut = plan_cut(history, counts, budget=10_000, keep_assistant_turns=2, tail_ratio=0.01)
-    assert cut == 7  # the bash call stays with its result
+    assert cut == 6  # the bash call stays with its result, and with "next" it answers
     assert plan_cut(history, counts, budget=10_000, keep_assistant_turns=3, tail_ratio=1) == 1
     with pytest.raises(ValueError, match=r"low_water is 1\.5"):
         plan_cut(history, counts, budget=100, low_water=1.5)
     assert should_compact(950, 1000) and not should_compact(900, 1000)
+
+
+def _chat(sizes: list[tuple[int, int]]) -> tuple[list[Message], list[int]]:
+    """A system prompt, then a question and its answer of each of ``sizes`` tokens."""
+    history = [Message.system("be brief")]
+    counts = [10]
+    for n, (asked, answered) in enumerate(sizes):
+        history += [Message.user(f"question {n}"), Message.assistant(f"answer {n}")]
+        counts += [asked, answered]
+    return history, counts
+
+
+def _parts(history: list[Message], cut: int) -> bool:
+    """Whether a cut at ``cut`` keeps an answer whose question it compacts."""
+    kept = history[cut:]
+    return bool(kept) and kept[0].role == "assistant" and history[cut - 1].role == "user"
+
+
+def test_plan_cut_never_keeps_an_answer_whose_question_it_compacts() -> None:
+    # the tail widens over answer 2 (small) and stops at question 2 (large): the cut used to
+    # fall between them; answer 2 lies outside the protected tail, so it is compacted too
+    history, counts = _chat([(100, 100), (100, 100), (3_000, 50), (50, 500)])
+    cut = plan_cut(history, counts, budget=10_000, keep_assistant_turns=1)
+    assert not _parts(history, cut), cut
+    assert cut == 7 and history[cut].text == "question 3"
+    # the protected tail opens with answer 3: its question 3 (too large for the tail's 20 %)
+    # is kept with it while the kept messages stay within the low-water mark (75 %)
+    history, counts = _chat([(100, 100), (100, 100), (2_500, 100)])
+    cut = plan_cut(history, counts, budget=10_000, keep_assistant_turns=1)
+    assert cut == 5 and history[cut].text == "question 2"
+    # past the mark the pair is compacted together (nothing of it kept)
+    cut = plan_cut(history, counts, budget=3_000, keep_assistant_turns=1)
+    assert not _parts(history, cut) and cut == len(history)
+    # an answer after an earlier summary answers no question of the kept history
+    summary = Message.user("[Summary of the earlier conversation: 4 messages]\n## Requests")
+    history = [history[0], summary, *history[2:]]
+    cut = plan_cut(history, counts, budget=10_000, keep_assistant_turns=3, tail_ratio=0.01)
+    assert cut == 2
+
+
+@given(st.lists(st.tuples(st.integers(1, 3_000), st.integers(1, 3_000)), min_size=1, max_size=12))
+def test_no_cut_parts_a_question_from_its_answer(sizes: list[tuple[int, int]]) -> None:
+    history, counts = _chat(sizes)
+    for keep in range(4):
+        for budget in (1_000, 5_000, 20_000):
+            cut = plan_cut(history, counts, budget=budget, keep_assistant_turns=keep)
+            assert 1 <= cut <= len(history)
+            assert not _parts(history, cut), (keep, budget, cut)
 
 
 def test_the_cap_shortens_prose_first_and_keeps_the_sections() -> None:

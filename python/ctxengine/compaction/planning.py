@@ -205,7 +205,11 @@ def plan_cut(
 
     The kept tail is the protected tail (from the ``keep_assistant_turns``-th last assistant
     turn on) widened backwards, group by group, while it stays within
-    ``tail_ratio`` of ``budget`` — and within ``low_water * budget`` in all. Compacting down to
+    ``tail_ratio`` of ``budget`` — and within ``low_water * budget`` in all. The cut never
+    parts a user message from the assistant message answering it (the next one, tool results
+    aside): an answer outside the protected tail is compacted with its question, one opening
+    the protected tail keeps its question when the kept messages stay within
+    ``low_water * budget`` (else both are compacted). Compacting down to
     the low-water mark leaves room for the history to grow at its end before the next
     compaction, so the prefix of consecutive payloads stays byte-stable in between.
 
@@ -226,7 +230,8 @@ def plan_cut(
     groups = tool_groups(body)
     if not groups:
         return head
-    start = _protected_start(body, groups, keep_assistant_turns)
+    protected = _protected_start(body, groups, keep_assistant_turns)
+    start = protected
     tail = sum(token_counts[head + start :])
     limit = min(tail_ratio, low_water) * budget
     for g in reversed([g for g in groups if g.stop <= start]):
@@ -235,4 +240,32 @@ def plan_cut(
             break
         tail += size
         start = g.start
+    question = _asked(body, start)
+    if question is not None:
+        # The cut would keep an answer and summarize its question: the kept history would
+        # open with an answer after a summary calling its question pending. Outside the
+        # protected tail the answer is summarized too (that only frees more); an answer that
+        # opens the protected tail keeps its question verbatim, when the kept messages stay
+        # within the low-water mark, else it goes into the summary with it.
+        asked = sum(token_counts[head + question : head + start])
+        if start < protected or tail + asked > low_water * budget:
+            start = next((g.stop for g in groups if g.start == start), len(body))
+        else:
+            start = question
     return head + start
+
+
+def _asked(body: Sequence[Message], start: int) -> int | None:
+    """The index of the user message that ``body[start]`` answers (the message right before
+    it, tool results aside, when ``body[start]`` is an assistant's), or None: the question a
+    cut at ``start`` would part from its answer. An earlier summary is no question."""
+    from .facts import is_summary
+
+    if not 0 < start < len(body) or body[start].role != "assistant":
+        return None
+    j = start - 1
+    while j >= 0 and body[j].role == "tool":
+        j -= 1
+    if j < 0 or body[j].role != "user" or is_summary(body[j]):
+        return None
+    return j
