@@ -83,31 +83,24 @@ impl Run<'_> {
     }
 
     /// Oldest groups whose removal frees `need` tokens: unprotected ones first, then the
-    /// protected tail, never a pinned group. A request and its answer are picked together
-    /// (in the first pass only when neither is protected); only when one of them is pinned
-    /// does the other go alone, the budget first.
+    /// protected tail, never a pinned group.
     fn pick_compaction(&self, groups: &Groups, need: usize) -> Vec<bool> {
         let mut picked = vec![false; groups.len()];
         let mut freed = 0usize;
         for relaxed in [false, true] {
-            for g in 0..groups.len() {
+            for (g, taken) in picked.iter_mut().enumerate() {
                 if freed >= need {
                     return picked;
                 }
-                if picked[g]
-                    || (!relaxed && groups.unit(g).any(|u| self.group_protected(groups, u)))
-                {
+                let blocked =
+                    self.group_pinned(groups, g) || (!relaxed && self.group_protected(groups, g));
+                if *taken || blocked {
                     continue;
                 }
-                for u in groups.unit(g) {
-                    if picked[u] || self.group_pinned(groups, u) {
-                        continue;
-                    }
-                    let held = self.group_tokens(groups, u);
-                    if held > 0 {
-                        picked[u] = true;
-                        freed += held;
-                    }
+                let held = self.group_tokens(groups, g);
+                if held > 0 {
+                    *taken = true;
+                    freed += held;
                 }
             }
         }
