@@ -16,7 +16,7 @@ from ..collect.scene import copy_data
 from ..errors import BudgetError
 from ..grain import ContextGrain
 from ..transcript.changes import Change, Report
-from ..transcript.model import Message, Text, Transcript
+from ..transcript.model import Message, Text, ToolCall, Transcript
 from ..transcript.providers import STRICT_ALTERNATION, strip_trailing_space
 from .compose import compose, history_grains
 from .hygiene import merge_turns
@@ -175,6 +175,63 @@ def _non_blank(t: Transcript, provider: str, memo: RenderMemo) -> Transcript:
         except ValueError:
             break
     return trusted_transcript(tuple(out), t.source_format)
+
+
+def _stripped_failed(m: Message) -> bool:
+    """Whether hygiene strips ``m``'s tool calls and keeps the rest of it: an assistant turn
+    that ended in error or was aborted, holding calls and something else."""
+    return (
+        m.role == "assistant"
+        and m.failed
+        and bool(m.tool_calls)
+        and any(not isinstance(b, ToolCall) for b in m.blocks)
+    )
+
+
+def _without_calls(m: Message) -> Message:
+    return dataclasses.replace(m, blocks=tuple(b for b in m.blocks if not isinstance(b, ToolCall)))
+
+
+def _failed_calls_stripped(t: Transcript, memo: RenderMemo) -> tuple[Transcript, list[Change]]:
+    """``t`` with the tool calls of its failed assistant turns removed, as hygiene's pairing
+    removes them (they can never be answered), and the changes it would report for that
+    (indices in ``t``). Hygiene would remove them itself, on every render: a render whose
+    hygiene changed something cannot be reused by the next one, so one failed turn with a
+    call in the kept history made every warm render a full one. The message standing for a
+    failed one is the same object on every render that keeps it. Left to hygiene: a failed
+    turn holding only calls (dropped whole) and a failed last message (a prefill whose
+    trailing whitespace is stripped after its calls)."""
+    messages = t.messages
+    failed = memo.aligned("failed").many(
+        messages, _stripped_failed, lambda: list(map(_stripped_failed, messages))
+    )
+    if not any(failed[:-1]):
+        return t, []
+    out = list(messages)
+    subs = memo.table("failed")
+    changes: list[Change] = []
+    i = failed.index(True)
+    while i < len(messages) - 1:
+        m = messages[i]
+        out[i] = subs.get(m, _without_calls)
+        detail = f"call in a turn that ended with {m.stop_reason!r}"
+        changes.extend(
+            Change("repair_pairing", "dropped_call", i, detail, c.id) for c in m.tool_calls
+        )
+        try:
+            i = failed.index(True, i + 1)
+        except ValueError:
+            break
+    return trusted_transcript(tuple(out), t.source_format), changes
+
+
+def _with_stripped(rendered: Rendered, stripped: list[Change]) -> Rendered:
+    """``rendered`` with the changes of :func:`_failed_calls_stripped` in its hygiene report,
+    where hygiene's own pairing would have reported them (after its id renames)."""
+    changes = rendered.report.changes
+    at = next((k for k, c in enumerate(changes) if c.rule != "sanitize_tool_ids"), len(changes))
+    report = Report((*changes[:at], *stripped, *changes[at:]), rendered.report.id_map)
+    return dataclasses.replace(rendered, report=report)
 
 
 def _blank_stand_in(m: Message) -> Message:
@@ -379,7 +436,10 @@ async def inject(
         composed = _non_blank(composed, request.provider, memo)
         composed = _no_trailing_space(composed, request.provider)
         composed, dropped = _non_empty(composed, request.provider, memo)
+        composed, stripped = _failed_calls_stripped(composed, memo)
         rendered = _render_merged(composed, request.provider, memo, request.options)
+        if stripped:
+            rendered = _with_stripped(rendered, stripped)
         payload, transcript = rendered.payload, rendered.transcript
         tokens = state.token_cache.tokens(transcript, payload, request.provider, config.model)
         if tokens <= budget:
