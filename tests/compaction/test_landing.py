@@ -291,3 +291,45 @@ def test_a_failed_compaction_says_its_turns_were_not_summarized() -> None:
     assert not [r for r in reasons if "to be summarized by compaction" in r]
     assert any("not summarized in it: the compaction failed (" in r for r in reasons)
     assert any("not summarized in it: compaction deferred after failure" in r for r in reasons)
+
+
+@pytest.mark.parametrize("high_water", [1.0, 1.1])
+def test_a_render_whose_compaction_failed_keeps_each_request_with_its_answer(
+    high_water: float,
+) -> None:
+    # The plan stands as the ladder made it when compaction fails. Hard trim used to remove
+    # the plain answers into the placeholder and keep their requests (explicit input scores
+    # above its threshold), and a short "yes" alone, keeping its answer.
+    config = CompactionConfig(
+        timeout=0.5, chunk_retries=0, backoff=0.0, render_high_water=high_water
+    )
+
+    async def main() -> None:
+        budget = Budget(total=3000)
+        engine = ContextEngine("gpt-4o", budget, summarizer=Failing(), compaction=config)
+        async with engine.session("s") as s:
+            for i in range(12):
+                s.extend(
+                    [
+                        Message.user(f"question {i}: how does module {i} load its settings?"),
+                        Message.assistant(f"answer {i}: " + "it reads and merges them. " * 30),
+                        Message.user("yes"),
+                        Message.assistant(f"step {i}: " + "done with that step. " * 20),
+                    ]
+                )
+            s.extend([Message.user("what now?")])
+            out = await s.render("openai")
+            assert out.tokens <= 3000
+            assert out.report.compactions and not out.report.compactions[0]["ok"]
+            sent = {
+                int(d.node_id[5:])
+                for d in out.report
+                if d.node_id.startswith("hist.") and d.decision in ("kept", "folded")
+            }
+            messages = s.messages
+            assert len(sent) < len(messages) - 8, "the ladder cut"
+            pairs = [(u, u + 1) for u, m in enumerate(messages[:-1]) if m.role == "user"]
+            parted = [(u, a) for u, a in pairs if (u in sent) != (a in sent)]
+            assert parted == []
+
+    anyio.run(main)

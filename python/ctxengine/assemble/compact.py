@@ -765,6 +765,11 @@ def _too_big(error: str | None) -> bool:
     return all(e.startswith(("size: ", "latest request ")) for e in error.split("; "))
 
 
+def _over_cap(error: str | None) -> bool:
+    """Whether a compaction failed only for its size: its summary passes its cap."""
+    return error is not None and all(e.startswith("size: ") for e in error.split("; "))
+
+
 def _estimator(config: RenderConfig) -> ExtractiveSummarizer:
     """What measures a landing's trials: the render's summarizer when it is extractive, else
     the extractive summarizer (the same for every trial of a landing: its readings of the
@@ -838,7 +843,15 @@ async def _choose_with(
     for _ in range(trials):
         at = await landing(k)
         if at is None:
-            break
+            # a summary over its cap beside what stays: with more turns summarized it has
+            # more room (a turn the ladder gave back between the turns it sent, above all)
+            more = k + 1
+            while more in land.splits:
+                more += 1
+            if not _over_cap(tried[k].error) or more > len(land.order) or more in tried:
+                break
+            k = more
+            continue
         nxt = land.first(low - (at - land.rest(k)), smallest)
         if nxt == k or nxt in tried:
             break

@@ -1,6 +1,6 @@
 //! History turn groups and their scores, computed in one pass over columns.
 
-use super::flags;
+use super::{flags, kind, role};
 
 /// History turn groups (a user message and everything until the next one), oldest first.
 ///
@@ -20,6 +20,8 @@ pub struct Groups {
     pub first_seq: Vec<u64>,
     /// Bit mask of the windows its items use.
     pub windows: Vec<u64>,
+    /// The other group of a request and its answer ([`Groups::pair`]; empty until then).
+    pub partner: Vec<Option<usize>>,
 }
 
 impl Groups {
@@ -50,6 +52,46 @@ impl Groups {
             }
         }
         g
+    }
+
+    /// Pair each request with its answer: a group holding a user message and the next group
+    /// when it holds the message right after it (the next turn, tool results aside) and that
+    /// message is an assistant's. `partner[i]` is then the other group of the pair. The trim
+    /// stages keep or remove such a pair whole, so the kept history never holds a request
+    /// without its answer or an answer without its request. `order` is the order the groups
+    /// were built from; `kind` and `role` the item columns (indexed by slot).
+    pub fn pair(&mut self, order: &[u32], kind: &[u8], role: &[u8]) {
+        // the role of the group's first and of its last message
+        let ends = |i: usize| {
+            let range = self.start[i] as usize..self.end[i] as usize;
+            let mut messages = order
+                .get(range)
+                .unwrap_or(&[])
+                .iter()
+                .map(|&s| s as usize)
+                .filter(|&s| kind[s] == kind::MESSAGE)
+                .map(|s| role[s]);
+            let first = messages.next();
+            (first, messages.next_back().or(first))
+        };
+        let mut partner = vec![None; self.len()];
+        for i in 1..self.len() {
+            let next_turn = self.turn[i - 1].checked_add(1) == Some(self.turn[i]);
+            if next_turn
+                && partner[i - 1].is_none()
+                && ends(i - 1).1 == Some(role::USER)
+                && ends(i).0 == Some(role::ASSISTANT)
+            {
+                partner[i - 1] = Some(i);
+                partner[i] = Some(i - 1);
+            }
+        }
+        self.partner = partner;
+    }
+
+    /// Group `i` and its partner, if any: what the trim stages keep or remove together.
+    pub fn unit(&self, i: usize) -> impl Iterator<Item = usize> {
+        std::iter::once(i).chain(self.partner.get(i).copied().flatten())
     }
 
     /// Number of groups.
@@ -111,6 +153,25 @@ mod tests {
         );
         assert_eq!(g.windows, vec![0b1100, 0b100, 0b100]);
         assert_eq!(g.first_seq, vec![5, 7, 9]);
+    }
+
+    #[test]
+    fn a_request_pairs_with_the_assistant_message_right_after_it() {
+        // turns: 0 user, 1 assistant + result, 2 assistant, 3 user, 5 assistant (4 is gone),
+        // 6 user, 7 user, 8 assistant
+        let turn = [0, 1, 1, 2, 3, 5, 6, 7, 8];
+        let m = kind::MESSAGE;
+        let kind = [m, m, kind::TOOL_RESULT, m, m, m, m, m, m];
+        let (u, a) = (role::USER, role::ASSISTANT);
+        let role = [u, a, role::TOOL, a, u, a, u, u, a];
+        let order: Vec<u32> = (0..9).collect();
+        let mut g = Groups::build(&order, &turn, &[0; 9], &[0; 9], &[2; 9]);
+        g.pair(&order, &kind, &role);
+        assert_eq!(g.turn, vec![0, 1, 2, 3, 5, 6, 7, 8]);
+        let want = vec![Some(1), Some(0), None, None, None, None, Some(7), Some(6)];
+        assert_eq!(g.partner, want);
+        assert_eq!(g.unit(0).collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(g.unit(2).collect::<Vec<_>>(), vec![2]);
     }
 
     #[test]

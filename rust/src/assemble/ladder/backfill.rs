@@ -5,8 +5,8 @@
 //! 1. dropped grains, most important first (lowest priority number, then rank, then seq), to
 //!    their best form that fits (whole, soft-trimmed, cleared or folded stand-in);
 //! 2. hard-trimmed and compaction-picked turn groups, newest first, whole (a tool call comes
-//!    back with its results), the removed-turns placeholder recounted for each (a restored
-//!    compaction pick is no longer to be summarized);
+//!    back with its results, a request with its answer), the removed-turns placeholder
+//!    recounted for each (a restored compaction pick is no longer to be summarized);
 //! 3. folded branches back to one stand-in per grain, then folded grains to their text, most
 //!    important first;
 //! 4. soft-trimmed and cleared tool results, newest first, to their text or their head + tail.
@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::placeholder::Removed;
-use super::{Reason, Run, Stage, Status};
+use super::{Groups, Reason, Run, Stage, Status};
 use crate::assemble::{text, PLACEHOLDER_OVERHEAD};
 
 /// What an item can render as, most valuable first.
@@ -40,6 +40,12 @@ fn form_of(status: Status) -> Form {
         Status::Folded => Form::Folded,
         Status::Dropped => Form::Gone,
     }
+}
+
+/// The slots of group `g` in `order` (the order the groups were built from).
+fn slots_of<'o>(order: &'o [u32], groups: &Groups, g: usize) -> &'o [u32] {
+    let range = groups.start[g] as usize..groups.end[g] as usize;
+    order.get(range).unwrap_or(&[])
 }
 
 impl Run<'_> {
@@ -143,7 +149,8 @@ impl Run<'_> {
     }
 
     /// Hard-trimmed and compaction-picked turn groups back, newest first, whole; each in full
-    /// if it fits, else with its tool results at their cheapest soft form.
+    /// if it fits, else with its tool results at their cheapest soft form. A request and its
+    /// answer come back together or not at all (taken at the newer of the two).
     fn restore_removed_groups(&mut self) {
         let Some((groups, scores)) = self.groups.take() else {
             return;
@@ -152,25 +159,33 @@ impl Run<'_> {
             if self.room() == 0 {
                 break;
             }
-            let range = groups.start[g] as usize..groups.end[g] as usize;
-            let slots = self.o.turns.slots.get(range).unwrap_or(&[]);
-            let Some(&first) = slots.first() else {
+            let Some(stage) = self.removed_by(&groups, g) else {
                 continue;
             };
-            let stage = self.stage[first as usize];
-            if !matches!(stage, Stage::Hard | Stage::Compaction)
-                || !slots.iter().all(|&s| {
-                    self.status[s as usize] == Status::Dropped && self.stage[s as usize] == stage
-                })
-            {
-                continue;
-            }
+            let partner = groups.partner.get(g).copied().flatten();
+            let unit: Vec<usize> = match partner {
+                // the older one of a pair removed together is taken with the newer one
+                Some(p) if p > g => continue,
+                Some(p) => match self.removed_by(&groups, p) {
+                    Some(other) if other == stage => vec![p, g],
+                    // a partner removed otherwise: never restore one of the two alone
+                    Some(_) => continue,
+                    None if self.partly_dropped(&groups, p) => continue,
+                    None => vec![g],
+                },
+                None => vec![g],
+            };
+            let slots: Vec<u32> = unit
+                .iter()
+                .flat_map(|&u| slots_of(&self.o.turns.slots, &groups, u))
+                .copied()
+                .collect();
             let full: usize = slots
                 .iter()
                 .map(|&s| self.c.tokens[s as usize] as usize)
                 .sum();
             if full > self.room() {
-                for &s in slots {
+                for &s in &slots {
                     self.soft_forms(s as usize);
                 }
             }
@@ -183,13 +198,14 @@ impl Run<'_> {
                     .unwrap_or((Form::Full, run.c.tokens[i] as usize))
             };
             let lean: usize = slots.iter().map(|&s| cheapest(self, s).1).sum();
-            let before: u64 = slots
-                .iter()
-                .map(|&s| u64::from(self.c.tokens[s as usize]))
-                .sum();
-            let turn = groups.turn[g];
+            let held = |run: &Self, u: usize| -> u64 {
+                slots_of(&run.o.turns.slots, &groups, u)
+                    .iter()
+                    .map(|&s| u64::from(run.c.tokens[s as usize]))
+                    .sum()
+            };
             let delta = if stage == Stage::Hard {
-                let Some(delta) = self.unremove(turn, before) else {
+                let Some(delta) = self.unremove_all(&groups, &unit, held) else {
                     continue;
                 };
                 delta
@@ -209,11 +225,8 @@ impl Run<'_> {
                     for (&s, f) in slots.iter().zip(forms) {
                         self.set_form(s, f);
                     }
-                    if self
-                        .removed
-                        .as_ref()
-                        .is_some_and(|r| r.seq == groups.first_seq[g])
-                    {
+                    let first = self.removed.as_ref().map(|r| r.seq);
+                    if unit.iter().any(|&u| first == Some(groups.first_seq[u])) {
                         self.refind_first_removed();
                     }
                     self.charge_restored();
@@ -222,16 +235,66 @@ impl Run<'_> {
                     for (&s, f) in slots.iter().zip(forms) {
                         self.set_form(s, f);
                     }
-                    self.compaction.0.retain(|&t| t != turn);
-                    self.compaction.1 = self.compaction.1.saturating_sub(before as usize);
+                    for &u in &unit {
+                        let turn = groups.turn[u];
+                        self.compaction.0.retain(|&t| t != turn);
+                        self.compaction.1 =
+                            self.compaction.1.saturating_sub(held(self, u) as usize);
+                    }
                 }
-                (None, Stage::Hard) => self.reremove(turn, before),
+                (None, Stage::Hard) => {
+                    for &u in &unit {
+                        self.reremove(groups.turn[u], held(self, u));
+                    }
+                }
                 (None, _) => {}
             }
         }
         self.groups = Some((groups, scores));
     }
 
+    /// The stage that removed every item of group `g` (hard trim or compaction), if one did.
+    fn removed_by(&self, groups: &Groups, g: usize) -> Option<Stage> {
+        let slots = slots_of(&self.o.turns.slots, groups, g);
+        let stage = self.stage[*slots.first()? as usize];
+        let all = slots.iter().all(|&s| {
+            self.status[s as usize] == Status::Dropped && self.stage[s as usize] == stage
+        });
+        (all && matches!(stage, Stage::Hard | Stage::Compaction)).then_some(stage)
+    }
+
+    /// Whether some item of group `g` is dropped.
+    fn partly_dropped(&self, groups: &Groups, g: usize) -> bool {
+        slots_of(&self.o.turns.slots, groups, g)
+            .iter()
+            .any(|&s| self.status[s as usize] == Status::Dropped)
+    }
+
+    /// Take the turns of `unit` out of the placeholder (group `u`'s items held `held(u)`
+    /// tokens); the change of the placeholder's tokens, not yet charged. None (and nothing
+    /// changed) when a turn is not in it.
+    fn unremove_all(
+        &mut self,
+        groups: &Groups,
+        unit: &[usize],
+        held: impl Fn(&Self, usize) -> u64,
+    ) -> Option<i64> {
+        let mut delta = None;
+        for (n, &u) in unit.iter().enumerate() {
+            let tokens = held(self, u);
+            match self.unremove(groups.turn[u], tokens) {
+                Some(d) => delta = Some(d),
+                None => {
+                    for &v in &unit[..n] {
+                        let tokens = held(self, v);
+                        self.reremove(groups.turn[v], tokens);
+                    }
+                    return None;
+                }
+            }
+        }
+        delta
+    }
     /// Take `turn` out of the placeholder (its items held `before` tokens); the change of the
     /// placeholder's tokens, not yet charged.
     fn unremove(&mut self, turn: u32, before: u64) -> Option<i64> {

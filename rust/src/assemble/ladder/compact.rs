@@ -83,24 +83,31 @@ impl Run<'_> {
     }
 
     /// Oldest groups whose removal frees `need` tokens: unprotected ones first, then the
-    /// protected tail, never a pinned group.
+    /// protected tail, never a pinned group. A request and its answer are picked together
+    /// (in the first pass only when neither is protected); only when one of them is pinned
+    /// does the other go alone, the budget first.
     fn pick_compaction(&self, groups: &Groups, need: usize) -> Vec<bool> {
         let mut picked = vec![false; groups.len()];
         let mut freed = 0usize;
         for relaxed in [false, true] {
-            for (g, taken) in picked.iter_mut().enumerate() {
+            for g in 0..groups.len() {
                 if freed >= need {
                     return picked;
                 }
-                let blocked =
-                    self.group_pinned(groups, g) || (!relaxed && self.group_protected(groups, g));
-                if *taken || blocked {
+                if picked[g]
+                    || (!relaxed && groups.unit(g).any(|u| self.group_protected(groups, u)))
+                {
                     continue;
                 }
-                let held = self.group_tokens(groups, g);
-                if held > 0 {
-                    *taken = true;
-                    freed += held;
+                for u in groups.unit(g) {
+                    if picked[u] || self.group_pinned(groups, u) {
+                        continue;
+                    }
+                    let held = self.group_tokens(groups, u);
+                    if held > 0 {
+                        picked[u] = true;
+                        freed += held;
+                    }
                 }
             }
         }

@@ -95,3 +95,58 @@ pub fn by_id(plan: &Plan, id: &str) -> u32 {
 pub fn ids<'p>(plan: &'p Plan, slots: &[u32]) -> Vec<&'p str> {
     slots.iter().map(|&s| plan.node_id(s)).collect()
 }
+
+/// A session shaped as the engine builds it: each message its own turn (a tool result in its
+/// call's), `requests` user requests, each answered by an assistant message and followed by
+/// `steps(t)` further tool steps of the agent loop. Request `t` is explicit user input (a long
+/// request, flagged FEEDBACK) when `t` is even, a short "yes" otherwise; answers are long
+/// plain text or a tool call with its result.
+pub fn conversation(requests: u32, steps: impl Fn(u32) -> u32) -> Vec<ItemSpec> {
+    let mut items = vec![];
+    let (mut seq, mut turn) = (0u64, 0u32);
+    let mut push = |items: &mut Vec<ItemSpec>, role: u8, turn: u32, text: &str, flags: u8| {
+        let mut m = message(seq, turn, role, text);
+        m.flags = flags;
+        items.push(m);
+        seq += 1;
+    };
+    for t in 0..requests {
+        if t % 2 == 0 {
+            let request = format!(
+                "request {t}: {}",
+                "please look at the parser again ".repeat(3)
+            );
+            push(&mut items, role::USER, turn, &request, flags::FEEDBACK);
+        } else {
+            push(&mut items, role::USER, turn, "yes", 0);
+        }
+        turn += 1;
+        if t % 3 == 0 {
+            push(
+                &mut items,
+                role::ASSISTANT,
+                turn,
+                "let me check",
+                flags::HAS_TOOL_CALL,
+            );
+            let lines = format!("line {t} of the result\n").repeat(12);
+            push(&mut items, role::TOOL, turn, &lines, 0);
+        } else {
+            let answer = format!("answer {t}: {}", "the parser reads the tokens. ".repeat(20));
+            push(&mut items, role::ASSISTANT, turn, &answer, 0);
+        }
+        turn += 1;
+        for _ in 0..steps(t) {
+            push(
+                &mut items,
+                role::ASSISTANT,
+                turn,
+                "next step",
+                flags::HAS_TOOL_CALL,
+            );
+            push(&mut items, role::TOOL, turn, &"step output\n".repeat(8), 0);
+            turn += 1;
+        }
+    }
+    items
+}

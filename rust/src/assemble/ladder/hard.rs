@@ -1,6 +1,7 @@
 //! Hard trim (DESIGN.md §4 step 2): remove whole history turn groups (a tool call and its
 //! results are one group), lowest score first, while a window they occupy is over; the removed
-//! turns are listed in one placeholder ([`super::placeholder`]).
+//! turns are listed in one placeholder ([`super::placeholder`]). A request and the answer to it
+//! ([`Groups::pair`]) are removed together or not at all.
 
 use super::{flags, Groups, Reason, Run, Stage, Status};
 use crate::assemble::score::scores;
@@ -11,7 +12,9 @@ impl Run<'_> {
     pub(super) fn take_groups(&mut self) -> (Groups, Vec<f32>) {
         self.groups.take().unwrap_or_else(|| {
             let c = self.c;
-            let g = Groups::build(&self.o.turns.slots, &c.turn, &c.flags, &c.seq, &c.window);
+            let order = &self.o.turns.slots;
+            let mut g = Groups::build(order, &c.turn, &c.flags, &c.seq, &c.window);
+            g.pair(order, &c.kind, &c.role);
             let s = scores(&g.flags, self.cfg.weights);
             (g, s)
         })
@@ -30,7 +33,10 @@ impl Run<'_> {
     }
 
     /// Hard trim: remove whole turn groups scoring at most `hard_trim_max_score`, lowest first
-    /// (ties: oldest), while a window they occupy is over its allocation.
+    /// (ties: oldest), while a window they occupy is over its allocation. A request and its
+    /// answer are one unit: removed together, when neither is protected and both score at most
+    /// the threshold (the unit scores its higher score), so the kept history never holds one
+    /// of them without the other.
     pub(super) fn hard(&mut self) {
         let mut over = self.over_mask();
         if over == 0 || self.o.turns.slots.is_empty() {
@@ -39,12 +45,18 @@ impl Run<'_> {
         let (groups, scores) = self.take_groups();
         let history_mask = groups.windows.iter().fold(0, |m, w| m | w);
         let max = self.cfg.hard_trim_max_score;
+        let score = |g: usize| groups.unit(g).map(|u| scores[u]).fold(f32::MIN, f32::max);
+        let windows = |g: usize| groups.unit(g).fold(0, |m, u| m | groups.windows[u]);
+        // each unit once, at its first group
         let mut eligible: Vec<usize> = (0..groups.len())
-            .filter(|&g| scores[g] <= max && !self.group_protected(&groups, g))
+            .filter(|&g| groups.partner[g].is_none_or(|p| p > g))
+            .filter(|&g| {
+                score(g) <= max && !groups.unit(g).any(|u| self.group_protected(&groups, u))
+            })
             .collect();
         eligible.sort_by(|&a, &b| {
-            scores[a]
-                .total_cmp(&scores[b])
+            score(a)
+                .total_cmp(&score(b))
                 .then(groups.first_seq[a].cmp(&groups.first_seq[b]))
         });
         // Removals charge a bound for the placeholder (counting its text each time would cost
@@ -59,14 +71,17 @@ impl Run<'_> {
             if over & history_mask == 0 {
                 break;
             }
-            if over & groups.windows[g] == 0 {
+            if over & windows(g) == 0 {
                 continue;
             }
             if self.removed.is_none() && !self.worth_a_placeholder(&groups, g) {
                 continue;
             }
-            let (turn, score) = (groups.turn[g], scores[g]);
-            self.remove_group(&groups, g, Stage::Hard, Reason::Removed { turn, score });
+            let score = score(g);
+            for u in groups.unit(g) {
+                let turn = groups.turn[u];
+                self.remove_group(&groups, u, Stage::Hard, Reason::Removed { turn, score });
+            }
             self.charge(bound, true);
             over = self.over_mask();
         }
@@ -79,10 +94,15 @@ impl Run<'_> {
         self.removed.as_ref().is_some_and(|r| r.estimated) && self.deficit(mask) <= bound as usize
     }
 
-    /// Whether removing group `g` alone saves more than the placeholder it would need.
+    /// Whether removing the unit of group `i` (it and its partner) alone saves more than the
+    /// placeholder it would need.
     fn worth_a_placeholder(&self, g: &Groups, i: usize) -> bool {
-        let held = self.group_tokens(g, i);
-        let text = text::removed_turns([(g.turn[i], g.turn[i])], 1, held as u64);
+        let held: usize = g.unit(i).map(|u| self.group_tokens(g, u)).sum();
+        let (first, last) = g.unit(i).fold((u32::MAX, 0), |(a, b), u| {
+            (a.min(g.turn[u]), b.max(g.turn[u]))
+        });
+        let k = g.unit(i).count();
+        let text = text::removed_turns([(first, last)], k, held as u64);
         let cost = self.count(&text).saturating_add(PLACEHOLDER_OVERHEAD);
         held > cost as usize
     }
@@ -133,9 +153,44 @@ impl Run<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{assembly, by_id, ids, loaded, session};
+    use super::super::fixtures::{assembly, by_id, conversation, ids, loaded, session};
     use super::*;
-    use crate::assemble::PLACEHOLDER_ID;
+    use crate::assemble::{kind, role, Assembly, Plan, PLACEHOLDER_ID};
+
+    /// The pairs of a request and its answer (slots of the user message and of the assistant
+    /// message right after it) that `plan` parts: one dropped, the other rendered. The latest
+    /// request is left out (it is never removed; its answer may go when the budget demands).
+    fn parted(a: &Assembly, plan: &Plan) -> Vec<(u32, u32, Stage, Stage)> {
+        let c = &a.cols;
+        let mut messages: Vec<u32> = plan
+            .live
+            .iter()
+            .copied()
+            .filter(|&s| c.kind[s as usize] == kind::MESSAGE)
+            .collect();
+        messages.sort_by_key(|&s| c.seq[s as usize]);
+        let latest = messages
+            .iter()
+            .rev()
+            .find(|&&s| c.role[s as usize] == role::USER)
+            .copied();
+        let dropped = |s: u32| plan.status[s as usize] == Status::Dropped;
+        messages
+            .windows(2)
+            .filter(|w| {
+                c.role[w[0] as usize] == role::USER && c.role[w[1] as usize] == role::ASSISTANT
+            })
+            .filter(|w| Some(w[0]) != latest && dropped(w[0]) != dropped(w[1]))
+            .map(|w| {
+                (
+                    w[0],
+                    w[1],
+                    plan.stage[w[0] as usize],
+                    plan.stage[w[1] as usize],
+                )
+            })
+            .collect()
+    }
 
     #[test]
     fn hard_trim_removes_whole_groups() {
@@ -209,6 +264,53 @@ mod tests {
         }
         assert_eq!(plan.status[by_id(&plan, "hist.10") as usize], Status::Kept);
         assert!(plan.placeholder.is_some());
+    }
+
+    #[test]
+    fn a_request_and_its_answer_are_removed_together() {
+        // each message its own turn, as the engine builds them: hard trim used to remove the
+        // plain answers and keep their requests (explicit input scores above the threshold),
+        // and a short request ("yes") alone, keeping its answer
+        for steps in [0, 1, 2] {
+            let items = conversation(14, |t| if t % 4 == 1 { steps } else { 0 });
+            let (mut a, full) = loaded(items);
+            let mut hard = 0;
+            for budget in (full / 10..full).step_by((full / 60).max(1)) {
+                let Ok(plan) = a.plan(budget) else { continue };
+                hard += usize::from(plan.placeholder.is_some());
+                let parted = parted(&a, &plan);
+                assert!(
+                    parted.is_empty(),
+                    "steps {steps}, budget {budget}: {:?}",
+                    parted
+                        .iter()
+                        .map(|&(u, x, su, sx)| (plan.node_id(u), su, plan.node_id(x), sx))
+                        .collect::<Vec<_>>()
+                );
+                assert!(plan.fits || plan.total_after <= budget);
+            }
+            assert!(hard > 10, "hard trim ran: {hard}");
+        }
+    }
+
+    #[test]
+    fn a_request_above_the_threshold_keeps_its_answer_from_hard_trim() {
+        // request 0 is explicit input (0.65 and more): its answer is not hard-trimmed alone,
+        // the pair goes to compaction instead; a short request goes with its answer
+        let (mut a, full) = loaded(conversation(8, |_| 0));
+        let plan = a.plan(full * 2 / 3).expect("plan");
+        assert!(plan.placeholder.is_some(), "something was hard-trimmed");
+        for (u, x) in [("hist.0", "hist.1"), ("hist.3", "hist.4")] {
+            let (u, x) = (by_id(&plan, u) as usize, by_id(&plan, x) as usize);
+            assert_eq!(plan.status[u], plan.status[x], "{u} {x}");
+            assert_eq!(plan.stage[u], plan.stage[x], "{u} {x}");
+        }
+        let request = by_id(&plan, "hist.0") as usize;
+        assert_ne!(
+            plan.stage[request],
+            Stage::Hard,
+            "explicit input is never hard-trimmed"
+        );
     }
 
     #[test]
