@@ -142,6 +142,28 @@ def test_without_room_above_the_target_every_render_past_it_cuts() -> None:
     assert sum(any(c["ok"] for c in o.report.compactions) for o in held) < count
 
 
+def test_a_target_at_the_reserve_still_leaves_room_to_grow() -> None:
+    """With ``pretrim_ratio=1.0`` the target is the budget less the reserve, so the high-water
+    mark (capped there) is the target itself: the landing goes lower instead, keeping the
+    settings' room between a compaction and the next (before: 54 compactions in 80 turns
+    against 19 at the default ratio)."""
+
+    async def compactions(ratio: float) -> int:
+        engine = ContextEngine("gpt-4o", Budget(total=1500, pretrim_ratio=ratio))
+        n = 0
+        async with engine.session("s") as s:
+            s.add(rules())
+            for i in range(80):
+                await turn(s, i)
+                out = await s.render("openai")
+                assert out.tokens <= 1500
+                n += any(c["ok"] for c in out.report.compactions)
+        return n
+
+    usual, full = anyio.run(compactions, 0.8), anyio.run(compactions, 1.0)
+    assert usual >= 5 and full <= usual * 1.5, (usual, full)
+
+
 @pytest.mark.parametrize("high", [0.9, 2.5, float("nan"), True, "1.1"])
 def test_the_render_high_water_mark_is_a_number_from_one_to_two(high: Any) -> None:
     with pytest.raises(ValueError, match=r"render_high_water=.*; expected a number in \[1, 2\]"):

@@ -628,12 +628,18 @@ def _tail_cuts(state: SessionState, plan: Any, start: int) -> dict[int, int]:
 
 
 def _low(config: RenderConfig, plan: Any) -> int:
-    """The low-water mark in tokens: ``render_low_water`` of the target. At a tiny budget the
-    room it leaves may be smaller than the next turn, so the next render compacts again: the
-    render contract (at least 90 % of the target used whenever content was cut) holds there
-    too, and below about a thousand tokens no provider caches a prompt prefix anyway."""
+    """The low-water mark in tokens: ``render_low_water`` of the target, lower when the
+    high-water mark leaves less room above the target than the settings ask for (the mark is
+    capped at the budget less the reserve: with ``pretrim_ratio`` near 1 it is the target
+    itself), so the room to grow before the next compaction stays ``render_high_water -
+    render_low_water`` of the target. At a tiny budget the room it leaves may be smaller than
+    the next turn, so the next render compacts again; below about a thousand tokens no
+    provider caches a prompt prefix anyway."""
     target = int(plan.target)
-    return int(target * config.compaction.render_low_water)
+    settings = config.compaction
+    high = min(int(target * settings.render_high_water), int(plan.available))
+    gap = int(target * (settings.render_high_water - settings.render_low_water))
+    return max(min(int(target * settings.render_low_water), high - gap), 0)
 
 
 def _estimate(state: SessionState) -> int:

@@ -127,7 +127,9 @@ class CompactionConfig:
             budget, so the next compactions are rare and the prefix stays stable in between.
         render_low_water: A render that compacts (past the high-water mark) lands at this
             share of the plan's target, measured with the actual summary: a render that cut
-            uses at least 0.95 of its target.
+            uses at least 0.95 of its target. Lower when the mark, capped at the budget less
+            the reserve, leaves less room above the target than ``render_high_water -
+            render_low_water`` of it (``pretrim_ratio`` near 1): the room to grow is kept.
         render_high_water: The high-water mark, as a share of the plan's target (at most the
             budget less the reserve): a render whose total is between the target and the mark
             cuts nothing, and one past it compacts (or the ladder cuts) down to the target.
