@@ -21,10 +21,10 @@ from .facts import (
     MARK_EVERY,
     MAX_LINE,
     RESUMABLE,
-    common_prefix,
     extract_facts,
     facts_of,
     first_line,
+    longest_shared,
     memoized,
     message_scope,
     paused_collector,
@@ -281,12 +281,7 @@ def _prose_scan(messages: Sequence[Message]) -> _ProseScan:
         scan.extend(messages)
         return scan
     scans: list[_ProseScan] = memo.setdefault(("prose scans", id(messages[0])), [])
-    best: _ProseScan | None = None
-    shared = 0
-    for old in scans:
-        n = common_prefix(old.messages, messages)
-        if n > shared:
-            best, shared = old, n
+    best, shared = longest_shared(scans, messages)
     if best is not None and shared == len(best.messages) == len(messages):
         return best
     scan = best.resumed(shared) if best is not None and shared >= MARK_EVERY else _ProseScan()

@@ -16,7 +16,7 @@ from functools import lru_cache
 from itertools import compress, count
 from operator import is_not
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from ..errors import ConfigError
 from ..transcript import Message, ToolCall
@@ -1157,6 +1157,26 @@ def common_prefix(a: Sequence[Message], b: Sequence[Message]) -> int:
     return next(compress(count(), map(is_not, a, b)), min(len(a), len(b)))
 
 
+class _Reading(Protocol):
+    @property
+    def messages(self) -> Sequence[Message]: ...
+
+
+_R = TypeVar("_R", bound=_Reading)
+
+
+def longest_shared(readings: Iterable[_R], messages: Sequence[Message]) -> tuple[_R | None, int]:
+    """The reading (a scan kept in a message scope) sharing the longest prefix with
+    ``messages``, and how many messages that prefix holds (None and 0 when none shares any)."""
+    best: _R | None = None
+    shared = 0
+    for reading in readings:
+        n = common_prefix(reading.messages, messages)
+        if n > shared:
+            best, shared = reading, n
+    return best, shared
+
+
 def _resumed(
     memo: dict[Any, Any], messages: Sequence[Message], rules: Sequence[str], pinned: Sequence[str]
 ) -> _Scan:
@@ -1165,12 +1185,7 @@ def _resumed(
     a new one; kept for the next stretch."""
     key = ("facts scans", tuple(rules), tuple(pinned), id(messages[0]))
     scans: list[_Scan] = memo.setdefault(key, [])
-    best: _Scan | None = None
-    shared = 0
-    for scan in scans:
-        n = common_prefix(scan.messages, messages)
-        if n > shared:
-            best, shared = scan, n
+    best, shared = longest_shared(scans, messages)
     if best is not None and shared == len(best.messages) == len(messages):
         return best
     scan = (
