@@ -34,6 +34,17 @@ class _Span:
     remainder: list[Message] = dataclasses.field(default_factory=list)
 
 
+def without_calls(m: Message) -> Message:
+    """``m`` without its tool calls (what pairing keeps of a failed turn)."""
+    return dataclasses.replace(m, blocks=tuple(b for b in m.blocks if not isinstance(b, ToolCall)))
+
+
+def dropped_calls(i: int, m: Message) -> list[Change]:
+    """The changes pairing reports for the calls of failed turn ``i``, which it removes."""
+    detail = f"call in a turn that ended with {m.stop_reason!r}"
+    return [Change("repair_pairing", "dropped_call", i, detail, c.id) for c in m.tool_calls]
+
+
 class Pairing:
     """One repair pass over the messages of a transcript."""
 
@@ -63,11 +74,10 @@ class Pairing:
         return self.out
 
     def strip_failed(self, i: int, m: Message) -> None:
-        for c in m.tool_calls:
-            self.note("dropped_call", i, f"call in a turn that ended with {m.stop_reason!r}", c.id)
-        kept = [b for b in m.blocks if not isinstance(b, ToolCall)]
-        if kept:
-            self.out.append(dataclasses.replace(m, blocks=tuple(kept)))
+        self.changes.extend(dropped_calls(i, m))
+        kept = without_calls(m)
+        if kept.blocks:
+            self.out.append(kept)
         else:
             self.note("dropped_message", i, f"{m.stop_reason} turn held only tool calls")
 

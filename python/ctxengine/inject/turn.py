@@ -20,6 +20,7 @@ from ..transcript.model import Message, Text, ToolCall, Transcript
 from ..transcript.providers import STRICT_ALTERNATION, strip_trailing_space
 from .compose import compose, history_grains
 from .hygiene import merge_turns
+from .pairing import dropped_calls, without_calls
 from .render import Rendered, render
 from .warm import trusted_transcript
 
@@ -188,10 +189,6 @@ def _stripped_failed(m: Message) -> bool:
     )
 
 
-def _without_calls(m: Message) -> Message:
-    return dataclasses.replace(m, blocks=tuple(b for b in m.blocks if not isinstance(b, ToolCall)))
-
-
 def _failed_calls_stripped(t: Transcript, memo: RenderMemo) -> tuple[Transcript, list[Change]]:
     """``t`` with the tool calls of its failed assistant turns removed, as hygiene's pairing
     removes them (they can never be answered), and the changes it would report for that
@@ -205,19 +202,18 @@ def _failed_calls_stripped(t: Transcript, memo: RenderMemo) -> tuple[Transcript,
     failed = memo.aligned("failed").many(
         messages, _stripped_failed, lambda: list(map(_stripped_failed, messages))
     )
-    if not any(failed[:-1]):
+    last = len(messages) - 1
+    try:
+        i = failed.index(True, 0, last)
+    except ValueError:
         return t, []
     out = list(messages)
     subs = memo.table("failed")
     changes: list[Change] = []
-    i = failed.index(True)
-    while i < len(messages) - 1:
+    while i < last:
         m = messages[i]
-        out[i] = subs.get(m, _without_calls)
-        detail = f"call in a turn that ended with {m.stop_reason!r}"
-        changes.extend(
-            Change("repair_pairing", "dropped_call", i, detail, c.id) for c in m.tool_calls
-        )
+        out[i] = subs.get(m, without_calls)
+        changes += dropped_calls(i, m)
         try:
             i = failed.index(True, i + 1)
         except ValueError:
