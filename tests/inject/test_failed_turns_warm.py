@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-import ctxengine.inject.turn as turn_module
-from ctxengine import Budget, ContextEngine
 from ctxengine.transcript import Message, Text, ToolCall, load
 from offline_tiktoken import TRANSCRIPTS
+
+from .twins import twin_renders
 
 PI = TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl"
 PROVIDERS = {
@@ -55,26 +55,15 @@ async def _twins(
     """Render ``messages`` then each step, in a session stripping failed calls first and in a
     twin whose hygiene strips them. Returns (renders, calls dropped, renders reusing the
     previous one's work)."""
-    options = PROVIDERS[provider]
-    ours = ContextEngine("gpt-4o", Budget(total=budget)).session("stripped")
-    twin = ContextEngine("gpt-4o", Budget(total=budget)).session("twin")
-    renders = dropped = 0
-    async with ours as a, twin as b:
-        a.extend(messages)
-        b.extend(messages)
-        for step in [[], *steps]:
-            a.extend(step)
-            b.extend(step)
-            got = await a.render(provider, **options)
-            with pytest.MonkeyPatch.context() as patch:
-                patch.setattr(turn_module, "_failed_calls_stripped", _unstripped)
-                want = await b.render(provider, **options)
-            assert _view(got) == _view(want)
-            assert _changes(got) == _changes(want)
-            renders += 1
-            dropped += got.report.hygiene.get("counts", {}).get("dropped_call", 0)
-        reused = a._state.token_cache.memo.warm.reused
-    return renders, dropped, reused
+    replaced = ("_failed_calls_stripped", _unstripped)
+    pairs, reused = await twin_renders(
+        messages, steps, provider, budget, PROVIDERS[provider], replaced
+    )
+    for got, want in pairs:
+        assert _view(got) == _view(want)
+        assert _changes(got) == _changes(want)
+    dropped = sum(got.report.hygiene.get("counts", {}).get("dropped_call", 0) for got, _ in pairs)
+    return len(pairs), dropped, reused
 
 
 @pytest.mark.parametrize("provider", list(PROVIDERS))

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-import ctxengine.inject.turn as turn_module
-from ctxengine import Budget, ContextEngine
 from ctxengine.transcript import Message, Text, Thinking, ToolCall, ToolResult, load
 from offline_tiktoken import TRANSCRIPTS
+
+from .twins import twin_renders
 
 SESSIONS = [
     TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl",
@@ -67,24 +67,13 @@ async def _twins(
     hygiene merges them; every pair of renders must be equal. Returns (renders, merged turns,
     renders that reused the previous one's work)."""
     options = PROVIDERS[provider]
-    ours = ContextEngine("gpt-4o", Budget(total=budget)).session("merged")
-    twin = ContextEngine("gpt-4o", Budget(total=budget)).session("twin")
-    renders = merged = 0
-    async with ours as a, twin as b:
-        a.extend(messages)
-        b.extend(messages)
-        for step in [[], *steps]:
-            a.extend(step)
-            b.extend(step)
-            got = await a.render(provider, **options)
-            with pytest.MonkeyPatch.context() as patch:
-                patch.setattr(turn_module, "_merged", _unmerged)
-                want = await b.render(provider, **options)
-            assert _view(got) == _view(want)
-            renders += 1
-            merged += got.report.hygiene.get("counts", {}).get("merged_turns", 0)
-        reused = a._state.token_cache.memo.warm.reused
-    return renders, merged, reused
+    pairs, reused = await twin_renders(
+        messages, steps, provider, budget, options, ("_merged", _unmerged)
+    )
+    for got, want in pairs:
+        assert _view(got) == _view(want)
+    merged = sum(got.report.hygiene.get("counts", {}).get("merged_turns", 0) for got, _ in pairs)
+    return len(pairs), merged, reused
 
 
 @pytest.mark.parametrize("provider", list(PROVIDERS))
