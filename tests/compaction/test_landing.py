@@ -10,6 +10,7 @@ that fails is not called again on every render past the mark.
 
 from __future__ import annotations
 
+from functools import partial
 from itertools import pairwise
 from typing import Any
 
@@ -82,35 +83,37 @@ def test_at_a_tiny_budget_a_compacting_render_still_uses_nine_tenths_of_its_targ
     """The room a compaction leaves is ``render_low_water`` of the target at every budget: at
     600 tokens a turn is larger than it, so compaction runs on most renders, and each of
     them still uses at least 90 % of the target (the render contract)."""
-    uses: list[float] = []
-
-    async def main() -> None:
-        engine = ContextEngine("gpt-4o", Budget(total=600))
-        async with engine.session("s") as s:
-            s.add(rules())
-            for i in range(26):
-                await turn(s, i)
-                out = await s.render("anthropic")
-                assert out.tokens <= 600
-                if any(c["ok"] for c in out.report.compactions):
-                    uses.append(out.tokens / out.report.target)
-
-    anyio.run(main)
+    outs = anyio.run(partial(_growing, None, 26, budget=600, provider="anthropic"))
+    uses = [o.tokens / o.report.target for o in _compacting(outs)]
     assert len(uses) >= 5  # the budget is full: compaction does run
     assert min(uses) >= 0.9, uses
 
 
-async def _growing(high: float | None, turns: int) -> list[Any]:
-    """Every render of a session growing by one turn at a time at 1,500 tokens."""
+async def _growing(
+    high: float | None,
+    turns: int,
+    *,
+    budget: int = 1500,
+    pretrim: float = 0.8,
+    provider: str = "openai",
+) -> list[Any]:
+    """Every render of a session growing by one turn at a time (each within its budget)."""
     compaction = CompactionConfig() if high is None else CompactionConfig(render_high_water=high)
-    engine = ContextEngine("gpt-4o", Budget(total=1500), compaction=compaction)
+    engine = ContextEngine(
+        "gpt-4o", Budget(total=budget, pretrim_ratio=pretrim), compaction=compaction
+    )
     outs: list[Any] = []
     async with engine.session("s") as s:
         s.add(rules())
         for i in range(turns):
             await turn(s, i)
-            outs.append(await s.render("openai"))
+            outs.append(await s.render(provider))
+            assert outs[-1].tokens <= budget
     return outs
+
+
+def _compacting(outs: list[Any]) -> list[Any]:
+    return [o for o in outs if any(c["ok"] for c in o.report.compactions)]
 
 
 def _cut(out: Any) -> bool:
@@ -123,7 +126,7 @@ def test_a_render_between_the_target_and_the_mark_cuts_nothing() -> None:
     assert len(held) >= 5  # the session does pass its target between compactions
     for out in held:
         assert not _cut(out) and out.tokens <= out.report.target * 1.1 + 10
-    compacting = [o for o in outs if any(c["ok"] for c in o.report.compactions)]
+    compacting = _compacting(outs)
     assert len(compacting) >= 2
     # a compaction lands within 5 % of the target; the render before it was past the mark
     for out in compacting:
@@ -138,8 +141,7 @@ def test_without_room_above_the_target_every_render_past_it_cuts() -> None:
     assert past and all(o.tokens <= o.report.target for o in past)
     held = anyio.run(_growing, None, 60)
     # the mark makes compaction rarer
-    count = sum(any(c["ok"] for c in o.report.compactions) for o in outs)
-    assert sum(any(c["ok"] for c in o.report.compactions) for o in held) < count
+    assert len(_compacting(held)) < len(_compacting(outs))
 
 
 def test_a_target_at_the_reserve_still_leaves_room_to_grow() -> None:
@@ -147,20 +149,8 @@ def test_a_target_at_the_reserve_still_leaves_room_to_grow() -> None:
     mark (capped there) is the target itself: the landing goes lower instead, keeping the
     settings' room between a compaction and the next (before: 54 compactions in 80 turns
     against 19 at the default ratio)."""
-
-    async def compactions(ratio: float) -> int:
-        engine = ContextEngine("gpt-4o", Budget(total=1500, pretrim_ratio=ratio))
-        n = 0
-        async with engine.session("s") as s:
-            s.add(rules())
-            for i in range(80):
-                await turn(s, i)
-                out = await s.render("openai")
-                assert out.tokens <= 1500
-                n += any(c["ok"] for c in out.report.compactions)
-        return n
-
-    usual, full = anyio.run(compactions, 0.8), anyio.run(compactions, 1.0)
+    usual = len(_compacting(anyio.run(partial(_growing, None, 80, pretrim=0.8))))
+    full = len(_compacting(anyio.run(partial(_growing, None, 80, pretrim=1.0))))
     assert usual >= 5 and full <= usual * 1.5, (usual, full)
 
 
