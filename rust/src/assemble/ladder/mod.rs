@@ -170,6 +170,9 @@ struct Run<'a> {
     target: usize,
     /// The high-water mark: the ladder runs only past it (at least `target`).
     high: usize,
+    /// What every allocation aims at: the total when it is held between the target and the
+    /// mark (nothing is cut), else the target.
+    aim: usize,
     status: Vec<Status>,
     stage: Vec<Stage>,
     reasons: Vec<Reason>,
@@ -211,7 +214,13 @@ impl<'a> Run<'a> {
         };
         // Everything fits: no stage runs, and protected items (a part of the total) are within
         // the budget, so neither the history scan nor the protection check can matter.
-        let fits = incremental && demand.iter().sum::<usize>() <= high;
+        let total: usize = demand.iter().sum();
+        let fits = incremental && total <= high;
+        let aim = if total > target && total <= high {
+            total
+        } else {
+            target
+        };
         let mut run = Self {
             cfg,
             c,
@@ -226,6 +235,7 @@ impl<'a> Run<'a> {
             available,
             target,
             high,
+            aim,
             status: vec![Status::Kept; n],
             stage: vec![Stage::None; n],
             reasons: vec![Reason::None; n],
@@ -294,15 +304,7 @@ impl<'a> Run<'a> {
     fn reallocate(&mut self) {
         let shares: Vec<f64> = self.cfg.windows.iter().map(|(_, s)| *s).collect();
         let reserve = self.cfg.reserve.map(usize::from);
-        // a total held under the high-water mark is allocated whole (nothing is cut); once
-        // the ladder runs, every allocation aims at the target
-        let before: usize = self.demand.iter().sum();
-        let aim = if before > self.target && before <= self.high {
-            before
-        } else {
-            self.target
-        };
-        self.alloc = water_fill(&shares, &self.used, aim, reserve);
+        self.alloc = water_fill(&shares, &self.used, self.aim, reserve);
     }
 
     fn over(&self, w: usize) -> bool {
