@@ -339,6 +339,30 @@ def test_session_compact_keeps_a_kept_answer_with_its_question() -> None:
     anyio.run(main)
 
 
+def test_session_compact_before_any_render_summarizes_the_extended_history() -> None:
+    # A session extended and compacted before its first render: the history compact() reads
+    # is the one extend() took in, not only what a render has seen.
+    async def main() -> None:
+        engine = ContextEngine("gpt-4o", Budget(total=2000))
+        async with engine.session("s") as s:
+            for i in range(20):
+                s.extend(
+                    [
+                        Message.user(f"question {i}: what does module {i} do? " + "detail " * 40),
+                        Message.assistant(f"Module {i} parses the input. " + "more " * 40),
+                    ]
+                )
+            result = await s.compact()
+            assert result.ok and len(result.replaced) > 10, (result.stage, result.error)
+            out = await s.render("openai")
+            sent = [m for m in out.payload["messages"] if m["role"] != "system"]
+            assert sent[0]["content"].startswith("[Summary of the earlier conversation")
+            assert not out.report.compactions  # the render had nothing left to compact
+            assert "question 0" in sent[0]["content"]
+
+    anyio.run(main)
+
+
 def test_the_report_records_what_each_compaction_replaced() -> None:
     rendered = anyio.run(_run_turns, ContextEngine("gpt-4o", Budget(total=1500)), 30)
     entries = [c for r in rendered for c in r.report.compactions]
