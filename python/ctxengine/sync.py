@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, suppress
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
@@ -39,15 +40,31 @@ class LoopRunner:
         self._closer = weakref.finalize(self, _close_loop, self.loop)
 
     def run(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        """``await fn(*args, **kwargs)`` on the private loop and return its result."""
+        """``await fn(*args, **kwargs)`` on the private loop and return its result.
+
+        Raises:
+            CtxEngineError: called from code the private loop is running (a plugin hook or a
+                summarizer of this very session): that call would wait for itself forever.
+        """
+        if _RUNNING.get() is self:
+            raise CtxEngineError(
+                f"{getattr(fn, '__qualname__', fn)!s} was called through the sync session from "
+                "code run by that session's own call (a plugin hook or summarizer of this "
+                "session, on its event loop or a thread of it); that call would wait for itself "
+                "forever. Await the async session instead"
+            )
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            running = False
+        else:
+            running = True
         with self._lock:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                return self.loop.run_until_complete(_call(fn, args, kwargs))
+            if not running:
+                return self.loop.run_until_complete(_call(self, fn, args, kwargs))
             # Called from async code: this thread's loop is busy, so ours runs on a helper.
             with ThreadPoolExecutor(1, thread_name_prefix="ctxengine-sync") as pool:
-                job = pool.submit(self.loop.run_until_complete, _call(fn, args, kwargs))
+                job = pool.submit(self.loop.run_until_complete, _call(self, fn, args, kwargs))
                 return job.result()
 
     def close(self) -> None:
@@ -63,7 +80,15 @@ def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
             loop.close()
 
 
-async def _call(fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any) -> T:
+#: The runner whose call is running in this context: the code it runs (and the threads that
+#: code starts with the context copied, as sync plugin hooks are) must not call it again.
+_RUNNING: ContextVar[LoopRunner | None] = ContextVar("ctxengine_sync_running", default=None)
+
+
+async def _call(
+    runner: LoopRunner, fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any
+) -> T:
+    _RUNNING.set(runner)  # this task's own context: gone when it ends
     return await fn(*args, **kwargs)
 
 

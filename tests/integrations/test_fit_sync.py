@@ -186,3 +186,57 @@ def test_import_ctxengine_imports_no_framework() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("hook", ["sync", "async"])
+def test_a_hook_calling_its_own_sync_session_gets_an_error_not_a_hang(hook: str) -> None:
+    # A plugin hook runs inside the sync session's own call (an async hook on its event loop,
+    # a sync one on a thread of it); a blocking call back into that session from it waited for
+    # itself: forever from an async hook, until the hook's timeout from a sync one. It is
+    # refused with an error naming the problem, which the engine reports as the plugin's
+    # fault; the render goes on.
+    holder: dict[str, object] = {}
+    errors: list[str] = []
+
+    def call_back() -> None:
+        try:
+            holder["s"].render()  # type: ignore[attr-defined]
+        except CtxEngineError as exc:
+            errors.append(str(exc))
+            raise
+
+    class Reentrant:
+        name, version, priority, enabled = "reentrant", "1.0.0", 50, True
+
+        async def collect(self, scene: object) -> list[ContextGrain]:
+            return []
+
+    if hook == "sync":
+        Reentrant.on_before_render = lambda self, event: call_back()  # type: ignore[attr-defined]
+    else:
+
+        async def on_before_render(self: object, event: object) -> None:
+            call_back()
+
+        Reentrant.on_before_render = on_before_render  # type: ignore[attr-defined]
+
+    engine = ContextEngine("gpt-4o", budget=2000, plugins=[Reentrant()])
+    done = threading.Event()
+    out: list[object] = []
+
+    def drive() -> None:
+        with engine.session_sync("re") as s:
+            holder["s"] = s
+            s.user_message("hello there")
+            out.append(s.render())
+        done.set()
+
+    worker = threading.Thread(target=drive, daemon=True)
+    worker.start()
+    assert done.wait(30), "the reentrant call hung"
+    assert errors and "session's own call" in errors[0] and "Session.render" in errors[0]
+    [rendered] = out
+    faults = rendered.report.faults  # type: ignore[attr-defined]
+    # refused at once ("raised"), not abandoned at the hook's timeout ("timeout")
+    assert [(f["plugin"], f["kind"]) for f in faults] == [("reentrant", "raised")]
+    assert "wait for itself" in faults[0]["message"]
