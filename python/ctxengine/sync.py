@@ -85,9 +85,7 @@ def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
 _RUNNING: ContextVar[LoopRunner | None] = ContextVar("ctxengine_sync_running", default=None)
 
 
-async def _call(
-    runner: LoopRunner, fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any
-) -> T:
+async def _call(runner: LoopRunner, fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any) -> T:
     _RUNNING.set(runner)  # this task's own context: gone when it ends
     return await fn(*args, **kwargs)
 
