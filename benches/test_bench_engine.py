@@ -8,6 +8,11 @@
   ones also in one group per size with the memoized ``trim_messages`` peer on the same session
   (``render-warm-synthetic-<n>``: the ratio of that run).
 
+Each warm round adds an exchange, so a session grows with the rounds run: the two sides of a
+warm comparison run the same number of rounds (:data:`WARM_ROUNDS`, not the benchmark's own
+calibration, which would run the faster side longer on a longer session), so both time the
+same sequence of sessions.
+
 Run ``pytest benches/test_bench_engine.py --benchmark-enable --benchmark-only`` and compare the
 ``mean`` columns inside each group.
 """
@@ -25,6 +30,13 @@ from offline_tiktoken import TRANSCRIPTS, encoding
 
 SESSION = TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl"
 BUDGET = 32_000
+#: Rounds of each side of a warm comparison, by session size (see the module docstring).
+WARM_ROUNDS = {1_000: 200, 10_000: 100, 100_000: 30}
+
+
+def _rounds(benchmark, fn, rounds: int, *args):  # type: ignore[no-untyped-def]
+    """``fn(*args)`` timed ``rounds`` times, one call per round, no warm-up round."""
+    return benchmark.pedantic(fn, args=args, rounds=rounds, iterations=1, warmup_rounds=0)
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +186,7 @@ def test_memoized_langchain_trim_messages_warm(benchmark, transcript) -> None:  
     per message, one more exchange per call, as in :func:`_bench_warm`."""
     benchmark.extra_info.update(impl="langchain trim_messages (exact, memoized)", baseline=True)
     warm, lc_messages = langchain_warm_round(transcript)
-    kept = benchmark(warm)
+    kept = _rounds(benchmark, warm, WARM_ROUNDS[1_000])
     assert 0 < len(kept) < len(lc_messages)
 
 
@@ -184,8 +196,8 @@ def test_langchain_trim_messages_warm(benchmark, transcript) -> None:  # type: i
     _bench_langchain(benchmark, transcript, [{"role": "user", "content": "one more question"}])
 
 
-def _bench_warm(benchmark, runner, messages) -> None:  # type: ignore[no-untyped-def]
-    """Render once, then measure: one more exchange appended, render again."""
+def _bench_warm(benchmark, runner, messages, rounds: int = WARM_ROUNDS[1_000]) -> None:  # type: ignore[no-untyped-def]
+    """Render once, then measure ``rounds`` rounds: one more exchange appended, render again."""
     engine = ContextEngine("gpt-4o", Budget(total=BUDGET))
     cm, session = runner.call(_open, engine, messages)
     runner.call(session.render)
@@ -194,7 +206,7 @@ def _bench_warm(benchmark, runner, messages) -> None:  # type: ignore[no-untyped
         session.extend([Message.assistant("ok"), Message.user("one more question")])
         return await session.render()
 
-    out = benchmark(runner.call, warm)
+    out = _rounds(benchmark, runner.call, rounds, warm)
     assert out.tokens <= BUDGET
     runner.call(cm.__aexit__, None, None, None)  # held open until here: a dropped one closes
 
@@ -221,7 +233,7 @@ def _synthetic(n_grains: int) -> list[Message]:
 @pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
 @pytest.mark.benchmark(group="render-warm-scaling")
 def test_ctxengine_warm_scaling(benchmark, runner, n: int) -> None:  # type: ignore[no-untyped-def]
-    _bench_warm(benchmark, runner, _synthetic(n))
+    _bench_warm(benchmark, runner, _synthetic(n), WARM_ROUNDS[n])
 
 
 @pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
@@ -230,7 +242,7 @@ def test_ctxengine_warm_vs_memoized_langchain(benchmark, runner, n: int) -> None
     memoized LangChain peer on the same messages (issue 14: flat, and ahead of the peer)."""
     benchmark.group = f"render-warm-synthetic-{n}"
     benchmark.extra_info.update(impl="ctxengine render (warm)")
-    _bench_warm(benchmark, runner, _synthetic(n))
+    _bench_warm(benchmark, runner, _synthetic(n), WARM_ROUNDS[n])
 
 
 @pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
@@ -238,7 +250,7 @@ def test_memoized_langchain_trim_messages_warm_synthetic(benchmark, n: int) -> N
     benchmark.group = f"render-warm-synthetic-{n}"
     benchmark.extra_info.update(impl="langchain trim_messages (exact, memoized)", baseline=True)
     warm, lc_messages = langchain_warm_round(Transcript(tuple(_synthetic(n)), source_format="x"))
-    kept = benchmark(warm)
+    kept = _rounds(benchmark, warm, WARM_ROUNDS[n])
     assert 0 < len(kept) <= len(lc_messages)
 
 
