@@ -19,6 +19,7 @@ import pytest
 
 from ctxengine import Budget, ContextEngine, ContextGrain
 from ctxengine.assemble.compact import RETRY_RENDERS
+from ctxengine.assemble.pipeline import FRAMING_TOKENS
 from ctxengine.compaction import CompactionConfig
 from ctxengine.compaction.pipeline import EXCERPTS_HEADING
 from ctxengine.compaction.sections import request_findable
@@ -126,6 +127,11 @@ def test_a_render_between_the_target_and_the_mark_cuts_nothing() -> None:
     assert len(held) >= 5  # the session does pass its target between compactions
     for out in held:
         assert not _cut(out) and out.tokens <= out.report.target * 1.1 + 10
+        # the report says why nothing was cut: the render sat under its high-water mark
+        r = out.report
+        assert r.high_water == int(r.target * 1.1), (r.high_water, r.target)
+        assert r.tokens_estimated - FRAMING_TOKENS <= r.high_water
+        assert r.to_dict()["high_water"] == r.high_water
     compacting = _compacting(outs)
     assert len(compacting) >= 2
     # a compaction lands within 5 % of the target; the render before it was past the mark
@@ -139,6 +145,7 @@ def test_without_room_above_the_target_every_render_past_it_cuts() -> None:
     outs = anyio.run(_growing, 1.0, 60)
     past = [o for o in outs if o.report.compactions or _cut(o)]
     assert past and all(o.tokens <= o.report.target for o in past)
+    assert all(o.report.high_water == o.report.target for o in outs)
     held = anyio.run(_growing, None, 60)
     # the mark makes compaction rarer
     assert len(_compacting(held)) < len(_compacting(outs))

@@ -160,6 +160,9 @@ async def test_a_long_session_restores_the_same_state_and_payload(
     assert [g.origin for g in state.carried() if g.node_id == "mem.notes"] == ["app", "other"]
     out = await again.restore("r")
     assert out.payload == last.payload and out.tokens == last.tokens
+    snap = make_store().load_snapshot("r")  # the snapshot records the render's high-water mark
+    assert snap is not None
+    assert snap.content["high_water"] == last.report.high_water > last.report.target
     assert newest is not None
     assert (await again.restore("r", snapshot=newest.id)).payload == last.payload
     assert older is not None and older_out is not None

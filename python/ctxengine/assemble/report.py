@@ -117,6 +117,11 @@ class RenderReport:
     hygiene: dict[str, Any] = field(default_factory=dict)
     #: The overflow-recovery steps of ``Session.run`` that led to this render.
     recovery: list[dict[str, Any]] = field(default_factory=list)
+    #: The high-water mark, in the units of ``target``: the ladder cuts only past it
+    #: (``CompactionConfig.render_high_water`` of the target, at most the budget less the
+    #: reserve), so a render between ``target`` and this mark cut nothing (it grew at its end
+    #: since the last compaction). None where it was not known (a report built elsewhere).
+    high_water: int | None = None
     _columns: Any = None
     _origins: Mapping[str, str] = field(default_factory=dict)
     _window_names: Sequence[str] = ()
@@ -270,6 +275,7 @@ class RenderReport:
             "model": self.model,
             "budget": self.budget,
             "target": self.target,
+            "high_water": self.high_water,
             "tokens": self.tokens,
             "tokens_estimated": self.tokens_estimated,
             "fits": self.fits,

@@ -87,6 +87,7 @@ def _report(
         model=config.model,
         budget=config.tokens_total,
         target=a.plan.target,
+        high_water=a.plan.high,
         tokens=tokens,
         tokens_estimated=a.plan.total_after + FRAMING_TOKENS,
         fits=tokens <= config.tokens_total,

@@ -6,6 +6,7 @@ A snapshot is one JSON object (``SCHEMA`` names its version)::
       "schema": "ctxengine.snapshot/3",
       "session_id": "s1", "turn": 7, "created_at": 1733040000.0, "leaf_id": "...",
       "provider": "openai", "model": "gpt-4o", "budget": 32000, "target": 28800,
+      "high_water": 31000,                   # past it the ladder cuts (absent before it existed)
       "tokens": 27412, "tokens_estimated": 27390, "fits": true,
       "payload_hash": "sha256 of the canonical JSON of the payload",
       "payload": {...}                       # only with include_payload=True
@@ -145,6 +146,7 @@ def build_snapshot(
         "model": report.model,
         "budget": report.budget,
         "target": report.target,
+        "high_water": report.high_water,
         "tokens": rendered.tokens,
         "tokens_estimated": report.tokens_estimated,
         "fits": report.fits,
