@@ -339,6 +339,16 @@ def test_the_prose_read_in_one_pass_equals_the_two_pass_reading(text: str) -> No
     assert extractive._prose(Message.assistant(text), text) == _reference_prose(text)
 
 
+_HINTED = st.sampled_from([*"09afAFgxZ-#\n ", "٣", "３", "é", "\ud800", "1234567", "ab" * 150])
+
+
+@settings(max_examples=300)
+@given(st.lists(_HINTED, max_size=60).map("".join))
+def test_the_identifier_hints_equal_their_patterns(text: str) -> None:
+    found = (F._HEX_RUN.search(text) is not None, F._TICKET_HINT.search(text) is not None)
+    assert F._hints(text) == found
+
+
 # -- history items ----------------------------------------------------------------------------
 
 
