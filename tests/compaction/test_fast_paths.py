@@ -331,10 +331,14 @@ def _reference_prose(text: str) -> tuple[tuple[str, ...], str]:
 _PROSE = st.sampled_from(
     [*"ab Z\n\t|>", "    ", "```", "\r\n", "\u2028", "\x0c", "I'll fix it", "decided", " x" * 130]
 )
+#: The phrases across whitespace runs and lines, folded case beyond ASCII, a long text.
+_SPACED = st.sampled_from(
+    ["going\tto", "We  will", "let\nme", "the fix\u00a0is", "\u017fwitch to", "é", "y" * 300]
+)
 
 
 @settings(max_examples=300)
-@given(st.lists(_PROSE, max_size=40).map("".join))
+@given(st.lists(_PROSE | _SPACED, max_size=40).map("".join))
 def test_the_prose_read_in_one_pass_equals_the_two_pass_reading(text: str) -> None:
     assert extractive._prose(Message.assistant(text), text) == _reference_prose(text)
 
