@@ -331,12 +331,26 @@ def _reference_prose(text: str) -> tuple[tuple[str, ...], str]:
 _PROSE = st.sampled_from(
     [*"ab Z\n\t|>", "    ", "```", "\r\n", "\u2028", "\x0c", "I'll fix it", "decided", " x" * 130]
 )
+#: The phrases across whitespace runs and lines, folded case beyond ASCII, a long text.
+_SPACED = st.sampled_from(
+    ["going\tto", "We  will", "let\nme", "the fix\u00a0is", "\u017fwitch to", "é", "y" * 300]
+)
 
 
 @settings(max_examples=300)
-@given(st.lists(_PROSE, max_size=40).map("".join))
+@given(st.lists(_PROSE | _SPACED, max_size=40).map("".join))
 def test_the_prose_read_in_one_pass_equals_the_two_pass_reading(text: str) -> None:
     assert extractive._prose(Message.assistant(text), text) == _reference_prose(text)
+
+
+_HINTED = st.sampled_from([*"09afAFgxZ-#\n ", "٣", "３", "é", "\ud800", "1234567", "ab" * 150])
+
+
+@settings(max_examples=300)
+@given(st.lists(_HINTED, max_size=60).map("".join))
+def test_the_identifier_hints_equal_their_patterns(text: str) -> None:
+    found = (F._HEX_RUN.search(text) is not None, F._TICKET_HINT.search(text) is not None)
+    assert F._hints(text) == found
 
 
 # -- history items ----------------------------------------------------------------------------

@@ -729,7 +729,10 @@ async def _summarize(
     if land.inputs is None:  # the same for every trial; one message object, read once
         land.inputs = (_previous(state), _protected(state, protected))
     previous, pinned = land.inputs
-    messages = previous + [_read(state, i) for i in indices]
+    if state.redaction is None:  # _read of each, at C level (a list of a long history)
+        messages = previous + list(map(state.messages.__getitem__, indices))
+    else:
+        messages = previous + [_read(state, i) for i in indices]
     cap, room = _cap(state, config, land.held(k, plan), plan)
     latest = _latest_request(state, indices)
     continued = None if latest else _continued_request(state, indices, land.live(state))

@@ -10,6 +10,7 @@ keeps every line of its parts (only the size cap shortens, and says so).
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -72,9 +73,15 @@ def _prose(m: Message, text: str) -> tuple[tuple[str, ...], str]:
     :func:`~ctxengine.compaction.facts.first_line`, taken from the same lines when the text
     has no fence (one pass over it instead of two)."""
     fenced = "```" in text
+    prose = _FENCE.sub(" ", text) if fenced else text
+    if not _may_decide(prose):  # no line states a decision: only the first line is read
+        if fenced:
+            return (), unlisted(first_line(text))
+        line = unlisted(first_line(text, sys.maxsize))  # the first line with a word, whole
+        return (), line if len(line) <= MAX_LINE else line[: MAX_LINE - 1] + "…"
     first: str | None = None
     found: list[str] = []
-    for raw in (_FENCE.sub(" ", text) if fenced else text).splitlines():
+    for raw in prose.splitlines():
         line = " ".join(raw.split())
         if first is None and line:
             first = line
@@ -88,6 +95,31 @@ def _prose(m: Message, text: str) -> tuple[tuple[str, ...], str]:
         return tuple(found), unlisted(first_line(text))
     first = unlisted(first)
     return tuple(found), first if len(first) <= MAX_LINE else first[: MAX_LINE - 1] + "…"
+
+
+def _may_decide(text: str) -> bool:
+    """Whether a line of ``text`` may state a decision (:data:`_DECISION` may match it once
+    its whitespace is collapsed); False only when none does. A short text is searched once,
+    whitespace runs taken for the phrases' spaces (:data:`_MAY_DECIDE`); a longer ASCII one,
+    lowercased, for a word of each phrase (:data:`_DECISION_WORDS`), several times faster
+    than the pattern on a long text (a non-ASCII one may: its case folds beyond ASCII)."""
+    if len(text) < _WORDS_FROM:
+        return _MAY_DECIDE.search(text) is not None
+    if not text.isascii():
+        return True
+    lowered = text.lower()
+    return any(word in lowered for word in _DECISION_WORDS)
+
+
+#: :data:`_DECISION` with a run of whitespace (a line break too) for each space of a phrase.
+_MAY_DECIDE: Final = re.compile(_DECISION.pattern.replace(" ", r"\s+"), re.I)
+#: A word of each phrase of :data:`_DECISION`, lowercase (one of them is in a line it matches).
+_DECISION_WORDS: Final = (
+    "i'll", "will", "we'll", "let", "decid", "going", "instead", "chose", "switch", "fix",
+    "root", "plan", "approach",
+)  # fmt: skip
+#: From this length on :func:`_may_decide` looks for the words.
+_WORDS_FROM: Final = 256
 
 
 def unlisted(line: str) -> str:

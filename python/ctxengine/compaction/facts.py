@@ -83,6 +83,8 @@ _TICKET: Final = re.compile(r"(?<![\w#])(?:[A-Z][A-Z0-9]+-\d+|#\d{2,})\b")
 #: UUID pattern is case-insensitive) and of :data:`_TICKET` (``X-1`` or ``#12``).
 _HEX_RUN: Final = re.compile(r"[0-9a-fA-F]{7}")
 _TICKET_HINT: Final = re.compile(r"[A-Z0-9]-\d|#\d\d")
+#: A match of :data:`_HEX_RUN` or of :data:`_TICKET_HINT`.
+_HINTS: Final = re.compile(f"{_HEX_RUN.pattern}|{_TICKET_HINT.pattern}")
 _QUESTION: Final = re.compile(r"[^\n]{8,}\?\s*$", re.M)
 _SUMMARY_HEAD: Final = "[Summary of the earlier conversation"
 _SUMMARY_COUNT: Final = re.compile(re.escape(_SUMMARY_HEAD) + r": (\d+) messages\]")
@@ -640,8 +642,7 @@ def _read_identifiers(text: str) -> tuple[str, ...]:
     tickets: list[str] = []
     # What a hash, a UUID or a ticket id needs somewhere in the text: without it no word
     # holds one, and the per-word patterns are not run.
-    hexes = _HEX_RUN.search(stripped) is not None
-    ticketed = _TICKET_HINT.search(stripped) is not None
+    hexes, ticketed = _hints(stripped)
     if not hexes and not ticketed and "/" not in stripped:
         return tuple(found)  # no word can hold a UUID, a hash, a path or a ticket id
     for word in stripped.split():
@@ -657,6 +658,43 @@ def _read_identifiers(text: str) -> tuple[str, ...]:
 
 
 _cached_identifiers: Final = lru_cache(maxsize=8192)(_read_identifiers)
+
+
+def _hints(text: str) -> tuple[bool, bool]:
+    """Whether :data:`_HEX_RUN` and :data:`_TICKET_HINT` are found in ``text``. A short text
+    is searched once for both (most have neither); a longer one is mapped to its character
+    classes (:data:`_HEX_CLASS`, :data:`_TICKET_CLASS`, each byte of its UTF-8 at C speed,
+    a byte of a non-ASCII character never a hex digit) and the classes' runs are looked for,
+    several times faster than a pattern that tests every position (the prose and tool output
+    of an agent's messages). ``\\d`` matches more than ``0-9``: a non-ASCII text is searched for
+    a ticket's hint with the pattern."""
+    if len(text) < _CLASSES_FROM:
+        if _HINTS.search(text) is None:
+            return False, False
+        return _HEX_RUN.search(text) is not None, _TICKET_HINT.search(text) is not None
+    data = text.encode("utf-8", "surrogatepass")
+    hexes = b"xxxxxxx" in data.translate(_HEX_CLASS)
+    if not text.isascii():
+        return hexes, _TICKET_HINT.search(text) is not None
+    marks = data.translate(_TICKET_CLASS)
+    return hexes, b"U-d" in marks or b"d-d" in marks or b"#dd" in marks
+
+
+#: From this length on :func:`_hints` maps a text to character classes.
+_CLASSES_FROM: Final = 256
+#: Each byte → ``x`` for a hex digit (:data:`_HEX_RUN`'s class), else ``.``.
+_HEX_CLASS: Final = bytes(
+    ord("x") if chr(b) in "0123456789abcdefABCDEF" else ord(".") for b in range(256)
+)
+#: Each byte → ``d`` for a digit, ``U`` for a capital letter, itself for ``-`` and ``#``,
+#: else ``.`` (:data:`_TICKET_HINT` is ``U-d``, ``d-d`` or ``#dd`` in these classes).
+_TICKET_CLASS: Final = bytes(
+    ord("d") if chr(b).isdigit() and b < 128
+    else ord("U") if "A" <= chr(b) <= "Z"
+    else b if chr(b) in "-#"
+    else ord(".")
+    for b in range(256)
+)  # fmt: skip
 
 
 def _pending_of(

@@ -339,39 +339,61 @@ def _stretch_tokens(memo: dict[Any, Any], messages: Sequence[Message], count: Co
 
 
 def _message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
-    exact = additive(count)
     memo = scope_memo()
+    if memo is None:
+        return _unscoped_tokens(messages, count)
+    exact = additive(count)
     out = [0] * len(messages)
-    todo: list[tuple[int, Seen | None]] = []
+    # the messages to count in the batch: positions, memo entries and joined texts, as three
+    # lists (a tuple per message of a long stretch cost more than the rest of its step)
+    at: list[int] = []
+    entries: list[Seen] = []
     texts: list[str] = []
+    get = memo.get
     for i, m in enumerate(messages):
-        seen = memo.get(id(m)) if memo is not None else None
-        if memo is not None and (seen is None or seen.message is not m):
-            seen = memo[id(m)] = Seen(m, m.text)  # scoped(m), inline
-        if seen is not None and seen.count is not None and seen.count == count:
+        seen = get(id(m))
+        if seen is None or seen.message is not m:
+            seen = memo[id(m)] = Seen(m, m.text)  # scoped(m), inline; not counted yet
+        elif seen.count is not None and seen.count == count:
             out[i] = seen.tokens
             continue
-        if seen is None:
-            text = m.text
-            joined = _joined(m, text)
-        else:
-            text = seen.text
-            joined = seen.joined if seen.joined is not None else _joined(m, text)
-            seen.joined = joined
+        joined = seen.joined
+        if joined is None:
+            joined = seen.joined = _joined(m, seen.text)
         if exact is not None and len(joined) > _BATCH_CHARS:
-            n = _tokens(m, text, count, exact) + 4
+            n = seen.tokens = _tokens(m, seen.text, count, exact) + 4
+            seen.count = count
             out[i] = n
-            if seen is not None:
-                seen.tokens, seen.count = n, count
             continue
-        todo.append((i, seen))
+        at.append(i)
+        entries.append(seen)
         texts.append(joined)
     if texts:
         counts = exact.count_many(texts, cache=False) if exact is not None else map(count, texts)
-        for (i, seen), n in zip(todo, counts, strict=True):
+        for i, seen, n in zip(at, entries, counts, strict=True):
+            out[i] = seen.tokens = n + 4
+            seen.count = count
+    return out
+
+
+def _unscoped_tokens(messages: Sequence[Message], count: Count) -> list[int]:
+    """:func:`_message_tokens` outside a message scope (nothing kept)."""
+    exact = additive(count)
+    out = [0] * len(messages)
+    at: list[int] = []
+    texts: list[str] = []
+    for i, m in enumerate(messages):
+        text = m.text
+        joined = _joined(m, text)
+        if exact is not None and len(joined) > _BATCH_CHARS:
+            out[i] = _tokens(m, text, count, exact) + 4
+            continue
+        at.append(i)
+        texts.append(joined)
+    if texts:
+        counts = exact.count_many(texts, cache=False) if exact is not None else map(count, texts)
+        for i, n in zip(at, counts, strict=True):
             out[i] = n + 4
-            if seen is not None:
-                seen.tokens, seen.count = n + 4, count
     return out
 
 
