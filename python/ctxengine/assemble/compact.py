@@ -368,6 +368,8 @@ class _Landing:
     messages: list[int] | None = None
     #: The indices of the user messages, sorted (see :meth:`request_of`).
     users: list[int] | None = None
+    #: What the plan cut in the protected tail, taken off ``base`` (see :func:`_tail_cuts`).
+    tail_cut: int = 0
 
     def rest(self, k: int) -> int:
         return self.base - self.freed[k] + sum(self.size[t] for t in self.kept)
@@ -515,7 +517,8 @@ def _landing(
     land.splits = {k for k in range(1, len(order)) if answers.get(order[k - 1]) == order[k]}
     if plan is not None and base - freed[-1] + _estimate(state) > plan.target:
         cuts = _tail_cuts(state, plan, start)
-        land.base -= sum(cuts.values())
+        land.tail_cut = sum(cuts.values())
+        land.base -= land.tail_cut
         _take_tail(state, config, plan, land, start, asked, cuts)
     return land
 
@@ -831,7 +834,7 @@ async def _choose_with(
     if plan is None or len(land.order) < smallest:
         return 0, land, {}
     low = _low(config, plan)
-    if not land.forced and land.rest(0) + _tokens(state, [SUMMARY_ID]) <= low:
+    if not land.forced and _tail_fits(state, plan, land, low):
         return 0, land, {}  # what the ladder cuts in the tail anyway leaves room: keep the rest
     settings = replace(config.compaction, memory_dir=None)
     tried: dict[int, CompactionResult] = {}
@@ -881,6 +884,21 @@ async def _choose_with(
         await _fill(state, config, plan, protected, land, k, tried, estimator, cache)
         await _take_room(state, config, plan, protected, land, k, tried, estimator)
     return k, land, tried
+
+
+def _tail_fits(state: SessionState, plan: Any, land: _Landing, low: int) -> bool:
+    """Whether a compaction at the high-water mark alone (the ladder sent no turn) would
+    summarize for nothing: what the ladder cuts in the protected tail anyway (one huge
+    message it trims whatever is summarized) leaves the rest under the low-water mark, or
+    within the target when that is all the plan cut (the landing itself keeps turns verbatim
+    up to the target: :func:`_give_back`). A compaction then only lowers the render's use,
+    the tail being trimmed all the same (the render of a state a compaction left just over
+    the mark for that reason would otherwise compact again, for one turn, and land low)."""
+    at = land.rest(0) + _tokens(state, [SUMMARY_ID])
+    if at <= low:
+        return True
+    only_tail = plan.total_before - plan.total_after <= land.tail_cut
+    return land.tail_cut > 0 and only_tail and at <= plan.target
 
 
 async def _take_room(
