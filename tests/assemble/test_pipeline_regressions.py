@@ -501,6 +501,19 @@ async def test_a_render_the_landing_left_between_its_mark_and_target_is_not_comp
     assert out.tokens >= 0.95 * out.report.target
 
 
+async def test_a_small_turn_comes_back_past_a_tail_turn_the_ladder_could_not_keep() -> None:
+    """A Claude Code subagent at 300 tokens, the render before message 29: the compaction
+    summarized a 10-token turn right before the kept history with a 759-token turn of the
+    protected tail, newer than the kept history's start; the fill could not write one line
+    in the 24 tokens left, and the small turn, which the ladder had sent to compaction too,
+    was not given back: 0.917 of the target. The tail turn after the kept history's start
+    no longer stops the turns before it from coming back."""
+    out = await _sweep_render("subagent.jsonl", 0, 300, 29)
+    assert out.report.compactions and out.report.compactions[-1]["ok"]
+    assert out.tokens <= 300
+    assert out.tokens >= 0.95 * out.report.target
+
+
 def _many_requests(n_requests: int) -> list[Message]:
     """A session of ``n_requests`` asks, each read a file, got its result and an answer."""
     messages: list[Message] = []

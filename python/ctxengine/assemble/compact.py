@@ -479,6 +479,15 @@ class _Landing:
             return start  # a further step of the loop the kept history starts in
         return None
 
+    def beyond(self, state: SessionState, unit: list[int], first: int) -> bool:
+        """Whether ``unit`` lies past ``first``, the start of the kept history (a turn of the
+        protected tail the ladder could not keep, :func:`_take_tail`): it stands between no
+        older summarized turn and the kept history, so one that does not come back does not
+        stop the older ones that fit from coming back."""
+        if first >= len(state.messages):
+            return False
+        return min(i.index for t in unit for i in self.by_turn[t]) > first
+
     def live(self, state: SessionState) -> list[int]:
         """The message indices of the live history messages, sorted (read once per landing)."""
         if self.messages is None:
@@ -919,7 +928,6 @@ async def _take_room(
     at = land.rest(k) + tried[k].summary_tokens + SUMMARY_FRAMING
     if at >= plan.target * (MIN_USE + 0.005):
         return
-    forced = set(land.forced)
     chosen = land.turns(k)
     among = set(chosen)
     back: set[int] = set()
@@ -931,11 +939,12 @@ async def _take_room(
         unit = [u for u in land.unit(t, among) if u not in back]
         size = sum(land.size[u] for u in unit)
         if not (
-            forced.isdisjoint(unit)
-            and len(back) + len(unit) < len(chosen)
+            len(back) + len(unit) < len(chosen)
             and grown + size <= plan.target
             and (start := land.opens(state, unit, first)) is not None
         ):
+            if land.beyond(state, unit, first):
+                continue  # a tail turn past the kept history's start: not in the way
             break  # only the newest summarized turns come back: the history stays in order
         back.update(unit)
         grown += size
