@@ -486,7 +486,8 @@ class _Landing:
         stop the older ones that fit from coming back."""
         if first >= len(state.messages):
             return False
-        return min(i.index for t in unit for i in self.by_turn[t]) > first
+        start: int = min(i.index for t in unit for i in self.by_turn[t])
+        return start > first
 
     def live(self, state: SessionState) -> list[int]:
         """The message indices of the live history messages, sorted (read once per landing)."""
