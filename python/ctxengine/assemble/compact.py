@@ -364,6 +364,8 @@ class _Landing:
     questions: dict[int, int] = field(default_factory=dict)
     #: The choices ``k`` that would summarize a request and keep its answer.
     splits: set[int] = field(default_factory=set)
+    #: ``questions`` the other way: a request's turn → its answer's (made when first asked).
+    answers: dict[int, int] | None = None
     #: The message indices of the live history messages, sorted (see :meth:`live`).
     messages: list[int] | None = None
     #: The indices of the user messages, sorted (see :meth:`request_of`).
@@ -447,9 +449,14 @@ class _Landing:
         return k
 
     def unit(self, t: int, chosen: set[int]) -> list[int]:
-        """Turn ``t`` and, when it is an answer whose request is among ``chosen`` too, that
-        request: what is given back verbatim together (a request may come back alone)."""
+        """Turn ``t`` and, when it is an answer or a request whose request or answer is among
+        ``chosen`` too, that turn: what is given back verbatim together (a request comes back
+        alone only when its answer is not summarized)."""
         other = self.questions.get(t)
+        if other is None:
+            if self.answers is None:
+                self.answers = {q: a for a, q in self.questions.items()}
+            other = self.answers.get(t)
         return [t] if other is None or other not in chosen else [t, other]
 
     def request_of(self, state: SessionState, index: int) -> int:
@@ -509,9 +516,11 @@ def _landing(
         if item.kind != context and item.index < start:
             by_turn.setdefault(item.turn, []).append(item)
     answers = {t: a for t, a in _answers(state, by_turn.items()).items() if a in by_turn}
-    # a request the ladder sent to compaction goes with its answer (see _Landing)
+    # a request the ladder sent to compaction goes with its answer, and an answer it sent
+    # with its request: else the cut could keep the request verbatim (see _Landing)
     taken = {t for t in asked if t in by_turn}
     taken |= {answers[t] for t in taken if t in answers}
+    taken |= {t for t, a in answers.items() if a in taken}
     forced = sorted(taken)
     order = sorted(t for t in by_turn if t not in taken) if plan is not None else []
     tokens = state.asm.tokens
@@ -583,6 +592,7 @@ def _take_tail(
         answer = answers.get(t)
         if answer is not None and answer in land.by_turn:  # given back only with its request
             land.questions[answer] = t
+            land.answers = None
     land.chosen.clear()
     land.positions.clear()
     land.after.clear()
