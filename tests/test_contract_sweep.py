@@ -1,10 +1,10 @@
 """The render contract on every shared real transcript, replayed at 300 … 200,000 tokens for
 every provider: no render over its budget (an independent tiktoken count of the payload), and
-the ladder uses the room it has: at least 90 % of the target whenever it cut something that
+the ladder uses the room it has: at least 95 % of the target whenever it cut something that
 would fit in the room left (a render whose only cuts are larger than the room — one 500-token
 message at a 300 budget — cannot do better).
 
-A render that compacted is held to the same 90 %: it lands at the compaction's low-water mark
+A render that compacted is held to the same 95 %: it lands at the compaction's low-water mark
 (``CompactionConfig.render_low_water`` of the target, measured with the actual summary), and a
 summarized turn that would still fit in the room left counts as a cut that fits (the
 compaction could have kept it verbatim). ``BudgetError`` is accepted only
@@ -41,8 +41,8 @@ PROVIDERS = ("openai", "openai-responses", "anthropic", "gemini")
 MODEL = "gpt-4.1"  # a 1M-token window: 200k budgets are accepted; o200k_base counts exactly
 FULL = os.environ.get("CTXENGINE_SWEEP") == "full"
 REPORT = os.environ.get("CTXENGINE_SWEEP_REPORT")
-#: Use of the target required whenever a render cut something.
-MIN_USE = 0.90
+#: Use of the target required whenever a render cut something that would fit in the room left.
+MIN_USE = 0.95
 
 
 def _transcripts() -> list[tuple[str, Transcript]]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
 import anyio
 import pytest
 
-from ctxengine import Budget, ContextEngine, ContextGrain
+from ctxengine import Budget, BudgetError, ContextEngine, ContextGrain
 from ctxengine.assemble.guard import SPLIT_CHARS
 from ctxengine.builtins import ToolResultCompressor
 from ctxengine.compaction import CompactionConfig
@@ -434,7 +435,8 @@ async def _sweep_render(
     name: str, session: int, budget: int, at: int, high_water: float | None = None
 ) -> Any:
     """The OpenAI render before message ``at`` of a shared transcript, replayed as the
-    contract sweep does (every provider rendered before each assistant turn); with
+    contract sweep does (every provider rendered before each assistant turn, a render refused
+    for protected content alone passed over); with
     ``high_water``, the engine's ``render_high_water``."""
     from ctxengine.replay import _feed
     from ctxengine.transcript import load_all
@@ -455,7 +457,8 @@ async def _sweep_render(
         for i in range(at):
             if i in points and s.messages:
                 for provider in ("openai", "openai-responses", "anthropic", "gemini"):
-                    await s.render(provider)
+                    with contextlib.suppress(BudgetError):  # protected content alone is over
+                        await s.render(provider)
             await _feed(s, messages[i])
         return await s.render("openai")
 
@@ -481,6 +484,34 @@ async def test_a_small_summarized_turn_comes_back_when_the_fill_leaves_room() ->
     assert out.report.compactions and out.report.compactions[-1]["ok"]
     assert out.tokens <= 300
     assert out.tokens >= 0.9 * out.report.target
+
+
+async def test_a_render_the_landing_left_between_its_mark_and_target_is_not_compacted_again() -> (
+    None
+):
+    """The shared Claude Code session at 8,000 tokens, the render before message 426: the
+    ladder's compaction landed at 0.985 of the target, measured as the ladder leaves the
+    protected tail (a 2,480-token tool result there is trimmed whatever is summarized), and
+    kept a turn verbatim up to the target; the plan, uncut, was still past the high-water
+    mark, so the render compacted again for that one turn and landed at 0.931. What the
+    ladder cuts in the tail anyway leaves the rest within the target: no second compaction."""
+    out = await _sweep_render("ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl", 0, 8_000, 426)
+    assert [c["ok"] for c in out.report.compactions] == [True]
+    assert out.tokens <= 8_000
+    assert out.tokens >= 0.95 * out.report.target
+
+
+async def test_a_small_turn_comes_back_past_a_tail_turn_the_ladder_could_not_keep() -> None:
+    """A Claude Code subagent at 300 tokens, the render before message 29: the compaction
+    summarized a 10-token turn right before the kept history with a 759-token turn of the
+    protected tail, newer than the kept history's start; the fill could not write one line
+    in the 24 tokens left, and the small turn, which the ladder had sent to compaction too,
+    was not given back: 0.917 of the target. The tail turn after the kept history's start
+    no longer stops the turns before it from coming back."""
+    out = await _sweep_render("subagent.jsonl", 0, 300, 29)
+    assert out.report.compactions and out.report.compactions[-1]["ok"]
+    assert out.tokens <= 300
+    assert out.tokens >= 0.95 * out.report.target
 
 
 def _many_requests(n_requests: int) -> list[Message]:

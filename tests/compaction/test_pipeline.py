@@ -407,3 +407,24 @@ async def test_a_filling_summary_excerpts_the_newest_lines_and_carries_the_earli
     # the earlier summary's newest request, which the merge lists by its first line only
     assert "- earlier request: “Find why the export fails.”" in body
     assert count(text) <= 600
+
+
+async def test_a_filling_summary_excerpts_what_a_tool_call_wrote() -> None:
+    """An assistant turn whose tokens are a tool call's arguments (a file it wrote) fills the
+    summary's room with those lines, not only with the message's short text and the call's
+    result: such a turn summarized alone left the fill with nothing to quote, and a render
+    at 0.65 of its target (the shared Claude Code session at 8,000 tokens)."""
+    count = get_tokenizer("o200k_base").count
+    content = "\n".join(f"def handler_{n}(event): return route(event, {n})" for n in range(80))
+    call = ToolCall("w1", "Write", {"file_path": "src/handlers.py", "content": content})
+    turn = [
+        Message.user("Write the handlers."),
+        Message.assistant("Writing them.", [call]),
+        Message.tool("w1", "File created."),
+    ]
+    filled = await compact(turn, max_tokens=500, fill=True)
+    assert filled.ok
+    body = filled.summary[filled.summary.index(EXCERPTS_HEADING) :]
+    assert "- call Write: " in body
+    assert "def handler_79(event): return route(event, 79)" in body  # its newest lines first
+    assert 0.95 * 500 <= count(filled.summary) <= 500

@@ -74,9 +74,11 @@ async def test_the_excerpts_write_each_line_once_at_its_newest_place() -> None:
         "  “}”",
         "  “exit code 2”",
     ]
-    # the older log says nothing new: left out; the assistant turns around it stay
+    # the older log says nothing new: left out; the assistant turns around it stay, and the
+    # command they ran (the same both times: written once, at its newest place)
     assert sum(line.startswith("- tool result bash") for line in excerpts) == 1
     assert excerpts[4:] == [
+        "- call bash: “command: make build”",
         "- assistant (called bash): “Build attempt 2.”",
         "- assistant (called bash): “Build attempt 1.”",
         "- user: “Fix the build.”",

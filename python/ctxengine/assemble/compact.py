@@ -364,10 +364,14 @@ class _Landing:
     questions: dict[int, int] = field(default_factory=dict)
     #: The choices ``k`` that would summarize a request and keep its answer.
     splits: set[int] = field(default_factory=set)
+    #: ``questions`` the other way: a request's turn → its answer's (made when first asked).
+    answers: dict[int, int] | None = None
     #: The message indices of the live history messages, sorted (see :meth:`live`).
     messages: list[int] | None = None
     #: The indices of the user messages, sorted (see :meth:`request_of`).
     users: list[int] | None = None
+    #: What the plan cut in the protected tail, taken off ``base`` (see :func:`_tail_cuts`).
+    tail_cut: int = 0
 
     def rest(self, k: int) -> int:
         return self.base - self.freed[k] + sum(self.size[t] for t in self.kept)
@@ -445,9 +449,14 @@ class _Landing:
         return k
 
     def unit(self, t: int, chosen: set[int]) -> list[int]:
-        """Turn ``t`` and, when it is an answer whose request is among ``chosen`` too, that
-        request: what is given back verbatim together (a request may come back alone)."""
+        """Turn ``t`` and, when it is an answer or a request whose request or answer is among
+        ``chosen`` too, that turn: what is given back verbatim together (a request comes back
+        alone only when its answer is not summarized)."""
         other = self.questions.get(t)
+        if other is None:
+            if self.answers is None:
+                self.answers = {q: a for a, q in self.questions.items()}
+            other = self.answers.get(t)
         return [t] if other is None or other not in chosen else [t, other]
 
     def request_of(self, state: SessionState, index: int) -> int:
@@ -477,6 +486,16 @@ class _Landing:
             return start  # a further step of the loop the kept history starts in
         return None
 
+    def beyond(self, state: SessionState, unit: list[int], first: int) -> bool:
+        """Whether ``unit`` lies past ``first``, the start of the kept history (a turn of the
+        protected tail the ladder could not keep, :func:`_take_tail`): it stands between no
+        older summarized turn and the kept history, so one that does not come back does not
+        stop the older ones that fit from coming back."""
+        if first >= len(state.messages):
+            return False
+        start: int = min(i.index for t in unit for i in self.by_turn[t])
+        return start > first
+
     def live(self, state: SessionState) -> list[int]:
         """The message indices of the live history messages, sorted (read once per landing)."""
         if self.messages is None:
@@ -497,9 +516,11 @@ def _landing(
         if item.kind != context and item.index < start:
             by_turn.setdefault(item.turn, []).append(item)
     answers = {t: a for t, a in _answers(state, by_turn.items()).items() if a in by_turn}
-    # a request the ladder sent to compaction goes with its answer (see _Landing)
+    # a request the ladder sent to compaction goes with its answer, and an answer it sent
+    # with its request: else the cut could keep the request verbatim (see _Landing)
     taken = {t for t in asked if t in by_turn}
     taken |= {answers[t] for t in taken if t in answers}
+    taken |= {t for t, a in answers.items() if a in taken}
     forced = sorted(taken)
     order = sorted(t for t in by_turn if t not in taken) if plan is not None else []
     tokens = state.asm.tokens
@@ -515,7 +536,8 @@ def _landing(
     land.splits = {k for k in range(1, len(order)) if answers.get(order[k - 1]) == order[k]}
     if plan is not None and base - freed[-1] + _estimate(state) > plan.target:
         cuts = _tail_cuts(state, plan, start)
-        land.base -= sum(cuts.values())
+        land.tail_cut = sum(cuts.values())
+        land.base -= land.tail_cut
         _take_tail(state, config, plan, land, start, asked, cuts)
     return land
 
@@ -570,6 +592,7 @@ def _take_tail(
         answer = answers.get(t)
         if answer is not None and answer in land.by_turn:  # given back only with its request
             land.questions[answer] = t
+            land.answers = None
     land.chosen.clear()
     land.positions.clear()
     land.after.clear()
@@ -834,7 +857,7 @@ async def _choose_with(
     if plan is None or len(land.order) < smallest:
         return 0, land, {}
     low = _low(config, plan)
-    if not land.forced and land.rest(0) + _tokens(state, [SUMMARY_ID]) <= low:
+    if not land.forced and _tail_fits(state, plan, land, low):
         return 0, land, {}  # what the ladder cuts in the tail anyway leaves room: keep the rest
     settings = replace(config.compaction, memory_dir=None)
     tried: dict[int, CompactionResult] = {}
@@ -886,6 +909,21 @@ async def _choose_with(
     return k, land, tried
 
 
+def _tail_fits(state: SessionState, plan: Any, land: _Landing, low: int) -> bool:
+    """Whether a compaction at the high-water mark alone (the ladder sent no turn) would
+    summarize for nothing: what the ladder cuts in the protected tail anyway (one huge
+    message it trims whatever is summarized) leaves the rest under the low-water mark, or
+    within the target when that is all the plan cut (the landing itself keeps turns verbatim
+    up to the target: :func:`_give_back`). A compaction then only lowers the render's use,
+    the tail being trimmed all the same (the render of a state a compaction left just over
+    the mark for that reason would otherwise compact again, for one turn, and land low)."""
+    at = land.rest(0) + _tokens(state, [SUMMARY_ID])
+    if at <= low:
+        return True
+    only_tail = plan.total_before - plan.total_after <= land.tail_cut
+    return land.tail_cut > 0 and only_tail and at <= plan.target
+
+
 async def _take_room(
     state: SessionState,
     config: RenderConfig,
@@ -904,7 +942,6 @@ async def _take_room(
     at = land.rest(k) + tried[k].summary_tokens + SUMMARY_FRAMING
     if at >= plan.target * (MIN_USE + 0.005):
         return
-    forced = set(land.forced)
     chosen = land.turns(k)
     among = set(chosen)
     back: set[int] = set()
@@ -916,11 +953,12 @@ async def _take_room(
         unit = [u for u in land.unit(t, among) if u not in back]
         size = sum(land.size[u] for u in unit)
         if not (
-            forced.isdisjoint(unit)
-            and len(back) + len(unit) < len(chosen)
+            len(back) + len(unit) < len(chosen)
             and grown + size <= plan.target
             and (start := land.opens(state, unit, first)) is not None
         ):
+            if land.beyond(state, unit, first):
+                continue  # a tail turn past the kept history's start: not in the way
             break  # only the newest summarized turns come back: the history stays in order
         back.update(unit)
         grown += size

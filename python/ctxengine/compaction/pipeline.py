@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import hashlib
+import json
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
@@ -759,6 +760,8 @@ def _excerpt_lines(
         else:
             calls = ", ".join(c.name for c in m.tool_calls) if m.role == "assistant" else ""
             pieces = [(f"{m.role} (called {calls})" if calls else m.role, message_text(m))]
+            if m.role == "assistant":  # what a call wrote (a file's content) is the turn too
+                pieces += [(f"call {c.name}", _call_text(c.arguments)) for c in m.tool_calls]
         for label, text in reversed(pieces):
             lines = [
                 flat[k : k + EXCERPT_LINE_CHARS]
@@ -796,6 +799,17 @@ def _excerpt_lines(
             head = f"- {label}: " + (f"(…{oldest} earlier lines) " if oldest else "")
             out += [head + kept[0], *(f"  {q}" for q in kept[1:])]
     return ["", EXCERPTS_HEADING, *out] if out else []
+
+
+def _call_text(arguments: dict[str, Any] | str) -> str:
+    """A tool call's arguments as excerpt text: each string value's lines (a file a call
+    wrote, a command it ran), other values as JSON, one ``name: value`` per argument."""
+    if isinstance(arguments, str):
+        return arguments
+    return "\n".join(
+        f"{name}: {value}" if isinstance(value, str) else f"{name}: {json.dumps(value)}"
+        for name, value in arguments.items()
+    )
 
 
 _EXCERPT_HEAD: Final = re.compile(r"- (.*?): (?:\(…(\d+) earlier lines\) )?(.*)")
