@@ -234,12 +234,17 @@ def test_a_restored_snapshot_renders_its_payload_again_after_a_compacting_turn(
     # still did after that fix (the compaction landed over the target, the ladder trimmed, and
     # the next render was past the mark again): the state now records what a compacting render
     # left (``SessionState.settled``, in the snapshot too) and is not compacted again.
+    # (Turn 526 no longer compacts since a render past the mark whose only cuts are the
+    # protected tail's is not compacted again: the first compacting turn from there on is
+    # checked, as the first from each of the other two.)
     async def main() -> None:
         eng = child.engine(tmp_path / "store", fsync=False)
         async with eng.session(child.SESSION) as s:
-            for t in range(turns):
+            for t in range(turns + 200):
                 out = await child.play(s, t)
                 snapshot = await s.checkpoint()
+                if t >= turns - 1 and any(c["ok"] for c in out.report.compactions):
+                    break
             assert any(c["ok"] for c in out.report.compactions)  # the turn compacted
             again = await s.render()
             assert not again.report.compactions
