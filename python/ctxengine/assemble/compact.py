@@ -11,8 +11,9 @@ by section (a summary of summaries). A failed, empty or timed-out summary writes
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any, Final
@@ -33,7 +34,7 @@ from ..compaction.sections import shorten_latest
 from ..grain import ContextGrain
 from ..transcript.model import Message
 from .prune import forget_pruned
-from .report import STAGE, GrainDecision, decisions
+from .report import STAGE, GrainDecision, LazyDecisions, decisions
 from .sync import refresh_redaction
 
 if TYPE_CHECKING:
@@ -221,23 +222,13 @@ def _apply(
     ids = list(map(_NODE_ID, doomed))
     if log is not None:
         reason = f"summarized into {SUMMARY_ID} with {len(result.replaced)} earlier messages"
-        # a window depends on the node id's prefix alone (asked for the first id of each)
-        prefixes = list(map(_FIRST, map(_PARTITION, ids)))
-        first = dict(zip(reversed(prefixes), reversed(ids), strict=True))
-        window_of = config.budget.window_of
-        windows = {prefix: window_of(node_id) for prefix, node_id in first.items()}
         # the turn: a whole turn is what backfill could have given back
         item_turns = list(map(_TURN, doomed))
-        reasons = {t: f"{reason} (turn {t})" for t in set(item_turns)}
-        tokens = [n or 0 for n in map(state.asm.tokens, ids)]
-        log.extra += decisions(  # a report entry per summarized item
-            ids,
-            "transcript",
-            map(windows.__getitem__, prefixes),
-            "dropped",
-            "compaction",
-            map(reasons.__getitem__, item_turns),
-            tokens,
+        tokens = [n or 0 for n in map(state.asm.tokens, ids)]  # before the items leave
+        log.extra.append(
+            LazyDecisions(
+                partial(_summarized, ids, config.budget.window_of, reason, item_turns, tokens)
+            )
         )
     _forget(state, ids)
 
@@ -1191,6 +1182,30 @@ async def compact_now(
     turns = sorted({i.turn for i in doomed})
     _apply(state, config, registry, result, doomed, turns, None)
     return result
+
+
+def _summarized(
+    ids: list[str],
+    window_of: Callable[[str], str],
+    reason: str,
+    item_turns: list[int],
+    tokens: list[int],
+) -> list[GrainDecision]:
+    """The report's decisions on the items a compaction summarized (made when it is read)."""
+    # a window depends on the node id's prefix alone (asked for the first id of each)
+    prefixes = list(map(_FIRST, map(_PARTITION, ids)))
+    first = dict(zip(reversed(prefixes), reversed(ids), strict=True))
+    windows = {prefix: window_of(node_id) for prefix, node_id in first.items()}
+    reasons = {t: f"{reason} (turn {t})" for t in set(item_turns)}
+    return decisions(
+        ids,
+        "transcript",
+        map(windows.__getitem__, prefixes),
+        "dropped",
+        "compaction",
+        map(reasons.__getitem__, item_turns),
+        tokens,
+    )
 
 
 def _forget(state: SessionState, ids: list[str]) -> None:
