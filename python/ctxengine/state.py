@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from . import _core
 from .assemble.history import HistoryBuilder, HistoryItem
-from .assemble.report import GrainDecision
+from .assemble.report import Extra
 from .collect.faults import PluginFault
 from .compaction.facts import paused_collector
 from .errors import ConfigError
@@ -746,7 +746,7 @@ class TurnLog:
 
     faults: list[PluginFault] = field(default_factory=list)
     shadowed: list[dict[str, Any]] = field(default_factory=list)
-    extra: list[GrainDecision] = field(default_factory=list)
+    extra: list[Extra] = field(default_factory=list)
     compactions: list[dict[str, Any]] = field(default_factory=list)
 
 

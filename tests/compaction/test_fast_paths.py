@@ -343,6 +343,23 @@ def test_the_prose_read_in_one_pass_equals_the_two_pass_reading(text: str) -> No
     assert extractive._prose(Message.assistant(text), text) == _reference_prose(text)
 
 
+_WORDED = st.sampled_from(
+    [
+        *"aI \n\t'",
+        *("ll", "will", "We", "let", "me", "s", "DECIDED", "decision", "Going", "to"),
+        *("instead", "of", "chose", "Switched", "the", "fix", "is", "root", "cause", "plan"),
+        *("approach", "é", "ſ"),
+    ]
+)
+
+
+@settings(max_examples=300)
+@given(st.lists(_WORDED, max_size=40).map("".join))
+def test_a_short_text_may_decide_as_its_pattern_says(text: str) -> None:
+    if len(text) < extractive._WORDS_FROM:
+        assert extractive._may_decide(text) == (extractive._MAY_DECIDE.search(text) is not None)
+
+
 _HINTED = st.sampled_from([*"09afAFgxZ-#\n ", "٣", "３", "é", "\ud800", "1234567", "ab" * 150])
 
 

@@ -11,10 +11,11 @@ by section (a summary of summaries). A failed, empty or timed-out summary writes
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import chain, repeat
-from operator import attrgetter, itemgetter, methodcaller
+from functools import partial
+from itertools import accumulate, chain, repeat
+from operator import attrgetter, itemgetter, methodcaller, sub
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
@@ -33,7 +34,7 @@ from ..compaction.sections import shorten_latest
 from ..grain import ContextGrain
 from ..transcript.model import Message
 from .prune import forget_pruned
-from .report import STAGE, GrainDecision, decisions
+from .report import STAGE, GrainDecision, LazyDecisions, decisions
 from .sync import refresh_redaction
 
 if TYPE_CHECKING:
@@ -221,23 +222,13 @@ def _apply(
     ids = list(map(_NODE_ID, doomed))
     if log is not None:
         reason = f"summarized into {SUMMARY_ID} with {len(result.replaced)} earlier messages"
-        # a window depends on the node id's prefix alone (asked for the first id of each)
-        prefixes = list(map(_FIRST, map(_PARTITION, ids)))
-        first = dict(zip(reversed(prefixes), reversed(ids), strict=True))
-        window_of = config.budget.window_of
-        windows = {prefix: window_of(node_id) for prefix, node_id in first.items()}
         # the turn: a whole turn is what backfill could have given back
         item_turns = list(map(_TURN, doomed))
-        reasons = {t: f"{reason} (turn {t})" for t in set(item_turns)}
-        tokens = [n or 0 for n in map(state.asm.tokens, ids)]
-        log.extra += decisions(  # a report entry per summarized item
-            ids,
-            "transcript",
-            map(windows.__getitem__, prefixes),
-            "dropped",
-            "compaction",
-            map(reasons.__getitem__, item_turns),
-            tokens,
+        tokens = [n or 0 for n in map(state.asm.tokens, ids)]  # before the items leave
+        log.extra.append(
+            LazyDecisions(
+                partial(_summarized, ids, config.budget.window_of, reason, item_turns, tokens)
+            )
         )
     _forget(state, ids)
 
@@ -404,8 +395,7 @@ class _Landing:
         after, size = self.after, self.size
         if not after:
             get = _after(plan).get
-            for t, items in self.by_turn.items():
-                after[t] = sum(map(get, map(_NODE_ID, items), repeat(0)))
+            after.update(_turn_sums(self.by_turn, list(map(get, _ids(self.by_turn), repeat(0)))))
             self.sums = None
         sums = self.sums
         if sums is None:  # once per landing: each trial's sums from prefix sums over order
@@ -505,6 +495,21 @@ class _Landing:
         return self.messages
 
 
+def _ids(by_turn: dict[int, list[Any]]) -> map[str]:
+    """The node ids of the items of ``by_turn``, turn after turn."""
+    return map(_NODE_ID, chain.from_iterable(by_turn.values()))
+
+
+def _turn_sums(by_turn: dict[int, list[Any]], values: list[int]) -> dict[int, int]:
+    """Turn → the sum of ``values`` (one per item of :func:`_ids`) over its items: the
+    differences of their running sums at the turns' ends, in passes at C level (a ``sum``
+    call per turn cost more than the rest of a landing's reading of a long history)."""
+    sums = [0, *accumulate(values)]
+    ends = list(accumulate(map(len, by_turn.values())))
+    at = sums.__getitem__
+    return dict(zip(by_turn, map(sub, map(at, ends), map(at, [0, *ends[:-1]])), strict=True))
+
+
 def _landing(
     state: SessionState, config: RenderConfig, turns: Sequence[int], plan: Any
 ) -> _Landing:
@@ -524,7 +529,7 @@ def _landing(
     forced = sorted(taken)
     order = sorted(t for t in by_turn if t not in taken) if plan is not None else []
     tokens = state.asm.tokens
-    size = {t: sum(filter(None, map(tokens, map(_NODE_ID, items)))) for t, items in by_turn.items()}
+    size = _turn_sums(by_turn, [n or 0 for n in map(tokens, _ids(by_turn))])  # None: not in it
     old = _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
     total = plan.total_before if plan is not None else 0
     base = total - old - sum(size[t] for t in forced)
@@ -1229,6 +1234,30 @@ async def compact_now(
     turns = sorted({i.turn for i in doomed})
     _apply(state, config, registry, result, doomed, turns, None)
     return result
+
+
+def _summarized(
+    ids: list[str],
+    window_of: Callable[[str], str],
+    reason: str,
+    item_turns: list[int],
+    tokens: list[int],
+) -> list[GrainDecision]:
+    """The report's decisions on the items a compaction summarized (made when it is read)."""
+    # a window depends on the node id's prefix alone (asked for the first id of each)
+    prefixes = list(map(_FIRST, map(_PARTITION, ids)))
+    first = dict(zip(reversed(prefixes), reversed(ids), strict=True))
+    windows = {prefix: window_of(node_id) for prefix, node_id in first.items()}
+    reasons = {t: f"{reason} (turn {t})" for t in set(item_turns)}
+    return decisions(
+        ids,
+        "transcript",
+        map(windows.__getitem__, prefixes),
+        "dropped",
+        "compaction",
+        map(reasons.__getitem__, item_turns),
+        tokens,
+    )
 
 
 def _forget(state: SessionState, ids: list[str]) -> None:

@@ -43,7 +43,7 @@ from ..transcript.model import (
     Transcript,
 )
 from .budget import Budget
-from .report import GrainDecision, report_window
+from .report import Extra, GrainDecision, report_window
 
 __all__ = (
     "HARD_MAX_TOOL_RESULT_CHARS",
@@ -558,7 +558,7 @@ def split_large(
     splits: Splits,
     budget: Budget,
     tokenizer: _core.Tokenizer,
-    decisions: list[GrainDecision],
+    decisions: list[Extra],
     whole: Collection[str] = (),
 ) -> tuple[list[ContextGrain], Splits]:
     """Guard: a grain over ``SPLIT_CHARS`` becomes ``<node_id>.<i>`` chunks (not those of

@@ -20,6 +20,7 @@ from .core import fuse as core_fuse
 from .guard import split_large
 from .prune import apply_prune_options
 from .report import (
+    Extra,
     GrainDecision,
     compacted_decision,
     rejected_decisions,
@@ -275,9 +276,15 @@ def _not_summarized(entry: dict[str, Any]) -> str:
     return error if entry.get("stage") == "deferred" else f"the compaction failed ({error})"
 
 
-def _fitted_summary(d: GrainDecision) -> bool:
-    """Whether ``d`` is :func:`_fit_summary`'s decision on the summary."""
-    return d.node_id == SUMMARY_ID and d.stage == "compaction" and "compaction summary" in d.reason
+def _fitted_summary(d: Extra) -> bool:
+    """Whether ``d`` is :func:`_fit_summary`'s decision on the summary (never in a block of
+    decisions: those are a compaction's, on history items)."""
+    return (
+        type(d) is GrainDecision
+        and d.node_id == SUMMARY_ID
+        and d.stage == "compaction"
+        and "compaction summary" in d.reason
+    )
 
 
 def plan_budget(state: SessionState, config: RenderConfig, cut: int = 0) -> int:

@@ -6,7 +6,7 @@ import copy
 import dataclasses
 import json
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, Final
@@ -17,12 +17,15 @@ from ..errors import CtxEngineError
 from .budget import Budget
 
 __all__ = (
+    "Extra",
     "GrainDecision",
     "LazyColumns",
+    "LazyDecisions",
     "Origins",
     "RenderReport",
     "compacted_decision",
     "decisions",
+    "flat_extra",
     "report_window",
     "shadowed_decision",
 )
@@ -80,6 +83,43 @@ class GrainDecision:
 
 
 _DECISION_FIELDS: Final = tuple(n for n in GrainDecision.__slots__ if n != "grain")
+
+
+class LazyDecisions:
+    """Decisions made on first read, in their place among a render's extra decisions: a
+    compaction's row per summarized item (100,000 of them on a cold render of a long session,
+    whose report is mostly never read). ``make`` builds them once; they are the same objects
+    on every read."""
+
+    __slots__ = ("_make", "_rows")
+
+    def __init__(self, make: Callable[[], list[GrainDecision]]) -> None:
+        self._make: Callable[[], list[GrainDecision]] | None = make
+        self._rows: list[GrainDecision] | None = None
+
+    def rows(self) -> list[GrainDecision]:
+        """The decisions (the same list on every call: callers only read it)."""
+        if self._rows is None:
+            assert self._make is not None
+            self._rows, self._make = self._make(), None
+        return self._rows
+
+
+#: An entry of a render's extra decisions: one decision, or a block of them made when read.
+Extra = GrainDecision | LazyDecisions
+
+
+def flat_extra(extra: Iterable[Extra]) -> list[GrainDecision]:
+    """``extra`` with each :class:`LazyDecisions` block as its decisions, in place."""
+    out: list[GrainDecision] = []
+    for d in extra:
+        if type(d) is LazyDecisions:
+            out += d.rows()
+        else:
+            out.append(d)  # type: ignore[arg-type]
+    return out
+
+
 #: The report's own JSON data, copied by :meth:`RenderReport.copy`.
 _DATA_FIELDS: Final = (
     "windows",
@@ -125,7 +165,7 @@ class RenderReport:
     _columns: Any = None
     _origins: Mapping[str, str] = field(default_factory=dict)
     _window_names: Sequence[str] = ()
-    _extra: list[GrainDecision] = field(default_factory=list)
+    _extra: list[Extra] = field(default_factory=list)
     _guarded: Mapping[str, int] = field(default_factory=dict)
     #: History nodes the plan kept but hygiene left out of the payload -> why.
     _unsent: Mapping[str, str] = field(default_factory=dict)
@@ -136,18 +176,21 @@ class RenderReport:
         """Every input grain's decision (including shadowed and compacted ones)."""
         if self._grains is None:
             rows = self._build()
-            at = self._planned_extra([g.node_id for g in rows])
+            extra = flat_extra(self._extra)
+            at = self._planned_extra([g.node_id for g in rows], extra)
             for i, g in at.items():
                 rows[i] = g
             used = {id(g) for g in at.values()}
-            self._grains = rows + [g for g in self._extra if id(g) not in used]
+            self._grains = rows + [g for g in extra if id(g) not in used]
         return self._grains
 
-    def _planned_extra(self, ids: Sequence[str]) -> dict[int, GrainDecision]:
+    def _planned_extra(
+        self, ids: Sequence[str], extras: Sequence[GrainDecision]
+    ) -> dict[int, GrainDecision]:
         """Row → the extra decision that replaces the plan's own for that node: the summary
         fitted to a render has one decision, the one that says what was sent (a shadowed
         grain's decision stands beside the plan's own for the grain that shadowed it)."""
-        extra = {g.node_id: g for g in self._extra if g.stage == "compaction"}
+        extra = {g.node_id: g for g in extras if g.stage == "compaction"}
         if not extra:
             return {}
         return {i: extra[n] for i, n in enumerate(ids) if n in extra}
@@ -217,12 +260,13 @@ class RenderReport:
                     continue
                 for name in _DECISION_FIELDS:
                     out[name][i] = getattr(g, name)
-        at = self._planned_extra(ids)
+        extras = flat_extra(self._extra)
+        at = self._planned_extra(ids, extras)
         for i, g in at.items():
             for name in _DECISION_FIELDS:
                 out[name][i] = getattr(g, name)
         used = {id(g) for g in at.values()}
-        for g in self._extra:
+        for g in extras:
             if id(g) not in used:
                 for name in _DECISION_FIELDS:
                     out[name].append(getattr(g, name))

@@ -120,10 +120,16 @@ def _unanswered(state: SessionState, item: HistoryItem) -> list[tuple[str, str]]
     message = state.messages[item.index]
     if message.failed:  # hygiene drops the calls of a failed turn
         return []
+    live, answers, node_id = state.items.keys(), state.builder.answers, item.node_id
+    calls = message.tool_calls
+    if len(calls) == 1:  # the common case: no repeat to look for
+        cid = calls[0].id
+        if live.isdisjoint(answers.get((node_id, cid), ())):
+            return [(cid, tool_result_node_id(cid))]
+        return []
     seen: set[str] = set()
     out = []
-    live, answers, node_id = state.items.keys(), state.builder.answers, item.node_id
-    for call in message.tool_calls:
+    for call in calls:
         # this call's own results: a call id used again later is answered by the results after
         # that later call, not by the earlier call's (hygiene renames the repeat and pairs them)
         cid = call.id

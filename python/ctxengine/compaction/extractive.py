@@ -100,10 +100,17 @@ def _prose(m: Message, text: str) -> tuple[tuple[str, ...], str]:
 def _may_decide(text: str) -> bool:
     """Whether a line of ``text`` may state a decision (:data:`_DECISION` may match it once
     its whitespace is collapsed); False only when none does. A short text is searched once,
-    whitespace runs taken for the phrases' spaces (:data:`_MAY_DECIDE`); a longer ASCII one,
+    whitespace runs taken for the phrases' spaces (:data:`_MAY_DECIDE`), an ASCII one only
+    when it holds a word of a phrase (:data:`_PHRASE_WORDS`); a longer ASCII one,
     lowercased, for a word of each phrase (:data:`_DECISION_WORDS`), several times faster
     than the pattern on a long text (a non-ASCII one may: its case folds beyond ASCII)."""
     if len(text) < _WORDS_FROM:
+        if text.isascii():  # the pattern only where a word of a phrase is (most texts: none)
+            lowered = text.lower()
+            for word in _PHRASE_WORDS:
+                if word in lowered:
+                    return _MAY_DECIDE.search(text) is not None
+            return False
         return _MAY_DECIDE.search(text) is not None
     if not text.isascii():
         return True
@@ -116,6 +123,12 @@ _MAY_DECIDE: Final = re.compile(_DECISION.pattern.replace(" ", r"\s+"), re.I)
 #: A word of each phrase of :data:`_DECISION`, lowercase (one of them is in a line it matches).
 _DECISION_WORDS: Final = (
     "i'll", "will", "we'll", "let", "decid", "going", "instead", "chose", "switch", "fix",
+    "root", "plan", "approach",
+)  # fmt: skip
+#: A word of each phrase of :data:`_DECISION`, lowercase: an ASCII text holding none of them
+#: has no match of :data:`_MAY_DECIDE` (``deci`` is in both ``decided`` and ``decision``).
+_PHRASE_WORDS: Final = (
+    "i'll", "will", "we'll", "let", "deci", "going", "instead", "chose", "switch", "fix",
     "root", "plan", "approach",
 )  # fmt: skip
 #: From this length on :func:`_may_decide` looks for the words.
