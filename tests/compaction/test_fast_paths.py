@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxengine import Budget, BudgetError, ContextEngine
@@ -329,7 +329,11 @@ def _reference_prose(text: str) -> tuple[tuple[str, ...], str]:
 
 
 _PROSE = st.sampled_from(
-    [*"ab Z\n\t|>", "    ", "```", "\r\n", "\u2028", "\x0c", "I'll fix it", "decided", " x" * 130]
+    [
+        *"ab Z\n\t|>",
+        *("    ", "```", "\r\n", "\u2028", "\x0c", "I'll fix it", "decided", "a decision"),
+        " x" * 130,
+    ]
 )
 #: The phrases across whitespace runs and lines, folded case beyond ASCII, a long text.
 _SPACED = st.sampled_from(
@@ -339,6 +343,7 @@ _SPACED = st.sampled_from(
 
 @settings(max_examples=300)
 @given(st.lists(_PROSE | _SPACED, max_size=40).map("".join))
+@example("x " * 150 + "\nThat decision holds for the parser module.\n")  # long, one "decision"
 def test_the_prose_read_in_one_pass_equals_the_two_pass_reading(text: str) -> None:
     assert extractive._prose(Message.assistant(text), text) == _reference_prose(text)
 

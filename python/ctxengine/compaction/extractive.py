@@ -99,32 +99,21 @@ def _prose(m: Message, text: str) -> tuple[tuple[str, ...], str]:
 
 def _may_decide(text: str) -> bool:
     """Whether a line of ``text`` may state a decision (:data:`_DECISION` may match it once
-    its whitespace is collapsed); False only when none does. A short text is searched once,
-    whitespace runs taken for the phrases' spaces (:data:`_MAY_DECIDE`), an ASCII one only
-    when it holds a word of a phrase (:data:`_PHRASE_WORDS`); a longer ASCII one,
-    lowercased, for a word of each phrase (:data:`_DECISION_WORDS`), several times faster
-    than the pattern on a long text (a non-ASCII one may: its case folds beyond ASCII)."""
-    if len(text) < _WORDS_FROM:
-        if text.isascii():  # the pattern only where a word of a phrase is (most texts: none)
-            lowered = text.lower()
-            for word in _PHRASE_WORDS:
-                if word in lowered:
-                    return _MAY_DECIDE.search(text) is not None
+    its whitespace is collapsed); False only when none does. An ASCII text holding no word of
+    a phrase (:data:`_PHRASE_WORDS`, lowercased: most texts) cannot; one that holds one is
+    searched with the pattern when short, whitespace runs taken for the phrases' spaces
+    (:data:`_MAY_DECIDE`), and taken as may when long (its lines are searched one by one
+    then), several times faster than the pattern on a long text. A non-ASCII text is searched
+    when short, and may when long (its case folds beyond ASCII)."""
+    if text.isascii():
+        lowered = text.lower()
+        if not any(word in lowered for word in _PHRASE_WORDS):
             return False
-        return _MAY_DECIDE.search(text) is not None
-    if not text.isascii():
-        return True
-    lowered = text.lower()
-    return any(word in lowered for word in _DECISION_WORDS)
+    return len(text) >= _WORDS_FROM or _MAY_DECIDE.search(text) is not None
 
 
 #: :data:`_DECISION` with a run of whitespace (a line break too) for each space of a phrase.
 _MAY_DECIDE: Final = re.compile(_DECISION.pattern.replace(" ", r"\s+"), re.I)
-#: A word of each phrase of :data:`_DECISION`, lowercase (one of them is in a line it matches).
-_DECISION_WORDS: Final = (
-    "i'll", "will", "we'll", "let", "decid", "going", "instead", "chose", "switch", "fix",
-    "root", "plan", "approach",
-)  # fmt: skip
 #: A word of each phrase of :data:`_DECISION`, lowercase: an ASCII text holding none of them
 #: has no match of :data:`_MAY_DECIDE` (``deci`` is in both ``decided`` and ``decision``).
 _PHRASE_WORDS: Final = (
