@@ -7,7 +7,8 @@ message at a 300 budget — cannot do better).
 A render that compacted is held to the same 95 %: it lands at the compaction's low-water mark
 (``CompactionConfig.render_low_water`` of the target, measured with the actual summary), and a
 summarized turn that would still fit in the room left counts as a cut that fits (the
-compaction could have kept it verbatim). ``BudgetError`` is accepted only
+compaction could have kept it verbatim), a request with the answer after it when both were cut
+(one never comes back without the other). ``BudgetError`` is accepted only
 when it says the protected content alone (e.g. a first user message longer than the budget)
 exceeds the budget.
 
@@ -80,18 +81,33 @@ def _cut(out: Any) -> bool:
     return any(map(_plan_cut, out.report))
 
 
-def _room_left_for_a_cut(out: Any) -> bool:
+def _room_left_for_a_cut(out: Any, messages: list[Message]) -> bool:
     """Whether some cut item would fit in what the plan left below its target (then backfill
-    should have used it): a render whose every cut is larger than the room cannot do better."""
+    should have used it): a render whose every cut is larger than the room cannot do better.
+    A turn comes back whole (a summarized turn too: the compaction could keep it), and a
+    request only with the assistant message answering it when that was cut too (the engine
+    never keeps a request verbatim whose answer it summarized)."""
     room = out.report.target - (out.report.tokens_estimated - FRAMING_TOKENS)
     costs: dict[str, int] = {}
+    cut_at: dict[int, str] = {}  # message index -> its unit's key
     for g in out.report:
         if not _plan_cut(g):
             continue
-        # a turn group comes back whole (a summarized turn too: the compaction could keep it)
         turn = re.match(r"turn (\d+) ", g.reason) or re.search(r"\(turn (\d+)\)$", g.reason)
         key = f"turn {turn.group(1)}" if turn else g.node_id
         costs[key] = costs.get(key, 0) + g.tokens_before - g.tokens_after
+        if g.node_id.startswith("hist.") and g.node_id[5:].isdigit():
+            cut_at[int(g.node_id[5:])] = key
+    for i, key in sorted(cut_at.items()):
+        if messages[i].role != "user":
+            continue
+        j = i + 1
+        while j < len(messages) and messages[j].role == "tool":
+            j += 1
+        answer = cut_at.get(j) if j < len(messages) and messages[j].role == "assistant" else None
+        if answer is not None and answer != key and answer in costs and key in costs:
+            costs[key] += costs.pop(answer)  # the request's unit takes its answer's turn
+            cut_at.update({k: key for k, v in cut_at.items() if v == answer})
     return any(0 < c <= room for c in costs.values())
 
 
@@ -124,7 +140,7 @@ async def _sweep(name: str, t: Transcript, budget: int) -> list[dict[str, Any]]:
                             "cut": _cut(out),
                             "compacted": bool(out.report.compactions),
                             "use": out.tokens / out.report.target,
-                            "room_for_a_cut": _room_left_for_a_cut(out),
+                            "room_for_a_cut": _room_left_for_a_cut(out, s.messages),
                         }
                     )
                     assert counted <= budget, rows[-1]
