@@ -18,7 +18,7 @@ from ctxengine.compaction import (
     parse_sections,
     should_compact,
 )
-from ctxengine.compaction.pipeline import EXCERPTS_HEADING
+from ctxengine.compaction.pipeline import EXCERPTS_HEADING, _excerpt_lines
 from ctxengine.compaction.requests import request_text
 from ctxengine.tokens import get_tokenizer
 from ctxengine.transcript import Message, ToolCall, Transcript, load_all, render
@@ -428,3 +428,21 @@ async def test_a_filling_summary_excerpts_what_a_tool_call_wrote() -> None:
     assert "- call Write: " in body
     assert "def handler_79(event): return route(event, 79)" in body  # its newest lines first
     assert 0.95 * 500 <= count(filled.summary) <= 500
+
+
+def test_an_excerpt_of_a_turn_goes_past_a_call_with_nothing_to_quote() -> None:
+    """A piece of a message with no line (a call without arguments, an empty result) is
+    passed over, not taken as the end of the room: before, it hid the assistant's own text and
+    its other calls from the excerpts. Arguments are quoted as written (non-ASCII unescaped)."""
+    count = get_tokenizer("o200k_base").count
+    calls = [ToolCall("c1", "list_files", {}), ToolCall("c2", "Read", {"paths": ["日本.py"]})]
+    turn = [
+        Message.user("Look at the files."),
+        Message.assistant(
+            "Listing the files first, then reading the one named in the task.", calls
+        ),
+    ]
+    lines = "\n".join(_excerpt_lines(turn, 300, count))
+    assert "Listing the files first" in lines
+    assert '- call Read: “paths: ["日本.py"]”' in lines
+    assert "- user: " in lines

@@ -792,8 +792,8 @@ def _excerpt_lines(
                 oldest = i
                 left -= cost
             if not kept:
-                if repeats and left > 0:
-                    continue  # every line of it is written already: the older pieces next
+                if left > 0:
+                    continue  # no line of it (written already, or none): the older pieces next
                 break
             kept.reverse()
             head = f"- {label}: " + (f"(…{oldest} earlier lines) " if oldest else "")
@@ -807,7 +807,9 @@ def _call_text(arguments: dict[str, Any] | str) -> str:
     if isinstance(arguments, str):
         return arguments
     return "\n".join(
-        f"{name}: {value}" if isinstance(value, str) else f"{name}: {json.dumps(value)}"
+        f"{name}: {value}"
+        if isinstance(value, str)
+        else f"{name}: {json.dumps(value, ensure_ascii=False)}"
         for name, value in arguments.items()
     )
 
