@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, suppress
 from contextvars import ContextVar
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
@@ -46,12 +47,13 @@ class LoopRunner:
             CtxEngineError: called from code the private loop is running (a plugin hook or a
                 summarizer of this very session): that call would wait for itself forever.
         """
-        if _RUNNING.get() is self:
+        calls = _RUNNING.get()
+        if any(c.runner is self and not c.done for c in calls):
             raise CtxEngineError(
                 f"{getattr(fn, '__qualname__', fn)!s} was called through the sync session from "
                 "code run by that session's own call (a plugin hook or summarizer of this "
-                "session, on its event loop or a thread of it); that call would wait for itself "
-                "forever. Await the async session instead"
+                "session, on its event loop or a thread of it, or of a session it called); "
+                "that call would wait for itself forever. Await the async session instead"
             )
         try:
             asyncio.get_running_loop()
@@ -61,10 +63,12 @@ class LoopRunner:
             running = True
         with self._lock:
             if not running:
-                return self.loop.run_until_complete(_call(self, fn, args, kwargs))
+                return self.loop.run_until_complete(_call(self, calls, fn, args, kwargs))
             # Called from async code: this thread's loop is busy, so ours runs on a helper.
             with ThreadPoolExecutor(1, thread_name_prefix="ctxengine-sync") as pool:
-                job = pool.submit(self.loop.run_until_complete, _call(self, fn, args, kwargs))
+                job = pool.submit(
+                    self.loop.run_until_complete, _call(self, calls, fn, args, kwargs)
+                )
                 return job.result()
 
     def close(self) -> None:
@@ -80,14 +84,35 @@ def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
             loop.close()
 
 
-#: The runner whose call is running in this context: the code it runs (and the threads that
-#: code starts with the context copied, as sync plugin hooks are) must not call it again.
-_RUNNING: ContextVar[LoopRunner | None] = ContextVar("ctxengine_sync_running", default=None)
+@dataclass(eq=False, slots=True)
+class _Call:
+    """One call of a :class:`LoopRunner`, running until ``done``."""
+
+    runner: LoopRunner
+    done: bool = False
 
 
-async def _call(runner: LoopRunner, fn: Callable[..., Awaitable[T]], args: Any, kwargs: Any) -> T:
-    _RUNNING.set(runner)  # this task's own context: gone when it ends
-    return await fn(*args, **kwargs)
+#: The runners' calls the code of this context runs inside (the calls of a plugin hook's
+#: session, and of the sessions that called it): none may be called again from here until it
+#: ended (the threads that code starts with the context copied, as sync hooks are, see them).
+_RUNNING: ContextVar[frozenset[_Call]] = ContextVar("ctxengine_sync_running", default=frozenset())
+
+
+async def _call(
+    runner: LoopRunner,
+    calls: frozenset[_Call],
+    fn: Callable[..., Awaitable[T]],
+    args: Any,
+    kwargs: Any,
+) -> T:
+    """``await fn(*args, **kwargs)`` inside a new call of ``runner``, the ``calls`` of its
+    caller's context still running (this task's own context: gone when it ends)."""
+    call = _Call(runner)
+    _RUNNING.set(calls | {call})
+    try:
+        return await fn(*args, **kwargs)
+    finally:
+        call.done = True  # a task a hook started outlives it: it may call the runner again
 
 
 class AsyncSession(Protocol):

@@ -240,3 +240,53 @@ def test_a_hook_calling_its_own_sync_session_gets_an_error_not_a_hang(hook: str)
     # refused at once ("raised"), not abandoned at the hook's timeout ("timeout")
     assert [(f["plugin"], f["kind"]) for f in faults] == [("reentrant", "raised")]
     assert "wait for itself" in faults[0]["message"]
+
+
+def test_a_hook_calling_back_through_another_sync_session_gets_an_error_not_a_hang() -> None:
+    # Session A's hook renders session B; B's hook (the same plugin) renders A, whose call is
+    # still running: refused at once, not left to wait for A's lock until the hook timeout.
+    sessions: dict[str, object] = {}
+    depth: list[str] = []
+    errors: list[str] = []
+
+    class Relay:
+        name, version, priority, enabled = "relay", "1.0.0", 50, True
+
+        async def collect(self, scene: object) -> list[ContextGrain]:
+            return []
+
+        def on_before_render(self, event: object) -> None:
+            depth.append("x")
+            try:
+                if len(depth) == 1:  # A's render: render B from here
+                    inner = sessions["b"].render()  # type: ignore[attr-defined]
+                    sessions["inner"] = inner
+                elif len(depth) == 2:  # B's render, inside A's: back to A
+                    try:
+                        sessions["a"].render()  # type: ignore[attr-defined]
+                    except CtxEngineError as exc:
+                        errors.append(str(exc))
+                        raise
+            finally:
+                depth.pop()
+
+    engine = ContextEngine("gpt-4o", budget=2000, plugins=[Relay()])
+    done = threading.Event()
+    out: list[object] = []
+
+    def drive() -> None:
+        with engine.session_sync("a") as a, engine.session_sync("b") as b:
+            sessions.update(a=a, b=b)
+            b.user_message("hello b")
+            a.user_message("hello a")
+            out.append(a.render())
+        done.set()
+
+    worker = threading.Thread(target=drive, daemon=True)
+    worker.start()
+    assert done.wait(30), "the call back into A hung"
+    assert errors and "session's own call" in errors[0]
+    inner = sessions["inner"].report.faults  # type: ignore[attr-defined]
+    # refused at once ("raised"), not abandoned at the hook's timeout ("timeout")
+    assert [(f["plugin"], f["kind"]) for f in inner] == [("relay", "raised")]
+    assert out and out[0].report.faults == []  # type: ignore[attr-defined]
