@@ -19,6 +19,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import example, given, settings
@@ -359,10 +360,27 @@ _WORDED = st.sampled_from(
 
 
 @settings(max_examples=300)
-@given(st.lists(_WORDED, max_size=40).map("".join))
-def test_a_short_text_may_decide_as_its_pattern_says(text: str) -> None:
+@given(st.lists(_WORDED | st.just(" x" * 130), max_size=40).map("".join))
+def test_a_text_may_decide_as_its_pattern_says(text: str) -> None:
+    # never "no" where the pattern finds a phrase, at any length; exactly the pattern if short
+    if not extractive._may_decide(text):
+        assert extractive._MAY_DECIDE.search(text) is None
     if len(text) < extractive._WORDS_FROM:
         assert extractive._may_decide(text) == (extractive._MAY_DECIDE.search(text) is not None)
+
+
+_LISTED = st.sampled_from(["- ", "* ", "2. ", "+ ", "\n", "x" * 60, " y" * 70, "decision"])
+
+
+@settings(max_examples=300)
+@given(st.lists(_PROSE | _SPACED | _LISTED | _WORDED, max_size=40).map("".join))
+def test_the_prose_read_without_its_line_search_equals_the_full_reading(text: str) -> None:
+    # where no line may state a decision, the first line alone is read: the same as reading
+    # every line (list markers taken off, then the line cut to its length, as there)
+    fast = extractive._prose(Message.assistant(text), text)
+    with mock.patch.object(extractive, "_may_decide", lambda _: True):
+        full = extractive._prose(Message.assistant(text), text)
+    assert fast == full
 
 
 _HINTED = st.sampled_from([*"09afAFgxZ-#\n ", "٣", "３", "é", "\ud800", "1234567", "ab" * 150])
