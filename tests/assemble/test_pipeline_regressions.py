@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
 from typing import Any
 
@@ -457,8 +456,10 @@ async def _sweep_render(
         for i in range(at):
             if i in points and s.messages:
                 for provider in ("openai", "openai-responses", "anthropic", "gemini"):
-                    with contextlib.suppress(BudgetError):  # protected content alone is over
+                    try:
                         await s.render(provider)
+                    except BudgetError as exc:  # only when protected content alone is over
+                        assert "protected items alone need" in str(exc), exc
             await _feed(s, messages[i])
         return await s.render("openai")
 
