@@ -324,9 +324,10 @@ class _Landing:
     are two turns (so that an agent loop under one request can lose its oldest steps), but a
     compaction never parts them: ``questions`` maps such an answer's turn to its request's, and
     the cut never falls between them (``splits``: the choices ``k`` that would, see
-    :meth:`first`), nor is an answer given back without its request (:meth:`unit`). Else the
-    kept history would start with an answer to a question the model sees only summarized, and
-    the summary would call that question still pending."""
+    :meth:`first`), nor is an answer given back without its request, or a request without its
+    summarized answer (:meth:`unit`). Else the kept history would start with an answer to a
+    question the model sees only summarized, and the summary would call that question still
+    pending (or show a question whose answer only the summary holds)."""
 
     by_turn: dict[int, list[Any]]
     forced: list[int]
