@@ -468,7 +468,7 @@ class _Landing:
         that start would be a step of another request than the one it starts in at ``first``
         (an answer whose request stays summarized, before the requests kept). Anything may
         start a history that keeps nothing yet (``first`` is the history's length)."""
-        start: int = min(i.index for t in unit for i in self.by_turn[t])
+        start = self.start(unit)
         if start >= first:
             return first
         if first >= len(state.messages) or state.messages[start].role != "assistant":
@@ -482,10 +482,49 @@ class _Landing:
         protected tail the ladder could not keep, :func:`_take_tail`): it stands between no
         older summarized turn and the kept history, so one that does not come back does not
         stop the older ones that fit from coming back."""
-        if first >= len(state.messages):
-            return False
-        start: int = min(i.index for t in unit for i in self.by_turn[t])
-        return start > first
+        return first < len(state.messages) and self.start(unit) > first
+
+    def start(self, unit: list[int]) -> int:
+        """The index of the first message of the turns ``unit``."""
+        found: int = min(i.index for t in unit for i in self.by_turn[t])
+        return found
+
+    def back(
+        self,
+        state: SessionState,
+        k: int,
+        back: set[int],
+        at: int,
+        limit: int,
+        first: int,
+        past_tail: bool = False,
+    ) -> tuple[int, int]:
+        """Add to ``back`` the newest turns summarized by choice ``k`` (each with its
+        :meth:`unit`) that come back verbatim within ``limit`` tokens, the render at ``at``
+        and the kept history starting at ``first``: in order from the newest, stopping at the
+        first that does not fit or would start the history with a step of another request
+        (:meth:`opens`), never all of them (a compaction summarizes something). With
+        ``past_tail`` one :meth:`beyond` the kept history's start does not stop the older ones.
+        Returns the render's tokens and the kept history's start with them back."""
+        chosen = self.turns(k)
+        among = set(chosen)
+        for t in reversed(chosen):
+            if t in back:
+                continue
+            unit = [u for u in self.unit(t, among) if u not in back]
+            size = sum(self.size[u] for u in unit)
+            if not (
+                len(back) + len(unit) < len(chosen)
+                and at + size <= limit
+                and (start := self.opens(state, unit, first)) is not None
+            ):
+                if past_tail and self.beyond(state, unit, first):
+                    continue  # a tail turn past the kept history's start: not in the way
+                break  # only the newest summarized turns come back: the history stays in order
+            back.update(unit)
+            at += size
+            first = start
+        return at, first
 
     def live(self, state: SessionState) -> list[int]:
         """The message indices of the live history messages, sorted (read once per landing)."""
@@ -948,27 +987,8 @@ async def _take_room(
     at = land.rest(k) + tried[k].summary_tokens + SUMMARY_FRAMING
     if at >= plan.target * (MIN_USE + 0.005):
         return
-    chosen = land.turns(k)
-    among = set(chosen)
     back: set[int] = set()
-    grown = at
-    first = land.first_kept(state, k)
-    for t in reversed(chosen):
-        if t in back:
-            continue
-        unit = [u for u in land.unit(t, among) if u not in back]
-        size = sum(land.size[u] for u in unit)
-        if not (
-            len(back) + len(unit) < len(chosen)
-            and grown + size <= plan.target
-            and (start := land.opens(state, unit, first)) is not None
-        ):
-            if land.beyond(state, unit, first):
-                continue  # a tail turn past the kept history's start: not in the way
-            break  # only the newest summarized turns come back: the history stays in order
-        back.update(unit)
-        grown += size
-        first = start
+    land.back(state, k, back, at, plan.target, land.first_kept(state, k), past_tail=True)
     if not back:
         return
     land.kept |= back
@@ -1062,24 +1082,9 @@ async def _give_back(
         if at >= floor:
             return
         back: set[int] = set()
-        chosen = land.turns(k)
-        among = set(chosen)
         first = land.first_kept(state, k)
         for limit in (_low(config, plan), plan.target - room):
-            for t in reversed(chosen):
-                if t in back:
-                    continue
-                unit = [u for u in land.unit(t, among) if u not in back]
-                size = sum(land.size[u] for u in unit)
-                if not (
-                    len(back) + len(unit) < len(chosen)
-                    and at + size <= limit
-                    and (start := land.opens(state, unit, first)) is not None
-                ):
-                    break  # only the newest summarized turns come back, in order
-                back.update(unit)
-                at += size
-                first = start
+            at, first = land.back(state, k, back, at, limit, first)
             if at >= floor:
                 break
         if not back:
