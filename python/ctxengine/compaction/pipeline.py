@@ -18,7 +18,7 @@ import hashlib
 import json
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -370,8 +370,7 @@ def _message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
         entries.append(seen)
         texts.append(joined)
     if texts:
-        counts = exact.count_many(texts, cache=False) if exact is not None else map(count, texts)
-        for i, seen, n in zip(at, entries, counts, strict=True):
+        for i, seen, n in zip(at, entries, _batch(texts, count, exact), strict=True):
             out[i] = seen.tokens = n + 4
             seen.count = count
     return out
@@ -392,10 +391,14 @@ def _unscoped_tokens(messages: Sequence[Message], count: Count) -> list[int]:
         at.append(i)
         texts.append(joined)
     if texts:
-        counts = exact.count_many(texts, cache=False) if exact is not None else map(count, texts)
-        for i, n in zip(at, counts, strict=True):
+        for i, n in zip(at, _batch(texts, count, exact), strict=True):
             out[i] = n + 4
     return out
+
+
+def _batch(texts: list[str], count: Count, exact: Tokenizer | None) -> Iterable[int]:
+    """The counts of ``texts``: one native batch with an exact counter, else a call each."""
+    return exact.count_many(texts, cache=False) if exact is not None else map(count, texts)
 
 
 def _tokens(m: Message, text: str, count: Count, exact: Tokenizer | None) -> int:
