@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -221,7 +222,6 @@ def test_a_hook_calling_its_own_sync_session_gets_an_error_not_a_hang(hook: str)
         Reentrant.on_before_render = on_before_render  # type: ignore[attr-defined]
 
     engine = ContextEngine("gpt-4o", budget=2000, plugins=[Reentrant()])
-    done = threading.Event()
     out: list[object] = []
 
     def drive() -> None:
@@ -229,11 +229,8 @@ def test_a_hook_calling_its_own_sync_session_gets_an_error_not_a_hang(hook: str)
             holder["s"] = s
             s.user_message("hello there")
             out.append(s.render())
-        done.set()
 
-    worker = threading.Thread(target=drive, daemon=True)
-    worker.start()
-    assert done.wait(30), "the reentrant call hung"
+    _in_a_thread(drive, "the reentrant call")
     assert errors and "session's own call" in errors[0] and "Session.render" in errors[0]
     [rendered] = out
     faults = rendered.report.faults  # type: ignore[attr-defined]
@@ -271,7 +268,6 @@ def test_a_hook_calling_back_through_another_sync_session_gets_an_error_not_a_ha
                 depth.pop()
 
     engine = ContextEngine("gpt-4o", budget=2000, plugins=[Relay()])
-    done = threading.Event()
     out: list[object] = []
 
     def drive() -> None:
@@ -280,13 +276,23 @@ def test_a_hook_calling_back_through_another_sync_session_gets_an_error_not_a_ha
             b.user_message("hello b")
             a.user_message("hello a")
             out.append(a.render())
-        done.set()
 
-    worker = threading.Thread(target=drive, daemon=True)
-    worker.start()
-    assert done.wait(30), "the call back into A hung"
+    _in_a_thread(drive, "the call back into A")
     assert errors and "session's own call" in errors[0]
     inner = sessions["inner"].report.faults  # type: ignore[attr-defined]
     # refused at once ("raised"), not abandoned at the hook's timeout ("timeout")
     assert [(f["plugin"], f["kind"]) for f in inner] == [("relay", "raised")]
     assert out and out[0].report.faults == []  # type: ignore[attr-defined]
+
+
+def _in_a_thread(drive: Callable[[], None], what: str) -> None:
+    """Run ``drive`` on a daemon thread and wait for it: a hang fails the test, naming
+    ``what``, instead of blocking the run."""
+    done = threading.Event()
+
+    def run() -> None:
+        drive()
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert done.wait(30), f"{what} hung"
