@@ -18,7 +18,15 @@ from typing import Any, Final
 from .. import _core
 from ..grain import ContextGrain
 from ..tokens import media_tokens
-from ..transcript.model import Image, Message, Text, Thinking, ToolCall, ToolResult
+from ..transcript.model import (
+    FAILED_STOP_REASONS,
+    Image,
+    Message,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+)
 from ..transcript.providers import family_of
 from .guard import truncate_tool_result
 
@@ -66,6 +74,8 @@ _STRUCTURAL_FLAG: Final[int] = _core.FLAG_STRUCTURAL
 _FEEDBACK_FLAG: Final[int] = _core.FLAG_FEEDBACK
 _IMAGE: Final[int] = _core.FLAG_IMAGE
 _PROTECTED: Final[int] = _core.FLAG_PROTECTED
+_ROLE: Final[dict[str, int]] = dict(ROLE)
+_new_grain: Final = object.__new__
 
 
 _FEEDBACK = re.compile(
@@ -135,6 +145,8 @@ def call_texts(calls: Sequence[ToolCall]) -> tuple[str, ...]:
 
 def tool_result_node_id(call_id: str) -> str:
     """The node id of a tool result: ``act.tool_result.<call id>`` with unsafe chars as ``_``."""
+    if call_id.isascii() and (call_id.isalnum() or call_id.replace("_", "").isalnum()):
+        return f"act.tool_result.{call_id}"  # nothing to replace (the common ids)
     safe = _NODE_CHARS.sub("_", call_id)
     return f"act.tool_result.{safe}" if safe else ""
 
@@ -172,44 +184,59 @@ class HistoryBuilder:
             return [self._message(index, message)]
         if self.turn < 0:
             self.turn = 0
-        results = message.tool_results
+        results = message._results  # ``tool_results`` without the property call
         if len(results) == 1:  # the common case, without a comprehension's frame
             return [self._result(index, 0, results[0])]
         return [self._result(index, i, r) for i, r in enumerate(results)]
 
     def _message(self, index: int, message: Message) -> HistoryItem:
         # One pass over the message; every per-message cold render goes through here, so the
-        # work is written out (see tests/assemble/test_history_fast.py for the reference).
-        calls = message.tool_calls
+        # work is written out (see tests/transcript/test_cold_fast_paths.py for the reference).
+        calls = message._calls  # ``tool_calls`` without the property call
         role = message.role
         turn = self.turn
         flags = 0
         texts: tuple[str, ...] = ()
+        blocks = message.blocks
         if calls:
             flags = _TOOL_CALL
             names, groups = self.tool_names, self.call_group
             structural = False
-            parts: list[str] = []
-            for call in calls:
+            if len(calls) == 1:  # the common case, without the list
+                call = calls[0]
                 cid, name = call.id, call.name
                 names[cid] = name
                 groups[cid] = turn
-                if not structural and _structural(name):
-                    structural = True
-                parts.append(name)
-                parts.append(call.arguments_json)
+                structural = _structural(name)
+                parts: tuple[str, ...] | list[str] = (name, call.arguments_json)
+            else:
+                parts = []
+                for call in calls:
+                    cid, name = call.id, call.name
+                    names[cid] = name
+                    groups[cid] = turn
+                    if not structural and _structural(name):
+                        structural = True
+                    parts.append(name)
+                    parts.append(call.arguments_json)
             # hygiene strips the calls of a failed turn: they are sent, so counted, only else
-            texts = tuple(parts) if not message.failed else ()
+            if message.stop_reason not in FAILED_STOP_REASONS:
+                texts = tuple(parts)
             if structural:
                 flags |= _STRUCTURAL_FLAG
-        blocks = message.blocks
-        images = media = 0
+        media = 0
         thinking: tuple[Thinking, ...] = ()
-        if len(blocks) == 1 and type(blocks[0]) is Text:
-            text = blocks[0].text
+        n = len(blocks)
+        first = type(blocks[0]) if n else None
+        if n == 1 and first is Text:
+            text = blocks[0].text  # type: ignore[union-attr]
+        elif n == 2 and first is Text and type(blocks[1]) is ToolCall:
+            # text then one call (what ``Message.assistant`` builds): the join of one string
+            text = blocks[0].text  # type: ignore[union-attr]
         else:
             strings: list[str] = []
             signed: list[Thinking] = []
+            images = 0
             for b in blocks:
                 if isinstance(b, Text):
                     strings.append(b.text)
@@ -246,14 +273,20 @@ class HistoryBuilder:
             for call in calls:
                 owners[call.id] = node_id
         meta = {"message_index": index, "role": role}
-        grain = transcript_grain(node_id, text, priority, priority == 0, meta)
+        if text.isascii():  # transcript_grain's unchecked grain, written out
+            grain: ContextGrain = _new_grain(ContextGrain)
+            grain.node_id, grain.origin, grain.content = node_id, "transcript", text
+            grain.priority, grain.lifespan, grain.window = priority, "session", None
+            grain.protected, grain.meta = priority == 0, meta
+        else:
+            grain = transcript_grain(node_id, text, priority, priority == 0, meta)
         return HistoryItem(
             node_id,
             index,
             -1,
             text,
             kind,
-            ROLE[role],
+            _ROLE[role],
             turn,
             flags,
             texts,
@@ -293,7 +326,13 @@ class HistoryBuilder:
         if limit is not None and len(source) > limit:
             text = truncate_tool_result(source, limit)
         meta = {"message_index": index, "role": "tool", "tool": name}
-        grain = transcript_grain(node_id, text, 100, False, meta)
+        if text.isascii():  # transcript_grain's unchecked grain, written out
+            grain: ContextGrain = _new_grain(ContextGrain)
+            grain.node_id, grain.origin, grain.content = node_id, "transcript", text
+            grain.priority, grain.lifespan, grain.window = 100, "session", None
+            grain.protected, grain.meta = False, meta
+        else:
+            grain = transcript_grain(node_id, text, 100, False, meta)
         return HistoryItem(
             node_id,
             index,
