@@ -221,18 +221,15 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
         overheads.append(overhead)
         k += n
     windows, window_of = config.window_index, config.budget.window_of
-    by_prefix: dict[str, int] = {}  # window_of(node_id) depends on the prefix only
     # the columns, one comprehension each (faster than a tuple per item, then transposed)
     node_ids = [i.node_id for i in items]
-    win = []
-    for node_id in node_ids:
-        prefix = node_id.split(".", 1)[0]
-        window = by_prefix.get(prefix)
-        if window is None:
-            window = by_prefix[prefix] = windows[window_of(node_id)]
-        win.append(window)
-    context = KIND["context"]
     kinds = [i.kind for i in items]
+    # window_of(node_id) depends on the prefix only, and the prefix of a history item's node id
+    # on its kind (``sys.transcript.``, ``hist.``, ``act.tool_result.``: HistoryBuilder): one
+    # window_of per kind, with any node id of that kind
+    by_kind = {k: windows[window_of(n)] for k, n in dict(zip(kinds, node_ids)).items()}
+    win = list(map(by_kind.__getitem__, kinds))
+    context = KIND["context"]
     pri = [0 if kind == context else HISTORY_PRIORITY for kind in kinds]
     seqs = [i.index * 1024 + max(i.result, 0) for i in items]
     count = len(items)
