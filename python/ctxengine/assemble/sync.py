@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
@@ -28,6 +29,8 @@ __all__ = (
 )
 
 _TOOL_CALL: Final[int] = _core.FLAG_HAS_TOOL_CALL
+_GRAIN: Final = attrgetter("grain")
+_CONTENT: Final = attrgetter("content")
 _KIND_MESSAGE: Final[int] = _core.KIND_MESSAGE
 
 CONTEXT_OVERHEAD = 2  # separator between grains in the system message
@@ -49,6 +52,11 @@ def _texts(state: SessionState, items: list[HistoryItem]) -> list[str]:
     each grain's text (for the transcript grains the history builds: its ``str`` content)."""
     if state.pruned or state.overrides:
         return [item_text(state, i) for i in items]
+    grains = list(map(_GRAIN, items))
+    if {*map(type, grains)} == {ContextGrain}:  # the common case, in C loops
+        contents = list(map(_CONTENT, grains))
+        if {*map(type, contents)} <= {str}:
+            return contents
     texts: list[str] = []
     for i in items:
         grain = i.grain
@@ -227,7 +235,7 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
     # window_of(node_id) depends on the prefix only, and the prefix of a history item's node id
     # on its kind (``sys.transcript.``, ``hist.``, ``act.tool_result.``: HistoryBuilder): one
     # window_of per kind, with any node id of that kind
-    by_kind = {k: windows[window_of(n)] for k, n in dict(zip(kinds, node_ids)).items()}
+    by_kind = {k: windows[window_of(n)] for k, n in dict(zip(kinds, node_ids, strict=True)).items()}
     win = list(map(by_kind.__getitem__, kinds))
     context = KIND["context"]
     pri = [0 if kind == context else HISTORY_PRIORITY for kind in kinds]
