@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
@@ -29,8 +28,6 @@ __all__ = (
 )
 
 _TOOL_CALL: Final[int] = _core.FLAG_HAS_TOOL_CALL
-_GRAIN: Final = attrgetter("grain")
-_CONTENT: Final = attrgetter("content")
 _KIND_MESSAGE: Final[int] = _core.KIND_MESSAGE
 
 CONTEXT_OVERHEAD = 2  # separator between grains in the system message
@@ -52,11 +49,6 @@ def _texts(state: SessionState, items: list[HistoryItem]) -> list[str]:
     each grain's text (for the transcript grains the history builds: its ``str`` content)."""
     if state.pruned or state.overrides:
         return [item_text(state, i) for i in items]
-    grains = list(map(_GRAIN, items))
-    if {*map(type, grains)} == {ContextGrain}:  # the common case, in C loops
-        contents = list(map(_CONTENT, grains))
-        if {*map(type, contents)} <= {str}:
-            return contents
     texts: list[str] = []
     for i in items:
         grain = i.grain
