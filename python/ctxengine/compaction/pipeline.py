@@ -232,12 +232,17 @@ class CompactionResult:
 
 def _joined(m: Message, text: str) -> str:
     """Role, text, tool calls and results of ``m``, the empty ones left out, one a line."""
-    calls, results = m.tool_calls, m.tool_results
+    calls, results = m._calls, m._results  # ``tool_calls``, ``tool_results``: slot reads
     if not calls and not results:  # the role is never empty
         return f"{m.role}\n{text}" if text else m.role
     if not calls and not text and len(results) == 1:  # one tool result
         out = results[0].text
         return f"{m.role}\n{out}" if out else m.role
+    if len(calls) == 1 and not results:  # one call: its line holds a space, never empty
+        c = calls[0]
+        if text:
+            return f"{m.role}\n{text}\n{c.name} {c.arguments_json}"
+        return f"{m.role}\n{c.name} {c.arguments_json}"
     parts = [m.role, text]
     parts += [f"{c.name} {c.arguments_json}" for c in calls]
     parts += [r.text for r in results]
