@@ -171,12 +171,18 @@ class SessionState:
     def extend(self, messages: Iterable[Message]) -> None:
         """:meth:`append` each of ``messages``, in one loop (see :func:`bulk`)."""
         transcript, live, pending, guarded = self.messages, self.items, self.pending, self.guarded
-        items_of = self.builder.items
+        items_of, item_of = self.builder.items, self.builder.message_item
         index = len(transcript)
         with bulk():
             for message in messages:
                 message = repair_text(message)
                 transcript.append(message)
+                if message.role != "tool":  # one item, never guarded (only results are)
+                    item = item_of(index, message)
+                    live[item.node_id] = item
+                    pending.append(item)
+                    index += 1
+                    continue
                 for item in items_of(index, message):
                     live[item.node_id] = item
                     pending.append(item)

@@ -139,7 +139,7 @@ class HistoryItem:
 
 def call_texts(calls: Sequence[ToolCall]) -> tuple[str, ...]:
     """What a message's tool calls add to its count: each name and its JSON arguments
-    (:meth:`HistoryBuilder._message` writes the same out inline, in its one pass)."""
+    (:meth:`HistoryBuilder.message_item` writes the same out inline, in its one pass)."""
     return tuple(t for c in calls for t in (c.name, c.arguments_json))
 
 
@@ -180,8 +180,7 @@ class HistoryBuilder:
     def items(self, index: int, message: Message) -> list[HistoryItem]:
         """Items for ``message`` at transcript position ``index``."""
         if message.role != "tool":
-            self.turn += 1
-            return [self._message(index, message)]
+            return [self.message_item(index, message)]
         if self.turn < 0:
             self.turn = 0
         results = message._results  # ``tool_results`` without the property call
@@ -189,12 +188,14 @@ class HistoryBuilder:
             return [self._result(index, 0, results[0])]
         return [self._result(index, i, r) for i, r in enumerate(results)]
 
-    def _message(self, index: int, message: Message) -> HistoryItem:
+    def message_item(self, index: int, message: Message) -> HistoryItem:
+        """The one item of ``message`` (not a tool message) at transcript position ``index``,
+        which begins a turn (:meth:`items` without the list, for a caller's loop)."""
         # One pass over the message; every per-message cold render goes through here, so the
         # work is written out (see tests/transcript/test_cold_fast_paths.py for the reference).
+        self.turn = turn = self.turn + 1
         calls = message._calls  # ``tool_calls`` without the property call
         role = message.role
-        turn = self.turn
         flags = 0
         texts: tuple[str, ...] = ()
         blocks = message.blocks
