@@ -9,6 +9,7 @@ from ..grain import ContextGrain
 from ..inject.pairing import SYNTHETIC_RESULT_TEXT
 from ..state import bulk
 from ..tokens import count_many
+from ..transcript.model import FAILED_STOP_REASONS
 from ..transcript.providers import exportable
 from .core import upsert
 from .history import FLAG, KIND, MESSAGE_OVERHEAD, HistoryItem, call_texts, tool_result_node_id
@@ -118,10 +119,10 @@ def _unanswered(state: SessionState, item: HistoryItem) -> list[tuple[str, str]]
     if not item.flags & _TOOL_CALL or item.kind != _KIND_MESSAGE:
         return []
     message = state.messages[item.index]
-    if message.failed:  # hygiene drops the calls of a failed turn
+    if message.stop_reason in FAILED_STOP_REASONS:  # ``failed``: hygiene drops its calls
         return []
     live, answers, node_id = state.items.keys(), state.builder.answers, item.node_id
-    calls = message.tool_calls
+    calls = message._calls  # ``tool_calls``: a slot read
     if len(calls) == 1:  # the common case: no repeat to look for
         cid = calls[0].id
         if live.isdisjoint(answers.get((node_id, cid), ())):
