@@ -183,7 +183,7 @@ class HistoryBuilder:
             return [self.message_item(index, message)]
         if self.turn < 0:
             self.turn = 0
-        results = message._results  # ``tool_results`` without the property call
+        results = message.tool_results
         if len(results) == 1:  # the common case, without a comprehension's frame
             return [self._result(index, 0, results[0])]
         return [self._result(index, i, r) for i, r in enumerate(results)]
@@ -194,7 +194,7 @@ class HistoryBuilder:
         # One pass over the message; every per-message cold render goes through here, so the
         # work is written out (see tests/transcript/test_cold_fast_paths.py for the reference).
         self.turn = turn = self.turn + 1
-        calls = message._calls  # ``tool_calls`` without the property call
+        calls = message.tool_calls
         role = message.role
         flags = 0
         texts: tuple[str, ...] = ()

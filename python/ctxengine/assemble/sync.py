@@ -122,7 +122,7 @@ def _unanswered(state: SessionState, item: HistoryItem) -> list[tuple[str, str]]
     if message.stop_reason in FAILED_STOP_REASONS:  # ``failed``: hygiene drops its calls
         return []
     live, answers, node_id = state.items.keys(), state.builder.answers, item.node_id
-    calls = message._calls  # ``tool_calls``: a slot read
+    calls = message.tool_calls
     if len(calls) == 1:  # the common case: no repeat to look for
         cid = calls[0].id
         if live.isdisjoint(answers.get((node_id, cid), ())):

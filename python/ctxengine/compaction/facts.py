@@ -880,10 +880,10 @@ def _read(m: Message, text: str) -> _MessageFacts:
     # _file_ops, when it can find anything: tool calls, a fenced action, an opened file
     files: list[_FileOp]
     if role == "assistant":
-        calls = m._calls  # ``tool_calls``: a slot read (once per message of a stretch)
+        calls = m.tool_calls
         files = _file_ops(m, text) if calls or "```" in text or "(Open file: " in text else []
     elif role == "tool":
-        results = m._results  # ``tool_results``: a slot read
+        results = m.tool_results
         one = len(results) == 1 and "(Open file: " not in results[0].text[-400:]
         files = [] if one else _file_ops(m, text)
     else:
@@ -907,7 +907,7 @@ def _read(m: Message, text: str) -> _MessageFacts:
                     idents += found
         facts.idents = idents
     elif role == "tool":
-        facts.errors = tuple([(r.call_id, r.name, r.text) for r in m._results if r.is_error])
+        facts.errors = tuple([(r.call_id, r.name, r.text) for r in m.tool_results if r.is_error])
     return facts
 
 

@@ -232,7 +232,7 @@ class CompactionResult:
 
 def _joined(m: Message, text: str) -> str:
     """Role, text, tool calls and results of ``m``, the empty ones left out, one a line."""
-    calls, results = m._calls, m._results  # ``tool_calls``, ``tool_results``: slot reads
+    calls, results = m.tool_calls, m.tool_results
     if not calls and not results:  # the role is never empty
         return f"{m.role}\n{text}" if text else m.role
     if not calls and not text and len(results) == 1:  # one tool result
