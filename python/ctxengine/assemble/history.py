@@ -18,15 +18,7 @@ from typing import Any, Final
 from .. import _core
 from ..grain import ContextGrain
 from ..tokens import media_tokens
-from ..transcript.model import (
-    FAILED_STOP_REASONS,
-    Image,
-    Message,
-    Text,
-    Thinking,
-    ToolCall,
-    ToolResult,
-)
+from ..transcript.model import Image, Message, Text, Thinking, ToolCall, ToolResult
 from ..transcript.providers import family_of
 from .guard import truncate_tool_result
 
@@ -75,7 +67,6 @@ _FEEDBACK_FLAG: Final[int] = _core.FLAG_FEEDBACK
 _IMAGE: Final[int] = _core.FLAG_IMAGE
 _PROTECTED: Final[int] = _core.FLAG_PROTECTED
 _ROLE: Final[dict[str, int]] = dict(ROLE)
-_new_grain: Final = object.__new__
 
 
 _FEEDBACK = re.compile(
@@ -221,7 +212,7 @@ class HistoryBuilder:
                     parts.append(name)
                     parts.append(call.arguments_json)
             # hygiene strips the calls of a failed turn: they are sent, so counted, only else
-            if message.stop_reason not in FAILED_STOP_REASONS:
+            if not message.failed:
                 texts = tuple(parts)
             if structural:
                 flags |= _STRUCTURAL_FLAG
@@ -274,13 +265,7 @@ class HistoryBuilder:
             for call in calls:
                 owners[call.id] = node_id
         meta = {"message_index": index, "role": role}
-        if text.isascii():  # transcript_grain's unchecked grain, written out
-            grain: ContextGrain = _new_grain(ContextGrain)
-            grain.node_id, grain.origin, grain.content = node_id, "transcript", text
-            grain.priority, grain.lifespan, grain.window = priority, "session", None
-            grain.protected, grain.meta = priority == 0, meta
-        else:
-            grain = transcript_grain(node_id, text, priority, priority == 0, meta)
+        grain = transcript_grain(node_id, text, priority, priority == 0, meta)
         return HistoryItem(
             node_id,
             index,
@@ -327,13 +312,7 @@ class HistoryBuilder:
         if limit is not None and len(source) > limit:
             text = truncate_tool_result(source, limit)
         meta = {"message_index": index, "role": "tool", "tool": name}
-        if text.isascii():  # transcript_grain's unchecked grain, written out
-            grain: ContextGrain = _new_grain(ContextGrain)
-            grain.node_id, grain.origin, grain.content = node_id, "transcript", text
-            grain.priority, grain.lifespan, grain.window = 100, "session", None
-            grain.protected, grain.meta = False, meta
-        else:
-            grain = transcript_grain(node_id, text, 100, False, meta)
+        grain = transcript_grain(node_id, text, 100, False, meta)
         return HistoryItem(
             node_id,
             index,

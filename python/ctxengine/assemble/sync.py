@@ -9,7 +9,6 @@ from ..grain import ContextGrain
 from ..inject.pairing import SYNTHETIC_RESULT_TEXT
 from ..state import bulk
 from ..tokens import count_many
-from ..transcript.model import FAILED_STOP_REASONS
 from ..transcript.providers import exportable
 from .core import upsert
 from .history import FLAG, KIND, MESSAGE_OVERHEAD, HistoryItem, call_texts, tool_result_node_id
@@ -119,7 +118,7 @@ def _unanswered(state: SessionState, item: HistoryItem) -> list[tuple[str, str]]
     if not item.flags & _TOOL_CALL or item.kind != _KIND_MESSAGE:
         return []
     message = state.messages[item.index]
-    if message.stop_reason in FAILED_STOP_REASONS:  # ``failed``: hygiene drops its calls
+    if message.failed:  # hygiene drops the calls of a failed turn
         return []
     live, answers, node_id = state.items.keys(), state.builder.answers, item.node_id
     calls = message.tool_calls
