@@ -77,8 +77,7 @@ def _prose(m: Message, text: str) -> tuple[tuple[str, ...], str]:
     if not _may_decide(prose):  # no line states a decision: only the first line is read
         if fenced:
             return (), unlisted(first_line(text))
-        line = unlisted(first_line(text, sys.maxsize))  # the first line with a word, whole
-        return (), line if len(line) <= MAX_LINE else line[: MAX_LINE - 1] + "…"
+        return (), _clipped(unlisted(first_line(text, sys.maxsize)))  # the first line, whole
     first: str | None = None
     found: list[str] = []
     for raw in prose.splitlines():
@@ -93,8 +92,12 @@ def _prose(m: Message, text: str) -> tuple[tuple[str, ...], str]:
             found.append(unlisted(line))
     if fenced or first is None:
         return tuple(found), unlisted(first_line(text))
-    first = unlisted(first)
-    return tuple(found), first if len(first) <= MAX_LINE else first[: MAX_LINE - 1] + "…"
+    return tuple(found), _clipped(unlisted(first))
+
+
+def _clipped(line: str) -> str:
+    """``line``, cut to :data:`MAX_LINE` characters with an ellipsis when longer."""
+    return line if len(line) <= MAX_LINE else line[: MAX_LINE - 1] + "…"
 
 
 def _may_decide(text: str) -> bool:
