@@ -27,7 +27,7 @@ from itertools import compress, islice
 from itertools import count as naturals
 from operator import is_, ne
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 import anyio
 
@@ -44,6 +44,7 @@ from .facts import (
     first_line,
     is_summary,
     latest_of,
+    longest_shared,
     memoized,
     message_scope,
     message_text,
@@ -330,18 +331,22 @@ def _stretch_tokens(memo: dict[Any, Any], messages: Sequence[Message], count: Co
     with a stretch counted before in the message scope taken from that one's (a message's
     count is its own: the trials of a landing count stretches that differ near their ends)."""
     key = ("counts", count, id(messages[0]))
-    known: list[tuple[list[Message], list[int]]] = memo.setdefault(key, [])
-    shared, counts = 0, []
-    for old, old_counts in known:
-        n = common_prefix(old, messages)
-        if n > shared:
-            shared, counts = n, old_counts
+    known: list[_Counted] = memo.setdefault(key, [])
+    best, shared = longest_shared(known, messages)
+    counts = best.counts if best is not None else []
     if shared == len(messages) == len(counts):
         return list(counts)
     out = counts[:shared]
     out += _message_tokens(messages[shared:], count)
-    known.append((list(messages), out))
+    known.append(_Counted(list(messages), out))
     return list(out)
+
+
+class _Counted(NamedTuple):
+    """A stretch counted in a message scope, and its messages' counts."""
+
+    messages: list[Message]
+    counts: list[int]
 
 
 def _message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
@@ -779,12 +784,10 @@ def _excerpt_lines(
             ]
             kept: list[str] = []
             oldest = len(lines)  # index of the oldest line kept
-            repeats = 0
             for i in range(len(lines) - 1, -1, -1):
                 line = lines[i]
                 quoted = quote_tool_text(line, EXCERPT_LINE_CHARS)
                 if quoted in seen:  # written already, for a newer message or line
-                    repeats += 1
                     continue
                 cost = count(quoted) + 2
                 if cost > left:  # the end of the line that still fits, then no more
