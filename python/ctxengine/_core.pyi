@@ -43,6 +43,9 @@ __all__ = [
     "fresh_items",
     "fresh_tree",
     "fuse",
+    "read_first_line",
+    "read_identifiers",
+    "read_prose",
     "set_cache_capacity",
 ]
 
@@ -295,6 +298,20 @@ class Bm25Index:
 
 def bm25_tokenize(text: str) -> list[str]:
     """The tokens BM25 indexes for ``text``."""
+
+def read_identifiers(text: str) -> tuple[str, ...] | None:
+    """The identifiers in ``text`` (URLs, UUIDs, hashes, paths and ticket ids, each kind in
+    text order), as the compaction's Python reading finds them; None when ``text`` is not
+    ASCII (read it in Python then)."""
+
+def read_prose(text: str, max_line: int) -> tuple[tuple[str, ...], str] | None:
+    """The decision lines and the first line (cut to ``max_line``) of an assistant message's
+    text, as the extractive summary's Python reading finds them; None when ``text`` is not
+    ASCII."""
+
+def read_first_line(text: str, limit: int) -> str | None:
+    """The first non-blank line of ``text``, whitespace collapsed, cut to ``limit`` characters
+    (an ellipsis last); None when ``text`` is not ASCII or ``limit`` is 0."""
 
 def differing(
     new: tuple[Any, ...],

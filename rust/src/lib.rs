@@ -6,6 +6,7 @@
 pub mod assemble;
 pub mod bm25;
 pub mod errors;
+pub mod reading;
 pub mod tokens;
 
 #[cfg(feature = "python")]
@@ -21,6 +22,8 @@ mod _core {
     use crate::py::assemble::{fuse, PyAssembly, PyPlan};
     #[pymodule_export]
     use crate::py::bm25::{bm25_tokenize, PyBm25Index};
+    #[pymodule_export]
+    use crate::py::reading::{read_first_line, read_identifiers, read_prose};
     #[pymodule_export]
     use crate::py::seq::differing;
     #[pymodule_export]

@@ -377,9 +377,9 @@ _LISTED = st.sampled_from(["- ", "* ", "2. ", "+ ", "\n", "x" * 60, " y" * 70, "
 def test_the_prose_read_without_its_line_search_equals_the_full_reading(text: str) -> None:
     # where no line may state a decision, the first line alone is read: the same as reading
     # every line (list markers taken off, then the line cut to its length, as there)
-    fast = extractive._prose(Message.assistant(text), text)
+    fast = extractive._scanned_prose(text)
     with mock.patch.object(extractive, "_may_decide", lambda _: True):
-        full = extractive._prose(Message.assistant(text), text)
+        full = extractive._scanned_prose(text)
     assert fast == full
 
 

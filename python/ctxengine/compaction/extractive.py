@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from .._core import read_prose
 from ..errors import ConfigError
 from ..tokens import Tokenizer
 from ..transcript import Message
@@ -70,8 +71,15 @@ def _prose(m: Message, text: str) -> tuple[tuple[str, ...], str]:
     """The decision lines and the first line of an assistant message's text (read once per
     message inside a :func:`~ctxengine.compaction.facts.message_scope`): prose lines (code
     fences blanked) of 12 to 240 characters that state a decision, whitespace collapsed, and
-    :func:`~ctxengine.compaction.facts.first_line`, taken from the same lines when the text
-    has no fence (one pass over it instead of two)."""
+    :func:`~ctxengine.compaction.facts.first_line`. An ASCII text is read natively
+    (``_core.read_prose``), any other by :func:`_scanned_prose`, the reference."""
+    native = read_prose(text, MAX_LINE)
+    return native if native is not None else _scanned_prose(text)
+
+
+def _scanned_prose(text: str) -> tuple[tuple[str, ...], str]:
+    """:func:`_prose` in Python (any text): the first line is taken from the same lines as
+    the decisions when the text has no fence (one pass over it instead of two)."""
     fenced = "```" in text
     prose = _FENCE.sub(" ", text) if fenced else text
     if not _may_decide(prose):  # no line states a decision: only the first line is read

@@ -18,6 +18,7 @@ from operator import is_not
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeVar
 
+from .._core import read_first_line, read_identifiers
 from ..errors import ConfigError
 from ..transcript import Message, ToolCall
 from .requests import request_text
@@ -271,7 +272,17 @@ class KeyFacts:
 
 
 def first_line(text: str, limit: int = MAX_LINE) -> str:
-    """The first non-blank line of ``text``, whitespace collapsed, cut to ``limit`` chars.
+    """The first non-blank line of ``text``, whitespace collapsed, cut to ``limit`` chars
+    (an ASCII text's read natively: :func:`_first_line` is the reference)."""
+    if limit > 0:
+        native = read_first_line(text, limit)
+        if native is not None:
+            return native
+    return _first_line(text, limit)
+
+
+def _first_line(text: str, limit: int) -> str:
+    """:func:`first_line` in Python (any text; the reference of the native reading).
 
     Read from the text's first non-whitespace character (what comes before it on its line is
     whitespace, which the collapse drops) to the end of that line, found in a short piece of
@@ -625,7 +636,15 @@ _CACHED_FROM: Final = 512
 
 
 def _read_identifiers(text: str) -> tuple[str, ...]:
-    """URLs, UUIDs, hashes, paths and ticket ids in ``text``, in that order (each in text order).
+    """URLs, UUIDs, hashes, paths and ticket ids in ``text``, in that order (each in text order):
+    an ASCII text's read natively (``_core.read_identifiers``, a few times faster), any other
+    by :func:`_scanned_identifiers`, the reference the native reading is tested against."""
+    native = read_identifiers(text)
+    return native if native is not None else _scanned_identifiers(text)
+
+
+def _scanned_identifiers(text: str) -> tuple[str, ...]:
+    """:func:`_read_identifiers` in Python (any text).
 
     No identifier spans whitespace, so each pattern runs only on the words that can hold one
     (a cheap test per word) instead of at every position of the text: the same matches, found

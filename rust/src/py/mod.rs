@@ -4,6 +4,7 @@ pub mod assemble;
 pub mod bm25;
 pub mod chat;
 pub mod errors;
+pub mod reading;
 pub mod seq;
 pub mod tokens;
 pub mod tree;

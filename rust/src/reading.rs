@@ -1,0 +1,402 @@
+//! What compaction reads of one message's text: its identifiers (URLs, UUIDs, hashes, paths,
+//! ticket ids), its decision lines and its first line.
+//!
+//! The reference is the Python reading (`ctxengine/compaction/facts.py`, `_read_identifiers`
+//! and `first_line`; `ctxengine/compaction/extractive.py`, `_prose`), whose patterns are
+//! Python's `re` on `str`: Unicode `\w`, `\d`, `\s` and case folding. On ASCII text those are
+//! ASCII classes that the `regex` crate's ASCII mode matches alike, with one exception written
+//! out below (Python's whitespace holds `\x1c`-`\x1f`). So a text is read here only when it is
+//! ASCII; every function returns `None` for any other text, and the caller reads it the Python
+//! way. The parity suite (`tests/test_reading_parity.py`) compares both readings on every text
+//! of the shared transcripts and on generated ASCII.
+//!
+//! Python's lookarounds, which the `regex` crate lacks, are written as what they amount to
+//! here: a one-character lookbehind as a consumed character or the start (a match always ends
+//! in a word character, which the lookbehind refuses, so no match is lost to the consumed
+//! character), and the hash's two lookaheads as a test of the matched word.
+
+use std::sync::LazyLock;
+
+use regex::bytes::Regex;
+
+/// Python's whitespace among ASCII (`str.isspace`, `\s`): `\t\n\v\f\r`, `\x1c`-`\x1f`, space.
+const SPACE: &str = r"\t\n\x0B\x0C\r\x1C-\x1F ";
+
+/// Python's `str.isspace` of one ASCII byte.
+fn is_space(b: u8) -> bool {
+    matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | 0x1C..=0x1F | b' ')
+}
+
+/// The line boundaries of Python's `str.splitlines` among ASCII.
+fn is_line_break(b: u8) -> bool {
+    matches!(b, b'\n' | b'\r' | 0x0B | 0x0C | 0x1C..=0x1E)
+}
+
+fn pattern(source: String) -> Option<Regex> {
+    Regex::new(&source).ok()
+}
+
+/// `https?://[^\s<>"'`)\]]+` (`_URL`).
+static URL: LazyLock<Option<Regex>> =
+    LazyLock::new(|| pattern(format!(r#"(?-u)https?://[^{SPACE}<>"'`)\]]+"#)));
+/// `\b[0-9a-f]{8}-…-[0-9a-f]{12}\b`, case-insensitive (`_UUID`).
+static UUID: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    pattern(r"(?i-u)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b".to_string())
+});
+/// `_HASH` without its lookaheads (a hex letter and a digit), tested on each match.
+static HASH: LazyLock<Option<Regex>> =
+    LazyLock::new(|| pattern(r"(?-u)\b[0-9a-f]{7,64}\b".to_string()));
+/// `_PATHLIKE`, its lookbehind `(?<![\w/.:-])` a consumed character or the start.
+static PATH: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    pattern(
+        r"(?-u)(?:^|[^\w/.:-])((?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+\.\w{1,8}\b)".to_string(),
+    )
+});
+/// `_TICKET`, its lookbehind `(?<![\w#])` a consumed character or the start.
+static TICKET: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    pattern(r"(?-u)(?:^|[^\w#])((?:[A-Z][A-Z0-9]+-[0-9]+|#[0-9]{2,})\b)".to_string())
+});
+/// `_TICKET_HINT`: what a ticket id needs somewhere in the text.
+static TICKET_HINT: LazyLock<Option<Regex>> =
+    LazyLock::new(|| pattern(r"(?-u)[A-Z0-9]-[0-9]|#[0-9][0-9]".to_string()));
+/// The decision phrases (`_DECISION`), each space a run of whitespace (`_MAY_DECIDE`).
+static MAY_DECIDE: LazyLock<Option<Regex>> =
+    LazyLock::new(|| pattern(decision(&format!("[{SPACE}]+"))));
+/// The decision phrases (`_DECISION`) on a line whose whitespace is collapsed.
+static DECISION: LazyLock<Option<Regex>> = LazyLock::new(|| pattern(decision(" ")));
+/// A list marker at the start of a line (`_LIST_MARKER`).
+static LIST_MARKER: LazyLock<Option<Regex>> =
+    LazyLock::new(|| pattern(format!(r"(?-u)^(?:[-*+]|[0-9]{{1,3}}[.)])[{SPACE}]+")));
+
+/// `_DECISION`'s phrases, `gap` between their words (its lookahead on the first letter is a
+/// shortcut only: every phrase starts with one of those letters).
+fn decision(gap: &str) -> String {
+    let phrases = [
+        "I'll",
+        "I will",
+        "we'll",
+        "we will",
+        "let's",
+        "let me",
+        "decided",
+        "decision",
+        "going to",
+        "instead of",
+        "chose",
+        "switch(?:ed)? to",
+        "the fix is",
+        "root cause",
+        "plan is",
+        "approach",
+    ];
+    let joined: Vec<String> = phrases.iter().map(|p| p.replace(' ', gap)).collect();
+    format!(r"(?i-u)\b(?:{})\b", joined.join("|"))
+}
+
+/// A word of each decision phrase, lowercase (`_PHRASE_WORDS`): a text holding none of them
+/// states no decision.
+const PHRASE_WORDS: [&str; 13] = [
+    "i'll", "will", "we'll", "let", "deci", "going", "instead", "chose", "switch", "fix", "root",
+    "plan", "approach",
+];
+/// From this length on a text holding a phrase's word is taken as one that may decide
+/// (`_WORDS_FROM`): its lines are searched one by one then.
+const WORDS_FROM: usize = 256;
+
+/// `text[start..end]` of an ASCII text (every offset is a character boundary).
+fn piece(text: &str, start: usize, end: usize) -> &str {
+    text.get(start..end).unwrap_or_default()
+}
+
+/// The identifiers in `text` (`_read_identifiers`): URLs (trailing `.,;:!?` stripped), then
+/// UUIDs, hashes, paths and ticket ids, each kind in text order. `None` when `text` is not
+/// ASCII, or a pattern failed to build (the caller reads it the Python way then).
+pub fn identifiers(text: &str) -> Option<Vec<&str>> {
+    if !text.is_ascii() {
+        return None;
+    }
+    let (url, uuid, hash) = (URL.as_ref()?, UUID.as_ref()?, HASH.as_ref()?);
+    let (path, ticket, hint) = (PATH.as_ref()?, TICKET.as_ref()?, TICKET_HINT.as_ref()?);
+    let bytes = text.as_bytes();
+    let mut found: Vec<&str> = Vec::new();
+    // the text outside its URLs (Python blanks each URL with a space: the words and the hints
+    // are those of these pieces, none spans a blank)
+    let mut pieces: Vec<&str> = Vec::new();
+    if text.contains("://") {
+        let mut last = 0;
+        for m in url.find_iter(bytes) {
+            found.push(piece(text, m.start(), m.end()).trim_end_matches(URL_TAIL));
+            pieces.push(piece(text, last, m.start()));
+            last = m.end();
+        }
+        pieces.push(piece(text, last, text.len()));
+    } else {
+        pieces.push(text);
+    }
+    let hexes = pieces.iter().any(|p| {
+        p.as_bytes()
+            .split(|b| !b.is_ascii_hexdigit())
+            .any(|run| run.len() >= 7)
+    });
+    let ticketed = pieces.iter().any(|p| hint.is_match(p.as_bytes()));
+    if !hexes && !ticketed && !pieces.iter().any(|p| p.contains('/')) {
+        return Some(found);
+    }
+    let (mut uuids, mut hashes, mut paths, mut tickets) = (vec![], vec![], vec![], vec![]);
+    let words = pieces
+        .iter()
+        .flat_map(|p| p.split(|c: char| c.is_ascii() && is_space(c as u8)))
+        .filter(|w| !w.is_empty());
+    for word in words {
+        let raw = word.as_bytes();
+        if hexes && raw.len() >= 7 && !raw.iter().all(u8::is_ascii_alphabetic) {
+            if raw.len() >= 36 && word.contains('-') {
+                uuids.extend(uuid.find_iter(raw).map(|m| piece(word, m.start(), m.end())));
+            }
+            hashes.extend(
+                hash.find_iter(raw)
+                    .map(|m| piece(word, m.start(), m.end()))
+                    .filter(|h| {
+                        h.bytes().any(|b| b.is_ascii_digit())
+                            && h.bytes().any(|b| matches!(b, b'a'..=b'f'))
+                    }),
+            );
+        }
+        if word.contains('/') && word.contains('.') {
+            paths.extend(captured(path, word));
+        }
+        if ticketed && (word.contains('-') || word.contains('#')) {
+            tickets.extend(captured(ticket, word));
+        }
+    }
+    for kind in [uuids, hashes, paths, tickets] {
+        found.extend(kind);
+    }
+    Some(found)
+}
+
+/// What Python strips from the end of a URL (`u.rstrip(".,;:!?")`).
+const URL_TAIL: [char; 6] = ['.', ',', ';', ':', '!', '?'];
+
+/// Group 1 of each match of `re` in `word`.
+fn captured<'w>(re: &Regex, word: &'w str) -> Vec<&'w str> {
+    re.captures_iter(word.as_bytes())
+        .filter_map(|c| c.get(1))
+        .map(|m| piece(word, m.start(), m.end()))
+        .collect()
+}
+
+/// `" ".join(s.split())`: the words of `s`, one space between them.
+fn collapsed(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for word in s.split(|c: char| c.is_ascii() && is_space(c as u8)) {
+        if !word.is_empty() {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(word);
+        }
+    }
+    out
+}
+
+/// `line` cut to `limit` characters, the last one an ellipsis, when longer (ASCII `line`).
+fn clipped(mut line: String, limit: usize) -> String {
+    if line.len() > limit {
+        line.truncate(limit.saturating_sub(1));
+        line.push('…');
+    }
+    line
+}
+
+/// The first non-blank line of ASCII `text`, whitespace collapsed, cut to `limit` characters
+/// (`first_line`; `None` when `text` is not ASCII or `limit` is 0).
+pub fn first_line(text: &str, limit: usize) -> Option<String> {
+    if !text.is_ascii() || limit == 0 {
+        return None;
+    }
+    let bytes = text.as_bytes();
+    let Some(start) = bytes.iter().position(|&b| !is_space(b)) else {
+        return Some(String::new());
+    };
+    let end = bytes[start..]
+        .iter()
+        .position(|&b| is_line_break(b))
+        .map_or(bytes.len(), |n| start + n);
+    Some(clipped(collapsed(piece(text, start, end)), limit))
+}
+
+/// `line` without the list marker it starts with (`unlisted`).
+fn unlisted(line: String, marker: &Regex) -> String {
+    let starts = line.bytes().next();
+    if starts.is_none_or(|b| b"-*+0123456789".contains(&b)) {
+        if let Some(m) = marker.find(line.as_bytes()) {
+            return piece(&line, m.end(), line.len()).to_string();
+        }
+    }
+    line
+}
+
+/// Whether a line of ASCII `text` may state a decision (`_may_decide`).
+fn may_decide(text: &str, phrases: &Regex) -> bool {
+    let lowered = text.to_ascii_lowercase();
+    if !PHRASE_WORDS.iter().any(|w| lowered.contains(w)) {
+        return false;
+    }
+    text.len() >= WORDS_FROM || phrases.is_match(text.as_bytes())
+}
+
+/// `text` with each fenced block (from a ```` ``` ```` to the next or the end) made one space.
+fn unfenced(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find("```") {
+        out.push_str(piece(rest, 0, open));
+        out.push(' ');
+        let after = piece(rest, open + 3, rest.len());
+        rest = match after.find("```") {
+            Some(close) => piece(after, close + 3, after.len()),
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
+/// What an assistant message's text gives the extractive summary (`_prose`): its decision
+/// lines (prose lines of 12 to 240 characters, code fences blanked, that state a decision,
+/// whitespace collapsed, list markers dropped) and its first line, cut to `max_line`. `None`
+/// when `text` is not ASCII or a pattern failed to build.
+pub fn prose(text: &str, max_line: usize) -> Option<(Vec<String>, String)> {
+    if !text.is_ascii() || max_line == 0 {
+        return None;
+    }
+    let (phrases, decision, marker) = (
+        MAY_DECIDE.as_ref()?,
+        DECISION.as_ref()?,
+        LIST_MARKER.as_ref()?,
+    );
+    let fenced = text.contains("```");
+    let blanked;
+    let prose = if fenced {
+        blanked = unfenced(text);
+        blanked.as_str()
+    } else {
+        text
+    };
+    if !may_decide(prose, phrases) {
+        if fenced {
+            return Some((vec![], unlisted(first_line(text, max_line)?, marker)));
+        }
+        return Some((
+            vec![],
+            clipped(unlisted(first_line(text, usize::MAX)?, marker), max_line),
+        ));
+    }
+    let mut first: Option<String> = None;
+    let mut found = Vec::new();
+    for raw in prose.split(|c: char| c.is_ascii() && is_line_break(c as u8)) {
+        let line = collapsed(raw);
+        if (12..=240).contains(&line.len())
+            && !(raw.starts_with("    ") || raw.starts_with(['\t', '|', '>']))
+            && decision.is_match(line.as_bytes())
+        {
+            found.push(unlisted(line.clone(), marker));
+        }
+        if first.is_none() && !line.is_empty() {
+            first = Some(line);
+        }
+    }
+    match first {
+        Some(line) if !fenced => Some((found, clipped(unlisted(line, marker), max_line))),
+        _ => Some((found, unlisted(first_line(text, max_line)?, marker))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pattern_builds() {
+        for re in [
+            &URL,
+            &UUID,
+            &HASH,
+            &PATH,
+            &TICKET,
+            &TICKET_HINT,
+            &MAY_DECIDE,
+            &DECISION,
+            &LIST_MARKER,
+        ] {
+            assert!(re.is_some());
+        }
+    }
+
+    #[test]
+    fn identifiers_in_their_kinds_order() {
+        let text = "see https://x.io/a. then PROJ-12 at src/app/main.py, commit 3f2a9c1d \
+                    and 123e4567-e89b-12d3-a456-426614174000 #45";
+        assert_eq!(
+            identifiers(text),
+            Some(vec![
+                "https://x.io/a",
+                "123e4567-e89b-12d3-a456-426614174000",
+                "3f2a9c1d",
+                "123e4567", // a UUID's first group is a hash word of its own, as in Python
+                "src/app/main.py",
+                "PROJ-12",
+                "#45",
+            ])
+        );
+    }
+
+    #[test]
+    fn a_hash_needs_a_letter_and_a_digit_and_a_path_its_own_start() {
+        assert_eq!(
+            identifiers("1234567 abcdefa deadbeef1"),
+            Some(vec!["deadbeef1"])
+        );
+        assert_eq!(identifiers("x:a/b.py ./c/d.rs"), Some(vec!["./c/d.rs"]));
+        assert_eq!(identifiers("abc#12 X#34"), Some(vec![]));
+    }
+
+    #[test]
+    fn a_url_is_no_word_of_the_rest() {
+        // the URL's own path is not read again as a path
+        assert_eq!(
+            identifiers("at http://h/a/b.py ok"),
+            Some(vec!["http://h/a/b.py"])
+        );
+    }
+
+    #[test]
+    fn not_ascii_is_left_to_the_caller() {
+        assert_eq!(identifiers("é src/a.py"), None);
+        assert_eq!(first_line("é", 10), None);
+        assert_eq!(prose("é", 10), None);
+    }
+
+    #[test]
+    fn first_line_collapses_and_clips() {
+        assert_eq!(
+            first_line("  \n  a \t b\x1fc\nnext", 240).as_deref(),
+            Some("a b c")
+        );
+        assert_eq!(first_line(" \x1c ", 240).as_deref(), Some(""));
+        assert_eq!(first_line("abcdef", 4).as_deref(), Some("abc…"));
+    }
+
+    #[test]
+    fn prose_finds_decisions_outside_fences() {
+        let text = "- Plan:\n```\nI will not be read here\n```\n* I decided to use a queue.\n";
+        let (found, first) = prose(text, 240).unwrap_or_default();
+        assert_eq!(found, vec!["I decided to use a queue."]);
+        assert_eq!(first, "Plan:");
+        assert_eq!(
+            prose("plain words only", 240),
+            Some((vec![], "plain words only".into()))
+        );
+    }
+}

@@ -1,0 +1,138 @@
+"""The native reading of ASCII text (``_core.read_identifiers``, ``read_prose``,
+``read_first_line``: rust/src/reading.rs) gives exactly what the Python reading gives.
+
+The Python reading is the reference (Python's ``re`` on ``str``); the native one reads a text
+only when it is ASCII, where Python's ``\\w``, ``\\d``, ``\\s``, ``\\b`` and case folding are
+ASCII classes. Compared on every text of every shared transcript (message texts, tool-call
+arguments, tool results) and on generated ASCII text built from the patterns' own pieces.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from unittest import mock
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from ctxengine import _core
+from ctxengine.compaction import extractive
+from ctxengine.compaction import facts as F
+from ctxengine.transcript import load_all
+
+from .helpers import all_files
+
+LIMITS = (F.MAX_LINE, 60, 1, sys.maxsize)
+
+
+def _texts() -> Iterator[str]:
+    for path in all_files():
+        for transcript in load_all(path):
+            for m in transcript:
+                yield m.text
+                for call in m.tool_calls:
+                    yield call.arguments_json
+                for result in m.tool_results:
+                    yield result.text
+
+
+TEXTS = sorted(set(_texts()))
+ASCII = [t for t in TEXTS if t.isascii()]
+
+
+def _python_prose(text: str) -> tuple[tuple[str, ...], str]:
+    """The Python reading of the prose, its first lines read in Python too."""
+    with mock.patch.object(F, "read_first_line", lambda text, limit: None):
+        return extractive._scanned_prose(text)
+
+
+def _same(text: str) -> None:
+    assert _core.read_identifiers(text) == F._scanned_identifiers(text), text
+    assert _core.read_prose(text, F.MAX_LINE) == _python_prose(text), text
+    for limit in LIMITS:
+        assert _core.read_first_line(text, limit) == F._first_line(text, limit), (text, limit)
+
+
+def test_the_shared_transcripts_hold_ascii_and_other_text() -> None:
+    # the comparison below covers the native reading on real text, the fallback on the rest
+    assert len(ASCII) > 1_000
+    assert len(TEXTS) - len(ASCII) > 10
+
+
+def test_every_ascii_text_of_the_transcripts_is_read_alike() -> None:
+    differ = []
+    for text in ASCII:
+        try:
+            _same(text)
+        except AssertionError:
+            differ.append(text[:80])
+    assert differ == []
+
+
+def test_every_line_of_the_transcripts_is_read_alike() -> None:
+    # a line alone starts and ends where a text's words and phrases are cut
+    lines = sorted({ln for t in ASCII for ln in t.splitlines() if ln.strip()})
+    assert len(lines) > 5_000
+    differ = []
+    for line in lines:
+        try:
+            _same(line)
+        except AssertionError:
+            differ.append(line[:80])
+    assert differ == []
+
+
+def test_other_text_is_left_to_python() -> None:
+    other = [t for t in TEXTS if not t.isascii()][:500]
+    for text in [*other, "é", "\ud800", "٣٣"]:
+        assert _core.read_identifiers(text) is None
+        assert _core.read_prose(text, F.MAX_LINE) is None
+        assert _core.read_first_line(text, F.MAX_LINE) is None
+        # and the callers read it in Python
+        assert F._read_identifiers(text) == F._scanned_identifiers(text)
+        assert F.first_line(text) == F._first_line(text, F.MAX_LINE)
+
+
+def test_a_limit_of_zero_is_left_to_python() -> None:
+    assert _core.read_first_line("abc", 0) is None
+    assert F.first_line("abc", 0) == F._first_line("abc", 0)
+
+
+#: Pieces of what the patterns look for, and of what stops them (Python's whitespace beyond
+#: ``\s`` in other engines: ``\x1c``-``\x1f``; its line breaks: ``\x0b``, ``\x0c``, ``\r``).
+_PIECES = st.sampled_from(
+    [
+        *"aAfFgxZ09_-#/.:~@+*|>`'\"()[]<>,;!?\\ \n\t\r\x0b\x0c\x1c\x1d\x1e\x1f",
+        *("http://", "https://h.io/p", "://", "```", "    ", "- ", "2. ", "12) ", "* "),
+        *("PROJ-12", "#45", "X1-9", "deadbeef", "3f2a9c1", "12345678", "-e89b", "123e4567"),
+        *("src/", "./", "../", "~/", ".py", ".tar.gz", "a/b", "x.rs", "/etc/", "@scope/"),
+        *("I'll", "I will", "i\twill", "we'll", "We  will", "let's", "let\nme", "decided"),
+        *("decision", "going to", "instead of", "chose", "switched to", "switch to"),
+        *("the fix is", "root cause", "plan is", "approach", "deci", "fix", "plan", "root"),
+        "x" * 70,
+        " y" * 70,
+        "0123456789abcdef" * 3,
+    ]
+)
+
+
+@settings(max_examples=600)
+@given(st.lists(_PIECES, max_size=50).map("".join))
+@example("see https://x.io/a. and PROJ-12 at src/app/main.py, 3f2a9c1d #45")
+@example("x " * 150 + "\nThat decision holds for the parser module.\n")
+@example("```\nI will\n```\n- I decided to go.\x1cnext")
+def test_generated_ascii_is_read_alike(text: str) -> None:
+    _same(text)
+
+
+@settings(max_examples=300)
+@given(st.text(st.characters(max_codepoint=127), max_size=300))
+def test_any_ascii_is_read_alike(text: str) -> None:
+    _same(text)
+
+
+@pytest.mark.parametrize("text", ["", " ", "\n\n", "\x1c\x1f", "```", "http://"])
+def test_empty_and_blank_texts_are_read_alike(text: str) -> None:
+    _same(text)
