@@ -108,8 +108,8 @@ class RefBuilder(HistoryBuilder):
         overhead = MESSAGE_OVERHEAD + images * IMAGE_TOKENS
         return HistoryItem(
             node_id, index, -1, text, kind, ROLE[role], self.turn, flags, texts, overhead,
-            f"{role} message {index}", grain, text, thinking=thinking,
-            family=family_of(message) if thinking else None,
+            f"{role} message {index}", text, text, thinking=thinking,
+            family=family_of(message) if thinking else None, made_grain=grain,
         )  # fmt: skip
 
     def _result(self, index: int, position: int, result: ToolResult) -> HistoryItem:
@@ -130,8 +130,8 @@ class RefBuilder(HistoryBuilder):
         return HistoryItem(
             node_id, index, position, text, KIND["tool_result"], ROLE["tool"],
             self.call_group.get(result.call_id, self.turn), flags, (result.call_id,),
-            MESSAGE_OVERHEAD + images * IMAGE_TOKENS, f"tool result: {name}", grain, source,
-            len(source) if text is not source else 0,
+            MESSAGE_OVERHEAD + images * IMAGE_TOKENS, f"tool result: {name}", text, source,
+            len(source) if text is not source else 0, tool=name, made_grain=grain,
         )  # fmt: skip
 
 
@@ -330,9 +330,12 @@ def test_history_items_equal_the_reference(
     for i, m in enumerate(msgs):
         m = repair_text(m)
         a, b = fast.items(i, m), ref.items(i, m)
-        assert a == b, (name, i)
+        assert all(x.made_grain is None for x in a)  # made on first use
         for x, y in zip(a, b, strict=True):
             assert x.grain == y.grain and x.grain.meta == y.grain.meta
+            assert x.grain is x.grain  # made once
+        assert a == b, (name, i)
+        for x in a:
             assert x.text is x.source_text or x.guarded_from  # one object unless cut
             seen += 1
         assert fast.turn == ref.turn

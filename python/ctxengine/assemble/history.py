@@ -67,6 +67,7 @@ _FEEDBACK_FLAG: Final[int] = _core.FLAG_FEEDBACK
 _IMAGE: Final[int] = _core.FLAG_IMAGE
 _PROTECTED: Final[int] = _core.FLAG_PROTECTED
 _ROLE: Final[dict[str, int]] = dict(ROLE)
+_ROLE_NAME: Final[dict[int, str]] = {code: name for name, code in ROLE.items()}
 
 
 _FEEDBACK = re.compile(
@@ -120,12 +121,30 @@ class HistoryItem:
     overhead_texts: tuple[str, ...]  # tool call names and arguments (counted, never trimmed)
     overhead: int
     label: str
-    grain: ContextGrain
+    grain_text: str  # the text the item was made with (its grain's content)
     source_text: str  # the text as the message holds it (compose re-renders when they differ)
     guarded_from: int = 0  # characters before the window guard cut it (0: not cut)
     composed: tuple[str, Message] | None = None  # last rendered (text, message), reused
     thinking: tuple[Thinking, ...] = ()  # counted only for a provider its export sends it to
     family: str | None = None  # the provider whose signatures the message carries
+    tool: str | None = None  # a tool result's tool name
+    made_grain: ContextGrain | None = None  # :attr:`grain`, once made
+
+    @property
+    def grain(self) -> ContextGrain:
+        """The item's ``transcript`` grain (:func:`transcript_grain`), made on first use: a
+        cold render reads it only for the items it keeps, a few hundred of a long session."""
+        grain = self.made_grain
+        if grain is None:
+            context = self.kind == _KIND_CONTEXT
+            meta: dict[str, Any] = {"message_index": self.index, "role": _ROLE_NAME[self.role]}
+            if self.kind == _KIND_TOOL_RESULT:
+                meta["tool"] = self.tool
+            grain = transcript_grain(
+                self.node_id, self.grain_text, 0 if context else 100, context, meta
+            )
+            self.made_grain = grain
+        return grain
 
 
 def call_texts(calls: Sequence[ToolCall]) -> tuple[str, ...]:
@@ -250,10 +269,10 @@ class HistoryBuilder:
             flags |= _FEEDBACK_FLAG
         used = self.used_ids
         if role == "system":
-            kind, flags, priority = _KIND_CONTEXT, flags | _PROTECTED, 0
+            kind, flags = _KIND_CONTEXT, flags | _PROTECTED
             base = f"sys.transcript.{index}"
         else:
-            kind, priority = _KIND_MESSAGE, 100
+            kind = _KIND_MESSAGE
             base = f"hist.{index}"
         if base in used:
             node_id = self._node_id(base)
@@ -264,8 +283,6 @@ class HistoryBuilder:
             owners = self.call_items
             for call in calls:
                 owners[call.id] = node_id
-        meta = {"message_index": index, "role": role}
-        grain = transcript_grain(node_id, text, priority, priority == 0, meta)
         return HistoryItem(
             node_id,
             index,
@@ -278,7 +295,7 @@ class HistoryBuilder:
             texts,
             MESSAGE_OVERHEAD + media,
             f"{role} message {index}",
-            grain,
+            text,
             text,
             0,
             None,
@@ -311,8 +328,6 @@ class HistoryBuilder:
         limit = self.max_result_chars
         if limit is not None and len(source) > limit:
             text = truncate_tool_result(source, limit)
-        meta = {"message_index": index, "role": "tool", "tool": name}
-        grain = transcript_grain(node_id, text, 100, False, meta)
         return HistoryItem(
             node_id,
             index,
@@ -325,7 +340,8 @@ class HistoryBuilder:
             (call_id,),
             MESSAGE_OVERHEAD + media,
             f"tool result: {name}",
-            grain,
+            text,
             source,
             len(source) if text is not source else 0,
+            tool=name,
         )

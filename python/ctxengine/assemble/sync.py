@@ -41,17 +41,24 @@ def item_text(state: SessionState, item: HistoryItem) -> str:
     if pruned is not None:
         return pruned
     override = state.overrides.get(item.node_id)
-    return (override or item.grain).text
+    if override:
+        return override.text
+    grain = item.made_grain
+    return item.grain_text if grain is None else grain.text
 
 
 def _texts(state: SessionState, items: list[HistoryItem]) -> list[str]:
     """``[item_text(state, i) for i in items]``; with nothing pruned or overridden that is
-    each grain's text (for the transcript grains the history builds: its ``str`` content)."""
+    each grain's text: the text the item was made with while its grain is not made (a cold
+    render makes few), else the grain's (a plugin may have changed its content)."""
     if state.pruned or state.overrides:
         return [item_text(state, i) for i in items]
     texts: list[str] = []
     for i in items:
-        grain = i.grain
+        grain = i.made_grain
+        if grain is None:
+            texts.append(i.grain_text)
+            continue
         content = grain.content
         if type(content) is str and type(grain) is ContextGrain:
             texts.append(content)
