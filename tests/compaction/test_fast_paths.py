@@ -25,7 +25,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ctxengine import Budget, BudgetError, ContextEngine
+from ctxengine import Budget, BudgetError, ContextEngine, clear_cache
 from ctxengine.assemble.history import transcript_grain
 from ctxengine.compaction import (
     ExtractiveSummarizer,
@@ -245,6 +245,35 @@ def test_message_counts_by_pieces_equal_whole_counts(encoding: str) -> None:
     opaque = lambda text: count(text)  # noqa: E731
     for _, messages in SESSIONS:
         assert pipeline.message_tokens(messages, count) == pipeline.message_tokens(messages, opaque)
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("cached", [False, True])
+def test_message_counts_in_a_scope_equal_whole_counts(encoding: str, cached: bool) -> None:
+    # in a message scope a message of one part is counted as its role line plus the part,
+    # a cache hit when the session counted the part before (cached) and a count when not
+    tokenizer = get_tokenizer(encoding)
+    opaque = lambda text: tokenizer.count(text, cache=False)  # noqa: E731
+    clear_cache()
+    one = 0
+    for _, messages in SESSIONS:
+        if cached:
+            tokenizer.count_many([m.text for m in messages])
+        with F.message_scope():
+            scoped = pipeline.message_tokens(messages, tokenizer.count)
+            again = pipeline.message_tokens(messages, tokenizer.count)
+        assert scoped == again == pipeline.message_tokens(messages, opaque)
+        one += sum(pipeline._one_part(m, m.text) is not None for m in messages)
+    assert one > 500  # the shared sessions hold many messages of one part
+
+
+def test_a_message_of_one_part_is_its_text_or_its_one_result() -> None:
+    assert pipeline._one_part(Message.user("fix it"), "fix it") == "fix it"
+    for text in (" fix", "\nfix", "/fix", ""):  # the newline before it could join: whole
+        assert pipeline._one_part(Message.user(text), text) is None
+    call = ToolCall("c1", "read", {"path": "a.py"})
+    assert pipeline._one_part(Message.assistant("ok", [call]), "ok") is None
+    assert pipeline._one_part(Message.tool("c1", "def f(): ..."), "") == "def f(): ..."
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)

@@ -360,6 +360,11 @@ def _message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
     at: list[int] = []
     entries: list[Seen] = []
     texts: list[str] = []
+    # the messages of one part (their role line, then it): positions, entries, parts, roles
+    one_at: list[int] = []
+    one_entries: list[Seen] = []
+    parts: list[str] = []
+    roles: list[str] = []
     get = memo.get
     for i, m in enumerate(messages):
         seen = get(id(m))
@@ -368,6 +373,14 @@ def _message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
         elif seen.count is not None and seen.count == count:
             out[i] = seen.tokens
             continue
+        if exact is not None:
+            part = _one_part(m, seen.text)
+            if part is not None:
+                one_at.append(i)
+                one_entries.append(seen)
+                parts.append(part)
+                roles.append(m.role)
+                continue
         joined = seen.joined
         if joined is None:
             joined = seen.joined = _joined(m, seen.text)
@@ -383,7 +396,31 @@ def _message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
         for i, seen, n in zip(at, entries, _batch(texts, count, exact), strict=True):
             out[i] = seen.tokens = n + 4
             seen.count = count
+    if parts and exact is not None:
+        lines = {role: exact.count(role + "\n") for role in set(roles)}
+        counted = exact.count_many(parts, cache=True)
+        for i, seen, role, n in zip(one_at, one_entries, roles, counted, strict=True):
+            out[i] = seen.tokens = lines[role] + n + 4
+            seen.count = count
     return out
+
+
+def _one_part(m: Message, text: str) -> str | None:
+    """The one part of ``m`` after its role line (its text, or a tool message's one result),
+    when :func:`_joined` is that role line and it, and it starts with neither whitespace nor
+    ``/``: the pre-tokenizer cannot join across the newline before it then, so an exact count
+    of the message is the role line's plus the part's, which the session counted (and cached)
+    when the message entered the plan. None for any other message."""
+    if m.tool_calls:
+        return None
+    results = m.tool_results
+    if results:
+        if text or len(results) != 1:
+            return None
+        text = results[0].text
+    if text and not text[0].isspace() and text[0] != "/":
+        return text
+    return None
 
 
 def _unscoped_tokens(messages: Sequence[Message], count: Count) -> list[int]:
