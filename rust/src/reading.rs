@@ -1,19 +1,20 @@
 //! What compaction reads of one message's text: its identifiers (URLs, UUIDs, hashes, paths,
 //! ticket ids), its decision lines and its first line.
 //!
-//! The reference is the Python reading (`ctxengine/compaction/facts.py`, `_read_identifiers`
-//! and `first_line`; `ctxengine/compaction/extractive.py`, `_prose`), whose patterns are
+//! The reference is the Python reading (`ctxengine/compaction/facts.py`, `_scanned_identifiers`
+//! and `_first_line`; `ctxengine/compaction/extractive.py`, `_scanned_prose`), whose patterns are
 //! Python's `re` on `str`: Unicode `\w`, `\d`, `\s` and case folding. On ASCII text those are
 //! ASCII classes that the `regex` crate's ASCII mode matches alike, with one exception written
 //! out below (Python's whitespace holds `\x1c`-`\x1f`). So a text is read here only when it is
 //! ASCII; every function returns `None` for any other text, and the caller reads it the Python
-//! way. The parity suite (`tests/test_reading_parity.py`) compares both readings on every text
+//! way. The parity suite (`tests/compaction/test_reading_parity.py`) compares both readings on every text
 //! of the shared transcripts and on generated ASCII.
 //!
 //! Python's lookarounds, which the `regex` crate lacks, are written as what they amount to
-//! here: a one-character lookbehind as a consumed character or the start (a match always ends
-//! in a word character, which the lookbehind refuses, so no match is lost to the consumed
-//! character), and the hash's two lookaheads as a test of the matched word.
+//! here: the one-character lookbehinds of paths and ticket ids as a consumed character or the
+//! start (a match always ends in a word character, which the lookbehind refuses, so no match
+//! is lost to the consumed character), the hash's two lookaheads as a test of the matched word,
+//! and the decision phrases' lookahead on their first letter (a shortcut only) left out.
 
 use std::sync::LazyLock;
 
@@ -331,6 +332,22 @@ mod tests {
             &LIST_MARKER,
         ] {
             assert!(re.is_some());
+        }
+    }
+
+    #[test]
+    fn the_space_class_and_is_space_agree() {
+        // `SPACE` (in the patterns) and `is_space` (in the loops) are one set, written twice
+        let class = pattern(format!("(?-u)^[{SPACE}]$"));
+        let Some(class) = class else {
+            panic!("the space class does not build");
+        };
+        for b in 0..=255u8 {
+            assert_eq!(class.is_match(&[b]), is_space(b), "byte {b:#04x}");
+            assert!(
+                !is_line_break(b) || is_space(b),
+                "a line break is whitespace: {b:#04x}"
+            );
         }
     }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -136,3 +137,27 @@ def test_any_ascii_is_read_alike(text: str) -> None:
 @pytest.mark.parametrize("text", ["", " ", "\n\n", "\x1c\x1f", "```", "http://"])
 def test_empty_and_blank_texts_are_read_alike(text: str) -> None:
     _same(text)
+
+
+def test_other_text_is_not_encoded_by_the_native_reading() -> None:
+    # asking a str for its UTF-8 keeps a copy inside it for as long as it lives: a message's
+    # text read by a compaction must not grow (only ASCII text, whose UTF-8 is itself, goes in)
+    text = "".join(["café src/a.py I will fix it\n"] * 500)
+    size = sys.getsizeof(text)
+    F._read_identifiers(text)
+    F.first_line(text)
+    extractive._prose(None, text)  # type: ignore[arg-type]
+    assert sys.getsizeof(text) == size
+
+
+def _outcome(read: Any, text: str, limit: Any) -> Any:
+    try:
+        return read(text, limit)
+    except Exception as exc:  # the same error as the Python reading's, if any
+        return type(exc)
+
+
+@pytest.mark.parametrize("limit", [2**64, 5.0, 500.0, -3, 0, True])
+@pytest.mark.parametrize("text", ["abc", "  a first line that is long enough\nsecond"])
+def test_any_limit_is_taken_as_the_python_reading_takes_it(text: str, limit: Any) -> None:
+    assert _outcome(F.first_line, text, limit) == _outcome(F._first_line, text, limit)

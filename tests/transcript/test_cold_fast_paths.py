@@ -581,3 +581,13 @@ def test_extractive_summary_from_the_scope_memo_equals_a_fresh_one() -> None:
             assert summarizer.summarize_sync(clean[len(clean) // 2 :]) == half
             assert summarizer.summarize_sync(clean) == fresh
             assert summarizer.summarize_sync(clean) == fresh
+
+
+def test_an_item_equals_itself_before_and_after_its_grain_is_made() -> None:
+    a = HistoryBuilder().items(0, Message.user("hello there"))[0]
+    b = HistoryBuilder().items(0, Message.user("hello there"))[0]
+    assert a == b and a.made_grain is None
+    grain = a.grain
+    assert a == b and a.made_grain is grain and b.made_grain is None
+    b.grain = grain  # set by hand, as a plugin holding an item could
+    assert b.grain is grain

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
 
@@ -128,7 +128,8 @@ class HistoryItem:
     thinking: tuple[Thinking, ...] = ()  # counted only for a provider its export sends it to
     family: str | None = None  # the provider whose signatures the message carries
     tool: str | None = None  # a tool result's tool name
-    made_grain: ContextGrain | None = None  # :attr:`grain`, once made
+    # :attr:`grain`, once made (not compared: an item equals itself before and after)
+    made_grain: ContextGrain | None = field(default=None, compare=False, repr=False)
 
     @property
     def grain(self) -> ContextGrain:
@@ -145,6 +146,10 @@ class HistoryItem:
             )
             self.made_grain = grain
         return grain
+
+    @grain.setter
+    def grain(self, grain: ContextGrain) -> None:
+        self.made_grain = grain
 
 
 def call_texts(calls: Sequence[ToolCall]) -> tuple[str, ...]:

@@ -73,7 +73,7 @@ def _prose(m: Message, text: str) -> tuple[tuple[str, ...], str]:
     fences blanked) of 12 to 240 characters that state a decision, whitespace collapsed, and
     :func:`~ctxengine.compaction.facts.first_line`. An ASCII text is read natively
     (``_core.read_prose``), any other by :func:`_scanned_prose`, the reference."""
-    native = read_prose(text, MAX_LINE)
+    native = read_prose(text, MAX_LINE) if text.isascii() else None  # (see _read_identifiers)
     return native if native is not None else _scanned_prose(text)
 
 

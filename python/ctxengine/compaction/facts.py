@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -274,7 +275,7 @@ class KeyFacts:
 def first_line(text: str, limit: int = MAX_LINE) -> str:
     """The first non-blank line of ``text``, whitespace collapsed, cut to ``limit`` chars
     (an ASCII text's read natively: :func:`_first_line` is the reference)."""
-    if limit > 0:
+    if text.isascii() and type(limit) is int and 0 < limit <= sys.maxsize:
         native = read_first_line(text, limit)
         if native is not None:
             return native
@@ -639,7 +640,9 @@ def _read_identifiers(text: str) -> tuple[str, ...]:
     """URLs, UUIDs, hashes, paths and ticket ids in ``text``, in that order (each in text order):
     an ASCII text's read natively (``_core.read_identifiers``, a few times faster), any other
     by :func:`_scanned_identifiers`, the reference the native reading is tested against."""
-    native = read_identifiers(text)
+    # only an ASCII text goes to the native reading (``isascii`` is a flag: asking for the UTF-8
+    # of any other str would keep a copy of it inside the str for as long as it lives)
+    native = read_identifiers(text) if text.isascii() else None
     return native if native is not None else _scanned_identifiers(text)
 
 
@@ -648,8 +651,7 @@ def _scanned_identifiers(text: str) -> tuple[str, ...]:
 
     No identifier spans whitespace, so each pattern runs only on the words that can hold one
     (a cheap test per word) instead of at every position of the text: the same matches, found
-    about 30 times faster on tool-heavy sessions. Cached: a compaction reads each text more than
-    once.
+    about 30 times faster on tool-heavy sessions.
     """
     found = [u.rstrip(".,;:!?") for u in _URL.findall(text)] if "://" in text else []
     stripped = _URL.sub(" ", text) if found else text

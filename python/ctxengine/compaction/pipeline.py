@@ -410,7 +410,8 @@ def _one_part(m: Message, text: str) -> str | None:
     when :func:`_joined` is that role line and it, and it starts with neither whitespace nor
     ``/``: the pre-tokenizer cannot join across the newline before it then, so an exact count
     of the message is the role line's plus the part's, which the session counted (and cached)
-    when the message entered the plan. None for any other message."""
+    when the message entered the plan (unless the history shortened it: a tool result over
+    ``max_result_chars``, counted here then). None for any other message."""
     if m.tool_calls:
         return None
     results = m.tool_results
