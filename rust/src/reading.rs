@@ -94,14 +94,14 @@ fn decision(gap: &str) -> String {
     format!(r"(?i-u)\b(?:{})\b", joined.join("|"))
 }
 
-/// A word of each decision phrase, lowercase (`_PHRASE_WORDS`): a text holding none of them
-/// states no decision.
+/// A word of each decision phrase, lowercase: a text holding none of them states no decision
+/// (`deci` is in both `decided` and `decision`), the shortcut of [`may_decide`].
 const PHRASE_WORDS: [&str; 13] = [
     "i'll", "will", "we'll", "let", "deci", "going", "instead", "chose", "switch", "fix", "root",
     "plan", "approach",
 ];
 /// From this length on a text holding a phrase's word is taken as one that may decide
-/// (`_WORDS_FROM`): its lines are searched one by one then.
+/// (`_WORDS_FROM` in Python): its lines are searched one by one then.
 const WORDS_FROM: usize = 256;
 
 /// `text[start..end]` of an ASCII text (every offset is a character boundary).
@@ -238,7 +238,8 @@ fn unlisted(line: String, marker: &Regex) -> String {
     line
 }
 
-/// Whether a line of ASCII `text` may state a decision (`_may_decide`).
+/// Whether a line of ASCII `text` may state a decision (`_may_decide`, which is the pattern
+/// alone: the words are this reading's shortcut, held to it by the parity suite).
 fn may_decide(text: &str, phrases: &Regex) -> bool {
     let lowered = text.to_ascii_lowercase();
     if !PHRASE_WORDS.iter().any(|w| lowered.contains(w)) {

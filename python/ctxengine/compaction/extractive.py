@@ -110,28 +110,17 @@ def _clipped(line: str) -> str:
 
 def _may_decide(text: str) -> bool:
     """Whether a line of ``text`` may state a decision (:data:`_DECISION` may match it once
-    its whitespace is collapsed); False only when none does. An ASCII text holding no word of
-    a phrase (:data:`_PHRASE_WORDS`, lowercased: most texts) cannot; one that holds one is
-    searched with the pattern when short, whitespace runs taken for the phrases' spaces
-    (:data:`_MAY_DECIDE`), and taken as may when long (its lines are searched one by one
-    then), several times faster than the pattern on a long text. A non-ASCII text is searched
-    when short, and may when long (its case folds beyond ASCII)."""
-    if text.isascii():
-        lowered = text.lower()
-        if not any(word in lowered for word in _PHRASE_WORDS):
-            return False
+    its whitespace is collapsed); False only when none does. A short text is searched with
+    the pattern, whitespace runs taken for the phrases' spaces (:data:`_MAY_DECIDE`); a long
+    one may (its lines are searched one by one then), several times faster than the pattern
+    on a long text. (The native reading of an ASCII text first looks for a word of each
+    phrase: rust/src/reading.rs.)"""
     return len(text) >= _WORDS_FROM or _MAY_DECIDE.search(text) is not None
 
 
 #: :data:`_DECISION` with a run of whitespace (a line break too) for each space of a phrase.
 _MAY_DECIDE: Final = re.compile(_DECISION.pattern.replace(" ", r"\s+"), re.I)
-#: A word of each phrase of :data:`_DECISION`, lowercase: an ASCII text holding none of them
-#: has no match of :data:`_MAY_DECIDE` (``deci`` is in both ``decided`` and ``decision``).
-_PHRASE_WORDS: Final = (
-    "i'll", "will", "we'll", "let", "deci", "going", "instead", "chose", "switch", "fix",
-    "root", "plan", "approach",
-)  # fmt: skip
-#: From this length on :func:`_may_decide` looks for the words.
+#: From this length on :func:`_may_decide` takes a text as one that may decide.
 _WORDS_FROM: Final = 256
 
 

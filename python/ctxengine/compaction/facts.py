@@ -680,38 +680,20 @@ _cached_identifiers: Final = lru_cache(maxsize=8192)(_read_identifiers)
 
 
 def _hints(text: str) -> tuple[bool, bool]:
-    """Whether :data:`_HEX_RUN` and :data:`_TICKET_HINT` are found in ``text``. The text is
-    mapped to its character classes (:data:`_HEX_CLASS`, :data:`_TICKET_CLASS`, each byte of
-    its UTF-8 at C speed, a byte of a non-ASCII character never a hex digit) and the classes'
-    runs are looked for, several times faster than a pattern that tests every position (the
-    prose and tool output of an agent's messages; a short message's text too, twice as fast).
-    A short text is searched for a ticket's hint with the pattern, only when it holds a ``-``
-    or a ``#``. ``\\d`` matches more than ``0-9``: so is a non-ASCII text."""
-    data = text.encode("utf-8", "surrogatepass")
-    hexes = b"xxxxxxx" in data.translate(_HEX_CLASS)
-    if len(text) < _CLASSES_FROM:  # a ticket's hint holds a "-" or a "#" (found at C speed)
-        return hexes, ("-" in text or "#" in text) and _TICKET_HINT.search(text) is not None
-    if not text.isascii():
-        return hexes, _TICKET_HINT.search(text) is not None
-    marks = data.translate(_TICKET_CLASS)
-    return hexes, b"U-d" in marks or b"d-d" in marks or b"#dd" in marks
+    """Whether :data:`_HEX_RUN` and :data:`_TICKET_HINT` are found in ``text``. The hex run is
+    looked for in the text mapped to its character classes (:data:`_HEX_CLASS`, each byte of its
+    UTF-8 at C speed, a byte of a non-ASCII character never a hex digit), several times faster
+    than a pattern that tests every position; the ticket's hint is searched for only when the
+    text holds a ``-`` or a ``#`` (found at C speed). An ASCII text is read natively
+    (:func:`_read_identifiers`): this is the reading of any other, and the reference."""
+    hexes = b"xxxxxxx" in text.encode("utf-8", "surrogatepass").translate(_HEX_CLASS)
+    return hexes, ("-" in text or "#" in text) and _TICKET_HINT.search(text) is not None
 
 
-#: From this length on :func:`_hints` maps a text to the ticket's character classes.
-_CLASSES_FROM: Final = 256
 #: Each byte → ``x`` for a hex digit (:data:`_HEX_RUN`'s class), else ``.``.
 _HEX_CLASS: Final = bytes(
     ord("x") if chr(b) in "0123456789abcdefABCDEF" else ord(".") for b in range(256)
 )
-#: Each byte → ``d`` for a digit, ``U`` for a capital letter, itself for ``-`` and ``#``,
-#: else ``.`` (:data:`_TICKET_HINT` is ``U-d``, ``d-d`` or ``#dd`` in these classes).
-_TICKET_CLASS: Final = bytes(
-    ord("d") if chr(b).isdigit() and b < 128
-    else ord("U") if "A" <= chr(b) <= "Z"
-    else b if chr(b) in "-#"
-    else ord(".")
-    for b in range(256)
-)  # fmt: skip
 
 
 def _pending_of(
