@@ -419,9 +419,13 @@ def _one_part(m: Message, text: str) -> str | None:
         if text or len(results) != 1:
             return None
         text = results[0].text
-    if text and not text[0].isspace() and text[0] != "/":
-        return text
-    return None
+    return text if text and _fresh_start(text) else None
+
+
+def _fresh_start(part: str) -> bool:
+    """Whether the pre-tokenizer cannot join ``part`` (not empty) to the newline before it:
+    it starts with neither whitespace nor ``/``."""
+    return not part[0].isspace() and part[0] != "/"
 
 
 def _unscoped_tokens(messages: Sequence[Message], count: Count) -> list[int]:
@@ -465,7 +469,7 @@ def _tokens(m: Message, text: str, count: Count, exact: Tokenizer | None) -> int
         k = max(range(1, len(parts)), key=lambda i: len(parts[i]))
         big = parts[k]
         last = k == len(parts) - 1
-        starts = len(big) >= 64 and not big[0].isspace() and big[0] != "/"
+        starts = len(big) >= 64 and _fresh_start(big)
         if starts and (last or big[-1].isalnum()):
             n = exact.count("\n".join(parts[:k]) + "\n") + exact.count(big)
             return n + (0 if last else exact.count("\n" + "\n".join(parts[k + 1 :])))
