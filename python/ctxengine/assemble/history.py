@@ -66,7 +66,6 @@ _STRUCTURAL_FLAG: Final[int] = _core.FLAG_STRUCTURAL
 _FEEDBACK_FLAG: Final[int] = _core.FLAG_FEEDBACK
 _IMAGE: Final[int] = _core.FLAG_IMAGE
 _PROTECTED: Final[int] = _core.FLAG_PROTECTED
-_ROLE: Final[dict[str, int]] = dict(ROLE)
 _ROLE_NAME: Final[dict[int, str]] = {code: name for name, code in ROLE.items()}
 
 
@@ -294,7 +293,7 @@ class HistoryBuilder:
             -1,
             text,
             kind,
-            _ROLE[role],
+            ROLE[role],
             turn,
             flags,
             texts,
