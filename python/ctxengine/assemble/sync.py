@@ -41,30 +41,22 @@ def item_text(state: SessionState, item: HistoryItem) -> str:
     if pruned is not None:
         return pruned
     override = state.overrides.get(item.node_id)
-    if override:
-        return override.text
+    return override.text if override else _own_text(item)
+
+
+def _own_text(item: HistoryItem) -> str:
+    """An item's own text: its grain's, the text the item was made with while the grain is not
+    made (a cold render makes few; a plugin may change a made grain's content)."""
     grain = item.made_grain
     return item.grain_text if grain is None else grain.text
 
 
 def _texts(state: SessionState, items: list[HistoryItem]) -> list[str]:
-    """``[item_text(state, i) for i in items]``; with nothing pruned or overridden that is
-    each grain's text: the text the item was made with while its grain is not made (a cold
-    render makes few), else the grain's (a plugin may have changed its content)."""
+    """``[item_text(state, i) for i in items]``: each item's own text when nothing is pruned or
+    overridden."""
     if state.pruned or state.overrides:
         return [item_text(state, i) for i in items]
-    texts: list[str] = []
-    for i in items:
-        grain = i.made_grain
-        if grain is None:
-            texts.append(i.grain_text)
-            continue
-        content = grain.content
-        if type(content) is str and type(grain) is ContextGrain:
-            texts.append(content)
-        else:
-            texts.append(grain.text)
-    return texts
+    return list(map(_own_text, items))
 
 
 def _changed_items(state: SessionState, scan: bool) -> tuple[list[HistoryItem], list[str]]:
