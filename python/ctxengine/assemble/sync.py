@@ -189,12 +189,11 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
         state.dirty.clear()
         state.counted_for = provider
         return
-    if state.redaction is None:  # _overhead_texts, inline for the items without thinking
-        extras = [
-            _overhead_texts(state, i, provider) if i.thinking else i.overhead_texts for i in items
-        ]
-    else:
-        extras = [_overhead_texts(state, i, provider) for i in items]
+    plain = state.redaction is None  # then an item without thinking carries its calls' texts
+    extras = [
+        i.overhead_texts if plain and not i.thinking else _overhead_texts(state, i, provider)
+        for i in items
+    ]
     flat = [t for e in extras for t in e]
     extra = count_many(flat, model=config.model) if flat else []
     overheads: list[int] = []
