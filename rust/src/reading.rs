@@ -28,6 +28,11 @@ fn is_space(b: u8) -> bool {
     matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | 0x1C..=0x1F | b' ')
 }
 
+/// [`is_space`] of a character of an ASCII text (the splitting of `str.split()`).
+fn space_char(c: char) -> bool {
+    c.is_ascii() && is_space(c as u8)
+}
+
 /// The line boundaries of Python's `str.splitlines` among ASCII.
 fn is_line_break(b: u8) -> bool {
     matches!(b, b'\n' | b'\r' | 0x0B | 0x0C | 0x1C..=0x1E)
@@ -146,7 +151,7 @@ pub fn identifiers(text: &str) -> Option<Vec<&str>> {
     let (mut uuids, mut hashes, mut paths, mut tickets) = (vec![], vec![], vec![], vec![]);
     let words = pieces
         .iter()
-        .flat_map(|p| p.split(|c: char| c.is_ascii() && is_space(c as u8)))
+        .flat_map(|p| p.split(space_char))
         .filter(|w| !w.is_empty());
     for word in words {
         let raw = word.as_bytes();
@@ -190,7 +195,7 @@ fn captured<'w>(re: &Regex, word: &'w str) -> Vec<&'w str> {
 /// `" ".join(s.split())`: the words of `s`, one space between them.
 fn collapsed(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for word in s.split(|c: char| c.is_ascii() && is_space(c as u8)) {
+    for word in s.split(space_char) {
         if !word.is_empty() {
             if !out.is_empty() {
                 out.push(' ');
