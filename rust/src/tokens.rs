@@ -512,6 +512,25 @@ mod tests {
     }
 
     #[test]
+    fn every_token_is_found_by_its_bytes() {
+        // The vendored vocabulary's bytes->id table (open addressing over the token bytes,
+        // built on a second thread beside the byte trie) names every id by its bytes, and no
+        // id for bytes that are no token.
+        for enc in Encoding::ALL {
+            let tok = enc.tokenizer();
+            let n = tok.vocab_size() as u32;
+            for id in 0..n {
+                let bytes = tok.token_bytes(id).expect("a base id has bytes");
+                assert_eq!(tok.token_id(bytes), i64::from(id), "{} id {id}", enc.name());
+            }
+            let long = vec![b'q'; 300];
+            for absent in [&b""[..], &long[..], &b"\xff\xfe\xfd\xfc\xfb"[..]] {
+                assert_eq!(tok.token_id(absent), -1, "{} {absent:?}", enc.name());
+            }
+        }
+    }
+
+    #[test]
     fn warm_pretoken_caches_give_the_cold_ids() {
         // More distinct pretokens (60k) than the per-thread front table holds (16k slots), each
         // seen several times, so entries are hit, evicted and refilled between the passes.

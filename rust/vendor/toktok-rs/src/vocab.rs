@@ -70,11 +70,10 @@ pub struct Vocab {
     pub tstart: Vec<u32>, // tstart[id]..tstart[id+1]
     pub tlen: Vec<u8>,    // token byte-length — L1-hot, 1 load vs 2 in tstart
     pub n: u32,
-    b2id: HashMap<Box<[u8]>, u32>,
-    // trie edges: open-addressing, slot = (key+1)<<32 | child; key = node<<8|byte
-    etab: Vec<u64>,
-    emask: u32,
-    enodes: u32, // occupied etab slots, for the growth check during construction
+    // token bytes -> id: open addressing over `all`, slot = id+1 (0 = empty),
+    // home slot = `bytes_hash` of the token's bytes
+    idtab: Vec<u32>,
+    idmask: u32,
     pub root_child: [u32; 256], // direct edges from root (hottest: next_match restarts here)
     pub r2node: Vec<u32>,
     pub r2best: Vec<u32>, // 65536: node after 2 bytes / deepest token in first <=2 bytes
@@ -158,28 +157,6 @@ impl Vocab {
             i = (i + 1) & self.plmask;
         }
         self.plk[i as usize] = want | val as u64;
-    }
-
-    // ---- byte trie: construction only. The runtime walk uses e2/otab/r2/r3, so
-    // etab is dropped at the end of `load` and this must not be called after it.
-    #[inline]
-    fn edge(&self, node: u32, b: u8) -> u32 {
-        if node == 0 {
-            return self.root_child[b as usize];
-        }
-        let k = ((node as u64) << 8) | b as u64;
-        let mut i = (k.wrapping_mul(HMUL) >> 40) as u32 & self.emask;
-        let key = (k + 1) as u32;
-        loop {
-            let s = self.etab[i as usize];
-            if s == 0 {
-                return 0; // node 0 = root = "no edge" (root is never a child)
-            }
-            if (s >> 32) as u32 == key {
-                return s as u32;
-            }
-            i = (i + 1) & self.emask;
-        }
     }
 
     /// (hasdeeper|tok) or RANK_MAX if absent
@@ -460,14 +437,9 @@ impl Vocab {
         fn v<T>(x: &[T]) -> usize {
             std::mem::size_of_val(x)
         }
-        let b2id: usize = self
-            .b2id
-            .keys()
-            .map(|k| k.len() + std::mem::size_of::<(Box<[u8]>, u32)>())
-            .sum();
         let mut out = vec![
             ("e2 (2-byte trie)", v(&self.e2)),
-            ("b2id", b2id),
+            ("b2id", v(&self.idtab)),
             ("ivm/ivmw (memo)", v(&self.ivm) + v(&self.ivmw)),
             ("plk (pair lookup)", v(&self.plk)),
             ("r2node/r2best", v(&self.r2node) + v(&self.r2best)),
@@ -492,15 +464,10 @@ impl Vocab {
         fn v<T>(x: &[T]) -> usize {
             std::mem::size_of_val(x)
         }
-        let b2id: usize = self
-            .b2id
-            .keys()
-            .map(|k| k.len() + std::mem::size_of::<(Box<[u8]>, u32)>())
-            .sum();
         v(&self.all)
             + v(&self.tstart)
             + v(&self.tlen)
-            + b2id
+            + v(&self.idtab)
             + v(&self.r2node)
             + v(&self.r2best)
             + v(&self.tnode_tok)
@@ -517,68 +484,22 @@ impl Vocab {
     }
 
     pub fn find_id(&self, b: &[u8]) -> u32 {
-        self.b2id.get(b).copied().unwrap_or(RANK_MAX)
+        let mut i = bytes_hash(b) as u32 & self.idmask;
+        loop {
+            let slot = self.idtab[i as usize];
+            if slot == 0 {
+                return RANK_MAX;
+            }
+            if self.token_bytes(slot - 1) == b {
+                return slot - 1;
+            }
+            i = (i + 1) & self.idmask;
+        }
     }
 
     pub fn token_bytes(&self, id: u32) -> &[u8] {
         let (a, b) = (self.tstart[id as usize], self.tstart[id as usize + 1]);
         &self.all[a as usize..b as usize]
-    }
-
-    // ---- construction ----
-    fn edge_build(&mut self, node: u32, b: u8) -> u32 {
-        if node == 0 {
-            if self.root_child[b as usize] != 0 {
-                return self.root_child[b as usize];
-            }
-            let c = self.tnode_tok.len() as u32;
-            self.tnode_tok.push(RANK_MAX);
-            self.root_child[b as usize] = c;
-            return c;
-        }
-        let k = ((node as u64) << 8) | b as u64;
-        let mut i = (k.wrapping_mul(HMUL) >> 40) as u32 & self.emask;
-        let key = (k + 1) as u32;
-        loop {
-            let s = self.etab[i as usize];
-            if s == 0 {
-                break;
-            }
-            if (s >> 32) as u32 == key {
-                return s as u32;
-            }
-            i = (i + 1) & self.emask;
-        }
-        let child = self.tnode_tok.len() as u32;
-        self.tnode_tok.push(RANK_MAX);
-        self.etab[i as usize] = ((key as u64) << 32) | child as u64;
-        // Grow at the target load factor instead of allocating a worst-case table
-        // up front: sizing it `all.len() * 2` costs 32 MiB of transient RSS for
-        // cl100k (the allocator keeps it), against ~4 MiB for the table we end up
-        // needing. Doubling peaks at 1.5x the final size instead.
-        self.enodes += 1;
-        if self.enodes as f64 > (self.emask as f64 + 1.0) * EDGE_LOAD {
-            self.grow_etab();
-        }
-        child
-    }
-
-    fn grow_etab(&mut self) {
-        let want = (self.emask as usize + 1) * 2;
-        let nm = (want - 1) as u32;
-        let mut ne = vec![0u64; want];
-        for &s in self.etab.iter() {
-            if s != 0 {
-                let k = (s >> 32) - 1;
-                let mut j = (k.wrapping_mul(HMUL) >> 40) as u32 & nm;
-                while ne[j as usize] != 0 {
-                    j = (j + 1) & nm;
-                }
-                ne[j as usize] = s;
-            }
-        }
-        self.etab = ne;
-        self.emask = nm;
     }
 
     pub fn load(path: &std::path::Path) -> Result<Vocab, VocabError> {
@@ -652,10 +573,8 @@ impl Vocab {
             tstart: Vec::with_capacity(n_us + 1),
             tlen: Vec::new(),
             n,
-            b2id: HashMap::with_capacity(n_us * 2),
-            etab: Vec::new(),
-            emask: 0,
-            enodes: 0,
+            idtab: Vec::new(),
+            idmask: 0,
             root_child: [0; 256],
             r2node: Vec::new(),
             r2best: Vec::new(),
@@ -678,46 +597,39 @@ impl Vocab {
             r3best: Vec::new(),
         };
 
-        // all/tstart + b2id, by id order
+        // all/tstart, by id order
         v.tstart.push(0);
         for id in 0..n_us {
             v.all.extend_from_slice(tb[id]);
             v.tstart.push(v.all.len() as u32);
-            v.b2id.insert(tb[id].to_vec().into_boxed_slice(), id as u32);
         }
         v.tlen = (0..n_us)
             .map(|id| (v.tstart[id + 1] - v.tstart[id]) as u8)
             .collect();
 
-        // byte trie — starts small and doubles (see `grow_etab`)
-        let ecap = 1024usize;
-        v.etab = vec![0u64; ecap];
-        v.emask = (ecap - 1) as u32;
-        v.tnode_tok = vec![RANK_MAX]; // root = node 0
-        for id in 0..n_us {
-            let mut node = 0u32;
-            for &b in tb[id] {
-                node = v.edge_build(node, b);
-            }
-            if reachable(id) {
-                v.tnode_tok[node as usize] = id as u32;
-            }
-        }
+        // Two steps build two tables at once, one of them on a second thread (the
+        // build is most of a process's first count; the tables come out the same):
+        //   1. the bytes->id table, beside the byte trie;
+        //   2. the packed 2-byte trie and the odd-token table (from the trie), beside
+        //      next_prefix_match, split and pair_lookup (from the trie and the
+        //      bytes->id table).
+        let (ids, mut trie) = beside(|| id_table(&tb), || ByteTrie::build(&tb, &reachable));
+        (v.idtab, v.idmask) = ids.ok_or_else(|| panicked(what))?;
         // 2-level direct table: node + deepest-token after the first <=2 bytes
         v.r2node = vec![0u32; 65536];
         v.r2best = vec![RANK_MAX; 65536];
         for b0 in 0..256usize {
-            let n1 = v.root_child[b0];
+            let n1 = trie.root_child[b0];
             if n1 == 0 {
                 continue;
             }
-            let tok1 = v.tnode_tok[n1 as usize];
+            let tok1 = trie.tnode_tok[n1 as usize];
             for b1 in 0..256usize {
                 let idx = (b0 << 8) | b1;
-                let n2 = v.edge(n1, b1 as u8);
+                let n2 = trie.edge(n1, b1 as u8);
                 if n2 != 0 {
                     v.r2node[idx] = n2;
-                    let t2 = v.tnode_tok[n2 as usize];
+                    let t2 = trie.tnode_tok[n2 as usize];
                     v.r2best[idx] = if t2 != RANK_MAX { t2 } else { tok1 };
                 } else {
                     v.r2node[idx] = 0;
@@ -725,241 +637,23 @@ impl Vocab {
                 }
             }
         }
-        // 2-byte trie + odd-token side table, derived from the (complete) byte trie
-        {
-            if v.tnode_tok.len() >= (1 << 20) {
-                return Err(VocabError(format!(
-                    "toktok: trie too large for packed e2 (max 2^20 nodes): {what}"
-                )));
-            }
-            let (mut ne2, mut nodd) = (0usize, 0usize);
-            for id in 0..n_us {
-                let l = v.tlen[id] as usize;
-                if l >= 4 {
-                    ne2 += (l - 2) / 2;
-                }
-                if l >= 3 && (l & 1) == 1 {
-                    nodd += 1;
-                }
-            }
-            let mut capo = 1024usize;
-            while nodd as f64 / capo as f64 > 0.45 {
-                capo <<= 1;
-            }
-            v.otab = vec![0u64; capo];
-            v.omask = (capo - 1) as u32;
-            // construction-only FULL-KEY table (packing needs the original keys,
-            // which displaced open-addressing slots don't preserve)
-            let mut capf = 1024usize;
-            while ne2 as f64 / capf as f64 > E2_LOAD {
-                capf <<= 1;
-            }
-            let mut ef = vec![(0u64, 0u64); capf]; // (key+1, child<<32|best)
-            let fmask = (capf - 1) as u32;
-            let mut path: Vec<u32> = Vec::new();
-            for id in 0..n_us {
-                let t = tb[id];
-                let l = t.len();
-                path.clear();
-                path.resize(l + 1, 0);
-                let mut node = 0u32;
-                for j in 0..l {
-                    node = if node == 0 {
-                        v.root_child[t[j] as usize]
-                    } else {
-                        v.edge(node, t[j])
-                    };
-                    path[j + 1] = node;
-                }
-                let mut d = 2usize;
-                while d + 2 <= l {
-                    let k = ((path[d] as u64) << 16) | ((t[d] as u64) << 8) | t[d + 1] as u64;
-                    let mut h = (k.wrapping_mul(HMUL) >> 40) as u32 & fmask;
-                    while ef[h as usize].0 != 0 {
-                        if ef[h as usize].0 == k + 1 {
-                            break;
-                        }
-                        h = (h + 1) & fmask;
-                    }
-                    if ef[h as usize].0 == 0 {
-                        let bt2 = v.tnode_tok[path[d + 2] as usize];
-                        let bt1 = v.tnode_tok[path[d + 1] as usize];
-                        let best = if bt2 != RANK_MAX { bt2 } else { bt1 };
-                        ef[h as usize] = (k + 1, ((path[d + 2] as u64) << 32) | best as u64);
-                    }
-                    d += 2;
-                }
-                if l >= 3 && (l & 1) == 1 && reachable(id) {
-                    // token ends at odd depth: side-table entry from its even parent
-                    let k = ((path[l - 1] as u64) << 8) | t[l - 1] as u64;
-                    let mut h = (k.wrapping_mul(HMUL) >> 40) as u32 & v.omask;
-                    while v.otab[h as usize] != 0 {
-                        if v.otab[h as usize] >> OTAB_KEYSH == k + 1 {
-                            break;
-                        }
-                        h = (h + 1) & v.omask;
-                    }
-                    if v.otab[h as usize] == 0 {
-                        v.otab[h as usize] = ((k + 1) << OTAB_KEYSH) | id as u64;
-                        // hasdeeper OR'd in later
-                    }
-                }
-            }
-            // pack into the tagged final table; floor 2^17 slots so the same-tag
-            // home-slot separation 2^(e2bits-11) is >= 64. After packing verify no
-            // circular occupied run reaches that bound (the exactness invariant).
-            let used2 = ef.iter().filter(|s| s.0 != 0).count();
-            let mut want = 1usize << 17;
-            while used2 as f64 / want as f64 > E2_LOAD {
-                want <<= 1;
-            }
-            loop {
-                let e2bits = want.trailing_zeros();
-                v.e2 = vec![0u64; want];
-                v.e2mask = (want - 1) as u32;
-                v.e2tb = 36 - e2bits;
-                for &(kp1, val) in ef.iter() {
-                    if kp1 == 0 {
-                        continue;
-                    }
-                    let k = kp1 - 1;
-                    let child = (val >> 32) as u32;
-                    let best32 = val as u32;
-                    let best18 = if best32 == RANK_MAX {
-                        E2BEST_NONE
-                    } else {
-                        best32
-                    };
-                    let m = mix36(k);
-                    let mut j = (m >> v.e2tb) as u32;
-                    while v.e2[j as usize] != 0 {
-                        j = (j + 1) & v.e2mask;
-                    }
-                    v.e2[j as usize] =
-                        E2_USED | ((m & E2_TAGMASK) << 38) | ((child as u64) << 18) | best18 as u64;
-                }
-                let bound = 1u64 << (e2bits - 11);
-                let (mut run, mut maxrun, mut lead) = (0u64, 0u64, 0u64);
-                let mut open = true;
-                for i in 0..want {
-                    if v.e2[i] != 0 {
-                        run += 1;
-                        if run > maxrun {
-                            maxrun = run;
-                        }
-                    } else {
-                        if open {
-                            lead = run;
-                            open = false;
-                        }
-                        run = 0;
-                    }
-                }
-                if open {
-                    maxrun = want as u64;
-                } else if run + lead > maxrun {
-                    maxrun = run + lead;
-                }
-                if maxrun < bound {
-                    break;
-                }
-                want <<= 1; // never fires at sane loads; exactness insurance
-            }
-        }
-        // next_prefix_match[id] = longest proper-prefix token (direct byte-trie walk)
-        v.npm = vec![RANK_MAX; n_us];
-        for id in 0..n_us {
-            let t = tb[id];
-            let (mut node, mut best) = (0u32, RANK_MAX);
-            for j in 0..t.len().saturating_sub(1) {
-                node = if node == 0 && j == 0 {
-                    v.root_child[t[0] as usize]
-                } else {
-                    v.edge(node, t[j])
-                };
-                if node == 0 {
-                    break;
-                }
-                let tk = v.tnode_tok[node as usize];
-                if tk != RANK_MAX {
-                    best = tk;
-                }
-            }
-            v.npm[id] = best;
-        }
-        // split_table + pair_lookup (ids in rank order)
-        let mut pcap = 1usize;
-        while pcap < n_us * 2 {
-            pcap <<= 1;
-        }
-        v.plk = vec![0u64; pcap];
-        v.plmask = (pcap - 1) as u32;
-        let icap = 1usize << IVBITS;
-        v.ivmask = (icap - 1) as u32;
-        v.wide_ids = n > (1 << 17); // ids past 17 bits: the 34-bit mixer can't pack the pair key
-        if v.wide_ids {
-            v.ivmw = (0..(1usize << IVBITS_W))
-                .map(|_| AtomicU32::new(0))
-                .collect();
-        } else {
-            v.ivm = (0..icap).map(|_| AtomicU16::new(0)).collect();
-        }
-        v.split.reserve(n_us);
-        for id in 0..n_us {
-            let t = tb[id];
-            if let Some(h) = hsplit {
-                let l1 = h[id] as usize;
-                let (a, b) = if l1 == 0 || l1 >= t.len() {
-                    (id as u32, id as u32)
-                } else {
-                    (v.find_id(&t[..l1]), v.find_id(&t[l1..]))
-                };
-                if a == RANK_MAX || b == RANK_MAX {
-                    return Err(fail("bad merge"));
-                }
-                if a != id as u32 {
-                    v.pl_put(((a as u64) << 18) | b as u64, id as u32);
-                }
-                v.split.push((a, b));
-                continue;
-            }
-            let mut token1 = v.npm[id];
-            let mut done = false;
-            while token1 != RANK_MAX {
-                let l1 = v.token_len(token1) as usize;
-                let token2 = v.find_id(&t[l1..]);
-                if token2 != RANK_MAX
-                    && token1 < id as u32
-                    && token2 < id as u32
-                    && v.is_valid_token_pair(token1, token2)
-                {
-                    v.pl_put(((token1 as u64) << 18) | token2 as u64, id as u32);
-                    v.split.push((token1, token2));
-                    done = true;
-                    break;
-                }
-                token1 = v.npm[token1 as usize];
-            }
-            if !done {
-                v.split.push((id as u32, id as u32));
-            }
-        }
+        let (packed, split) = beside(
+            || pack_e2(&trie, &tb, &reachable, what),
+            || {
+                v.npm = trie.next_prefix_matches(&tb);
+                v.splits(&tb, hsplit, &fail)
+            },
+        );
+        split?;
+        (v.e2, v.e2mask, v.e2tb, v.otab, v.omask) = packed.ok_or_else(|| panicked(what))??;
         if hsplit.is_some() {
             v.order = merge_order(&v.split);
         }
-        // is_valid_token_pair is only PURE once split/pair_lookup are complete;
-        // construction-time calls populated the memo with stale results. Clear it.
-        for s in &v.ivm {
-            s.store(0, Ordering::Relaxed);
-        }
-        for s in &v.ivmw {
-            s.store(0, Ordering::Relaxed);
-        }
         // hasdeeper flags + r3 direct table
         {
-            let mut haschild = vec![0u8; v.tnode_tok.len()];
-            for i in 0..=v.emask as usize {
-                let s = v.etab[i];
+            let mut haschild = vec![0u8; trie.tnode_tok.len()];
+            for i in 0..=trie.emask as usize {
+                let s = trie.etab[i];
                 if s != 0 {
                     haschild[(((s >> 32) - 1) >> 8) as usize] = 1;
                 }
@@ -967,7 +661,7 @@ impl Vocab {
             for h in 0..=v.omask as usize {
                 if v.otab[h] != 0 {
                     let k = (v.otab[h] >> OTAB_KEYSH) - 1;
-                    let m = v.edge((k >> 8) as u32, (k & 255) as u8);
+                    let m = trie.edge((k >> 8) as u32, (k & 255) as u8);
                     if m != 0 && haschild[m as usize] == 1 {
                         v.otab[h] |= OTAB_DEEPBIT;
                     }
@@ -984,9 +678,9 @@ impl Vocab {
                         let i3 = ((b0 & 0xF) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F);
                         let mut best = bs2;
                         if n2 != 0 {
-                            let m = v.edge(n2, b2 as u8);
+                            let m = trie.edge(n2, b2 as u8);
                             if m != 0 {
-                                let tk = v.tnode_tok[m as usize];
+                                let tk = trie.tnode_tok[m as usize];
                                 if tk != RANK_MAX {
                                     best = tk;
                                 }
@@ -999,12 +693,430 @@ impl Vocab {
             }
         }
         // The byte trie has done its job (it seeded r2/r3/e2/otab/npm); nothing
-        // reads it during encode, and it is the single largest table — 4 MiB for
-        // cl100k, 8 MiB for o200k. Drop it.
-        v.etab = Vec::new();
-        v.emask = 0;
+        // reads it during encode, and its edge table is the single largest table —
+        // 4 MiB for cl100k, 8 MiB for o200k. Only its per-node tokens and the root's
+        // edges stay (`next_match`).
+        v.root_child = trie.root_child;
+        v.tnode_tok = std::mem::take(&mut trie.tnode_tok);
         Ok(v)
     }
+
+    /// `split` and `pair_lookup` (ids in rank order), from `npm` and the
+    /// bytes->id table; `hsplit`: the vocab's own merge section, when it has one.
+    fn splits(
+        &mut self,
+        tb: &[&[u8]],
+        hsplit: Option<&[u8]>,
+        fail: &dyn Fn(&str) -> VocabError,
+    ) -> Result<(), VocabError> {
+        let n_us = tb.len();
+        let mut pcap = 1usize;
+        while pcap < n_us * 2 {
+            pcap <<= 1;
+        }
+        self.plk = vec![0u64; pcap];
+        self.plmask = (pcap - 1) as u32;
+        let icap = 1usize << IVBITS;
+        self.ivmask = (icap - 1) as u32;
+        self.wide_ids = self.n > (1 << 17); // ids past 17 bits: the 34-bit mixer can't pack the pair key
+        if self.wide_ids {
+            self.ivmw = (0..(1usize << IVBITS_W))
+                .map(|_| AtomicU32::new(0))
+                .collect();
+        } else {
+            self.ivm = (0..icap).map(|_| AtomicU16::new(0)).collect();
+        }
+        self.split.reserve(n_us);
+        for id in 0..n_us {
+            let t = tb[id];
+            if let Some(h) = hsplit {
+                let l1 = h[id] as usize;
+                let (a, b) = if l1 == 0 || l1 >= t.len() {
+                    (id as u32, id as u32)
+                } else {
+                    (self.find_id(&t[..l1]), self.find_id(&t[l1..]))
+                };
+                if a == RANK_MAX || b == RANK_MAX {
+                    return Err(fail("bad merge"));
+                }
+                if a != id as u32 {
+                    self.pl_put(((a as u64) << 18) | b as u64, id as u32);
+                }
+                self.split.push((a, b));
+                continue;
+            }
+            let mut token1 = self.npm[id];
+            let mut done = false;
+            while token1 != RANK_MAX {
+                let l1 = self.token_len(token1) as usize;
+                let token2 = self.find_id(&t[l1..]);
+                if token2 != RANK_MAX
+                    && token1 < id as u32
+                    && token2 < id as u32
+                    // not the memo of `is_valid_token_pair`: its answers are only final
+                    // once split/pair_lookup are complete, so the build leaves it empty
+                    && self.ivtp_slow(token1, token2)
+                {
+                    self.pl_put(((token1 as u64) << 18) | token2 as u64, id as u32);
+                    self.split.push((token1, token2));
+                    done = true;
+                    break;
+                }
+                token1 = self.npm[token1 as usize];
+            }
+            if !done {
+                self.split.push((id as u32, id as u32));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `(a(), b())`, `a` on a second thread while this one runs `b`; both here, one after
+/// the other, when no thread can be started. `None` for `a` when it panicked.
+fn beside<RA: Send, RB>(a: impl FnOnce() -> RA + Send, b: impl FnOnce() -> RB) -> (Option<RA>, RB) {
+    let slot = std::sync::Mutex::new(Some(a));
+    let take = || slot.lock().ok().and_then(|mut a| a.take());
+    std::thread::scope(|s| {
+        let second = std::thread::Builder::new().spawn_scoped(s, || take().map(|a| a()));
+        let rb = b();
+        let ra = match second {
+            Ok(handle) => handle.join().ok().flatten(),
+            Err(_) => take().map(|a| a()),
+        };
+        (ra, rb)
+    })
+}
+
+fn panicked(what: &str) -> VocabError {
+    VocabError(format!("toktok: a table build thread panicked: {what}"))
+}
+
+/// The home slot of a token's bytes in the bytes->id table: 8 bytes at a time,
+/// multiply and rotate, then a final fold so that the low bits see them all.
+fn bytes_hash(b: &[u8]) -> u64 {
+    let step = |h: u64, w: [u8; 8]| {
+        (h ^ u64::from_le_bytes(w))
+            .wrapping_mul(HMUL)
+            .rotate_left(29)
+    };
+    let mut h = b.len() as u64;
+    let mut chunks = b.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = step(h, w);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        h = step(h, w);
+    }
+    h ^= h >> 32;
+    h = h.wrapping_mul(HMUL);
+    h ^ (h >> 29)
+}
+
+/// The bytes->id table of `tb` (`tb[id]`: the bytes of token `id`, all distinct):
+/// `(slots, mask)`, at most a quarter full.
+fn id_table(tb: &[&[u8]]) -> (Vec<u32>, u32) {
+    let mut cap = 1024usize;
+    while cap < tb.len() * 4 {
+        cap <<= 1;
+    }
+    let mask = (cap - 1) as u32;
+    let mut slots = vec![0u32; cap];
+    for (id, t) in tb.iter().enumerate() {
+        let mut i = bytes_hash(t) as u32 & mask;
+        while slots[i as usize] != 0 {
+            i = (i + 1) & mask;
+        }
+        slots[i as usize] = id as u32 + 1;
+    }
+    (slots, mask)
+}
+
+/// The byte trie of the vocab, for construction only: the runtime walk uses
+/// e2/otab/r2/r3, which it seeds.
+struct ByteTrie {
+    // edges: open-addressing, slot = (key+1)<<32 | child; key = node<<8|byte
+    etab: Vec<u64>,
+    emask: u32,
+    enodes: u32, // occupied etab slots, for the growth check
+    root_child: [u32; 256],
+    tnode_tok: Vec<u32>, // per trie node: token id ending here, or RANK_MAX
+    // the node each byte of each token leads to: the tokens' paths, laid out as
+    // the token bytes are (ids in order), so no later step walks the edges again
+    nodes: Vec<u32>,
+}
+
+impl ByteTrie {
+    /// The trie of every token of `tb` (`tb[id]`: the bytes of token `id`); a node
+    /// holds its token when `reachable(id)`.
+    fn build(tb: &[&[u8]], reachable: &dyn Fn(usize) -> bool) -> ByteTrie {
+        // starts small and doubles (see `grow`)
+        let ecap = 1024usize;
+        let mut trie = ByteTrie {
+            etab: vec![0u64; ecap],
+            emask: (ecap - 1) as u32,
+            enodes: 0,
+            root_child: [0; 256],
+            tnode_tok: vec![RANK_MAX], // root = node 0
+            nodes: Vec::with_capacity(tb.iter().map(|t| t.len()).sum()),
+        };
+        for (id, t) in tb.iter().enumerate() {
+            let mut node = 0u32;
+            for &b in t.iter() {
+                node = trie.edge_build(node, b);
+                trie.nodes.push(node);
+            }
+            if reachable(id) {
+                trie.tnode_tok[node as usize] = id as u32;
+            }
+        }
+        trie
+    }
+
+    #[inline]
+    fn edge(&self, node: u32, b: u8) -> u32 {
+        if node == 0 {
+            return self.root_child[b as usize];
+        }
+        let k = ((node as u64) << 8) | b as u64;
+        let mut i = (k.wrapping_mul(HMUL) >> 40) as u32 & self.emask;
+        let key = (k + 1) as u32;
+        loop {
+            let s = self.etab[i as usize];
+            if s == 0 {
+                return 0; // node 0 = root = "no edge" (root is never a child)
+            }
+            if (s >> 32) as u32 == key {
+                return s as u32;
+            }
+            i = (i + 1) & self.emask;
+        }
+    }
+
+    fn edge_build(&mut self, node: u32, b: u8) -> u32 {
+        if node == 0 {
+            if self.root_child[b as usize] != 0 {
+                return self.root_child[b as usize];
+            }
+            let c = self.tnode_tok.len() as u32;
+            self.tnode_tok.push(RANK_MAX);
+            self.root_child[b as usize] = c;
+            return c;
+        }
+        let k = ((node as u64) << 8) | b as u64;
+        let mut i = (k.wrapping_mul(HMUL) >> 40) as u32 & self.emask;
+        let key = (k + 1) as u32;
+        loop {
+            let s = self.etab[i as usize];
+            if s == 0 {
+                break;
+            }
+            if (s >> 32) as u32 == key {
+                return s as u32;
+            }
+            i = (i + 1) & self.emask;
+        }
+        let child = self.tnode_tok.len() as u32;
+        self.tnode_tok.push(RANK_MAX);
+        self.etab[i as usize] = ((key as u64) << 32) | child as u64;
+        // Grow at the target load factor instead of allocating a worst-case table
+        // up front: sizing it `all.len() * 2` costs 32 MiB of transient RSS for
+        // cl100k (the allocator keeps it), against ~4 MiB for the table we end up
+        // needing. Doubling peaks at 1.5x the final size instead.
+        self.enodes += 1;
+        if self.enodes as f64 > (self.emask as f64 + 1.0) * EDGE_LOAD {
+            self.grow();
+        }
+        child
+    }
+
+    fn grow(&mut self) {
+        let want = (self.emask as usize + 1) * 2;
+        let nm = (want - 1) as u32;
+        let mut ne = vec![0u64; want];
+        for &s in self.etab.iter() {
+            if s != 0 {
+                let k = (s >> 32) - 1;
+                let mut j = (k.wrapping_mul(HMUL) >> 40) as u32 & nm;
+                while ne[j as usize] != 0 {
+                    j = (j + 1) & nm;
+                }
+                ne[j as usize] = s;
+            }
+        }
+        self.etab = ne;
+        self.emask = nm;
+    }
+
+    /// next_prefix_match[id] = longest proper-prefix token (direct byte-trie walk)
+    fn next_prefix_matches(&self, tb: &[&[u8]]) -> Vec<u32> {
+        let mut npm = vec![RANK_MAX; tb.len()];
+        let mut at = 0usize;
+        for (id, t) in tb.iter().enumerate() {
+            let path = &self.nodes[at..at + t.len().saturating_sub(1)];
+            at += t.len();
+            npm[id] = path
+                .iter()
+                .rev()
+                .map(|&node| self.tnode_tok[node as usize])
+                .find(|&tk| tk != RANK_MAX)
+                .unwrap_or(RANK_MAX);
+        }
+        npm
+    }
+}
+
+/// The packed 2-byte trie and the odd-token side table, derived from the
+/// (complete) byte trie: `(e2, e2mask, e2tb, otab, omask)`.
+type Packed = (Vec<u64>, u32, u32, Vec<u64>, u32);
+
+fn pack_e2(
+    trie: &ByteTrie,
+    tb: &[&[u8]],
+    reachable: &(dyn Fn(usize) -> bool + Sync),
+    what: &str,
+) -> Result<Packed, VocabError> {
+    let n_us = tb.len();
+    if trie.tnode_tok.len() >= (1 << 20) {
+        return Err(VocabError(format!(
+            "toktok: trie too large for packed e2 (max 2^20 nodes): {what}"
+        )));
+    }
+    let (mut ne2, mut nodd) = (0usize, 0usize);
+    for id in 0..n_us {
+        let l = tb[id].len();
+        if l >= 4 {
+            ne2 += (l - 2) / 2;
+        }
+        if l >= 3 && (l & 1) == 1 {
+            nodd += 1;
+        }
+    }
+    let mut capo = 1024usize;
+    while nodd as f64 / capo as f64 > 0.45 {
+        capo <<= 1;
+    }
+    let mut otab = vec![0u64; capo];
+    let omask = (capo - 1) as u32;
+    // construction-only FULL-KEY table (packing needs the original keys,
+    // which displaced open-addressing slots don't preserve)
+    let mut capf = 1024usize;
+    while ne2 as f64 / capf as f64 > E2_LOAD {
+        capf <<= 1;
+    }
+    let mut ef = vec![(0u64, 0u64); capf]; // (key+1, child<<32|best)
+    let fmask = (capf - 1) as u32;
+    let mut path: Vec<u32> = Vec::new();
+    let mut at = 0usize;
+    for id in 0..n_us {
+        let t = tb[id];
+        let l = t.len();
+        path.clear();
+        path.push(0); // the root
+        path.extend_from_slice(&trie.nodes[at..at + l]);
+        at += l;
+        let mut d = 2usize;
+        while d + 2 <= l {
+            let k = ((path[d] as u64) << 16) | ((t[d] as u64) << 8) | t[d + 1] as u64;
+            let mut h = (k.wrapping_mul(HMUL) >> 40) as u32 & fmask;
+            while ef[h as usize].0 != 0 {
+                if ef[h as usize].0 == k + 1 {
+                    break;
+                }
+                h = (h + 1) & fmask;
+            }
+            if ef[h as usize].0 == 0 {
+                let bt2 = trie.tnode_tok[path[d + 2] as usize];
+                let bt1 = trie.tnode_tok[path[d + 1] as usize];
+                let best = if bt2 != RANK_MAX { bt2 } else { bt1 };
+                ef[h as usize] = (k + 1, ((path[d + 2] as u64) << 32) | best as u64);
+            }
+            d += 2;
+        }
+        if l >= 3 && (l & 1) == 1 && reachable(id) {
+            // token ends at odd depth: side-table entry from its even parent
+            let k = ((path[l - 1] as u64) << 8) | t[l - 1] as u64;
+            let mut h = (k.wrapping_mul(HMUL) >> 40) as u32 & omask;
+            while otab[h as usize] != 0 {
+                if otab[h as usize] >> OTAB_KEYSH == k + 1 {
+                    break;
+                }
+                h = (h + 1) & omask;
+            }
+            if otab[h as usize] == 0 {
+                otab[h as usize] = ((k + 1) << OTAB_KEYSH) | id as u64;
+                // hasdeeper OR'd in later
+            }
+        }
+    }
+    // pack into the tagged final table; floor 2^17 slots so the same-tag
+    // home-slot separation 2^(e2bits-11) is >= 64. After packing verify no
+    // circular occupied run reaches that bound (the exactness invariant).
+    let used2 = ef.iter().filter(|s| s.0 != 0).count();
+    let mut want = 1usize << 17;
+    while used2 as f64 / want as f64 > E2_LOAD {
+        want <<= 1;
+    }
+    let (mut e2, mut e2mask, mut e2tb);
+    loop {
+        let e2bits = want.trailing_zeros();
+        e2 = vec![0u64; want];
+        e2mask = (want - 1) as u32;
+        e2tb = 36 - e2bits;
+        for &(kp1, val) in ef.iter() {
+            if kp1 == 0 {
+                continue;
+            }
+            let k = kp1 - 1;
+            let child = (val >> 32) as u32;
+            let best32 = val as u32;
+            let best18 = if best32 == RANK_MAX {
+                E2BEST_NONE
+            } else {
+                best32
+            };
+            let m = mix36(k);
+            let mut j = (m >> e2tb) as u32;
+            while e2[j as usize] != 0 {
+                j = (j + 1) & e2mask;
+            }
+            e2[j as usize] =
+                E2_USED | ((m & E2_TAGMASK) << 38) | ((child as u64) << 18) | best18 as u64;
+        }
+        let bound = 1u64 << (e2bits - 11);
+        let (mut run, mut maxrun, mut lead) = (0u64, 0u64, 0u64);
+        let mut open = true;
+        for i in 0..want {
+            if e2[i] != 0 {
+                run += 1;
+                if run > maxrun {
+                    maxrun = run;
+                }
+            } else {
+                if open {
+                    lead = run;
+                    open = false;
+                }
+                run = 0;
+            }
+        }
+        if open {
+            maxrun = want as u64;
+        } else if run + lead > maxrun {
+            maxrun = run + lead;
+        }
+        if maxrun < bound {
+            break;
+        }
+        want <<= 1; // never fires at sane loads; exactness insurance
+    }
+
+    Ok((e2, e2mask, e2tb, otab, omask))
 }
 
 /// Each token's merge priority, as a BPE that applies the lowest-ranked merge
