@@ -22,6 +22,7 @@ counts a known number of bytes (see ``conftest.py``).
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -36,6 +37,7 @@ import quicktok
 import toktok
 
 import ctxengine
+import first_count
 from offline_tiktoken import TRANSCRIPTS, encoding
 
 SIZE = 4_000_000
@@ -222,3 +224,22 @@ def test_import_time(benchmark: Any, impl: str) -> None:
         benchmark, "interpreter start + import", impl, lambda: subprocess.run(argv, check=True)
     )
     assert done.returncode == 0
+
+
+@pytest.mark.parametrize("impl", list(first_count.COUNTERS))
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_first_count_new_process(benchmark: Any, name: str, impl: str) -> None:
+    """A new interpreter that imports a counter and counts one string: its start, the import
+    and the vocabulary's build (each counter builds its tables then; tiktoken reads and parses
+    its rank file). toktok-rs is the baseline; ``benches/first_count.py`` times the first count
+    alone, inside the child, in paired rounds."""
+    argv = [sys.executable, "-c", first_count.script(first_count.COUNTERS[impl], name)]
+    group = f"first count {name} (new process)"
+    done = run(
+        benchmark,
+        group,
+        impl,
+        lambda: subprocess.run(argv, check=True, capture_output=True, text=True),
+        impl == "toktok-rs",
+    )
+    assert json.loads(done.stdout)["n"] == 2
