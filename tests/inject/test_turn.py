@@ -368,3 +368,47 @@ async def test_items_hygiene_leaves_out_of_the_payload_are_reported_dropped(prov
     if provider == "openai":  # exact counts (merged turns save framing the plan counted)
         assert sum(d.tokens_after for d in out.report) <= out.tokens
     assert "late" not in str(out.payload) and "boo" not in str(out.payload)
+
+
+async def test_the_export_runs_with_the_collector_paused_and_resumes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A render's export (compose, hygiene, the provider payload, its count) is one
+    synchronous step that makes a few objects per kept message and frees none: the cyclic
+    collector is paused through it, runs again once the payload is made, also when the step
+    fails, and runs while the render's hooks (which may wait) run."""
+    import gc
+
+    from ctxengine.inject import turn as T
+
+    seen: list[str] = []
+    compose, fail = T.compose, [False]
+
+    def watched(*args: object) -> object:
+        seen.append(f"compose {gc.isenabled()}")
+        if fail[0]:
+            raise RuntimeError("compose failed")
+        return compose(*args)  # type: ignore[arg-type]
+
+    class Hook:
+        name, version, priority, enabled = "watch", "1.0.0", 10, True
+
+        async def collect(self, scene: object) -> list:
+            return []
+
+        def on_after_render(self, event: AfterRender) -> None:
+            seen.append(f"hook {gc.isenabled()}")
+
+    monkeypatch.setattr(T, "compose", watched)
+    engine = ContextEngine("gpt-4o", Budget(total=2_000))
+    engine.register(Hook())
+    assert gc.isenabled()
+    async with engine.session("gc") as s:
+        await s.user_message("hello")
+        out = await s.render()
+        assert out.tokens <= 2_000 and gc.isenabled()
+        fail[0] = True
+        with pytest.raises(RuntimeError, match="compose failed"):
+            await s.render()
+        assert gc.isenabled()
+    assert seen == ["compose False", "hook True", "compose False"]

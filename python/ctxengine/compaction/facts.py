@@ -142,8 +142,11 @@ def message_scope() -> Iterator[None]:
 @contextmanager
 def paused_collector() -> Iterator[None]:
     """Pause the cyclic garbage collector (when it runs) for a synchronous step that makes
-    many long-lived objects and frees none: a step of compaction reading a long stretch, or
-    loading a long transcript (``ctxengine.state.bulk`` is this function). Reading 100,000
+    many long-lived objects and frees none: a step of compaction reading a long stretch,
+    loading a long transcript (``ctxengine.state.bulk`` is this function), or a render's
+    export (``ctxengine.inject.turn.inject``: a few dicts and lists per kept message, kept
+    for the next render or handed out; in a cold render of 1,000 messages the young and
+    full collections it ran took a quarter of the time, freeing nothing). Reading 100,000
     messages makes several objects per message, and the collector, run every few hundred of
     them, scanned the whole heap three times (1 s of a cold 100k-message render) finding
     nothing to free. The collector runs again at the end of the step as before, even on an

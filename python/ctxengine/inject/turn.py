@@ -13,6 +13,7 @@ from ..assemble.pipeline import FRAMING_TOKENS, Assembled, plan_budget, plan_wit
 from ..assemble.report import LazyColumns, Origins, RenderReport
 from ..collect.events import AfterRender
 from ..collect.scene import copy_data
+from ..compaction.facts import paused_collector
 from ..errors import BudgetError
 from ..grain import ContextGrain
 from ..transcript.changes import Change, Report
@@ -427,28 +428,29 @@ async def inject(
     request.timings.update({f"core.{k}": v for k, v in assembled.plan.timings.items()})
     memo = state.token_cache.memo
     cut, budget = 0, config.tokens_total
-    for attempt in range(MAX_REPLANS + 1):
-        composed = compose(state, assembled.plan, assembled.by_id)
-        made = len(composed.messages)
-        composed = _non_blank(composed, request.provider, memo)
-        composed = _no_trailing_space(composed, request.provider)
-        composed, dropped = _non_empty(composed, request.provider, memo)
-        composed, stripped = _failed_calls_stripped(composed, memo)
-        rendered = _render_merged(composed, request.provider, memo, request.options)
-        if stripped:
-            rendered = _with_stripped(rendered, stripped)
-        payload, transcript = rendered.payload, rendered.transcript
-        tokens = state.token_cache.tokens(transcript, payload, request.provider, config.model)
-        if tokens <= budget:
-            break
-        if attempt == MAX_REPLANS:
-            memo.end_render()
-            raise BudgetError(
-                f"the rendered payload has {tokens} tokens, over the budget of {budget}, after "
-                f"{MAX_REPLANS} re-plans cutting {cut} tokens; raise the budget"
-            )
-        cut = _replan_cut(state, config, assembled.plan, cut, tokens)
-        assembled = Assembled(plan_within(state, config, cut), assembled.by_id)
+    with paused_collector():
+        for attempt in range(MAX_REPLANS + 1):
+            composed = compose(state, assembled.plan, assembled.by_id)
+            made = len(composed.messages)
+            composed = _non_blank(composed, request.provider, memo)
+            composed = _no_trailing_space(composed, request.provider)
+            composed, dropped = _non_empty(composed, request.provider, memo)
+            composed, stripped = _failed_calls_stripped(composed, memo)
+            rendered = _render_merged(composed, request.provider, memo, request.options)
+            if stripped:
+                rendered = _with_stripped(rendered, stripped)
+            payload, transcript = rendered.payload, rendered.transcript
+            tokens = state.token_cache.tokens(transcript, payload, request.provider, config.model)
+            if tokens <= budget:
+                break
+            if attempt == MAX_REPLANS:
+                memo.end_render()
+                raise BudgetError(
+                    f"the rendered payload has {tokens} tokens, over the budget of {budget}, after "
+                    f"{MAX_REPLANS} re-plans cutting {cut} tokens; raise the budget"
+                )
+            cut = _replan_cut(state, config, assembled.plan, cut, tokens)
+            assembled = Assembled(plan_within(state, config, cut), assembled.by_id)
     memo.end_render()
     request.timings["total"] = time.perf_counter() - request.started
     unsent = _unsent(memo, made, rendered.report.changes, dropped)
