@@ -256,6 +256,28 @@ def test_fresh_items_never_hands_one_copy_out_twice() -> None:
         assert again == items
 
 
+def test_fresh_items_copies_the_items_appended_since_and_hands_the_others_out_again() -> None:
+    """A warm render's new messages come after every item of the earlier call: they are
+    copied, the earlier items' copies handed out again, also when the order moved."""
+    items, deep = _items()
+    first = fresh_items(items[:2], deep[:2])
+    kept = list(first)
+    del first
+    again = fresh_items(items, deep, (items[:2], kept))
+    assert again == items
+    assert again[0] is kept[0] and again[1] is kept[1]
+    assert again[2] is not items[2] and again[2]["content"] is not items[2]["content"]
+    # the same items rotated: every one equal to its original and none in two payloads
+    rotated, flags = [items[2], items[0], items[1]], [deep[2], deep[0], deep[1]]
+    held = list(again)
+    turned = fresh_items(rotated, flags, (items, held))
+    assert turned == rotated
+    assert not {id(c) for c in _walk(turned)} & {id(c) for c in _walk(again)}
+    del again, turned
+    turned = fresh_items(rotated, flags, (items, held))
+    assert turned == rotated and turned[0] is held[2]
+
+
 def test_fresh_items_names_a_mismatched_earlier_call() -> None:
     items, deep = _items()
     with pytest.raises(ValueError, match="earlier call has 1 copies of 3 items"):

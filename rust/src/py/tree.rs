@@ -223,6 +223,9 @@ impl<'py> Handed<'py> {
         let ahead = self.addresses.get(from..).unwrap_or_default();
         let j = match ahead.iter().take(LOOKAHEAD).position(|&a| a == address) {
             Some(k) => from + k,
+            // past the earlier call's last item: the items appended since (a warm render's
+            // new messages), copied without indexing every address for them
+            None if ahead.is_empty() => return None,
             None => *self
                 .index
                 .get_or_init(|| {
