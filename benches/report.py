@@ -21,6 +21,9 @@ The benchmarks read (groups of ``benches/test_bench_*.py``):
 - synthetic: ``render-warm-synthetic-<n>`` and ``render-cold-<k>k-synthetic-32k``, ctxengine
   beside LangChain on the same messages, one group per size (not required: the quick pass
   leaves the largest pair out);
+- first count: groups ``first count <encoding> (new process)``, a new interpreter's start,
+  import and first count (the vocabulary's build), ``ctxengine`` beside its peers (not
+  required);
 - quality: group ``replay-prefix-and-use``, one member per budget and provider, whose
   ``extra_info`` holds the prefix breaks of ctxengine and of a sliding last-N window and the
   budget use of the renders that cut.
@@ -44,6 +47,7 @@ __all__ = ("Report", "load", "main", "markdown", "plot")
 
 _COUNT_GROUP = re.compile(r"^count (?P<mb>\d+(?:\.\d+)?)\s*MB (?P<corpus>\S+) (?P<encoding>\S+)$")
 _BATCH_GROUP = re.compile(r"^batch (?P<n>\d+) x 4KB (?P<corpus>\S+) (?P<encoding>\S+)$")
+_FIRST_GROUP = re.compile(r"^first count (?P<encoding>\S+) \(new process\)$")
 RENDER_GROUPS = {"cold": "render-cold-1k-messages-32k", "warm": "render-warm-1k-messages-32k"}
 SCALING_GROUPS = {"cold": "render-cold-scaling", "warm": "render-warm-scaling"}
 QUALITY_GROUP = "replay-prefix-and-use"
@@ -118,6 +122,8 @@ class Report:
     quality: list[Quality] = field(default_factory=list)
     #: (warm/cold, grains) -> (ours, LangChain's) median seconds, one group per size
     synthetic: dict[tuple[str, int], tuple[float, float]] = field(default_factory=dict)
+    #: encoding -> implementation -> median seconds of a new process's first count
+    first_count: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def missing(self) -> list[str]:
         """The sections without data."""
@@ -165,7 +171,18 @@ def load(data: Any) -> Report:
         batch=_batch(groups),
         quality=_quality(groups.get(QUALITY_GROUP, [])),
         synthetic=_synthetic(groups),
+        first_count=_first_count(groups),
     )
+
+
+def _first_count(groups: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, float]]:
+    out = {}
+    for group, members in sorted(groups.items()):
+        match = _FIRST_GROUP.match(group)
+        by_impl = {_impl(b): _median(b) for b in members}
+        if match is not None and "ctxengine" in by_impl and len(by_impl) > 1:
+            out[match["encoding"]] = by_impl
+    return out
 
 
 def _synthetic(
@@ -330,6 +347,16 @@ def markdown(report: Report) -> str:
             f"| {kind} render, synthetic session of {n:,} grains into 32k | {_ms(ours)} "
             f"| LangChain `trim_messages` ({peer}), same messages: {_ms(theirs)} "
             f"| {_ratio(theirs, ours)} |"
+        )
+    for encoding, by_impl in report.first_count.items():
+        ours = by_impl["ctxengine"]
+        peers = {i: t for i, t in by_impl.items() if i != "ctxengine"}
+        listed = "; ".join(f"{i}: {_ms(t)}" for i, t in sorted(peers.items(), key=lambda p: p[1]))
+        fastest = min(peers, key=peers.__getitem__)
+        lines.append(
+            f"| first count in a new process (start, import, the vocabulary's build), "
+            f"`{encoding}` | {_ms(ours)} | {listed} "
+            f"| {_ratio(peers[fastest], ours)} than {fastest} |"
         )
     for q in report.quality:
         lines.append(

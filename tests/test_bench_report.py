@@ -46,6 +46,17 @@ def test_batch_and_quality_rows(run: report.Report) -> None:
     ]
 
 
+def test_first_count_rows(run: report.Report) -> None:
+    assert run.first_count == {
+        "o200k_base": {"ctxengine": 0.36, "toktok-rs": 0.61, "tiktoken": 0.49}
+    }
+    assert (
+        "| first count in a new process (start, import, the vocabulary's build), `o200k_base` "
+        "| 360 ms | tiktoken: 490 ms; toktok-rs: 610 ms | 1.4× faster than tiktoken |"
+        in report.markdown(run).splitlines()
+    )
+
+
 def test_render_and_scaling_pairs(run: report.Report) -> None:
     assert [(r.kind, r.ctxengine_s, r.langchain_s) for r in run.render] == [
         ("cold", 0.02, 0.09),
