@@ -7,6 +7,8 @@ Keys (``P`` is the prefix, default ``ctxengine``; every key of a session carries
     P:{sid}:ids      HASH    entry id -> "1"      (duplicate and parent checks)
     P:{sid}:epoch    STRING  random token set by the first write (detects delete + recreate)
     P:{sid}:snaps    LIST    one snapshot index line JSON per element
+    P:{sid}:snapid   HASH    snapshot id -> its index line (the same JSON; a lookup by id
+                             without reading the list)
     P:{sid}:objs     SET     content hashes stored for the session
     P:{sid}:obj:<h>  STRING  snapshot content, stored once per hash
     P:{sid}:pruned   SET     ids of the snapshots whose content the retention removed
@@ -33,7 +35,7 @@ import random
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
 
@@ -81,6 +83,8 @@ log = logging.getLogger("ctxengine.store")
 MAX_ATTEMPTS = 1000
 #: Attempts after a dropped connection.
 MAX_RECONNECTS = 3
+#: Index lines read per request when the latest snapshot is looked for from the newest back.
+PAGE = 32
 
 
 @dataclass(slots=True)
@@ -408,7 +412,9 @@ class RedisStore:
             pipe.multi()
             pipe.set(self._key(session_id, f"obj:{digest}"), text, nx=True)
             pipe.sadd(self._key(session_id, "objs"), digest)
-            pipe.rpush(self._key(session_id, "snaps"), canonical_json(info.to_json()))
+            line = canonical_json(info.to_json())
+            pipe.rpush(self._key(session_id, "snaps"), line)
+            pipe.hset(self._key(session_id, "snapid"), info.id, line)
             pipe.set(self._key(session_id, "epoch"), secrets.token_hex(8), nx=True)
             if window is not None:
                 self._prune(pipe, session_id, window, info)
@@ -481,14 +487,15 @@ class RedisStore:
     def load_snapshot(self, session_id: str, snapshot_id: str | None = None) -> Snapshot | None:
         """See :meth:`ctxengine.Store.load_snapshot`. The latest skips pruned snapshots
         quietly; one asked for by id raises a :class:`~ctxengine.StoreError` saying it was
-        pruned by retention."""
-        infos = self.snapshots(session_id)
+        pruned by retention.
+
+        Neither reads the whole index: a snapshot asked for by id is looked up in the id hash
+        (a session written before the hash existed is read whole, as before), and the latest
+        is looked for from the newest index line back, :data:`PAGE` lines per request."""
         if snapshot_id is not None:
-            found = [i for i in infos if i.id == snapshot_id]
-            if not found:
-                raise StoreError(f"session {session_id!r} has no snapshot {snapshot_id!r}")
-            return Snapshot(found[0], self._read_kept(session_id, found[0]))
-        for info in reversed(infos):
+            info = self._info(session_id, snapshot_id)
+            return Snapshot(info, self._read_kept(session_id, info))
+        for info in self._newest_first(session_id):
             if info.pruned:
                 continue
             try:
@@ -497,6 +504,62 @@ class RedisStore:
                 if not self._was_pruned(session_id, info.id):  # pruned meanwhile: no problem
                     self._report(session_id, self._key(session_id, "snaps"), f"{exc}: skipped")
         return None
+
+    def _info(self, session_id: str, snapshot_id: str) -> SnapshotInfo:
+        """The index line of snapshot ``snapshot_id``, marked pruned when it was."""
+        try:
+            pipe = self._r.pipeline(transaction=True)
+            pipe.hget(self._key(session_id, "snapid"), snapshot_id)
+            pipe.sismember(self._key(session_id, "pruned"), snapshot_id)
+            raw, pruned = pipe.execute()
+        except RedisError as exc:
+            raise self._error("read", session_id, exc) from exc
+        info = None
+        if raw is not None:
+            try:
+                info = SnapshotInfo.from_json(json.loads(raw))
+            except (ValueError, StoreError) as exc:
+                key = self._key(session_id, "snapid")
+                self._report(session_id, key, f"id {snapshot_id!r} is damaged ({exc}): skipped")
+        if info is None or info.id != snapshot_id:  # not in the hash: a session from before it
+            found = [i for i in self.snapshots(session_id) if i.id == snapshot_id]
+            if not found:
+                raise StoreError(f"session {session_id!r} has no snapshot {snapshot_id!r}")
+            return found[0]
+        return dataclasses.replace(info, pruned=True) if pruned else info
+
+    def _newest_first(self, session_id: str) -> Iterator[SnapshotInfo]:
+        """The session's index lines from the newest back, read :data:`PAGE` at a time, each
+        marked pruned when it was (damaged ones reported and skipped, as :meth:`snapshots`
+        does). Lines are only ever appended, so a position names the same line throughout."""
+        key, pruned_key = self._key(session_id, "snaps"), self._key(session_id, "pruned")
+        try:
+            end = int(self._r.llen(key))
+        except RedisError as exc:
+            raise self._error("read", session_id, exc) from exc
+        while end > 0:
+            start = max(0, end - PAGE)
+            try:
+                raw = self._r.lrange(key, start, end - 1)
+            except RedisError as exc:
+                raise self._error("read", session_id, exc) from exc
+            page: list[SnapshotInfo] = []
+            for i, item in reversed(list(enumerate(raw, start))):
+                try:
+                    page.append(SnapshotInfo.from_json(json.loads(item)))
+                except (ValueError, StoreError) as exc:
+                    self._report(session_id, key, f"index element {i} is damaged ({exc}): skipped")
+            if page:
+                try:  # SISMEMBERs in one round trip (SMISMEMBER needs Redis 6.2)
+                    pipe = self._r.pipeline(transaction=False)
+                    for info in page:
+                        pipe.sismember(pruned_key, info.id)
+                    flags = pipe.execute()
+                except RedisError as exc:
+                    raise self._error("read", session_id, exc) from exc
+                for info, pruned in zip(page, flags, strict=True):
+                    yield dataclasses.replace(info, pruned=True) if pruned else info
+            end = start
 
     def _was_pruned(self, session_id: str, snapshot_id: str) -> bool:
         try:
@@ -556,7 +619,7 @@ class RedisStore:
         """See :meth:`ctxengine.Store.delete`."""
         try:
             objs = self._r.smembers(self._key(session_id, "objs"))
-            names = ("log", "ids", "epoch", "snaps", "objs", "pruned", "retention")
+            names = ("log", "ids", "epoch", "snaps", "snapid", "objs", "pruned", "retention")
             keys = [self._key(session_id, n) for n in names]
             keys += [self._key(session_id, f"obj:{h.decode()}") for h in objs]
             removed = int(self._r.delete(*keys))
