@@ -258,7 +258,9 @@ def test_fresh_items_never_hands_one_copy_out_twice() -> None:
 
 def test_fresh_items_copies_the_items_appended_since_and_hands_the_others_out_again() -> None:
     """A warm render's new messages come after every item of the earlier call: they are
-    copied, the earlier items' copies handed out again, also when the order moved."""
+    copied (no index of the earlier addresses is built for them), the earlier items' copies
+    handed out again. When the order moved, an item found ahead is handed out again and those
+    after the earlier call's last are copied: never wrong, only a copy more."""
     items, deep = _items()
     first = fresh_items(items[:2], deep[:2])
     kept = list(first)
@@ -276,6 +278,7 @@ def test_fresh_items_copies_the_items_appended_since_and_hands_the_others_out_ag
     del again, turned
     turned = fresh_items(rotated, flags, (items, held))
     assert turned == rotated and turned[0] is held[2]
+    assert turned[1] is not held[0] and turned[2] is not held[1]
 
 
 def test_fresh_items_names_a_mismatched_earlier_call() -> None:

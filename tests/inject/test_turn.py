@@ -376,7 +376,7 @@ async def test_the_export_runs_with_the_collector_paused_and_resumes_it(
     """A render's export (compose, hygiene, the provider payload, its count) is one
     synchronous step that makes a few objects per kept message and frees none: the cyclic
     collector is paused through it, runs again once the payload is made, also when the step
-    fails, and runs while the render's hooks (which may wait) run."""
+    fails, and runs while the render's ``on_after_render`` hooks (which may wait) run."""
     import gc
 
     from ctxengine.inject import turn as T

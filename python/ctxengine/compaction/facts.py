@@ -146,7 +146,8 @@ def paused_collector() -> Iterator[None]:
     loading a long transcript (``ctxengine.state.bulk`` is this function), or a render's
     export (``ctxengine.inject.turn.inject``: a few dicts and lists per kept message, kept
     for the next render or handed out; in a cold render of 1,000 messages the young and
-    full collections it ran took a quarter of the time, freeing nothing). Reading 100,000
+    full collections it ran took a quarter of the time, freeing nothing; a redactor's
+    ``redact_text`` runs inside it). Reading 100,000
     messages makes several objects per message, and the collector, run every few hundred of
     them, scanned the whole heap three times (1 s of a cold 100k-message render) finding
     nothing to free. The collector runs again at the end of the step as before, even on an

@@ -531,7 +531,9 @@ class RedisStore:
     def _newest_first(self, session_id: str) -> Iterator[SnapshotInfo]:
         """The session's index lines from the newest back, read :data:`PAGE` at a time, each
         marked pruned when it was (damaged ones reported and skipped, as :meth:`snapshots`
-        does). Lines are only ever appended, so a position names the same line throughout."""
+        does). Lines are only ever appended, so a position names the same line throughout
+        (unless the session is deleted and written again meanwhile: then the pages read are
+        the new session's, or empty)."""
         key, pruned_key = self._key(session_id, "snaps"), self._key(session_id, "pruned")
         try:
             end = int(self._r.llen(key))

@@ -644,10 +644,19 @@ impl Vocab {
                 v.splits(&tb, hsplit, &fail)
             },
         );
-        split?;
+        // the errors in the serial build's order: the packed trie's, then the split's
         (v.e2, v.e2mask, v.e2tb, v.otab, v.omask) = packed.ok_or_else(|| panicked(what))??;
+        split?;
         if hsplit.is_some() {
             v.order = merge_order(&v.split);
+        }
+        // is_valid_token_pair is only PURE once split/pair_lookup are complete;
+        // construction-time calls populated the memo with stale results. Clear it.
+        for s in &v.ivm {
+            s.store(0, Ordering::Relaxed);
+        }
+        for s in &v.ivmw {
+            s.store(0, Ordering::Relaxed);
         }
         // hasdeeper flags + r3 direct table
         {
@@ -753,9 +762,7 @@ impl Vocab {
                 if token2 != RANK_MAX
                     && token1 < id as u32
                     && token2 < id as u32
-                    // not the memo of `is_valid_token_pair`: its answers are only final
-                    // once split/pair_lookup are complete, so the build leaves it empty
-                    && self.ivtp_slow(token1, token2)
+                    && self.is_valid_token_pair(token1, token2)
                 {
                     self.pl_put(((token1 as u64) << 18) | token2 as u64, id as u32);
                     self.split.push((token1, token2));
@@ -773,7 +780,8 @@ impl Vocab {
 }
 
 /// `(a(), b())`, `a` on a second thread while this one runs `b`; both here, one after
-/// the other, when no thread can be started. `None` for `a` when it panicked.
+/// the other, when no thread can be started. `None` for `a` when it panicked on the second
+/// thread (run here, its panic goes on up, as `b`'s does).
 fn beside<RA: Send, RB>(a: impl FnOnce() -> RA + Send, b: impl FnOnce() -> RB) -> (Option<RA>, RB) {
     let slot = std::sync::Mutex::new(Some(a));
     let take = || slot.lock().ok().and_then(|mut a| a.take());
@@ -818,8 +826,9 @@ fn bytes_hash(b: &[u8]) -> u64 {
     h ^ (h >> 29)
 }
 
-/// The bytes->id table of `tb` (`tb[id]`: the bytes of token `id`, all distinct):
-/// `(slots, mask)`, at most a quarter full.
+/// The bytes->id table of `tb` (`tb[id]`: the bytes of token `id`): `(slots, mask)`, at
+/// most a quarter full. Bytes that two ids share name the later id, as the map of boxed
+/// slices this replaces did (a vocab file may repeat bytes under two ranks).
 fn id_table(tb: &[&[u8]]) -> (Vec<u32>, u32) {
     let mut cap = 1024usize;
     while cap < tb.len() * 4 {
@@ -829,7 +838,7 @@ fn id_table(tb: &[&[u8]]) -> (Vec<u32>, u32) {
     let mut slots = vec![0u32; cap];
     for (id, t) in tb.iter().enumerate() {
         let mut i = bytes_hash(t) as u32 & mask;
-        while slots[i as usize] != 0 {
+        while slots[i as usize] != 0 && tb[slots[i as usize] as usize - 1] != *t {
             i = (i + 1) & mask;
         }
         slots[i as usize] = id as u32 + 1;
