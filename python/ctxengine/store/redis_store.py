@@ -476,13 +476,19 @@ class RedisStore:
         pruned = {m.decode() for m in pruned_raw}
         out = []
         for i, item in enumerate(raw):
-            try:
-                info = SnapshotInfo.from_json(json.loads(item))
-            except (ValueError, StoreError) as exc:
-                self._report(session_id, key, f"index element {i} is damaged ({exc}): skipped")
-                continue
-            out.append(dataclasses.replace(info, pruned=True) if info.id in pruned else info)
+            info = self._parsed(session_id, key, f"index element {i}", item)
+            if info is not None:
+                out.append(_marked(info, info.id in pruned))
         return out
+
+    def _parsed(self, session_id: str, key: str, name: str, raw: bytes) -> SnapshotInfo | None:
+        """The index line ``raw`` (``name`` of ``key``), or None when it is damaged (reported
+        and skipped)."""
+        try:
+            return SnapshotInfo.from_json(json.loads(raw))
+        except (ValueError, StoreError) as exc:
+            self._report(session_id, key, f"{name} is damaged ({exc}): skipped")
+            return None
 
     def load_snapshot(self, session_id: str, snapshot_id: str | None = None) -> Snapshot | None:
         """See :meth:`ctxengine.Store.load_snapshot`. The latest skips pruned snapshots
@@ -514,19 +520,14 @@ class RedisStore:
             raw, pruned = pipe.execute()
         except RedisError as exc:
             raise self._error("read", session_id, exc) from exc
-        info = None
-        if raw is not None:
-            try:
-                info = SnapshotInfo.from_json(json.loads(raw))
-            except (ValueError, StoreError) as exc:
-                key = self._key(session_id, "snapid")
-                self._report(session_id, key, f"id {snapshot_id!r} is damaged ({exc}): skipped")
+        key = self._key(session_id, "snapid")
+        info = None if raw is None else self._parsed(session_id, key, f"id {snapshot_id!r}", raw)
         if info is None or info.id != snapshot_id:  # not in the hash: a session from before it
             found = [i for i in self.snapshots(session_id) if i.id == snapshot_id]
             if not found:
                 raise StoreError(f"session {session_id!r} has no snapshot {snapshot_id!r}")
             return found[0]
-        return dataclasses.replace(info, pruned=True) if pruned else info
+        return _marked(info, pruned)
 
     def _newest_first(self, session_id: str) -> Iterator[SnapshotInfo]:
         """The session's index lines from the newest back, read :data:`PAGE` at a time, each
@@ -545,12 +546,11 @@ class RedisStore:
                 raw = self._r.lrange(key, start, end - 1)
             except RedisError as exc:
                 raise self._error("read", session_id, exc) from exc
-            page: list[SnapshotInfo] = []
-            for i, item in reversed(list(enumerate(raw, start))):
-                try:
-                    page.append(SnapshotInfo.from_json(json.loads(item)))
-                except (ValueError, StoreError) as exc:
-                    self._report(session_id, key, f"index element {i} is damaged ({exc}): skipped")
+            page = [
+                info
+                for i, item in reversed(list(enumerate(raw, start)))
+                if (info := self._parsed(session_id, key, f"index element {i}", item)) is not None
+            ]
             if page:
                 try:  # SISMEMBERs in one round trip (SMISMEMBER needs Redis 6.2)
                     pipe = self._r.pipeline(transaction=False)
@@ -560,7 +560,7 @@ class RedisStore:
                 except RedisError as exc:
                     raise self._error("read", session_id, exc) from exc
                 for info, pruned in zip(page, flags, strict=True):
-                    yield dataclasses.replace(info, pruned=True) if pruned else info
+                    yield _marked(info, pruned)
             end = start
 
     def _was_pruned(self, session_id: str, snapshot_id: str) -> bool:
@@ -635,3 +635,8 @@ class RedisStore:
     def close(self) -> None:
         """Close the connection pool."""
         self._r.close()
+
+
+def _marked(info: SnapshotInfo, pruned: bool) -> SnapshotInfo:
+    """``info``, with ``pruned=True`` when the retention removed its content."""
+    return dataclasses.replace(info, pruned=True) if pruned else info
