@@ -175,7 +175,8 @@ class SessionState:
         index = len(transcript)
         with bulk():
             for message in messages:
-                message = repair_text(message)
+                if not _clean_blocks(message.blocks):  # repair_text(message), the check inline
+                    message = repair_text(message)
                 transcript.append(message)
                 if message.role != "tool":  # one item, never guarded (only results are)
                     item = item_of(index, message)

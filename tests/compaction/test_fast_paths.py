@@ -43,7 +43,7 @@ from ctxengine.compaction import facts as F
 from ctxengine.compaction.requests import request_text
 from ctxengine.grain import ContextGrain
 from ctxengine.tokens import get_tokenizer
-from ctxengine.transcript import Message, ToolCall, load_all
+from ctxengine.transcript import Message, Text, ToolCall, ToolResult, load_all
 
 from .helpers import all_files
 
@@ -265,6 +265,24 @@ def test_message_counts_in_a_scope_equal_whole_counts(encoding: str, cached: boo
         assert scoped == again == pipeline.message_tokens(messages, opaque)
         one += sum(pipeline._one_part(m, m.text) is not None for m in messages)
     assert one > 500  # the shared sessions hold many messages of one part
+
+
+def test_the_count_loop_takes_as_one_part_what_one_part_finds() -> None:
+    # message_tokens decides inline which messages are one part (the role line, then it);
+    # those it never joins, so their scope entries hold no joined text
+    tokenizer = get_tokenizer("o200k_base")
+    edge = [Message.user(t) for t in ("fix it", " fix", "\nfix", "/fix", "")]
+    edge += [
+        Message.assistant("ok", [ToolCall("c1", "read", {"path": "a.py"})]),
+        Message.tool("c1", "def f(): ..."),
+        Message.tool("c1", " indented"),
+        Message("tool", (ToolResult("c1", (Text("a"),)), ToolResult("c2", (Text("b"),)))),
+    ]
+    for _, messages in [*SESSIONS, ("edge", edge)]:
+        with F.message_scope():
+            pipeline.message_tokens(messages, tokenizer.count)
+            joined = [F.scoped(m).joined is None for m in messages]  # type: ignore[union-attr]
+        assert joined == [pipeline._one_part(m, m.text) is not None for m in messages]
 
 
 def test_a_message_of_one_part_is_its_text_or_its_one_result() -> None:

@@ -296,8 +296,11 @@ class _ProseScan:
             elif m.role == "assistant" and text.strip():
                 # its reading, from the entry at hand when the scope has one (a stretch is
                 # read once per trial of a landing)
-                prose = seen.prose if seen is not None and seen.message is m else None
-                if prose is None:
+                if seen is not None and seen.message is m:
+                    prose = seen.prose
+                    if prose is None:
+                        prose = seen.prose = _prose(m, seen.text)  # memoized(m, ...), inline
+                else:
                     prose = memoized(m, "prose", _prose)
                 found, first = prose
                 decisions += found

@@ -863,7 +863,7 @@ def parse_sections(text: str) -> dict[str, list[str]]:
     return found
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class _MessageFacts:
     """What one message gives :func:`extract_facts`, whatever its neighbours: an earlier
     summary gives its sections (``carried``) and nothing else; otherwise its request, its
@@ -871,12 +871,26 @@ class _MessageFacts:
     file steps (see :data:`_FileOp`)."""
 
     text: str
-    carried: dict[str, list[str]] | None = None
-    request: str | None = None
-    idents: tuple[str, ...] = ()
-    calls: tuple[tuple[str, str], ...] = ()
-    errors: tuple[tuple[str, str | None, str], ...] = ()
-    files: list[_FileOp] = field(default_factory=list)
+    carried: dict[str, list[str]] | None
+    request: str | None
+    idents: tuple[str, ...]
+    calls: tuple[tuple[str, str], ...]
+    errors: tuple[tuple[str, str | None, str], ...]
+    files: list[_FileOp]
+
+    def __init__(
+        self,
+        text: str,
+        carried: dict[str, list[str]] | None = None,
+        files: list[_FileOp] | None = None,
+    ) -> None:
+        # written out, as Seen's (one is made per message of a stretch): the generated
+        # __init__, with a default factory, took half the time of the rest of _read
+        self.text = text
+        self.carried = carried
+        self.request = None
+        self.idents = self.calls = self.errors = ()
+        self.files = [] if files is None else files
 
 
 def _read(m: Message, text: str) -> _MessageFacts:
@@ -896,25 +910,30 @@ def _read(m: Message, text: str) -> _MessageFacts:
     else:
         files = [] if "(Open file: " not in text else _file_ops(m, text)
     facts = _MessageFacts(text, files=files)
-    if role == "user":
-        if text.strip():
-            # an observation or the harness's text is read for its identifiers and files,
-            # never listed as a request (see ctxengine.compaction.requests)
-            facts.request = request_text(text, m.meta)
-            facts.idents = (
-                _read_identifiers(text) if len(text) < _CACHED_FROM else _cached_identifiers(text)
-            )
-    elif role == "assistant":
-        idents = _read_identifiers(text) if len(text) < _CACHED_FROM else _cached_identifiers(text)
+    if role == "tool":
+        facts.errors = tuple([(r.call_id, r.name, r.text) for r in results if r.is_error])
+        return facts
+    if role == "system" or (role == "user" and not text.strip()):
+        return facts
+    # its identifiers: _identifiers(text), inline for a text read natively (every message of a
+    # stretch passes here)
+    if len(text) >= _CACHED_FROM:
+        idents = _cached_identifiers(text)
+    else:
+        native = read_identifiers(text) if text.isascii() else None
+        idents = native if native is not None else _scanned_identifiers(text)
+    if role == "assistant":
         if calls:
             facts.calls = tuple([(c.id, c.name) for c in calls])
             for c in calls:
                 found = _identifiers(c.arguments_json)
                 if found:
                     idents += found
-        facts.idents = idents
-    elif role == "tool":
-        facts.errors = tuple([(r.call_id, r.name, r.text) for r in m.tool_results if r.is_error])
+    else:
+        # an observation or the harness's text is read for its identifiers and files, never
+        # listed as a request (see ctxengine.compaction.requests)
+        facts.request = request_text(text, m.meta)
+    facts.idents = idents
     return facts
 
 

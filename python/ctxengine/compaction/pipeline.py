@@ -373,9 +373,12 @@ def _message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
         elif seen.count is not None and seen.count == count:
             out[i] = seen.tokens
             continue
-        if exact is not None:
-            part = _one_part(m, seen.text)
-            if part is not None:
+        if exact is not None and not m.tool_calls:  # _one_part(m, seen.text), inline
+            part = seen.text
+            results = m.tool_results
+            if results:
+                part = results[0].text if not part and len(results) == 1 else ""
+            if part and not part[0].isspace() and part[0] != "/":  # _fresh_start(part)
                 one_at.append(i)
                 one_entries.append(seen)
                 parts.append(part)

@@ -179,8 +179,15 @@ class Message:
     def text(self) -> str:
         """The :class:`Text` blocks joined with newlines."""
         blocks = self.blocks
-        if len(blocks) == 1 and type(blocks[0]) is Text and type(blocks[0].text) is str:
-            return blocks[0].text  # what the join gives for one item: the str itself
+        n = len(blocks)
+        if (
+            (n == 1 or (n == 2 and type(blocks[1]) is ToolCall))
+            and type(blocks[0]) is Text
+            and type(blocks[0].text) is str
+        ):
+            # one text (then a tool call, as an assistant's): what the join gives for one
+            # item, the str itself
+            return blocks[0].text
         return "\n".join(b.text for b in blocks if isinstance(b, Text))
 
     @property
