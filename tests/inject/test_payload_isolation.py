@@ -345,3 +345,44 @@ async def test_the_summary_is_one_message_between_compactions() -> None:
         warm = session._state.token_cache.memo.warm
         record = next(iter(warm.records.values()))
         assert record.reused[0] == 0  # no new message in front of the kept ones
+
+
+def _unanswered() -> list[Message]:
+    """A call with no result yet: hygiene adds a synthetic one, and the render takes the path
+    that exports the cleaned transcript whole (no warm record)."""
+    call = ToolCall("c1", "read", {"path": "a.py", "opts": {"lines": [1, 2]}})
+    return [Message.user("hello"), Message.assistant("reading", [call])]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", list(PROVIDERS))
+async def test_an_edited_payload_of_a_cleaned_transcript_changes_nothing_held(
+    provider: str,
+) -> None:
+    # the exporters hand a tool call's arguments dict (and, for OpenAI, the memo's message
+    # dicts) to the payload as they are: an edit reached the session's own transcript
+    options = PROVIDERS[provider]
+    engine = ContextEngine("gpt-4o", Budget(total=32_000))
+    async with engine.session("isolation") as session:
+        session.extend(_unanswered())
+        before = _dump([m.tool_calls[0].arguments for m in session.messages[1:]])
+        out = await session.render(provider, **options)
+        assert session._state.token_cache.memo.warm.reused == 0
+        assert _tamper(out.payload) > 3
+        assert _dump([m.tool_calls[0].arguments for m in session.messages[1:]]) == before
+        for again in PROVIDERS:  # every later render, whatever the provider, is as from scratch
+            out = await session.render(again, **PROVIDERS[again])
+            assert "TAMPERED" not in _dump(out.payload)
+            fresh = render(out.transcript, again, hygiene=False, **PROVIDERS[again])
+            assert _dump(out.payload) == _dump(fresh.payload)
+
+
+@pytest.mark.parametrize("provider", list(PROVIDERS))
+def test_an_edited_payload_of_transcript_to_leaves_the_transcript_as_it_was(
+    provider: str,
+) -> None:
+    t = Transcript((*_unanswered(), Message.tool("c1", "ok")))
+    before = _dump([m.tool_calls[0].arguments for m in t.messages[1:2]])
+    assert _tamper(t.to(provider)) > 3
+    assert _dump([m.tool_calls[0].arguments for m in t.messages[1:2]]) == before
+    assert "TAMPERED" not in _dump(t.to(provider))

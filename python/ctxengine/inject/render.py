@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from .._core import fresh_tree
 from ..errors import AdapterError
 from ..transcript.changes import Report
 from ..transcript.model import Message, Transcript, set_renderer
@@ -123,13 +124,16 @@ def render(
             )
     elif hygiene:
         t, report = _clean(t, provider, id_mode, memo)
+    # The exporters share what they can with the transcript (a tool call's arguments dict) and
+    # the memo (an OpenAI message's dict): the caller may edit the payload at any depth, so
+    # every dict and list in it is made its own (as the warm path's payloads are).
     if provider != "anthropic":
         plan_cache_breakpoints(t, cache_breakpoints)  # validates the option
         payload = export_openai(t, memo) if provider == "openai" else _EXPORTERS[provider](t)
-        return Rendered(provider, payload, t, report)
+        return Rendered(provider, fresh_tree(payload), t, report)
     plan = tuple(plan_cache_breakpoints(t, cache_breakpoints)) if cache_breakpoints else ()
     payload = export_anthropic(t, breakpoints={b.index for b in plan}, cache_ttl=cache_ttl)
-    return Rendered(provider, payload, t, report, plan)
+    return Rendered(provider, fresh_tree(payload), t, report, plan)
 
 
 def _clean(
