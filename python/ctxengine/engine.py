@@ -542,8 +542,10 @@ class Session:
 
     @property
     def messages(self) -> list[Message]:
-        """The transcript, every message appended so far."""
-        return self._state.messages
+        """The transcript, every message appended so far: a new list on every call (appending
+        to it changes nothing: :meth:`extend`, :meth:`ingest` and the ``*_message`` calls add
+        messages)."""
+        return list(self._state.messages)
 
     @property
     def task_id(self) -> str | None:
@@ -651,9 +653,11 @@ class Session:
             TranscriptError: an item has an unknown shape (the message names its index).
         """
         batch = to_messages(messages)
+        held = self._state.messages
+        start = len(held)
         self._state.extend(batch)
         if self.engine.store is not None:
-            self._unsaved.extend(batch)
+            self._unsaved.extend(held[start:])  # as the session holds them (text repaired)
 
     async def ingest(self, messages: Iterable[Any] | Transcript) -> None:
         """Append messages in any supported shape, firing the events the one-message calls
@@ -753,9 +757,10 @@ class Session:
     # -- persistence --------------------------------------------------------------------------
 
     def _append(self, message: Message) -> None:
+        held = self._state.messages
         self._state.append(message)
         if self.engine.store is not None:
-            self._unsaved.append(message)
+            self._unsaved.append(held[-1])  # as the session holds it (text repaired)
 
     @property
     def unsaved(self) -> int:
@@ -1039,8 +1044,12 @@ class Session:
                     if info.kind == "context_overflow" and compactions < max_compactions:
                         compactions += 1
                         scale = shrink
-                        if info.limit and info.tokens and info.tokens > info.limit:
-                            scale = min(scale, info.limit / info.tokens)  # the provider's ratio
+                        # the provider's ratio: of the input it counted, else of everything it
+                        # was asked for (OpenAI's "your messages resulted in N tokens"), which
+                        # is no less than the input
+                        used = info.tokens if info.tokens is not None else info.requested
+                        if info.limit and used and used > info.limit:
+                            scale = min(scale, info.limit / used)
                         total = max(1, int(total * scale))
                         try:
                             self._config = dataclasses.replace(

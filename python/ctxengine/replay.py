@@ -65,9 +65,13 @@ async def replay(
     async with engine.session(session_id) as session:
         previous = None
         for message in transcript:
-            if message.role == "assistant" and previous != "assistant" and len(session.messages):
-                yield ReplayStep(call, len(session.messages), await session.render(provider))
+            if (
+                message.role == "assistant"
+                and previous != "assistant"
+                and len(session.state.messages)
+            ):
+                yield ReplayStep(call, len(session.state.messages), await session.render(provider))
                 call += 1
             await _feed(session, message)
             previous = message.role
-        yield ReplayStep(call, len(session.messages), await session.render(provider))
+        yield ReplayStep(call, len(session.state.messages), await session.render(provider))

@@ -85,6 +85,27 @@ def test_bad_appends_are_refused_whole(make_store: Make) -> None:
     assert [e.id for e in store.entries("s1")] == [a.id]
 
 
+def test_appends_and_snapshots_of_the_wrong_shape_are_refused_by_name(make_store: Make) -> None:
+    store = make_store()
+    (a,) = store.append("s1", msgs("a"))
+    bad_appends: list[tuple[Any, str]] = [
+        ([NewEntry("message", None)], r"entry 0 \(kind 'message'\): data is NoneType"),  # type: ignore[arg-type]
+        ([NewEntry("message", [1, 2])], "data is list; expected a mapping"),  # type: ignore[arg-type]
+        (NewEntry("message", {}), "got NewEntry \\(wrap one entry in a list\\)"),
+        (["message"], "item 0 is str"),
+        (7, "got int"),
+        ([NewEntry("message", {"text": "bad \ud800 text"})], r"lone surrogate '\\ud800'"),
+    ]
+    for entries, why in bad_appends:
+        with pytest.raises(StoreError, match=why):
+            store.append("s1", entries)
+    assert [e.id for e in store.entries("s1")] == [a.id]  # nothing half-written
+    for content, why in [([1, 2], "content is list"), ({"t": "\udfff"}, "lone surrogate")]:
+        with pytest.raises(StoreError, match=why):
+            store.write_snapshot("s1", content)  # type: ignore[arg-type]
+    assert store.snapshots("s1") == []
+
+
 def test_stored_data_is_a_private_copy(make_store: Make) -> None:
     store = make_store()
     data = {"text": "a", "nested": {"k": [1, 2]}}

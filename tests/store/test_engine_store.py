@@ -629,3 +629,48 @@ async def test_checkpoint_flush_and_close_refuse_a_timeout_that_is_not_seconds(
     sync = engine.session_sync("s10")
     with sync, pytest.raises(error, match="timeout is"):
         sync.checkpoint(timeout)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("how", ["user_message", "extend", "ingest"])
+async def test_a_lone_surrogate_is_stored_as_the_session_holds_it(tmp_path: Path, how: str) -> None:
+    # the session repairs it to U+FFFD on entry; the store got the raw message, could not
+    # encode it, and every later save (and render, and close) failed with it queued
+    call = ToolCall("c\ud800", "re\udc00ad", {"path": "a\ud800.py"})
+    bad = [
+        Message.user("bad \ud800 text"),
+        Message.assistant("", [call]),
+        Message.tool("c\ud800", "out \udfff put"),
+    ]
+    engine = _engine(tmp_path)
+    async with engine.session("sur") as s:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a store fault is a RuntimeWarning
+            if how == "user_message":
+                await s.user_message("bad \ud800 text")
+            elif how == "extend":
+                s.extend(bad)
+                await s.save()
+            else:
+                await s.ingest(bad)
+            out = await s.render()
+        assert s.unsaved == 0 and not out.report.faults
+        held = s.messages
+    engine.flush()
+    texts = [e.data["message"] for e in FileStore(tmp_path).branch("sur")]
+    assert "\ufffd" in json.dumps(texts, ensure_ascii=False)
+    async with _engine(tmp_path).session("sur") as again:
+        assert again.messages == held
+        assert (await again.render()).payload == out.payload
+
+
+async def test_session_messages_is_a_copy_appending_to_it_changes_nothing(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    async with engine.session("copy") as s:
+        await s.user_message("hello")
+        held = s.messages
+        held.append(Message.user("not added"))
+        assert [m.text for m in s.messages] == ["hello"] and s.messages is not s.messages
+        out = await s.render()
+    async with _engine(tmp_path).session("copy") as again:
+        assert [m.text for m in again.messages] == ["hello"]
+        assert (await again.render()).payload == out.payload

@@ -443,11 +443,12 @@ def canonical_json(value: Any) -> str:
         StoreError: ``value`` is not JSON-serializable (NaN included).
     """
     try:
-        return json.dumps(
+        text = json.dumps(
             value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
         )
     except (TypeError, ValueError) as exc:
         raise StoreError(f"value is not JSON-serializable: {exc}") from exc
+    return _utf8(text)
 
 
 def compact_json(value: Any) -> str:
@@ -458,9 +459,71 @@ def compact_json(value: Any) -> str:
         StoreError: ``value`` is not JSON-serializable (NaN included).
     """
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"value is not JSON-serializable: {exc}") from exc
+    return _utf8(text)
+
+
+def _utf8(text: str) -> str:
+    """``text`` when it can be written as UTF-8 (the JSON of a str holding a lone surrogate
+    cannot).
+
+    Raises:
+        StoreError: it holds a lone surrogate (named with its position).
+    """
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            char = text[exc.start]
+            raise StoreError(
+                f"value holds a lone surrogate {char!r} at character {exc.start} of its JSON; "
+                "expected text that is valid UTF-8"
+            ) from exc
+    return text
+
+
+def snapshot_json(content: Any) -> str:
+    """:func:`canonical_json` of a snapshot's content.
+
+    Raises:
+        StoreError: ``content`` is not a mapping, or not JSON-serializable.
+    """
+    if not isinstance(content, Mapping):
+        raise StoreError(
+            f"snapshot content is {type(content).__name__}; expected a mapping (a JSON object)"
+        )
+    return canonical_json(dict(content))
+
+
+def entry_items(entries: Any) -> list[NewEntry]:
+    """``entries`` (what :meth:`Store.append` was given) as a list of :class:`NewEntry`.
+
+    Raises:
+        StoreError: ``entries`` is one entry or not an iterable of entries, or an entry's
+            ``data`` is not a mapping.
+    """
+    if isinstance(entries, (NewEntry, str, bytes, Mapping)):
+        raise StoreError(
+            f"append expects an iterable of NewEntry; got {type(entries).__name__} "
+            "(wrap one entry in a list)"
+        )
+    try:
+        items = list(entries)
+    except TypeError as exc:
+        raise StoreError(
+            f"append expects an iterable of NewEntry; got {type(entries).__name__}"
+        ) from exc
+    for i, item in enumerate(items):
+        if not isinstance(item, NewEntry):
+            raise StoreError(f"append expects NewEntry items; item {i} is {type(item).__name__}")
+        if not isinstance(item.data, Mapping):
+            raise StoreError(
+                f"entry {i} (kind {item.kind!r}): data is {type(item.data).__name__}; "
+                "expected a mapping (a JSON object)"
+            )
+    return items
 
 
 def content_hash(text: str) -> str:

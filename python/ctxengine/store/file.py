@@ -73,8 +73,10 @@ from .base import (
     compact_json,
     conflict_error,
     content_hash,
+    entry_items,
     new_id,
     parse_content,
+    snapshot_json,
     snapshot_meta,
     validate_session_id,
 )
@@ -555,7 +557,7 @@ class FileStore:
         check: bool,
         expected: str | None,
     ) -> list[Entry]:
-        items = list(entries)
+        items = entry_items(entries)
         with self._lock:
             s = self._session(session_id)
             if not items:
@@ -621,7 +623,7 @@ class FileStore:
         into place before the index line is appended and fsynced. The line also records the
         snapshots the retention prunes (see :mod:`ctxengine.store.retention`); their content
         files are removed once it is durable."""
-        data = canonical_json(dict(content)).encode("utf-8")  # encoded once: hashed, written
+        data = snapshot_json(content).encode("utf-8")  # encoded once: hashed, written
         clean_meta = snapshot_meta(meta)
         digest = hashlib.sha256(data).hexdigest()
         with self._lock:

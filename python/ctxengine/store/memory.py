@@ -26,10 +26,11 @@ from .base import (
     StoreProblem,
     branch_of,
     build_entries,
-    canonical_json,
     conflict_error,
     content_hash,
+    entry_items,
     new_id,
+    snapshot_json,
     snapshot_meta,
     validate_session_id,
 )
@@ -119,7 +120,7 @@ class InMemoryStore:
         expected: str | None,
     ) -> list[Entry]:
         validate_session_id(session_id)
-        items = list(entries)
+        items = entry_items(entries)
         if not items:
             return []
         with self._lock:
@@ -165,7 +166,7 @@ class InMemoryStore:
     ) -> SnapshotInfo:
         """See :meth:`ctxengine.Store.write_snapshot`."""
         validate_session_id(session_id)
-        text = canonical_json(dict(content))
+        text = snapshot_json(content)
         clean_meta = snapshot_meta(meta)
         with self._lock:
             s = self._sessions.setdefault(session_id, _Session())

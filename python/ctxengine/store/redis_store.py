@@ -60,8 +60,10 @@ from .base import (
     compact_json,
     conflict_error,
     content_hash,
+    entry_items,
     new_id,
     parse_content,
+    snapshot_json,
     snapshot_meta,
     validate_session_id,
 )
@@ -204,7 +206,7 @@ class RedisStore:
         check: bool,
         expected: str | None,
     ) -> list[Entry]:
-        items = list(entries)
+        items = entry_items(entries)
         log_key = self._key(session_id, "log")
         if not items:
             return []
@@ -363,7 +365,7 @@ class RedisStore:
         append reads it: an append before the ``EXEC`` aborts the transaction and it is retried
         on the new leaf, so the index line names the leaf the store had when it was written.
         """
-        text = canonical_json(dict(content))
+        text = snapshot_json(content)
         clean = snapshot_meta(meta)
         digest = content_hash(text)
         log_key = self._key(session_id, "log")
