@@ -101,3 +101,35 @@ async def test_run_refuses_options_that_are_not_numbers_in_range(
             await s.run(model, **options)
     assert str(info.value).startswith(named)
     assert model.sizes == []  # refused before any call
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "prompt is too long: {n} tokens > {limit} maximum",  # Anthropic: input tokens
+        # OpenAI: what it was asked for ("requested"), the input not said apart
+        "This model's maximum context length is {limit} tokens. However, your messages "
+        "resulted in {n} tokens. Please reduce the length of the messages.",
+    ],
+)
+async def test_the_provider_ratio_shrinks_the_budget_whichever_count_it_states(
+    message: str,
+) -> None:
+    # a provider whose window is far below the budget: one retry at its ratio fits (the
+    # OpenAI wording used to give no input count, and the run fell back to 0.75 a step)
+    engine = ContextEngine("gpt-4.1", Budget(total=20_000))
+    async with engine.session("ratio") as s:
+        await _fill(s)
+        sizes: list[int] = []
+
+        async def model(payload: dict[str, Any]) -> str:
+            n = len(str(payload)) // 4
+            sizes.append(n)
+            if n > 3000:
+                raise RuntimeError(message.format(n=n, limit=3000))
+            return "accepted"
+
+        answer, out = await s.run(model)
+        assert answer == "accepted" and sizes[0] > 3000 >= sizes[-1]
+        assert [r["step"] for r in out.report.recovery][:2] == ["render", "compact"]
+        assert out.report.recovery[1]["budget"] < 20_000 * 3000 / sizes[0]

@@ -9,6 +9,7 @@ Rust :class:`~ctxengine._core.Assembly` (a cache of the state, never serialized)
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
@@ -169,14 +170,21 @@ class SessionState:
         self.extend((message,))
 
     def extend(self, messages: Iterable[Message]) -> None:
-        """:meth:`append` each of ``messages``, in one loop (see :func:`bulk`)."""
+        """:meth:`append` each of ``messages``, in one loop (see :func:`bulk`).
+
+        Every message is checked first (its text repaired, its tool calls' arguments made
+        JSON): a call whose arguments are not JSON adds none of them.
+
+        Raises:
+            TranscriptError: a tool call's arguments cannot be written as JSON.
+        """
         transcript, live, pending, guarded = self.messages, self.items, self.pending, self.guarded
         items_of, item_of = self.builder.items, self.builder.message_item
         index = len(transcript)
         with bulk():
-            for message in messages:
-                if not _clean_blocks(message.blocks):  # repair_text(message), the check inline
-                    message = repair_text(message)
+            # repair_text(m), its check inline (which also makes the calls' JSON)
+            batch = [m if _clean_blocks(m.blocks) else repair_text(m) for m in messages]
+            for message in batch:
                 transcript.append(message)
                 if message.role != "tool":  # one item, never guarded (only results are)
                     item = item_of(index, message)
@@ -784,10 +792,35 @@ def _valid_block(block: Block) -> Block:
         return block if text is block.text else replace(block, text=text)
     if isinstance(block, ToolResult):
         content = tuple(_valid_block(b) for b in block.content)
-        if all(a is b for a, b in zip(content, block.content, strict=True)):
+        call_id, name = _valid(block.call_id), _valid_name(block.name)
+        same = call_id is block.call_id and name is block.name
+        if same and all(a is b for a, b in zip(content, block.content, strict=True)):
             return block
-        return replace(block, content=content)  # type: ignore[arg-type]
+        return replace(block, call_id=call_id, name=name, content=content)  # type: ignore[arg-type]
+    if isinstance(block, ToolCall):
+        call_id, name, js = _valid(block.id), _valid(block.name), block.arguments_json
+        fixed = _valid(js)
+        if call_id is block.id and name is block.name and fixed is js:
+            return block
+        args = block.arguments if fixed is js else fixed
+        if fixed is not js and not isinstance(block.arguments, str):
+            args = json.loads(fixed)  # the JSON with each lone surrogate made U+FFFD
+        return ToolCall(call_id, name, args)
     return block
+
+
+def _valid_name(name: str | None) -> str | None:
+    return None if name is None else _valid(name)
+
+
+def _call_clean(call: ToolCall) -> bool:
+    """Whether ``call``'s id, name and arguments (made JSON here, and kept) are valid text.
+
+    Raises:
+        TranscriptError: its arguments are not JSON.
+    """
+    js = call.arguments_json
+    return _valid(js) is js and _valid(call.name) is call.name and _valid(call.id) is call.id
 
 
 def _clean_blocks(blocks: tuple[Block, ...]) -> bool:
@@ -800,6 +833,11 @@ def _clean_blocks(blocks: tuple[Block, ...]) -> bool:
             if not text.isascii() and _valid(text) is not text:
                 return False
         elif kind is ToolResult:
+            if not b.call_id.isascii() and _valid(b.call_id) is not b.call_id:  # type: ignore[union-attr]
+                return False
+            name = b.name  # type: ignore[union-attr]
+            if name is not None and not name.isascii() and _valid(name) is not name:
+                return False
             for c in b.content:  # type: ignore[union-attr]
                 if type(c) is Text:
                     text = c.text
@@ -807,7 +845,12 @@ def _clean_blocks(blocks: tuple[Block, ...]) -> bool:
                         return False
                 elif type(c) is not Image and not _clean(c):
                     return False
-        elif kind is not ToolCall and kind is not Image and not _clean(b):
+        elif kind is ToolCall:
+            js = b.arguments_json  # type: ignore[union-attr] # made and kept (raises if not JSON)
+            ascii_ = js.isascii() and b.name.isascii() and b.id.isascii()  # type: ignore[union-attr]
+            if not ascii_ and not _call_clean(b):  # type: ignore[arg-type]
+                return False
+        elif kind is not Image and not _clean(b):
             return False
     return True
 

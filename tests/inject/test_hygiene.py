@@ -420,6 +420,32 @@ def test_anthropic_hygiene_strips_the_trailing_whitespace_of_a_prefill(
         assert clean(t, provider)[0] is t
 
 
+@pytest.mark.parametrize(
+    ("blocks", "kept"),
+    [
+        ((Text("answer\n"), Thinking("unsigned")), ("answer",)),  # Anthropic is not sent it
+        ((Text("a "), Thinking("x"), Text("  "), Thinking("y")), ("a",)),
+        # signed by Anthropic (the family unknown): sent, and the text before it is not last
+        ((Text("answer\n"), Thinking("x", signature="sig")), ("answer\n",)),
+    ],
+)
+def test_anthropic_hygiene_strips_what_ends_the_prefill_as_sent(
+    blocks: tuple[Text | Thinking, ...], kept: tuple[str, ...]
+) -> None:
+    # thinking Anthropic is not sent left the text before it last in the payload, its
+    # whitespace kept (Anthropic answers 400)
+    t = _prefill(*blocks)
+    sent = [p for p in t.to("anthropic")["messages"][-1]["content"] if p["type"] == "text"]
+    assert [p["text"] for p in sent] == list(kept)
+    cleaned, _ = clean(t, "anthropic")
+    assert validate(cleaned, "anthropic") == [] and clean(cleaned, "anthropic")[0] is cleaned
+    assert render(t, "anthropic", memo=RenderMemo()).payload == t.to("anthropic")
+    stripped = kept != tuple(b.text for b in blocks if isinstance(b, Text))
+    assert [p.code for p in validate(t, "anthropic")] == (
+        ["trailing_whitespace"] if stripped else []
+    )
+
+
 def test_anthropic_hygiene_keeps_the_whitespace_of_an_assistant_message_that_is_not_last() -> None:
     t = Transcript((*_prefill(Text("answer \n")).messages, Message.user("thanks")))
     assert clean(t, "anthropic")[0] is t and validate(t, "anthropic") == []
@@ -479,3 +505,15 @@ def test_a_warm_render_strips_only_the_prefill_that_is_last() -> None:
     assert sent[1][-1]["text"] == "answer"  # last: stripped
     assert sent[2][-1]["text"] == "answer \n"  # no longer last: as it was
     assert memo.warm.reused >= 1  # the third render reused the first's work
+
+
+@pytest.mark.anyio
+async def test_a_session_render_strips_the_prefill_before_unsent_thinking() -> None:
+    from ctxengine import Budget, ContextEngine
+
+    engine = ContextEngine("claude-sonnet-4-5", Budget(total=10_000))
+    async with engine.session("prefill") as s:
+        s.extend(_prefill(Text("answer\n"), Thinking("unsigned")).messages)
+        for _ in range(2):  # the full path, then a render that may reuse it
+            last = (await s.render("anthropic")).payload["messages"][-1]
+            assert last["content"] == [{"type": "text", "text": "answer"}]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from ctxengine.errors import TranscriptError
-from ctxengine.transcript import load
+from ctxengine.transcript import Message, Text, ToolCall, Transcript, load
 
 from .helpers import CC_MAIN, DATA, PI
 
@@ -94,3 +95,49 @@ def test_a_markdown_file_without_aider_markers_is_not_an_aider_log(tmp_path: Pat
     log = tmp_path / "x.md"
     log.write_text("# aider chat started at 2024-05-01 10:00:00\n\n#### hi\n\nhello\n")
     assert [m.role for m in load(log)] == ["user", "assistant"]
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda: Message.user(None), r"user message block 0: Text.text is NoneType None"),
+        (lambda: Message.user(5), r"Text.text is int 5; expected a str"),
+        (lambda: Message.assistant("", [ToolCall(None, "f", {})]), r"ToolCall.id is NoneType"),
+        (lambda: Message.assistant("", [ToolCall("c", 3, {})]), r"ToolCall.name is int 3"),
+        (lambda: Message.assistant("", [ToolCall("c", "f", [1])]), r"arguments is list"),
+        (lambda: Message.tool("c", None), r"tool output for 'c' is NoneType"),
+        (lambda: Message.tool(7, "out"), r"ToolResult call_id is int 7"),
+        (lambda: Message.tool("c", [Text(b"x")]), r"a Text item's text is bytes"),
+    ],
+)
+def test_a_hand_built_message_with_a_field_of_the_wrong_type_is_refused(make, why) -> None:  # type: ignore[no-untyped-def]
+    # they were taken, then failed deep inside a render (AttributeError, TypeError)
+    with pytest.raises(TranscriptError, match=why):
+        make()
+
+
+def test_tool_arguments_that_are_not_json_are_refused_and_a_session_adds_nothing() -> None:
+    from ctxengine import ContextEngine
+
+    deep: dict[str, object] = {}
+    node = deep
+    for _ in range(3000):
+        node["a"] = node = {}
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)  # the JSON encoder's depth check (another test may raise it)
+    try:
+        call = ToolCall("c1", "f", deep)
+        with pytest.raises(TranscriptError, match=r"tool call 'c1' \('f'\).*recursion"):
+            call.arguments_json  # noqa: B018
+    finally:
+        sys.setrecursionlimit(limit)
+    for args in ({"a": {1}}, {"a": object()}):
+        call = ToolCall("c1", "f", args)
+        with pytest.raises(TranscriptError, match=r"tool call 'c1' \('f'\).*not JSON"):
+            Transcript((Message.user("x"), Message.assistant("", [call]))).to("openai")
+        s = ContextEngine("gpt-4o", 1000).session_sync("bad-args")
+        s.extend([Message.user("first")])
+        with pytest.raises(TranscriptError, match="arguments are not JSON"):
+            s.extend([Message.user("x"), Message.assistant("", [call])])
+        assert [m.text for m in s.messages] == ["first"]  # nothing half-added
+        assert s.render().tokens > 0

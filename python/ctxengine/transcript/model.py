@@ -79,7 +79,15 @@ class ToolCall:
         """The arguments as the JSON string OpenAI wire formats carry (computed once)."""
         if self._json is None:
             args = self.arguments
-            text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            if isinstance(args, str):
+                text = args
+            else:
+                try:
+                    text = json.dumps(args, ensure_ascii=False)
+                except (TypeError, ValueError, RecursionError) as exc:
+                    raise TranscriptError(
+                        f"tool call {self.id!r} ({self.name!r}): arguments are not JSON: {exc}"
+                    ) from None
             object.__setattr__(self, "_json", text)
             return text
         return self._json
@@ -97,11 +105,21 @@ class ToolResult:
     def __post_init__(self) -> None:
         if not isinstance(self.content, tuple):
             object.__setattr__(self, "content", tuple(self.content))
+        if not isinstance(self.call_id, str):
+            raise TranscriptError(
+                f"ToolResult call_id is {type(self.call_id).__name__} {self.call_id!r:.60}; "
+                "expected a str"
+            )
         for item in self.content:
             if not isinstance(item, (Text, Image)):
                 raise TranscriptError(
                     f"ToolResult {self.call_id!r}: content item is {type(item).__name__}; "
                     "expected Text or Image"
+                )
+            if isinstance(item, Text) and not isinstance(item.text, str):
+                raise TranscriptError(
+                    f"ToolResult {self.call_id!r}: a Text item's text is "
+                    f"{type(item.text).__name__} {item.text!r:.60}; expected a str"
                 )
 
     @property
@@ -132,6 +150,25 @@ _ALLOWED: Final[Mapping[str, tuple[type, ...]]] = {
     "assistant": (Text, Image, ToolCall, Thinking),
     "tool": (ToolResult,),
 }
+
+
+def _bad_field(block: Block) -> str | None:
+    """What is wrong with a field of ``block`` (a str that is not one, arguments that are
+    neither an object nor a string), or None: a typed field a hand-built block got wrong would
+    otherwise fail deep inside a render."""
+    if isinstance(block, (Text, Thinking)):
+        if not isinstance(block.text, str):
+            got = f"{type(block.text).__name__} {block.text!r:.60}"
+            return f"{type(block).__name__}.text is {got}; expected a str"
+    elif isinstance(block, ToolCall):
+        for name in ("id", "name"):
+            value = getattr(block, name)
+            if not isinstance(value, str):
+                return f"ToolCall.{name} is {type(value).__name__} {value!r:.60}; expected a str"
+        if not isinstance(block.arguments, (dict, str)):
+            kind = type(block.arguments).__name__
+            return f"ToolCall {block.id!r}: arguments is {kind}; expected a dict or a str"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +211,9 @@ class Message:
                     f"{self.role} message block {i} is {type(block).__name__}; "
                     f"a {self.role} message holds only {names}"
                 )
+            bad = _bad_field(block)
+            if bad is not None:
+                raise TranscriptError(f"{self.role} message block {i}: {bad}")
 
     @property
     def text(self) -> str:
@@ -231,8 +271,20 @@ class Message:
         name: str | None = None,
         is_error: bool = False,
     ) -> Message:
-        """A tool message holding the result of one call."""
-        content = (Text(output),) if isinstance(output, str) else tuple(output)
+        """A tool message holding the result of one call.
+
+        Raises:
+            TranscriptError: ``output`` is neither a str nor a sequence of Text/Image items.
+        """
+        if isinstance(output, str):
+            content: tuple[Text | Image, ...] = (Text(output),)
+        elif isinstance(output, Iterable) and not isinstance(output, (bytes, Mapping)):
+            content = tuple(output)
+        else:
+            raise TranscriptError(
+                f"tool output for {call_id!r} is {type(output).__name__} {output!r:.60}; "
+                "expected a str or a sequence of Text/Image items"
+            )
         return cls("tool", (ToolResult(call_id, content, is_error, name),))
 
 

@@ -203,21 +203,34 @@ def image_placeholder(image: Image) -> Text:
     return Text(f"[{image.media_type} attachment{name}{where} omitted]")
 
 
-def strip_trailing_space(blocks: Sequence[Block]) -> tuple[Block, ...] | None:
+def strip_trailing_space(
+    blocks: Sequence[Block], family: str | None = None
+) -> tuple[Block, ...] | None:
     """``blocks`` (of a final assistant message) without the whitespace at the end of their
     last text: trailing text blocks are stripped, and dropped when nothing is left of them, up
-    to the first block that is not text. None when there is no whitespace to strip.
+    to the first block that is not text. Thinking that Anthropic is not sent (unsigned, or
+    signed by another provider than ``family``, the message's :func:`family_of`) is stepped
+    over, left where it is: the text before it ends what Anthropic reads. None when there is
+    no whitespace to strip.
 
     Anthropic rejects a final assistant message (a prefill) that ends in whitespace ("final
     assistant content cannot end with trailing whitespace"): the engine's renders and hygiene
     both strip it with this."""
     out = list(blocks)
     changed = False
-    while out and isinstance(out[-1], Text) and out[-1].text != out[-1].text.rstrip():
-        text = out[-1].text.rstrip()
-        if text:
-            out[-1] = Text(text)
-        else:
-            out.pop()
-        changed = True
+    i = len(out) - 1
+    while i >= 0:
+        b = out[i]
+        if isinstance(b, Text):
+            text = b.text.rstrip()
+            if text == b.text:
+                break
+            changed = True
+            if text:
+                out[i] = Text(text)
+                break
+            del out[i]
+        elif not isinstance(b, Thinking) or exportable(b, "anthropic", family):
+            break
+        i -= 1
     return tuple(out) if changed else None
