@@ -418,3 +418,72 @@ async def test_a_grain_subclass_that_cannot_be_read_is_a_fault_and_the_turn_goes
     faults = [f for f in out.report.faults if f["plugin"] == "unreadable"]
     assert len(faults) == 1 and faults[0]["kind"] == "invalid"
     assert "could not be read" in faults[0]["message"] and "no content" in faults[0]["message"]
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("str boom")
+
+
+class _BrokenPlugin:
+    """Raises an exception whose str() raises, from collect and from a lifecycle hook."""
+
+    name, version, priority, enabled = "broken", "1", 10, True
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        raise _Unprintable()
+
+    async def on_user_msg(self, event: Any) -> None:
+        raise _Unprintable()
+
+
+async def test_an_exception_whose_str_raises_is_a_fault_and_the_turn_goes_on() -> None:
+    engine = ContextEngine("gpt-4o", 3000, plugins=[_BrokenPlugin()])
+    async with engine.session("s") as s:
+        await s.user_message("hi")  # the hook's fault waits for the next render
+        out = await s.render()
+    messages = [(f["hook"], f["message"]) for f in out.report.faults]
+    assert ("collect", "_Unprintable: <str() raised RuntimeError>") in messages
+    assert ("on_user_msg", "_Unprintable: <str() raised RuntimeError>") in messages
+
+
+class _Flagged:
+    """Its ``enabled`` is a property that raises once a flag service goes down."""
+
+    name, version, priority = "flagged", "1", 10
+
+    def __init__(self) -> None:
+        self.down = False
+
+    @property
+    def enabled(self) -> bool:
+        if self.down:
+            raise RuntimeError("flag service down")
+        return True
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        return [ContextGrain("rag.flagged", content="from the flagged plugin")]
+
+
+class _Plain:
+    name, version, priority, enabled = "plain", "1", 10, True
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        return [ContextGrain("rag.plain", content="from the plain plugin")]
+
+
+async def test_a_plugin_whose_flag_raises_or_hook_broke_is_skipped_with_a_fault() -> None:
+    flagged, plain = _Flagged(), _Plain()
+    engine = ContextEngine("gpt-4o", 3000, plugins=[flagged, plain])
+    async with engine.session("s") as s:
+        await s.user_message("hi")
+        first = await s.render()
+        assert "from the flagged plugin" in str(first.payload) and not first.report.faults
+        flagged.down = True
+        plain.collect = None  # type: ignore[assignment,method-assign]
+        out = await s.render()  # no exception escapes the turn
+    faults = {(f["plugin"], f["kind"]): f["message"] for f in out.report.faults}
+    assert "flag service down" in faults[("flagged", "raised")]
+    assert "its collect is now NoneType, not callable" in faults[("plain", "invalid")]
+    assert "from the flagged plugin" not in str(out.payload)
+    assert "from the plain plugin" not in str(out.payload)

@@ -46,7 +46,7 @@ from .events import (
     bound,
     hook_for,
 )
-from .faults import FaultKind, PluginFault, PluginWarning, call_plugin
+from .faults import FaultKind, PluginFault, PluginWarning, call_plugin, describe_exc
 from .namespaces import engine_namespace, own_tool_result_id
 from .protocol import subscriptions_of
 from .scene import ContextScene, Copies
@@ -197,13 +197,39 @@ class SessionDispatcher:
         return consent if isinstance(consent, bool) else name in consent
 
     def _active(self, hook: str | None = None) -> list[PluginEntry]:
-        return [
-            e
-            for e in self.registry.entries()
-            if e.state == "enabled"
-            and e.name not in self._quarantined
-            and (hook is None or callable(getattr(e.provider, hook, None)))
-        ]
+        """The enabled plugins (implementing ``hook``, when given). A plugin whose ``enabled``
+        raised, or whose hook it registered with is no longer callable, is left out of this
+        call with a fault (in the next outcome), never silently."""
+        out = []
+        for e in self.registry.entries():
+            if e.name in self._quarantined:
+                continue
+            if e.state != "enabled":
+                error = e.take_flag_error()
+                if error is not None:
+                    why = f"reading its enabled flag raised {error}; skipped"
+                    self._late_fault(e, hook or "enabled", "raised", why)
+                continue
+            if hook is None:
+                out.append(e)
+                continue
+            try:
+                fn = getattr(e.provider, hook, None)
+            except Exception as exc:
+                self._late_fault(e, hook, "raised", f"reading {hook} raised {describe_exc(exc)}")
+                continue
+            if callable(fn):
+                out.append(e)
+            elif hook in e.hooks:  # it had the hook when registered
+                why = f"its {hook} is now {type(fn).__name__}, not callable; skipped"
+                self._late_fault(e, hook, "invalid", why)
+        return out
+
+    def _late_fault(self, entry: PluginEntry, hook: str, kind: FaultKind, message: str) -> None:
+        """A fault found before any call, reported with the next outcome's."""
+        slot = _Result((entry.priority, entry.index, 0))
+        self._fail(entry.name, hook, kind, message, slot.faults)
+        self._bus_results.append(slot)
 
     def _wire(self) -> None:
         for entry in self._active():

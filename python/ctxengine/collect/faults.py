@@ -81,9 +81,15 @@ def is_async_callable(obj: object) -> bool:
 
 
 def describe_exc(exc: BaseException) -> str:
-    """``Type: message`` (or just the type when the message is empty)."""
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    """``Type: message`` (or just the type when the message is empty). An exception whose
+    ``str()`` itself raises is described by its type and that failure: describing a fault
+    never raises."""
+    name = type(exc).__name__
+    try:
+        text = str(exc)
+    except Exception as inner:
+        return f"{name}: <str() raised {type(inner).__name__}>"
+    return f"{name}: {text}" if text else name
 
 
 class PluginCaller(Protocol):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from ..errors import PluginError
-from .faults import PluginFault
+from .faults import PluginFault, describe_exc
 from .lifecycle import setup_plugins, teardown_plugins
 from .loader import instantiate_entry_point, instantiate_manifest
 from .manifest import IMPORT_TIMEOUT, MANIFEST_FILE, Manifest, forget_entry, read_manifest
@@ -84,6 +84,9 @@ class PluginEntry:
     hooks: tuple[str, ...] = field(default_factory=tuple)
     setup_done: bool = False
     runner: PluginRunner | None = field(default=None, repr=False, compare=False)
+    #: What reading the plugin's own ``enabled`` raised the last time (it is then disabled for
+    #: that call); the dispatcher reports it as a fault (:meth:`take_flag_error`).
+    flag_error: str | None = field(default=None, repr=False, compare=False)
 
     def call_runner(self) -> PluginRunner:
         """The runner of this plugin's calls (created on first use)."""
@@ -96,8 +99,17 @@ class PluginEntry:
         """``enabled``, ``disabled`` or ``refused``."""
         if self.provider is None:
             return "refused"
-        live = getattr(self.provider, "enabled", True)
+        try:
+            live = getattr(self.provider, "enabled", True)
+        except Exception as exc:
+            self.flag_error = describe_exc(exc)
+            return "disabled"
         return "enabled" if self.enabled and live is True else "disabled"
+
+    def take_flag_error(self) -> str | None:
+        """What reading ``enabled`` raised since the last call, once."""
+        error, self.flag_error = self.flag_error, None
+        return error
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serializable view (no provider object)."""
