@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 
 from ctxengine import Budget, ContextEngine, ContextGrain
 from ctxengine.collect.scene import ContextScene, TranscriptView
-from ctxengine.transcript import Message, ToolCall
+from ctxengine.transcript import Message, Text, ToolCall
 
 pytestmark = pytest.mark.anyio
 
@@ -60,10 +61,15 @@ async def test_editing_tool_call_arguments_in_place_does_not_change_the_history(
 def test_a_view_copies_a_message_once_and_shares_immutable_ones() -> None:
     plain = Message.user("hi")
     call = Message.assistant("", [ToolCall("c1", "t", {"k": [1]})])
-    view = TranscriptView([plain, call])
-    assert view[0] is plain  # nothing mutable in it: no copy
-    assert view[1] is view[-1] is list(view)[1] and view[1] is not call
-    assert view[1] == call and view[0:2] == (plain, view[1])
+    frozen = Message("user", (Text("hi"),), meta=MappingProxyType({"k": 1}))
+    view = TranscriptView([plain, call, frozen])
+    # an empty meta dict is mutable too: a key a plugin adds must not reach the session's
+    assert view[0] is not plain and view[0] == plain and view[0] is view[0]
+    view[0].meta["added"] = True  # type: ignore[index]
+    assert dict(plain.meta) == {}
+    assert view[2] is frozen  # nothing mutable in it: no copy
+    assert view[1] is view[-2] is list(view)[1] and view[1] is not call
+    assert view[1] == call and view[0:2] == (view[0], view[1])
     assert view.fresh()[1] is not view[1]
     with pytest.raises(IndexError):
-        view[2]
+        view[3]

@@ -185,3 +185,48 @@ async def test_session_run_reports_a_timed_out_compaction_and_rolls_it_back(
         assert engine.flush(5.0)
         assert {e.kind for e in store.entries("s")} == {"message"}
         assert store.leaf("s") == s.leaf_id
+
+
+class _Editing:
+    """Edits the messages it is handed in place (meta, a call's arguments), then fails or
+    answers."""
+
+    def __init__(self, fail: bool) -> None:
+        self.fail = fail
+
+    async def summarize(self, messages: Any, instructions: str) -> str:
+        for m in messages:
+            m.meta["touched"] = True
+            for c in m.tool_calls:
+                c.arguments["path"] = "/etc/shadow"
+        if self.fail:
+            raise ValueError("model unavailable")
+        return "The user asked for several files to be read; each was read and explained."
+
+
+@pytest.mark.parametrize("fail", [True, False])
+async def test_a_summarizer_editing_what_it_is_handed_changes_no_history(fail: bool) -> None:
+    from ctxengine.transcript import Message, ToolCall
+
+    engine = ContextEngine(
+        "gpt-4o", Budget(total=3000), summarizer=_Editing(fail), compaction=CompactionConfig()
+    )
+    async with engine.session("edit") as s:
+        for i in range(30):
+            call = ToolCall(f"c{i}", "read_file", {"path": f"/src/f{i}.py"})
+            s.extend(
+                [
+                    Message.user(f"task {i}: " + "details " * 40),
+                    Message.assistant(f"on {i}", [call]),
+                    Message.tool(f"c{i}", "line of code\n" * 60, name="read_file"),
+                    Message.assistant(f"done {i} " + "explanation " * 30),
+                ]
+            )
+        before = json.dumps([m.tool_calls[0].arguments for m in s.messages if m.tool_calls])
+        await s.user_message("final?")
+        out = await s.render()
+        assert out.report.compactions and out.report.compactions[0]["ok"] is (not fail)
+        after = json.dumps([m.tool_calls[0].arguments for m in s.messages if m.tool_calls])
+        assert after == before and not any(m.meta.get("touched") for m in s.messages)
+        for provider in ("anthropic", "gemini", "openai"):
+            assert "/etc/shadow" not in json.dumps((await s.render(provider)).payload)

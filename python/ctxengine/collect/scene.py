@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, MutableMapping, Sequence
 from typing import Any, NoReturn, overload
 
 from ..errors import PluginError
@@ -21,12 +21,13 @@ def copy_data(value: Any) -> Any:
     return value
 
 
-def _detached(message: Any) -> Any:
+def detached(message: Any) -> Any:
     """``message`` with its own copies of what a frozen message still holds mutable (tool-call
     arguments, ``meta``); the message itself when it holds nothing mutable."""
     calls = getattr(message, "tool_calls", ())
     meta = getattr(message, "meta", None)
-    if not isinstance(message, Message) or (not calls and not meta):
+    # an empty meta dict too: a key added to it would be added to the stored message's
+    if not isinstance(message, Message) or (not calls and not isinstance(meta, MutableMapping)):
         return message
     blocks = tuple(
         ToolCall(b.id, b.name, copy_data(b.arguments)) if isinstance(b, ToolCall) else b
@@ -69,7 +70,7 @@ class TranscriptView(Sequence[Any]):
         cached = self._copies.get(i)
         if cached is not None and cached[0] is message:
             return cached[1]
-        copied = _detached(message)
+        copied = detached(message)
         self._copies[i] = (message, copied)
         return copied
 

@@ -13,7 +13,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import ClassVar, Final
 
 from .._core import read_prose
 from ..errors import ConfigError
@@ -138,6 +138,11 @@ class ExtractiveSummarizer:
         tokenizer: Counts tokens for ``max_tokens`` (a :class:`~ctxengine.Tokenizer`, a model
             or encoding name, or a ``str -> int`` function); default ``o200k_base``.
     """
+
+    #: It never changes the messages it reads, so :func:`~ctxengine.compaction.protocol.
+    #: call_summarizer` hands it the session's own (what it read of each is kept by identity);
+    #: any other summarizer, a subclass of this one too, gets copies.
+    reads_only: ClassVar[bool] = True
 
     def __init__(self, max_items: int = 12, *, tokenizer: Tokenizer | Count | str | None = None):
         if max_items < 1:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
+from ..collect.scene import detached
 from ..errors import ConfigTypeError
 from ..tokens import Tokenizer, get_tokenizer
 from ..transcript import Message
@@ -64,6 +65,11 @@ async def call_summarizer(
         raise ConfigTypeError(
             f"{type(summarizer).__name__} has no summarize(); expected a Summarizer"
         )
+    if not type(summarizer).__dict__.get("reads_only", False):
+        # its own copy of what a frozen message still holds mutable (tool-call arguments,
+        # meta), as a plugin gets: an edit in place, then a failure, changed the session's
+        # history, which a failed summary must leave as it was
+        messages = [detached(m) for m in messages]
     if _accepts_max_tokens(type(summarizer)):  # type: ignore[arg-type]
         result = await method(messages, instructions=instructions, max_tokens=max_tokens)
     else:
