@@ -523,6 +523,7 @@ class Session:
         #: Whether messages and snapshots go to the engine's store (False for a restore).
         self.persist = True
         self._unsaved: list[Message] = []
+        self._save_lock = CrossLoopLock()
         self._config: RenderConfig | None = None  # a smaller budget while run() recovers
         #: The snapshot of the last render, queued on the engine's writer (None: not taken).
         self._last_snapshot: Future[SnapshotInfo] | None = None
@@ -796,6 +797,16 @@ class Session:
         store = self.engine.store
         if store is None or not self.persist or not self._unsaved:
             return
+        # one save at a time: two calls of this session at once (asyncio.gather) each read the
+        # leaf, and the second's append, refused on the first's new leaf, was taken for
+        # another writer's (its messages not stored when its call returned)
+        async with self._save_lock:
+            await self._save(store)
+
+    async def _save(self, store: Store) -> None:
+        """:meth:`save`'s append, under the session's save lock."""
+        if not self._unsaved:
+            return  # a save that waited for the lock stored them
         batch = list(self._unsaved)
         expected = self.leaf_id
         try:

@@ -674,3 +674,30 @@ async def test_session_messages_is_a_copy_appending_to_it_changes_nothing(tmp_pa
     async with _engine(tmp_path).session("copy") as again:
         assert [m.text for m in again.messages] == ["hello"]
         assert (await again.render()).payload == out.payload
+
+
+async def test_calls_of_one_session_at_once_save_in_turn(tmp_path: Path) -> None:
+    # each save read the leaf; the second's append, refused on the first's new leaf, was taken
+    # for another writer's: its message was not stored when its call returned
+    import anyio
+
+    engine = _engine(tmp_path)
+    late: list[str] = []
+    async with engine.session("gather") as s:
+        await s.user_message("hello")
+
+        async def say(text: str) -> None:
+            await s.user_message(text)
+            if not any(
+                e.data["message"]["blocks"][0]["text"] == text
+                for e in FileStore(tmp_path).branch("gather")
+            ):
+                late.append(text)
+
+        for r in range(5):
+            async with anyio.create_task_group() as tg:
+                for i in range(4):
+                    tg.start_soon(say, f"m{r}.{i}")
+        out = await s.render()
+    assert late == [] and not out.report.faults
+    assert len(FileStore(tmp_path).branch("gather")) == 21
