@@ -7,12 +7,14 @@ the previous session is reused so only the new messages are converted, counted a
 
 from __future__ import annotations
 
+import copy
 import itertools
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Final
 
 from .assemble.budget import Budget
+from .collect.scene import copy_data
 from .engine import ContextEngine, RenderedContext, Session, check_model
 from .sync import LoopRunner
 from .transcript import Message
@@ -58,11 +60,35 @@ def _runner() -> LoopRunner:
     return runner
 
 
+def _kept(item: Any) -> Any:
+    """What a warm session remembers of a message it was given, to find it unchanged in the
+    next call: a neutral :class:`Message` itself (frozen), a copy of anything else (a dict or
+    an SDK object the caller may edit in place between two calls: a redaction must show)."""
+    if type(item) is Message:
+        return item
+    if isinstance(item, (dict, list)):
+        return copy_data(item)
+    try:
+        return copy.deepcopy(item)
+    except Exception:  # an object that cannot be copied: never taken as unchanged
+        return _UNCOPIED
+
+
+#: Equal to nothing: what :func:`_kept` remembers of an object it could not copy.
+_UNCOPIED: Final = object()
+
+
 def _same_prefix(old: list[Any], new: list[Any]) -> bool:
-    """Whether ``new`` starts with the very objects of ``old`` (identity, then equality)."""
+    """Whether ``new`` starts with messages equal to what ``old`` kept of the previous call's
+    (:func:`_kept`; a neutral message by identity first)."""
     if len(new) < len(old):
         return False
-    return all(a is b or a == b for a, b in zip(old, new, strict=False))
+    try:
+        return all(
+            a is b or (a is not _UNCOPIED and a == b) for a, b in zip(old, new, strict=False)
+        )
+    except Exception:  # an SDK object whose comparison raises: convert everything again
+        return False
 
 
 async def _fit(
@@ -79,7 +105,8 @@ async def _fit(
     _local.warm = None  # a failure below must not leave a half-updated session for reuse
     session.extend(new)
     out = await session.render(provider, **options)
-    _local.warm = _Warm(key, session, raw)
+    kept = warm.raw if warm is not None and warm.session is session else []
+    _local.warm = _Warm(key, session, kept + [_kept(m) for m in raw[len(kept) :]])
     return out
 
 

@@ -296,3 +296,29 @@ def _in_a_thread(drive: Callable[[], None], what: str) -> None:
 
     threading.Thread(target=run, daemon=True).start()
     assert done.wait(30), f"{what} hung"
+
+
+def test_a_message_edited_in_place_between_two_calls_is_sent_as_edited() -> None:
+    # the warm session was reused when the new list began with the same objects: an edit in
+    # place (a redaction) was undone by the payload
+    msgs: list[object] = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "My password is hunter2, remember it."},
+        {"role": "assistant", "content": "OK."},
+    ]
+    fit(msgs, model="gpt-4o", budget=2000)
+    msgs[1]["content"] = "[redacted]"  # type: ignore[index]
+    msgs.append({"role": "user", "content": "what next?"})
+    out = fit(msgs, model="gpt-4o", budget=2000)
+    assert "hunter2" not in str(out.payload) and "[redacted]" in str(out.payload)
+    lc = [HumanMessage("secret hunter2"), AIMessage("noted")]
+    fit(lc, model="gpt-4o", budget=2000)
+    lc[0].content = "[redacted]"
+    lc.append(HumanMessage("next"))
+    assert "hunter2" not in str(fit(lc, model="gpt-4o", budget=2000).payload)
+    # unchanged messages still reuse the session (only the new one is converted)
+    fit(msgs, model="gpt-4o", budget=2000)
+    before = ctxengine.fitting._local.warm.session
+    msgs.append({"role": "assistant", "content": "fine"})
+    fit(msgs, model="gpt-4o", budget=2000)
+    assert ctxengine.fitting._local.warm.session is before
