@@ -659,3 +659,30 @@ def test_same_result_as_langchain_on_real_sessions_without_tool_groups_cut() -> 
     theirs = lc_trim_messages(messages, token_counter=count_tokens_approximately, **kw)
     assert 0 < len(ours) < len(messages)
     assert ours == theirs
+
+
+@pytest.mark.parametrize("strategy", ["last", "first"])
+def test_a_result_apart_from_its_call_is_never_kept_without_it(strategy: str) -> None:
+    # a human turn between a call and its second result: the result was a group of its own,
+    # kept while its call was cut
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    from ctxengine.integrations.langchain import trim_messages as ours
+
+    calls = [{"id": "c1", "name": "f", "args": {}}, {"id": "c2", "name": "g", "args": {}}]
+    msgs = [
+        HumanMessage("h"),
+        AIMessage("", tool_calls=calls),
+        ToolMessage("r1", tool_call_id="c1"),
+        HumanMessage("interrupt"),
+        ToolMessage("r2", tool_call_id="c2"),
+    ]
+    for budget in range(0, 120, 3):
+        out = ours(
+            msgs, max_tokens=budget, token_counter=count_tokens_approximately, strategy=strategy
+        )
+        made = {c["id"] for m in out if isinstance(m, AIMessage) for c in m.tool_calls}
+        assert all(m.tool_call_id in made for m in out if isinstance(m, ToolMessage)), (budget, out)
+    whole = ours(msgs, max_tokens=1000, token_counter=count_tokens_approximately, strategy=strategy)
+    assert whole == msgs  # nothing cut: nothing left out

@@ -8,7 +8,9 @@ with two documented differences:
 1. **A tool call is never separated from its results.** An ``AIMessage`` with ``tool_calls`` and
    the ``ToolMessage`` results that follow it are kept or cut as one group, so the result never
    starts with an orphan ``ToolMessage`` (langchain-ai/langchain issue 33245) nor ends with a
-   call whose result was cut. ``allow_partial`` never cuts into such a group.
+   call whose result was cut. ``allow_partial`` never cuts into such a group. A result that
+   came after other messages (a human turn between a call and its result) is left out with
+   its call when the call is cut: no ``ToolMessage`` is kept without its call.
 2. **Counts can be exact.** ``token_counter`` also takes a model or encoding name (``"gpt-4o"``,
    ``"o200k_base"``) or a tiktoken ``Encoding``: messages are counted by ctxengine's exact
    tokenizer with OpenAI's chat framing (3 tokens per message, 1 per name, 3 for the reply),
@@ -31,7 +33,14 @@ from functools import partial
 from typing import Any, Literal, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage, convert_to_messages
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_messages,
+)
 from langchain_core.runnables import RunnableLambda
 
 from ..engine import ContextEngine, RenderedContext
@@ -130,23 +139,47 @@ def _trim(
         split_text if callable(split_text) else text_splitter or _default_text_splitter
     )
     if strategy == "first":
-        return select_first(
-            list(msgs), counter, max_tokens, splitter, allow_partial=allow_partial, end_on=end_on
+        return _without_orphans(
+            select_first(
+                list(msgs),
+                counter,
+                max_tokens,
+                splitter,
+                allow_partial=allow_partial,
+                end_on=end_on,
+            )
         )
     if strategy == "last":
-        return select_last(
-            list(msgs),
-            counter,
-            max_tokens,
-            splitter,
-            allow_partial=allow_partial,
-            include_system=include_system,
-            start_on=start_on,
-            end_on=end_on,
+        return _without_orphans(
+            select_last(
+                list(msgs),
+                counter,
+                max_tokens,
+                splitter,
+                allow_partial=allow_partial,
+                include_system=include_system,
+                start_on=start_on,
+                end_on=end_on,
+            )
         )
     raise ConfigError(
         f"Unrecognized strategy={strategy!r}. Supported strategies are 'last' and 'first'."
     )
+
+
+def _without_orphans(kept: list[BaseMessage]) -> list[BaseMessage]:
+    """``kept`` without a ``ToolMessage`` whose call no kept ``AIMessage`` before it made: a
+    result that came after other messages (a human turn between a call and its result) is no
+    part of its call's group, so the trim could keep it and cut its call."""
+    calls: set[Any] = set()
+    out: list[BaseMessage] = []
+    for m in kept:
+        if isinstance(m, AIMessage) and m.tool_calls:
+            calls.update(c.get("id") for c in m.tool_calls)
+        elif isinstance(m, ToolMessage) and m.tool_call_id not in calls:
+            continue
+        out.append(m)
+    return out if len(out) < len(kept) else kept
 
 
 def to_langchain(payload: dict[str, Any]) -> list[AnyMessage]:
