@@ -98,3 +98,28 @@ async def test_the_memory_plugin_injects_relevant_mem_grains(tmp_path: Path) -> 
         out = await s.render()
     assert any(g.node_id.startswith("mem.recall.") for g in out.tree)
     assert "expired token" in str(out.payload)
+
+
+def test_a_stray_entry_in_the_logs_folder_does_not_stop_search(tmp_path: Path) -> None:
+    # a dangling link or a folder named *.md made every search raise a raw OSError
+    store = MemoryStore(tmp_path)
+    store.add_long_term("The deploy of service alpha uses blue/green.")
+    store.remember("Checked the canary of service alpha.", when=datetime(2024, 1, 2))
+    logs = tmp_path / "memory"
+    (logs / "2024-01-03.md").symlink_to(tmp_path / "gone.md")
+    (logs / "2024-01-04.md").mkdir()
+    hits = store.search("service alpha")
+    assert {h.source for h in hits} == {"MEMORY.md", "memory/2024-01-02.md"}
+    assert len(store) == 2
+
+
+def test_text_a_memory_file_cannot_hold_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    from ctxengine.errors import EncodingError
+
+    store = MemoryStore(tmp_path)
+    for write in (store.remember, store.add_long_term):
+        with pytest.raises(EncodingError, match="lone surrogate '\\\\udcff' at character 4"):
+            write("bad \udcff text")
+        with pytest.raises(EncodingError, match="memory text is bytes"):
+            write(b"bytes")  # type: ignore[arg-type]
+    assert store.files() == [] and len(store) == 0

@@ -7,7 +7,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
-__all__ = ("DAILY_DIR", "LONG_TERM", "append_daily", "daily_path")
+from ..errors import EncodingError
+
+__all__ = ("DAILY_DIR", "LONG_TERM", "append_daily", "check_text", "daily_path")
 
 LONG_TERM: Final = "MEMORY.md"
 DAILY_DIR: Final = "memory"
@@ -18,6 +20,25 @@ def daily_path(folder: str | Path, when: datetime) -> Path:
     return Path(folder) / DAILY_DIR / f"{when:%Y-%m-%d}.md"
 
 
+def check_text(text: object) -> None:
+    """Raise :class:`EncodingError` unless ``text`` is a str UTF-8 can hold.
+
+    Raises:
+        EncodingError: naming the first lone surrogate's position, or the type given.
+    """
+    if not isinstance(text, str):
+        raise EncodingError(f"memory text is {type(text).__name__}; expected a str")
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise EncodingError(
+            f"memory text holds a lone surrogate {text[exc.start]!r} at character {exc.start}; "
+            "expected valid Unicode text"
+        ) from None
+
+
 def append_daily(folder: str | Path, text: str, when: datetime) -> Path:
     """Append ``text`` (a block; a blank line separates blocks) to the daily log of ``when``,
     creating folders as needed, durably: the block goes out in one ``O_APPEND`` write, then
@@ -26,7 +47,9 @@ def append_daily(folder: str | Path, text: str, when: datetime) -> Path:
 
     Raises:
         OSError: the folder or file cannot be written.
+        EncodingError: ``text`` is not a str, or holds a lone surrogate (nothing is written).
     """
+    check_text(text)
     path = daily_path(folder, when)
     path.parent.mkdir(parents=True, exist_ok=True)
     created = not path.exists()

@@ -8,6 +8,7 @@ one that needs no model (hashed word and character n-gram features), so search w
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -21,7 +22,9 @@ import numpy.typing as npt
 
 from .._core import Bm25Index, bm25_tokenize
 from ..errors import ConfigError
-from .daily import DAILY_DIR, LONG_TERM, append_daily
+from .daily import DAILY_DIR, LONG_TERM, append_daily, check_text
+
+logger = logging.getLogger(__name__)
 
 __all__ = ("Embedder", "HashingEmbedder", "MemoryHit", "MemoryStore", "split_entries")
 
@@ -116,7 +119,11 @@ class MemoryStore:
         """``MEMORY.md`` (when present) then the daily logs, oldest first."""
         files = [self.folder / LONG_TERM] if (self.folder / LONG_TERM).is_file() else []
         daily = self.folder / DAILY_DIR
-        return files + (sorted(daily.glob("*.md")) if daily.is_dir() else [])
+        # files only: a folder named *.md or a dangling link is not a log (it made every
+        # search fail)
+        return files + (
+            sorted(p for p in daily.glob("*.md") if p.is_file()) if daily.is_dir() else []
+        )
 
     def remember(self, text: str, *, when: datetime | None = None) -> Path:
         """Append ``text`` to today's daily log (or ``when``'s). Returns the file.
@@ -131,7 +138,9 @@ class MemoryStore:
 
         Raises:
             OSError: the folder cannot be written.
+            EncodingError: ``text`` is not a str, or holds a lone surrogate (nothing written).
         """
+        check_text(text)
         path = self.folder / LONG_TERM
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as f:
@@ -139,14 +148,25 @@ class MemoryStore:
         return path
 
     def _refresh(self) -> None:
-        files = self.files()
-        stamp = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
-        if stamp == self._stamp:
+        files: list[Path] = []
+        stamp = []
+        for p in self.files():
+            try:
+                st = p.stat()
+            except OSError:  # gone, or unreadable, since it was listed: not searched
+                continue
+            files.append(p)
+            stamp.append((str(p), st.st_mtime_ns, st.st_size))
+        if tuple(stamp) == self._stamp:
             return
         entries = []
         for path in files:
             rel = path.relative_to(self.folder).as_posix()
-            text = path.read_text(encoding="utf-8", errors="replace")
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:  # unreadable (permissions, a race): the others are searched
+                logger.warning("memory file %s skipped: %s", path, exc)
+                continue
             entries += [(rel, i, e) for i, e in enumerate(split_entries(text))]
         index = Bm25Index()
         index.add([str(i) for i in range(len(entries))], [e[2] for e in entries])
@@ -159,7 +179,12 @@ class MemoryStore:
                 )
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             vectors = (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32)
-        self._entries, self._index, self._vectors, self._stamp = entries, index, vectors, stamp
+        self._entries, self._index, self._vectors, self._stamp = (
+            entries,
+            index,
+            vectors,
+            tuple(stamp),
+        )
 
     def __len__(self) -> int:
         with self._lock:
