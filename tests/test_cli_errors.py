@@ -34,6 +34,16 @@ def test_replay_of_a_markdown_file_that_is_not_an_aider_log(
     assert "Traceback" not in err
 
 
+def test_replay_of_json_that_is_no_transcript_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "obj.json"
+    path.write_text('{"a": 1}')
+    assert main(["replay", str(path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{path}: payload keys are ['a']" in err and "Traceback" not in err
+
+
 def test_replay_of_a_non_utf8_file_is_an_error_not_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

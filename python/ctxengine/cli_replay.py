@@ -35,6 +35,7 @@ from .cli import (
     stdout_console,
 )
 from .engine import ContextEngine
+from .errors import TranscriptError
 from .replay import ReplayStep, demo_transcript_path, replay
 from .transcript import FORMATS, Transcript, load, load_all
 
@@ -437,15 +438,27 @@ def _demo(args: argparse.Namespace) -> int:
     return _finish(args, "demo session (Claude Code, MIT)", load(path))
 
 
+def _named(file: str, exc: TranscriptError) -> TranscriptError:
+    """``exc`` with the file it was read from named first (unless its message names it)."""
+    text = str(exc)
+    return exc if file in text or Path(file).name in text else TranscriptError(f"{file}: {text}")
+
+
 def _replay(args: argparse.Namespace) -> int:
     path = Path(args.file)
-    if path.is_dir():  # an OpenHands conversation folder, else load() names what it expected
-        return _finish(args, path.name, load(path, format=args.format))
     if not path.exists():
         raise UsageError(f"{args.file}: no such file; expected a transcript file")
-    sessions = load_all(path, format=args.format)
-    if not sessions:  # load() names the file and what was expected
-        return _finish(args, path.name, load(path, format=args.format))
+    try:
+        if path.is_dir():  # an OpenHands conversation folder, else load() names what it expected
+            return _finish(args, path.name, load(path, format=args.format))
+        sessions = load_all(path, format=args.format)
+        if not sessions:  # load() says what was expected
+            return _finish(args, path.name, load(path, format=args.format))
+    except TranscriptError as exc:
+        named = _named(args.file, exc)
+        if named is exc:
+            raise
+        raise named from None
     if args.session > len(sessions):
         raise UsageError(
             f"--session {args.session}: {args.file} holds {len(sessions)} session(s); "
