@@ -11,6 +11,7 @@ import copy
 import itertools
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any, Final
 
 from .assemble.budget import Budget
@@ -60,7 +61,7 @@ def _runner() -> LoopRunner:
     return runner
 
 
-def _kept(item: Any) -> Any:
+def kept_copy(item: Any) -> Any:
     """What a warm session remembers of a message it was given, to find it unchanged in the
     next call: a neutral :class:`Message` itself (frozen), a copy of anything else (a dict or
     an SDK object the caller may edit in place between two calls: a redaction must show)."""
@@ -74,13 +75,13 @@ def _kept(item: Any) -> Any:
         return _UNCOPIED
 
 
-#: Equal to nothing: what :func:`_kept` remembers of an object it could not copy.
+#: Equal to nothing: what :func:`kept_copy` remembers of an object it could not copy.
 _UNCOPIED: Final = object()
 
 
-def _same_prefix(old: list[Any], new: list[Any]) -> bool:
+def same_prefix(old: Sequence[Any], new: Sequence[Any]) -> bool:
     """Whether ``new`` starts with messages equal to what ``old`` kept of the previous call's
-    (:func:`_kept`; a neutral message by identity first)."""
+    (:func:`kept_copy`; a neutral message by identity first)."""
     if len(new) < len(old):
         return False
     try:
@@ -95,7 +96,7 @@ async def _fit(
     engine: ContextEngine, key: tuple[Any, ...], raw: list[Any], provider: str, options: Any
 ) -> RenderedContext:
     warm: _Warm | None = getattr(_local, "warm", None)
-    if warm is not None and warm.key == key and _same_prefix(warm.raw, raw):
+    if warm is not None and warm.key == key and same_prefix(warm.raw, raw):
         new: list[Message] = to_messages(raw[len(warm.raw) :])
         session = warm.session
     else:
@@ -106,7 +107,7 @@ async def _fit(
     session.extend(new)
     out = await session.render(provider, **options)
     kept = warm.raw if warm is not None and warm.session is session else []
-    _local.warm = _Warm(key, session, kept + [_kept(m) for m in raw[len(kept) :]])
+    _local.warm = _Warm(key, session, kept + [kept_copy(m) for m in raw[len(kept) :]])
     return out
 
 

@@ -223,3 +223,60 @@ def test_a_context_middleware_name_must_be_a_non_empty_string(name: Any) -> None
 
     with pytest.raises(ConfigTypeError, match="name is"):
         ContextMiddleware(name=name)
+
+
+def test_a_store_backed_middleware_never_resumes_another_process_conversation(
+    tmp_path: Any,
+) -> None:
+    # sessions were named by a counter that starts again in every process: a restarted worker
+    # resumed the stored session of an earlier conversation as a new one's
+    import json
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import json, sys
+        from langchain.agents import create_agent
+        from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+        from langchain_core.messages import AIMessage, HumanMessage
+        from ctxengine import ContextEngine, FileStore
+        from ctxengine.integrations.langchain import ContextMiddleware
+
+        engine = ContextEngine("gpt-4o", 4000, store=FileStore(sys.argv[1]))
+        mw = ContextMiddleware(engine)
+        model = GenericFakeChatModel(messages=iter([AIMessage("ok")]))
+        agent = create_agent(model, tools=[], system_prompt="sys", middleware=[mw])
+        agent.invoke({"messages": [HumanMessage(sys.argv[2])]})
+        print(json.dumps([m.get("content") for m in mw.last.payload["messages"]]))
+        mw.close()
+        engine.close()
+        """
+    )
+    seen = []
+    for text in ("SECRET conversation A", "conversation B"):  # two processes, one store
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path), text],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        seen.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert seen == [["sys", "SECRET conversation A"], ["sys", "conversation B"]]
+
+
+def test_the_middleware_sends_a_message_edited_in_place_as_edited() -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    mw = ContextMiddleware(ContextEngine("gpt-4o", 4000))
+    model = GenericFakeChatModel(messages=iter([AIMessage("ok1"), AIMessage("ok2")]))
+    agent = create_agent(model, tools=[], middleware=[mw])
+    state = agent.invoke({"messages": [HumanMessage("my card is 4111-1111-1111-1111")]})
+    state["messages"][0].content = "my card is [REDACTED]"  # a redaction, in place
+    agent.invoke({"messages": [*state["messages"], HumanMessage("next")]})
+    assert mw.last is not None
+    sent = [m["content"] for m in mw.last.payload["messages"]]
+    assert sent == ["my card is [REDACTED]", "ok1", "next"]
+    mw.close()

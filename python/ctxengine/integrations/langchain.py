@@ -45,6 +45,8 @@ from langchain_core.runnables import RunnableLambda
 
 from ..engine import ContextEngine, RenderedContext
 from ..errors import ConfigError, ConfigTypeError
+from ..fitting import kept_copy, same_prefix
+from ..store.base import new_id
 from ..sync import SyncSession
 from ._lc_trim import MessageType, resolve_counter, select_first, select_last
 
@@ -187,7 +189,6 @@ def to_langchain(payload: dict[str, Any]) -> list[AnyMessage]:
     return cast("list[AnyMessage]", convert_to_messages(payload["messages"]))
 
 
-_ids = itertools.count()
 #: How many middleware objects this process made (the default names, see ContextMiddleware).
 _made = itertools.count(1)
 
@@ -262,13 +263,15 @@ class ContextMiddleware(AgentMiddleware):
         with self._lock:
             best, longest = None, -1
             for k, (seen, _) in enumerate(self._pool):
-                if longest < len(seen) <= len(history) and all(
-                    a is b or a == b for a, b in zip(seen, history, strict=False)
-                ):
+                # ``seen`` holds copies: a message the caller edited in place differs from its
+                # copy, and the conversation gets a new session (the edit is sent)
+                if longest < len(seen) <= len(history) and same_prefix(seen, history):
                     best, longest = k, len(seen)
             if best is not None:
                 return self._pool.pop(best)
-        return [], self.engine.session_sync(f"{self.session_id}-{next(_ids)}").open()
+        # a new id in every process: a stored session of another process (a restart, another
+        # worker on the same store) is never resumed as this conversation's
+        return [], self.engine.session_sync(f"{self.session_id}-{new_id()}").open()
 
     def _release(self, seen: list[BaseMessage], session: SyncSession) -> None:
         with self._lock:
@@ -293,7 +296,7 @@ class ContextMiddleware(AgentMiddleware):
         except BaseException:
             session.close()  # its state may hold part of this call: not used again
             raise
-        self._release(history, session)
+        self._release([*seen, *map(kept_copy, history[len(seen) :])], session)
         self.last = out
         rendered = to_langchain(out.payload)
         head = rendered[0] if rendered and isinstance(rendered[0], SystemMessage) else None
