@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any, Final
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import anyio
 from rich import box
@@ -27,7 +27,7 @@ from .cli import Parser, UsageError, add_common, budget_arg, print_json, stdout_
 from .engine import ContextEngine
 from .errors import StoreError
 from .inject.turn import RenderedContext
-from .store.base import Snapshot, Store, canonical_json, validate_session_id
+from .store.base import Snapshot, Store, canonical_json, masked_url, validate_session_id
 from .store.file import FileStore
 from .store.snapshot import core_memory, memory_digest, payload_hash, summary_drift
 from .transcript import Message
@@ -79,7 +79,7 @@ def open_store(spec: str) -> Store:
         from .store.redis_store import RedisStore
     except ImportError:
         raise UsageError(
-            f"--store {_safe_url(spec)}: a Redis store needs the redis package; "
+            f"--store {masked_url(spec)}: a Redis store needs the redis package; "
             "install it with: pip install 'ctxengine[redis]'"
         ) from None
     url, prefix = _split_prefix(spec)
@@ -94,23 +94,13 @@ def _split_prefix(url: str) -> tuple[str, str | None]:
     if prefix is None:
         return url, None
     if not prefix:
-        raise UsageError(f"--store {_safe_url(url)}: prefix= is empty; expected a key prefix")
+        raise UsageError(f"--store {masked_url(url)}: prefix= is empty; expected a key prefix")
     rest = urlencode([(k, v) for k, v in pairs if k != "prefix"])
     return (f"{base}?{rest}" if rest else base), prefix
 
 
-def _safe_url(url: str) -> str:
-    """``url`` without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[-1]
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=user + host))
-
-
 def _where(spec: str) -> str:
-    return _safe_url(spec) if "://" in spec else spec
+    return masked_url(spec) if "://" in spec else spec
 
 
 @contextmanager

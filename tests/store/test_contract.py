@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -104,6 +105,34 @@ def test_appends_and_snapshots_of_the_wrong_shape_are_refused_by_name(make_store
         with pytest.raises(StoreError, match=why):
             store.write_snapshot("s1", content)  # type: ignore[arg-type]
     assert store.snapshots("s1") == []
+
+
+def test_an_id_already_taken_is_refused_and_a_wrong_leaf_comes_first(make_store: Make) -> None:
+    # RedisStore took a taken id for its own earlier attempt landing (a lost reply): it
+    # returned the old entry, wrote nothing, and append_if skipped its leaf check
+    store = make_store()
+    (first,) = store.append("s1", [NewEntry("message", {"text": "first"}, id="fixed1")])
+    with pytest.raises(StoreError, match="entry id 'fixed1' already exists"):
+        store.append("s1", [NewEntry("message", {"text": "second"}, id="fixed1")])
+    (later,) = store.append("s1", msgs("later"))
+    if isinstance(store, ConditionalStore):
+        with pytest.raises(StoreConflictError):
+            store.append_if(
+                "s1", [NewEntry("message", {"text": "x"}, id="fixed1")], expected_leaf="stale"
+            )
+    assert [e.id for e in store.entries("s1")] == [first.id, later.id]
+    assert texts(store.entries("s1")) == ["first", "later"]
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(3000):
+        node["a"] = node = {}
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)  # the JSON encoder's depth check (another test may raise it)
+    try:
+        with pytest.raises(StoreError, match="not JSON-serializable"):
+            store.append("s1", [NewEntry("message", deep)])
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def test_stored_data_is_a_private_copy(make_store: Make) -> None:

@@ -125,6 +125,22 @@ def test_a_dead_server_is_a_clear_store_error() -> None:
         raise AssertionError("no StoreError")
 
 
+def test_a_password_in_the_url_is_masked_in_errors_and_repr() -> None:
+    import socket
+
+    from ctxengine.errors import StoreError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    store = RedisStore(f"redis://alice:s3cretpw@127.0.0.1:{port}/0")
+    assert "s3cretpw" not in repr(store) and "alice:***@" in repr(store)
+    for call in (lambda: store.append("s", [NewEntry("message", {})]), store.sessions):
+        with pytest.raises(StoreError) as got:
+            call()
+        assert "s3cretpw" not in str(got.value) and f"alice:***@127.0.0.1:{port}" in str(got.value)
+
+
 def test_a_damaged_last_element_is_skipped_and_appends_go_on_after_the_last_intact_entry(
     redis_url: str,
 ) -> None:

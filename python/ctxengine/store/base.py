@@ -40,6 +40,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import SessionIdError, StoreConflictError, StoreError
 
@@ -436,6 +437,16 @@ def new_id() -> str:
     return f"{int(time.time() * 1000):012x}{secrets.token_hex(4)}"
 
 
+def masked_url(url: str) -> str:
+    """``url`` with its password, if any, as ``***`` (for messages and ``repr``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[-1]
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + host))
+
+
 def canonical_json(value: Any) -> str:
     """Deterministic compact JSON (sorted keys, UTF-8 kept).
 
@@ -446,7 +457,7 @@ def canonical_json(value: Any) -> str:
         text = json.dumps(
             value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
         )
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise StoreError(f"value is not JSON-serializable: {exc}") from exc
     return _utf8(text)
 
@@ -460,7 +471,7 @@ def compact_json(value: Any) -> str:
     """
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise StoreError(f"value is not JSON-serializable: {exc}") from exc
     return _utf8(text)
 

@@ -61,6 +61,7 @@ from .base import (
     conflict_error,
     content_hash,
     entry_items,
+    masked_url,
     new_id,
     parse_content,
     snapshot_json,
@@ -155,7 +156,7 @@ class RedisStore:
             raise StoreError(f"invalid Redis URL {url!r}: {exc}", path=url) from exc
 
     def __repr__(self) -> str:
-        return f"ctxengine.RedisStore({self.url!r}, prefix={self.prefix!r})"
+        return f"ctxengine.RedisStore({masked_url(self.url)!r}, prefix={self.prefix!r})"
 
     # -- keys ---------------------------------------------------------------------------------
 
@@ -164,7 +165,7 @@ class RedisStore:
 
     def _error(self, action: str, session_id: str, exc: Exception) -> StoreError:
         where = self._key(session_id, "*")
-        return StoreError(f"cannot {action} {where} on {self.url}: {exc}", path=where)
+        return StoreError(f"cannot {action} {where} on {masked_url(self.url)}: {exc}", path=where)
 
     def _report(self, session_id: str, where: str, message: str) -> None:
         problem = StoreProblem(session_id, where, message)
@@ -217,7 +218,7 @@ class RedisStore:
         for attempt in range(MAX_ATTEMPTS):
             try:
                 result = self._try_append(
-                    session_id, log_key, fixed, ids, parent_id, (check, expected)
+                    session_id, log_key, fixed, ids, parent_id, (check, expected), reconnects > 0
                 )
             except WatchError:
                 time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
@@ -244,15 +245,29 @@ class RedisStore:
         ids: list[str],
         parent_id: str | Leaf | None,
         condition: tuple[bool, str | None],
+        recovering: bool,
     ) -> list[Entry]:
+        """One attempt. Entries already there under all of these ids are this append's own
+        when an earlier attempt's connection failed (``recovering``: it landed, its reply was
+        lost) or when they hold the same kinds and data (the caller retrying a call whose
+        reply it lost): they are returned, nothing is written. Otherwise an id already there
+        is taken: :class:`StoreError` (after the leaf check of ``append_if``)."""
         ids_key = self._key(session_id, "ids")
         with self._r.pipeline() as pipe:
             pipe.watch(log_key)
             present = pipe.hmget(ids_key, ids)
-            if all(present):  # an earlier attempt landed (its reply was lost)
-                pipe.unwatch()
-                landed = {e.id: e for e in self.entries(session_id) if e.id in set(ids)}
-                return [landed[i] for i in ids if i in landed]
+            if all(present):
+                wanted = set(ids)
+                landed = {e.id: e for e in self.entries(session_id) if e.id in wanted}
+                same = all(
+                    i in landed
+                    and landed[i].kind == item.kind
+                    and landed[i].data == json.loads(compact_json(dict(item.data)))
+                    for i, item in zip(ids, items, strict=True)
+                )
+                if recovering or same:
+                    pipe.unwatch()
+                    return [landed[i] for i in ids if i in landed]
             check, expected = condition
             leaf: str | None = None
             if parent_id is LEAF or check:
@@ -607,7 +622,7 @@ class RedisStore:
             names = sorted(m.decode() for m in self._r.smembers(f"{self.prefix}:sessions"))
             return [n for n in names if self._exists(n)]
         except RedisError as exc:
-            raise StoreError(f"cannot list sessions on {self.url}: {exc}") from exc
+            raise StoreError(f"cannot list sessions on {masked_url(self.url)}: {exc}") from exc
 
     def _exists(self, session_id: str) -> bool:
         return bool(self._r.exists(self._key(session_id, "log"), self._key(session_id, "snaps")))
