@@ -579,11 +579,19 @@ class Session:
 
     async def close(self) -> None:
         """Save what is unsaved (the messages :meth:`extend` left to the next call: closing is
-        the last one, so a reopened session has them), then fire ``on_session_close`` once;
-        session grains are dropped. A failed save warns, as any call's save does."""
+        the last one, so a reopened session has them), wait for the snapshot of its last
+        render to be written (a ``store.delete`` after ``close`` is then never undone by it),
+        then fire ``on_session_close`` once; session grains are dropped. A failed save or
+        snapshot warns, as any call's save does."""
         if self._state.closed:
             return
         await self._autosave()
+        pending = self._last_snapshot
+        if pending is not None and not pending.done():
+            try:
+                await anyio.to_thread.run_sync(pending.result)
+            except Exception as exc:  # the writer logged it; the session's report is gone
+                self._store_fault("snapshot", exc)
         self._state.closed = True
         await self._fire(SessionClose(self.id))
         self.dispatcher.bus.close()

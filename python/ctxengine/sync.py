@@ -35,7 +35,9 @@ class LoopRunner:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._lock = threading.Lock()
+        # held while the loop runs a call, and by close: a close from another thread waits for
+        # the call to end (reentrant: a close from inside a call does not wait for itself)
+        self._lock = threading.RLock()
         # A runner dropped without close() closes its loop (fit's runner of a thread that
         # ended): closing never runs the loop, so the thread collecting the runner may do it.
         self._closer = weakref.finalize(self, _close_loop, self.loop)
@@ -62,6 +64,11 @@ class LoopRunner:
         else:
             running = True
         with self._lock:
+            if self.loop.is_closed():
+                raise CtxEngineError(
+                    f"{getattr(fn, '__qualname__', fn)!s} was called after its sync session "
+                    "(or fit's runner) closed; open a new one"
+                )
             if not running:
                 return self.loop.run_until_complete(_call(self, calls, fn, args, kwargs))
             # Called from async code: this thread's loop is busy, so ours runs on a helper.
@@ -72,9 +79,11 @@ class LoopRunner:
                 return job.result()
 
     def close(self) -> None:
-        """Close the loop (idempotent)."""
-        if not self.loop.is_closed():
-            self.loop.close()
+        """Close the loop (idempotent), once the call another thread runs on it ended."""
+        with self._lock:
+            if not self.loop.is_closed():
+                with suppress(RuntimeError):  # closed from inside its own call: left running
+                    self.loop.close()
         self._closer.detach()
 
 
@@ -158,6 +167,9 @@ class SyncSession:
         self._cm = engine.session(session_id)
         self._runner = LoopRunner()
         self._session: AsyncSession | None = None
+        #: Held while the session opens or closes: threads making their first call at once
+        #: open it once, and a close waits for an open under way.
+        self._state_lock = threading.RLock()
 
     def open(self) -> SyncSession:
         """Start the session (``on_session_start``); returns ``self``.
@@ -169,22 +181,25 @@ class SyncSession:
         Raises:
             CtxEngineError: the session was closed (or failed to open before).
         """
-        if self._runner.loop.is_closed():
-            raise CtxEngineError(f"sync session {self.session_id!r} is closed")
-        if self._session is None:
-            try:
-                self._session = self._runner.run(self._cm.__aenter__)
-            except BaseException:
-                self._runner.close()  # nothing else will: the caller got no open session
-                raise
+        with self._state_lock:
+            if self._runner.loop.is_closed():
+                raise CtxEngineError(f"sync session {self.session_id!r} is closed")
+            if self._session is None:
+                try:
+                    self._session = self._runner.run(self._cm.__aenter__)
+                except BaseException:
+                    self._runner.close()  # nothing else will: the caller got no open session
+                    raise
         return self
 
     def close(self) -> None:
-        """Close the session (``on_session_close``) and its loop; idempotent."""
-        if self._session is not None:
-            self._session = None
-            self._runner.run(self._cm.__aexit__, None, None, None)
-        self._runner.close()
+        """Close the session (``on_session_close``) and its loop; idempotent. A call another
+        thread is making ends first; calls after it raise :class:`CtxEngineError`."""
+        with self._state_lock:
+            if self._session is not None:
+                self._session = None
+                self._runner.run(self._cm.__aexit__, None, None, None)
+            self._runner.close()
 
     def __enter__(self) -> SyncSession:
         return self.open()

@@ -322,3 +322,48 @@ def test_a_message_edited_in_place_between_two_calls_is_sent_as_edited() -> None
     msgs.append({"role": "assistant", "content": "fine"})
     fit(msgs, model="gpt-4o", budget=2000)
     assert ctxengine.fitting._local.warm.session is before
+
+
+def _race(engine: ContextEngine, session_id: str) -> None:
+    s = engine.session_sync(session_id)
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def first_call(i: int) -> None:
+        barrier.wait()
+        try:
+            s.user_message(f"hi {i}")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_call, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(s.messages) == 4 and s.render().tokens > 0
+    stop: list[BaseException] = []
+
+    def spam() -> None:
+        for i in range(100_000):
+            try:
+                s.user_message(f"m{i}")
+            except BaseException as exc:
+                stop.append(exc)
+                return
+
+    user = threading.Thread(target=spam)
+    user.start()
+    time.sleep(0.02)
+    s.close()  # waits for the call under way; the next one is refused
+    user.join(10)
+    assert len(stop) == 1 and isinstance(stop[0], CtxEngineError), stop
+    assert "closed" in str(stop[0])
+
+
+def test_threads_opening_and_closing_one_sync_session_get_ctxengine_errors_only() -> None:
+    # the first call opened the session in every thread at once (a second __aenter__, the
+    # loop closed under the others), and a close from another thread ran while a call did
+    engine = ContextEngine("gpt-4o", 2000)
+    for trial in range(10):
+        _race(engine, f"race{trial}")

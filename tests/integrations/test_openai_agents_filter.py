@@ -10,6 +10,7 @@ dict, and items the neutral model does not hold pass through unchanged, in their
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -187,3 +188,11 @@ def test_pass_through_items_over_the_budget_are_refused_naming_them() -> None:
         BudgetError, match=r"1 input items the filter passes through .* budget is 60"
     ):
         _call(items, None, 60)
+
+
+@pytest.mark.parametrize("budget", [True, 2.5, "4000"])
+def test_a_budget_of_the_wrong_type_is_refused_by_name(budget: object) -> None:
+    from ctxengine.errors import ConfigTypeError
+
+    with pytest.raises(ConfigTypeError, match=rf"budget is {re.escape(repr(budget))}"):
+        fit_model_input(model="gpt-4o", budget=budget)  # type: ignore[arg-type]

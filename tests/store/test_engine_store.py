@@ -701,3 +701,29 @@ async def test_calls_of_one_session_at_once_save_in_turn(tmp_path: Path) -> None
         out = await s.render()
     assert late == [] and not out.report.faults
     assert len(FileStore(tmp_path).branch("gather")) == 21
+
+
+@pytest.mark.parametrize("kind", ["file", "redis"])
+async def test_a_session_deleted_after_close_stays_deleted(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    # close returned with the last render's snapshot still queued: written after the delete,
+    # it brought the session back (listed, a snapshot readable, no transcript)
+    import uuid
+
+    from ctxengine.store import RedisStore
+
+    if kind == "file":
+        store: Store = FileStore(tmp_path)
+    else:
+        url = request.getfixturevalue("redis_url")
+        store = RedisStore(url, prefix=f"t{uuid.uuid4().hex[:8]}")
+    engine = ContextEngine("gpt-4o", Budget(total=3000), store=store)
+    for i in range(5):
+        async with engine.session(f"gone{i}") as s:
+            await s.user_message("secret data " * 200)
+            await s.render()
+        assert store.delete(f"gone{i}")
+    engine.flush()
+    assert store.sessions() == [] and not any(store.snapshots(f"gone{i}") for i in range(5))
+    engine.close()

@@ -309,6 +309,10 @@ class _FitFilter:
     unchanged, in their place among the kept items, and their tokens are reserved."""
 
     def __init__(self, model: str, budget: Budget | int | None, options: dict[str, Any]) -> None:
+        if isinstance(budget, bool) or not (budget is None or isinstance(budget, (int, Budget))):
+            raise ConfigTypeError(
+                f"budget is {budget!r} ({type(budget).__name__}); expected an int, a Budget or None"
+            )
         self.model = model
         self.budget = budget
         self.options = options
@@ -428,5 +432,6 @@ def fit_model_input(
 
     Raises:
         EncodingError: unknown model; BudgetError: invalid budget (on the first call).
+        ConfigTypeError: ``budget`` is not an int, a Budget or None (a bool included).
     """
     return _FitFilter(model, budget, options)
