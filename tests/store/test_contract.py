@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +17,7 @@ from ctxengine.store import (
     Store,
     compare_and_append,
 )
+from deep_values import nested_dict, recursion_limit
 
 Make = Callable[[], Store]
 
@@ -122,17 +122,8 @@ def test_an_id_already_taken_is_refused_and_a_wrong_leaf_comes_first(make_store:
             )
     assert [e.id for e in store.entries("s1")] == [first.id, later.id]
     assert texts(store.entries("s1")) == ["first", "later"]
-    deep: dict[str, Any] = {}
-    node = deep
-    for _ in range(3000):
-        node["a"] = node = {}
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(1000)  # the JSON encoder's depth check (another test may raise it)
-    try:
-        with pytest.raises(StoreError, match="not JSON-serializable"):
-            store.append("s1", [NewEntry("message", deep)])
-    finally:
-        sys.setrecursionlimit(limit)
+    with recursion_limit(), pytest.raises(StoreError, match="not JSON-serializable"):
+        store.append("s1", [NewEntry("message", nested_dict())])
 
 
 def test_stored_data_is_a_private_copy(make_store: Make) -> None:

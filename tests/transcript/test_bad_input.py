@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from ctxengine.errors import TranscriptError
 from ctxengine.transcript import Message, Text, ToolCall, Transcript, load
+from deep_values import nested_dict, recursion_limit
 
 from .helpers import CC_MAIN, DATA, PI
 
@@ -119,18 +119,12 @@ def test_a_hand_built_message_with_a_field_of_the_wrong_type_is_refused(make, wh
 def test_tool_arguments_that_are_not_json_are_refused_and_a_session_adds_nothing() -> None:
     from ctxengine import ContextEngine
 
-    deep: dict[str, object] = {}
-    node = deep
-    for _ in range(3000):
-        node["a"] = node = {}
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(1000)  # the JSON encoder's depth check (another test may raise it)
-    try:
-        call = ToolCall("c1", "f", deep)
-        with pytest.raises(TranscriptError, match=r"tool call 'c1' \('f'\).*recursion"):
-            call.arguments_json  # noqa: B018
-    finally:
-        sys.setrecursionlimit(limit)
+    call = ToolCall("c1", "f", nested_dict())
+    with (
+        recursion_limit(),
+        pytest.raises(TranscriptError, match=r"tool call 'c1' \('f'\).*recursion"),
+    ):
+        call.arguments_json  # noqa: B018
     for args in ({"a": {1}}, {"a": object()}):
         call = ToolCall("c1", "f", args)
         with pytest.raises(TranscriptError, match=r"tool call 'c1' \('f'\).*not JSON"):
