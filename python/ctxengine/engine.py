@@ -491,6 +491,11 @@ class ContextEngine:
         return SyncSession(self, session_id)
 
 
+#: Seconds ``Session.close`` waits for the snapshot of the session's last render (a stalled
+#: store: the close goes on, a fault warns, the writer still writes it later).
+CLOSE_SNAPSHOT_WAIT: Final = 30.0
+
+
 class Session:
     """One conversation: its transcript, its grains, and its renders.
 
@@ -524,6 +529,7 @@ class Session:
         self.persist = True
         self._unsaved: list[Message] = []
         self._save_lock = CrossLoopLock()
+        self._closing = False
         self._config: RenderConfig | None = None  # a smaller budget while run() recovers
         #: The snapshot of the last render, queued on the engine's writer (None: not taken).
         self._last_snapshot: Future[SnapshotInfo] | None = None
@@ -583,13 +589,17 @@ class Session:
         render to be written (a ``store.delete`` after ``close`` is then never undone by it),
         then fire ``on_session_close`` once; session grains are dropped. A failed save or
         snapshot warns, as any call's save does."""
-        if self._state.closed:
+        if self._state.closed or self._closing:
             return
+        self._closing = True  # a second close() while this one awaits does nothing
         await self._autosave()
         pending = self._last_snapshot
         if pending is not None and not pending.done():
             try:
-                await anyio.to_thread.run_sync(pending.result)
+                await anyio.to_thread.run_sync(pending.result, CLOSE_SNAPSHOT_WAIT)
+            except TimeoutError:
+                why = f"the last render's snapshot is not written after {CLOSE_SNAPSHOT_WAIT:g} s"
+                self._store_fault("snapshot", StoreError(f"{why}; closing without it"))
             except Exception as exc:  # the writer logged it; the session's report is gone
                 self._store_fault("snapshot", exc)
         self._state.closed = True
@@ -673,10 +683,15 @@ class Session:
         fire (``on_user_msg`` per user message, ``on_tool_result`` per tool result).
 
         Raises:
-            TranscriptError: an item has an unknown shape; nothing is added.
+            TranscriptError: an item has an unknown shape, or a tool call's arguments are not
+                JSON; nothing is added.
         """
         state = self._state
-        for message in to_messages(messages):
+        batch = to_messages(messages)
+        for message in batch:  # what could fail when added is checked before any is
+            for call in message.tool_calls:
+                call.arguments_json  # noqa: B018 - made and kept; raises if not JSON
+        for message in batch:
             self._append(message)
             if message.role == "user":
                 redacted = redacted_user_text(state, self.dispatcher, message.text)

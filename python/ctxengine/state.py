@@ -24,6 +24,7 @@ from .grain import ContextGrain
 from .inject.payload import MessageTokenCache
 from .runs import decode_ids, decode_values, encode_ids, encode_values
 from .transcript.model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
+from .transcript.model import valid_utf8 as _valid
 
 if TYPE_CHECKING:
     from .assemble.redact import Redaction
@@ -765,17 +766,6 @@ class TurnLog:
     compactions: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _valid(text: str) -> str:
-    """``text`` with each lone surrogate (e.g. from ``errors='surrogateescape'``) as U+FFFD."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
-
-
 def _clean(block: Block) -> bool:
     """Whether ``block``'s text is valid UTF-8 already (the common case: nothing to copy)."""
     kind = type(block)
@@ -787,9 +777,22 @@ def _clean(block: Block) -> bool:
 
 
 def _valid_block(block: Block) -> Block:
-    if isinstance(block, (Text, Thinking)):
+    if isinstance(block, Thinking):
+        text, sig = _valid(block.text), block.signature
+        fixed = None if sig is None else _valid(sig)
+        return (
+            block
+            if text is block.text and fixed is sig
+            else replace(block, text=text, signature=fixed)
+        )
+    if isinstance(block, Text):
         text = _valid(block.text)
         return block if text is block.text else replace(block, text=text)
+    if isinstance(block, Image):
+        name, url = _valid_name(block.name), _valid_name(block.url)
+        return (
+            block if name is block.name and url is block.url else replace(block, name=name, url=url)
+        )
     if isinstance(block, ToolResult):
         content = tuple(_valid_block(b) for b in block.content)
         call_id, name = _valid(block.call_id), _valid_name(block.name)
@@ -828,9 +831,15 @@ def _clean_blocks(blocks: tuple[Block, ...]) -> bool:
     text needs no check); anything else goes through :func:`_clean`."""
     for b in blocks:
         kind = type(b)
-        if kind is Text or kind is Thinking:
+        if kind is Text:
             text = b.text  # type: ignore[union-attr]
             if not text.isascii() and _valid(text) is not text:
+                return False
+        elif kind is Thinking:
+            text, sig = b.text, b.signature  # type: ignore[union-attr]
+            if not text.isascii() and _valid(text) is not text:
+                return False
+            if sig is not None and not sig.isascii() and _valid(sig) is not sig:
                 return False
         elif kind is ToolResult:
             if not b.call_id.isascii() and _valid(b.call_id) is not b.call_id:  # type: ignore[union-attr]
@@ -850,14 +859,19 @@ def _clean_blocks(blocks: tuple[Block, ...]) -> bool:
             ascii_ = js.isascii() and b.name.isascii() and b.id.isascii()  # type: ignore[union-attr]
             if not ascii_ and not _call_clean(b):  # type: ignore[arg-type]
                 return False
-        elif kind is not Image and not _clean(b):
+        elif kind is Image:
+            if _valid_name(b.name) is not b.name or _valid_name(b.url) is not b.url:  # type: ignore[union-attr]
+                return False
+        elif not _clean(b):
             return False
     return True
 
 
 def repair_text(message: Message) -> Message:
     """``message`` with valid UTF-8 text: a lone surrogate cannot be encoded, counted or sent,
-    so it becomes U+FFFD when the message enters the session (the message itself when clean)."""
+    so it becomes U+FFFD when the message enters the session, in every block (text, thinking
+    signatures, tool calls and results, image names; the message itself when clean). A
+    message's id and ``meta`` are not sent: the store's codec writes them repaired."""
     if _clean_blocks(message.blocks):
         return message
     blocks = tuple(_valid_block(b) for b in message.blocks)

@@ -215,10 +215,13 @@ class SyncSession:
     @property
     def session(self) -> AsyncSession:
         """The underlying async session (opened on first use)."""
-        if self._session is None:
+        session = self._session
+        if session is None:
             self.open()
-        assert self._session is not None
-        return self._session
+            session = self._session
+        if session is None:  # closed by another thread meanwhile
+            raise CtxEngineError(f"sync session {self.session_id!r} is closed")
+        return session
 
     @property
     def messages(self) -> list[Message]:

@@ -487,3 +487,18 @@ async def test_a_plugin_whose_flag_raises_or_hook_broke_is_skipped_with_a_fault(
     assert "its collect is now NoneType, not callable" in faults[("plain", "invalid")]
     assert "from the flagged plugin" not in str(out.payload)
     assert "from the plain plugin" not in str(out.payload)
+
+
+async def test_a_flag_that_recovers_is_used_again_not_quarantined() -> None:
+    flagged = _Flagged()
+    engine = ContextEngine("gpt-4o", 3000, plugins=[flagged])
+    async with engine.session("s") as s:
+        await s.user_message("hi")
+        flagged.down = True
+        for _ in range(3):
+            await s.user_message("again")
+            down = await s.render()
+        assert all(f["kind"] != "quarantined" for f in down.report.faults)
+        flagged.down = False
+        back = await s.render()
+    assert "from the flagged plugin" in str(back.payload) and not back.report.faults

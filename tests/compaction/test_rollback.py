@@ -230,3 +230,35 @@ async def test_a_summarizer_editing_what_it_is_handed_changes_no_history(fail: b
         assert after == before and not any(m.meta.get("touched") for m in s.messages)
         for provider in ("anthropic", "gemini", "openai"):
             assert "/etc/shadow" not in json.dumps((await s.render(provider)).payload)
+
+
+async def test_a_subclass_that_keeps_summarize_reads_the_session_own_messages() -> None:
+    # handed copies, its reading cache (keyed by identity) never hit: a cold render 2.5x slower
+    from ctxengine.compaction import ExtractiveSummarizer
+    from ctxengine.compaction.protocol import call_summarizer
+    from ctxengine.transcript import Message
+
+    class Same(ExtractiveSummarizer):
+        pass
+
+    class Own(ExtractiveSummarizer):
+        async def summarize(self, messages: Any, instructions: str = "", **kw: Any) -> str:
+            got.append(messages)
+            return "The user asked a question and it was answered in full detail."
+
+    msgs = [Message.user("a question about the build"), Message.assistant("an answer")]
+    got: list[Any] = []
+    await call_summarizer(Own(), msgs, instructions="x")
+    assert got[0][0] is not msgs[0] and got[0][0] == msgs[0]  # its own copies
+    original = ExtractiveSummarizer.summarize
+
+    async def spy(self: Any, messages: Any, **kw: Any) -> str:
+        got.append(messages)
+        return await original(self, messages, **kw)
+
+    ExtractiveSummarizer.summarize = spy  # type: ignore[method-assign]
+    try:
+        await call_summarizer(Same(), msgs, instructions="x")
+    finally:
+        ExtractiveSummarizer.summarize = original  # type: ignore[method-assign]
+    assert got[1][0] is msgs[0]

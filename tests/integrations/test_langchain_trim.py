@@ -661,23 +661,30 @@ def test_same_result_as_langchain_on_real_sessions_without_tool_groups_cut() -> 
     assert ours == theirs
 
 
-@pytest.mark.parametrize("strategy", ["last", "first"])
-def test_a_result_apart_from_its_call_is_never_kept_without_it(strategy: str) -> None:
-    # a human turn between a call and its second result: the result was a group of its own,
-    # kept while its call was cut
+def _interleaved() -> list[Any]:
+    """A call of two tools, its first result, a human turn, then its second result."""
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-    from langchain_core.messages.utils import count_tokens_approximately
-
-    from ctxengine.integrations.langchain import trim_messages as ours
 
     calls = [{"id": "c1", "name": "f", "args": {}}, {"id": "c2", "name": "g", "args": {}}]
-    msgs = [
+    return [
         HumanMessage("h"),
         AIMessage("", tool_calls=calls),
         ToolMessage("r1", tool_call_id="c1"),
         HumanMessage("interrupt"),
         ToolMessage("r2", tool_call_id="c2"),
     ]
+
+
+@pytest.mark.parametrize("strategy", ["last", "first"])
+def test_a_result_apart_from_its_call_is_never_kept_without_it(strategy: str) -> None:
+    # a human turn between a call and its second result: the result was a group of its own,
+    # kept while its call was cut
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    from ctxengine.integrations.langchain import trim_messages as ours
+
+    msgs = _interleaved()
     for budget in range(0, 120, 3):
         out = ours(
             msgs, max_tokens=budget, token_counter=count_tokens_approximately, strategy=strategy
@@ -686,3 +693,18 @@ def test_a_result_apart_from_its_call_is_never_kept_without_it(strategy: str) ->
         assert all(m.tool_call_id in made for m in out if isinstance(m, ToolMessage)), (budget, out)
     whole = ours(msgs, max_tokens=1000, token_counter=count_tokens_approximately, strategy=strategy)
     assert whole == msgs  # nothing cut: nothing left out
+
+
+def test_leaving_out_an_orphan_keeps_end_on_and_an_orphan_given_stays() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    from ctxengine.integrations.langchain import trim_messages as ours
+
+    msgs = _interleaved()
+    for budget in range(0, 120, 3):
+        out = ours(msgs, max_tokens=budget, token_counter=count_tokens_approximately, end_on="tool")
+        assert not out or isinstance(out[-1], ToolMessage), (budget, out)
+    given = [HumanMessage("h"), ToolMessage("old", tool_call_id="gone"), AIMessage("a")]
+    same = ours(given, max_tokens=1000, token_counter=count_tokens_approximately)
+    assert same == given  # a result whose call was never given is not the trim's to drop

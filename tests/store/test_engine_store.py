@@ -727,3 +727,57 @@ async def test_a_session_deleted_after_close_stays_deleted(
     engine.flush()
     assert store.sessions() == [] and not any(store.snapshots(f"gone{i}") for i in range(5))
     engine.close()
+
+
+@pytest.mark.parametrize("field", ["meta", "id", "signature", "image"])
+async def test_a_lone_surrogate_outside_the_text_is_stored_repaired(
+    tmp_path: Path, field: str
+) -> None:
+    # the blocks' text was repaired on entry, a message's meta, id, a thinking signature or
+    # an image's name not: the store refused them, and every later save failed
+    from ctxengine.transcript import Image, Text, Thinking
+
+    bad = "x\ud800y"
+    if field == "meta":
+        message = Message("user", (Text("hi"),), meta={"k": bad, bad: [bad]})
+    elif field == "id":
+        message = Message("user", (Text("hi"),), id=bad)
+    elif field == "signature":
+        message = Message("assistant", (Text("hi"), Thinking("t", signature=bad)))
+    else:
+        message = Message("user", (Text("hi"), Image("image/png", data="aGk=", name=bad)))
+    async with _engine(tmp_path).session("sur2") as s:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            await s.ingest([Message.user("first"), message])
+            out = await s.render()
+        assert s.unsaved == 0 and not out.report.faults
+    stored = json.dumps([e.data for e in FileStore(tmp_path).branch("sur2")], ensure_ascii=False)
+    assert "x\ufffdy" in stored
+
+
+async def test_a_second_close_at_once_fires_the_close_hook_once(tmp_path: Path) -> None:
+    import anyio
+
+    fired: list[str] = []
+
+    class Closing:
+        name, version, priority, enabled = "closing", "1", 10, True
+
+        async def collect(self, scene: object) -> list[object]:
+            return []
+
+        async def on_session_close(self, event: object) -> None:
+            fired.append("closed")
+
+    engine = ContextEngine(
+        "gpt-4o", Budget(total=3000), store=FileStore(tmp_path), plugins=[Closing()]
+    )
+    s = engine.session("twice")
+    session = await s.__aenter__()
+    await session.user_message("hi")
+    await session.render()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(session.close)
+        tg.start_soon(session.close)
+    assert fired == ["closed"]

@@ -245,3 +245,11 @@ def test_a_session_written_before_the_id_hash_is_still_read_by_id(redis_url: str
     assert snap is not None and snap.info == infos[2] and snap.content == {"n": 2}
     [problem] = store.problems
     assert problem.where.endswith(":snapid") and repr(infos[2].id) in problem.message
+
+
+def test_a_password_given_as_a_query_parameter_is_masked_too() -> None:
+    from ctxengine.store.base import masked_url
+
+    assert masked_url("redis://h:1/0?password=s3cret&db=1") == "redis://h:1/0?password=***&db=1"
+    assert masked_url("redis://u:s3cret@h:1/0?password=x") == "redis://u:***@h:1/0?password=***"
+    assert masked_url("redis://h:1/0") == "redis://h:1/0"

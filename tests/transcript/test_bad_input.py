@@ -135,3 +135,20 @@ def test_tool_arguments_that_are_not_json_are_refused_and_a_session_adds_nothing
             s.extend([Message.user("x"), Message.assistant("", [call])])
         assert [m.text for m in s.messages] == ["first"]  # nothing half-added
         assert s.render().tokens > 0
+
+
+def test_a_tool_result_name_that_is_no_str_is_refused() -> None:
+    from ctxengine.transcript import ToolResult
+
+    with pytest.raises(TranscriptError, match=r"ToolResult 'c1': name is int 5"):
+        ToolResult("c1", (Text("out"),), name=5)  # type: ignore[arg-type]
+
+
+def test_ingest_checks_every_call_before_adding_any() -> None:
+    from ctxengine import ContextEngine
+
+    s = ContextEngine("gpt-4o", 1000).session_sync("ingest-bad")
+    bad = ToolCall("c1", "f", {"a": {1}})
+    with pytest.raises(TranscriptError, match="arguments are not JSON"):
+        s.ingest([Message.user("first"), Message.assistant("", [bad])])
+    assert s.messages == []

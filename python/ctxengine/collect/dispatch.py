@@ -226,9 +226,11 @@ class SessionDispatcher:
         return out
 
     def _late_fault(self, entry: PluginEntry, hook: str, kind: FaultKind, message: str) -> None:
-        """A fault found before any call, reported with the next outcome's."""
+        """A fault found before any call, reported with the next outcome's; not counted
+        towards quarantine (every lookup of a turn meets it: a flag that recovers is used
+        again)."""
         slot = _Result((entry.priority, entry.index, 0))
-        self._fail(entry.name, hook, kind, message, slot.faults)
+        self._fail(entry.name, hook, kind, message, slot.faults, count=False)
         self._bus_results.append(slot)
 
     def _wire(self) -> None:

@@ -65,7 +65,7 @@ async def call_summarizer(
         raise ConfigTypeError(
             f"{type(summarizer).__name__} has no summarize(); expected a Summarizer"
         )
-    if not type(summarizer).__dict__.get("reads_only", False):
+    if not _reads_only(type(summarizer)):
         # its own copy of what a frozen message still holds mutable (tool-call arguments,
         # meta), as a plugin gets: an edit in place, then a failure, changed the session's
         # history, which a failed summary must leave as it was
@@ -75,6 +75,16 @@ async def call_summarizer(
     else:
         result = await method(messages, instructions)
     return result  # type: ignore[no-any-return]
+
+
+def _reads_only(cls: type) -> bool:
+    """Whether the class whose ``summarize`` ``cls`` uses says it only reads the messages
+    (``reads_only``: :class:`ExtractiveSummarizer`, and a subclass that does not override
+    ``summarize``)."""
+    for base in cls.__mro__:
+        if "summarize" in base.__dict__:
+            return bool(base.__dict__.get("reads_only", False))
+    return False
 
 
 def counter(tokenizer: Tokenizer | Count | str | None) -> Count:

@@ -48,7 +48,14 @@ from ..errors import ConfigError, ConfigTypeError
 from ..fitting import kept_copy, same_prefix
 from ..store.base import new_id
 from ..sync import SyncSession
-from ._lc_trim import MessageType, resolve_counter, select_first, select_last
+from ._lc_trim import (
+    MessageType,
+    group_start,
+    is_type,
+    resolve_counter,
+    select_first,
+    select_last,
+)
 
 __all__ = ("ContextMiddleware", "to_langchain", "trim_messages")
 
@@ -141,47 +148,50 @@ def _trim(
         split_text if callable(split_text) else text_splitter or _default_text_splitter
     )
     if strategy == "first":
-        return _without_orphans(
-            select_first(
-                list(msgs),
-                counter,
-                max_tokens,
-                splitter,
-                allow_partial=allow_partial,
-                end_on=end_on,
-            )
+        kept = select_first(
+            list(msgs), counter, max_tokens, splitter, allow_partial=allow_partial, end_on=end_on
         )
+        return _without_orphans(kept, msgs, end_on)
     if strategy == "last":
-        return _without_orphans(
-            select_last(
-                list(msgs),
-                counter,
-                max_tokens,
-                splitter,
-                allow_partial=allow_partial,
-                include_system=include_system,
-                start_on=start_on,
-                end_on=end_on,
-            )
+        kept = select_last(
+            list(msgs),
+            counter,
+            max_tokens,
+            splitter,
+            allow_partial=allow_partial,
+            include_system=include_system,
+            start_on=start_on,
+            end_on=end_on,
         )
+        return _without_orphans(kept, msgs, end_on)
     raise ConfigError(
         f"Unrecognized strategy={strategy!r}. Supported strategies are 'last' and 'first'."
     )
 
 
-def _without_orphans(kept: list[BaseMessage]) -> list[BaseMessage]:
-    """``kept`` without a ``ToolMessage`` whose call no kept ``AIMessage`` before it made: a
-    result that came after other messages (a human turn between a call and its result) is no
-    part of its call's group, so the trim could keep it and cut its call."""
+def _without_orphans(
+    kept: list[BaseMessage], given: Sequence[BaseMessage], end_on: MessageType | None
+) -> list[BaseMessage]:
+    """``kept`` without a ``ToolMessage`` whose call the trim cut (a call of ``given`` no kept
+    ``AIMessage`` before it made): a result that came after other messages (a human turn
+    between a call and its result) is no part of its call's group, so the trim could keep it
+    alone. A result whose call was never given is left as it came. ``end_on`` holds again
+    after a result at the end is left out."""
+    made = {c.get("id") for m in given if isinstance(m, AIMessage) for c in m.tool_calls}
     calls: set[Any] = set()
     out: list[BaseMessage] = []
     for m in kept:
         if isinstance(m, AIMessage) and m.tool_calls:
             calls.update(c.get("id") for c in m.tool_calls)
-        elif isinstance(m, ToolMessage) and m.tool_call_id not in calls:
+        elif isinstance(m, ToolMessage) and m.tool_call_id in made and m.tool_call_id not in calls:
             continue
         out.append(m)
-    return out if len(out) < len(kept) else kept
+    if len(out) == len(kept):
+        return kept
+    end = len(out)
+    while end_on and end > 0 and not is_type(out[end - 1], end_on):
+        end = group_start(out, end)
+    return out[:end]
 
 
 def to_langchain(payload: dict[str, Any]) -> list[AnyMessage]:

@@ -439,12 +439,23 @@ def new_id() -> str:
 
 def masked_url(url: str) -> str:
     """``url`` with its password, if any, as ``***`` (for messages and ``repr``)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not a URL (an invalid port...): nothing of it shown but its scheme
+        return f"{url.split(':', 1)[0]}://***"
+    query = parts.query
+    if "password=" in query.lower():  # redis-py also takes ?password=...
+        query = "&".join(
+            f"{k}=***" if k.lower() == "password" else p
+            for p in query.split("&")
+            for k in [p.split("=", 1)[0]]
+        )
+    if password is None:
+        return urlunsplit(parts._replace(query=query)) if query != parts.query else url
     host = parts.netloc.rsplit("@", 1)[-1]
     user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=user + host))
+    return urlunsplit(parts._replace(netloc=user + host, query=query))
 
 
 def canonical_json(value: Any) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import StoreError
 from ..transcript import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
+from ..transcript.model import valid_utf8
 
 __all__ = ("message_from_json", "message_to_json")
 
@@ -50,8 +51,10 @@ def _block_to_json(block: Block) -> dict[str, Any]:
 
 
 def _jsonable(meta: Mapping[str, Any]) -> dict[str, Any]:
-    """``meta`` as JSON; values JSON cannot hold become their ``repr`` (metadata, not data)."""
-    out: dict[str, Any] = json.loads(json.dumps(dict(meta), default=repr, ensure_ascii=False))
+    """``meta`` as JSON; values JSON cannot hold become their ``repr`` (metadata, not data),
+    a lone surrogate U+FFFD (a session repairs the text it sends on entry, not its meta)."""
+    text = valid_utf8(json.dumps(dict(meta), default=repr, ensure_ascii=False))
+    out: dict[str, Any] = json.loads(text)
     return out
 
 
@@ -62,7 +65,7 @@ def message_to_json(message: Message) -> dict[str, Any]:
         "blocks": [_block_to_json(b) for b in message.blocks],
     }
     if message.id is not None:
-        out["id"] = message.id
+        out["id"] = valid_utf8(message.id)
     if message.stop_reason is not None:
         out["stop_reason"] = message.stop_reason
     if message.meta:

@@ -153,7 +153,8 @@ class RedisStore:
             else:
                 self._r = redis.Redis.from_url(url)
         except (ValueError, RedisError) as exc:
-            raise StoreError(f"invalid Redis URL {url!r}: {exc}", path=url) from exc
+            shown = masked_url(url)
+            raise StoreError(f"invalid Redis URL {shown!r}: {exc}", path=shown) from exc
 
     def __repr__(self) -> str:
         return f"ctxengine.RedisStore({masked_url(self.url)!r}, prefix={self.prefix!r})"

@@ -110,6 +110,11 @@ class ToolResult:
                 f"ToolResult call_id is {type(self.call_id).__name__} {self.call_id!r:.60}; "
                 "expected a str"
             )
+        if self.name is not None and not isinstance(self.name, str):
+            raise TranscriptError(
+                f"ToolResult {self.call_id!r}: name is {type(self.name).__name__} "
+                f"{self.name!r:.60}; expected a str or None"
+            )
         for item in self.content:
             if not isinstance(item, (Text, Image)):
                 raise TranscriptError(
@@ -150,6 +155,19 @@ _ALLOWED: Final[Mapping[str, tuple[type, ...]]] = {
     "assistant": (Text, Image, ToolCall, Thinking),
     "tool": (ToolResult,),
 }
+
+
+def valid_utf8(text: str) -> str:
+    """``text`` with each lone surrogate (e.g. from ``errors='surrogateescape'``) as U+FFFD:
+    UTF-8 cannot hold one, so it cannot be counted, sent or stored (``text`` itself when it
+    holds none)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def _bad_field(block: Block) -> str | None:
