@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from .assemble.budget import Budget
-from .collect.scene import copy_data
 from .engine import ContextEngine, RenderedContext, Session, check_model
 from .sync import LoopRunner
 from .transcript import Message
 from .transcript.coerce import to_messages
+from .transcript.model import copy_data
 
 __all__ = ("fit",)
 

@@ -2,44 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn, overload
 
 from ..errors import PluginError
-from ..transcript.model import Message, ToolCall
+from ..transcript.model import copy_data, detached
 
 __all__ = ("ContextScene", "Copies", "TranscriptView", "copy_data")
-
-
-def copy_data(value: Any) -> Any:
-    """A copy of JSON-like data: dicts and lists copied all the way down, other values shared
-    (strings, numbers and tuples cannot be changed in place)."""
-    if isinstance(value, dict):
-        return {k: copy_data(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [copy_data(v) for v in value]
-    return value
-
-
-def detached(message: Any) -> Any:
-    """``message`` with its own copies of what a frozen message still holds mutable (tool-call
-    arguments, ``meta``); the message itself when it holds nothing mutable."""
-    calls = getattr(message, "tool_calls", ())
-    meta = getattr(message, "meta", None)
-    # an empty meta dict too: a key added to it would be added to the stored message's
-    if not isinstance(message, Message) or (not calls and not isinstance(meta, MutableMapping)):
-        return message
-    blocks = tuple(
-        ToolCall(b.id, b.name, copy_data(b.arguments)) if isinstance(b, ToolCall) else b
-        for b in message.blocks
-    )
-    return Message(
-        message.role,
-        blocks,
-        id=message.id,
-        stop_reason=message.stop_reason,
-        meta=copy_data(dict(meta)) if meta else {},
-    )
 
 
 #: A plugin's copies of transcript messages: index → (the stored message, the copy).

@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
-from ..collect.scene import detached
 from ..errors import ConfigTypeError
 from ..tokens import Tokenizer, get_tokenizer
 from ..transcript import Message
+from ..transcript.model import detached
 
 __all__ = ("Count", "Summarizer", "call_summarizer", "counter")
 
