@@ -62,7 +62,7 @@ from .grain import ContextGrain
 from .inject.render import check_options
 from .inject.turn import RenderedContext, Request, inject
 from .overflow import classify_provider_error
-from .state import SessionState, TurnLog
+from .state import SessionState, TurnLog, entering
 from .store.base import Entry, SnapshotInfo, Store, compact_json, conflict_error
 from .store.codec import message_to_json
 from .store.session_io import (
@@ -687,11 +687,7 @@ class Session:
                 JSON; nothing is added.
         """
         state = self._state
-        batch = to_messages(messages)
-        for message in batch:  # what could fail when added is checked before any is
-            for call in message.tool_calls:
-                call.arguments_json  # noqa: B018 - made and kept; raises if not JSON
-        for message in batch:
+        for message in entering(to_messages(messages)):  # all checked before any is added
             self._append(message)
             if message.role == "user":
                 redacted = redacted_user_text(state, self.dispatcher, message.text)

@@ -173,8 +173,8 @@ class SessionState:
     def extend(self, messages: Iterable[Message]) -> None:
         """:meth:`append` each of ``messages``, in one loop (see :func:`bulk`).
 
-        Every message is checked first (its text repaired, its tool calls' arguments made
-        JSON): a call whose arguments are not JSON adds none of them.
+        Every message is checked first (:func:`entering`): a call whose arguments are not JSON
+        adds none of them.
 
         Raises:
             TranscriptError: a tool call's arguments cannot be written as JSON.
@@ -183,9 +183,7 @@ class SessionState:
         items_of, item_of = self.builder.items, self.builder.message_item
         index = len(transcript)
         with bulk():
-            # repair_text(m), its check inline (which also makes the calls' JSON)
-            batch = [m if _clean_blocks(m.blocks) else repair_text(m) for m in messages]
-            for message in batch:
+            for message in entering(messages):
                 transcript.append(message)
                 if message.role != "tool":  # one item, never guarded (only results are)
                     item = item_of(index, message)
@@ -805,8 +803,11 @@ def _valid_block(block: Block) -> Block:
         fixed = _valid(js)
         if call_id is block.id and name is block.name and fixed is js:
             return block
-        args = block.arguments if fixed is js else fixed
-        if fixed is not js and not isinstance(block.arguments, str):
+        if fixed is js:
+            args: dict[str, Any] | str = block.arguments
+        elif isinstance(block.arguments, str):
+            args = fixed
+        else:
             args = json.loads(fixed)  # the JSON with each lone surrogate made U+FFFD
         return ToolCall(call_id, name, args)
     return block
@@ -865,6 +866,16 @@ def _clean_blocks(blocks: tuple[Block, ...]) -> bool:
         elif not _clean(b):
             return False
     return True
+
+
+def entering(messages: Iterable[Message]) -> list[Message]:
+    """``messages`` as a session holds them (:func:`repair_text`, its check inline, which
+    also makes each tool call's JSON), all checked before any is added.
+
+    Raises:
+        TranscriptError: a tool call's arguments cannot be written as JSON.
+    """
+    return [m if _clean_blocks(m.blocks) else repair_text(m) for m in messages]
 
 
 def repair_text(message: Message) -> Message:

@@ -915,13 +915,7 @@ def _read(m: Message, text: str) -> _MessageFacts:
         return facts
     if role == "system" or (role == "user" and not text.strip()):
         return facts
-    # its identifiers: _identifiers(text), inline for a text read natively (every message of a
-    # stretch passes here)
-    if len(text) >= _CACHED_FROM:
-        idents = _cached_identifiers(text)
-    else:
-        native = read_identifiers(text) if text.isascii() else None
-        idents = native if native is not None else _scanned_identifiers(text)
+    idents = _identifiers(text)
     if role == "assistant":
         if calls:
             facts.calls = tuple([(c.id, c.name) for c in calls])

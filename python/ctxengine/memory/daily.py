@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Final
 
 from ..errors import EncodingError
+from ..transcript.model import lone_surrogate
 
 __all__ = ("DAILY_DIR", "LONG_TERM", "append_daily", "check_text", "daily_path")
 
@@ -28,15 +29,12 @@ def check_text(text: object) -> None:
     """
     if not isinstance(text, str):
         raise EncodingError(f"memory text is {type(text).__name__}; expected a str")
-    if text.isascii():
-        return
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
+    at = lone_surrogate(text)
+    if at is not None:
         raise EncodingError(
-            f"memory text holds a lone surrogate {text[exc.start]!r} at character {exc.start}; "
+            f"memory text holds a lone surrogate {text[at]!r} at character {at}; "
             "expected valid Unicode text"
-        ) from None
+        )
 
 
 def append_daily(folder: str | Path, text: str, when: datetime) -> Path:

@@ -43,6 +43,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import SessionIdError, StoreConflictError, StoreError
+from ..transcript.model import lone_surrogate
 
 __all__ = (
     "LEAF",
@@ -494,15 +495,12 @@ def _utf8(text: str) -> str:
     Raises:
         StoreError: it holds a lone surrogate (named with its position).
     """
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            char = text[exc.start]
-            raise StoreError(
-                f"value holds a lone surrogate {char!r} at character {exc.start} of its JSON; "
-                "expected text that is valid UTF-8"
-            ) from exc
+    at = lone_surrogate(text)
+    if at is not None:
+        raise StoreError(
+            f"value holds a lone surrogate {text[at]!r} at character {at} of its JSON; "
+            "expected text that is valid UTF-8"
+        )
     return text
 
 

@@ -157,6 +157,18 @@ _ALLOWED: Final[Mapping[str, tuple[type, ...]]] = {
 }
 
 
+def lone_surrogate(text: str) -> int | None:
+    """The position of the first lone surrogate in ``text`` (what UTF-8 cannot hold), or None
+    when it holds none."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
 def valid_utf8(text: str) -> str:
     """``text`` with each lone surrogate (e.g. from ``errors='surrogateescape'``) as U+FFFD:
     UTF-8 cannot hold one, so it cannot be counted, sent or stored (``text`` itself when it
