@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -246,6 +247,7 @@ def test_replay_with_plugins_and_format(capsys: pytest.CaptureFixture[str]) -> N
     ("argv", "expected"),
     [
         (["replay", "no/such/file.jsonl"], "no/such/file.jsonl: no such file"),
+        (["replay", os.devnull], f"{os.devnull}: not a regular file"),
         (["replay", "."], ".: is a folder; expected a transcript file"),
         (["demo", "--budget", "0"], "'0' is not a token count; expected an int ≥ 1"),
         (["demo", "--plugins", "no/such/dir"], "'no/such/dir' does not exist"),

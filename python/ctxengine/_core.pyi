@@ -326,9 +326,9 @@ def differing(
     tuple's range."""
 
 def fresh_tree(value: _T) -> _T:
-    """``value`` with every ``dict`` and ``list`` in it copied, at any depth (the instances of
-    subclasses and every other value shared): a payload a caller may edit anywhere without
-    touching the dicts it was made from."""
+    """``value`` with every ``dict`` and ``list`` in it copied, at any depth (an instance of a
+    subclass as a plain ``dict`` or ``list``; every other value shared): a payload a caller may
+    edit anywhere without touching the dicts it was made from."""
 
 def fresh_items(
     items: list[dict[str, Any]],

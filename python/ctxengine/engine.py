@@ -879,6 +879,11 @@ class Session:
             raise CtxEngineError(
                 f"cannot rebase session {self.id!r}: it does not persist (a restore writes nothing)"
             )
+        async with self._save_lock:  # no save of this session between the re-read and the append
+            return await self._rebase(store)
+
+    async def _rebase(self, store: Store) -> int:
+        """:meth:`rebase`, under the session's save lock."""
         count = len(self._unsaved)
         stored_leaf = await anyio.to_thread.run_sync(lambda: store.leaf(self.id))
         if stored_leaf != self.leaf_id:
@@ -898,7 +903,7 @@ class Session:
             self._state = new
             self.leaf_id = loaded.leaf_id if loaded is not None else None
             self._last_snapshot = None  # it describes the old branch
-        await self.save()
+        await self._save(store)
         return count
 
     def _conflict(self, parent: str | None) -> None:
@@ -1144,24 +1149,37 @@ class Session:
         steps.append({"step": "truncate_tool_results", "messages": cut, "max_chars": limit})
         store = self.engine.store
         if store is not None and self.persist:
-            unsaved = len(self._unsaved)
-            details = {"max_chars": limit, "messages": cut}
-            expected = self.leaf_id
-            try:
-                entries = await anyio.to_thread.run_sync(
-                    lambda: _record_truncation(
-                        store, self.id, old.messages, messages, first, unsaved, expected, details
-                    )
-                )
-            except StoreError as exc:
-                # The unsaved messages go later as the session now holds them (cut).
-                if unsaved:
-                    self._unsaved[:unsaved] = messages[len(messages) - unsaved :]
-                self._store_fault("rewrite", exc)
-            else:
-                del self._unsaved[:unsaved]  # the rewrite holds them
-                self.leaf_id = entries[-1].id
+            async with self._save_lock:  # a save of this session would race the rewrite
+                await self._record_cut(store, old.messages, messages, first, cut, limit)
         return True
+
+    async def _record_cut(
+        self,
+        store: Store,
+        before: list[Message],
+        messages: list[Message],
+        first: int,
+        cut: int,
+        limit: int,
+    ) -> None:
+        """Store :meth:`_truncate_results`'s rewrite, under the session's save lock."""
+        unsaved = len(self._unsaved)
+        details = {"max_chars": limit, "messages": cut}
+        expected = self.leaf_id
+        try:
+            entries = await anyio.to_thread.run_sync(
+                lambda: _record_truncation(
+                    store, self.id, before, messages, first, unsaved, expected, details
+                )
+            )
+        except StoreError as exc:
+            # The unsaved messages go later as the session now holds them (cut).
+            if unsaved:
+                self._unsaved[:unsaved] = messages[len(messages) - unsaved :]
+            self._store_fault("rewrite", exc)
+        else:
+            del self._unsaved[:unsaved]  # the rewrite holds them
+            self.leaf_id = entries[-1].id
 
     def transcript(self) -> Transcript:
         """The session's full transcript (not pruned: pruning happens only in renders)."""

@@ -10,6 +10,7 @@ transcript from scratch (no memo).
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from typing import Any
 
 import pytest
@@ -105,23 +106,29 @@ def test_fresh_tree_copies_every_container_and_shares_the_rest() -> None:
     class Sub(dict[str, Any]):
         pass
 
+    class Items(list[Any]):
+        pass
+
     leaf = "text"
-    sub = Sub(a=[1])
+    sub = Sub(a=Items([{"x": 1}]))
     value = {"a": [{"b": leaf, "c": [[], {"d": None}]}], "e": (1, 2), "f": sub, "g": 3.5}
     copy = fresh_tree(value)
     assert copy == value
 
     def containers(v: Any) -> list[Any]:
-        if type(v) is dict:
+        if isinstance(v, dict):
             return [v, *(c for x in v.values() for c in containers(x))]
-        if type(v) is list:
+        if isinstance(v, list):
             return [v, *(c for x in v for c in containers(x))]
         return []
 
     old, new = containers(value), containers(copy)
-    assert len(old) == len(new) == 6
+    assert len(old) == len(new) == 9
     assert not {id(c) for c in old} & {id(c) for c in new}
-    assert copy["a"][0]["b"] is leaf and copy["e"] is value["e"] and copy["f"] is sub
+    assert copy["a"][0]["b"] is leaf and copy["e"] is value["e"]
+    # a subclass's instance becomes a plain dict or list: a payload is JSON, and its own
+    assert type(copy["f"]) is dict and type(copy["f"]["a"]) is list
+    assert copy["f"]["a"][0] == {"x": 1} and copy["f"]["a"][0] is not sub["a"][0]
     assert fresh_tree(leaf) is leaf
     deep: list[Any] = []
     node = deep
@@ -375,6 +382,30 @@ async def test_an_edited_payload_of_a_cleaned_transcript_changes_nothing_held(
             assert "TAMPERED" not in _dump(out.payload)
             fresh = render(out.transcript, again, hygiene=False, **PROVIDERS[again])
             assert _dump(out.payload) == _dump(fresh.payload)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", list(PROVIDERS))
+async def test_tool_arguments_of_a_dict_subclass_are_not_shared_with_a_payload(
+    provider: str,
+) -> None:
+    args = OrderedDict(path="a.py", opts=OrderedDict(lines=[1, 2]))
+    messages = [
+        Message.user("read a.py"),
+        Message.assistant("reading", [ToolCall("c1", "read", args)]),
+        Message.tool("c1", "print(1)"),
+    ]
+    before = json.dumps(args)
+    engine = ContextEngine("gpt-4o", Budget(total=32_000))
+    async with engine.session("ordered-args") as session:
+        session.extend(messages)
+        for _ in range(2):  # from scratch, then warm
+            await session.user_message("and then?")
+            out = await session.render(provider, **PROVIDERS[provider])
+            assert _tamper(out.payload) > 3
+            assert json.dumps(args) == before
+            held = session.messages[1].tool_calls[0].arguments
+            assert json.dumps(held) == before
 
 
 @pytest.mark.parametrize("provider", list(PROVIDERS))

@@ -138,3 +138,42 @@ async def test_a_truncation_over_a_message_left_out_on_resume_is_stored(tmp_path
     rewrites = [e for e in store.branch("m") if e.kind == "rewrite"]
     assert [e.data["reason"] for e in rewrites] == ["truncate_tool_results"]
     assert rewrites[0].parent_id == store.entries("m")[0].id  # from the last message both hold
+
+
+@pytest.mark.parametrize("call", ["truncate", "rebase"])
+async def test_a_rewrite_or_rebase_waits_for_a_save_of_the_session_in_progress(
+    tmp_path: Path, call: str
+) -> None:
+    """Both wrote to the store beside a save of the same session (a save's leaf check and the
+    rewrite's could both pass on one leaf); they take the session's save lock as saves do."""
+    import anyio
+
+    store = FileStore(tmp_path)
+    engine = _engine(store)
+    async with engine.session("w") as s:
+        await _fill(s)
+        await s.user_message("one more")
+        before = len(store.branch("w"))
+        done = anyio.Event()
+
+        async def go() -> None:
+            if call == "truncate":
+                assert await s._truncate_results(BUDGET, [])
+            else:
+                await s.rebase()
+            done.set()
+
+        await s._save_lock.acquire()  # a save of the session in progress
+        s.extend([Message.user("queued while the save runs")])
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(go)
+            await anyio.sleep(0.2)
+            assert not done.is_set() and len(store.branch("w")) == before
+            s._save_lock.release()
+        assert done.is_set() and s.unsaved == 0
+        kinds = [e.kind for e in store.branch("w")]
+        assert kinds.count("rewrite") == (call == "truncate")
+        live = list(s.messages)
+    engine.close()
+    again = await _engine(FileStore(tmp_path)).load("w")
+    assert again is not None and _json(again.messages) == _json(live)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,14 @@ def test_unknown_format_name_lists_the_valid_ones() -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(TranscriptError, match="no such file"):
         load(tmp_path / "nope.jsonl")
+
+
+def test_a_device_or_pipe_is_not_called_missing(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    for path in (fifo, Path(os.devnull)):
+        with pytest.raises(TranscriptError, match=r"not a regular file; expected a transcript"):
+            load(path)
 
 
 def test_unknown_extension(write: Write) -> None:

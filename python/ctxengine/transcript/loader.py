@@ -333,7 +333,8 @@ def _load_path(path: Path, fmt: str, view: str) -> list[Transcript]:
         events = read_event_folder(folder)
         return _load_data(events, "openhands", Loc(str(folder)), {"path": str(path)}, view)
     if not path.is_file():
-        raise TranscriptError(f"{path}: no such file; expected a transcript file")
+        what = "not a regular file" if path.exists() else "no such file"
+        raise TranscriptError(f"{path}: {what}; expected a transcript file")
     fmt = fmt if fmt != "auto" else _detect_path(path)
     meta: dict[str, Any] = {"path": str(path)}
     if fmt in ("pi", "claude-code"):

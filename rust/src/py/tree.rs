@@ -18,10 +18,10 @@ enum Pending<'py> {
     List(Bound<'py, PyList>, Bound<'py, PyList>),
 }
 
-/// A new container with the same children (their copies still to be made), when `value` is
-/// exactly a `dict` or a `list`.
+/// A new container with the same children (their copies still to be made), when `value` is a
+/// `dict` or a `list` (an instance of a subclass becomes a plain one).
 fn shallow<'py>(value: &Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyAny>, Pending<'py>)>> {
-    if value.is_exact_instance_of::<PyDict>() {
+    if value.is_instance_of::<PyDict>() {
         let dict = value.cast::<PyDict>()?;
         let copy = dict.copy()?;
         return Ok(Some((
@@ -29,7 +29,7 @@ fn shallow<'py>(value: &Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyAny>
             Pending::Dict(dict.clone(), copy),
         )));
     }
-    if value.is_exact_instance_of::<PyList>() {
+    if value.is_instance_of::<PyList>() {
         let list = value.cast::<PyList>()?;
         let copy = PyList::new(value.py(), list.iter())?;
         return Ok(Some((
@@ -56,7 +56,7 @@ fn copied<'py>(value: &Bound<'py, PyAny>, depth: usize) -> PyResult<Option<Bound
             None => None,
         });
     }
-    if value.is_exact_instance_of::<PyDict>() {
+    if value.is_instance_of::<PyDict>() {
         let dict = value.cast::<PyDict>()?;
         let copy = dict.copy()?;
         for (k, v) in dict.iter() {
@@ -66,7 +66,7 @@ fn copied<'py>(value: &Bound<'py, PyAny>, depth: usize) -> PyResult<Option<Bound
         }
         return Ok(Some(copy.into_any()));
     }
-    if value.is_exact_instance_of::<PyList>() {
+    if value.is_instance_of::<PyList>() {
         let list = value.cast::<PyList>()?;
         let mut items = Vec::with_capacity(list.len());
         for v in list.iter() {
@@ -102,8 +102,9 @@ fn finish<'py>(mut stack: Vec<Pending<'py>>) -> PyResult<()> {
     Ok(())
 }
 
-/// `value` with every `dict` and `list` in it (at any depth) copied; other values, and the
-/// instances of subclasses, are shared. Deep values do not grow the native stack: below
+/// `value` with every `dict` and `list` in it (at any depth) copied, an instance of a subclass
+/// as a plain `dict` or `list` (a payload is JSON: an `OrderedDict` of tool arguments must not
+/// stay shared with the transcript); other values are shared. Deep values do not grow the native stack: below
 /// [`RECURSION`] levels the copy goes on with an explicit stack.
 #[pyfunction]
 pub fn fresh_tree<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
