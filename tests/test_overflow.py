@@ -178,6 +178,26 @@ ROWS: list[tuple[str, Any, str, dict[str, int]]] = [
         {"tokens": 1054016, "limit": 1048576},
     ),
     (
+        "vertex ai input token count",  # gemini-cli issue 19727, as google.genai words it
+        gemini_error(
+            400,
+            "Unable to submit request because the input token count is 1251952 but model only "
+            "supports up to 1048576. Reduce the input token count and try again. You can also "
+            "use the CountTokens API to calculate prompt token count and billable characters.",
+            "INVALID_ARGUMENT",
+        ),
+        OVERFLOW,
+        {"tokens": 1251952, "limit": 1048576},
+    ),
+    (
+        "cohere too many tokens",
+        "status_code: 400, body: {'message': 'too many tokens: total number of tokens in the "
+        "prompt cannot exceed 4081 - received 4500. Try using a shorter prompt, or enabling "
+        "prompt truncating. See https://docs.cohere.com/reference/chat for more details.'}",
+        OVERFLOW,
+        {"tokens": 4500, "limit": 4081},
+    ),
+    (
         "gemini request body",
         gemini_error(
             413,

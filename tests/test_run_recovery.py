@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ctxengine import Budget, ContextEngine
+from ctxengine import Budget, ContextEngine, count_messages
 from ctxengine.errors import ConfigError, ConfigTypeError, ContextOverflowError
 from ctxengine.transcript import ToolCall
 
@@ -133,3 +133,34 @@ async def test_the_provider_ratio_shrinks_the_budget_whichever_count_it_states(
         assert answer == "accepted" and sizes[0] > 3000 >= sizes[-1]
         assert [r["step"] for r in out.report.recovery][:2] == ["render", "compact"]
         assert out.report.recovery[1]["budget"] < 20_000 * 3000 / sizes[0]
+
+
+async def test_a_budget_above_the_real_window_shrinks_from_what_was_sent() -> None:
+    """A budget above the model's real window (a local model, a proxy): each retry was planned
+    from the configured budget, not from the payload the provider refused, so while that
+    budget stayed above the payload the same payload went out again, until the compactions
+    were spent."""
+    limit = 8000
+    engine = ContextEngine("gpt-4o", Budget(total=30_000))
+    async with engine.session("window") as s:
+        for i in range(12):
+            await s.user_message(f"question {i}: " + "please look at this and explain it. " * 40)
+            await s.assistant_message(f"answer {i}: " + "here is a long explanation. " * 60)
+        await s.user_message("and now?")
+        sent: list[int] = []
+
+        async def model(payload: dict[str, Any]) -> str:
+            n = count_messages(payload["messages"], model="gpt-4o")
+            sent.append(n)
+            if n > limit:
+                raise RuntimeError(
+                    f"Error code: 400 - This model's maximum context length is {limit} tokens. "
+                    f"However, your messages resulted in {n} tokens. Please reduce the length "
+                    "of the messages."
+                )
+            return "ok"
+
+        answer, out = await s.run(model)
+    assert answer == "ok" and sent[0] > limit and len(sent) == 2
+    assert [r["step"] for r in out.report.recovery] == ["render", "compact"]
+    assert out.report.recovery[1]["budget"] < sent[0] and sent[1] <= limit

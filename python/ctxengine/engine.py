@@ -1085,7 +1085,9 @@ class Session:
                         used = info.tokens if info.tokens is not None else info.requested
                         if info.limit and used and used > info.limit:
                             scale = min(scale, info.limit / used)
-                        total = max(1, int(total * scale))
+                        # of what was sent: a budget above the model's real window (a local
+                        # model, a proxy) shrunk from itself re-sent the same payload
+                        total = max(1, int(min(total, out.tokens or total) * scale))
                         try:
                             self._config = dataclasses.replace(
                                 self.engine.config, tokens_total=total

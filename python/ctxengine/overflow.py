@@ -159,6 +159,8 @@ _OVERFLOW: Final = _rx(
     r"context[ _-]length[ _-]exceeded",
     r"context_window_exceeded",
     r"input token count.{0,40}exceeds the maximum",
+    r"input token count is \d[\d,]* but (?:the )?model only supports up to",
+    r"too many tokens:.{0,80}(?:cannot exceed|size limit exceeded)",
     r"exceeds? (?:the )?(?:available )?context (?:size|limit|window|length)",
     r"exceed context limit",
     r"too large for model with \d+ maximum context length",
@@ -276,6 +278,13 @@ _NUMBERS: Final = [
         ("limit", "tokens"),
     ),
     (re.compile(rf"exceeded max context length by {_NUM}", re.I), ("+over",)),
+    (
+        re.compile(
+            rf"input token count is {_NUM} but (?:the )?model only supports up to {_NUM}", re.I
+        ),
+        ("tokens", "limit"),
+    ),
+    (re.compile(rf"cannot exceed {_NUM} - received {_NUM}", re.I), ("limit", "tokens")),
 ]
 
 

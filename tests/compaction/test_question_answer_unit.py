@@ -51,3 +51,91 @@ async def test_an_answer_the_ladder_sent_to_compaction_takes_its_request_along()
         land = _landing(state, engine.config, [answer], plan_within(state, engine.config))
     assert question in land.forced and answer in land.forced
     assert question not in land.order
+
+
+async def test_the_turns_older_than_one_the_ladder_sent_are_summarized_with_it() -> None:
+    """The ladder sent a newer turn to compaction and the cut kept older ones verbatim: the
+    summary at the head then held a newer request than the ones kept after it."""
+    from ctxengine import Budget, ContextEngine
+    from ctxengine.assemble.compact import _landing
+    from ctxengine.assemble.pipeline import plan_within
+    from ctxengine.transcript import Message
+
+    engine = ContextEngine("gpt-4.1", Budget(total=200_000))
+    async with engine.session("order") as s:
+        for n in range(8):
+            s.extend([Message.user(f"Question {n}: what does module {n} do?")])
+            await s.render("openai")
+            s.extend([Message.assistant(f"Module {n} parses the input and writes rows. " * 5)])
+        await s.render("openai")
+        state = s.state
+        turn = {i.index: i.turn for i in state.items.values()}
+        asked = turn[9]  # the fifth request's answer
+        land = _landing(state, engine.config, [asked], plan_within(state, engine.config))
+    assert land.forced == sorted({turn[i] for i in range(10)})
+    assert all(t > max(land.forced) for t in land.order)
+
+
+async def _stale_request_session(budget: int) -> list[tuple[list[int], list[int]]]:
+    """A session whose ladder sends a newer request's turn to compaction while older small
+    turns fit (found by a random search, written out): per render, the indices of the
+    user messages kept verbatim and of those summarized."""
+    import dataclasses
+    import random
+
+    from ctxengine import Budget, ContextEngine
+    from ctxengine.transcript import Message, ToolCall
+
+    def filler(n: int, tag: str) -> str:
+        return "\n".join(f"{tag} line {k}: const v{k} = compute(w, h) + {k * 7};" for k in range(n))
+
+    rnd = random.Random(17)
+    engine = ContextEngine("gpt-4o", Budget(total=budget))
+    seen: list[tuple[list[int], list[int]]] = []
+    async with engine.session("stale") as s:
+        for i in range(4):
+            await s.user_message(f"request {i}: please fix module_{i}.py")
+            call = ToolCall(f"a{i}", "read", {"path": f"module_{i}.py"})
+            await s.assistant_message(f"Looking at module_{i}.py", [call])
+            await s.tool_result(f"a{i}", filler(rnd.randint(5, 60), f"m{i}"), name="read")
+            await s.assistant_message(f"Fixed module_{i}.py.")
+            await s.render("openai")
+        await s.user_message(rnd.choice(["/them", "/mode", "look"]))
+        if rnd.random() < 0.7:
+            s.extend([dataclasses.replace(Message.assistant(""), stop_reason="aborted")])
+        await s.user_message("the queued component is broken, investigate truncated.ts")
+        if rnd.random() < 0.7:
+            s.extend([dataclasses.replace(Message.assistant(""), stop_reason="aborted")])
+        await s.user_message("continue")
+        for j in range(10):
+            out = await s.render("openai")
+            users = [k for k, m in enumerate(s.messages) if m.role == "user"]
+            decided = {d.node_id: d for d in out.report}
+            kept = [
+                k
+                for k in users
+                if f"hist.{k}" in decided and decided[f"hist.{k}"].decision == "kept"
+            ]
+            # in this render's summary, or in an earlier one (no item of its own any more)
+            summarized = [
+                k
+                for k in users
+                if f"hist.{k}" not in decided or decided[f"hist.{k}"].stage == "compaction"
+            ]
+            seen.append((kept, summarized))
+            text = rnd.choice(
+                ["", "Reading next part.", "The problem is clear. " * rnd.randint(1, 30)]
+            )
+            call = ToolCall(f"b{j}", "bash", {"command": f"cat part_{j}.ts"})
+            await s.assistant_message(text, [call])
+            await s.tool_result(f"b{j}", filler(rnd.choice([3, 10, 40, 80]), f"p{j}"), name="bash")
+    return seen
+
+
+@pytest.mark.parametrize("budget", [3000, 4000, 6000])
+async def test_no_request_is_kept_verbatim_after_a_newer_summarized_one(budget: int) -> None:
+    seen = await _stale_request_session(budget)
+    assert any(summarized for _, summarized in seen)  # it compacts
+    for kept, summarized in seen:
+        if kept and summarized:
+            assert max(summarized) < min(kept), (kept, summarized)

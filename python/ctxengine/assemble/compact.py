@@ -566,6 +566,13 @@ def _landing(
     taken = {t for t in asked if t in by_turn}
     taken |= {answers[t] for t in taken if t in answers}
     taken |= {t for t, a in answers.items() if a in taken}
+    # the kept history stays in order: a turn older than one the ladder sent goes with it (else
+    # an older request stayed verbatim after a summary holding a newer one, the latest even)
+    while taken:
+        older = {t for t in by_turn if t < max(taken)} - taken
+        if not older:
+            break
+        taken |= older | {answers[t] for t in older if t in answers}
     forced = sorted(taken)
     order = sorted(t for t in by_turn if t not in taken) if plan is not None else []
     tokens = state.asm.tokens
