@@ -385,9 +385,12 @@ async def test_a_summary_is_shortened_to_the_room_left_then_sent_whole_again() -
     assert columns["decision"][columns["node_id"].index("mem.summary")] == "folded"
     head = history_head(out.payload)
     assert head and whole.startswith(head) and len(head) < len(whole)
-    # The session kept the whole summary: a render with room sends all of it again.
-    assert history_head(later.payload) == whole
+    # The session kept the whole summary: a render with room sends it uncut, here a newer
+    # one that also summarizes the long request (before, that compaction failed over its cap
+    # and the request was dropped unsummarized)
+    again = history_head(later.payload)
     assert [d.decision for d in _summary_decisions(later)] == ["kept"]
+    assert again == whole or (again != head and "(latest) LATEST word" in again)
 
 
 @pytest.mark.parametrize("words", [275, 283])

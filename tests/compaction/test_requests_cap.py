@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from ctxengine.compaction import (
     REQUEST_EXCERPT_CHARS,
     KeyFacts,
@@ -108,3 +110,28 @@ def test_an_earlier_newest_request_is_carried_with_its_whitespace_collapsed() ->
     assert "Excerpts: " in text and "omitted" not in text
     assert request_findable(special, text)
     assert all(request_findable(r, text) for r in [*requests, later])
+
+
+@pytest.mark.parametrize("budget", [600, 1000])
+def test_a_pasted_file_before_its_follow_up_is_summarized_not_dropped_unseen(budget: int) -> None:
+    """The newest summarized request was not the session's newest (a follow-up question came
+    after the paste): its compaction failed over its cap without the halving retry the newest
+    one gets, and the render dropped the paste with no summary and no placeholder."""
+    from ctxengine import fit
+
+    code = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(150))  # ~1,800 tokens
+    messages = [
+        Message.system("You review code."),
+        Message.user("hi"),
+        Message.assistant("hello"),
+        Message.user("Please review this file:\n" + code),
+        Message.user("What does f149 return?"),
+    ]
+    out = fit(messages, model="gpt-4o", budget=budget, provider="openai")
+    assert out.tokens <= budget
+    compactions = out.report.to_dict()["compactions"]
+    assert compactions and all(c["ok"] for c in compactions), compactions
+    sent = [m["content"] for m in out.payload["messages"]]
+    summary = next(s for s in sent if s.startswith("[Summary of the earlier conversation"))
+    assert "Please review this file: def f0(x)" in summary
+    assert sent[-1] == "What does f149 return?"

@@ -331,3 +331,24 @@ def test_render_errors_are_adapter_errors() -> None:
         t.to("anthropic", cache_ttl="2h")
     with pytest.raises(AdapterError, match="id_mode is 'x'"):
         t.to("openai", id_mode="x")
+
+
+@pytest.mark.parametrize("kind", [{"text": "hi"}, ["text"]])
+def test_a_part_type_that_is_no_string_is_named_not_a_type_error(kind: Any) -> None:
+    import ctxengine
+
+    data = [{"role": "user", "content": [{"type": kind, "text": "hi"}]}]
+    with pytest.raises(TranscriptError, match=r"content\[0\]: content part type is"):
+        load(data)
+    with pytest.raises(TranscriptError, match=r"content\[0\]: content part type is"):
+        ctxengine.fit(data, model="gpt-4o", budget=1000)
+    # a part passed through as it came (a reasoning summary) is counted, not refused
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": kind, "text": "x"}]},
+        {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+    ]
+    for provider in ("openai-responses", "gemini", "anthropic"):
+        out = ctxengine.fit(items, model="gpt-4o", budget=2000, provider=provider)
+        assert out.tokens <= 2000

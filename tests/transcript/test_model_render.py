@@ -253,7 +253,8 @@ def test_markers_skip_thinking_blocks() -> None:
     )
     t = Transcript((Message.user("q"), last))
     content = t.to("anthropic", cache_breakpoints=1)["messages"][1]["content"]
-    assert "cache_control" in content[0] and "cache_control" not in content[1]
+    assert [b["type"] for b in content] == ["thinking", "text"]  # thinking first, not last
+    assert "cache_control" in content[1] and "cache_control" not in content[0]
 
 
 def test_no_markers_by_default_and_ignored_elsewhere() -> None:

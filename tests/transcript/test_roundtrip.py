@@ -129,3 +129,59 @@ def test_handmade_payloads_round_trip(provider: str) -> None:
     out = t.to(provider)
     assert out == payload
     assert load(out, format=provider) == t
+
+
+#: Output items as a reasoning model returns them, with their ids: the API pairs a reasoning
+#: item with the item that followed it by id ("Item 'rs_…' of type 'reasoning' was provided
+#: without its required following item" when that id is missing).
+WITH_IDS = [
+    {"type": "message", "role": "user", "content": "What's the weather in Paris?"},
+    {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "E1"},
+    {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "get_weather",
+        "arguments": '{"city": "Paris"}',
+    },
+    {"type": "function_call_output", "call_id": "call_1", "output": "18C, cloudy"},
+    {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "E2"},
+    {
+        "type": "message",
+        "role": "assistant",
+        "id": "msg_1",
+        "status": "completed",
+        "content": [
+            {"type": "output_text", "text": "It is 18C", "annotations": []},
+            {"type": "output_text", "text": " and cloudy.", "annotations": []},
+        ],
+    },
+    {"type": "message", "role": "user", "content": "And tomorrow?"},
+]
+
+
+def test_output_items_keep_their_ids_through_a_round_trip_and_a_fit() -> None:
+    from ctxengine import fit
+
+    from .helpers import assert_sdk_valid
+
+    t = load(WITH_IDS, format="openai-responses")
+    assert t.to("openai-responses") == {"input": WITH_IDS}
+    out = fit(WITH_IDS, model="gpt-4o", budget=8000, provider="openai-responses")
+    assert out.payload == {"input": WITH_IDS}
+    assert_sdk_valid(out.payload, "openai-responses")
+
+
+def test_an_item_id_is_not_sent_once_its_message_changed() -> None:
+    """A turn whose blocks changed since it came (a call cut from an aborted turn) no longer
+    matches its items: none of them is sent with an id rather than one with another's."""
+    import dataclasses
+
+    t = load(WITH_IDS, format="openai-responses")
+    turn = t.messages[1]
+    cut = dataclasses.replace(turn, blocks=(turn.blocks[1],))  # the call alone, reasoning gone
+    changed = Transcript((*t.messages[:1], cut, *t.messages[2:]))
+    items = changed.to("openai-responses")["input"]
+    (call,) = [i for i in items if i["type"] == "function_call"]
+    assert "id" not in call and call["call_id"] == "call_1"
+    assert [i["id"] for i in items if i["type"] == "message" and "id" in i] == ["msg_1"]

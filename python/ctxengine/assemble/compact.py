@@ -799,7 +799,11 @@ async def _summarize(
     The newest request, when summarized, must survive whole; else so must the request of
     the agent loop the kept history starts in (:func:`_continued_request`), but only when the
     summary can hold it: if that run fails (the request too long for the summary's room), it
-    runs again without asking for it, as before the kept history's start was looked at."""
+    runs again without asking for it, as before the kept history's start was looked at. A
+    run that still fails only for its size (:func:`_too_big`: the newest summarized request,
+    the session's newest or an earlier one such as a pasted file before a follow-up question,
+    passes the room whole) runs once more inside :func:`shorten_latest`: else no summary was
+    written and the render dropped that request without a trace."""
     indices = land.indices(k)
     if land.inputs is None:  # the same for every trial; one message object, read once
         land.inputs = (_previous(state), _protected(state, protected))
@@ -829,11 +833,14 @@ async def _summarize(
     result = await run(latest or continued, settings)
     if result.ok:
         return result
-    if continued is not None:  # its memory flush is not written twice
-        return await run(None, replace(settings, memory_dir=None))
-    if latest is not None and _too_big(result.error):
+    again = replace(settings, memory_dir=None)  # its memory flush is not written twice
+    if continued is not None:
+        result = await run(None, again)
+        if result.ok:
+            return result
+    if _too_big(result.error):  # the newest summarized request, whichever, no longer whole
         with shorten_latest():
-            return await run(None, replace(settings, memory_dir=None))
+            return await run(None, again)
     return result
 
 

@@ -20,8 +20,23 @@ from .memo import RenderMemo
 
 __all__ = ("MessageTokenCache", "payload_tokens")
 
+#: Keys whose values are never text the model reads: a part's kind and role, cache markers,
+#: media types, inline data (counted by its own rule) and the opaque signatures of thinking
+#: (Anthropic's ``signature``, Gemini's ``thoughtSignature``), which the plan does not count
+#: either (counting a Gemini loop's 4 KB signatures as text made its re-plans cut every step).
 _SKIP_KEYS: Final = frozenset(
-    {"type", "role", "cache_control", "media_type", "mime_type", "mimeType", "signature", "data"}
+    {
+        "type",
+        "role",
+        "cache_control",
+        "media_type",
+        "mime_type",
+        "mimeType",
+        "signature",
+        "thoughtSignature",
+        "thought_signature",
+        "data",
+    }
 )
 _MESSAGE_OVERHEAD: Final = 4
 _REPLY_PRIMING: Final = 3
@@ -52,12 +67,13 @@ def _strings(value: Any, key: str = "") -> Iterator[str | int]:
             yield json.dumps(value, ensure_ascii=False)
             return
         kind = value.get("type")
-        if kind in _IMAGE_TYPES:
-            yield IMAGE_TOKENS
-            return
-        if kind == "input_audio":
-            yield input_audio_tokens(value)
-            return
+        if isinstance(kind, str):  # else a part passed through as it came: all of it is read
+            if kind in _IMAGE_TYPES:
+                yield IMAGE_TOKENS
+                return
+            if kind == "input_audio":
+                yield input_audio_tokens(value)
+                return
         for k, v in value.items():
             yield from _strings(v, k)
     elif isinstance(value, (list, tuple)):

@@ -182,7 +182,10 @@ def _item_format(item: Mapping[str, Any]) -> str | None:
         return "openai"
     content = item.get("content")
     if isinstance(content, list):
-        kinds = {b.get("type") for b in content if isinstance(b, Mapping)}
+        # a type that is no string is the importer's to name (it cannot be a set member)
+        kinds = {
+            k for b in content if isinstance(b, Mapping) and isinstance(k := b.get("type"), str)
+        }
         if kinds & {"tool_use", "tool_result", "thinking", "redacted_thinking", "image"}:
             return "anthropic"
         if kinds & {"input_text", "output_text", "input_image"}:

@@ -6,6 +6,7 @@ thing in both places: every block the exporter would drop is judged here, once.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -168,9 +169,11 @@ def exported_blocks(message: Message, provider: str, family: str | None) -> list
 
     OpenAI Responses: a reasoning item must be followed by the output item it led to (a
     message or a function call), so thinking after the last other block is not sent.
+    Anthropic: see :func:`thinking_first`.
     """
     strict = provider in STRICT_ALTERNATION
     out: list[Block] = []
+    thought = False
     for b in message.blocks:
         kind = type(b)
         if kind is Text:  # what :func:`exportable` decides for these exact types, inline
@@ -178,10 +181,30 @@ def exported_blocks(message: Message, provider: str, family: str | None) -> list
                 out.append(b)
         elif kind in _ALWAYS_SENT or exportable(b, provider, family):
             out.append(b)
+            thought = thought or isinstance(b, Thinking)
     if provider == "openai-responses":
         while out and isinstance(out[-1], Thinking):
             out.pop()
+    elif thought and provider == "anthropic":
+        return thinking_first(out)
     return out
+
+
+def thinking_first(blocks: list[Block]) -> list[Block]:
+    """``blocks`` of an assistant message as Anthropic takes them: when it holds thinking, its
+    first blocks must be thinking ("the first block must be thinking or redacted_thinking"),
+    and its last block cannot be ("the final block in an assistant message cannot be
+    `thinking`"). Thinking that led to nothing sent (a turn whose calls were cut, aborted) is
+    left out with its message; thinking after text (two turns merged into one, or blocks a log
+    kept out of order) moves before the rest, in its order."""
+    thinking = [b for b in blocks if isinstance(b, Thinking)]
+    if not thinking:
+        return blocks
+    if len(thinking) == len(blocks):
+        return []
+    if all(isinstance(b, Thinking) for b in blocks[: len(thinking)]):
+        return blocks
+    return [*thinking, *(b for b in blocks if not isinstance(b, Thinking))]
 
 
 def sent_as_image(image: Image) -> bool:
@@ -234,3 +257,43 @@ def strip_trailing_space(
             break
         i -= 1
     return tuple(out) if changed else None
+
+
+#: The tool names each provider takes in a request, history included: OpenAI
+#: ``^[a-zA-Z0-9_-]+$`` (64 at most), Anthropic ``^[a-zA-Z0-9_-]{1,128}$``, Gemini a letter or
+#: underscore first, then letters, digits, ``_ . : -`` (64 at most).
+_NAME_RULES: Final = {
+    "openai": (re.compile(r"[A-Za-z0-9_-]{1,64}"), re.compile(r"[^A-Za-z0-9_-]"), 64),
+    "anthropic": (re.compile(r"[A-Za-z0-9_-]{1,128}"), re.compile(r"[^A-Za-z0-9_-]"), 128),
+    "gemini": (re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}"), re.compile(r"[^A-Za-z0-9_.:-]"), 64),
+}
+_wire_names: dict[tuple[str, str], str] = {}
+
+
+def wire_name(name: str, provider: str) -> str:
+    """``name`` of a tool call or result as ``provider`` takes it: unchanged when it fits the
+    provider's rule (:data:`_NAME_RULES`), else every other character becomes ``_`` (``""``
+    becomes ``tool``; for Gemini one starting with neither a letter nor ``_`` gains a leading
+    ``_``), and one still too long keeps its head and an 8-character hash of the whole. A name
+    from another provider's log (``github.search``, ``fs/read file``, a call cut off before its
+    name) made the request fail; the model reads the name it is sent."""
+    key = (provider, name)
+    found = _wire_names.get(key)
+    if found is None:
+        found = _wire(name, provider)
+        if len(_wire_names) < 4096:
+            _wire_names[key] = found
+    return found
+
+
+def _wire(name: str, provider: str) -> str:
+    ok, bad, limit = _NAME_RULES.get(provider, _NAME_RULES["openai"])
+    if ok.fullmatch(name):
+        return name
+    safe = bad.sub("_", name) or "tool"
+    if provider == "gemini" and not (safe[0] == "_" or (safe[0].isascii() and safe[0].isalpha())):
+        safe = "_" + safe
+    if len(safe) > limit:
+        digest = hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        safe = f"{safe[: limit - 9]}_{digest}"
+    return safe

@@ -24,6 +24,8 @@ from ...transcript.providers import (
     family_of,
     image_placeholder,
     sent_as_image,
+    thinking_first,
+    wire_name,
 )
 
 __all__ = ("cache_marker", "export_anthropic", "marked", "message_blocks")
@@ -58,7 +60,7 @@ def _block_out(b: Block) -> dict[str, Any]:
         return {
             "type": "tool_use",
             "id": b.id,
-            "name": b.name,
+            "name": wire_name(b.name, "anthropic"),
             "input": arguments_object(b.arguments),
         }
     if isinstance(b, Thinking):
@@ -105,10 +107,10 @@ def message_blocks(m: Message, family: str | None) -> list[dict[str, Any]]:
     only in user turns and tool results ("'image' blocks are not permitted within assistant
     turns")."""
     if m.role == "assistant":
+        sent = [b for b in m.blocks if exportable(b, "anthropic", family)]
         return [
             _assistant_image(b) if isinstance(b, Image) else _block_out(b)
-            for b in m.blocks
-            if exportable(b, "anthropic", family)
+            for b in thinking_first(sent)
         ]
     return [_block_out(b) for b in m.blocks if exportable(b, "anthropic", family)]
 

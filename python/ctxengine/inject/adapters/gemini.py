@@ -20,7 +20,7 @@ from ...transcript.model import (
     ToolResult,
     Transcript,
 )
-from ...transcript.providers import exportable, family_of, image_placeholder
+from ...transcript.providers import exportable, family_of, image_placeholder, wire_name
 
 __all__ = ("export_gemini", "in_call_order", "message_parts")
 
@@ -36,7 +36,7 @@ def _result_out(r: ToolResult, names: Mapping[str, str]) -> dict[str, Any]:
     key = "error" if r.is_error else "output"
     fr: dict[str, Any] = {
         "id": r.call_id,
-        "name": r.name or names.get(r.call_id, "unknown"),
+        "name": wire_name(r.name or names.get(r.call_id, "unknown"), "gemini"),
         "response": {key: "\n".join(texts)},
     }
     media = [_media_out(c) for c in r.content if isinstance(c, Image)]
@@ -64,7 +64,7 @@ def _parts_out(blocks: list[Block], names: Mapping[str, str]) -> list[dict[str, 
             part = _media_out(b) if b.data or b.url else {"text": image_placeholder(b).text}
         elif isinstance(b, ToolCall):
             args = arguments_object(b.arguments)
-            part = {"functionCall": {"id": b.id, "name": b.name, "args": args}}
+            part = {"functionCall": {"id": b.id, "name": wire_name(b.name, "gemini"), "args": args}}
         else:
             part = _result_out(b, names)
         if pending_sig:

@@ -15,6 +15,7 @@ from ...transcript.providers import (
     PDF_FILENAME,
     image_placeholder,
     sent_as_image,
+    wire_name,
 )
 
 
@@ -91,7 +92,7 @@ def _assistant_out(m: Message) -> dict[str, Any]:
             {
                 "id": c.id,
                 "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments_json},
+                "function": {"name": wire_name(c.name, "openai"), "arguments": c.arguments_json},
             }
             for c in calls
         ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...transcript.importers.common import image_url
+from ...transcript.importers.responses import ITEMS_KEY
 from ...transcript.model import (
     Image,
     Message,
@@ -24,6 +25,7 @@ from ...transcript.providers import (
     image_placeholder,
     responses_reasoning_item,
     sent_as_image,
+    wire_name,
 )
 
 __all__ = ("export_responses", "instructions_of", "message_items")
@@ -59,25 +61,59 @@ def _simple(blocks: list[Text | Image]) -> str | list[dict[str, Any]]:
     return _content_parts(blocks)
 
 
+def _item_ids(m: Message) -> list[str | None] | None:
+    """The output item id each block of ``m`` came from (the importer's ``responses_items``),
+    or None when it recorded none or the blocks changed since (their number differs)."""
+    spans = m.meta.get(ITEMS_KEY)
+    if not isinstance(spans, (list, tuple)):
+        return None
+    ids: list[str | None] = []
+    for span in spans:
+        if not (isinstance(span, (list, tuple)) and len(span) == 2 and isinstance(span[1], int)):
+            return None
+        item_id = span[0] if isinstance(span[0], str) else None
+        ids.extend([item_id] * span[1])
+    return ids if len(ids) == len(m.blocks) else None
+
+
 def _assistant_items(m: Message, family: str | None) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
-    for b in m.blocks:
+    ids = _item_ids(m)
+    for k, b in enumerate(m.blocks):
+        item_id = ids[k] if ids is not None else None
         if isinstance(b, Thinking):
             item = responses_reasoning_item(b.signature)
             if item is not None and exportable(b, "openai-responses", family):
                 items.append(item)
         elif isinstance(b, (Text, Image)):
             text = b.text if isinstance(b, Text) else image_placeholder(b).text
-            items.append({"type": "message", "role": "assistant", "content": text})
-        elif isinstance(b, ToolCall):
+            if item_id is None:
+                items.append({"type": "message", "role": "assistant", "content": text})
+                continue
+            part = {"type": "output_text", "text": text, "annotations": []}
+            last = items[-1] if items else None
+            if last is not None and last.get("id") == item_id and last["type"] == "message":
+                last["content"].append(part)  # one output message of several parts, as it came
+                continue
             items.append(
                 {
-                    "type": "function_call",
-                    "call_id": b.id,
-                    "name": b.name,
-                    "arguments": b.arguments_json,
+                    "type": "message",
+                    "role": "assistant",
+                    "id": item_id,
+                    "status": "completed",
+                    "content": [part],
                 }
             )
+        elif isinstance(b, ToolCall):
+            call = {
+                "type": "function_call",
+                "call_id": b.id,
+                "name": wire_name(b.name, "openai"),
+                "arguments": b.arguments_json,
+            }
+            if item_id is not None:
+                call["id"] = item_id
+            items.append(call)
     # a reasoning item needs the item it led to after it (the API rejects one without): a
     # turn's trailing reasoning (its calls removed, or cut short) is not sent
     while items and items[-1]["type"] == "reasoning":

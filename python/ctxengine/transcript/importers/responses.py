@@ -53,11 +53,30 @@ def _reasoning(item: Mapping[str, Any], loc: Loc) -> Thinking:
     return Thinking("\n\n".join(texts), json.dumps(item, ensure_ascii=False, separators=(",", ":")))
 
 
-def _open_assistant(out: list[Message]) -> list[Block]:
-    """Blocks of the trailing assistant message (popped so it can be rebuilt), or a new list."""
+#: ``Message.meta`` key of an assistant message's output items: ``[[item id or None, number
+#: of blocks it gave], ...]`` in block order, kept when one of them has an id (see
+#: :func:`~ctxengine.inject.adapters.responses.message_items`).
+ITEMS_KEY: Final = "responses_items"
+
+
+def _assistant(out: list[Message], blocks: list[Block], item: Mapping[str, Any]) -> None:
+    """Append ``blocks`` of one output ``item`` to the trailing assistant message (rebuilt), or
+    to a new one; the item's id is recorded with its blocks when it has one, so the export
+    sends each item again with its id (the API pairs a reasoning item with the item that
+    followed it by their ids)."""
+    prev: list[Block] = []
+    spans: list[list[Any]] = []
     if out and out[-1].role == "assistant":
-        return list(out.pop().blocks)
-    return []
+        last = out.pop()
+        prev = list(last.blocks)
+        spans = [list(s) for s in last.meta.get(ITEMS_KEY, ())] or [[None, len(prev)]]
+    item_id = item.get("id")
+    if blocks:
+        spans.append([item_id if isinstance(item_id, str) and item_id else None, len(blocks)])
+    meta: dict[str, Any] = {"provider_family": "openai-responses"}
+    if any(s[0] is not None for s in spans):
+        meta[ITEMS_KEY] = spans
+    out.append(Message("assistant", (*prev, *blocks), meta=meta))
 
 
 def load_responses(items: list[Any], loc: Loc) -> list[Message]:
@@ -67,7 +86,6 @@ def load_responses(items: list[Any], loc: Loc) -> list[Message]:
         TranscriptError: an item has an unknown type or role, or a missing field.
     """
     out: list[Message] = []
-    family = {"provider_family": "openai-responses"}
     for i, raw in enumerate(items):
         at = loc.at(i)
         item = at.obj(raw)
@@ -76,9 +94,9 @@ def load_responses(items: list[Any], loc: Loc) -> list[Message]:
             role = at.need(item, "role", str)
             blocks = _parts(item.get("content"), at.at("content"))
             if role == "assistant":
-                prev = _open_assistant(out)
-                prev.extend(b for b in blocks if not (isinstance(b, Text) and not b.text))
-                out.append(Message("assistant", tuple(prev), meta=family))
+                _assistant(
+                    out, [b for b in blocks if not (isinstance(b, Text) and not b.text)], item
+                )
             elif role in ("system", "developer"):
                 texts = [b for b in blocks if isinstance(b, Text)]
                 out.append(Message("system", tuple(texts), meta={"openai_role": role}))
@@ -88,10 +106,9 @@ def load_responses(items: list[Any], loc: Loc) -> list[Message]:
                 at.at("role").fail("role", role, "'user', 'assistant', 'system' or 'developer'")
         elif kind == "function_call":
             call = tool_call(item.get("call_id"), item.get("name"), item.get("arguments"), at)
-            out.append(Message("assistant", (*_open_assistant(out), call), meta=family))
+            _assistant(out, [call], item)
         elif kind == "reasoning":
-            thinking = _reasoning(item, at)
-            out.append(Message("assistant", (*_open_assistant(out), thinking), meta=family))
+            _assistant(out, [_reasoning(item, at)], {})  # its id is in the item it keeps whole
         elif kind == "function_call_output":
             call_id = at.need(item, "call_id", str)
             output = item.get("output", "")
