@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def test_search_finds_exact_identifiers_and_paraphrases(tmp_path: Path) -> None:
     store = _store(tmp_path)
     [hit] = store.search("what causes E1042?", k=1)
     assert "expired token" in hit.text and hit.source == "memory/2026-03-07.md"
-    assert hit.bm25 == 1.0 and 0 < hit.vector <= 1
+    assert 0 < hit.bm25 < 1 and 0 < hit.vector <= 1  # BM25 over its ceiling, never 1.0
     assert "db-staging-02" in store.search("staging databases", k=1)[0].text  # stem-ish match
     assert store.search("", k=3) == []
     with pytest.raises(ValueError, match="k is 0"):
@@ -73,7 +74,7 @@ def test_any_embedding_callable_works_and_bm25_alone_too(tmp_path: Path) -> None
     assert calls[0] == 5 and calls[1] == 1
     lexical = _store(tmp_path / "lex", embedder=None)
     hit = lexical.search("billing token", k=1)[0]
-    assert hit.vector == 0 and hit.score == hit.bm25 == 1.0
+    assert hit.vector == 0 and 0 < hit.score == hit.bm25 < 1
 
 
 def test_hashing_embedder_is_normalized_and_stable() -> None:
@@ -83,6 +84,13 @@ def test_hashing_embedder_is_normalized_and_stable() -> None:
     assert np.array_equal(a[0], a[1]) and float(a[0] @ b[0]) > 0.5
     with pytest.raises(ValueError, match="dim is 4"):
         HashingEmbedder(4)
+
+
+def test_the_hashing_embedder_leaves_common_words_out() -> None:
+    # "the", "is", "what" made an unrelated entry look about 0.2 similar to a question
+    emb = HashingEmbedder()
+    assert np.array_equal(emb(["What is the release branch?"])[0], emb(["release branch"])[0])
+    assert not emb(["is the", "what's it?"]).any()  # similar to nothing
 
 
 async def test_the_memory_plugin_injects_relevant_mem_grains(tmp_path: Path) -> None:
@@ -123,3 +131,75 @@ def test_text_a_memory_file_cannot_hold_is_refused_and_nothing_written(tmp_path:
         with pytest.raises(EncodingError, match="memory text is bytes"):
             write(b"bytes")  # type: ignore[arg-type]
     assert store.files() == [] and len(store) == 0
+
+
+FACTS = (
+    "The staging database is db-staging-02; never run migrations on it.",
+    "Deploys go through the release branch, never main.",
+    "Alice prefers answers in French.",
+    "The API key rotation happens every 90 days.",
+    "Use pnpm, not npm, in the web/ folder.",
+)
+
+
+def _facts(tmp_path: Path, *extra: str, **kwargs: object) -> MemoryStore:
+    store = MemoryStore(tmp_path, **kwargs)  # type: ignore[arg-type]
+    for text in (*FACTS, *extra):
+        store.add_long_term(text)
+    return store
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "what's the weather like today?",
+        "is the",
+        "can you do it for me?",
+        "is there anything else?",
+        "what is it?",
+    ],
+)
+def test_a_message_sharing_only_common_words_with_the_memories_recalls_nothing(
+    tmp_path: Path, query: str
+) -> None:
+    # the best lexical match was scaled to 1.0 however weak, so a shared "the" or "it" put
+    # the hybrid at 0.5 and the plugin injected unrelated memories
+    store = _facts(tmp_path)
+    assert MemoryProvider(store).recall(query) == []  # default min_score=0.2
+    assert all(h.bm25 == 0 for h in store.search(query, k=5))
+
+
+@pytest.mark.parametrize("embedder", ["hashing", None])
+def test_a_relevant_query_recalls_its_memory_first_and_not_a_wordy_unrelated_one(
+    tmp_path: Path, embedder: str | None
+) -> None:
+    wordy = "The owner of the repo is the one who has to approve all of the merges to main."
+    plugin = MemoryProvider(_facts(tmp_path, wordy, embedder=embedder))
+    for query, fact in [
+        ("what is the name of the staging database?", FACTS[0]),
+        ("what is the name of the release branch for deploys?", FACTS[1]),
+        ("should I use npm in the web folder?", FACTS[4]),
+        ("who is the one to approve a merge?", wordy),
+    ]:
+        assert [g.text.split("\n", 1)[1] for g in plugin.recall(query)] == [fact], query
+
+
+def test_bm25_scores_are_on_one_scale_for_every_query(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path, embedder=None)
+    store.add_long_term("alpha beta")
+    store.add_long_term("gamma delta")
+
+    def bm25(query: str) -> float:
+        [hit] = store.search(query, k=5)
+        assert hit.text == "alpha beta" and hit.score == hit.bm25
+        return hit.bm25
+
+    # an entry of average length holding each query word once: 1 / (k1 + 1), whatever the
+    # other entries score (the best match of a search is not rescaled to 1.0)
+    assert bm25("alpha") == pytest.approx(1 / 2.2, abs=1e-6)
+    assert bm25("alpha beta") == pytest.approx(1 / 2.2, abs=1e-6)
+    # a word no entry holds counts against the match: half a question is a weaker match
+    weak = bm25("alpha zeta")
+    assert weak == pytest.approx(math.log(2) / (2.2 * math.log(12)), abs=1e-6)
+    assert bm25("the alpha of it") == bm25("alpha")  # common words neither help nor hurt
+    assert store.search("the of it", k=5) == []

@@ -25,7 +25,8 @@ class MemoryProvider:
     Args:
         folder: The memory folder (``MEMORY.md``, ``memory/YYYY-MM-DD.md``), or a store.
         k: Most entries per message.
-        min_score: Hybrid score (0..1) an entry needs.
+        min_score: Hybrid score (0..1) an entry needs; scores are on one absolute scale
+            for every message (:mod:`ctxengine.memory.store`).
         embedder: See :class:`~ctxengine.memory.MemoryStore` (default: hashing embedder).
         priority: Plugin priority; entry ``i`` (rank) gets grain priority ``priority + i``.
 

@@ -3,12 +3,28 @@
 
 Any ``texts -> vectors`` callable is an embedder; :class:`HashingEmbedder` is a deterministic
 one that needs no model (hashed word and character n-gram features), so search works offline.
+
+How a score is made (so that ``min_score`` means the same for every query):
+
+- BM25 indexes the entries' words less common English function words (:data:`STOPWORDS`):
+  "the" or "is" in a question says nothing about which memory it is about, and a query made
+  only of such words matches no entry lexically.
+- The BM25 part is the entry's BM25 score divided by the highest score any entry could reach
+  for this query: every distinct query word at BM25's term-frequency ceiling, ``idf * (k1 + 1)``
+  summed over the query words, those no entry holds included. It is thus in [0, 1) on an
+  absolute scale: an entry that shares one rare word of a five-word question stays a small
+  fraction, whatever the other entries score (it was divided by the batch's best score, which
+  made the best match 1.0 however weak).
+- The vector part is the cosine similarity of the embeddings, clipped to [0, 1] (the
+  :class:`HashingEmbedder` also leaves the :data:`STOPWORDS` out); the hybrid is
+  ``(1 - weight) * bm25 + weight * vector``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -26,10 +42,43 @@ from .daily import DAILY_DIR, LONG_TERM, append_daily, check_text
 
 logger = logging.getLogger(__name__)
 
-__all__ = ("Embedder", "HashingEmbedder", "MemoryHit", "MemoryStore", "split_entries")
+__all__ = (
+    "STOPWORDS",
+    "Embedder",
+    "HashingEmbedder",
+    "MemoryHit",
+    "MemoryStore",
+    "split_entries",
+)
 
 Embedder = Callable[[Sequence[str]], Any]
 _BLOCK: Final = re.compile(r"\n\s*\n|^(?=#{1,3} )", re.M)
+# BM25 parameters of the memory index (the Rust defaults), also used for the score's ceiling
+_K1: Final = 1.2
+_B: Final = 0.75
+
+STOPWORDS: Final = frozenset(
+    # common English function words, as :func:`bm25_tokenize` yields them: lowercase, and the
+    # pieces of contractions ("what's" -> "what", "s"; "don't" -> "don", "t") included
+    """
+    a about above after again against all am an and any are aren as at be because been before
+    being below between both but by can could couldn d did didn do does doesn doing don during
+    each few for from further had hadn has hasn have haven having he her here hers herself him
+    himself his how i if in into is isn it its itself just ll m ma me might mightn more most
+    must mustn my myself needn no nor not now o of on once only or other our ours ourselves out
+    own re s same shan she should shouldn so some such t than that the their theirs them
+    themselves then there these they this those through to too until ve very was wasn we were
+    weren what when where which while who whom why will with won would wouldn y you your yours
+    yourself yourselves
+    """.split()  # noqa: SIM905 (a word list reads better as text)
+)
+"""Words left out of the memory's BM25 index and queries (they appear in most entries and most
+questions, so sharing one says nothing about relevance)."""
+
+
+def _lexical(text: str) -> str:
+    """``text`` as the BM25 index sees it: its tokens less :data:`STOPWORDS`."""
+    return " ".join(t for t in bm25_tokenize(text) if t not in STOPWORDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +96,8 @@ class MemoryHit:
 
 class HashingEmbedder:
     """Deterministic embeddings without a model: words and character 3-grams hashed (blake2b)
-    into ``dim`` signed buckets, L2-normalized.
+    into ``dim`` signed buckets, L2-normalized. Words of :data:`STOPWORDS` are left out, as
+    from BM25, so a text made only of them is the zero vector (similar to nothing).
 
     Raises:
         ValueError: ``dim`` is below 8.
@@ -59,7 +109,7 @@ class HashingEmbedder:
         self.dim = dim
 
     def _features(self, text: str) -> list[str]:
-        words = bm25_tokenize(text)
+        words = [w for w in bm25_tokenize(text) if w not in STOPWORDS]
         grams = [w[i : i + 3] for w in words if len(w) > 3 for i in range(len(w) - 2)]
         return words + grams
 
@@ -91,7 +141,8 @@ class MemoryStore:
     Args:
         folder: The memory folder (created on first write).
         embedder: ``texts -> array (n, dim)``; None: BM25 only. Default :class:`HashingEmbedder`.
-        weight: Share of the vector score in the hybrid (the rest is BM25, scaled to [0, 1]).
+        weight: Share of the vector score in the hybrid (the rest is BM25, scaled to [0, 1]
+            by the query's highest attainable score).
 
     Raises:
         ValueError: ``weight`` outside [0, 1].
@@ -112,7 +163,7 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._stamp: tuple[tuple[str, int, int], ...] | None = None
         self._entries: list[tuple[str, int, str]] = []
-        self._index = Bm25Index()
+        self._index = Bm25Index(_K1, _B)
         self._vectors: npt.NDArray[np.float32] | None = None
 
     def files(self) -> list[Path]:
@@ -168,8 +219,8 @@ class MemoryStore:
                 logger.warning("memory file %s skipped: %s", path, exc)
                 continue
             entries += [(rel, i, e) for i, e in enumerate(split_entries(text))]
-        index = Bm25Index()
-        index.add([str(i) for i in range(len(entries))], [e[2] for e in entries])
+        index = Bm25Index(_K1, _B)
+        index.add([str(i) for i in range(len(entries))], [_lexical(e[2]) for e in entries])
         vectors = None
         if self.embedder is not None and entries:
             vectors = np.asarray(self.embedder([e[2] for e in entries]), dtype=np.float32)
@@ -191,8 +242,26 @@ class MemoryStore:
             self._refresh()
             return len(self._entries)
 
+    @staticmethod
+    def _lexical_scores(index: Bm25Index, n: int, query: str) -> npt.NDArray[np.float32]:
+        """Each entry's BM25 score for ``query`` (already :func:`_lexical`) over the highest
+        score an entry could reach for it: the sum, over the distinct query words, of
+        ``idf * (k1 + 1)`` (BM25's term-frequency ceiling; a word no entry holds has the
+        highest idf). So 1.0 is out of reach and a match on a few words of a long question
+        stays a small fraction."""
+        lexical = np.zeros(n, dtype=np.float32)
+        terms = dict.fromkeys(bm25_tokenize(query))  # the words the index scores, once each
+        if not terms:
+            return lexical
+        idf = sum(math.log1p((n - df + 0.5) / (df + 0.5)) for df in map(index.doc_freq, terms))
+        ceiling = (_K1 + 1) * idf
+        for doc, score in index.search(query, n):
+            lexical[int(doc)] = min(score / ceiling, 1.0)
+        return lexical
+
     def search(self, query: str, k: int = 5) -> list[MemoryHit]:
-        """The ``k`` entries best matching ``query``, best first (ties: file order).
+        """The ``k`` entries best matching ``query``, best first (ties: file order). Scores are
+        on an absolute scale (see the module's notes), comparable between queries.
 
         Raises:
             ValueError: ``k`` is below 1, or the embedder returned the wrong number of vectors.
@@ -204,11 +273,7 @@ class MemoryStore:
             entries, index, vectors = self._entries, self._index, self._vectors
         if not entries or not query.strip():
             return []
-        lexical = np.zeros(len(entries), dtype=np.float32)
-        for doc, score in index.search(query, len(entries)):
-            lexical[int(doc)] = score
-        if lexical.max() > 0:
-            lexical /= lexical.max()
+        lexical = self._lexical_scores(index, len(entries), _lexical(query))
         semantic = np.zeros(len(entries), dtype=np.float32)
         if vectors is not None and self.embedder is not None:
             q = np.asarray(self.embedder([query]), dtype=np.float32)[0]
