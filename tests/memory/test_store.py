@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from ctxengine import ContextEngine
 from ctxengine.builtins import BUILTINS, MemoryProvider
+from ctxengine.errors import ConfigTypeError, CtxEngineError, PluginError
 from ctxengine.events import UserMessage
 from ctxengine.memory import HashingEmbedder, MemoryStore, split_entries
 
@@ -203,3 +205,46 @@ def test_bm25_scores_are_on_one_scale_for_every_query(tmp_path: Path) -> None:
     assert weak == pytest.approx(math.log(2) / (2.2 * math.log(12)), abs=1e-6)
     assert bm25("the alpha of it") == bm25("alpha")  # common words neither help nor hurt
     assert store.search("the of it", k=5) == []
+
+
+@pytest.mark.parametrize(
+    ("query", "k", "message"),
+    [
+        pytest.param(None, 3, "query is NoneType None; expected a str", id="query-None"),
+        pytest.param(5, 3, "query is int 5; expected a str", id="query-int"),
+        pytest.param(b"db", 3, "query is bytes b'db'; expected a str", id="query-bytes"),
+        pytest.param("db", 2.5, "k is float 2.5; expected an int >= 1", id="k-float"),
+        pytest.param("db", "3", "k is str '3'; expected an int >= 1", id="k-str"),
+        pytest.param("db", True, "k is bool True; expected an int >= 1", id="k-bool"),
+        pytest.param("db", None, "k is NoneType None; expected an int >= 1", id="k-None"),
+    ],
+)
+def test_search_refuses_a_query_or_k_of_the_wrong_kind_with_the_library_error(
+    tmp_path: Path, query: object, k: object, message: str
+) -> None:
+    # these raised a raw AttributeError or TypeError (and True was taken as k=1)
+    store = _store(tmp_path)
+    with pytest.raises(ConfigTypeError, match=re.escape(message)) as caught:
+        store.search(query, k=k)  # type: ignore[arg-type]
+    assert isinstance(caught.value, CtxEngineError) and isinstance(caught.value, TypeError)
+    if not isinstance(k, int) or isinstance(k, bool):  # the plugin refuses it up front
+        with pytest.raises(PluginError, match=re.escape(message)):
+            MemoryProvider(store, k=k)  # type: ignore[arg-type]
+
+
+def test_a_lone_surrogate_in_the_query_is_searched_as_a_replacement_character(
+    tmp_path: Path,
+) -> None:
+    # the query reached the Rust index as is and raised a raw UnicodeEncodeError, so the
+    # memory plugin faulted on such a user message
+    seen: list[str] = []
+
+    def embed(texts: list[str]) -> np.ndarray:
+        seen.extend(texts)
+        return HashingEmbedder()(texts)
+
+    store = _store(tmp_path, embedder=embed)
+    [hit] = store.search("staging \udcff database", k=1)
+    assert "db-staging-02" in hit.text and seen[-1] == "staging \ufffd database"
+    [grain] = MemoryProvider(store, k=1).recall("why E1042 \ud800?")
+    assert "expired token" in grain.text

@@ -31,7 +31,7 @@ class MemoryProvider:
         priority: Plugin priority; entry ``i`` (rank) gets grain priority ``priority + i``.
 
     Raises:
-        PluginError: ``k`` below 1 or ``min_score`` outside [0, 1].
+        PluginError: ``k`` not an int, below 1, or ``min_score`` outside [0, 1].
     """
 
     name = "memory"
@@ -46,6 +46,10 @@ class MemoryProvider:
         embedder: Embedder | str | None = "hashing",
         priority: int = 40,
     ) -> None:
+        if isinstance(k, bool) or not isinstance(k, int):  # the store would refuse every search
+            raise PluginError(
+                f"k is {type(k).__name__} {k!r:.60}; expected an int >= 1", plugin=self.name
+            )
         if k < 1 or not 0 <= min_score <= 1:
             raise PluginError(
                 f"need k >= 1 and 0 <= min_score <= 1; got k={k}, min_score={min_score}",

@@ -37,7 +37,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .._core import Bm25Index, bm25_tokenize
-from ..errors import ConfigError
+from ..errors import ConfigError, ConfigTypeError
+from ..transcript.model import valid_utf8
 from .daily import DAILY_DIR, LONG_TERM, append_daily, check_text
 
 logger = logging.getLogger(__name__)
@@ -260,14 +261,22 @@ class MemoryStore:
         return lexical
 
     def search(self, query: str, k: int = 5) -> list[MemoryHit]:
-        """The ``k`` entries best matching ``query``, best first (ties: file order). Scores are
-        on an absolute scale (see the module's notes), comparable between queries.
+        """The ``k`` entries best matching ``query``, best first (ties: file order). A lone
+        surrogate in ``query`` (UTF-8 cannot hold one) is searched as U+FFFD, as text entering
+        a session is. Scores are on an absolute scale (see the module's notes), comparable
+        between queries.
 
         Raises:
+            ConfigTypeError: ``query`` is not a str, or ``k`` not an int.
             ValueError: ``k`` is below 1, or the embedder returned the wrong number of vectors.
         """
+        if not isinstance(query, str):
+            raise ConfigTypeError(f"query is {type(query).__name__} {query!r:.60}; expected a str")
+        if not isinstance(k, int) or isinstance(k, bool):
+            raise ConfigTypeError(f"k is {type(k).__name__} {k!r:.60}; expected an int >= 1")
         if k < 1:
             raise ConfigError(f"k is {k}; expected at least 1")
+        query = valid_utf8(query)
         with self._lock:
             self._refresh()
             entries, index, vectors = self._entries, self._index, self._vectors
