@@ -16,10 +16,17 @@ from typing import Any
 import pytest
 from agents.run_config import CallModelData, ModelInputData
 from openai.types.responses import (
+    EasyInputMessageParam,
     ResponseFunctionToolCall,
+    ResponseFunctionWebSearch,
     ResponseOutputMessage,
     ResponseOutputText,
+    ResponseReasoningItem,
 )
+from openai.types.responses.response_function_web_search import ActionSearch
+from openai.types.responses.response_input_item_param import FunctionCallOutput
+from openai.types.responses.response_input_item_param import ItemReference as ItemReferenceParam
+from openai.types.responses.response_reasoning_item import Summary
 
 from ctxengine import BudgetError, count_tokens
 from ctxengine.integrations.openai_agents import fit_model_input
@@ -196,3 +203,156 @@ def test_a_budget_of_the_wrong_type_is_refused_by_name(budget: object) -> None:
 
     with pytest.raises(ConfigTypeError, match=rf"budget is {re.escape(repr(budget))}"):
         fit_model_input(model="gpt-4o", budget=budget)  # type: ignore[arg-type]
+
+
+def _web_search(n: int) -> ResponseFunctionWebSearch:
+    return ResponseFunctionWebSearch(
+        id=f"ws_{n}",
+        type="web_search_call",
+        status="completed",
+        action=ActionSearch(type="search", query=f"query {n}"),
+    )
+
+
+def _leading(kind: str) -> Any:
+    if kind in ("developer", "system"):
+        return EasyInputMessageParam(role=kind, content="Answer in French.")  # type: ignore[typeddict-item]
+    if kind == "web_search_call":
+        return _web_search(0)
+    return ItemReferenceParam(type="item_reference", id="msg_earlier")
+
+
+@pytest.mark.parametrize("kind", ["developer", "system", "web_search_call", "item_reference"])
+def test_a_leading_pass_through_item_stays_when_everything_fits(kind: str) -> None:
+    items = [_leading(kind), EasyInputMessageParam(role="user", content="hi")]
+    _, out = _call(items, "Be brief.", 10_000)
+    assert out.input is items
+    assert len(out.input) == 2 and out.input[0] is items[0] and out.input[1] is items[1]
+
+
+def _turns(count: int) -> list[Any]:
+    """``count`` turns of a reasoning model: question, reasoning, a call and its output,
+    reasoning, then an answer in two text parts."""
+    items: list[Any] = []
+    for i in range(count):
+        items += [
+            EasyInputMessageParam(role="user", content=f"question {i}: " + "why " * 40),
+            ResponseReasoningItem(
+                id=f"rs_{i}a",
+                type="reasoning",
+                summary=[Summary(type="summary_text", text=f"look at the files ({i})")],
+                encrypted_content="gAAAA" + "a" * 40,
+            ),
+            ResponseFunctionToolCall(
+                type="function_call",
+                id=f"fc_{i}",
+                call_id=f"call_{i}",
+                name="ls",
+                arguments="{}",
+                status="completed",
+            ),
+            FunctionCallOutput(type="function_call_output", call_id=f"call_{i}", output="f " * 60),
+            ResponseReasoningItem(
+                id=f"rs_{i}b", type="reasoning", summary=[], encrypted_content="gAAAA" + "b" * 40
+            ),
+            ResponseOutputMessage(
+                id=f"msg_{i}",
+                type="message",
+                role="assistant",
+                status="completed",
+                content=[
+                    ResponseOutputText(type="output_text", text=f"Answer {i}", annotations=[]),
+                    ResponseOutputText(type="output_text", text=" in two parts.", annotations=[]),
+                ],
+            ),
+        ]
+    return items
+
+
+def test_a_run_that_fits_comes_back_item_for_item_with_two_part_answers() -> None:
+    # an answer of two text parts is two items of the export: the other items must still match
+    items = [*_turns(3), EasyInputMessageParam(role="user", content="and now?")]
+    _, out = _call(items, "Be brief.", 50_000)
+    assert out.input is items
+    assert len(out.input) == len(items)
+    assert all(got is given for got, given in zip(out.input, items, strict=True))
+
+
+def test_a_cut_run_gives_back_each_kept_reasoning_item_and_the_item_after_it() -> None:
+    items = [*_turns(12), EasyInputMessageParam(role="user", content="and now?")]
+    fit_filter, out = _call(items, "Be brief.", 1_500)
+    indices = [_index(items, got) for got in out.input]
+    assert "Summary of the earlier conversation" in json.dumps(out.input[0])
+    kept = [k for k in indices if k is not None]
+    assert len(kept) == len(out.input) - 1  # all but the summary are the caller's objects
+    assert kept == list(range(kept[0], len(items)))  # the newest items, in order
+    reasonings = [k for k in kept if isinstance(items[k], ResponseReasoningItem)]
+    assert reasonings
+    for k in reasonings:  # the API pairs a reasoning item with the next item by its id
+        assert k + 1 in kept and getattr(items[k + 1], "id", None) is not None
+    answers = [k for k in kept if isinstance(items[k], ResponseOutputMessage)]
+    assert answers
+    assert fit_filter.last is not None and fit_filter.last.tokens <= 1_500
+
+
+def _builds() -> list[Any]:
+    items: list[Any] = [EasyInputMessageParam(role="user", content="Why does the build fail?")]
+    for i in range(1, 6):
+        items.append(
+            ResponseFunctionToolCall(
+                type="function_call",
+                call_id=f"call_{i}",
+                name="run",
+                arguments='{"cmd": "make"}',
+            )
+        )
+        if i == 3:
+            items.append(_web_search(3))
+        items.append(
+            FunctionCallOutput(
+                type="function_call_output",
+                call_id=f"call_{i}",
+                output=f"attempt {i}: error: missing foo.h\n" * 12,
+            )
+        )
+    items.append(EasyInputMessageParam(role="user", content="And now?"))
+    return items
+
+
+def test_a_cut_keeps_leading_instructions_and_drops_a_leading_hosted_item() -> None:
+    items = [
+        EasyInputMessageParam(role="developer", content="Answer in French."),
+        _web_search(0),
+        EasyInputMessageParam(role="system", content="Never run rm."),
+        *_turns(12),
+        EasyInputMessageParam(role="user", content="and now?"),
+    ]
+    _, out = _call(items, "Be brief.", 1_500)
+    # the instructions stay first, in their order; the history after them was summarized
+    assert out.input[0] is items[0] and out.input[1] is items[2]
+    assert "Summary of the earlier conversation" in json.dumps(out.input[2])
+    # the search was part of what the summary replaced: it went with the cut (as documented)
+    assert all(got is not items[1] for got in out.input)
+    assert out.input[-1] is items[-1]
+
+
+def test_a_hosted_item_just_before_the_first_kept_item_stays() -> None:
+    items = [*_turns(12), _web_search(99), EasyInputMessageParam(role="user", content="and now?")]
+    _, out = _call(items, "Be brief.", 200)
+    indices = [_index(items, got) for got in out.input]
+    assert indices[0] is None and "Summary" in json.dumps(out.input[0])
+    # the fit kept only the last question: the search before it is not part of the cut
+    assert indices[1:] == [len(items) - 2, len(items) - 1]
+
+
+def test_a_pass_through_item_keeps_its_place_before_a_changed_item() -> None:
+    items = _builds()
+    search = next(k for k, item in enumerate(items) if isinstance(item, ResponseFunctionWebSearch))
+    _, out = _call(items, "You fix builds.", 440)
+    indices = [_index(items, got) for got in out.input]
+    at = indices.index(search)
+    assert out.input[at - 1] is items[search - 1]  # the call it followed...
+    # ...and the output it came before, cleared by the fit (a new dict)
+    after = dict(out.input[at + 1])
+    assert indices[at + 1] is None and after["call_id"] == "call_3"
+    assert str(after["output"]).startswith("[tool result cleared")

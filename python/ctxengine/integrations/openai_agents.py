@@ -21,18 +21,20 @@
   and input items go through :func:`ctxengine.fitting.fit` for the Responses API, so the model
   sees a valid history (calls paired with outputs) within the budget:
   ``RunConfig(call_model_input_filter=fit_model_input(model="gpt-4o", budget=32_000))``.
-  Items the fit leaves as they were go back as the caller's own objects; items the neutral
-  model does not hold (hosted-tool calls, item references, developer messages...) pass
-  through unchanged.
+  Items the fit leaves as they were go back as the caller's own objects (a call that fits gets
+  its input items back); items the neutral model does not hold (hosted-tool calls, item
+  references, developer messages...) pass through unchanged.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import json
 import threading
 import weakref
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -306,7 +308,8 @@ class _FitFilter:
     them to the items it holds: ids, statuses and annotations kept); what it changed or made
     (a trimmed output, a summary) is a new dict. Items the neutral model does not hold (system
     and developer messages, hosted-tool calls, item references, file parts...) pass through
-    unchanged, in their place among the kept items, and their tokens are reserved."""
+    unchanged, in their place among the sent items (system and developer messages always), and
+    their tokens are reserved."""
 
     def __init__(self, model: str, budget: Budget | int | None, options: dict[str, Any]) -> None:
         if isinstance(budget, bool) or not (budget is None or isinstance(budget, (int, Budget))):
@@ -355,14 +358,97 @@ class _FitFilter:
         )
         self.last = out
         payload = out.payload
-        sent = _restored(payload["input"], [items[k] for k in fitted], fitted, originals)
+        summarized = any(m.meta.get(_SUMMARY_META) for m in out.transcript.messages)
+        own = [items[k] for k in fitted]
+        sent = _restored(payload["input"], own, fitted, originals, summarized)
         if passed:
-            sent = _with_passed(sent, passed, originals)
+            sent = _with_passed(sent, passed, fitted, items, originals)
         kept = payload.get("instructions")
+        given = data.model_data.input
+        answer = [s.item for s in sent.items]
+        if len(answer) == len(given) and all(a is b for a, b in zip(answer, given, strict=True)):
+            answer = given  # nothing fitted away: the input list itself (the SDK passes a copy)
         return ModelInputData(
-            input=[item for _, item in sent],
+            input=answer,
             instructions=instructions if kept == instructions else kept,
         )
+
+
+#: The meta key of the message a compaction made (the summary of the messages it replaced).
+_SUMMARY_META: Final = "ctxengine_summary"
+
+#: A call put after a lone ``reasoning`` item when it is exported alone: the exporter leaves
+#: out a reasoning item with nothing after it (the API rejects one), not one in a history.
+_AFTER_REASONING: Final = {"type": "function_call", "call_id": "_", "name": "_", "arguments": "{}"}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Sent:
+    """One item of the filter's answer: ``index`` is its index in the caller's input when it
+    is the caller's own object (else None: the fit changed or made it); ``source`` the index
+    of the input item it stands for (changed or not; None for what the fit made, a summary)."""
+
+    index: int | None
+    item: Any
+    source: int | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Restored:
+    """The fit's items as :class:`_Sent`; ``cut``: whether the fit left out (summarized or
+    dropped) any input item older than its first item given back as the caller's own."""
+
+    items: list[_Sent]
+    cut: bool
+
+
+def _export(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    exported: list[dict[str, Any]] = load(items, format="openai-responses").to(
+        "openai-responses", hygiene=False
+    )["input"]
+    return exported
+
+
+def _exported_alone(item: dict[str, Any]) -> list[str]:
+    """The keys of the items ``item`` is exported as, by itself (a reasoning item with a call
+    after it, which is then taken off)."""
+    if item.get("type") != "reasoning":
+        return [_key(x) for x in _export([item])]
+    after = _key(_AFTER_REASONING)
+    keys = [_key(x) for x in _export([item, _AFTER_REASONING])]
+    return keys[:-1] if keys and keys[-1] == after else keys
+
+
+def _owners(items: list[dict[str, Any]], exported: list[str]) -> tuple[list[int | None], set[int]]:
+    """For each key of ``exported`` (the export of ``items`` together), the index of the item
+    it was made from, or None when it cannot be told; and the items exported as nothing.
+
+    Each item is exported by itself, and those exports are aligned with the whole one (they
+    agree unless the export of a run differs from the export of its items, e.g. a reasoning
+    item left out at the end): a difference loses the match of the items it touches only."""
+    alone: list[str] = []
+    made_from: list[int] = []
+    for i, item in enumerate(items):
+        keys = _exported_alone(item)
+        alone += keys
+        made_from += [i] * len(keys)
+    empty = set(range(len(items))) - set(made_from)
+    if alone == exported:
+        return list(made_from), empty
+    owners: list[int | None] = [None] * len(exported)
+    matcher = difflib.SequenceMatcher(None, alone, exported, autojunk=False)
+    for a, b, size in matcher.get_matching_blocks():
+        for d in range(size):
+            owners[b + d] = made_from[a + d]
+    # an item counts only when all of what it was exported as is matched
+    whole = Counter(made_from)
+    found = Counter(i for i in owners if i is not None)
+    return [i if i is not None and found[i] == whole[i] else None for i in owners], empty
+
+
+def _shape(item: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What an item the fit changed keeps of the one it came from: type, role and call id."""
+    return (item.get("type"), item.get("role"), item.get("call_id"))
 
 
 def _restored(
@@ -370,51 +456,126 @@ def _restored(
     items: list[dict[str, Any]],
     where: list[int],
     originals: list[Any],
-) -> list[tuple[int | None, Any]]:
-    """``sent`` with each item the fit left as it was replaced by the caller's own object:
-    ``(index in originals, item)``, the index None for an item the fit changed or made.
+    summarized: bool,
+) -> _Restored:
+    """``sent`` with each input item the fit left as it was replaced by the caller's own
+    object (``where``: the input index of each of ``items``).
 
-    The fit's unchanged items are those equal to the export of the unfitted items (one item
-    each, in order, when the export keeps their number; else nothing is replaced)."""
-    baseline = load(items, format="openai-responses").to("openai-responses", hygiene=False)
-    exported = baseline["input"]
-    if len(exported) != len(items):
-        return [(None, item) for item in sent]
+    When ``sent`` is the export of ``items`` (nothing fitted away), it is the input items
+    themselves. Else each input item is matched to what it is exported as (one item, two
+    messages for an assistant message of two text parts, none...); an input item whose whole
+    export is in ``sent``, unchanged, in one run, goes back as the caller's object. A
+    mismatch loses the match of the items it touches, not of the others. Items the fit
+    changed are matched to the input item of the same type, role and call id in their place,
+    so the filter knows what they stand for (``summarized``: ``sent`` opens with a summary)."""
+    exported = _export(items)
+    keys = [_key(item) for item in exported]
+    sent_keys = [_key(item) for item in sent]
+    if sent_keys == keys:
+        whole = [_Sent(k, originals[k], k) for k in where]
+        return _Restored(whole, False)
+    owners, empty = _owners(items, keys)
+    groups: dict[int, list[int]] = {}
+    for j, i in enumerate(owners):
+        if i is not None:
+            groups.setdefault(i, []).append(j)
+    # sent item -> the exported item it is, unchanged (in order: each after the previous one)
     positions: dict[str, list[int]] = {}
-    for j, item in enumerate(exported):
-        positions.setdefault(_key(item), []).append(j)
-    out: list[tuple[int | None, Any]] = []
-    after = 0  # an unchanged item is matched only after the previous one, keeping the order
-    for item in sent:
-        found = next((j for j in positions.get(_key(item), ()) if j >= after), None)
-        if found is None:
-            out.append((None, item))
-        else:
-            out.append((where[found], originals[where[found]]))
+    for j, key in enumerate(keys):
+        positions.setdefault(key, []).append(j)
+    same: list[int | None] = []
+    after = 0
+    for key in sent_keys:
+        found = next((j for j in positions.get(key, ()) if j >= after), None)
+        same.append(found)
+        if found is not None:
             after = found + 1
-    return out
+    # sent item -> the exported item the next unchanged sent item is (the end when none)
+    upto = [len(keys)] * len(sent)
+    for s in range(len(sent) - 2, -1, -1):
+        nxt = same[s + 1]
+        upto[s] = nxt if nxt is not None else upto[s + 1]
+    out: list[_Sent] = []
+    s = 0
+    bound = 0  # the exported items sent items may still stand for start here
+    while s < len(sent):
+        at = same[s]
+        if at is None and summarized and s == 0:  # the summary stands for no one input item
+            out.append(_Sent(None, sent[s], None))
+            s += 1
+            continue
+        if at is None:  # changed: it stands for the next exported item of its shape
+            shape = _shape(sent[s])
+            at = next(
+                (
+                    x
+                    for x in range(bound, upto[s])
+                    if owners[x] is not None and _shape(exported[x]) == shape
+                ),
+                None,
+            )
+        i = None if at is None else owners[at]
+        if at is None or i is None:
+            out.append(_Sent(None, sent[s], None))
+            s += 1
+            continue
+        group = groups[i]
+        if same[s] == group[0] and same[s : s + len(group)] == group:
+            out.append(_Sent(where[i], originals[where[i]], where[i]))
+            s += len(group)
+            bound = group[-1] + 1
+            continue
+        out.append(_Sent(None, sent[s], where[i]))
+        bound = at + 1
+        s += 1
+    first = next((x.index for x in out if x.index is not None), None)
+    stand = {x.source for x in out} | {where[i] for i in empty}
+    cut = summarized or any(k not in stand for k in where if first is None or k < first)
+    return _Restored(out, cut)
+
+
+def _instruction(item: Mapping[str, Any]) -> bool:
+    kind = item.get("type") or ("message" if "role" in item else None)
+    return kind == "message" and item.get("role") in ("system", "developer")
 
 
 def _with_passed(
-    sent: list[tuple[int | None, Any]], passed: list[int], originals: list[Any]
-) -> list[tuple[int | None, Any]]:
+    sent: _Restored,
+    passed: list[int],
+    fitted: list[int],
+    items: list[dict[str, Any]],
+    originals: list[Any],
+) -> _Restored:
     """``sent`` with the passed-through items put back in their places: each before the first
-    kept item that came after it. Those older than every kept item went with the cut, unless
-    one of the same ``call_id`` stays (a hosted call and its output are kept together)."""
-    kept = [k for k, _ in sent if k is not None]
-    first = min(kept) if kept else None
-    staying = [k for k in passed if first is None or k > first]
+    item standing for a later input item (those before every fitted item first of all).
+
+    System and developer messages always stay (instructions, as the engine keeps system
+    messages). Another item older than every item given back as the caller's own stays when
+    the fit cut nothing before that item, or the input item after it is in the answer;
+    else it went with the cut, unless one of the same ``call_id`` stays (a hosted call and its
+    output are kept together)."""
+    first = next((x.index for x in sent.items if x.index is not None), None)
+    stand = {x.source for x in sent.items}
+
+    def stays(k: int) -> bool:
+        if first is None or k > first or _instruction(items[k]) or not sent.cut:
+            return True
+        after = next((f for f in fitted if f > k), None)
+        return after is not None and after in stand
+
+    staying = [k for k in passed if stays(k)]
     calls = {_call_id(originals[k]) for k in staying} - {None}
     staying = sorted({*staying, *(k for k in passed if _call_id(originals[k]) in calls)})
-    out: list[tuple[int | None, Any]] = []
-    pending = list(staying)
-    for k, item in sent:
-        while pending and k is not None and pending[0] < k:
+    start = fitted[0] if fitted else None
+    out = [_Sent(k, originals[k], k) for k in staying if start is None or k < start]
+    pending = [k for k in staying if start is not None and k > start]
+    for x in sent.items:
+        while pending and x.source is not None and pending[0] < x.source:
             index = pending.pop(0)
-            out.append((index, originals[index]))
-        out.append((k, item))
-    out.extend((index, originals[index]) for index in pending)
-    return out
+            out.append(_Sent(index, originals[index], index))
+        out.append(x)
+    out.extend(_Sent(index, originals[index], index) for index in pending)
+    return _Restored(out, sent.cut)
 
 
 def _call_id(item: Any) -> str | None:
