@@ -151,6 +151,14 @@ def _ref_flat_text(content: tuple[Text | Image, ...]) -> list[Text]:
 
 
 def ref_message_dicts(m: Message) -> list[dict[str, Any]]:
+    out = _ref_dicts(m)
+    name = m.meta.get("name")
+    if m.role != "tool" and isinstance(name, str) and name:
+        out[0]["name"] = name  # the participant's name goes back
+    return out
+
+
+def _ref_dicts(m: Message) -> list[dict[str, Any]]:
     if m.role == "system":
         role = m.meta.get("openai_role", "system")
         texts = [b for b in m.blocks if isinstance(b, Text)]
@@ -169,7 +177,8 @@ def ref_message_dicts(m: Message) -> list[dict[str, Any]]:
             elif b.media_type == "application/pdf":  # a file part takes no URL
                 parts.append({"type": "text", "text": image_placeholder(b).text})
             elif b.media_type in IMAGE_TYPES or b.url:
-                parts.append({"type": "image_url", "image_url": {"url": image_url(b)}})
+                url = {"url": image_url(b)} | ({"detail": b.detail} if b.detail else {})
+                parts.append({"type": "image_url", "image_url": url})
             else:
                 parts.append({"type": "text", "text": image_placeholder(b).text})
         return [{"role": "user", "content": parts}]

@@ -185,3 +185,39 @@ def test_an_item_id_is_not_sent_once_its_message_changed() -> None:
     (call,) = [i for i in items if i["type"] == "function_call"]
     assert "id" not in call and call["call_id"] == "call_1"
     assert [i["id"] for i in items if i["type"] == "message" and "id" in i] == ["msg_1"]
+
+
+def test_image_detail_and_the_participant_name_come_back() -> None:
+    """``detail: "low"`` (billed 85 tokens) came back as ``auto`` for Responses and not at all
+    for Chat; Chat's participant ``name`` was dropped."""
+    from ctxengine.store.codec import message_from_json, message_to_json
+
+    url = "https://x.test/shot.png"
+    chat = [
+        {"role": "system", "content": "s", "name": "rules"},
+        {
+            "role": "user",
+            "name": "alice",
+            "content": [
+                {"type": "text", "text": "what is it?"},
+                {"type": "image_url", "image_url": {"url": url, "detail": "low"}},
+            ],
+        },
+        {"role": "assistant", "name": "bot", "content": "a cat"},
+    ]
+    t = load(chat, format="openai")
+    assert t.to("openai") == {"messages": chat}
+    stored = [message_from_json(message_to_json(m)) for m in t.messages]
+    assert Transcript(tuple(stored)).to("openai") == {"messages": chat}
+    items = [
+        {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "what is it?"},
+                {"type": "input_image", "image_url": url, "detail": "low"},
+            ],
+        }
+    ]
+    assert load(items, format="openai-responses").to("openai-responses") == {"input": items}
+    assert t.to("openai-responses")["input"][0]["content"][1]["detail"] == "low"

@@ -26,6 +26,8 @@ def _block_to_json(block: Block) -> dict[str, Any]:
         out["url"] = block.url
         if block.name is not None:  # only when set: entries stored before it read the same
             out["name"] = block.name
+        if block.detail is not None:
+            out["detail"] = block.detail
         return out
     if isinstance(block, ToolCall):
         return {
@@ -78,7 +80,14 @@ def _block_from_json(obj: Mapping[str, Any]) -> Block:
     if kind == "text":
         return Text(str(obj["text"]))
     if kind == "image":
-        return Image(str(obj["media_type"]), obj.get("data"), obj.get("url"), obj.get("name"))
+        detail = obj.get("detail")
+        return Image(
+            str(obj["media_type"]),
+            obj.get("data"),
+            obj.get("url"),
+            obj.get("name"),
+            detail if isinstance(detail, str) else None,
+        )
     if kind == "tool_call":
         return ToolCall(str(obj["id"]), str(obj["name"]), obj["arguments"])
     if kind == "tool_result":

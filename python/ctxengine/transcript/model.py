@@ -53,12 +53,15 @@ class Text:
 class Image:
     """An image (or other media: a PDF, audio, video) given inline as base64 ``data`` or by
     ``url``; ``name`` is the file name or title the source gave it (a PDF's ``filename`` or
-    ``title``), if any."""
+    ``title``), if any; ``detail`` OpenAI's image detail (``low``, ``high``, ``auto``) when the
+    source gave one (OpenAI formats send it back: ``low`` is billed 85 tokens, ``auto`` may be
+    far more)."""
 
     media_type: str
     data: str | None = None
     url: str | None = None
     name: str | None = None
+    detail: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

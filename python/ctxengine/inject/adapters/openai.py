@@ -62,6 +62,8 @@ def _media_part(b: Image) -> dict[str, Any]:
     if b.data is not None and fmt is not None:
         return {"type": "input_audio", "input_audio": {"data": b.data, "format": fmt}}
     if sent_as_image(b):
+        if b.detail is not None:
+            return {"type": "image_url", "image_url": {"url": image_url(b), "detail": b.detail}}
         return {"type": "image_url", "image_url": {"url": image_url(b)}}
     return {"type": "text", "text": image_placeholder(b).text}
 
@@ -101,16 +103,16 @@ def _assistant_out(m: Message) -> dict[str, Any]:
 
 def message_dicts(m: Message) -> list[dict[str, Any]]:
     """The Chat Completions messages of one neutral message (a tool message gives one per
-    result)."""
+    result). A participant ``name`` the message came with (``meta["name"]``) goes back."""
     role = m.role
     if role == "assistant":
-        return [_assistant_out(m)]
+        return [_named(_assistant_out(m), m)]
     if role == "user":
-        return [_user(m)]
+        return [_named(_user(m), m)]
     if role == "system":
         sys_role = m.meta.get("openai_role", "system")
         texts = [b for b in m.blocks if isinstance(b, Text)]
-        return [{"role": sys_role, "content": _text_content(texts) if texts else ""}]
+        return [_named({"role": sys_role, "content": _text_content(texts) if texts else ""}, m)]
     out: list[dict[str, Any]] = []
     for r in m.tool_results:
         parts = r.content
@@ -120,6 +122,13 @@ def message_dicts(m: Message) -> list[dict[str, Any]]:
             texts = _flat_text(parts)
             content = _text_content(texts) if texts else ""
         out.append({"role": "tool", "tool_call_id": r.call_id, "content": content})
+    return out
+
+
+def _named(out: dict[str, Any], m: Message) -> dict[str, Any]:
+    name = m.meta.get("name") if m.meta else None
+    if isinstance(name, str) and name:
+        out["name"] = wire_name(name, "openai")
     return out
 
 

@@ -39,7 +39,8 @@ def _content_parts(blocks: tuple[Text | Image, ...] | list[Text | Image]) -> lis
         elif b.media_type == PDF and (b.data is not None or b.url):
             parts.append(_file_part(b))  # user messages and function call outputs take a file
         elif sent_as_image(b):
-            parts.append({"type": "input_image", "image_url": image_url(b), "detail": "auto"})
+            detail = b.detail or "auto"
+            parts.append({"type": "input_image", "image_url": image_url(b), "detail": detail})
         else:  # audio, video, other files: input content takes none of them
             parts.append({"type": "input_text", "text": image_placeholder(b).text})
     return parts

@@ -212,13 +212,22 @@ def arguments_object(arguments: dict[str, Any] | str) -> dict[str, Any]:
     return arguments if isinstance(arguments, dict) else {"arguments": arguments}
 
 
-def image_from_url(url: str, *, default: str = "image/jpeg", name: str | None = None) -> Image:
+#: OpenAI's image ``detail`` values, kept on import.
+DETAILS: Final = frozenset({"low", "high", "auto"})
+
+
+def image_from_url(
+    url: str, *, default: str = "image/jpeg", name: str | None = None, detail: object = None
+) -> Image:
     """An :class:`Image` from a ``data:`` URL (decoded to media type + base64) or a plain URL
-    (its type guessed from its extension, else ``default``)."""
+    (its type guessed from its extension, else ``default``); ``detail`` kept when it is one of
+    OpenAI's (:data:`DETAILS`)."""
+    kept = detail if isinstance(detail, str) and detail in DETAILS else None
     m = _DATA_URL.fullmatch(url)
     if m:
-        return Image(m.group("mt") or "application/octet-stream", data=m.group("data"), name=name)
-    return Image(_guess_media_type(url, default), url=url, name=name)
+        media = m.group("mt") or "application/octet-stream"
+        return Image(media, data=m.group("data"), name=name, detail=kept)
+    return Image(_guess_media_type(url, default), url=url, name=name, detail=kept)
 
 
 def file_from_data(data: str, filename: object) -> Image:

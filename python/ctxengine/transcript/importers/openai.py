@@ -29,10 +29,11 @@ def content_parts(content: object, loc: Loc, *, images: bool) -> list[Text | Ima
             out.append(Text(loc.at(i).need(part, kind, str)))
         elif kind == "image_url" and images:
             url = part.get("image_url")
+            detail = url.get("detail") if isinstance(url, Mapping) else None
             url = url.get("url") if isinstance(url, Mapping) else url
             if not isinstance(url, str):
                 loc.at(i).at("image_url").fail("url", url, "a URL string")
-            out.append(image_from_url(url))
+            out.append(image_from_url(url, detail=detail))
         elif kind == "file" and images and isinstance(part.get("file"), Mapping):
             file = part["file"]
             if isinstance(file.get("file_data"), str):
@@ -77,10 +78,15 @@ def _assistant(m: Mapping[str, Any], index: int, loc: Loc) -> Message:
     if isinstance(legacy, Mapping):
         at = loc.at("function_call")
         blocks.append(tool_call(f"call_{index}", legacy.get("name"), legacy.get("arguments"), at))
-    meta: dict[str, Any] = {"provider_family": "openai"}
-    if isinstance(m.get("name"), str):
-        meta["name"] = m["name"]
-    return Message("assistant", tuple(blocks), meta=meta)
+    return Message("assistant", tuple(blocks), meta=_named({"provider_family": "openai"}, m))
+
+
+def _named(meta: dict[str, Any], m: Mapping[str, Any]) -> dict[str, Any]:
+    """``meta`` with the message's participant ``name`` (sent back by the Chat exporter)."""
+    name = m.get("name")
+    if isinstance(name, str) and name:
+        meta["name"] = name
+    return meta
 
 
 def load_openai(items: list[Any], loc: Loc) -> list[Message]:
@@ -98,13 +104,10 @@ def load_openai(items: list[Any], loc: Loc) -> list[Message]:
         if role in ("system", "developer"):
             blocks = content_parts(m.get("content"), at.at("content"), images=False)
             meta = {"openai_role": role} if role == "developer" else {}
-            out.append(Message("system", tuple(blocks), meta=meta))
+            out.append(Message("system", tuple(blocks), meta=_named(meta, m)))
         elif role == "user":
-            out.append(
-                Message(
-                    "user", tuple(content_parts(m.get("content"), at.at("content"), images=True))
-                )
-            )
+            parts = content_parts(m.get("content"), at.at("content"), images=True)
+            out.append(Message("user", tuple(parts), meta=_named({}, m)))
         elif role == "assistant":
             msg = _assistant(m, i, at)
             if isinstance(m.get("function_call"), Mapping):

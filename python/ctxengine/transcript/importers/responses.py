@@ -33,7 +33,7 @@ def _parts(content: object, loc: Loc) -> list[Text | Image]:
             key = "refusal" if kind == "refusal" else "text"
             out.append(Text(loc.at(i).need(part, key, str)))
         elif kind == "input_image" and isinstance(part.get("image_url"), str):
-            out.append(image_from_url(part["image_url"]))
+            out.append(image_from_url(part["image_url"], detail=part.get("detail")))
         elif kind == "input_file" and isinstance(part.get("file_data"), str):
             out.append(file_from_data(part["file_data"], part.get("filename")))
         elif kind == "input_file" and isinstance(part.get("file_url"), str):
