@@ -134,6 +134,13 @@ def fit(
     (tool results trimmed first, whole tool-call groups removed, compaction into a summary),
     the provider's payload and the report.
 
+    A call whose messages extend the previous call's on the same thread (same model, budget,
+    provider and options: an agent loop appending a turn) goes on with that call's session,
+    as a session fed the messages turn by turn would: its compaction summary carries on, so
+    consecutive payloads share their prefix (and the provider's prompt cache hits). Such a
+    payload may therefore differ from a first call on the same messages (where the summary's
+    cut falls); both fit the budget.
+
     Args:
         messages: Neutral messages, OpenAI Chat / Responses, Anthropic, Gemini (dicts or SDK
             objects), LangChain messages, or a request payload dict.

@@ -53,9 +53,9 @@ async def test_an_answer_the_ladder_sent_to_compaction_takes_its_request_along()
     assert question not in land.order
 
 
-async def test_the_turns_older_than_one_the_ladder_sent_are_summarized_with_it() -> None:
-    """The ladder sent a newer turn to compaction and the cut kept older ones verbatim: the
-    summary at the head then held a newer request than the ones kept after it."""
+async def test_the_newest_request_goes_to_the_cut_not_where_the_ladder_sent_it() -> None:
+    """The ladder sent the newest request's turn to compaction and the cut kept older turns
+    verbatim: the summary at the head held the newest request, an older one came after it."""
     from ctxengine import Budget, ContextEngine
     from ctxengine.assemble.compact import _landing
     from ctxengine.assemble.pipeline import plan_within
@@ -63,17 +63,22 @@ async def test_the_turns_older_than_one_the_ladder_sent_are_summarized_with_it()
 
     engine = ContextEngine("gpt-4.1", Budget(total=200_000))
     async with engine.session("order") as s:
-        for n in range(8):
+        for n in range(6):
             s.extend([Message.user(f"Question {n}: what does module {n} do?")])
             await s.render("openai")
             s.extend([Message.assistant(f"Module {n} parses the input and writes rows. " * 5)])
+        s.extend([Message.user("Now port module 5 to the new API.")])  # the newest request
+        await s.render("openai")
+        for k in range(5):  # its agent loop: the protected tail starts inside it
+            s.extend([Message.assistant(f"step {k}: editing module_5.py. " * 5)])
         await s.render("openai")
         state = s.state
         turn = {i.index: i.turn for i in state.items.values()}
-        asked = turn[9]  # the fifth request's answer
-        land = _landing(state, engine.config, [asked], plan_within(state, engine.config))
-    assert land.forced == sorted({turn[i] for i in range(10)})
-    assert all(t > max(land.forced) for t in land.order)
+        older, request, answer = turn[9], turn[12], turn[13]
+        land = _landing(state, engine.config, [older, answer], plan_within(state, engine.config))
+    assert request in land.order and answer in land.order  # summarized only with the older
+    assert request not in land.forced and answer not in land.forced
+    assert turn[9] in land.forced  # an older turn the ladder sent is still summarized
 
 
 async def _stale_request_session(budget: int) -> list[tuple[list[int], list[int]]]:

@@ -566,13 +566,12 @@ def _landing(
     taken = {t for t in asked if t in by_turn}
     taken |= {answers[t] for t in taken if t in answers}
     taken |= {t for t, a in answers.items() if a in taken}
-    # the kept history stays in order: a turn older than one the ladder sent goes with it (else
-    # an older request stayed verbatim after a summary holding a newer one, the latest even)
-    while taken:
-        older = {t for t in by_turn if t < max(taken)} - taken
-        if not older:
-            break
-        taken |= older | {answers[t] for t in older if t in answers}
+    # the newest request is summarized only with every turn before it (by the cut, not
+    # wherever the ladder sent it): else an older request stayed verbatim after the summary
+    # holding it, and the model read that stale request last
+    newest = state.items.get(f"hist.{newest_request(state.messages)}")
+    if newest is not None and newest.turn in taken:
+        taken -= {newest.turn, answers.get(newest.turn)}
     forced = sorted(taken)
     order = sorted(t for t in by_turn if t not in taken) if plan is not None else []
     tokens = state.asm.tokens
