@@ -644,6 +644,78 @@ def test_exact_counter_keeps_the_longest_suffix_within_budget(counter: str) -> N
     assert kept[0] is messages[0]
 
 
+_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5E"
+    "rkJggg=="
+)
+#: Every LangChain content shape of an image, a PDF or audio the LangChain importer takes.
+MEDIA_BLOCKS: dict[str, dict[str, Any]] = {
+    "image_url": {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{_PNG}"}},
+    "image_url str": {"type": "image_url", "image_url": "https://example.com/a.png"},
+    "v1 image url": {"type": "image", "url": "https://example.com/a.png"},
+    "v1 image base64": {"type": "image", "base64": _PNG, "mime_type": "image/png"},
+    "v0 image base64": {
+        "type": "image",
+        "source_type": "base64",
+        "data": _PNG,
+        "mime_type": "image/png",
+    },
+    "anthropic image": {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": _PNG},
+    },
+    "v1 file pdf": {
+        "type": "file",
+        "base64": "JVBERi0xLjQK",
+        "mime_type": "application/pdf",
+        "filename": "a.pdf",
+    },
+    "openai file": {
+        "type": "file",
+        "file": {"file_data": "data:application/pdf;base64,JVBERi0xLjQK", "filename": "a.pdf"},
+    },
+    "v1 audio": {"type": "audio", "base64": "A" * 5_336, "mime_type": "audio/mpeg"},
+    "input_audio": {"type": "input_audio", "input_audio": {"data": "A" * 5_336, "format": "mp3"}},
+}
+
+
+@pytest.mark.filterwarnings("ignore:OpenAI may require a filename")
+@pytest.mark.parametrize("shape", sorted(MEDIA_BLOCKS))
+def test_exact_counter_charges_media_as_count_messages_does(shape: str) -> None:
+    # the exact counter charged an image or a PDF 0 tokens (count_messages: 765 each)
+    from langchain_core.messages.utils import convert_to_openai_messages
+
+    from ctxengine.integrations._lc_trim import resolve_counter
+
+    block = MEDIA_BLOCKS[shape]
+    messages: list[BaseMessage] = [
+        SystemMessage("You read screenshots."),
+        HumanMessage([{"type": "text", "text": "what is this?"}, block, block]),
+        AIMessage("A chart."),
+        ToolMessage([block], tool_call_id="call_1"),
+    ]
+    expected = count_messages(convert_to_openai_messages(messages), model="gpt-4o")
+    assert resolve_counter("gpt-4o").total(messages) == expected
+    text_only = [*messages[:3], ToolMessage([], tool_call_id="call_1")]
+    text_only[1] = HumanMessage([{"type": "text", "text": "what is this?"}])
+    assert expected >= resolve_counter("gpt-4o").total(text_only) + 3 * 64  # media charged
+
+
+def test_exact_counter_keeps_screenshots_within_the_budget() -> None:
+    from langchain_core.messages.utils import convert_to_openai_messages
+
+    shot = MEDIA_BLOCKS["image_url"]
+    history: list[BaseMessage] = [SystemMessage("You operate a browser.")]
+    for i in range(10):
+        history += [
+            HumanMessage([{"type": "text", "text": f"screenshot {i}"}, shot]),
+            AIMessage(f"I see page {i}."),
+        ]
+    kept = trim_messages(history, max_tokens=2_000, token_counter="gpt-4o", include_system=True)
+    assert kept == [history[0], *history[-5:]]  # two screenshots fit, a third would not
+    assert count_messages(convert_to_openai_messages(kept), model="gpt-4o") <= 2_000
+
+
 def test_same_result_as_langchain_on_real_sessions_without_tool_groups_cut() -> None:
     """On 1,000 messages of two real sessions (approximate counts, the last 16k tokens from a
     human turn), both keep the same messages: same semantics where no tool group is cut."""

@@ -29,7 +29,7 @@ from langchain_core.messages import (
 from langchain_core.messages.utils import count_tokens_approximately
 
 from ..errors import ConfigError, EncodingError
-from ..tokens import get_tokenizer
+from ..tokens import IMAGE_TOKENS, audio_tokens, get_tokenizer, input_audio_tokens
 
 __all__ = ("Counter", "resolve_counter", "select_first", "select_last")
 
@@ -37,6 +37,14 @@ _REPLY_PRIMING: Final = 3  # OpenAI's rule, as ctxengine.count_messages
 _PER_MESSAGE: Final = 3
 _MAX_CACHE: Final = 200_000
 _ROLE: Final = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+#: Content blocks charged :data:`~ctxengine.tokens.IMAGE_TOKENS` each, as
+#: ``ctxengine.count_messages`` and the engine charge an image or a PDF part: OpenAI's
+#: ``image_url`` / ``file`` (and the Responses names), LangChain's standard ``image`` / ``file``
+#: blocks (url, base64 or id), Anthropic's ``image`` / ``document`` (any source).
+_MEDIA_BLOCKS: Final = frozenset(
+    {"image", "image_url", "input_image", "file", "input_file", "document"}
+)
 
 MessageType = str | type[BaseMessage] | Sequence[str | type[BaseMessage]]
 
@@ -89,6 +97,8 @@ def _exact_strings(m: BaseMessage) -> tuple[list[str], int]:
                 strings.append(block)
             elif isinstance(block.get("text"), str):
                 strings.append(block["text"])
+            else:
+                overhead += _media_tokens(block)
     if m.name:
         strings.append(m.name)
         overhead += 1
@@ -98,6 +108,23 @@ def _exact_strings(m: BaseMessage) -> tuple[list[str], int]:
     elif isinstance(m, ToolMessage):
         strings.append(m.tool_call_id)
     return strings, overhead
+
+
+def _media_tokens(block: dict[str, Any]) -> int:
+    """What ``ctxengine.count_messages`` charges for a media block of LangChain content: an
+    image or a file (PDF) :data:`~ctxengine.tokens.IMAGE_TOKENS`, audio by its duration (OpenAI's
+    ``input_audio``, LangChain's ``audio`` with base64 data; audio by url or id as an image);
+    0 for any other block (a tool call in the content, reasoning: counted elsewhere or not at
+    all)."""
+    kind = block.get("type")
+    if kind in _MEDIA_BLOCKS:
+        return IMAGE_TOKENS
+    if kind == "input_audio":
+        return input_audio_tokens(block)
+    if kind == "audio":
+        data = block.get("base64", block.get("data"))
+        return audio_tokens(data) if isinstance(data, str) else IMAGE_TOKENS
+    return 0
 
 
 class Counter:
