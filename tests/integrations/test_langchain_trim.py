@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeChatModel
@@ -714,6 +714,78 @@ def test_exact_counter_keeps_screenshots_within_the_budget() -> None:
     kept = trim_messages(history, max_tokens=2_000, token_counter="gpt-4o", include_system=True)
     assert kept == [history[0], *history[-5:]]  # two screenshots fit, a third would not
     assert count_messages(convert_to_openai_messages(kept), model="gpt-4o") <= 2_000
+
+
+# -- the count cache sees edits in place ------------------------------------------------------
+
+
+def _fresh(messages: list[BaseMessage]) -> list[BaseMessage]:
+    return [m.model_copy(deep=True) for m in messages]
+
+
+@pytest.mark.parametrize("counter", ["approximate", "gpt-4o"])
+@pytest.mark.parametrize("edit", ["append block", "edit block text", "rename"])
+def test_a_message_edited_in_place_is_counted_again(counter: str, edit: str) -> None:
+    # the cache was keyed on the message and its content object: an edit that kept both
+    # objects returned the old count, and the trim kept a message that no longer fits
+    msgs: list[BaseMessage] = [
+        SystemMessage("sys"),
+        HumanMessage([{"type": "text", "text": "short question"}]),
+        AIMessage("ok"),
+    ]
+    kw: dict[str, Any] = {"max_tokens": 60, "token_counter": counter, "include_system": True}
+    assert trim_messages(msgs, **kw) == msgs  # counted (and cached) before the edit
+    content = cast("list[dict[str, Any]]", msgs[1].content)
+    if edit == "append block":
+        content.append({"type": "text", "text": "pasted log line\n" * 400})
+    elif edit == "edit block text":
+        content[0]["text"] = "pasted log line\n" * 400
+    else:
+        msgs[1].name = "a-name-of-many-tokens " * 100
+    kept = trim_messages(msgs, **kw)
+    assert kept == trim_messages(_fresh(msgs), **kw) == [msgs[0], msgs[2]]
+    if counter == "approximate":
+        assert kept == lc_trim_messages(msgs, **kw)
+
+
+@pytest.mark.parametrize("counter", ["approximate", "gpt-4o"])
+def test_tool_call_arguments_edited_in_place_are_counted_again(counter: str) -> None:
+    call = {"name": "write", "args": {"path": "a.txt", "lines": ["small"]}, "id": "c1"}
+    msgs: list[BaseMessage] = [HumanMessage("q"), AIMessage("", tool_calls=[call])]
+    kw: dict[str, Any] = {"max_tokens": 60, "token_counter": counter}
+    assert trim_messages(msgs, **kw) == msgs
+    ai = cast("AIMessage", msgs[1])
+    ai.tool_calls[0]["args"]["lines"].append("big " * 2000)  # nested, in place
+    assert trim_messages(msgs, **kw) == trim_messages(_fresh(msgs), **kw) == []
+    ai.tool_calls[0]["args"]["lines"].pop()
+    assert trim_messages(msgs, **kw) == msgs  # and back
+
+
+def test_only_the_message_edited_in_place_is_counted_again() -> None:
+    from ctxengine.integrations import _lc_trim
+
+    seen: list[BaseMessage] = []
+    counter = _lc_trim.resolve_counter("gpt-4o")
+    one = counter.one
+    assert one is not None and counter.cache is not None
+
+    def spy(m: BaseMessage) -> int:
+        seen.append(m)
+        return one(m)
+
+    call = {"name": "f", "args": {"x": [1, {"y": "z"}]}, "id": "c1"}
+    msgs: list[BaseMessage] = [
+        HumanMessage([{"type": "text", "text": "look"}, MEDIA_BLOCKS["image_url"]], name="bob"),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage("done", tool_call_id="c1"),
+    ]
+    first = counter.cache.counts(msgs, spy)
+    assert seen == msgs
+    cast("AIMessage", msgs[1]).tool_calls[0]["args"]["x"][1]["y"] = "z" * 500
+    second = counter.cache.counts(msgs, spy)
+    assert seen == [*msgs, msgs[1]] and second[1] > first[1]
+    assert counter.cache.counts(msgs, spy) == second
+    assert len(seen) == 4  # unchanged since: nothing counted again
 
 
 def test_same_result_as_langchain_on_real_sessions_without_tool_groups_cut() -> None:

@@ -7,9 +7,10 @@ tool calls and the ``ToolMessage`` results that follow it are one group, kept or
 Counting: an additive counter (ctxengine's exact counter, ``count_tokens_approximately``, a
 per-message callable, ``len``) is called once per message and the selection runs on prefix
 sums, O(n). The exact and approximate counts are cached between calls, keyed on the message
-object (and its ``content`` object), so a warm call on a growing history only counts the new
-messages. Any other callable on a list is a black box: it is called on forward-ordered slices at
-group boundaries (binary search, like LangChain).
+object and checked against a snapshot of what was counted (a message edited in place is counted
+again), so a warm call on a growing history only counts the new messages. Any other callable
+on a list is a black box: it is called on forward-ordered slices at group boundaries (binary
+search, like LangChain).
 """
 
 from __future__ import annotations
@@ -49,13 +50,42 @@ _MEDIA_BLOCKS: Final = frozenset(
 MessageType = str | type[BaseMessage] | Sequence[str | type[BaseMessage]]
 
 
+def _snapshot(value: Any) -> Any:
+    """A copy of ``value``'s lists and dicts (tuples walked too) sharing its other values: it
+    compares equal to ``value`` until ``value`` is edited in place, at any depth, and the
+    comparison of unchanged values is an identity check."""
+    if isinstance(value, dict):
+        return {k: _snapshot(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_snapshot(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_snapshot(v) for v in value)
+    return value
+
+
+def _extra(m: BaseMessage) -> str | None:
+    """The attribute a count of ``m`` reads besides its ``content`` and ``name``: the tool calls
+    of an ``AIMessage``, the call id of a ``ToolMessage``, the role of a ``ChatMessage``."""
+    if isinstance(m, AIMessage):
+        return "tool_calls"
+    if isinstance(m, ToolMessage):
+        return "tool_call_id"
+    if isinstance(m, ChatMessage):
+        return "role"
+    return None
+
+
 class _Cache:
-    """Counts of message objects, valid while the object and its content object are unchanged."""
+    """Counts of message objects, each with a snapshot of what was counted (``content``,
+    ``name`` and :func:`_extra`): a count is used again only while the message compares equal
+    to its snapshot, so an edit in place (a block appended to a ``content`` list, a text or a
+    tool call's arguments changed) is counted anew. For an unchanged message the comparison is
+    mostly identity checks of the values it shares with its snapshot."""
 
     __slots__ = ("entries",)
 
     def __init__(self) -> None:
-        self.entries: dict[int, tuple[BaseMessage, object, int]] = {}
+        self.entries: dict[int, tuple[BaseMessage, object, object, str | None, object, int]] = {}
 
     def counts(
         self, messages: Sequence[BaseMessage], count: Callable[[BaseMessage], int]
@@ -66,11 +96,19 @@ class _Cache:
         out: list[int] = []
         for m in messages:
             hit = entries.get(id(m))
-            if hit is not None and hit[0] is m and hit[1] is m.content:
-                out.append(hit[2])
+            if (
+                hit is not None
+                and hit[0] is m
+                and hit[1] == m.content
+                and hit[2] == m.name
+                and (hit[3] is None or hit[4] == getattr(m, hit[3]))
+            ):
+                out.append(hit[5])
             else:
                 n = count(m)
-                entries[id(m)] = (m, m.content, n)
+                extra = _extra(m)
+                state = _snapshot(getattr(m, extra)) if extra is not None else None
+                entries[id(m)] = (m, _snapshot(m.content), m.name, extra, state, n)
                 out.append(n)
         return out
 

@@ -178,17 +178,20 @@ def _without_orphans(
     between a call and its result) is no part of its call's group, so the trim could keep it
     alone. A result whose call was never given is left as it came. ``end_on`` holds again
     after a result at the end is left out."""
-    made = {c.get("id") for m in given if isinstance(m, AIMessage) for c in m.tool_calls}
     calls: set[Any] = set()
-    out: list[BaseMessage] = []
-    for m in kept:
+    unmatched: list[int] = []  # kept results without a kept call before them
+    for k, m in enumerate(kept):
         if isinstance(m, AIMessage) and m.tool_calls:
             calls.update(c.get("id") for c in m.tool_calls)
-        elif isinstance(m, ToolMessage) and m.tool_call_id in made and m.tool_call_id not in calls:
-            continue
-        out.append(m)
-    if len(out) == len(kept):
+        elif isinstance(m, ToolMessage) and m.tool_call_id not in calls:
+            unmatched.append(k)
+    if not unmatched:
+        return kept  # the common case: no scan of all the given messages
+    made = {c.get("id") for m in given if isinstance(m, AIMessage) for c in m.tool_calls}
+    drop = {k for k in unmatched if cast("ToolMessage", kept[k]).tool_call_id in made}
+    if not drop:
         return kept
+    out = [m for k, m in enumerate(kept) if k not in drop]
     end = len(out)
     while end_on and end > 0 and not is_type(out[end - 1], end_on):
         end = group_start(out, end)
