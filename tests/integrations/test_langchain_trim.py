@@ -13,6 +13,7 @@ way there (``same_as_langchain``), so a drift of either side shows up.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, cast
@@ -31,6 +32,7 @@ from langchain_core.messages import trim_messages as lc_trim_messages
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
 
+from ctxengine.integrations._lc_trim import is_type
 from ctxengine.integrations.langchain import trim_messages
 from ctxengine.tokens import count_messages
 from ctxengine.transcript import load
@@ -852,3 +854,126 @@ def test_leaving_out_an_orphan_keeps_end_on_and_an_orphan_given_stays() -> None:
     given = [HumanMessage("h"), ToolMessage("old", tool_call_id="gone"), AIMessage("a")]
     same = ours(given, max_tokens=1000, token_counter=count_tokens_approximately)
     assert same == given  # a result whose call was never given is not the trim's to drop
+
+
+def _unpaired(given: list[Any], out: list[BaseMessage]) -> tuple[set[Any], set[Any]]:
+    """Calls of ``out`` that ``given`` answers and ``out`` does not, and results of ``out``
+    whose call (made in ``given``) no earlier message of ``out`` made."""
+    made = {c["id"] for m in given if isinstance(m, AIMessage) for c in m.tool_calls}
+    answered = {m.tool_call_id for m in given if isinstance(m, ToolMessage)}
+    kept_results = {m.tool_call_id for m in out if isinstance(m, ToolMessage)}
+    calls: set[Any] = set()
+    orphans: set[Any] = set()
+    for m in out:
+        if isinstance(m, AIMessage):
+            calls.update(c["id"] for c in m.tool_calls)
+        elif isinstance(m, ToolMessage) and m.tool_call_id in made - calls:
+            orphans.add(m.tool_call_id)
+    return (calls & answered) - kept_results, orphans
+
+
+def test_a_call_whose_result_is_cut_is_left_out_with_it() -> None:
+    # a human turn between a call and its result: "first" kept the call and cut the result
+    msgs: list[BaseMessage] = [
+        HumanMessage("run the tests"),
+        AIMessage("", tool_calls=[{"name": "bash", "args": {"cmd": "pytest"}, "id": "c1"}]),
+        HumanMessage("and be quick"),
+        ToolMessage("3 passed", tool_call_id="c1"),
+        AIMessage("All 3 tests pass."),
+        HumanMessage("thanks"),
+    ]
+    out = trim_messages(msgs, max_tokens=3, token_counter=len, strategy="first")
+    assert out == [msgs[0], msgs[2]]
+    # end_on cuts the result off the end: the call goes with it
+    out = trim_messages(msgs[:4], max_tokens=100, token_counter=len, end_on="human")
+    assert out == [msgs[0], msgs[2]]
+    # a call the given messages never answered (the agent's pending call) stays
+    pending = trim_messages(msgs[:2], max_tokens=100, token_counter=len, strategy="first")
+    assert pending == msgs[:2]
+
+
+def test_start_on_holds_after_an_orphan_is_left_out() -> None:
+    msgs: list[BaseMessage] = [
+        AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]),
+        HumanMessage("hurry"),
+        ToolMessage("result", tool_call_id="c1"),
+        HumanMessage("next question"),
+        AIMessage("answer"),
+    ]
+    kw: dict[str, Any] = {"max_tokens": 3, "token_counter": len, "strategy": "last"}
+    assert trim_messages(msgs, start_on="tool", **kw) == []
+    with_system = [SystemMessage("sys"), *msgs]
+    out = trim_messages(
+        with_system, start_on="tool", include_system=True, max_tokens=4, token_counter=len
+    )
+    assert out == [with_system[0]]
+
+
+def _interleaved_histories() -> list[list[BaseMessage]]:
+    def call(*ids: str) -> AIMessage:
+        return AIMessage("calling", tool_calls=[{"name": "f", "args": {}, "id": i} for i in ids])
+
+    def result(i: str) -> ToolMessage:
+        return ToolMessage(f"result {i}", tool_call_id=i)
+
+    return [
+        [
+            SystemMessage("sys"),
+            HumanMessage("a"),
+            call("c1", "c2"),
+            result("c1"),
+            HumanMessage("interrupt"),
+            result("c2"),
+            AIMessage("done"),
+            HumanMessage("b"),
+            call("c3"),
+            HumanMessage("wait"),
+            result("c3"),
+        ],
+        [
+            call("c1"),
+            HumanMessage("h1"),
+            result("c1"),
+            call("c2"),
+            result("c2"),
+            HumanMessage("h2"),
+            call("c3", "c4"),
+            result("c4"),
+            AIMessage("thinking"),
+            result("c3"),
+            HumanMessage("h3"),
+            AIMessage("end"),
+        ],
+    ]
+
+
+SWEEP_OPTIONS: list[dict[str, Any]] = [
+    {"strategy": "first"},
+    {"strategy": "first", "end_on": "human"},
+    {"strategy": "first", "end_on": ["ai", "tool"]},
+    {"strategy": "last"},
+    {"strategy": "last", "include_system": True},
+    {"strategy": "last", "start_on": "human"},
+    {"strategy": "last", "start_on": "tool", "include_system": True},
+    {"strategy": "last", "start_on": "ai", "end_on": "human", "include_system": True},
+    {"strategy": "last", "end_on": "tool"},
+]
+
+
+@pytest.mark.parametrize("history", range(2))
+def test_no_budget_separates_a_call_from_its_result(history: int) -> None:
+    msgs = _interleaved_histories()[history]
+    for options, budget in itertools.product(SWEEP_OPTIONS, range(len(msgs) + 1)):
+        out = trim_messages(msgs, max_tokens=budget, token_counter=len, **options)
+        where = (options, budget, out)
+        assert _unpaired(msgs, out) == (set(), set()), where
+        system = bool(options.get("include_system")) and out[:1] == [msgs[0]] == msgs[:1]
+        system = system and isinstance(msgs[0], SystemMessage)
+        assert len(out) <= budget or out == [msgs[0]]  # include_system keeps the system message
+        body = out[1:] if system else out
+        if options.get("start_on") and body:
+            assert is_type(body[0], options["start_on"]), where
+        if options.get("end_on") and body:
+            assert is_type(body[-1], options["end_on"]), where
+        it = iter(msgs)
+        assert all(any(m is g for g in it) for m in out)  # the caller's objects, in order

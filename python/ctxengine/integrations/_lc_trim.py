@@ -32,7 +32,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from ..errors import ConfigError, EncodingError
 from ..tokens import IMAGE_TOKENS, audio_tokens, get_tokenizer, input_audio_tokens
 
-__all__ = ("Counter", "resolve_counter", "select_first", "select_last")
+__all__ = ("Counter", "resolve_counter", "select_first", "select_last", "start_on_cut")
 
 _REPLY_PRIMING: Final = 3  # OpenAI's rule, as ctxengine.count_messages
 _PER_MESSAGE: Final = 3
@@ -511,12 +511,18 @@ def select_last(
         remaining = max(0, max_tokens - extra)
     kept = _last_groups(messages, counter, remaining, splitter, allow_partial=allow_partial)
     if start_on:
-        kb = group_bounds(kept)
-        k = 0
-        while k < len(kb) - 1 and not is_type(kept[kb[k]], start_on):
-            k += 1
-        kept = kept[kb[k] :]
+        kept = kept[start_on_cut(kept, start_on) :]
     return [system, *kept] if system is not None else kept
+
+
+def start_on_cut(kept: list[BaseMessage], start_on: MessageType) -> int:
+    """Where ``kept`` starts on a ``start_on`` message, cutting whole groups off its start
+    (``len(kept)`` when none does)."""
+    kb = group_bounds(kept)
+    k = 0
+    while k < len(kb) - 1 and not is_type(kept[kb[k]], start_on):
+        k += 1
+    return kb[k]
 
 
 def _last_groups(

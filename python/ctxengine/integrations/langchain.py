@@ -10,7 +10,9 @@ with two documented differences:
    starts with an orphan ``ToolMessage`` (langchain-ai/langchain issue 33245) nor ends with a
    call whose result was cut. ``allow_partial`` never cuts into such a group. A result that
    came after other messages (a human turn between a call and its result) is left out with
-   its call when the call is cut: no ``ToolMessage`` is kept without its call.
+   its call when the call is cut: no ``ToolMessage`` is kept without its call, and no
+   ``AIMessage`` whose call the input answered without that answer. ``start_on`` and
+   ``end_on`` hold again after these are left out.
 2. **Counts can be exact.** ``token_counter`` also takes a model or encoding name (``"gpt-4o"``,
    ``"o200k_base"``) or a tiktoken ``Encoding``: messages are counted by ctxengine's exact
    tokenizer with OpenAI's chat framing (3 tokens per message, 1 per name, 3 for the reply),
@@ -56,6 +58,7 @@ from ._lc_trim import (
     resolve_counter,
     select_first,
     select_last,
+    start_on_cut,
 )
 
 __all__ = ("ContextMiddleware", "to_langchain", "trim_messages")
@@ -152,7 +155,7 @@ def _trim(
         kept = select_first(
             list(msgs), counter, max_tokens, splitter, allow_partial=allow_partial, end_on=end_on
         )
-        return _without_orphans(kept, msgs, end_on)
+        return _without_orphans(kept, msgs, end_on=end_on)
     if strategy == "last":
         kept = select_last(
             list(msgs),
@@ -164,38 +167,98 @@ def _trim(
             start_on=start_on,
             end_on=end_on,
         )
-        return _without_orphans(kept, msgs, end_on)
+        return _without_orphans(
+            kept, msgs, end_on=end_on, start_on=start_on, include_system=include_system
+        )
     raise ConfigError(
         f"Unrecognized strategy={strategy!r}. Supported strategies are 'last' and 'first'."
     )
 
 
 def _without_orphans(
-    kept: list[BaseMessage], given: Sequence[BaseMessage], end_on: MessageType | None
+    kept: list[BaseMessage],
+    given: Sequence[BaseMessage],
+    *,
+    end_on: MessageType | None,
+    start_on: MessageType | None = None,
+    include_system: bool = False,
 ) -> list[BaseMessage]:
-    """``kept`` without a ``ToolMessage`` whose call the trim cut (a call of ``given`` no kept
-    ``AIMessage`` before it made): a result that came after other messages (a human turn
-    between a call and its result) is no part of its call's group, so the trim could keep it
-    alone. A result whose call was never given is left as it came. ``end_on`` holds again
-    after a result at the end is left out."""
+    """``kept`` with every tool call and result the trim separated left out.
+
+    A result that came after other messages (a human turn between a call and its result) is no
+    part of its call's group, so the trim could keep one without the other. Left out, until
+    none is left: a ``ToolMessage`` whose call (made in ``given``) no kept ``AIMessage`` before
+    it made, and an ``AIMessage`` with a call that ``given`` answered and no kept result
+    answers (with its other results, as the group it heads is cut whole). A result whose call
+    was never given, and a call never answered in ``given``, are left as they came. After a
+    message is left out, ``end_on`` and ``start_on`` hold again (whole groups cut off the end
+    and the start; a leading system message kept by ``include_system`` stays)."""
     calls: set[Any] = set()
-    unmatched: list[int] = []  # kept results without a kept call before them
-    for k, m in enumerate(kept):
+    results: set[Any] = set()
+    unmatched = False  # a kept result without a kept call before it
+    for m in kept:
         if isinstance(m, AIMessage) and m.tool_calls:
             calls.update(c.get("id") for c in m.tool_calls)
-        elif isinstance(m, ToolMessage) and m.tool_call_id not in calls:
-            unmatched.append(k)
-    if not unmatched:
+        elif isinstance(m, ToolMessage):
+            results.add(m.tool_call_id)
+            unmatched = unmatched or m.tool_call_id not in calls
+    pending = calls - results
+    if not unmatched and not (pending and _answered_after(given, kept[-1], pending)):
         return kept  # the common case: no scan of all the given messages
     made = {c.get("id") for m in given if isinstance(m, AIMessage) for c in m.tool_calls}
-    drop = {k for k in unmatched if cast("ToolMessage", kept[k]).tool_call_id in made}
-    if not drop:
-        return kept
-    out = [m for k, m in enumerate(kept) if k not in drop]
-    end = len(out)
-    while end_on and end > 0 and not is_type(out[end - 1], end_on):
-        end = group_start(out, end)
-    return out[:end]
+    answered = {m.tool_call_id for m in given if isinstance(m, ToolMessage)}
+    head = int(
+        include_system and bool(kept) and isinstance(kept[0], SystemMessage) and kept[0] is given[0]
+    )
+    out = kept
+    while True:
+        paired = _paired(out, made, answered)
+        if len(paired) == len(out):
+            return out
+        end = len(paired)
+        while end_on and end > head and not is_type(paired[end - 1], end_on):
+            end = max(head, group_start(paired, end))
+        out = paired[:end]
+        if start_on:
+            out = out[:head] + out[head + start_on_cut(out[head:], start_on) :]
+
+
+def _answered_after(given: Sequence[BaseMessage], last: BaseMessage, ids: set[Any]) -> bool:
+    """Whether a result of one of the calls ``ids`` comes after ``last`` in ``given``: the kept
+    messages are a run of ``given`` (after a system message), so a result of a kept call that
+    was not kept can only come after the run; the walk back from the end stops at ``last``."""
+    for m in reversed(given):
+        if m is last:
+            return False
+        if isinstance(m, ToolMessage) and m.tool_call_id in ids:
+            return True
+    return False
+
+
+def _paired(kept: list[BaseMessage], made: set[Any], answered: set[Any]) -> list[BaseMessage]:
+    """``kept`` without its unpaired calls and results (see :func:`_without_orphans`), left
+    out until none is left: leaving out a call orphans its other results."""
+    out = kept
+    while True:
+        results = {m.tool_call_id for m in out if isinstance(m, ToolMessage)}
+        calls: set[Any] = set()
+        nxt: list[BaseMessage] = []
+        for m in out:
+            if isinstance(m, AIMessage) and m.tool_calls:
+                ids = [c.get("id") for c in m.tool_calls]
+                if any(i in answered and i not in results for i in ids):
+                    continue
+                calls.update(ids)
+            elif (
+                isinstance(m, ToolMessage)
+                and m.tool_call_id in made
+                and m.tool_call_id not in calls
+            ):
+                continue
+            nxt.append(m)
+        if len(nxt) == len(out):
+            return out
+        out = nxt
 
 
 def to_langchain(payload: dict[str, Any]) -> list[AnyMessage]:
