@@ -24,10 +24,11 @@ from typing import Any
 from ..model import Block, Image, Message, Text, Thinking, ToolResult
 from .common import Loc, skip_block, tool_call
 
-__all__ = ("load_anthropic", "system_messages")
+__all__ = ("document_block", "image_block", "load_anthropic", "system_messages")
 
 
-def _image(block: Mapping[str, Any], loc: Loc) -> Image:
+def image_block(block: Mapping[str, Any], loc: Loc) -> Image:
+    """An ``image`` block (a base64 or url ``source``); also read in LangChain content."""
     source = loc.need(block, "source", Mapping)
     kind = source.get("type")
     if kind == "base64":
@@ -39,8 +40,9 @@ def _image(block: Mapping[str, Any], loc: Loc) -> Image:
     return loc.at("source").fail("image source type", kind, "'base64' or 'url'")
 
 
-def _document(block: Mapping[str, Any], loc: Loc) -> Text | Image:
-    """A ``document`` block: text for a text (or content) source, media otherwise."""
+def document_block(block: Mapping[str, Any], loc: Loc) -> Text | Image:
+    """A ``document`` block: text for a text (or content) source, media otherwise (also read
+    in LangChain content)."""
     source = loc.need(block, "source", Mapping)
     kind = source.get("type")
     title = block.get("title")
@@ -79,9 +81,9 @@ def _media_block(block: Mapping[str, Any], loc: Loc) -> Text | Image | None:
     if kind == "text":
         return Text(loc.need(block, "text", str))
     if kind == "image":
-        return _image(block, loc)
+        return image_block(block, loc)
     if kind == "document":
-        return _document(block, loc)
+        return document_block(block, loc)
     if kind == "search_result":
         return _search_result(block, loc)
     if kind == "tool_reference":  # tool search: the tool whose definition was loaded
@@ -177,9 +179,9 @@ def assistant_blocks(content: object, loc: Loc) -> list[Block]:
         elif kind == "tool_use":
             out.append(tool_call(block.get("id"), block.get("name"), block.get("input"), at))
         elif kind == "image":
-            out.append(_image(block, at))
+            out.append(image_block(block, at))
         elif kind == "document":
-            out.append(_document(block, at))
+            out.append(document_block(block, at))
         elif isinstance(kind, str) and (kind == "server_tool_use" or kind.endswith("_tool_result")):
             out.append(_server_tool_text(block))
         else:

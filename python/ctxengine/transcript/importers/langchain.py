@@ -2,6 +2,12 @@
 
 Recognized by duck typing (a class named ``BaseMessage`` from ``langchain_core`` in the MRO), so
 importing this module never imports LangChain.
+
+Media in ``content``, in every shape LangChain passes on to a provider: images as OpenAI's
+``image_url``, LangChain's standard ``image`` (url or base64) or Anthropic's ``image`` (a
+``source``); files (PDFs) as LangChain's standard ``file`` (base64 or url) or OpenAI's ``file``
+part; Anthropic's ``document`` (media, or text for a text source). A block only an upload id
+names holds nothing the model can be sent again: it is an error.
 """
 
 from __future__ import annotations
@@ -10,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ..model import Block, Image, Message, Text, Thinking, ToolResult
-from .common import Loc, image_from_url, tool_call
+from .anthropic import document_block, image_block
+from .common import PDF, Loc, file_from_data, image_from_url, tool_call
 
 __all__ = ("is_langchain_message", "load_langchain")
 
@@ -36,6 +43,10 @@ def is_langchain_message(value: object) -> bool:
 
 
 def _image(block: Mapping[str, Any], loc: Loc) -> Image:
+    """An image block: OpenAI's ``image_url``, LangChain's standard ``image`` (url or base64,
+    v1 or v0 with ``source_type``) or Anthropic's ``image`` with a ``source``."""
+    if isinstance(block.get("source"), Mapping):
+        return image_block(block, loc)
     url = block.get("image_url", block.get("url"))
     url = url.get("url") if isinstance(url, Mapping) else url
     if isinstance(url, str):
@@ -43,7 +54,40 @@ def _image(block: Mapping[str, Any], loc: Loc) -> Image:
     data = block.get("base64", block.get("data"))
     if isinstance(data, str):
         return Image(str(block.get("mime_type") or "image/png"), data=data)
-    loc.fail("image block", block, "an image with a url or base64 data")
+    loc.fail("image block", block, "an image with a url, base64 data or an Anthropic source")
+
+
+def _filename(block: Mapping[str, Any]) -> str | None:
+    """The file name a file block gives: its own ``filename``, or one in ``extras`` (v1) or
+    ``metadata`` (v0)."""
+    for where in (block, block.get("extras"), block.get("metadata")):
+        if isinstance(where, Mapping):
+            name = where.get("filename", where.get("name"))
+            if isinstance(name, str) and name:
+                return name
+    return None
+
+
+def _file(block: Mapping[str, Any], loc: Loc) -> Image:
+    """A file block (a PDF, mostly): LangChain's standard ``file`` (base64 or url, v1 or v0
+    with ``source_type``) or OpenAI's ``file`` part (``file.file_data``)."""
+    name = _filename(block)
+    media = block.get("mime_type")
+    part = block.get("file")
+    if isinstance(part, Mapping) and isinstance(part.get("file_data"), str):
+        return file_from_data(part["file_data"], part.get("filename"))
+    data = block.get("base64", block.get("data"))
+    if isinstance(data, str):
+        if isinstance(media, str) and media:
+            return Image(media, data=data, name=name)
+        return file_from_data(data, name)
+    url = block.get("url")
+    if isinstance(url, str):
+        image = image_from_url(url, default=PDF, name=name)
+        if isinstance(media, str) and media and image.data is None:
+            return Image(media, url=url, name=name)
+        return image
+    loc.fail("file block", block, "a file with base64 data or a url (not an uploaded file id)")
 
 
 def _blocks(content: object, loc: Loc, *, role: str) -> list[Block]:
@@ -64,6 +108,10 @@ def _blocks(content: object, loc: Loc, *, role: str) -> list[Block]:
             out.append(Text(block["text"]))
         elif kind in ("image", "image_url") and role != "system":
             out.append(_image(block, loc.at(i)))
+        elif kind == "file" and role != "system":
+            out.append(_file(block, loc.at(i)))
+        elif kind == "document" and role != "system":
+            out.append(document_block(block, loc.at(i)))
         elif kind in ("thinking", "reasoning") and role == "assistant":
             text = block.get("thinking", block.get("reasoning", ""))
             out.append(Thinking(str(text or ""), block.get("signature")))
