@@ -11,6 +11,7 @@ from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
+    AnyMessage,
     BaseMessage,
     HumanMessage,
     ToolMessage,
@@ -279,4 +280,86 @@ def test_the_middleware_sends_a_message_edited_in_place_as_edited() -> None:
     assert mw.last is not None
     sent = [m["content"] for m in mw.last.payload["messages"]]
     assert sent == ["my card is [REDACTED]", "ok1", "next"]
+    mw.close()
+
+
+def _thinking_history() -> list[AnyMessage]:
+    """An Anthropic extended-thinking exchange: a signed thinking block, a tool call, ids."""
+    return [
+        HumanMessage("What's the weather in Paris?", id="h1"),
+        AIMessage(
+            [
+                {"type": "thinking", "thinking": "Call the weather tool.", "signature": "EqQBsig"},
+                {"type": "text", "text": "Let me check."},
+                {"type": "tool_use", "id": "toolu_01", "name": "weather", "input": {"c": "Paris"}},
+            ],
+            tool_calls=[{"name": "weather", "args": {"c": "Paris"}, "id": "toolu_01"}],
+            id="a1",
+            response_metadata={"model_provider": "anthropic"},
+        ),
+        ToolMessage("18C, cloudy", tool_call_id="toolu_01", id="t1"),
+    ]
+
+
+def test_the_model_receives_the_callers_own_unchanged_messages() -> None:
+    # every message was rebuilt from the OpenAI render: the signed thinking block and the ids
+    # were gone, and Anthropic refuses a tool-use turn without its thinking block
+    from langchain.agents.middleware import ModelRequest
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import SystemMessage
+
+    mw = ContextMiddleware(ContextEngine("claude-sonnet-4-5", 20_000))
+    history = _thinking_history()
+    system = SystemMessage("You are an agent.")
+    model = GenericFakeChatModel(messages=iter([]))
+    request = ModelRequest(model=model, messages=list(history), system_message=system)
+    fitted = mw.fit(request)
+    assert fitted.system_message is system
+    assert len(fitted.messages) == 3
+    assert all(a is b for a, b in zip(fitted.messages, history, strict=True))
+    thanks = HumanMessage("thanks")
+    request = ModelRequest(model=model, messages=[*history, thanks], system_message=system)
+    fitted = mw.fit(request)  # the same session, warm
+    assert fitted.system_message is system
+    assert all(a is b for a, b in zip(fitted.messages, [*history, thanks], strict=True))
+    mw.close()
+
+
+def test_an_agent_sends_anthropic_thinking_blocks_back() -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    received: list[list[BaseMessage]] = []
+
+    class Spy(GenericFakeChatModel):
+        def _generate(self, messages: list[BaseMessage], *a: Any, **k: Any) -> ChatResult:
+            received.append(messages)
+            return super()._generate(messages, *a, **k)
+
+    mw = ContextMiddleware(ContextEngine("claude-sonnet-4-5", 50_000))
+    agent = create_agent(Spy(messages=iter([AIMessage("It's 18C.")])), tools=[], middleware=[mw])
+    agent.invoke({"messages": _thinking_history()})
+    ai = next(m for m in received[0] if isinstance(m, AIMessage))
+    first: Any = ai.content[0] if isinstance(ai.content, list) else None
+    assert first == _thinking_history()[1].content[0]  # the signed thinking block
+    assert ai.id == "a1"
+    assert [m.id for m in received[0]] == ["h1", "a1", "t1"]
+    mw.close()
+
+
+def test_only_the_messages_the_engine_changed_are_rebuilt() -> None:
+    from langchain.agents.middleware import ModelRequest
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    compressor = ToolResultCompressor(threshold_chars=400, head_chars=120, tail_chars=60)
+    mw = ContextMiddleware(ContextEngine("claude-sonnet-4-5", 20_000, plugins=[compressor]))
+    history = _thinking_history()
+    history[2] = ToolMessage("error: missing header foo.h\n" * 40, tool_call_id="toolu_01")
+    history.append(HumanMessage("and now?", id="h2"))
+    model = GenericFakeChatModel(messages=iter([]))
+    fitted = mw.fit(ModelRequest(model=model, messages=list(history), system_message=None))
+    sent = fitted.messages
+    assert [sent[0], sent[1], sent[3]] == [history[0], history[1], history[3]]
+    assert sent[0] is history[0] and sent[1] is history[1] and sent[3] is history[3]
+    assert isinstance(sent[2], ToolMessage) and sent[2] is not history[2]  # compressed: rebuilt
+    assert "omitted" in str(sent[2].content) and sent[2].tool_call_id == "toolu_01"
     mw.close()

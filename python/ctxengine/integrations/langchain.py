@@ -23,7 +23,9 @@ with two documented differences:
 ``ContextMiddleware`` fits every model call of a LangChain v1 agent through a ctxengine session:
 the agent's messages are ingested (plugins see ``on_user_msg`` / ``on_tool_result``), rendered
 within the budget (plugins' grains, the trim ladder, pairing repair), and the model receives the
-rendered messages.
+rendered messages: the caller's own message objects for those the render left unchanged
+(Anthropic thinking blocks, ids and provider metadata kept), new ones for those it changed or
+made.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
 from typing import Any, Literal, cast
@@ -47,10 +50,11 @@ from langchain_core.messages import (
 from langchain_core.runnables import RunnableLambda
 
 from ..engine import ContextEngine, RenderedContext
-from ..errors import ConfigError, ConfigTypeError
+from ..errors import ConfigError, ConfigTypeError, TranscriptError
 from ..fitting import kept_copy, same_prefix
 from ..store.base import new_id
 from ..sync import SyncSession
+from ..transcript import load
 from ._lc_trim import (
     MessageType,
     group_start,
@@ -266,6 +270,60 @@ def to_langchain(payload: dict[str, Any]) -> list[AnyMessage]:
     return cast("list[AnyMessage]", convert_to_messages(payload["messages"]))
 
 
+#: What a middleware keeps of a conversation: copies of the messages it ingested, their own
+#: OpenAI exports (:func:`_exported`), and its session.
+_Conversation = tuple[list[BaseMessage], list[dict[str, Any] | None], SyncSession]
+
+
+def _exported(message: BaseMessage) -> dict[str, Any] | None:
+    """``message`` as the OpenAI Chat message a render sends when it leaves it unchanged
+    (exported alone, no hygiene); None when that is not one message."""
+    try:
+        sent = load([message]).to("openai", hygiene=False)["messages"]
+    except TranscriptError:  # not expected after the session took it; then never matched
+        return None
+    return cast("dict[str, Any]", sent[0]) if len(sent) == 1 else None
+
+
+def _signature(sent: dict[str, Any]) -> tuple[Any, ...]:
+    """A cheap key of an OpenAI Chat message (role, call ids, content size): equal messages
+    have equal keys; :func:`_restored` checks a candidate with ``==``."""
+    content = sent.get("content")
+    size = len(content) if isinstance(content, (str, list)) else -1
+    calls = sent.get("tool_calls")
+    ids = tuple(c.get("id") for c in calls) if isinstance(calls, list) else ()
+    return (sent.get("role"), sent.get("tool_call_id"), size, ids)
+
+
+def _restored(
+    sent: list[dict[str, Any]], exports: list[dict[str, Any] | None], history: list[BaseMessage]
+) -> list[AnyMessage]:
+    """The LangChain messages of a render: the caller's own object for each message the
+    render sent as that message's own export (``exports[j]`` of ``history[j]``, matched in
+    order), so what the OpenAI form cannot carry (Anthropic thinking blocks and their
+    signatures, ids, provider metadata) reaches the model; a message the render changed or
+    made (a summary, a trimmed result, a placeholder) is built from the payload."""
+    built = to_langchain({"messages": sent})
+    where: dict[tuple[Any, ...], list[int]] = {}
+    for j, export in enumerate(exports):
+        if export is not None:
+            where.setdefault(_signature(export), []).append(j)
+    out: list[AnyMessage] = []
+    after = 0  # an unchanged message is matched only after the previous one: order kept
+    for message, made in zip(sent, built, strict=True):
+        candidates = where.get(_signature(message), [])
+        found = next(
+            (j for j in candidates[bisect_left(candidates, after) :] if exports[j] == message),
+            None,
+        )
+        if found is None:
+            out.append(made)
+        else:
+            out.append(cast("AnyMessage", history[found]))
+            after = found + 1
+    return out
+
+
 #: How many middleware objects this process made (the default names, see ContextMiddleware).
 _made = itertools.count(1)
 
@@ -279,8 +337,13 @@ class ContextMiddleware(AgentMiddleware):
     ``create_agent(model, tools, middleware=[ContextMiddleware(engine)])``: before each call the
     new messages of the agent state are ingested into the session (firing ``on_user_msg`` and
     ``on_tool_result`` for the engine's plugins), the session renders for OpenAI Chat within the
-    engine's budget, and the model receives the rendered system message and messages. The
-    agent's own state keeps the full history. Tool schemas are not part of the budget.
+    engine's budget, and the model receives the rendered system message and messages. A
+    message the render sent as it was is handed to the model as the caller's own object (what
+    the OpenAI form cannot carry, such as a signed Anthropic thinking block, its id and
+    provider metadata, goes with it); a message the engine changed or made (a compressed
+    result, a summary, a placeholder) is built from the render. The agent's own state keeps the
+    full history. Tool schemas are not part of the budget, nor is what only the caller's
+    objects carry (thinking blocks).
 
     Args:
         engine: The engine (model, budget, plugins); default ``ContextEngine(model, budget)``.
@@ -324,9 +387,10 @@ class ContextMiddleware(AgentMiddleware):
         self.engine = engine if engine is not None else ContextEngine(model, budget)
         self.session_id = session_id
         self.last: RenderedContext | None = None
-        #: Open sessions, least recently used first, each with the history it has ingested;
-        #: a call takes the one whose history its own extends (out of the pool while it runs).
-        self._pool: list[tuple[list[BaseMessage], SyncSession]] = []
+        #: Open sessions, least recently used first, each with the history it has ingested
+        #: and that history's own OpenAI export (:func:`_exported`); a call takes the one
+        #: whose history its own extends (out of the pool while it runs).
+        self._pool: list[_Conversation] = []
         self._lock = threading.Lock()
 
     @property
@@ -334,12 +398,12 @@ class ContextMiddleware(AgentMiddleware):
         """The middleware's name in the agent (unique per object unless given)."""
         return self._name
 
-    def _claim(self, history: Sequence[BaseMessage]) -> tuple[list[BaseMessage], SyncSession]:
+    def _claim(self, history: Sequence[BaseMessage]) -> _Conversation:
         """The session of the conversation ``history`` extends (the longest such), taken out of
         the pool; a new session when none is free."""
         with self._lock:
             best, longest = None, -1
-            for k, (seen, _) in enumerate(self._pool):
+            for k, (seen, _, _) in enumerate(self._pool):
                 # ``seen`` holds copies: a message the caller edited in place differs from its
                 # copy, and the conversation gets a new session (the edit is sent)
                 if longest < len(seen) <= len(history) and same_prefix(seen, history):
@@ -348,14 +412,14 @@ class ContextMiddleware(AgentMiddleware):
                 return self._pool.pop(best)
         # a new id in every process: a stored session of another process (a restart, another
         # worker on the same store) is never resumed as this conversation's
-        return [], self.engine.session_sync(f"{self.session_id}-{new_id()}").open()
+        return [], [], self.engine.session_sync(f"{self.session_id}-{new_id()}").open()
 
-    def _release(self, seen: list[BaseMessage], session: SyncSession) -> None:
+    def _release(self, conversation: _Conversation) -> None:
         with self._lock:
-            self._pool.append((seen, session))
+            self._pool.append(conversation)
             evicted = self._pool[:-_POOL] if len(self._pool) > _POOL else []
             del self._pool[: len(evicted)]
-        for _, old in evicted:
+        for _, _, old in evicted:
             old.close()
 
     def fit(self, request: ModelRequest) -> ModelRequest:
@@ -366,16 +430,18 @@ class ContextMiddleware(AgentMiddleware):
         may run at once; a rewritten history starts a new session."""
         system = [request.system_message] if request.system_message is not None else []
         history: list[BaseMessage] = [*system, *request.messages]
-        seen, session = self._claim(history)
+        seen, exports, session = self._claim(history)
+        new = history[len(seen) :]
         try:
-            session.ingest(history[len(seen) :])
+            session.ingest(new)
             out = session.render("openai")
+            exports = [*exports, *map(_exported, new)]
         except BaseException:
             session.close()  # its state may hold part of this call: not used again
             raise
-        self._release([*seen, *map(kept_copy, history[len(seen) :])], session)
+        self._release(([*seen, *map(kept_copy, new)], exports, session))
         self.last = out
-        rendered = to_langchain(out.payload)
+        rendered = _restored(out.payload["messages"], exports, history)
         head = rendered[0] if rendered and isinstance(rendered[0], SystemMessage) else None
         rest = rendered[1:] if head is not None else rendered
         return request.override(messages=rest, system_message=head)
@@ -398,5 +464,5 @@ class ContextMiddleware(AgentMiddleware):
         """Close the ctxengine sessions (``on_session_close``)."""
         with self._lock:
             pool, self._pool = self._pool, []
-        for _, session in pool:
+        for _, _, session in pool:
             session.close()
