@@ -713,8 +713,9 @@ class Session:
         await self._autosave()
 
     def redact(self, text: str) -> str:
-        """``text`` through every enabled plugin that offers ``redact_text``."""
-        return self.engine.registry.redact(text)
+        """``text`` through every enabled plugin that offers ``redact_text`` (one that raises
+        withholds the text, and its fault goes to the next render's report)."""
+        return self.engine.registry.redact(text, self._state.faults)
 
     async def assistant_message(self, text: str = "", tool_calls: Sequence[ToolCall] = ()) -> None:
         """Record the assistant's reply (text and tool calls).

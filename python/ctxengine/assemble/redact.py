@@ -19,13 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..collect.faults import FaultKind, PluginFault
+from ..collect.faults import WITHHELD, FaultKind, PluginFault
 from ..transcript.model import Block, Message, Text, ToolCall, ToolResult
 
 __all__ = ("WITHHELD", "Redaction")
-
-#: What is sent instead of a text whose redactor raised (or returned no string).
-WITHHELD = "[REDACTED:redactor_failed]"
 
 
 @dataclass(slots=True, eq=False)

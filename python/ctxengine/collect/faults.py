@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 __all__ = (
+    "WITHHELD",
     "CallKind",
     "CallResult",
     "FaultKind",
@@ -29,6 +30,10 @@ FaultKind = Literal[
     "raised", "timeout", "blocked", "invalid", "denied", "quarantined", "provenance"
 ]
 CallKind = Literal["", "raised", "timeout", "blocked"]
+
+#: What is sent instead of a text whose ``redact_text`` raised (or returned no string): what it
+#: would have redacted is unknown, so the whole text is withheld.
+WITHHELD = "[REDACTED:redactor_failed]"
 
 
 class PluginWarning(UserWarning):

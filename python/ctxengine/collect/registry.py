@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from ..errors import PluginError
-from .faults import PluginFault, describe_exc
+from .faults import WITHHELD, FaultKind, PluginFault, describe_exc
 from .lifecycle import setup_plugins, teardown_plugins
 from .loader import instantiate_entry_point, instantiate_manifest
 from .manifest import IMPORT_TIMEOUT, MANIFEST_FILE, Manifest, forget_entry, read_manifest
@@ -384,12 +384,24 @@ class Registry:
             for e in self.entries()
         )
 
-    def redact(self, text: str) -> str:
-        """``text`` through every enabled plugin that offers ``redact_text``."""
+    def redact(self, text: str, faults: list[PluginFault] | None = None) -> str:
+        """``text`` through every enabled plugin that offers ``redact_text``. One that raises
+        (or returns no string) fails closed: the whole text is withheld (``WITHHELD`` of
+        :mod:`ctxengine.assemble.redact` is returned: what it would have redacted is unknown)
+        and its fault goes to ``faults`` (the next render's report); nothing is raised, so a
+        buggy redactor never breaks a turn."""
         for entry in self.entries():
             fn = getattr(entry.provider, "redact_text", None)
-            if entry.state == "enabled" and callable(fn):
-                text = fn(text)
+            if entry.state != "enabled" or not callable(fn):
+                continue
+            try:
+                got = fn(text)
+            except Exception as exc:
+                return _withheld(entry.name, "raised", describe_exc(exc), faults)
+            if not isinstance(got, str):
+                what = f"returned {type(got).__name__}, not str"
+                return _withheld(entry.name, "invalid", what, faults)
+            text = got
         return text
 
     def payload_redactors(self) -> list[Callable[[str], str]]:
@@ -605,3 +617,12 @@ def load_entry_points(group: str = ENTRY_POINT_GROUP, *, strict: bool = False) -
         PluginError: (strict only) an entry point failed to load or was refused.
     """
     return default_registry.load_entry_points(group, strict=strict)
+
+
+def _withheld(plugin: str, kind: FaultKind, what: str, faults: list[PluginFault] | None) -> str:
+    message = f"{what}; the text it was given is withheld"
+    fault = PluginFault(plugin, "redact_text", kind, message)
+    if faults is not None:
+        faults.append(fault)
+    logger.warning("ctxengine plugin %s: redact_text %s", plugin, message)
+    return WITHHELD

@@ -34,7 +34,7 @@ def redacted_user_text(state: SessionState, plugins: SessionDispatcher, raw: str
     cached = state.redacted
     if cached is not None and cached[0] == raw:
         return cached[1]
-    redacted = plugins.registry.redact(raw)
+    redacted = plugins.registry.redact(raw, state.faults)
     state.redacted = (raw, redacted)
     return redacted
 
