@@ -1121,7 +1121,16 @@ class Session:
             self._config = None
 
     async def _truncate_results(self, total: int, steps: list[dict[str, Any]]) -> bool:
-        """Persistently cut every tool result above the share of ``total``; False if none."""
+        """Persistently cut every tool result above the share of ``total``; False if none.
+
+        Under the session's save lock from the reading of its messages to the rewrite's
+        append: a message queued by a save in flight (or added while the lock was awaited)
+        would otherwise be counted as unsaved, left out of the rewrite and dropped."""
+        async with self._save_lock:
+            return await self._truncate_locked(total, steps)
+
+    async def _truncate_locked(self, total: int, steps: list[dict[str, Any]]) -> bool:
+        """:meth:`_truncate_results`, under the session's save lock."""
         limit = max_tool_result_chars(total)
         messages = list(self._state.messages)
         first: int | None = None
@@ -1152,8 +1161,7 @@ class Session:
         steps.append({"step": "truncate_tool_results", "messages": cut, "max_chars": limit})
         store = self.engine.store
         if store is not None and self.persist:
-            async with self._save_lock:  # a save of this session would race the rewrite
-                await self._record_cut(store, old.messages, messages, first, cut, limit)
+            await self._record_cut(store, old.messages, messages, first, cut, limit)
         return True
 
     async def _record_cut(

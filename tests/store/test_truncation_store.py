@@ -163,6 +163,12 @@ async def test_a_rewrite_or_rebase_waits_for_a_save_of_the_session_in_progress(
                 await s.rebase()
             done.set()
 
+        if call == "rebase":  # another writer appended: rebase re-reads, then appends
+            other = _engine(FileStore(tmp_path))
+            async with other.session("w") as o:
+                await o.user_message("the other writer's message")
+            other.close()
+            before = len(store.branch("w"))
         await s._save_lock.acquire()  # a save of the session in progress
         s.extend([Message.user("queued while the save runs")])
         async with anyio.create_task_group() as tg:
@@ -174,6 +180,38 @@ async def test_a_rewrite_or_rebase_waits_for_a_save_of_the_session_in_progress(
         kinds = [e.kind for e in store.branch("w")]
         assert kinds.count("rewrite") == (call == "truncate")
         live = list(s.messages)
+        if call == "rebase":
+            texts = [m.text for m in live]
+            assert texts[-2:] == ["the other writer's message", "queued while the save runs"]
+    engine.close()
+    again = await _engine(FileStore(tmp_path)).load("w")
+    assert again is not None and _json(again.messages) == _json(live)
+
+
+async def test_a_message_added_while_a_truncation_waits_is_stored(tmp_path: Path) -> None:
+    """The truncation read the messages and swapped the state before it waited for the save
+    lock, then took every queued message as part of its rewrite: one added meanwhile was
+    dropped from the queue and never stored."""
+    import anyio
+
+    store = FileStore(tmp_path)
+    engine = _engine(store)
+    async with engine.session("w") as s:
+        await _fill(s)
+
+        async def go() -> None:
+            assert await s._truncate_results(BUDGET, [])
+
+        await s._save_lock.acquire()  # a save of the session in progress
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(go)
+            await anyio.sleep(0.1)
+            s.extend([Message.user("added while the rewrite waited")])
+            s._save_lock.release()
+        await s.save()
+        live = list(s.messages)
+        assert live[-1].text == "added while the rewrite waited"
+        assert _longest_result(live) < len(BIG)
     engine.close()
     again = await _engine(FileStore(tmp_path)).load("w")
     assert again is not None and _json(again.messages) == _json(live)
