@@ -98,3 +98,54 @@ async def test_every_anthropic_render_of_a_claude_code_session_keeps_both_rules(
                 s.extend(messages[k : k + 25])
                 seen += _check((await s.render("anthropic")).payload)
     assert seen > 0
+
+
+SPLIT = [
+    Message.user("list files"),
+    Message(
+        "assistant", (Thinking("run ls", signature=SIG),), meta={"provider_family": "anthropic"}
+    ),
+    Message("assistant", (ToolCall("toolu_1", "bash", {"c": "ls"}),)),
+    Message.tool("toolu_1", "a.py"),
+]
+
+
+async def test_a_turn_logged_as_thinking_then_its_call_keeps_its_thinking() -> None:
+    """A turn logged as two assistant messages ([thinking], then [tool_use]): the thinking
+    alone counted as empty and was dropped before the merge, so the tool-loop turn went out
+    without the thinking Anthropic requires first in it."""
+    want = ["thinking", "tool_use"]
+    out = fit(SPLIT, model="claude-sonnet-4-5", budget=5000, provider="anthropic")
+    assert [b["type"] for b in out.payload["messages"][1]["content"]] == want
+    from ctxengine.transcript import Transcript
+
+    sent = Transcript(tuple(SPLIT)).to("anthropic")["messages"][1]["content"]
+    assert [b["type"] for b in sent] == want
+    engine = ContextEngine("claude-sonnet-4-5", Budget(total=5000))
+    async with engine.session("split") as s:
+        s.extend(SPLIT)
+        for _ in range(2):  # from scratch, then warm
+            out = await s.render("anthropic")
+            assert [b["type"] for b in out.payload["messages"][1]["content"]] == want
+            _check(out.payload)
+            await s.user_message("and?")
+
+
+def test_a_prefill_ending_in_space_before_its_thinking_is_stripped() -> None:
+    """[text ending in a space, signed thinking]: the strip stopped at the thinking, which the
+    exporter then moved first, so the request ended with the space (a 400)."""
+    from ctxengine.inject.hygiene import validate
+    from ctxengine.transcript import Transcript
+
+    last = Message(
+        "assistant",
+        (Text("Let me check "), Thinking("hmm", signature=SIG)),
+        meta={"provider_family": "anthropic"},
+    )
+    out = fit(
+        [Message.user("hi"), last], model="claude-sonnet-4-5", budget=5000, provider="anthropic"
+    )
+    assert out.payload["messages"][-1]["content"][-1] == {"type": "text", "text": "Let me check"}
+    assert [p.code for p in validate(Transcript((Message.user("hi"), last)), "anthropic")] == [
+        "trailing_whitespace"
+    ]

@@ -425,8 +425,9 @@ def test_anthropic_hygiene_strips_the_trailing_whitespace_of_a_prefill(
     [
         ((Text("answer\n"), Thinking("unsigned")), ("answer",)),  # Anthropic is not sent it
         ((Text("a "), Thinking("x"), Text("  "), Thinking("y")), ("a",)),
-        # signed by Anthropic (the family unknown): sent, and the text before it is not last
-        ((Text("answer\n"), Thinking("x", signature="sig")), ("answer\n",)),
+        # signed by Anthropic (the family unknown): sent, but first in the message (thinking
+        # first), so the text before it ends what Anthropic reads
+        ((Text("answer\n"), Thinking("x", signature="sig")), ("answer",)),
     ],
 )
 def test_anthropic_hygiene_strips_what_ends_the_prefill_as_sent(

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..errors import AdapterError
 from ..transcript.changes import Change, Problem, Report
-from ..transcript.model import Message, Text, Transcript
+from ..transcript.model import Message, Text, Thinking, Transcript
 from ..transcript.providers import (
     STRICT_ALTERNATION,
     check_provider,
@@ -136,12 +136,23 @@ def _order(
     """Drop empty messages; for strict providers also demote late system messages and merge."""
     strict = provider in STRICT_ALTERNATION
     nonempty = _nonempty(t, provider, memo)
+    messages = t.messages
     out: list[Message] = []
     started = False
-    for i, m in enumerate(t.messages):
+    carried: Message | None = None  # thinking alone, merged into the assistant turn after it
+    for i, m in enumerate(messages):
         if not nonempty[i]:
+            if strict and leads_turn(messages, nonempty, i, provider, t):
+                # a turn logged as [thinking], then [tool_use]: its thinking goes first in it
+                carried = m if carried is None else merge_turns(carried, m, provider, t)
+                detail = "merged into the assistant turn before it"
+                changes.append(Change("fix_turn_order", "merged_turns", i + 1, detail))
+                continue
             changes.append(Change("fix_turn_order", "dropped_empty", i, f"empty {m.role} message"))
             continue
+        if carried is not None:
+            m = merge_turns(carried, m, provider, t)
+            carried = None
         if strict and m.role == "system" and started:
             changes.append(Change("fix_turn_order", "system_to_user", i, "late system message"))
             m = dataclasses.replace(m, role="user", meta={**m.meta, "was_system": True})
@@ -153,6 +164,22 @@ def _order(
             continue
         out.append(m)
     return out
+
+
+def leads_turn(
+    messages: Sequence[Message], nonempty: list[bool], i: int, provider: str, t: Transcript
+) -> bool:
+    """Whether message ``i``, empty for ``provider`` (thinking alone: Anthropic takes no
+    assistant message that ends with thinking), leads the assistant turn after it: its
+    thinking is kept, first in that turn, rather than dropped (an assistant message with a
+    tool call must start with its thinking when thinking is on)."""
+    m = messages[i]
+    if m.role != "assistant" or i + 1 >= len(messages) or messages[i + 1].role != "assistant":
+        return False
+    if not (nonempty[i + 1] or leads_turn(messages, nonempty, i + 1, provider, t)):
+        return False
+    family = family_of(m, t)
+    return any(isinstance(b, Thinking) and exportable(b, provider, family) for b in m.blocks)
 
 
 def _first(messages: Sequence[Message]) -> int | None:

@@ -20,7 +20,7 @@ from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, ToolCall, Transcript
 from ..transcript.providers import STRICT_ALTERNATION, family_of, strip_trailing_space
 from .compose import compose, history_grains
-from .hygiene import merge_turns
+from .hygiene import leads_turn, merge_turns
 from .pairing import dropped_calls, without_calls
 from .render import Rendered, render
 from .warm import trusted_transcript
@@ -249,8 +249,11 @@ def _non_empty(
     messages = t.messages
     drop: list[int] = []
     i = sent.index(False)
+    strict = provider in STRICT_ALTERNATION
     while True:
-        if messages[i].role == "assistant":
+        if messages[i].role == "assistant" and not (
+            strict and leads_turn(messages, sent, i, provider, t)
+        ):
             drop.append(i)
         try:
             i = sent.index(False, i + 1)

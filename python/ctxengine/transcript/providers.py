@@ -231,10 +231,11 @@ def strip_trailing_space(
 ) -> tuple[Block, ...] | None:
     """``blocks`` (of a final assistant message) without the whitespace at the end of their
     last text: trailing text blocks are stripped, and dropped when nothing is left of them, up
-    to the first block that is not text. Thinking that Anthropic is not sent (unsigned, or
-    signed by another provider than ``family``, the message's :func:`family_of`) is stepped
-    over, left where it is: the text before it ends what Anthropic reads. None when there is
-    no whitespace to strip.
+    to the first block that is neither text nor thinking. Thinking is stepped over, left where
+    it is: Anthropic is not sent one it cannot verify (unsigned, or signed by another provider
+    than ``family``, the message's :func:`family_of`) and gets the others first in the message
+    (:func:`thinking_first`), so the text before it ends what Anthropic reads. None when there
+    is no whitespace to strip.
 
     Anthropic rejects a final assistant message (a prefill) that ends in whitespace ("final
     assistant content cannot end with trailing whitespace"): the engine's renders and hygiene
@@ -253,7 +254,7 @@ def strip_trailing_space(
                 out[i] = Text(text)
                 break
             del out[i]
-        elif not isinstance(b, Thinking) or exportable(b, "anthropic", family):
+        elif not isinstance(b, Thinking):
             break
         i -= 1
     return tuple(out) if changed else None
