@@ -102,6 +102,8 @@ ODD_META = {
     "handle": _Opaque(),
     "nested": {"when": datetime.date(2026, 1, 2), 3: "int key", ("a", 1): "tuple key"},
     "plain": {"n": 1, "xs": [1.5, None, True]},
+    "score": float("nan"),
+    "bounds": [float("-inf"), 0.5],
 }
 #: What the state stores for it: each value JSON lacks as its repr, keys as text.
 ODD_META_JSON = {
@@ -111,6 +113,8 @@ ODD_META_JSON = {
     "handle": "<opaque handle>",
     "nested": {"when": "datetime.date(2026, 1, 2)", "3": "int key", "('a', 1)": "tuple key"},
     "plain": {"n": 1, "xs": [1.5, None, True]},
+    "score": "nan",
+    "bounds": ["-inf", 0.5],
 }
 
 
@@ -299,3 +303,20 @@ async def test_bad_compacted_spans_are_a_config_error(value: object, said: str) 
     with pytest.raises(ConfigError) as info:
         engine.state_from_json(data)
     assert said in str(info.value)
+
+
+async def test_grain_content_strict_json_cannot_hold_survives_a_reopen(tmp_path: Path) -> None:
+    """Structured content with a NaN (a score) made every snapshot fail (the store writes
+    strict JSON) and the grain was gone on reopening: it is stored as the text it is sent as."""
+    engine = ContextEngine("gpt-4o", Budget(total=3_000), store=FileStore(tmp_path))
+    async with engine.session("nan") as s:
+        s.add(ContextGrain("mem.scores", "app", {"score": float("nan")}, lifespan="session"))
+        await s.user_message("hello")
+        before = await s.render()
+        again = await s.render()
+        assert not again.report.faults
+    engine.close()
+    reopened = ContextEngine("gpt-4o", Budget(total=3_000), store=FileStore(tmp_path))
+    async with reopened.session("nan") as s:
+        out = await s.render()
+    assert out.payload == before.payload and "NaN" in str(out.payload)

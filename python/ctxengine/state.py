@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
@@ -618,6 +619,10 @@ _GRAIN_FIELDS: Final = ("node_id", "origin", "content", "priority", "lifespan", 
 def _grain_json(g: ContextGrain) -> dict[str, Any]:
     out = {name: getattr(g, name) for name in _GRAIN_FIELDS}
     out.update(protected=g.protected, meta=_meta_json(g.meta))
+    if not isinstance(out.get("content"), str) and not _plain(out.get("content")):
+        # structured content strict JSON cannot hold (a NaN score): stored as the text it is
+        # sent as, so the snapshot is written and the reopened grain renders the same
+        out["content"] = g.text
     return out
 
 
@@ -625,7 +630,10 @@ _SCALARS: Final = (str, int, float, bool, type(None))
 
 
 def _plain(value: Any) -> bool:
-    """Whether ``value`` is JSON data already (str-keyed dicts, lists, scalars)."""
+    """Whether ``value`` is JSON data already (str-keyed dicts, lists, scalars; a float NaN or
+    infinity is not: strict JSON has none, and the store writes strict JSON)."""
+    if type(value) is float:
+        return math.isfinite(value)
     if isinstance(value, _SCALARS):
         return True
     if type(value) is dict:
@@ -644,7 +652,10 @@ def _repr(value: Any) -> str:
 
 def _as_json(value: Any) -> Any:
     """``value`` as JSON data: a mapping with its keys as text, a list or tuple as a list, a
-    value JSON cannot hold (a datetime, a set, an object) as its ``repr``."""
+    value JSON cannot hold (a datetime, a set, an object, a float NaN or infinity) as its
+    ``repr``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return _repr(value)
     if isinstance(value, _SCALARS):
         return value
     if isinstance(value, Mapping):

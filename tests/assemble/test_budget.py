@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ctxengine import Budget, BudgetError, ContextGrain, GrainError
@@ -118,3 +120,27 @@ def test_out_of_range_budget_values_fail_early_as_value_errors(kwargs: dict) -> 
     with pytest.raises(BudgetError, match=field) as info:
         Budget(**kwargs)
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"prefixes": {"hist": "reserve"}}, r"prefix 'hist' maps to the 'reserve' window"),
+        ({"windows": None}, r"windows must be a mapping of str; got NoneType"),
+        ({"prefixes": None}, r"prefixes must be a mapping of str; got NoneType"),
+        ({"windows": [("tool", 1.0)]}, r"windows must be a mapping of str; got list"),
+        ({"model": 5}, r"model must be a str or None; got 5"),
+        ({"prefixes": {"rag": 3}}, r"prefix 'rag' maps to unknown window 3"),
+    ],
+)
+def test_a_budget_setting_of_the_wrong_kind_is_refused_when_built(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    """Each was accepted (or raised AttributeError) and every render then failed with a raw
+    error from the core."""
+    from ctxengine.errors import BudgetError
+
+    if "prefixes" in kwargs and isinstance(kwargs["prefixes"], dict):
+        kwargs = {"prefixes": {**Budget().prefixes, **kwargs["prefixes"]}}
+    with pytest.raises(BudgetError, match=message):
+        Budget(total=1000, **kwargs)

@@ -502,3 +502,20 @@ async def test_a_flag_that_recovers_is_used_again_not_quarantined() -> None:
         flagged.down = False
         back = await s.render()
     assert "from the flagged plugin" in str(back.payload) and not back.report.faults
+
+
+async def test_a_flag_down_when_the_engine_is_built_does_not_refuse_the_plugin() -> None:
+    """Registration read the flag bare: the engine could not be built (a raw ConnectionError)
+    while the flag service was down. The plugin is registered; its renders report the fault
+    until the flag comes back."""
+    flagged = _Flagged()
+    flagged.down = True
+    engine = ContextEngine("gpt-4o", 3000, plugins=[flagged])
+    async with engine.session("s") as s:
+        await s.user_message("hi")
+        down = await s.render()
+        assert any(f["plugin"] == "flagged" and f["kind"] == "raised" for f in down.report.faults)
+        assert "from the flagged plugin" not in str(down.payload)
+        flagged.down = False
+        back = await s.render()
+    assert "from the flagged plugin" in str(back.payload)

@@ -121,6 +121,13 @@ class Budget:
             or not 0 < self.pretrim_ratio <= 1
         ):
             raise BudgetError(f"pretrim_ratio must be in (0, 1]; got {self.pretrim_ratio!r}")
+        if self.model is not None and not isinstance(self.model, str):
+            raise BudgetError(f"model must be a str or None; got {self.model!r:.60}")
+        for name, value in (("windows", self.windows), ("prefixes", self.prefixes)):
+            if not isinstance(value, Mapping):
+                raise BudgetError(
+                    f"{name} must be a mapping of str; got {type(value).__name__} {value!r:.60}"
+                )
         self._check_windows()
 
     def _check_windows(self) -> None:
@@ -133,10 +140,15 @@ class Budget:
                 f"window shares must sum to 1; got {total:.4f} from {dict(self.windows)}"
             )
         for prefix, window in self.prefixes.items():
-            if window not in self.windows:
+            if not isinstance(window, str) or window not in self.windows:
                 raise BudgetError(
                     f"prefix {prefix!r} maps to unknown window {window!r}; "
                     f"windows are {sorted(self.windows)}"
+                )
+            if window == RESERVE:  # never filled: every grain of the prefix would be refused
+                raise BudgetError(
+                    f"prefix {prefix!r} maps to the {RESERVE!r} window, which is never filled; "
+                    "expected a fillable window"
                 )
         if self.default_window not in self.windows or self.default_window == RESERVE:
             raise BudgetError(

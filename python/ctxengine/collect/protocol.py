@@ -74,7 +74,11 @@ def validate_provider(provider: object) -> str:
     if isinstance(provider, type):
         raise _refuse(name, f"register an instance, not the class {provider.__name__}")
     for attr in ("name", "version", "priority", "enabled", "collect"):
-        if not hasattr(provider, attr):
+        try:
+            present = hasattr(provider, attr)
+        except Exception:  # a property that raises (a flag service down): it is there
+            present = True
+        if not present:
             raise _refuse(name, f"missing required attribute {attr!r}")
     if not isinstance(raw_name, str) or not _NAME.fullmatch(raw_name):
         raise _refuse(
@@ -91,7 +95,10 @@ def validate_provider(provider: object) -> str:
     priority = getattr(provider, "priority")  # noqa: B009
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise _refuse(name, f"'priority' must be an int; got {priority!r}")
-    enabled = getattr(provider, "enabled")  # noqa: B009
+    try:
+        enabled = getattr(provider, "enabled")  # noqa: B009
+    except Exception:  # read again at each render: a fault then, the plugin disabled meanwhile
+        enabled = False
     if not isinstance(enabled, bool):
         raise _refuse(name, f"'enabled' must be a bool; got {enabled!r}")
     if not is_async_callable(getattr(provider, "collect")):  # noqa: B009

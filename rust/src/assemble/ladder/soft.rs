@@ -3,6 +3,7 @@
 //! `[tool result cleared: ...]` placeholder. Spared: PROTECTED items, images, the preamble and
 //! the protected tail. In a tool window, context grains are candidates too.
 
+use std::cmp::Reverse;
 use std::sync::Arc;
 
 use super::{flags, kind, Reason, Run, Stage, Status};
@@ -35,8 +36,10 @@ impl Run<'_> {
         }
     }
 
-    /// Unprotected tool results of window `w` (and its context grains if it is a tool window),
-    /// by seq.
+    /// Unprotected tool results of window `w` by seq, after its context grains if it is a tool
+    /// window: least important first (the highest priority number), the older first among
+    /// equals. By seq alone, which for context grains is their fused order (most important
+    /// first), a plugin's most important document was cleared while a minor one stayed whole.
     fn soft_candidates(&self, w: u8) -> Vec<u32> {
         let (c, hist) = (self.c, &self.hist);
         let history: Vec<u32> = self
@@ -65,8 +68,9 @@ impl Run<'_> {
             .copied()
             .filter(|&s| c.window[s as usize] == w && c.flags[s as usize] & SOFT_KEEP == 0)
             .collect();
-        context.sort_unstable_by_key(|&s| c.history_key(s));
-        merge_sorted(history, context, |s| c.history_key(s))
+        context.sort_unstable_by_key(|&s| (Reverse(c.priority[s as usize]), c.history_key(s)));
+        context.extend(history);
+        context
     }
 
     fn trim(&mut self, s: u32) {
@@ -142,27 +146,6 @@ impl Run<'_> {
         }
         self.cleared_form(i);
     }
-}
-
-/// Merge two lists sorted by `key` into one sorted list.
-fn merge_sorted<K: Ord>(a: Vec<u32>, b: Vec<u32>, key: impl Fn(u32) -> K) -> Vec<u32> {
-    if b.is_empty() {
-        return a;
-    }
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        if key(a[i]) <= key(b[j]) {
-            out.push(a[i]);
-            i += 1;
-        } else {
-            out.push(b[j]);
-            j += 1;
-        }
-    }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
-    out
 }
 
 #[cfg(test)]
@@ -251,13 +234,23 @@ mod tests {
     }
 
     #[test]
-    fn merge_sorted_interleaves_by_key() {
-        let key = |s: u32| s % 100;
-        assert_eq!(merge_sorted(vec![1, 5, 9], vec![], key), vec![1, 5, 9]);
-        assert_eq!(merge_sorted(vec![], vec![2], key), vec![2]);
-        assert_eq!(
-            merge_sorted(vec![101, 5, 9], vec![2, 106, 7], key),
-            vec![101, 2, 5, 106, 7, 9]
-        );
+    fn tool_window_grains_are_cut_least_important_first() {
+        let doc = "line of a retrieved document\n".repeat(80);
+        for (hi_seq, lo_seq) in [(0, 1), (1, 0)] {
+            let items = vec![
+                grain("rag.hi", &doc, TOOL, 1, hi_seq),
+                grain("rag.lo", &doc, TOOL, 900, lo_seq),
+            ];
+            let (mut a, full) = loaded(items);
+            let plan = (1..=full * 10)
+                .rev()
+                .step_by(25)
+                .filter_map(|b| a.plan(b).ok())
+                .find(|p| p.changed().count() > 0)
+                .expect("some budget cuts");
+            let status = |id: &str| plan.status[by_id(&plan, id) as usize];
+            assert_eq!(status("rag.lo"), Status::Trimmed, "seqs {hi_seq}, {lo_seq}");
+            assert_eq!(status("rag.hi"), Status::Kept, "seqs {hi_seq}, {lo_seq}");
+        }
     }
 }
