@@ -7,6 +7,7 @@ The heavy steps (counting, scoring, allocation, the trim ladder, ordering) run i
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
@@ -63,12 +64,11 @@ def _shadow(entry: dict[str, Any], winner: ContextGrain) -> None:
         shadowed.append(entry)
 
 
-def fuse_grains(
+def _fuse(
     config: RenderConfig, plugins: SessionDispatcher, grains: list[ContextGrain], log: TurnLog
-) -> list[ContextGrain]:
-    """Merge grains sharing a node_id: the lower priority wins, the others are shadowed."""
-    if not grains:
-        return []
+) -> tuple[list[int], list[int]]:
+    """Fusion of ``grains`` (:func:`~ctxengine.assemble.core.fuse`), each loser recorded as
+    shadowed by its winner."""
     rank = plugins.registry.rank
     winner_of, order = core_fuse(
         [g.node_id for g in grains],
@@ -84,6 +84,16 @@ def fuse_grains(
         _shadow(entry, winner)
         log.shadowed.append({**entry, "winner": winner.origin})
         log.extra.append(shadowed_decision(loser, winner, config.budget))
+    return winner_of, order
+
+
+def fuse_grains(
+    config: RenderConfig, plugins: SessionDispatcher, grains: list[ContextGrain], log: TurnLog
+) -> list[ContextGrain]:
+    """Merge grains sharing a node_id: the lower priority wins, the others are shadowed."""
+    if not grains:
+        return []
+    _, order = _fuse(config, plugins, grains, log)
     return [grains[i] for i in order]
 
 
@@ -180,21 +190,62 @@ def admit(
 def _tree_context(
     state: SessionState,
     config: RenderConfig,
+    plugins: SessionDispatcher,
     tree: list[ContextGrain],
     log: TurnLog,
     *,
     fields: bool = True,
 ) -> list[ContextGrain]:
     """The non-history grains of the tree the core can take, and their emission order
-    (``fields``: check the grains' fields again, as a handler may have changed them)."""
+    (``fields``: check the grains' fields again, as a handler may have changed them).
+
+    A tree handler may have put a grain into the tree with the node id of another (returned,
+    appended or renamed): they are fused again, the loser recorded as shadowed and taken out
+    of the tree, so each node id has one grain in the render and every other a decision."""
     context = admit(config, [g for g in tree if g.node_id not in state.items], log, fields=fields)
+    if len({g.node_id for g in context}) != len(context):
+        winner_of, _ = _fuse(config, plugins, context, log)
+        losers = {id(g) for i, g in enumerate(context) if winner_of[i] != i}
+        context = [g for g in context if id(g) not in losers]
+        tree[:] = [g for g in tree if id(g) not in losers]
     state.order = {g.node_id: n for n, g in enumerate(context)}
     return context
 
 
-async def _hook(plugins: SessionDispatcher, event: Any, log: TurnLog) -> None:
+async def _hook(
+    state: SessionState,
+    config: RenderConfig,
+    plugins: SessionDispatcher,
+    event: BeforeRender | OverBudget,
+    log: TurnLog,
+) -> None:
+    """Fire a tree event; every grain a handler took out of the tree and no other grain of
+    its node id stands for gets a ``dropped`` decision naming the plugin and the hook."""
     outcome = await plugins.fire(event)
     log.faults.extend(outcome.faults)
+    if not outcome.removed:
+        return
+    present = {g.node_id for g in event.tree}
+    for removal in outcome.removed:
+        node_id = removal.node_id
+        if node_id in present or node_id in state.items:  # replaced, or a history item's grain
+            continue
+        present.add(node_id)  # one decision per node id
+        where = SimpleNamespace(node_id=node_id, window=removal.window)
+        reason = f"removed from the tree by plugin {removal.plugin!r} in {removal.hook}"
+        log.extra.append(
+            GrainDecision(
+                node_id,
+                removal.origin,
+                report_window(config.budget, where),
+                "dropped",
+                "dropped",
+                removal.hook,
+                reason,
+                0,
+                0,
+            )
+        )
 
 
 def _sync(
@@ -421,17 +472,18 @@ async def assemble(
     # a list of every history item would otherwise cost O(session) on every warm render.
     tree = grains + [i.grain for i in state.items.values()] if before or over else grains
     if before:
-        await _hook(plugins, BeforeRender(tree), log)
+        await _hook(state, config, plugins, BeforeRender(tree), log)
     # Without a before-render handler no plugin code ran since the fields were checked above.
-    context = _tree_context(state, config, tree, log, fields=before)
+    context = _tree_context(state, config, plugins, tree, log, fields=before)
     _sync(state, config, plugins, context)
     apply_prune_options(state, config, log)
     sync_history(state, config, scan=before or over, provider=provider)
     context = _fit_summary(state, config, plugins, context, log)
     plan = plan_within(state, config)
     if plan.total_before > plan.high and over:
-        await _hook(plugins, OverBudget(tree, config.budget, plan.total_before - plan.target), log)
-        context = _tree_context(state, config, tree, log)
+        event = OverBudget(tree, config.budget, plan.total_before - plan.target)
+        await _hook(state, config, plugins, event, log)
+        context = _tree_context(state, config, plugins, tree, log)
         _sync(state, config, plugins, context)
         sync_history(state, config, scan=True, provider=provider)
         context = _fit_summary(state, config, plugins, context, log)

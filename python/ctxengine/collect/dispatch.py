@@ -11,7 +11,9 @@ raises (any exception, ``SystemExit``, ``KeyboardInterrupt`` and ``CancelledErro
 hangs past its timeout or returns something that is not valid grains becomes a
 :class:`PluginFault` and is skipped; it never breaks the dispatch. A grain in an engine
 namespace (:mod:`.namespaces`) from a plugin without the dangerous consent is refused the same
-way (a ``denied`` fault naming it). Plugin code runs off the
+way (a ``denied`` fault naming it). What a tree handler leaves in the tree is checked the same
+way, and for shadowing another owner's protected grain (:meth:`SessionDispatcher._check_tree`,
+:meth:`SessionDispatcher._check_shadowing`). Plugin code runs off the
 render's loop (:mod:`.runner`), so a hung or loop-blocking plugin is abandoned, not awaited. A
 plugin is quarantined for the rest of the session (reported once) after ``max_failures``
 consecutive failures, after ``max_failures`` timeouts in the session (successes in between do
@@ -47,7 +49,7 @@ from .events import (
     hook_for,
 )
 from .faults import FaultKind, PluginFault, PluginWarning, call_plugin, describe_exc
-from .namespaces import engine_namespace, own_tool_result_id
+from .namespaces import emitter_of, engine_namespace, own_tool_result_id, shadowing_refusals
 from .protocol import subscriptions_of
 from .scene import ContextScene, Copies
 
@@ -59,6 +61,7 @@ __all__ = (
     "PluginFault",
     "PluginWarning",
     "SessionDispatcher",
+    "TreeRemoval",
 )
 
 logger = logging.getLogger("ctxengine.plugins")
@@ -66,16 +69,37 @@ logger = logging.getLogger("ctxengine.plugins")
 _Key = tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class TreeRemoval:
+    """A grain a tree handler took out of ``event.tree``, as it was before the handler ran.
+
+    Attributes:
+        plugin: The handler's plugin.
+        hook: ``on_before_render`` or ``on_over_budget``.
+        node_id: The grain's node id.
+        origin: The grain's origin.
+        window: The grain's explicit window, or None.
+    """
+
+    plugin: str
+    hook: str
+    node_id: str
+    origin: str
+    window: str | None
+
+
 @dataclass(slots=True)
 class Outcome:
     """Result of one dispatch: grains that join the turn, and faults for the report.
 
     For tree events the returned grains have already been appended to ``event.tree``;
-    ``grains`` lists them for reporting only.
+    ``grains`` lists them for reporting only, and ``removed`` the grains the handlers took out
+    of the tree (the render reports each one that leaves the render).
     """
 
     grains: list[ContextGrain] = field(default_factory=list)
     faults: list[PluginFault] = field(default_factory=list)
+    removed: list[TreeRemoval] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -88,6 +112,8 @@ class _Result:
     key: _Key
     grains: list[ContextGrain] = field(default_factory=list)
     faults: list[PluginFault] = field(default_factory=list)
+    removed: list[TreeRemoval] = field(default_factory=list)
+    hook: str = ""
 
 
 def _safe_id(value: object) -> str:
@@ -293,6 +319,7 @@ class SessionDispatcher:
         for result in results:
             outcome.grains.extend(result.grains)
             outcome.faults.extend(result.faults)
+            outcome.removed.extend(result.removed)
         return outcome
 
     async def _run_into(
@@ -481,6 +508,10 @@ class SessionDispatcher:
             if not problem:
                 try:
                     problem = self._check_tree(entry.name, hook, work, before, saved, slot.faults)
+                    if not problem:
+                        problem = self._check_shadowing(
+                            entry.name, hook, work, grains or [], saved, slot.faults
+                        )
                 except Exception as exc:  # e.g. a grain's meta replaced by a non-dict
                     problem = f"invalid: left the tree in a state it cannot be checked in: {exc!r}"
             if problem:
@@ -490,13 +521,81 @@ class SessionDispatcher:
                 if problem != "failed":
                     self._fail(entry.name, hook, *self._split(problem), slot.faults)
                 continue
+            kept = {id(g) for g in work}
+            for g in before:
+                if id(g) in saved and id(g) not in kept:
+                    node_id, origin, *_, window, _protected, _meta = saved[id(g)]
+                    slot.removed.append(TreeRemoval(entry.name, hook, node_id, origin, window))
             tree[:] = work
             tree.extend(grains or ())
             slot.grains.extend(grains or ())
         if guard:  # grains from bus subscribers join this tree too
             for result in self._bus_results:
+                result.grains[:] = self._refuse_shadows(tree, result.grains, result)
                 tree.extend(result.grains)
         return slots
+
+    def _refuse_shadows(
+        self, tree: MutableSequence[Any], grains: list[ContextGrain], result: _Result
+    ) -> list[ContextGrain]:
+        """``grains`` (a bus subscriber's, joining ``tree``) without those that would shadow
+        another owner's protected grain in it, a ``denied`` fault each."""
+        present = [g for g in tree if isinstance(g, ContextGrain)]
+        refused = self._shadows(present + grains)
+        out = []
+        for i, grain in enumerate(grains):
+            why = refused.get(len(present) + i)
+            if why is None:
+                out.append(grain)
+                continue
+            who = emitter_of(grain, self.registry.__contains__) or str(grain.origin)
+            self._fail(
+                who, result.hook, "denied", why, result.faults, node_id=grain.node_id, count=False
+            )
+        return out
+
+    def _shadows(self, grains: list[ContextGrain]) -> dict[int, str]:
+        """Indexes of ``grains`` that would shadow another owner's protected grain, with why."""
+        registry = self.registry
+        return shadowing_refusals(
+            grains, is_plugin=registry.__contains__, privileged=self.privileged, rank=registry.rank
+        )
+
+    def _check_shadowing(
+        self,
+        name: str,
+        hook: str,
+        tree: MutableSequence[Any],
+        returned: list[ContextGrain],
+        saved: dict[int, tuple[Any, ...]],
+        faults: list[PluginFault],
+    ) -> str:
+        """Refuse what a tree handler did that would shadow another owner's protected grain:
+        a grain it put into the tree or changed makes it return ``"denied: ..."`` (all of its
+        edits are undone); a grain it returned is taken out of ``returned``, a ``denied`` fault
+        naming it. Like collected grains, a shadowing refusal does not count toward quarantine.
+        """
+        present = [g for g in tree if isinstance(g, ContextGrain)]
+        refused = self._shadows(present + returned)
+        if not refused:
+            return ""
+        for i in sorted(refused):
+            if i >= len(present):
+                continue
+            g = present[i]
+            if id(g) not in saved:
+                return f"denied: put grain {g.node_id!r} into the tree: {refused[i]}"
+            if _fields(g) != saved[id(g)]:
+                return f"denied: changed grain {saved[id(g)][0]!r}: {refused[i]}"
+        kept = []
+        for i, grain in enumerate(returned):
+            why = refused.get(len(present) + i)
+            if why is None:
+                kept.append(grain)
+            else:
+                self._fail(name, hook, "denied", why, faults, node_id=grain.node_id, count=False)
+        returned[:] = kept
+        return ""
 
     @staticmethod
     def _split(problem: str) -> tuple[FaultKind, str]:
@@ -525,6 +624,11 @@ class SessionDispatcher:
                     node = _safe_id(g.node_id)
                     return f"invalid: changed grain {node} into an invalid one: {exc}"
             if g.origin == saved[id(g)][1] == name:
+                # its own grain: a new node id must be one the plugin may write
+                if id(g) in current and g.node_id != saved[id(g)][0]:
+                    refusal = self._trespass(name, g.node_id)
+                    if refusal:
+                        return f"denied: renamed its grain {saved[id(g)][0]!r}: {refusal}"
                 continue
             if id(g) not in current:
                 change = "removed"
@@ -582,7 +686,7 @@ class SessionDispatcher:
             *((sender.priority, sender.index) if sender else (-1, -1)),
             seq,
         )
-        result = _Result(key)
+        result = _Result(key, hook=hook)
         grains = await self._invoke(entry, hook, handler, event, result.faults)
         result.grains.extend(grains or ())
         self._bus_results.append(result)

@@ -1,0 +1,212 @@
+"""What a tree handler (``on_before_render``, ``on_over_budget``) leaves in ``event.tree`` is
+admitted like a collected grain: no engine namespace and no shadowing of another owner's
+protected grain without the consent, fusion by node id with the loser reported shadowed, and a
+decision for every grain a handler removed (docs/engine.md, "Namespaces" and "Nothing is lost
+silently")."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pytest
+
+from ctxengine import Budget, ContextEngine, ContextGrain
+from ctxengine.assemble.compact import SUMMARY_ID
+from ctxengine.collect.events import BeforeRender, CustomEvent, OverBudget, current_bus
+
+pytestmark = pytest.mark.anyio
+
+RULES = "APP-RULES: answer in English"
+MINE = "PLUGIN TEXT"
+
+
+async def _render(plugin: Any, *, total: int = 3000, consent: bool = False) -> Any:
+    engine = ContextEngine("gpt-4o", Budget(total=total), plugins=[plugin], allow_dangerous=consent)
+    async with engine.session("tree") as s:
+        s.add(
+            ContextGrain(
+                "sys.rules", content=RULES, priority=500, protected=True, lifespan="session"
+            )
+        )
+        await s.user_message("hello")
+        return await s.render()
+
+
+def _texts(out: Any) -> list[str]:
+    return [m["content"] for m in out.payload["messages"]]
+
+
+def _faults(out: Any) -> list[tuple[str, str, str, str | None]]:
+    return [(f["plugin"], f["hook"], f["kind"], f["node_id"]) for f in out.report.faults]
+
+
+def _decisions(out: Any, node_id: str) -> list[tuple[str, str]]:
+    return [(d.origin, d.decision) for d in out.report if d.node_id == node_id]
+
+
+class Returner:
+    """Returns ``grain`` from ``on_before_render``."""
+
+    name, version, priority, enabled = "returner", "1.0.0", 10, True
+
+    def __init__(self, grain: ContextGrain, *, dangerous: bool = False) -> None:
+        self.grain = grain
+        self.dangerous = dangerous
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        return []
+
+    def on_before_render(self, event: BeforeRender) -> list[ContextGrain]:
+        g = self.grain
+        return [ContextGrain(g.node_id, content=g.content, priority=g.priority)]
+
+
+class Appender(Returner):
+    """Appends ``grain`` to ``event.tree`` in ``on_before_render``."""
+
+    name = "appender"
+
+    def on_before_render(self, event: BeforeRender) -> list[ContextGrain]:
+        event.tree.extend(super().on_before_render(event))
+        return []
+
+
+@pytest.mark.parametrize("kind", [Returner, Appender])
+async def test_a_tree_handler_cannot_shadow_the_apps_protected_grain(kind: type[Returner]) -> None:
+    out = await _render(kind(ContextGrain("sys.rules", content="PWNED", priority=0)))
+    assert _texts(out) == [RULES, "hello"]
+    [fault] = out.report.faults
+    assert fault["kind"] == "denied" and fault["hook"] == "on_before_render"
+    assert "would shadow the protected grain 'sys.rules' of 'session'" in fault["message"]
+    assert ("session", "kept") in _decisions(out, "sys.rules")
+    if kind is Returner:  # a returned grain is refused alone, with its node id and a decision
+        assert fault["node_id"] == "sys.rules"
+        assert _decisions(out, "sys.rules") == [("session", "kept"), ("returner", "dropped")]
+
+
+@pytest.mark.parametrize("kind", [Returner, Appender])
+async def test_a_tree_grain_less_important_than_a_protected_one_is_only_shadowed(
+    kind: type[Returner],
+) -> None:
+    out = await _render(kind(ContextGrain("sys.rules", content="extra", priority=600)))
+    assert out.report.faults == []
+    assert _texts(out) == [RULES, "hello"]
+    assert _decisions(out, "sys.rules") == [("session", "kept"), (kind.name, "shadowed")]
+
+
+async def test_with_the_consent_a_tree_handler_may_shadow_a_protected_grain() -> None:
+    plugin = Appender(ContextGrain("sys.rules", content="PLUGIN-RULES", priority=0), dangerous=True)
+    out = await _render(plugin, consent=True)
+    assert out.report.faults == []
+    assert _texts(out) == ["PLUGIN-RULES", "hello"]
+    assert _decisions(out, "sys.rules") == [("appender", "kept"), ("session", "shadowed")]
+
+
+class Renamer:
+    """Renames its own ``rag.mine`` grain to ``target`` in the tree handler ``hook``."""
+
+    name, version, priority, enabled = "renamer", "1.0.0", 10, True
+
+    def __init__(self, target: str, hook: str, content: str = MINE) -> None:
+        self.target = target
+        self.content = content
+        setattr(self, hook, self._rename)
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        return [ContextGrain("rag.mine", content=self.content)]
+
+    def _rename(self, event: BeforeRender | OverBudget) -> None:
+        for g in event.tree:
+            if g.node_id == "rag.mine":
+                g.node_id = self.target
+
+
+@pytest.mark.parametrize(
+    "target", [SUMMARY_ID, "hist.0", "sys.transcript.0", "act.tool_result.c1", "sys.rules"]
+)
+@pytest.mark.parametrize("hook", ["on_before_render", "on_over_budget"])
+async def test_renaming_its_own_grain_into_an_engine_or_protected_id_is_undone(
+    target: str, hook: str
+) -> None:
+    over = hook == "on_over_budget"
+    content = "filler " * 400 if over else MINE  # over the budget: on_over_budget fires
+    out = await _render(Renamer(target, hook, content), total=400 if over else 3000)
+    assert _faults(out) == [("renamer", hook, "denied", None)]
+    assert target in out.report.faults[0]["message"]
+    assert _texts(out)[0].startswith(RULES)  # nothing injected ahead of the app's rules
+    assert len(_texts(out)) == 2  # no extra system message
+    assert [d.origin for d in out.report if d.node_id == "rag.mine"] == ["renamer"]
+    assert ("session", "kept") in _decisions(out, "sys.rules")
+
+
+class Twice:
+    """``collect`` gives ``rag.a`` at priority 5; ``on_before_render`` returns a second
+    ``rag.a`` at priority 50."""
+
+    name, version, priority, enabled = "twice", "1.0.0", 10, True
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        return [ContextGrain("rag.a", content="FROM COLLECT", priority=5)]
+
+    def on_before_render(self, event: BeforeRender) -> list[ContextGrain]:
+        return [ContextGrain("rag.a", content="FROM BEFORE_RENDER", priority=50)]
+
+
+async def test_a_second_grain_of_a_node_id_from_a_tree_handler_is_fused() -> None:
+    out = await _render(Twice())
+    assert "FROM COLLECT" in _texts(out)[0] and "FROM BEFORE_RENDER" not in str(out.payload)
+    assert _decisions(out, "rag.a") == [("twice", "kept"), ("twice", "shadowed")]
+    shadowed = next(d for d in out.report if d.decision == "shadowed")
+    assert shadowed.grain.content == "FROM BEFORE_RENDER"
+    assert out.report.shadowed == [
+        {"node_id": "rag.a", "origin": "twice", "priority": 50, "winner": "twice"}
+    ]
+
+
+class Dropper:
+    """Takes its own ``rag.b`` out of the tree in ``on_before_render``."""
+
+    name, version, priority, enabled = "dropper", "1.0.0", 10, True
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        return [ContextGrain("rag.b", content="B")]
+
+    def on_before_render(self, event: BeforeRender) -> None:
+        event.tree[:] = [g for g in event.tree if g.node_id != "rag.b"]
+
+
+async def test_a_grain_a_tree_handler_removed_has_a_decision() -> None:
+    out = await _render(Dropper())
+    assert out.report.faults == []
+    assert "B" not in _texts(out)[0].split("\n\n")
+    [decision] = [d for d in out.report if d.node_id == "rag.b"]
+    assert (decision.origin, decision.decision, decision.stage) == (
+        "dropper",
+        "dropped",
+        "on_before_render",
+    )
+    assert "removed from the tree by plugin 'dropper' in on_before_render" in decision.reason
+
+
+class Emitter:
+    """Emits an event from ``on_before_render``; its subscriber returns a grain over the app's
+    protected ``sys.rules``."""
+
+    name, version, priority, enabled = "emitter", "1.0.0", 10, True
+    subscriptions: ClassVar[dict[str, str]] = {"tree.note": "on_note"}
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        return []
+
+    async def on_before_render(self, event: BeforeRender) -> None:
+        await current_bus().emit("tree.note", None)
+
+    def on_note(self, event: CustomEvent) -> list[ContextGrain]:
+        return [ContextGrain("sys.rules", content="PWNED", priority=0)]
+
+
+async def test_a_bus_grain_during_a_tree_handler_cannot_shadow_a_protected_grain() -> None:
+    out = await _render(Emitter())
+    assert _texts(out) == [RULES, "hello"]
+    assert _faults(out) == [("emitter", "bus:tree.note", "denied", "sys.rules")]
+    assert _decisions(out, "sys.rules") == [("session", "kept"), ("emitter", "dropped")]
