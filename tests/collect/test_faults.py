@@ -136,6 +136,38 @@ async def test_a_grain_broken_after_session_add_is_dropped_at_admission(mutation
 
 
 @pytest.mark.parametrize("mutation", list(MUTATIONS))
+async def test_an_admission_fault_names_its_grain_and_it_has_one_decision(mutation: str) -> None:
+    engine = ContextEngine("gpt-4o", 4000)
+    grain = ContextGrain("task.bad", content="ok")
+    async with engine.session("s") as s:
+        s.add(grain)
+        field, value, node = MUTATIONS[mutation]
+        setattr(grain, field, value())
+        await s.user_message("hello there")
+        out = await s.render()
+    faults = [(f["hook"], f["node_id"]) for f in out.report.faults if f["kind"] == "invalid"]
+    assert faults == [("render", node)]
+    assert [(d.decision, d.stage) for d in out.report if d.node_id == node] == [
+        ("dropped", "admission")
+    ]
+
+
+async def test_a_grain_in_an_unknown_window_is_refused_with_its_node_id() -> None:
+    maker = Returns("maker", lambda: ContextGrain("rag.x", content="x", window="nonexistent"))
+    engine = ContextEngine("gpt-4o", 4000, plugins=[maker], plugin_timeout=HANG_GUARD)
+    async with engine.session("s") as s:
+        await s.user_message("hello there")
+        out = await s.render()
+    [fault] = out.report.faults
+    assert (fault["plugin"], fault["kind"], fault["node_id"]) == ("maker", "invalid", "rag.x")
+    assert "'nonexistent'" in fault["message"]
+    assert [(d.decision, d.stage) for d in out.report if d.node_id == "rag.x"] == [
+        ("dropped", "admission")
+    ]
+    assert "good grain" in str(out.payload)
+
+
+@pytest.mark.parametrize("mutation", list(MUTATIONS))
 async def test_a_tree_handler_breaking_its_own_grain_is_undone(mutation: str) -> None:
     editor = EditsOwnGrain("editor", mutation)
     engine = ContextEngine("gpt-4o", 4000, plugins=[editor], plugin_timeout=HANG_GUARD)
@@ -370,14 +402,14 @@ class _EvilGrain(ContextGrain):
     """A grain subclass whose own ``text`` raises (a plugin's bug, or an adversary's)."""
 
     @property
-    def text(self) -> str:  # type: ignore[override]
+    def text(self) -> str:
         raise RuntimeError("evil property")
 
 
 class _ContentRaises(ContextGrain):
     """A subclass whose field itself is a property that raises: it cannot be read at all."""
 
-    @property  # type: ignore[misc]
+    @property
     def content(self) -> str:  # type: ignore[override]
         raise RuntimeError("no content")
 

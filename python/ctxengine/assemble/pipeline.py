@@ -48,6 +48,8 @@ FRAMING_TOKENS = 8  # reply priming (3) + system message framing (4) + 1 spare
 SUMMARY_FRAMING = 4
 #: Tokens of text below which a shortened summary says too little to be sent: it is cut.
 MIN_SUMMARY_TEXT: Final = 8
+#: The hook of a fault for a grain the render itself found it cannot take (:func:`admit`).
+ADMISSION_HOOK: Final = "render"
 
 
 @dataclass(slots=True)
@@ -167,13 +169,14 @@ def admit(
             out.append(grain)
             continue
         origin = grain.origin if isinstance(grain.origin, str) else "unknown"
-        fault = PluginFault(origin, "render", "invalid", str(exc))
+        node_id = safe_id(grain.node_id)
+        fault = PluginFault(origin, ADMISSION_HOOK, "invalid", str(exc), node_id=node_id)
         if fault not in log.faults:  # admission runs again after on_over_budget
             log.faults.append(fault)
             window = report_window(config.budget, grain)
             log.extra.append(
                 GrainDecision(
-                    safe_id(grain.node_id),
+                    node_id,
                     origin,
                     window,
                     "dropped",
@@ -489,5 +492,7 @@ async def assemble(
         context = _fit_summary(state, config, plugins, context, log)
         plan = plan_within(state, config)
     context, plan = await _compact_all(state, config, plugins, context, plan, log)
-    log.extra.extend(rejected_decisions(config.budget, log.faults))
+    # admission's own faults have their decision already (made with the grain's window)
+    rejected = [f for f in log.faults if not (f.hook == ADMISSION_HOOK and f.kind == "invalid")]
+    log.extra.extend(rejected_decisions(config.budget, rejected))
     return Assembled(plan, {g.node_id: g for g in context})
