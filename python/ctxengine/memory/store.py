@@ -6,17 +6,26 @@ one that needs no model (hashed word and character n-gram features), so search w
 
 How a score is made (so that ``min_score`` means the same for every query):
 
-- BM25 indexes the entries' words less common English function words (:data:`STOPWORDS`):
-  "the" or "is" in a question says nothing about which memory it is about, and a query made
-  only of such words matches no entry lexically.
-- The BM25 part is the entry's BM25 score divided by the highest score any entry could reach
-  for this query: every distinct query word at BM25's term-frequency ceiling, ``idf * (k1 + 1)``
-  summed over the query words, those no entry holds included. It is thus in [0, 1) on an
-  absolute scale: an entry that shares one rare word of a five-word question stays a small
-  fraction, whatever the other entries score (it was divided by the batch's best score, which
-  made the best match 1.0 however weak).
+- BM25 indexes the entries' words less common English function words (:data:`STOPWORDS`),
+  each reduced by :func:`stem`, a light suffix stemmer: "the" or "is" in a question says
+  nothing about which memory it is about, and a query made only of such words matches no
+  entry lexically; "Can I deploy on Friday?" meets "Deploys ... never on Fridays".
+- The BM25 part is the entry's BM25 score divided by the score of a complete match: an entry
+  of average length holding each distinct query word once, i.e. the sum of the query words'
+  idfs (``k1`` and ``b`` cancel out), those no entry holds counted at the highest idf. It is
+  clipped to [0, 1] and absolute: 1.0 for a complete match (or a shorter entry, or one that
+  repeats the words), about a third for an entry sharing one of three equally rare words,
+  whatever the other entries score. (It was divided by the batch's best score, which made the
+  best match 1.0 however weak, then by BM25's limit for words repeated without end,
+  ``idf * (k1 + 1)``, which held a complete match to 0.45.) A word no entry holds still
+  counts: it is what the message is about besides the entries, and without it a long message
+  sharing two words with a short entry, or a three-word one sharing one, scores as if those
+  were the whole message. Of 161 real user messages searched against five unrelated memories
+  (BM25 alone, ``min_score`` 0.25), 69 then recalled one, 28 when only the three weightiest
+  query words count, none with every word counted (``benches/memory_recall.py``).
 - The vector part is the cosine similarity of the embeddings, clipped to [0, 1] (the
-  :class:`HashingEmbedder` also leaves the :data:`STOPWORDS` out); the hybrid is
+  :class:`HashingEmbedder` also leaves the :data:`STOPWORDS` out; its character 3-grams
+  already meet across inflections, so its words are not stemmed); the hybrid is
   ``(1 - weight) * bm25 + weight * vector``.
 """
 
@@ -50,6 +59,7 @@ __all__ = (
     "MemoryHit",
     "MemoryStore",
     "split_entries",
+    "stem",
 )
 
 Embedder = Callable[[Sequence[str]], Any]
@@ -77,9 +87,55 @@ STOPWORDS: Final = frozenset(
 questions, so sharing one says nothing about relevance)."""
 
 
+_VOWELS: Final = frozenset("aeiouy")
+
+
+def stem(word: str) -> str:
+    """A light English suffix stemmer for one :func:`bm25_tokenize` token, so that the forms of
+    one word meet: "deploys", "deployed", "deploying" -> "deploy"; "Fridays" -> "friday";
+    "database", "databases" -> "databas"; "query", "queries" -> "queri".
+
+    In order: a plural or third-person ``-ies`` becomes ``-i``, ``-sses`` ``-ss``, a final
+    ``-s`` goes (not after ``s``, ``u`` or ``i``: "class", "status", "analysis"; not from a
+    word of three letters: "gas"); else ``-ing`` or ``-ed`` goes when a vowel and two letters
+    stay ("string", "shed" are kept; "-eed" too: "need"), and a doubled final consonant other
+    than ``l``, ``s``, ``z`` is undoubled when four letters stay ("stopped" -> "stop", "added"
+    -> "add"). Then a final ``-y`` after a consonant becomes ``-i`` and a final ``-e`` goes.
+    A token that is not made of ASCII letters only (numbers, identifiers such as "e1042",
+    other scripts) is returned as it is. Not a dictionary stemmer: a stem need not be a word,
+    only the same for the forms of one word; it is deterministic and knows no exceptions.
+    """
+    if not (word.isascii() and word.isalpha()):
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "i"
+    elif word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("s"):
+        if len(word) > 3 and not word.endswith(("ss", "us", "is")):
+            word = word[:-1]
+    elif word.endswith(("ing", "ed")) and not word.endswith("eed"):
+        base = word[:-3] if word.endswith("ing") else word[:-2]
+        if len(base) >= 2 and not _VOWELS.isdisjoint(base):
+            word = base
+            if len(word) >= 4 and word[-1] == word[-2] and word[-1] not in "lsz":
+                word = word[:-1]
+    if len(word) > 2 and word[-1] == "y" and word[-2] not in _VOWELS:
+        word = word[:-1] + "i"
+    if len(word) > 2 and word[-1] == "e":
+        word = word[:-1]
+    return word
+
+
+def _idf(n: int, df: int) -> float:
+    """BM25's idf (the Rust index's) of a word ``df`` of ``n`` entries hold."""
+    return math.log1p((n - df + 0.5) / (df + 0.5))
+
+
 def _lexical(text: str) -> str:
-    """``text`` as the BM25 index sees it: its tokens less :data:`STOPWORDS`."""
-    return " ".join(t for t in bm25_tokenize(text) if t not in STOPWORDS)
+    """``text`` as the BM25 index sees it: its tokens less :data:`STOPWORDS`, each
+    :func:`stem`-med."""
+    return " ".join(stem(t) for t in bm25_tokenize(text) if t not in STOPWORDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +198,8 @@ class MemoryStore:
     Args:
         folder: The memory folder (created on first write).
         embedder: ``texts -> array (n, dim)``; None: BM25 only. Default :class:`HashingEmbedder`.
-        weight: Share of the vector score in the hybrid (the rest is BM25, scaled to [0, 1]
-            by the query's highest attainable score).
+        weight: Share of the vector score in the hybrid (the rest is BM25 over the score of
+            a complete match, clipped to [0, 1]; see the module's notes).
 
     Raises:
         ValueError: ``weight`` outside [0, 1].
@@ -245,19 +301,17 @@ class MemoryStore:
 
     @staticmethod
     def _lexical_scores(index: Bm25Index, n: int, query: str) -> npt.NDArray[np.float32]:
-        """Each entry's BM25 score for ``query`` (already :func:`_lexical`) over the highest
-        score an entry could reach for it: the sum, over the distinct query words, of
-        ``idf * (k1 + 1)`` (BM25's term-frequency ceiling; a word no entry holds has the
-        highest idf). So 1.0 is out of reach and a match on a few words of a long question
-        stays a small fraction."""
+        """Each entry's BM25 score for ``query`` (already :func:`_lexical`) over the score of a
+        complete match (see the module's notes), clipped to 1."""
         lexical = np.zeros(n, dtype=np.float32)
         terms = dict.fromkeys(bm25_tokenize(query))  # the words the index scores, once each
         if not terms:
             return lexical
-        idf = sum(math.log1p((n - df + 0.5) / (df + 0.5)) for df in map(index.doc_freq, terms))
-        ceiling = (_K1 + 1) * idf
+        # BM25 of an entry of average length that holds each query word once is the sum of
+        # their idfs (k1 and b cancel out); a word no entry holds counts at the highest idf
+        complete = sum(_idf(n, index.doc_freq(t)) for t in terms)
         for doc, score in index.search(query, n):
-            lexical[int(doc)] = min(score / ceiling, 1.0)
+            lexical[int(doc)] = min(score / complete, 1.0)
         return lexical
 
     def search(self, query: str, k: int = 5) -> list[MemoryHit]:
