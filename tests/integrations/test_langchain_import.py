@@ -105,3 +105,15 @@ def test_a_block_naming_only_an_upload_is_refused_by_name() -> None:
         load([HumanMessage([{"type": "image", "file_id": "file-123"}])])
     with pytest.raises(TranscriptError, match=r"'document'; expected a block a system message"):
         load([SystemMessage([{"type": "document", "source": {"type": "text", "data": "x"}}])])
+
+
+def test_an_image_url_block_keeps_its_detail() -> None:
+    from langchain_core.messages import HumanMessage
+
+    from ctxengine import fit
+
+    block = {"type": "image_url", "image_url": {"url": "https://x.test/a.png", "detail": "low"}}
+    out = fit(
+        [HumanMessage(content=[{"type": "text", "text": "hi"}, block])], model="gpt-4o", budget=5000
+    )
+    assert out.payload["messages"][0]["content"][1] == block

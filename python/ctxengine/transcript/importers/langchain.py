@@ -48,9 +48,10 @@ def _image(block: Mapping[str, Any], loc: Loc) -> Image:
     if isinstance(block.get("source"), Mapping):
         return image_block(block, loc)
     url = block.get("image_url", block.get("url"))
+    detail = url.get("detail") if isinstance(url, Mapping) else block.get("detail")
     url = url.get("url") if isinstance(url, Mapping) else url
     if isinstance(url, str):
-        return image_from_url(url)
+        return image_from_url(url, detail=detail)
     data = block.get("base64", block.get("data"))
     if isinstance(data, str):
         return Image(str(block.get("mime_type") or "image/png"), data=data)
