@@ -356,3 +356,41 @@ def test_a_pass_through_item_keeps_its_place_before_a_changed_item() -> None:
     after = dict(out.input[at + 1])
     assert indices[at + 1] is None and after["call_id"] == "call_3"
     assert str(after["output"]).startswith("[tool result cleared")
+
+
+def test_a_later_call_exports_only_the_items_that_changed(monkeypatch: Any) -> None:
+    from ctxengine.integrations import openai_agents
+
+    loaded: list[int] = []
+    real_load = openai_agents.load
+
+    def counting_load(items: Any, *args: Any, **kwargs: Any) -> Any:
+        loaded.append(len(items))
+        return real_load(items, *args, **kwargs)
+
+    monkeypatch.setattr(openai_agents, "load", counting_load)
+    fit_filter = fit_model_input(model="gpt-4o", budget=1_500)
+
+    def call(items: list[Any]) -> list[Any]:
+        loaded.clear()
+        data = ModelInputData(input=list(items), instructions="Be brief.")
+        return list(fit_filter(CallModelData(model_data=data, agent=None, context=None)).input)
+
+    items = [*_turns(20), EasyInputMessageParam(role="user", content="and now?")]
+    call(items)
+    assert sum(loaded) >= len(items)  # the first call exports every item
+    # an agent loop appends items: only those are exported again, whatever the history holds
+    new = [*_turns(1), EasyInputMessageParam(role="user", content="and then?")]
+    items += new
+    out = call(items)
+    assert 0 < sum(loaded) <= 3 * len(new)
+    answer = max(k for k, item in enumerate(items) if isinstance(item, ResponseOutputMessage))
+    assert any(got is items[answer] for got in out)
+    # an item edited in place is exported again: what the fit sends of it is still the caller's
+    # own (edited) object, not taken for a change the fit made
+    items[answer].content[0].text = "Answer edited"
+    out = call(items)
+    assert 0 < sum(loaded) <= 3 * len(new)
+    assert any(got is items[answer] for got in out)
+    sent = fit_filter.last.payload["input"] if fit_filter.last is not None else []
+    assert "Answer edited" in json.dumps(sent)

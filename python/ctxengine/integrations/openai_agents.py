@@ -61,6 +61,7 @@ from ..store import (
 from ..tokens import count_tokens
 from ..transcript import load
 from ..transcript.importers.responses import TEXT_PARTS
+from ..transcript.model import copy_data
 
 __all__ = (
     "CLEAR_KIND",
@@ -320,6 +321,26 @@ class _FitFilter:
         self.budget = budget
         self.options = options
         self.last: RenderedContext | None = None
+        # the exports of the latest calls' items (a few conversations may share the filter)
+        self._exports: list[_Exported] = []
+        self._exports_lock = threading.Lock()
+
+    def _exported(self, items: list[dict[str, Any]]) -> _Exported:
+        """The export of ``items``, reusing the one of a previous call whose items they start
+        with (an agent loop appends items between calls): only the items from the first that
+        changed (or from the start of its assistant turn) are exported again."""
+        with self._exports_lock:
+            known = list(self._exports)
+        best: _Exported | None = None
+        reuse = 0
+        for old in known:
+            same = old.reusable(items)
+            if best is None or same > reuse:
+                best, reuse = old, same
+        out = _export_from(items, best, reuse)
+        with self._exports_lock:
+            self._exports = [out, *(x for x in self._exports if x is not best)][:_MAX_EXPORTS]
+        return out
 
     def _reserved(self, passed: list[dict[str, Any]]) -> Budget | int | None:
         """The budget with the tokens of the items passed through taken out."""
@@ -359,8 +380,8 @@ class _FitFilter:
         self.last = out
         payload = out.payload
         summarized = any(m.meta.get(_SUMMARY_META) for m in out.transcript.messages)
-        own = [items[k] for k in fitted]
-        sent = _restored(payload["input"], own, fitted, originals, summarized)
+        exported = self._exported([items[k] for k in fitted])
+        sent = _restored(payload["input"], exported, fitted, originals, summarized)
         if passed:
             sent = _with_passed(sent, passed, fitted, items, originals)
         kept = payload.get("instructions")
@@ -425,7 +446,9 @@ def _owners(items: list[dict[str, Any]], exported: list[str]) -> tuple[list[int 
 
     Each item is exported by itself, and those exports are aligned with the whole one (they
     agree unless the export of a run differs from the export of its items, e.g. a reasoning
-    item left out at the end): a difference loses the match of the items it touches only."""
+    item left out at the end): a difference loses the match of the items it touches only.
+    The alignment is a comparison of the two lists; only the span between their common start
+    and end, when they differ, is aligned item by item."""
     alone: list[str] = []
     made_from: list[int] = []
     for i, item in enumerate(items):
@@ -435,15 +458,112 @@ def _owners(items: list[dict[str, Any]], exported: list[str]) -> tuple[list[int 
     empty = set(range(len(items))) - set(made_from)
     if alone == exported:
         return list(made_from), empty
+    limit = min(len(alone), len(exported))
+    head = 0
+    while head < limit and alone[head] == exported[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and alone[-1 - tail] == exported[-1 - tail]:
+        tail += 1
     owners: list[int | None] = [None] * len(exported)
-    matcher = difflib.SequenceMatcher(None, alone, exported, autojunk=False)
+    owners[:head] = made_from[:head]
+    if tail:
+        owners[len(exported) - tail :] = made_from[len(alone) - tail :]
+    matcher = difflib.SequenceMatcher(
+        None, alone[head : len(alone) - tail], exported[head : len(exported) - tail], autojunk=False
+    )
     for a, b, size in matcher.get_matching_blocks():
         for d in range(size):
-            owners[b + d] = made_from[a + d]
+            owners[head + b + d] = made_from[head + a + d]
     # an item counts only when all of what it was exported as is matched
     whole = Counter(made_from)
     found = Counter(i for i in owners if i is not None)
     return [i if i is not None and found[i] == whole[i] else None for i in owners], empty
+
+
+def _assistant_side(item: Mapping[str, Any]) -> bool:
+    """Whether ``item`` joins the assistant items next to it in one neutral message (the
+    Responses importer's assistant messages, calls and reasoning): a message starts after any
+    other item."""
+    kind = item.get("type") or ("message" if "role" in item else None)
+    if kind == "message":
+        return bool(item.get("role") == "assistant")
+    return kind in ("function_call", "reasoning")
+
+
+def _marks(items: list[dict[str, Any]], owners: list[int | None]) -> list[int]:
+    """For each ``k`` in ``0..len(items)``, the number of exported items ``items[:k]`` make when
+    ``k`` starts a neutral message (item ``k - 1`` is no assistant item) and it is known, else
+    -1. Exported items come in the order of the items they were made from, so it is the first
+    position of an item from ``k`` on, when the position before it has a known owner."""
+    out = [0] + [-1] * len(items)
+    j = 0  # the first position whose owner is known to be at least k
+    for k in range(1, len(items) + 1):
+        while j < len(owners) and (owners[j] is None or owners[j] < k):  # type: ignore[operator]
+            j += 1
+        if not _assistant_side(items[k - 1]) and (j == 0 or owners[j - 1] is not None):
+            out[k] = j
+    return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Exported:
+    """The export of one call's fitted items (without hygiene): ``keys`` and ``shapes``
+    (:func:`_shape`) of the exported items and, for each, the index of the item it was made
+    from (``owners``: None when it cannot be told); ``empty``: the items exported alone as
+    nothing. ``copies``: the items as they were (a later call reuses the export as far as its
+    items are equal to them: an item edited in place since is exported again); ``marks``: see
+    :func:`_marks`."""
+
+    copies: list[Any]
+    keys: list[str]
+    shapes: list[tuple[Any, ...]]
+    owners: list[int | None]
+    empty: frozenset[int]
+    marks: list[int]
+
+    def reusable(self, items: list[dict[str, Any]]) -> int:
+        """How many leading ``items`` this export holds: up to the start of the neutral message
+        holding the first item that differs from ``copies``."""
+        same = 0
+        try:
+            for old, new in zip(self.copies, items, strict=False):
+                if old is not new and old != new:
+                    break
+                same += 1
+        except Exception:  # a value whose comparison raises: taken as changed
+            pass
+        while same > 0 and self.marks[same] < 0:
+            same -= 1
+        return same
+
+
+#: Exports a filter keeps from its latest calls (one per conversation it serves at once).
+_MAX_EXPORTS: Final = 4
+
+
+def _export_from(items: list[dict[str, Any]], old: _Exported | None, reuse: int) -> _Exported:
+    """The export of ``items``: the first ``reuse`` of them are in ``old`` (whole neutral
+    messages: :meth:`_Exported.reusable`); the others are exported (together, and each by
+    itself to tell which exported items it made)."""
+    start = old.marks[reuse] if old is not None else 0
+    tail = items[reuse:]
+    made = _export(tail) if tail else []
+    keys = [_key(x) for x in made]
+    owners, empty = _owners(tail, keys)
+    marks = _marks(tail, owners)
+    if old is None or reuse == 0:
+        kept: _Exported = _Exported([], [], [], [], frozenset(), [0])
+    else:
+        kept = old
+    return _Exported(
+        copies=[*kept.copies[:reuse], *(copy_data(x) for x in tail)],
+        keys=[*kept.keys[:start], *keys],
+        shapes=[*kept.shapes[:start], *(_shape(x) for x in made)],
+        owners=[*kept.owners[:start], *(None if i is None else i + reuse for i in owners)],
+        empty=frozenset({i for i in kept.empty if i < reuse} | {i + reuse for i in empty}),
+        marks=[*kept.marks[:reuse], *(m + start if m >= 0 else -1 for m in marks)],
+    )
 
 
 def _shape(item: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -453,28 +573,27 @@ def _shape(item: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def _restored(
     sent: list[dict[str, Any]],
-    items: list[dict[str, Any]],
+    exported: _Exported,
     where: list[int],
     originals: list[Any],
     summarized: bool,
 ) -> _Restored:
     """``sent`` with each input item the fit left as it was replaced by the caller's own
-    object (``where``: the input index of each of ``items``).
+    object (``exported``: the export of the fitted input items, ``where``: their input indices).
 
     When ``sent`` is the export of ``items`` (nothing fitted away), it is the input items
-    themselves. Else each input item is matched to what it is exported as (one item, two
-    messages for an assistant message of two text parts, none...); an input item whose whole
-    export is in ``sent``, unchanged, in one run, goes back as the caller's object. A
+    themselves. Else each input item is matched to what it is exported as (one item, two messages
+    for an assistant message of two text parts without an id, none...); an input item whose
+    whole export is in ``sent``, unchanged, in one run, goes back as the caller's object. A
     mismatch loses the match of the items it touches, not of the others. Items the fit
     changed are matched to the input item of the same type, role and call id in their place,
     so the filter knows what they stand for (``summarized``: ``sent`` opens with a summary)."""
-    exported = _export(items)
-    keys = [_key(item) for item in exported]
+    keys = exported.keys
+    owners = exported.owners
     sent_keys = [_key(item) for item in sent]
     if sent_keys == keys:
         whole = [_Sent(k, originals[k], k) for k in where]
         return _Restored(whole, False)
-    owners, empty = _owners(items, keys)
     groups: dict[int, list[int]] = {}
     for j, i in enumerate(owners):
         if i is not None:
@@ -510,7 +629,7 @@ def _restored(
                 (
                     x
                     for x in range(bound, upto[s])
-                    if owners[x] is not None and _shape(exported[x]) == shape
+                    if owners[x] is not None and exported.shapes[x] == shape
                 ),
                 None,
             )
@@ -529,7 +648,7 @@ def _restored(
         bound = at + 1
         s += 1
     first = next((x.index for x in out if x.index is not None), None)
-    stand = {x.source for x in out} | {where[i] for i in empty}
+    stand = {x.source for x in out} | {where[i] for i in exported.empty}
     cut = summarized or any(k not in stand for k in where if first is None or k < first)
     return _Restored(out, cut)
 
