@@ -358,6 +358,34 @@ def test_a_pass_through_item_keeps_its_place_before_a_changed_item() -> None:
     assert str(after["output"]).startswith("[tool result cleared")
 
 
+def _dangling_reasoning() -> list[Any]:
+    # the API rejects a reasoning item with nothing after it: the export leaves it out
+    return [
+        {"role": "user", "content": "hi"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA"},
+    ]
+
+
+def _empty_answer() -> list[Any]:
+    # an assistant message without text is exported as nothing
+    return [
+        {"role": "user", "content": "hi"},
+        {"type": "message", "role": "assistant", "content": []},
+        {"role": "user", "content": "hello?"},
+    ]
+
+
+@pytest.mark.parametrize("make", [_dangling_reasoning, _empty_answer])
+def test_a_call_that_fits_leaves_out_the_items_the_export_leaves_out(make: Any) -> None:
+    items = make()
+    fit_filter, out = _call(items, "x", 10_000)
+    assert fit_filter.last is not None
+    sent = fit_filter.last.payload["input"]
+    kept = [item for item in items if item.get("type") not in ("reasoning", "message")]
+    assert len(sent) == len(kept) == len(out.input)
+    assert all(got is given for got, given in zip(out.input, kept, strict=True))
+
+
 def test_a_later_call_exports_only_the_items_that_changed(monkeypatch: Any) -> None:
     from ctxengine.integrations import openai_agents
 

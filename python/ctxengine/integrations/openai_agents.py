@@ -22,8 +22,8 @@
   sees a valid history (calls paired with outputs) within the budget:
   ``RunConfig(call_model_input_filter=fit_model_input(model="gpt-4o", budget=32_000))``.
   Items the fit leaves as they were go back as the caller's own objects (a call that fits gets
-  its input items back); items the neutral model does not hold (hosted-tool calls, item
-  references, developer messages...) pass through unchanged.
+  its input items back, but those the export leaves out); items the neutral model does not
+  hold (hosted-tool calls, item references, developer messages...) pass through unchanged.
 """
 
 from __future__ import annotations
@@ -581,8 +581,9 @@ def _restored(
     """``sent`` with each input item the fit left as it was replaced by the caller's own
     object (``exported``: the export of the fitted input items, ``where``: their input indices).
 
-    When ``sent`` is the export of ``items`` (nothing fitted away), it is the input items
-    themselves. Else each input item is matched to what it is exported as (one item, two messages
+    When ``sent`` is the export (nothing fitted away), it is the input items, but those the
+    export leaves out (a reasoning item with nothing after it, an assistant message without
+    text). Else each input item is matched to what it is exported as (one item, two messages
     for an assistant message of two text parts without an id, none...); an input item whose
     whole export is in ``sent``, unchanged, in one run, goes back as the caller's object. A
     mismatch loses the match of the items it touches, not of the others. Items the fit
@@ -591,8 +592,9 @@ def _restored(
     keys = exported.keys
     owners = exported.owners
     sent_keys = [_key(item) for item in sent]
-    if sent_keys == keys:
-        whole = [_Sent(k, originals[k], k) for k in where]
+    if sent_keys == keys and None not in owners:
+        made = dict.fromkeys(i for i in owners if i is not None)  # in order: each item once
+        whole = [_Sent(where[i], originals[where[i]], where[i]) for i in made]
         return _Restored(whole, False)
     groups: dict[int, list[int]] = {}
     for j, i in enumerate(owners):
