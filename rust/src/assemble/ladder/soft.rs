@@ -153,6 +153,17 @@ mod tests {
     use super::super::fixtures::{assembly, by_id, grain, loaded, session, TOOL};
     use super::*;
 
+    /// The plan at the largest budget at which the ladder changes something.
+    fn first_cut(items: Vec<crate::assemble::ItemSpec>) -> crate::assemble::plan::Plan {
+        let (mut a, full) = loaded(items);
+        (1..=full * 10)
+            .rev()
+            .step_by(25)
+            .filter_map(|b| a.plan(b).ok())
+            .find(|p| p.changed().count() > 0)
+            .expect("some budget cuts")
+    }
+
     #[test]
     fn soft_trim_spares_the_tail_and_images() {
         let mut a = assembly();
@@ -218,14 +229,7 @@ mod tests {
             grain("rag.old", &doc, TOOL, 10, 1),
             grain("rag.new", &doc, TOOL, 10, 2),
         ];
-        let (mut a, full) = loaded(items);
-        // the largest budget at which the ladder changes something
-        let plan = (1..=full * 10)
-            .rev()
-            .step_by(25)
-            .filter_map(|b| a.plan(b).ok())
-            .find(|p| p.changed().count() > 0)
-            .expect("some budget cuts");
+        let plan = first_cut(items);
         let status = |id: &str| plan.status[by_id(&plan, id) as usize];
         assert_eq!(status("rag.pinned"), Status::Kept);
         assert_eq!(status("rag.old"), Status::Trimmed);
@@ -241,13 +245,7 @@ mod tests {
                 grain("rag.hi", &doc, TOOL, 1, hi_seq),
                 grain("rag.lo", &doc, TOOL, 900, lo_seq),
             ];
-            let (mut a, full) = loaded(items);
-            let plan = (1..=full * 10)
-                .rev()
-                .step_by(25)
-                .filter_map(|b| a.plan(b).ok())
-                .find(|p| p.changed().count() > 0)
-                .expect("some budget cuts");
+            let plan = first_cut(items);
             let status = |id: &str| plan.status[by_id(&plan, id) as usize];
             assert_eq!(status("rag.lo"), Status::Trimmed, "seqs {hi_seq}, {lo_seq}");
             assert_eq!(status("rag.hi"), Status::Kept, "seqs {hi_seq}, {lo_seq}");
