@@ -11,7 +11,6 @@ A leaf module: it imports nothing from the rest of :mod:`ctxengine.collect`.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -21,7 +20,6 @@ __all__ = (
     "ENGINE_PREFIXES",
     "emitter_of",
     "engine_namespace",
-    "node_suffix",
     "own_tool_result_id",
     "shadowing_refusals",
 )
@@ -57,21 +55,7 @@ def engine_namespace(node_id: str) -> str | None:
 def own_tool_result_id(call_id: str) -> str:
     """The node id of the result of ``call_id``: what an ``on_tool_result`` handler may return
     for that very result (a compressed or summarized version of it) without the consent."""
-    return "act.tool_result." + (node_suffix(call_id) or "unknown")
-
-
-def node_suffix(call_id: str) -> str:
-    """``call_id`` as the end of a node id: itself when its characters are all allowed (letters,
-    digits, ``_ - :``), else each other character made ``_`` and an 8-character hash of the id
-    added, so that two ids differing only there (``x.1``, ``x_1``) never share a node id (the
-    result of one was sent for the other); ``""`` for an empty id."""
-    if call_id.isascii() and (call_id.isalnum() or call_id.replace("_", "").isalnum()):
-        return call_id  # nothing to replace (the common ids)
-    safe = _UNSAFE.sub("_", call_id)
-    if safe == call_id or not safe:
-        return safe
-    digest = hashlib.sha1(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    return f"{safe}-{digest}"
+    return "act.tool_result." + (_UNSAFE.sub("_", call_id) or "unknown")
 
 
 def emitter_of(grain: Any, is_plugin: Callable[[str], bool]) -> str | None:
