@@ -320,3 +320,25 @@ async def test_grain_content_strict_json_cannot_hold_survives_a_reopen(tmp_path:
     async with reopened.session("nan") as s:
         out = await s.render()
     assert out.payload == before.payload and "NaN" in str(out.payload)
+
+
+async def test_a_nan_of_a_float_subclass_is_stored_too(tmp_path: Path) -> None:
+    """numpy's float64 is a float subclass (a similarity score): its NaN passed as plain data
+    and broke every snapshot as a plain float's did."""
+
+    class Score(float):
+        pass
+
+    engine = ContextEngine("gpt-4o", Budget(total=3_000), store=FileStore(tmp_path))
+    async with engine.session("sub") as s:
+        nan = Score("nan")
+        s.add(ContextGrain("rag.doc", "app", {"score": nan}, lifespan="session", meta={"s": nan}))
+        await s.user_message("hello")
+        before = await s.render()
+        assert not (await s.render()).report.faults
+    engine.close()
+    reopened = ContextEngine("gpt-4o", Budget(total=3_000), store=FileStore(tmp_path))
+    async with reopened.session("sub") as s:
+        assert "rag.doc" in str((await s.render()).report.to_dict())
+        out = await s.render()
+    assert out.payload == before.payload

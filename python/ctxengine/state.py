@@ -619,10 +619,16 @@ _GRAIN_FIELDS: Final = ("node_id", "origin", "content", "priority", "lifespan", 
 def _grain_json(g: ContextGrain) -> dict[str, Any]:
     out = {name: getattr(g, name) for name in _GRAIN_FIELDS}
     out.update(protected=g.protected, meta=_meta_json(g.meta))
-    if not isinstance(out.get("content"), str) and not _plain(out.get("content")):
-        # structured content strict JSON cannot hold (a NaN score): stored as the text it is
-        # sent as, so the snapshot is written and the reopened grain renders the same
-        out["content"] = g.text
+    content = out.get("content")
+    if not isinstance(content, str):
+        try:
+            plain = _plain(content)
+        except RecursionError:  # nested past the recursion limit: its text is what is sent
+            plain = False
+        if not plain:
+            # structured content strict JSON cannot hold (a NaN score): stored as the text it
+            # is sent as, so the snapshot is written and the reopened grain renders the same
+            out["content"] = g.text
     return out
 
 
@@ -632,7 +638,7 @@ _SCALARS: Final = (str, int, float, bool, type(None))
 def _plain(value: Any) -> bool:
     """Whether ``value`` is JSON data already (str-keyed dicts, lists, scalars; a float NaN or
     infinity is not: strict JSON has none, and the store writes strict JSON)."""
-    if type(value) is float:
+    if isinstance(value, float):  # numpy's float64 too: a similarity score
         return math.isfinite(value)
     if isinstance(value, _SCALARS):
         return True

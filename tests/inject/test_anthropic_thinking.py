@@ -149,3 +149,40 @@ def test_a_prefill_ending_in_space_before_its_thinking_is_stripped() -> None:
     assert [p.code for p in validate(Transcript((Message.user("hi"), last)), "anthropic")] == [
         "trailing_whitespace"
     ]
+
+
+def _loop() -> list[Message]:
+    """An agent loop whose turns are logged as [thinking], then [tool_use]."""
+
+    def think(text: str) -> Message:
+        return Message(
+            "assistant", (Thinking(text, signature=SIG),), meta={"provider_family": "anthropic"}
+        )
+
+    messages = [Message.user("start " + "x " * 200)]
+    for i in range(6):
+        messages += [
+            Message.user(f"q{i} " + "w " * 100),
+            think(f"plan {i} " + "t " * 150),
+            Message("assistant", (ToolCall(f"toolu_{i}", "bash", {"c": "ls"}),)),
+            Message.tool(f"toolu_{i}", "out " * 100),
+        ]
+    messages += [
+        Message.user("go " + "g " * 50),
+        think("final plan " + "t " * 300),
+        Message("assistant", (ToolCall("toolu_z", "bash", {"c": "ls"}),)),
+        Message.tool("toolu_z", "res " * 50),
+    ]
+    return messages
+
+
+@pytest.mark.parametrize("budget", range(400, 8000, 300))
+def test_a_trim_never_parts_a_turns_thinking_from_its_call(budget: int) -> None:
+    """The [thinking] and the [tool_use] message were two history steps: a trim could keep the
+    call and drop its thinking, and the tool loop went out without it (11 of these budgets)."""
+    out = fit(_loop(), model="claude-sonnet-4-5", budget=budget, provider="anthropic")
+    _check(out.payload)
+    for m in out.payload["messages"]:
+        kinds = [b["type"] for b in m["content"]] if isinstance(m["content"], list) else []
+        if m["role"] == "assistant" and "tool_use" in kinds:
+            assert kinds[0] == "thinking", (budget, kinds)

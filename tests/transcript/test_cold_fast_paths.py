@@ -70,8 +70,14 @@ class RefBuilder(HistoryBuilder):
     """The history builder as it was written before its per-message pass was unrolled."""
 
     def items(self, index: int, message: Message) -> list[HistoryItem]:
-        if message.role != "tool" or self.turn < 0:
+        follows = self.leads and message.role == "assistant"  # [thinking], then the rest
+        if (message.role != "tool" or self.turn < 0) and not follows:
             self.turn += 1
+        self.leads = (
+            message.role == "assistant"
+            and all(isinstance(b, Thinking) for b in message.blocks)
+            and bool(message.blocks)
+        )
         if message.role == "tool":
             return [self._result(index, i, r) for i, r in enumerate(message.tool_results)]
         return [self._message(index, message)]

@@ -32,7 +32,7 @@ from ..compaction.pipeline import MAX_LATEST_CHARS, fill_repeats, steady_collect
 from ..compaction.requests import request_text
 from ..compaction.sections import shorten_latest
 from ..grain import ContextGrain
-from ..transcript.model import Message
+from ..transcript.model import Message, Thinking
 from .prune import forget_pruned
 from .report import STAGE, GrainDecision, LazyDecisions, decisions
 from .sync import refresh_redaction
@@ -296,8 +296,16 @@ def tail_start(state: SessionState, keep: int) -> int:
             if seen == keep:
                 user = next((u for u in range(n, -1, -1) if messages[u].role == "user"), n)
                 loop = any(messages[k].role == "assistant" for k in range(user + 1, n))
-                return n if loop else user
+                if not loop:
+                    return user
+                while n > user + 1 and _thinking_alone(messages[n - 1]):
+                    n -= 1  # its turn starts with that thinking (one history turn, not split)
+                return n
     return 0
+
+
+def _thinking_alone(m: Message) -> bool:
+    return m.role == "assistant" and bool(m.blocks) and all(type(b) is Thinking for b in m.blocks)
 
 
 def _tokens(state: SessionState, node_ids: Sequence[str]) -> int:

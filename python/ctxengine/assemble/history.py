@@ -18,7 +18,7 @@ from typing import Any, Final
 from .. import _core
 from ..grain import ContextGrain
 from ..tokens import media_tokens
-from ..transcript.model import Image, Message, Text, Thinking, ToolCall, ToolResult
+from ..transcript.model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
 from ..transcript.providers import family_of
 from .guard import truncate_tool_result
 
@@ -165,11 +165,19 @@ def tool_result_node_id(call_id: str) -> str:
     return f"act.tool_result.{safe}" if safe else ""
 
 
+def _thinking_alone(blocks: tuple[Block, ...]) -> bool:
+    return bool(blocks) and all(type(b) is Thinking for b in blocks)
+
+
 class HistoryBuilder:
     """Turns appended messages into items, tracking turns and tool names across calls."""
 
     def __init__(self) -> None:
         self.turn = -1
+        #: Whether the last message was an assistant message of thinking alone: the assistant
+        #: message after it is the same turn (a turn logged as [thinking], then [tool_use]),
+        #: kept or cut with it (Anthropic wants a tool-loop turn to start with its thinking).
+        self.leads = False
         self.max_result_chars: int | None = None
         self.tool_names: dict[str, str] = {}
         self.call_group: dict[str, int] = {}
@@ -195,6 +203,7 @@ class HistoryBuilder:
         """Items for ``message`` at transcript position ``index``."""
         if message.role != "tool":
             return [self.message_item(index, message)]
+        self.leads = False
         if self.turn < 0:
             self.turn = 0
         results = message.tool_results
@@ -207,12 +216,16 @@ class HistoryBuilder:
         which begins a turn (:meth:`items` without the list, for a caller's loop)."""
         # One pass over the message; every per-message cold render goes through here, so the
         # work is written out (see tests/transcript/test_cold_fast_paths.py for the reference).
-        self.turn = turn = self.turn + 1
-        calls = message.tool_calls
         role = message.role
+        blocks = message.blocks
+        if self.leads and role == "assistant":
+            turn = self.turn  # the thinking before it is this turn's start
+        else:
+            self.turn = turn = self.turn + 1
+        self.leads = role == "assistant" and _thinking_alone(blocks)
+        calls = message.tool_calls
         flags = 0
         texts: tuple[str, ...] = ()
-        blocks = message.blocks
         if calls:
             flags = _TOOL_CALL
             names, groups = self.tool_names, self.call_group

@@ -172,14 +172,16 @@ def leads_turn(
     """Whether message ``i``, empty for ``provider`` (thinking alone: Anthropic takes no
     assistant message that ends with thinking), leads the assistant turn after it: its
     thinking is kept, first in that turn, rather than dropped (an assistant message with a
-    tool call must start with its thinking when thinking is on)."""
-    m = messages[i]
-    if m.role != "assistant" or i + 1 >= len(messages) or messages[i + 1].role != "assistant":
-        return False
-    if not (nonempty[i + 1] or leads_turn(messages, nonempty, i + 1, provider, t)):
-        return False
-    family = family_of(m, t)
-    return any(isinstance(b, Thinking) and exportable(b, provider, family) for b in m.blocks)
+    tool call must start with its thinking when thinking is on). A run of such messages leads
+    the first sent assistant message after it."""
+    j = i
+    while j < len(messages) and messages[j].role == "assistant" and not nonempty[j]:
+        m = messages[j]
+        family = family_of(m, t)
+        if not any(isinstance(b, Thinking) and exportable(b, provider, family) for b in m.blocks):
+            return False
+        j += 1
+    return j > i and j < len(messages) and messages[j].role == "assistant"
 
 
 def _first(messages: Sequence[Message]) -> int | None:
