@@ -363,3 +363,39 @@ def test_only_the_messages_the_engine_changed_are_rebuilt() -> None:
     assert isinstance(sent[2], ToolMessage) and sent[2] is not history[2]  # compressed: rebuilt
     assert "omitted" in str(sent[2].content) and sent[2].tool_call_id == "toolu_01"
     mw.close()
+
+
+def test_a_repeated_message_is_handed_back_as_its_newest_copy() -> None:
+    """A render keeps the newest messages: a repeated one ("yes", "Done.") was matched to the
+    oldest equal history message, so the model got old objects (another turn's id and signed
+    thinking) in place of the ones the render sent."""
+    from langchain.agents.middleware import ModelRequest
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+    def ai(i: int) -> AIMessage:
+        blocks = [
+            {"type": "thinking", "thinking": f"turn {i} reasoning", "signature": f"sig{i}"},
+            {"type": "text", "text": "Done."},
+        ]
+        return AIMessage(blocks, id=f"a{i}", response_metadata={"model_provider": "anthropic"})
+
+    history: list[Any] = []
+    for i in range(40):
+        ask = HumanMessage(f"step {i} " + "filler words " * 60 if i % 5 == 0 else "yes", id=f"h{i}")
+        history += [ask, ai(i)]
+    history.append(HumanMessage("next", id="hz"))
+    middleware = ContextMiddleware(ContextEngine("claude-sonnet-4-5", 1500))
+    request = ModelRequest(
+        model=GenericFakeChatModel(messages=iter([])),
+        messages=list(history),
+        system_message=SystemMessage("sys"),
+    )
+    try:
+        fitted = middleware.fit(request)
+    finally:
+        middleware.close()
+    where = {id(m): k for k, m in enumerate(history)}
+    handed = [where[id(m)] for m in fitted.messages if id(m) in where]
+    assert len(handed) > 10
+    assert handed == list(range(len(history) - len(handed), len(history)))

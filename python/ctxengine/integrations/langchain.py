@@ -300,27 +300,29 @@ def _restored(
 ) -> list[AnyMessage]:
     """The LangChain messages of a render: the caller's own object for each message the
     render sent as that message's own export (``exports[j]`` of ``history[j]``, matched in
-    order), so what the OpenAI form cannot carry (Anthropic thinking blocks and their
-    signatures, ids, provider metadata) reaches the model; a message the render changed or
-    made (a summary, a trimmed result, a placeholder) is built from the payload."""
+    order from the newest), so what the OpenAI form cannot carry (Anthropic thinking blocks
+    and their signatures, ids, provider metadata) reaches the model; a message the render
+    changed or made (a summary, a trimmed result, a placeholder) is built from the payload."""
     built = to_langchain({"messages": sent})
     where: dict[tuple[Any, ...], list[int]] = {}
     for j, export in enumerate(exports):
         if export is not None:
             where.setdefault(_signature(export), []).append(j)
     out: list[AnyMessage] = []
-    after = 0  # an unchanged message is matched only after the previous one: order kept
-    for message, made in zip(sent, built, strict=True):
+    # matched from the newest back, each before the one matched after it (order kept): a
+    # render keeps the newest messages, so a repeated one ("yes", "Done.") is the newest copy,
+    # not an old one the trim left out (whose ids and thinking belong to another turn)
+    before = len(exports)
+    for message, made in zip(reversed(sent), reversed(built), strict=True):
         candidates = where.get(_signature(message), [])
-        found = next(
-            (j for j in candidates[bisect_left(candidates, after) :] if exports[j] == message),
-            None,
-        )
+        older = candidates[: bisect_left(candidates, before)]
+        found = next((j for j in reversed(older) if exports[j] == message), None)
         if found is None:
             out.append(made)
         else:
             out.append(cast("AnyMessage", history[found]))
-            after = found + 1
+            before = found
+    out.reverse()
     return out
 
 
