@@ -977,3 +977,30 @@ def test_no_budget_separates_a_call_from_its_result(history: int) -> None:
             assert is_type(body[-1], options["end_on"]), where
         it = iter(msgs)
         assert all(any(m is g for g in it) for m in out)  # the caller's objects, in order
+
+
+def test_a_text_document_is_counted_by_its_text_as_the_engine_reads_it() -> None:
+    """An Anthropic document with a text source was charged a flat 765 tokens (as a PDF),
+    while the importer reads it as text: a 36,000-token document passed a 2,000-token trim."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from ctxengine.integrations.langchain import trim_messages as ours
+
+    big = "the quick brown fox jumps over the lazy dog " * 4000
+    document = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": big},
+    }
+    messages = [
+        HumanMessage(content=[{"type": "text", "text": "summarize"}, document]),
+        AIMessage("ok"),
+        HumanMessage("and?"),
+    ]
+    kept = ours(messages, max_tokens=2000, token_counter="gpt-4o", strategy="last")
+    assert messages[0] not in kept and kept == messages[1:]
+    pdf = {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="},
+    }
+    small = [HumanMessage(content=[{"type": "text", "text": "read"}, pdf]), AIMessage("ok")]
+    assert ours(small, max_tokens=2000, token_counter="gpt-4o", strategy="last") == small
