@@ -222,7 +222,8 @@ class HistoryBuilder:
             turn = self.turn  # the thinking before it is this turn's start
         else:
             self.turn = turn = self.turn + 1
-        self.leads = role == "assistant" and _thinking_alone(blocks)
+        # thinking alone (its first block thinking, checked first: most messages stop there)
+        self.leads = bool(blocks) and type(blocks[0]) is Thinking and _thinking_alone(blocks)
         calls = message.tool_calls
         flags = 0
         texts: tuple[str, ...] = ()

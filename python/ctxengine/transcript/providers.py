@@ -179,7 +179,9 @@ def exported_blocks(message: Message, provider: str, family: str | None) -> list
         if kind is Text:  # what :func:`exportable` decides for these exact types, inline
             if not strict or b.text.strip():  # type: ignore[union-attr]
                 out.append(b)
-        elif kind in _ALWAYS_SENT or exportable(b, provider, family):
+        elif kind in _ALWAYS_SENT:
+            out.append(b)
+        elif exportable(b, provider, family):
             out.append(b)
             thought = thought or isinstance(b, Thinking)
     if provider == "openai-responses":
@@ -268,7 +270,9 @@ _NAME_RULES: Final = {
     "anthropic": (re.compile(r"[A-Za-z0-9_-]{1,128}"), re.compile(r"[^A-Za-z0-9_-]"), 128),
     "gemini": (re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}"), re.compile(r"[^A-Za-z0-9_.:-]"), 64),
 }
-_wire_names: dict[tuple[str, str], str] = {}
+_wire_names: dict[str, dict[str, str]] = {p: {} for p in ("openai", "anthropic", "gemini")}
+#: The names :func:`wire_name` made for OpenAI so far (an exporter's loop reads it first).
+OPENAI_NAMES: Final = _wire_names["openai"]
 
 
 def wire_name(name: str, provider: str) -> str:
@@ -278,12 +282,12 @@ def wire_name(name: str, provider: str) -> str:
     ``_``), and one still too long keeps its head and an 8-character hash of the whole. A name
     from another provider's log (``github.search``, ``fs/read file``, a call cut off before its
     name) made the request fail; the model reads the name it is sent."""
-    key = (provider, name)
-    found = _wire_names.get(key)
+    table = _wire_names.get(provider)
+    found = table.get(name) if table is not None else None
     if found is None:
         found = _wire(name, provider)
-        if len(_wire_names) < 4096:
-            _wire_names[key] = found
+        if table is not None and len(table) < 4096:
+            table[name] = found
     return found
 
 

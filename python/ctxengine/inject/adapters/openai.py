@@ -11,6 +11,7 @@ from ...transcript.importers.common import image_url
 from ...transcript.model import Image, Message, Text, Thinking, ToolCall, Transcript
 from ...transcript.providers import (
     AUDIO_FORMATS,
+    OPENAI_NAMES,
     PDF,
     PDF_FILENAME,
     image_placeholder,
@@ -90,11 +91,15 @@ def _assistant_out(m: Message) -> dict[str, Any]:
     out: dict[str, Any] = {"role": "assistant", "content": content}
     calls = m.tool_calls
     if calls:
+        known = OPENAI_NAMES.get
         out["tool_calls"] = [
             {
                 "id": c.id,
                 "type": "function",
-                "function": {"name": wire_name(c.name, "openai"), "arguments": c.arguments_json},
+                "function": {
+                    "name": known(c.name) or wire_name(c.name, "openai"),
+                    "arguments": c.arguments_json,
+                },
             }
             for c in calls
         ]
@@ -105,15 +110,19 @@ def message_dicts(m: Message) -> list[dict[str, Any]]:
     """The Chat Completions messages of one neutral message (a tool message gives one per
     result). A participant ``name`` the message came with (``meta["name"]``) goes back."""
     role = m.role
+    named = "name" in m.meta  # rare: checked inline, the function only then
     if role == "assistant":
-        return [_named(_assistant_out(m), m)]
+        out = _assistant_out(m)
+        return [_named(out, m) if named else out]
     if role == "user":
-        return [_named(_user(m), m)]
+        out = _user(m)
+        return [_named(out, m) if named else out]
     if role == "system":
         sys_role = m.meta.get("openai_role", "system")
         texts = [b for b in m.blocks if isinstance(b, Text)]
-        return [_named({"role": sys_role, "content": _text_content(texts) if texts else ""}, m)]
-    out: list[dict[str, Any]] = []
+        out = {"role": sys_role, "content": _text_content(texts) if texts else ""}
+        return [_named(out, m) if named else out]
+    results: list[dict[str, Any]] = []
     for r in m.tool_results:
         parts = r.content
         if len(parts) == 1 and type(parts[0]) is Text:  # the common case, one text item
@@ -121,8 +130,8 @@ def message_dicts(m: Message) -> list[dict[str, Any]]:
         else:
             texts = _flat_text(parts)
             content = _text_content(texts) if texts else ""
-        out.append({"role": "tool", "tool_call_id": r.call_id, "content": content})
-    return out
+        results.append({"role": "tool", "tool_call_id": r.call_id, "content": content})
+    return results
 
 
 def _named(out: dict[str, Any], m: Message) -> dict[str, Any]:
