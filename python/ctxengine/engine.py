@@ -1160,27 +1160,15 @@ class Session:
         self._state = new
         steps.append({"step": "truncate_tool_results", "messages": cut, "max_chars": limit})
         store = self.engine.store
-        if store is not None and self.persist:
-            await self._record_cut(store, old.messages, messages, first, cut, limit)
-        return True
-
-    async def _record_cut(
-        self,
-        store: Store,
-        before: list[Message],
-        messages: list[Message],
-        first: int,
-        cut: int,
-        limit: int,
-    ) -> None:
-        """Store :meth:`_truncate_results`'s rewrite, under the session's save lock."""
+        if store is None or not self.persist:
+            return True
         unsaved = len(self._unsaved)
         details = {"max_chars": limit, "messages": cut}
         expected = self.leaf_id
         try:
             entries = await anyio.to_thread.run_sync(
                 lambda: _record_truncation(
-                    store, self.id, before, messages, first, unsaved, expected, details
+                    store, self.id, old.messages, messages, first, unsaved, expected, details
                 )
             )
         except StoreError as exc:
@@ -1191,6 +1179,7 @@ class Session:
         else:
             del self._unsaved[:unsaved]  # the rewrite holds them
             self.leaf_id = entries[-1].id
+        return True
 
     def transcript(self) -> Transcript:
         """The session's full transcript (not pruned: pruning happens only in renders)."""

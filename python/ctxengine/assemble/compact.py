@@ -32,7 +32,8 @@ from ..compaction.pipeline import MAX_LATEST_CHARS, fill_repeats, steady_collect
 from ..compaction.requests import request_text
 from ..compaction.sections import shorten_latest
 from ..grain import ContextGrain
-from ..transcript.model import Message, Thinking
+from ..transcript.model import Message
+from .history import thinking_alone
 from .prune import forget_pruned
 from .report import STAGE, GrainDecision, LazyDecisions, decisions
 from .sync import refresh_redaction
@@ -298,14 +299,15 @@ def tail_start(state: SessionState, keep: int) -> int:
                 loop = any(messages[k].role == "assistant" for k in range(user + 1, n))
                 if not loop:
                     return user
-                while n > user + 1 and _thinking_alone(messages[n - 1]):
+                while n > user + 1 and _leads(messages[n - 1]):
                     n -= 1  # its turn starts with that thinking (one history turn, not split)
                 return n
     return 0
 
 
-def _thinking_alone(m: Message) -> bool:
-    return m.role == "assistant" and bool(m.blocks) and all(type(b) is Thinking for b in m.blocks)
+def _leads(m: Message) -> bool:
+    """Whether ``m`` starts the turn of the assistant message after it (thinking alone)."""
+    return m.role == "assistant" and thinking_alone(m.blocks)
 
 
 def _tokens(state: SessionState, node_ids: Sequence[str]) -> int:

@@ -165,7 +165,9 @@ def tool_result_node_id(call_id: str) -> str:
     return f"act.tool_result.{safe}" if safe else ""
 
 
-def _thinking_alone(blocks: tuple[Block, ...]) -> bool:
+def thinking_alone(blocks: tuple[Block, ...]) -> bool:
+    """Whether ``blocks`` are thinking and nothing else (a turn logged as [thinking], then the
+    rest: the history builder and the protected tail's start keep the two one turn)."""
     return bool(blocks) and all(type(b) is Thinking for b in blocks)
 
 
@@ -223,7 +225,7 @@ class HistoryBuilder:
         else:
             self.turn = turn = self.turn + 1
         # thinking alone (its first block thinking, checked first: most messages stop there)
-        self.leads = bool(blocks) and type(blocks[0]) is Thinking and _thinking_alone(blocks)
+        self.leads = bool(blocks) and type(blocks[0]) is Thinking and thinking_alone(blocks)
         calls = message.tool_calls
         flags = 0
         texts: tuple[str, ...] = ()

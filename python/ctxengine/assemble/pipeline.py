@@ -7,7 +7,6 @@ The heavy steps (counting, scoring, allocation, the trim ladder, ordering) run i
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
@@ -234,13 +233,12 @@ async def _hook(
         if node_id in present or node_id in state.items:  # replaced, or a history item's grain
             continue
         present.add(node_id)  # one decision per node id
-        where = SimpleNamespace(node_id=node_id, window=removal.window)
         reason = f"removed from the tree by plugin {removal.plugin!r} in {removal.hook}"
         log.extra.append(
             GrainDecision(
                 node_id,
                 removal.origin,
-                report_window(config.budget, where),
+                report_window(config.budget, removal),  # its node id and window
                 "dropped",
                 "dropped",
                 removal.hook,

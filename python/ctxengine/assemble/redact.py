@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..collect.faults import WITHHELD, FaultKind, PluginFault
+from ..collect.faults import WITHHELD, FaultKind, PluginFault, withheld
 from ..transcript.model import Block, Message, Text, ToolCall, ToolResult
 
 __all__ = ("WITHHELD", "Redaction")
@@ -60,8 +60,7 @@ class Redaction:
         owner = getattr(redact, "__self__", redact)
         name = getattr(owner, "name", None) or type(owner).__name__
         message = f"{what}; the text it was given is withheld from the payload"
-        self.faults.append(PluginFault(name, "redact_text", kind, message))
-        return WITHHELD
+        return withheld(name, kind, message, self.faults)
 
     def take_faults(self) -> list[PluginFault]:
         """The faults since the last call (each reported once, by the render it happened in;

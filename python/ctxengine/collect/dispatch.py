@@ -30,7 +30,7 @@ import copy
 import dataclasses
 import inspect
 import logging
-from collections.abc import Collection, MutableSequence
+from collections.abc import Callable, Collection, MutableSequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -542,17 +542,37 @@ class SessionDispatcher:
         another owner's protected grain in it, a ``denied`` fault each."""
         present = [g for g in tree if isinstance(g, ContextGrain)]
         refused = self._shadows(present + grains)
-        out = []
+        is_plugin = self.registry.__contains__
+        return self._deny_joining(
+            grains,
+            refused,
+            len(present),
+            lambda g: emitter_of(g, is_plugin) or str(g.origin),
+            result.hook,
+            result.faults,
+        )
+
+    def _deny_joining(
+        self,
+        grains: list[ContextGrain],
+        refused: dict[int, str],
+        offset: int,
+        who: Callable[[ContextGrain], str],
+        hook: str,
+        faults: list[PluginFault],
+    ) -> list[ContextGrain]:
+        """``grains`` (joining a tree at index ``offset`` of :meth:`_shadows`' list) without
+        the ``refused`` ones, a ``denied`` fault for each (not counted toward quarantine)."""
+        kept = []
         for i, grain in enumerate(grains):
-            why = refused.get(len(present) + i)
+            why = refused.get(offset + i)
             if why is None:
-                out.append(grain)
-                continue
-            who = emitter_of(grain, self.registry.__contains__) or str(grain.origin)
-            self._fail(
-                who, result.hook, "denied", why, result.faults, node_id=grain.node_id, count=False
-            )
-        return out
+                kept.append(grain)
+            else:
+                self._fail(
+                    who(grain), hook, "denied", why, faults, node_id=grain.node_id, count=False
+                )
+        return kept
 
     def _shadows(self, grains: list[ContextGrain]) -> dict[int, str]:
         """Indexes of ``grains`` that would shadow another owner's protected grain, with why."""
@@ -587,14 +607,9 @@ class SessionDispatcher:
                 return f"denied: put grain {g.node_id!r} into the tree: {refused[i]}"
             if _fields(g) != saved[id(g)]:
                 return f"denied: changed grain {saved[id(g)][0]!r}: {refused[i]}"
-        kept = []
-        for i, grain in enumerate(returned):
-            why = refused.get(len(present) + i)
-            if why is None:
-                kept.append(grain)
-            else:
-                self._fail(name, hook, "denied", why, faults, node_id=grain.node_id, count=False)
-        returned[:] = kept
+        returned[:] = self._deny_joining(
+            returned, refused, len(present), lambda g: name, hook, faults
+        )
         return ""
 
     @staticmethod

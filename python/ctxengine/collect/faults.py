@@ -24,6 +24,7 @@ __all__ = (
     "call_plugin",
     "describe_exc",
     "is_async_callable",
+    "withheld",
 )
 
 FaultKind = Literal[
@@ -34,6 +35,14 @@ CallKind = Literal["", "raised", "timeout", "blocked"]
 #: What is sent instead of a text whose ``redact_text`` raised (or returned no string): what it
 #: would have redacted is unknown, so the whole text is withheld.
 WITHHELD = "[REDACTED:redactor_failed]"
+
+
+def withheld(plugin: str, kind: FaultKind, message: str, faults: list[PluginFault] | None) -> str:
+    """:data:`WITHHELD`, sent instead of a text ``plugin``'s ``redact_text`` failed on, with
+    its fault appended to ``faults`` (for the render's report)."""
+    if faults is not None:
+        faults.append(PluginFault(plugin, "redact_text", kind, message))
+    return WITHHELD
 
 
 class PluginWarning(UserWarning):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from ..errors import PluginError
-from .faults import WITHHELD, FaultKind, PluginFault, describe_exc
+from .faults import FaultKind, PluginFault, describe_exc, withheld
 from .lifecycle import setup_plugins, teardown_plugins
 from .loader import instantiate_entry_point, instantiate_manifest
 from .manifest import IMPORT_TIMEOUT, MANIFEST_FILE, Manifest, forget_entry, read_manifest
@@ -387,7 +387,7 @@ class Registry:
     def redact(self, text: str, faults: list[PluginFault] | None = None) -> str:
         """``text`` through every enabled plugin that offers ``redact_text``. One that raises
         (or returns no string) fails closed: the whole text is withheld (``WITHHELD`` of
-        :mod:`ctxengine.assemble.redact` is returned: what it would have redacted is unknown)
+        :mod:`ctxengine.collect.faults` is returned: what it would have redacted is unknown)
         and its fault goes to ``faults`` (the next render's report); nothing is raised, so a
         buggy redactor never breaks a turn."""
         for entry in self.entries():
@@ -621,8 +621,5 @@ def load_entry_points(group: str = ENTRY_POINT_GROUP, *, strict: bool = False) -
 
 def _withheld(plugin: str, kind: FaultKind, what: str, faults: list[PluginFault] | None) -> str:
     message = f"{what}; the text it was given is withheld"
-    fault = PluginFault(plugin, "redact_text", kind, message)
-    if faults is not None:
-        faults.append(fault)
     logger.warning("ctxengine plugin %s: redact_text %s", plugin, message)
-    return WITHHELD
+    return withheld(plugin, kind, message, faults)

@@ -230,7 +230,7 @@ def fix_turn_order(
         changes.append(Change("fix_turn_order", "bootstrap_user", at, detail))
     if provider == "anthropic" and messages and messages[-1].role == "assistant":
         last = messages[-1]
-        blocks = strip_trailing_space(last.blocks, family_of(last, t))
+        blocks = strip_trailing_space(last.blocks)
         if blocks is not None:  # never empty: a message with nothing to send was dropped above
             messages[-1] = dataclasses.replace(last, blocks=blocks)
             detail = "final assistant message ended in whitespace, which Anthropic rejects"
@@ -308,7 +308,7 @@ def validate(t: Transcript, provider: str) -> list[Problem]:
             provider == "anthropic"
             and last is not None
             and last.role == "assistant"
-            and strip_trailing_space(last.blocks, family_of(last, t)) is not None
+            and strip_trailing_space(last.blocks) is not None
         ):
             why = "final assistant message ends in whitespace; Anthropic rejects it"
             problems.append(Problem("trailing_whitespace", len(t.messages) - 1, why))

@@ -18,7 +18,7 @@ from ..errors import BudgetError
 from ..grain import ContextGrain
 from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, ToolCall, Transcript
-from ..transcript.providers import STRICT_ALTERNATION, family_of, strip_trailing_space
+from ..transcript.providers import STRICT_ALTERNATION, strip_trailing_space
 from .compose import compose, history_grains
 from .hygiene import leads_turn, merge_turns
 from .pairing import dropped_calls, without_calls
@@ -385,7 +385,7 @@ def _no_trailing_space(t: Transcript, provider: str) -> Transcript:
     if provider != "anthropic" or not t.messages or t.messages[-1].role != "assistant":
         return t
     last = t.messages[-1]
-    blocks = strip_trailing_space(last.blocks, family_of(last, t))
+    blocks = strip_trailing_space(last.blocks)
     if blocks is None:
         return t
     rest = t.messages[:-1]

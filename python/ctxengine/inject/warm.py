@@ -370,7 +370,7 @@ class Warm:
         if (
             provider == "anthropic"
             and final.role == "assistant"
-            and strip_trailing_space(final.blocks, family(final)) is not None
+            and strip_trailing_space(final.blocks) is not None
         ):
             return None  # hygiene strips a prefill's trailing whitespace
         # every check passed: from here on the previous record is superseded

@@ -228,16 +228,13 @@ def image_placeholder(image: Image) -> Text:
     return Text(f"[{image.media_type} attachment{name}{where} omitted]")
 
 
-def strip_trailing_space(
-    blocks: Sequence[Block], family: str | None = None
-) -> tuple[Block, ...] | None:
+def strip_trailing_space(blocks: Sequence[Block]) -> tuple[Block, ...] | None:
     """``blocks`` (of a final assistant message) without the whitespace at the end of their
     last text: trailing text blocks are stripped, and dropped when nothing is left of them, up
     to the first block that is neither text nor thinking. Thinking is stepped over, left where
-    it is: Anthropic is not sent one it cannot verify (unsigned, or signed by another provider
-    than ``family``, the message's :func:`family_of`) and gets the others first in the message
-    (:func:`thinking_first`), so the text before it ends what Anthropic reads. None when there
-    is no whitespace to strip.
+    it is: Anthropic is not sent one it cannot verify (unsigned, or signed by another provider)
+    and gets the others first in the message (:func:`thinking_first`), so the text before it
+    ends what Anthropic reads. None when there is no whitespace to strip.
 
     Anthropic rejects a final assistant message (a prefill) that ends in whitespace ("final
     assistant content cannot end with trailing whitespace"): the engine's renders and hygiene

@@ -135,7 +135,8 @@ def message_dicts(m: Message) -> list[dict[str, Any]]:
 
 
 def _named(out: dict[str, Any], m: Message) -> dict[str, Any]:
-    name = m.meta.get("name") if m.meta else None
+    """``out`` with the participant name of ``m`` (its ``meta["name"]``, one is there)."""
+    name = m.meta["name"]
     if isinstance(name, str) and name:
         out["name"] = wire_name(name, "openai")
     return out

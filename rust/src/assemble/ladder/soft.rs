@@ -1,7 +1,8 @@
 //! Soft trim (DESIGN.md §4 step 1): in each window over its allocation, oldest first, long
 //! tool results become a plugin's summary or head + tail, then, if that is not enough, a
 //! `[tool result cleared: ...]` placeholder. Spared: PROTECTED items, images, the preamble and
-//! the protected tail. In a tool window, context grains are candidates too.
+//! the protected tail. In a tool window, context grains are candidates too, before its tool
+//! results, least important first.
 
 use std::cmp::Reverse;
 use std::sync::Arc;
