@@ -358,7 +358,6 @@ def test_only_the_messages_the_engine_changed_are_rebuilt() -> None:
     model = GenericFakeChatModel(messages=iter([]))
     fitted = mw.fit(ModelRequest(model=model, messages=list(history), system_message=None))
     sent = fitted.messages
-    assert [sent[0], sent[1], sent[3]] == [history[0], history[1], history[3]]
     assert sent[0] is history[0] and sent[1] is history[1] and sent[3] is history[3]
     assert isinstance(sent[2], ToolMessage) and sent[2] is not history[2]  # compressed: rebuilt
     assert "omitted" in str(sent[2].content) and sent[2].tool_call_id == "toolu_01"

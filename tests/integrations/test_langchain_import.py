@@ -108,12 +108,8 @@ def test_a_block_naming_only_an_upload_is_refused_by_name() -> None:
 
 
 def test_an_image_url_block_keeps_its_detail() -> None:
-    from langchain_core.messages import HumanMessage
-
-    from ctxengine import fit
-
     block = {"type": "image_url", "image_url": {"url": "https://x.test/a.png", "detail": "low"}}
-    out = fit(
+    out = ctxengine.fit(
         [HumanMessage(content=[{"type": "text", "text": "hi"}, block])], model="gpt-4o", budget=5000
     )
     assert out.payload["messages"][0]["content"][1] == block

@@ -809,7 +809,6 @@ def test_same_result_as_langchain_on_real_sessions_without_tool_groups_cut() -> 
 
 def _interleaved() -> list[Any]:
     """A call of two tools, its first result, a human turn, then its second result."""
-    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
     calls = [{"id": "c1", "name": "f", "args": {}}, {"id": "c2", "name": "g", "args": {}}]
     return [
@@ -825,34 +824,30 @@ def _interleaved() -> list[Any]:
 def test_a_result_apart_from_its_call_is_never_kept_without_it(strategy: str) -> None:
     # a human turn between a call and its second result: the result was a group of its own,
     # kept while its call was cut
-    from langchain_core.messages import AIMessage, ToolMessage
-    from langchain_core.messages.utils import count_tokens_approximately
-
-    from ctxengine.integrations.langchain import trim_messages as ours
 
     msgs = _interleaved()
     for budget in range(0, 120, 3):
-        out = ours(
+        out = trim_messages(
             msgs, max_tokens=budget, token_counter=count_tokens_approximately, strategy=strategy
         )
         made = {c["id"] for m in out if isinstance(m, AIMessage) for c in m.tool_calls}
         assert all(m.tool_call_id in made for m in out if isinstance(m, ToolMessage)), (budget, out)
-    whole = ours(msgs, max_tokens=1000, token_counter=count_tokens_approximately, strategy=strategy)
+    whole = trim_messages(
+        msgs, max_tokens=1000, token_counter=count_tokens_approximately, strategy=strategy
+    )
     assert whole == msgs  # nothing cut: nothing left out
 
 
 def test_leaving_out_an_orphan_keeps_end_on_and_an_orphan_given_stays() -> None:
-    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-    from langchain_core.messages.utils import count_tokens_approximately
-
-    from ctxengine.integrations.langchain import trim_messages as ours
 
     msgs = _interleaved()
     for budget in range(0, 120, 3):
-        out = ours(msgs, max_tokens=budget, token_counter=count_tokens_approximately, end_on="tool")
+        out = trim_messages(
+            msgs, max_tokens=budget, token_counter=count_tokens_approximately, end_on="tool"
+        )
         assert not out or isinstance(out[-1], ToolMessage), (budget, out)
     given = [HumanMessage("h"), ToolMessage("old", tool_call_id="gone"), AIMessage("a")]
-    same = ours(given, max_tokens=1000, token_counter=count_tokens_approximately)
+    same = trim_messages(given, max_tokens=1000, token_counter=count_tokens_approximately)
     assert same == given  # a result whose call was never given is not the trim's to drop
 
 
@@ -982,9 +977,6 @@ def test_no_budget_separates_a_call_from_its_result(history: int) -> None:
 def test_a_text_document_is_counted_by_its_text_as_the_engine_reads_it() -> None:
     """An Anthropic document with a text source was charged a flat 765 tokens (as a PDF),
     while the importer reads it as text: a 36,000-token document passed a 2,000-token trim."""
-    from langchain_core.messages import AIMessage, HumanMessage
-
-    from ctxengine.integrations.langchain import trim_messages as ours
 
     big = "the quick brown fox jumps over the lazy dog " * 4000
     document = {
@@ -996,11 +988,11 @@ def test_a_text_document_is_counted_by_its_text_as_the_engine_reads_it() -> None
         AIMessage("ok"),
         HumanMessage("and?"),
     ]
-    kept = ours(messages, max_tokens=2000, token_counter="gpt-4o", strategy="last")
-    assert messages[0] not in kept and kept == messages[1:]
+    kept = trim_messages(messages, max_tokens=2000, token_counter="gpt-4o", strategy="last")
+    assert kept == messages[1:]
     pdf = {
         "type": "document",
         "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="},
     }
     small = [HumanMessage(content=[{"type": "text", "text": "read"}, pdf]), AIMessage("ok")]
-    assert ours(small, max_tokens=2000, token_counter="gpt-4o", strategy="last") == small
+    assert trim_messages(small, max_tokens=2000, token_counter="gpt-4o", strategy="last") == small

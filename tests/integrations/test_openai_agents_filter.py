@@ -227,7 +227,6 @@ def test_a_leading_pass_through_item_stays_when_everything_fits(kind: str) -> No
     items = [_leading(kind), EasyInputMessageParam(role="user", content="hi")]
     _, out = _call(items, "Be brief.", 10_000)
     assert out.input is items
-    assert len(out.input) == 2 and out.input[0] is items[0] and out.input[1] is items[1]
 
 
 def _turns(count: int) -> list[Any]:
@@ -274,8 +273,6 @@ def test_a_run_that_fits_comes_back_item_for_item_with_two_part_answers() -> Non
     items = [*_turns(3), EasyInputMessageParam(role="user", content="and now?")]
     _, out = _call(items, "Be brief.", 50_000)
     assert out.input is items
-    assert len(out.input) == len(items)
-    assert all(got is given for got, given in zip(out.input, items, strict=True))
 
 
 def test_a_cut_run_gives_back_each_kept_reasoning_item_and_the_item_after_it() -> None:

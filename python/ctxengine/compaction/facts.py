@@ -309,10 +309,14 @@ _NON_SPACE: Final = re.compile(r"\S")
 _FIRST_LINE_PIECE: Final = 1024
 
 
+#: ``Message.meta`` key marking a summary written by compaction.
+SUMMARY_META: Final = "ctxengine_summary"
+
+
 def is_summary(message: Message) -> bool:
     """Whether ``message`` is a summary written by compaction (so it is folded into the next
     summary by its sections instead of being taken for a user request)."""
-    if message.meta.get("ctxengine_summary"):
+    if message.meta.get(SUMMARY_META):
         return True
     return message.role == "user" and message_text(message).startswith(_SUMMARY_HEAD)
 
@@ -895,7 +899,7 @@ class _MessageFacts:
 
 def _read(m: Message, text: str) -> _MessageFacts:
     role = m.role
-    if m.meta.get("ctxengine_summary") or (role == "user" and text.startswith(_SUMMARY_HEAD)):
+    if m.meta.get(SUMMARY_META) or (role == "user" and text.startswith(_SUMMARY_HEAD)):
         # an earlier summary (:func:`is_summary`)
         return _MessageFacts(text, carried=parse_sections(text))
     # _file_ops, when it can find anything: tool calls, a fenced action, an opened file

@@ -37,6 +37,7 @@ from ..tokens import Tokenizer
 from ..transcript import Message, Text, ToolResult
 from .facts import (
     RESUMABLE,
+    SUMMARY_META,
     KeyFacts,
     Seen,
     common_prefix,
@@ -481,7 +482,7 @@ def _tokens(m: Message, text: str, count: Count, exact: Tokenizer | None) -> int
 
 def summary_message(text: str, replaced: int) -> Message:
     """The summary as the first message of the history: user role, never system authority."""
-    return Message("user", (Text(text),), meta={"ctxengine_summary": True, "replaced": replaced})
+    return Message("user", (Text(text),), meta={SUMMARY_META: True, "replaced": replaced})
 
 
 def _usable(text: object) -> str:

@@ -33,7 +33,7 @@ from ..errors import ConfigError, EncodingError, TranscriptError
 from ..tokens import IMAGE_TOKENS, audio_tokens, get_tokenizer, input_audio_tokens
 from ..transcript.importers.anthropic import document_block
 from ..transcript.importers.common import Loc
-from ..transcript.model import Text
+from ..transcript.model import Text, copy_data
 
 __all__ = ("Counter", "resolve_counter", "select_first", "select_last", "start_on_cut")
 
@@ -51,19 +51,6 @@ _MEDIA_BLOCKS: Final = frozenset(
 )
 
 MessageType = str | type[BaseMessage] | Sequence[str | type[BaseMessage]]
-
-
-def _snapshot(value: Any) -> Any:
-    """A copy of ``value``'s lists and dicts (tuples walked too) sharing its other values: it
-    compares equal to ``value`` until ``value`` is edited in place, at any depth, and the
-    comparison of unchanged values is an identity check."""
-    if isinstance(value, dict):
-        return {k: _snapshot(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_snapshot(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_snapshot(v) for v in value)
-    return value
 
 
 def _extra(m: BaseMessage) -> str | None:
@@ -110,8 +97,8 @@ class _Cache:
             else:
                 n = count(m)
                 extra = _extra(m)
-                state = _snapshot(getattr(m, extra)) if extra is not None else None
-                entries[id(m)] = (m, _snapshot(m.content), m.name, extra, state, n)
+                state = copy_data(getattr(m, extra)) if extra is not None else None
+                entries[id(m)] = (m, copy_data(m.content), m.name, extra, state, n)
                 out.append(n)
         return out
 

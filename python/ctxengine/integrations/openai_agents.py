@@ -47,6 +47,7 @@ from agents.memory.session_settings import (
 from agents.run_config import CallModelData, ModelInputData
 
 from ..assemble.budget import Budget
+from ..compaction.facts import SUMMARY_META
 from ..engine import RenderedContext
 from ..errors import BudgetError, ConfigError, ConfigTypeError, StoreConflictError
 from ..fitting import fit
@@ -60,7 +61,7 @@ from ..store import (
 )
 from ..tokens import count_tokens
 from ..transcript import load
-from ..transcript.importers.responses import TEXT_PARTS
+from ..transcript.importers.responses import TEXT_PARTS, item_kind
 from ..transcript.model import copy_data
 
 __all__ = (
@@ -290,7 +291,7 @@ def _fitted_kind(item: Mapping[str, Any]) -> bool:
     """Whether the filter fits ``item`` (else it passes through unchanged): user and assistant
     messages of text and image URLs, function calls, their outputs and reasoning. System and
     developer messages in the input stay where they are, as the SDK placed them."""
-    kind = item.get("type") or ("message" if "role" in item else None)
+    kind = item_kind(item)
     if kind == "message":
         return item.get("role") in ("user", "assistant") and _parts_known(item.get("content"))
     if kind == "function_call_output":
@@ -335,7 +336,7 @@ class _FitFilter:
         reuse = 0
         for old in known:
             same = old.reusable(items)
-            if best is None or same > reuse:
+            if same > reuse:  # none to reuse: no other conversation's export is evicted
                 best, reuse = old, same
         out = _export_from(items, best, reuse)
         with self._exports_lock:
@@ -379,7 +380,7 @@ class _FitFilter:
         )
         self.last = out
         payload = out.payload
-        summarized = any(m.meta.get(_SUMMARY_META) for m in out.transcript.messages)
+        summarized = any(m.meta.get(SUMMARY_META) for m in out.transcript.messages)
         exported = self._exported([items[k] for k in fitted])
         sent = _restored(payload["input"], exported, fitted, originals, summarized)
         if passed:
@@ -396,7 +397,6 @@ class _FitFilter:
 
 
 #: The meta key of the message a compaction made (the summary of the messages it replaced).
-_SUMMARY_META: Final = "ctxengine_summary"
 
 #: A call put after a lone ``reasoning`` item when it is exported alone: the exporter leaves
 #: out a reasoning item with nothing after it (the API rejects one), not one in a history.
@@ -485,7 +485,7 @@ def _assistant_side(item: Mapping[str, Any]) -> bool:
     """Whether ``item`` joins the assistant items next to it in one neutral message (the
     Responses importer's assistant messages, calls and reasoning): a message starts after any
     other item."""
-    kind = item.get("type") or ("message" if "role" in item else None)
+    kind = item_kind(item)
     if kind == "message":
         return bool(item.get("role") == "assistant")
     return kind in ("function_call", "reasoning")
@@ -546,16 +546,13 @@ def _export_from(items: list[dict[str, Any]], old: _Exported | None, reuse: int)
     """The export of ``items``: the first ``reuse`` of them are in ``old`` (whole neutral
     messages: :meth:`_Exported.reusable`); the others are exported (together, and each by
     itself to tell which exported items it made)."""
-    start = old.marks[reuse] if old is not None else 0
+    kept = old if old is not None else _NOTHING
+    start = kept.marks[reuse]
     tail = items[reuse:]
     made = _export(tail) if tail else []
     keys = [_key(x) for x in made]
     owners, empty = _owners(tail, keys)
     marks = _marks(tail, owners)
-    if old is None or reuse == 0:
-        kept: _Exported = _Exported([], [], [], [], frozenset(), [0])
-    else:
-        kept = old
     return _Exported(
         copies=[*kept.copies[:reuse], *(copy_data(x) for x in tail)],
         keys=[*kept.keys[:start], *keys],
@@ -564,6 +561,10 @@ def _export_from(items: list[dict[str, Any]], old: _Exported | None, reuse: int)
         empty=frozenset({i for i in kept.empty if i < reuse} | {i + reuse for i in empty}),
         marks=[*kept.marks[:reuse], *(m + start if m >= 0 else -1 for m in marks)],
     )
+
+
+#: The export of no item (what a call reuses when no earlier export holds its first items).
+_NOTHING: Final = _Exported([], [], [], [], frozenset(), [0])
 
 
 def _shape(item: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -656,7 +657,7 @@ def _restored(
 
 
 def _instruction(item: Mapping[str, Any]) -> bool:
-    kind = item.get("type") or ("message" if "role" in item else None)
+    kind = item_kind(item)
     return kind == "message" and item.get("role") in ("system", "developer")
 
 

@@ -64,9 +64,6 @@ __all__ = (
 
 Embedder = Callable[[Sequence[str]], Any]
 _BLOCK: Final = re.compile(r"\n\s*\n|^(?=#{1,3} )", re.M)
-# BM25 parameters of the memory index (the Rust defaults), also used for the score's ceiling
-_K1: Final = 1.2
-_B: Final = 0.75
 
 STOPWORDS: Final = frozenset(
     # common English function words, as :func:`bm25_tokenize` yields them: lowercase, and the
@@ -220,7 +217,7 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._stamp: tuple[tuple[str, int, int], ...] | None = None
         self._entries: list[tuple[str, int, str]] = []
-        self._index = Bm25Index(_K1, _B)
+        self._index = Bm25Index()
         self._vectors: npt.NDArray[np.float32] | None = None
 
     def files(self) -> list[Path]:
@@ -265,7 +262,8 @@ class MemoryStore:
                 continue
             files.append(p)
             stamp.append((str(p), st.st_mtime_ns, st.st_size))
-        if tuple(stamp) == self._stamp:
+        seen = tuple(stamp)
+        if seen == self._stamp:
             return
         entries = []
         for path in files:
@@ -276,7 +274,7 @@ class MemoryStore:
                 logger.warning("memory file %s skipped: %s", path, exc)
                 continue
             entries += [(rel, i, e) for i, e in enumerate(split_entries(text))]
-        index = Bm25Index(_K1, _B)
+        index = Bm25Index()
         index.add([str(i) for i in range(len(entries))], [_lexical(e[2]) for e in entries])
         vectors = None
         if self.embedder is not None and entries:
@@ -287,12 +285,7 @@ class MemoryStore:
                 )
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             vectors = (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32)
-        self._entries, self._index, self._vectors, self._stamp = (
-            entries,
-            index,
-            vectors,
-            tuple(stamp),
-        )
+        self._entries, self._index, self._vectors, self._stamp = entries, index, vectors, seen
 
     def __len__(self) -> int:
         with self._lock:

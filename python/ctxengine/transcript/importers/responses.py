@@ -16,7 +16,7 @@ from typing import Any, Final
 from ..model import Block, Image, Message, Text, Thinking, ToolResult
 from .common import PDF, Loc, file_from_data, image_from_url, skip_block, tool_call
 
-__all__ = "load_responses"
+__all__ = ("load_responses",)
 
 #: Content part types read as text (the model-input filter of the Agents SDK reads the same).
 TEXT_PARTS: Final = ("input_text", "output_text", "text", "refusal")
@@ -44,6 +44,12 @@ def _parts(content: object, loc: Loc) -> list[Text | Image]:
             expected = "input_text, output_text or input_image (URL)"
             skip_block(kind, loc.at(i), "content part type", expected)
     return out
+
+
+def item_kind(item: Mapping[str, Any]) -> Any:
+    """An input item's ``type`` (an easy input message may leave it out: one with a ``role``
+    is a ``message``); None when it says neither."""
+    return item.get("type") or ("message" if "role" in item else None)
 
 
 def _reasoning(item: Mapping[str, Any], loc: Loc) -> Thinking:
@@ -89,7 +95,7 @@ def load_responses(items: list[Any], loc: Loc) -> list[Message]:
     for i, raw in enumerate(items):
         at = loc.at(i)
         item = at.obj(raw)
-        kind = item.get("type") or ("message" if "role" in item else None)
+        kind = item_kind(item)
         if kind == "message":
             role = at.need(item, "role", str)
             blocks = _parts(item.get("content"), at.at("content"))
