@@ -35,7 +35,14 @@ from ..transcript.importers.anthropic import document_block
 from ..transcript.importers.common import Loc
 from ..transcript.model import Text, copy_data
 
-__all__ = ("Counter", "resolve_counter", "select_first", "select_last", "start_on_cut")
+__all__ = (
+    "Counter",
+    "end_on_cut",
+    "resolve_counter",
+    "select_first",
+    "select_last",
+    "start_on_cut",
+)
 
 _REPLY_PRIMING: Final = 3  # OpenAI's rule, as ctxengine.count_messages
 _PER_MESSAGE: Final = 3
@@ -431,16 +438,6 @@ def _partial(
     return excluded
 
 
-def _drop_back(
-    messages: list[BaseMessage], bounds: list[int], end: int, end_on: MessageType
-) -> int:
-    """Cut whole groups off the end until the last kept message is of an ``end_on`` type."""
-    k = bounds.index(end) if end in bounds else len(bounds) - 1
-    while k > 0 and not is_type(messages[bounds[k] - 1], end_on):
-        k -= 1
-    return bounds[k]
-
-
 def select_first(
     messages: list[BaseMessage],
     counter: Counter,
@@ -457,7 +454,7 @@ def select_first(
     if counter.additive:
         kept = _first_additive(messages, counter, max_tokens, splitter, allow_partial)
         if end_on:
-            kept = kept[: _drop_back(kept, group_bounds(kept), len(kept), end_on)]
+            kept = kept[: end_on_cut(kept, end_on)]
         return kept
     bounds = group_bounds(messages)
     costs = _Costs(messages, counter)
@@ -484,8 +481,7 @@ def select_first(
             if part is not None:
                 kept = [*kept, part]
     if end_on:
-        kb = group_bounds(kept)
-        kept = kept[: _drop_back(kept, kb, len(kept), end_on)]
+        kept = kept[: end_on_cut(kept, end_on)]
     return kept
 
 
@@ -505,10 +501,7 @@ def select_last(
     if not messages:
         return []
     if end_on:
-        end = len(messages)
-        while end > 0 and not is_type(messages[end - 1], end_on):
-            end = group_start(messages, end)
-        messages = messages[:end]
+        messages = messages[: end_on_cut(messages, end_on)]
     system: BaseMessage | None = None
     if include_system and messages and isinstance(messages[0], SystemMessage):
         system, messages = messages[0], messages[1:]
@@ -530,6 +523,15 @@ def start_on_cut(kept: list[BaseMessage], start_on: MessageType) -> int:
     while k < len(kb) - 1 and not is_type(kept[kb[k]], start_on):
         k += 1
     return kb[k]
+
+
+def end_on_cut(messages: Sequence[BaseMessage], end_on: MessageType, floor: int = 0) -> int:
+    """Where ``messages`` end on an ``end_on`` message, cutting whole groups off their end, never
+    before ``floor`` (``floor`` when none does)."""
+    end = len(messages)
+    while end > floor and not is_type(messages[end - 1], end_on):
+        end = max(floor, group_start(messages, end))
+    return end
 
 
 def _last_groups(

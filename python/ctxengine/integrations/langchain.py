@@ -57,8 +57,7 @@ from ..sync import SyncSession
 from ..transcript import load
 from ._lc_trim import (
     MessageType,
-    group_start,
-    is_type,
+    end_on_cut,
     resolve_counter,
     select_first,
     select_last,
@@ -219,10 +218,7 @@ def _without_orphans(
         paired = _paired(out, made, answered)
         if len(paired) == len(out):
             return out
-        end = len(paired)
-        while end_on and end > head and not is_type(paired[end - 1], end_on):
-            end = max(head, group_start(paired, end))
-        out = paired[:end]
+        out = paired[: end_on_cut(paired, end_on, head)] if end_on else paired
         if start_on:
             out = out[:head] + out[head + start_on_cut(out[head:], start_on) :]
 
@@ -302,8 +298,8 @@ def _restored(
     render sent as that message's own export (``exports[j]`` of ``history[j]``, matched in
     order from the newest), so what the OpenAI form cannot carry (Anthropic thinking blocks
     and their signatures, ids, provider metadata) reaches the model; a message the render
-    changed or made (a summary, a trimmed result, a placeholder) is built from the payload."""
-    built = to_langchain({"messages": sent})
+    changed or made (a summary, a trimmed result, a placeholder) is built from the payload
+    (each message on its own, as ``convert_to_messages`` converts a list: only those)."""
     where: dict[tuple[Any, ...], list[int]] = {}
     for j, export in enumerate(exports):
         if export is not None:
@@ -313,12 +309,12 @@ def _restored(
     # render keeps the newest messages, so a repeated one ("yes", "Done.") is the newest copy,
     # not an old one the trim left out (whose ids and thinking belong to another turn)
     before = len(exports)
-    for message, made in zip(reversed(sent), reversed(built), strict=True):
+    for message in reversed(sent):
         candidates = where.get(_signature(message), [])
         older = candidates[: bisect_left(candidates, before)]
         found = next((j for j in reversed(older) if exports[j] == message), None)
         if found is None:
-            out.append(made)
+            out.append(to_langchain({"messages": [message]})[0])
         else:
             out.append(cast("AnyMessage", history[found]))
             before = found
