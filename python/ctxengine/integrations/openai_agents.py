@@ -405,13 +405,23 @@ _AFTER_REASONING: Final = {"type": "function_call", "call_id": "_", "name": "_",
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Sent:
-    """One item of the filter's answer: ``index`` is its index in the caller's input when it
-    is the caller's own object (else None: the fit changed or made it); ``source`` the index
-    of the input item it stands for (changed or not; None for what the fit made, a summary)."""
+    """One item of the filter's answer: ``own`` when it is the caller's own object (else the
+    fit changed or made it); ``source`` the index of the input item it stands for (changed or
+    not; None for what the fit made, a summary)."""
 
-    index: int | None
+    own: bool
     item: Any
     source: int | None
+
+    @classmethod
+    def given(cls, k: int, originals: list[Any]) -> _Sent:
+        """The caller's own item ``k``."""
+        return cls(True, originals[k], k)
+
+    @property
+    def index(self) -> int | None:
+        """Its index in the caller's input when it is the caller's own object, else None."""
+        return self.source if self.own else None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -595,7 +605,7 @@ def _restored(
     sent_keys = [_key(item) for item in sent]
     if sent_keys == keys and None not in owners:
         made = dict.fromkeys(i for i in owners if i is not None)  # in order: each item once
-        whole = [_Sent(where[i], originals[where[i]], where[i]) for i in made]
+        whole = [_Sent.given(where[i], originals) for i in made]
         return _Restored(whole, False)
     groups: dict[int, list[int]] = {}
     for j, i in enumerate(owners):
@@ -623,7 +633,7 @@ def _restored(
     while s < len(sent):
         at = same[s]
         if at is None and summarized and s == 0:  # the summary stands for no one input item
-            out.append(_Sent(None, sent[s], None))
+            out.append(_Sent(False, sent[s], None))
             s += 1
             continue
         if at is None:  # changed: it stands for the next exported item of its shape
@@ -638,16 +648,16 @@ def _restored(
             )
         i = None if at is None else owners[at]
         if at is None or i is None:
-            out.append(_Sent(None, sent[s], None))
+            out.append(_Sent(False, sent[s], None))
             s += 1
             continue
         group = groups[i]
         if same[s] == group[0] and same[s : s + len(group)] == group:
-            out.append(_Sent(where[i], originals[where[i]], where[i]))
+            out.append(_Sent.given(where[i], originals))
             s += len(group)
             bound = group[-1] + 1
             continue
-        out.append(_Sent(None, sent[s], where[i]))
+        out.append(_Sent(False, sent[s], where[i]))
         bound = at + 1
         s += 1
     first = next((x.index for x in out if x.index is not None), None)
@@ -689,14 +699,14 @@ def _with_passed(
     calls = {_call_id(originals[k]) for k in staying} - {None}
     staying = sorted({*staying, *(k for k in passed if _call_id(originals[k]) in calls)})
     start = fitted[0] if fitted else None
-    out = [_Sent(k, originals[k], k) for k in staying if start is None or k < start]
+    out = [_Sent.given(k, originals) for k in staying if start is None or k < start]
     pending = [k for k in staying if start is not None and k > start]
     for x in sent.items:
         while pending and x.source is not None and pending[0] < x.source:
             index = pending.pop(0)
-            out.append(_Sent(index, originals[index], index))
+            out.append(_Sent.given(index, originals))
         out.append(x)
-    out.extend(_Sent(index, originals[index], index) for index in pending)
+    out.extend(_Sent.given(index, originals) for index in pending)
     return _Restored(out, sent.cut)
 
 

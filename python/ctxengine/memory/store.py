@@ -125,7 +125,9 @@ def stem(word: str) -> str:
 
 
 def _idf(n: int, df: int) -> float:
-    """BM25's idf (the Rust index's) of a word ``df`` of ``n`` entries hold."""
+    """BM25's idf of a word ``df`` of ``n`` entries hold: the Rust index's formula
+    (``rust/src/bm25.rs``, the Lucene variant), written again here for the score's ceiling; a
+    change there must be made here too (``tests/memory/test_store.py`` pins both)."""
     return math.log1p((n - df + 0.5) / (df + 0.5))
 
 
