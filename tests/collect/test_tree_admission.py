@@ -13,6 +13,7 @@ import pytest
 from ctxengine import Budget, ContextEngine, ContextGrain
 from ctxengine.assemble.compact import SUMMARY_ID
 from ctxengine.collect.events import BeforeRender, CustomEvent, OverBudget, current_bus
+from ctxengine.transcript import ToolCall
 
 pytestmark = pytest.mark.anyio
 
@@ -210,3 +211,164 @@ async def test_a_bus_grain_during_a_tree_handler_cannot_shadow_a_protected_grain
     assert _texts(out) == [RULES, "hello"]
     assert _faults(out) == [("emitter", "bus:tree.note", "denied", "sys.rules")]
     assert _decisions(out, "sys.rules") == [("session", "kept"), ("emitter", "dropped")]
+
+
+class Collector(Returner):
+    """Returns ``grain`` from ``collect`` under the name ``name``: the reference a tree
+    handler's grain is admitted like."""
+
+    def __init__(self, grain: ContextGrain, name: str) -> None:
+        super().__init__(grain, dangerous=True)
+        self.name = name
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        g = self.grain
+        return [ContextGrain(g.node_id, content=g.content, priority=g.priority)]
+
+    def on_before_render(self, event: BeforeRender) -> list[ContextGrain]:
+        return []
+
+
+def _explained(out: Any, node_id: str) -> list[tuple[str, str, str | None, str]]:
+    return [(d.origin, d.decision, d.stage, d.reason) for d in out.report if d.node_id == node_id]
+
+
+@pytest.mark.parametrize(
+    ("priority", "expected"),
+    [
+        (0, [("kind", "kept"), ("transcript", "shadowed")]),
+        (150, [("transcript", "kept"), ("kind", "shadowed")]),
+    ],
+)
+@pytest.mark.parametrize("kind", [Returner, Appender])
+async def test_a_consented_tree_handlers_history_grain_is_admitted_like_a_collected_one(
+    kind: type[Returner], priority: int, expected: list[tuple[str, str]]
+) -> None:
+    grain = ContextGrain("hist.0", content="REWRITTEN", priority=priority)
+    out = await _render(kind(grain, dangerous=True), consent=True)
+    reference = await _render(Collector(grain, kind.name), consent=True)
+    assert out.report.faults == reference.report.faults == []
+    assert out.payload == reference.payload
+    assert _texts(out)[-1] == ("REWRITTEN" if priority <= 100 else "hello")
+    named = [(kind.name if o == "kind" else o, d) for o, d in expected]
+    assert _decisions(out, "hist.0") == _decisions(reference, "hist.0") == named
+    assert _explained(out, "hist.0") == _explained(reference, "hist.0")
+
+
+class Both:
+    """``collect`` gives ``hist.0`` at priority ``collected``, ``on_before_render`` returns
+    another at priority ``returned``."""
+
+    name, version, priority, enabled, dangerous = "both", "1.0.0", 10, True, True
+
+    def __init__(self, collected: int, returned: int) -> None:
+        self.collected, self.returned = collected, returned
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        return [ContextGrain("hist.0", content="FROM COLLECT", priority=self.collected)]
+
+    def on_before_render(self, event: BeforeRender) -> list[ContextGrain]:
+        return [ContextGrain("hist.0", content="FROM BEFORE_RENDER", priority=self.returned)]
+
+
+async def test_a_tree_handlers_history_grain_fuses_with_a_collected_one() -> None:
+    out = await _render(Both(50, 5), consent=True)
+    assert out.report.faults == []
+    assert _texts(out)[-1] == "FROM BEFORE_RENDER"
+    assert _explained(out, "hist.0") == [
+        ("both", "kept", None, "kept"),
+        ("both", "shadowed", "fuse", "shadowed by both (priority 5 < 50)"),
+        ("transcript", "shadowed", "fuse", "shadowed by both (priority 5 < 100)"),
+    ]
+    lost = next(d for d in out.report if d.decision == "shadowed" and d.origin == "both")
+    assert lost.grain.content == "FROM COLLECT"
+    assert lost.grain.meta.get("shadowed", []) == []  # it no longer shadows the message
+
+    out = await _render(Both(50, 80), consent=True)
+    assert _texts(out)[-1] == "FROM COLLECT"
+    assert _explained(out, "hist.0") == [
+        ("both", "kept", None, "kept"),
+        ("transcript", "shadowed", "fuse", "shadowed by both (priority 50 < 100)"),
+        ("both", "shadowed", "fuse", "shadowed by both (priority 50 < 80)"),
+    ]
+
+
+class OverReturner(Returner):
+    """Collects a grain over the budget; returns ``grain`` from ``on_over_budget``."""
+
+    name = "over_returner"
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        return [ContextGrain("rag.filler", content="filler " * 400, priority=200)]
+
+    def on_before_render(self, event: BeforeRender) -> list[ContextGrain]:
+        return []
+
+    def on_over_budget(self, event: OverBudget) -> list[ContextGrain]:
+        g = self.grain
+        return [ContextGrain(g.node_id, content=g.content, priority=g.priority)]
+
+
+async def test_a_consented_over_budget_handlers_history_grain_replaces_the_message() -> None:
+    grain = ContextGrain("hist.0", content="REWRITTEN", priority=0)
+    out = await _render(OverReturner(grain, dangerous=True), total=400, consent=True)
+    assert out.report.faults == []
+    assert _texts(out)[-1] == "REWRITTEN"
+    assert _explained(out, "hist.0") == [
+        ("over_returner", "kept", None, "kept"),
+        ("transcript", "shadowed", "fuse", "shadowed by over_returner (priority 0 < 100)"),
+    ]
+
+
+class Rewriter:
+    """Gives ``hist.0`` at priority 0 from ``collect`` or from ``on_before_render``."""
+
+    name, version, priority, enabled, dangerous = "rewriter", "1.0.0", 10, True, True
+
+    def __init__(self, hook: str) -> None:
+        self.hook = hook
+
+    def _grains(self, at: str) -> list[ContextGrain]:
+        return [ContextGrain("hist.0", content="REWRITTEN", priority=0)] if at == self.hook else []
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        return self._grains("collect")
+
+    def on_before_render(self, event: BeforeRender) -> list[ContextGrain]:
+        return self._grains("on_before_render")
+
+
+async def _compacted_renders(hook: str) -> list[tuple[bool, list[tuple[str, str, Any, str]]]]:
+    engine = ContextEngine(
+        "gpt-4o", Budget(total=3000), plugins=[Rewriter(hook)], allow_dangerous=True
+    )
+    renders = []
+    async with engine.session("compacted") as s:
+        for r in range(2):
+            for i in range(12):
+                await s.user_message(f"request {r}-{i}: look at module_{i}.py and explain it")
+                await s.assistant_message("", [ToolCall(f"c{r}_{i}", "read_file", {"path": "m"})])
+                await s.tool_result(f"c{r}_{i}", "content line\n" * 100)
+                await s.assistant_message(f"done {r}-{i}")
+            out = await s.render()
+            assert "hist.0" in s.state.compacted
+            renders.append(("REWRITTEN" in str(out.payload), _explained(out, "hist.0")))
+    return renders
+
+
+async def test_a_tree_handlers_grain_for_a_compacted_message_is_dropped_like_a_collected_one() -> (
+    None
+):
+    renders = await _compacted_renders("on_before_render")
+    assert renders == await _compacted_renders("collect")
+    assert renders[1] == (
+        False,
+        [
+            (
+                "rewriter",
+                "dropped",
+                "compaction",
+                "its history item was summarized into mem.summary by an earlier compaction",
+            )
+        ],
+    )

@@ -102,28 +102,84 @@ def apply_overrides(
     state: SessionState, config: RenderConfig, grains: list[ContextGrain], log: TurnLog
 ) -> list[ContextGrain]:
     """A plugin grain with a history node_id (e.g. a compressed tool result) replaces the
-    history item's content when it is more important; otherwise it is shadowed."""
-    budget = config.budget
+    history item's content when it is more important; otherwise it is shadowed
+    (:func:`_override`). The other grains are returned: the context."""
     context: list[ContextGrain] = []
     overrides: dict[str, ContextGrain] = {}
+    items, compacted = state.items, state.compacted
     for grain in grains:
-        item = state.items.get(grain.node_id)
-        if grain.node_id in state.compacted:  # its history item now lives in mem.summary
-            state.stored.pop(grain.node_id, None)
-            log.extra.append(compacted_decision(grain, budget))
-        elif item is None:
-            context.append(grain)
-        elif grain.priority <= HISTORY_PRIORITY:
-            overrides[grain.node_id] = grain
-            log.extra.append(shadowed_decision(item.grain, grain, budget))
-            entry = {"node_id": grain.node_id, "origin": "transcript", "priority": HISTORY_PRIORITY}
-            _shadow(entry, grain)
+        if grain.node_id in items or grain.node_id in compacted:
+            _override(state, config, grain, overrides, log)
         else:
-            log.extra.append(shadowed_decision(grain, item.grain, budget))
+            context.append(grain)
     changed = overrides.keys() | state.overrides.keys()
     state.overrides = overrides
     state.dirty.update(changed)
     return context
+
+
+def _override(
+    state: SessionState,
+    config: RenderConfig,
+    grain: ContextGrain,
+    overrides: dict[str, ContextGrain],
+    log: TurnLog,
+) -> None:
+    """Judge ``grain``, the one plugin grain left by fusion for its history item's node id:
+    put into ``overrides`` when it is more important than the item (the item's content is
+    reported shadowed), else reported shadowed itself; the grain of an item an earlier
+    compaction summarized is dropped (no longer carried)."""
+    budget = config.budget
+    if grain.node_id in state.compacted:  # its history item now lives in mem.summary
+        state.stored.pop(grain.node_id, None)
+        log.extra.append(compacted_decision(grain, budget))
+        return
+    item = state.items[grain.node_id]
+    if grain.priority <= HISTORY_PRIORITY:
+        overrides[grain.node_id] = grain
+        log.extra.append(shadowed_decision(item.grain, grain, budget))
+        entry = {"node_id": grain.node_id, "origin": "transcript", "priority": HISTORY_PRIORITY}
+        _shadow(entry, grain)
+    else:
+        log.extra.append(shadowed_decision(grain, item.grain, budget))
+
+
+def _tree_overrides(
+    state: SessionState,
+    config: RenderConfig,
+    plugins: SessionDispatcher,
+    grains: list[ContextGrain],
+    log: TurnLog,
+) -> None:
+    """Admit ``grains``, put into the tree by its handlers with a history item's node id (a
+    consented plugin's: the dispatcher refuses the others), as collected ones are
+    (:func:`apply_overrides`): fused with the render's override of that item, each loser
+    reported shadowed, and the winner judged against the item (:func:`_override`)."""
+    by_id: dict[str, list[ContextGrain]] = {}
+    for grain in grains:
+        by_id.setdefault(grain.node_id, []).append(grain)
+    for node_id, group in by_id.items():
+        current = state.overrides.get(node_id)
+        if current is not None:
+            group.insert(0, current)  # the render's override first: it was there first
+        winner = group[0]
+        if len(group) > 1:
+            winner = group[_fuse(config, plugins, group, log)[0][0]]
+        if winner is current:
+            continue
+        if current is not None:  # it no longer replaces the item: its decision goes
+            content = state.items[node_id].grain  # the one loser of that decision
+            log.extra[:] = [
+                d for d in log.extra if type(d) is not GrainDecision or d.grain is not content
+            ]
+            entry = {"node_id": node_id, "origin": "transcript", "priority": HISTORY_PRIORITY}
+            shadowed = current.meta.get("shadowed")
+            if isinstance(shadowed, list) and entry in shadowed:
+                shadowed.remove(entry)
+            del state.overrides[node_id]
+        _override(state, config, winner, state.overrides, log)
+        if state.overrides.get(node_id) is not current:
+            state.dirty.add(node_id)
 
 
 def _admission_error(grain: ContextGrain, config: RenderConfig) -> CtxEngineError | None:
@@ -203,8 +259,23 @@ def _tree_context(
 
     A tree handler may have put a grain into the tree with the node id of another (returned,
     appended or renamed): they are fused again, the loser recorded as shadowed and taken out
-    of the tree, so each node id has one grain in the render and every other a decision."""
-    context = admit(config, [g for g in tree if g.node_id not in state.items], log, fields=fields)
+    of the tree, so each node id has one grain in the render and every other a decision. A
+    grain with a history item's node id (not the item's own) is admitted as a collected one
+    and taken out of the tree (:func:`_tree_overrides`)."""
+    items, compacted = state.items, state.compacted
+    rest: list[ContextGrain] = []
+    history: list[ContextGrain] = []
+    for g in tree:
+        item = items.get(g.node_id)
+        if item is None:
+            (history if g.node_id in compacted else rest).append(g)
+        elif item.made_grain is not g:
+            history.append(g)
+    if history:
+        taken = {id(g) for g in history}
+        tree[:] = [g for g in tree if id(g) not in taken]
+        _tree_overrides(state, config, plugins, admit(config, history, log, fields=fields), log)
+    context = admit(config, rest, log, fields=fields)
     if len({g.node_id for g in context}) != len(context):
         winner_of, _ = _fuse(config, plugins, context, log)
         losers = {id(g) for i, g in enumerate(context) if winner_of[i] != i}
