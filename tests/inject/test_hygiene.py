@@ -18,6 +18,7 @@ from ctxengine.hygiene import (
 )
 from ctxengine.inject.memo import RenderMemo
 from ctxengine.inject.render import render
+from ctxengine.inject.turn import _merged
 from ctxengine.transcript import (
     Message,
     Text,
@@ -346,6 +347,43 @@ def test_merging_keeps_only_thinking_the_provider_accepts() -> None:
     out, _ = fix_turn_order(T(Message.user("q"), signed, other), "anthropic")
     assert out[1].blocks == (Thinking("t", "sig"), Text("a"), Text("b"))
     assert out[1].meta["provider_family"] == "anthropic"
+
+
+def _thought(text: str) -> Message:
+    """An assistant message holding only signed thinking (empty for Anthropic on its own)."""
+    return Message("assistant", (Thinking(text, "sig"),), meta={"provider_family": "anthropic"})
+
+
+@pytest.mark.parametrize(
+    ("before", "thoughts", "merged"),
+    [
+        ([], 1, [2]),  # [thinking] then [tool_use]: the call merged into the thinking's turn
+        ([], 2, [2, 3]),
+        ([Message.assistant("Sure.")], 1, [2, 3]),  # both merged into "Sure."
+        ([Message.assistant("Sure.")], 2, [2, 3, 4]),
+    ],
+)
+def test_carried_thinking_reports_each_merged_message_once_as_a_run_merge_does(
+    before: list[Message], thoughts: int, merged: list[int]
+) -> None:
+    """Thinking alone, carried into the assistant turn after it, is reported as the merge of
+    a run of assistant turns: each message merged into the turn before it, at its own index,
+    as the render's own merge pass (``_merged``) reports it. After an assistant turn hygiene
+    reported the call's index twice and the thinking's not at all."""
+    t = T(
+        Message.user("list files"),
+        *before,
+        *(_thought(f"step {k}") for k in range(thoughts)),
+        ask("toolu_1"),
+        res("toolu_1"),
+    )
+    out, report = fix_turn_order(t, "anthropic")
+    assert [m.role for m in out] == ["user", "assistant", "tool"]
+    assert [c.index for c in report.changes] == merged
+    assert {c.action for c in report.changes} == {"merged_turns"}
+    assert {c.detail for c in report.changes} == {"merged into the assistant turn before it"}
+    _, changes = _merged(t, "anthropic", RenderMemo())
+    assert report.changes == tuple(changes)
 
 
 # -- validate / clean --------------------------------------------------------------------------

@@ -135,3 +135,33 @@ async def test_a_real_session_with_runs_is_rendered_warm(provider: str) -> None:
     renders, merged, reused = await _twins(messages, steps, provider, 32_000)
     assert renders == len(steps) + 1 and merged > 0
     assert reused == len(steps)
+
+
+def _thinking_runs(k: int) -> list[Message]:
+    """Turns logged as [thinking], then [tool_use]: alone, and after an assistant text."""
+
+    def thought(text: str) -> Message:
+        return Message("assistant", (Thinking(text, "sig"),), meta={"provider_family": "anthropic"})
+
+    calls = [ToolCall(f"a{k}", "read", {"k": k}), ToolCall(f"b{k}", "read", {"k": k})]
+    return [
+        Message.user(f"question {k}"),
+        thought(f"plan {k}"),
+        Message("assistant", (calls[0],)),
+        Message("tool", (ToolResult(f"a{k}", (Text(f"out {k}"),)),)),
+        Message.assistant(f"so far {k}"),
+        thought(f"more {k}"),
+        thought(f"still {k}"),
+        Message("assistant", (calls[1],)),
+        Message("tool", (ToolResult(f"b{k}", (Text(f"out {k}"),)),)),
+        Message.assistant(f"done {k}"),
+    ]
+
+
+@pytest.mark.anyio
+async def test_carried_thinking_is_reported_as_hygiene_reports_it() -> None:
+    """Thinking alone merged into the assistant turn after it: the render's own merge pass and
+    hygiene report each merged message once, at its own index."""
+    steps = [_thinking_runs(k) for k in range(1, 4)]
+    renders, merged, _ = await _twins(_thinking_runs(0), steps, "anthropic", 32_000)
+    assert renders == len(steps) + 1 and merged > 0

@@ -143,27 +143,37 @@ def _order(
     for i, m in enumerate(messages):
         if not nonempty[i]:
             if strict and leads_turn(messages, nonempty, i, provider, t):
-                # a turn logged as [thinking], then [tool_use]: its thinking goes first in it
+                # a turn logged as [thinking], then [tool_use]: its thinking goes first in it.
+                # Reported as a run of assistant turns is: each message taken into the turn
+                # before it, at its own index (the first of the run is taken into none).
+                if carried is not None or (out and out[-1].role == "assistant"):
+                    changes.append(merged_change(i, "assistant"))
                 carried = m if carried is None else merge_turns(carried, m, provider, t)
-                detail = "merged into the assistant turn before it"
-                changes.append(Change("fix_turn_order", "merged_turns", i + 1, detail))
                 continue
             changes.append(Change("fix_turn_order", "dropped_empty", i, f"empty {m.role} message"))
             continue
+        merged = carried is not None
         if carried is not None:
             m = merge_turns(carried, m, provider, t)
             carried = None
+            changes.append(merged_change(i, m.role))
         if strict and m.role == "system" and started:
             changes.append(Change("fix_turn_order", "system_to_user", i, "late system message"))
             m = dataclasses.replace(m, role="user", meta={**m.meta, "was_system": True})
         started = started or m.role != "system"
         if strict and out and out[-1].role == m.role and m.role in ("user", "assistant"):
-            detail = f"merged into the {m.role} turn before it"
-            changes.append(Change("fix_turn_order", "merged_turns", i, detail))
+            if not merged:  # else reported above: one change per message merged
+                changes.append(merged_change(i, m.role))
             out[-1] = merge_turns(out[-1], m, provider, t)
             continue
         out.append(m)
     return out
+
+
+def merged_change(i: int, role: str) -> Change:
+    """The report of message ``i`` merged into the ``role`` turn before it: one per message a
+    merge takes into another (the first of a run is not reported), at its own index."""
+    return Change("fix_turn_order", "merged_turns", i, f"merged into the {role} turn before it")
 
 
 def leads_turn(

@@ -20,7 +20,7 @@ from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, ToolCall, Transcript
 from ..transcript.providers import STRICT_ALTERNATION, strip_trailing_space
 from .compose import compose, history_grains
-from .hygiene import leads_turn, merge_turns
+from .hygiene import leads_turn, merge_turns, merged_change
 from .pairing import dropped_calls, without_calls
 from .render import Rendered, render
 from .warm import trusted_transcript
@@ -338,10 +338,7 @@ def _merged(t: Transcript, provider: str, memo: RenderMemo) -> tuple[Transcript,
             made.append((run, merged))
             del made[:-4]  # the runs of the last renders, not every run this message headed
         out.append(merged)
-        detail = f"merged into the {roles[start]} turn before it"
-        changes.extend(
-            Change("fix_turn_order", "merged_turns", k, detail) for k in range(start + 1, end)
-        )
+        changes.extend(merged_change(k, roles[start]) for k in range(start + 1, end))
         done = end
     out.extend(messages[done:])
     return trusted_transcript(tuple(out), t.source_format), changes
