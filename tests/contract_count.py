@@ -20,8 +20,18 @@ _IMAGE_TYPES = frozenset({"image", "input_image", "image_url"})
 _MEDIA = frozenset({"inline_data", "file_data", "inlineData", "fileData"})
 
 
+def _text_response(value: Mapping[str, Any]) -> bool:
+    """Whether a Gemini ``functionResponse.response`` is ``{"output"|"error": str}``."""
+    return (
+        len(value) == 1
+        and set(value) <= {"output", "error"}
+        and isinstance(next(iter(value.values())), str)
+    )
+
+
 def _leaves(value: Any, key: str = "") -> Iterator[str | None]:
-    """Every text the payload sends; ``None`` for an image."""
+    """Every text the payload sends; ``None`` for an image. A Gemini function response that is
+    not ``{"output"|"error": str}`` is an object the model reads whole, keys too: its JSON."""
     if key in _SKIP:
         return
     if key in _MEDIA:
@@ -29,7 +39,9 @@ def _leaves(value: Any, key: str = "") -> Iterator[str | None]:
     elif isinstance(value, str):
         yield value
     elif isinstance(value, Mapping):
-        if key in {"input", "args", "arguments"}:
+        if key in {"input", "args", "arguments"} or (
+            key == "response" and not _text_response(value)
+        ):
             yield json.dumps(value, ensure_ascii=False)
         elif value.get("type") in _IMAGE_TYPES:
             yield None

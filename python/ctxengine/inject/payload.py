@@ -15,6 +15,7 @@ from ..tokens import (
     media_tokens,
     message_strings,
 )
+from ..transcript.importers.gemini import response_text
 from ..transcript.model import Message, Transcript
 from .memo import RenderMemo
 
@@ -49,6 +50,7 @@ _IMAGE_TYPES: Final = frozenset(
     {"image", "input_image", "image_url", "document", "file", "input_file"}
 )
 _MEDIA_KEYS: Final = frozenset({"inline_data", "file_data", "inlineData", "fileData"})
+_FUNCTION_RESPONSE: Final = frozenset({"functionResponse", "function_response"})
 
 
 def _strings(value: Any, key: str = "") -> Iterator[str | int]:
@@ -66,6 +68,9 @@ def _strings(value: Any, key: str = "") -> Iterator[str | int]:
         if key in {"input", "args", "arguments"}:
             yield json.dumps(value, ensure_ascii=False)
             return
+        if key in _FUNCTION_RESPONSE:
+            yield from _function_response(value)
+            return
         kind = value.get("type")
         if isinstance(kind, str):  # else a part passed through as it came: all of it is read
             if kind in _IMAGE_TYPES:
@@ -81,6 +86,17 @@ def _strings(value: Any, key: str = "") -> Iterator[str | int]:
             yield from _strings(v, key)
     elif value is not None and not isinstance(value, bool):
         yield str(value)
+
+
+def _function_response(fr: Mapping[str, Any]) -> Iterator[str | int]:
+    """The leaves of a Gemini ``functionResponse``: its ``response`` object is the result's
+    text (:func:`~ctxengine.transcript.importers.gemini.response_text`: the text the plan
+    counted, also for an object sent back as it came, whose keys the model reads too)."""
+    for k, v in fr.items():
+        if k == "response" and isinstance(v, Mapping):
+            yield response_text(v)
+        else:
+            yield from _strings(v, k)
 
 
 def _gemini_media_tokens(value: Any) -> int:

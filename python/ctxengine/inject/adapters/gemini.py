@@ -5,11 +5,13 @@ The importer of the same shape is :mod:`ctxengine.transcript.importers.gemini`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from itertools import pairwise
 from typing import Any
 
 from ...transcript.importers.common import arguments_object
+from ...transcript.importers.gemini import RESPONSES_KEY, text_digest
 from ...transcript.model import (
     Block,
     Image,
@@ -31,13 +33,28 @@ def _media_out(b: Image) -> dict[str, Any]:
     return {"fileData": {"fileUri": b.url or "", "mimeType": b.media_type}}
 
 
-def _result_out(r: ToolResult, names: Mapping[str, str]) -> dict[str, Any]:
-    texts = [c.text for c in r.content if isinstance(c, Text)]
-    key = "error" if r.is_error else "output"
+def _response(r: ToolResult, kept: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``response`` of a result: the object it came as (``kept``: the importer's
+    :data:`~ctxengine.transcript.importers.gemini.RESPONSES_KEY` of its message) while its text
+    is still that object's JSON, parsed anew (a payload shares nothing with the transcript);
+    else its text under ``output`` (``error``)."""
+    text = "\n".join(c.text for c in r.content if isinstance(c, Text))
+    digest = kept.get(r.call_id) if kept and not r.is_error else None
+    if digest is not None and digest == text_digest(text):
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):  # a digest recorded by hand for other text
+            value = None
+        if isinstance(value, dict):
+            return value
+    return {"error" if r.is_error else "output": text}
+
+
+def _result_out(r: ToolResult, names: Mapping[str, str], kept: Mapping[str, Any]) -> dict[str, Any]:
     fr: dict[str, Any] = {
         "id": r.call_id,
         "name": wire_name(r.name or names.get(r.call_id, "unknown"), "gemini"),
-        "response": {key: "\n".join(texts)},
+        "response": _response(r, kept),
     }
     media = [_media_out(c) for c in r.content if isinstance(c, Image)]
     if media:
@@ -45,7 +62,9 @@ def _result_out(r: ToolResult, names: Mapping[str, str]) -> dict[str, Any]:
     return {"functionResponse": fr}
 
 
-def _parts_out(blocks: list[Block], names: Mapping[str, str]) -> list[dict[str, Any]]:
+def _parts_out(
+    blocks: list[Block], names: Mapping[str, str], kept: Mapping[str, Any]
+) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     pending_sig: str | None = None
     for b in blocks:
@@ -66,7 +85,7 @@ def _parts_out(blocks: list[Block], names: Mapping[str, str]) -> list[dict[str, 
             args = arguments_object(b.arguments)
             part = {"functionCall": {"id": b.id, "name": wire_name(b.name, "gemini"), "args": args}}
         else:
-            part = _result_out(b, names)
+            part = _result_out(b, names, kept)
         if pending_sig:
             part["thoughtSignature"] = pending_sig
             pending_sig = None
@@ -79,7 +98,9 @@ def _parts_out(blocks: list[Block], names: Mapping[str, str]) -> list[dict[str, 
 def message_parts(m: Message, family: str | None, names: Mapping[str, str]) -> list[dict[str, Any]]:
     """The parts of one neutral message; ``names``: call id -> tool name, for results that do
     not carry their tool's name."""
-    return _parts_out([b for b in m.blocks if exportable(b, "gemini", family)], names)
+    kept = m.meta.get(RESPONSES_KEY) if m.role == "tool" else None
+    blocks = [b for b in m.blocks if exportable(b, "gemini", family)]
+    return _parts_out(blocks, names, kept if isinstance(kept, Mapping) else {})
 
 
 def in_call_order(parts: list[dict[str, Any]], calls: list[dict[str, Any]]) -> None:

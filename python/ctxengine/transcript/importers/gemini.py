@@ -6,18 +6,24 @@ the block it belongs to, and written back onto that part. Calls without an id ge
 ``call_<message>_<part>`` and responses are matched to them by name, in order. A part of a
 kind this reader does not know (``executableCode``, a newer kind) is skipped and counted in
 ``meta["skipped_blocks"]`` by its field name.
+
+A ``functionResponse.response`` is a JSON object: ``{"output": str}`` and ``{"error": str}``
+are the result's text (the second an error), any other object its JSON text, recorded in
+:data:`RESPONSES_KEY` so that the exporter sends the object again, as it came, while the
+result still holds that text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from ..model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
 from .common import Loc, skip_block, tool_call
 
-__all__ = "load_gemini"
+__all__ = ("RESPONSES_KEY", "load_gemini", "response_text", "text_digest")
 
 _FAMILY = {"provider_family": "gemini"}
 
@@ -46,26 +52,64 @@ def _media(part: Mapping[str, Any], loc: Loc) -> Image | None:
     return None
 
 
-def _response_content(fr: Mapping[str, Any], loc: Loc) -> tuple[tuple[Text | Image, ...], bool]:
+#: ``Message.meta`` key of a tool message holding results that came as a JSON object other
+#: than ``{"output": str}`` / ``{"error": str}``: ``{call id: text_digest(the result's text)}``.
+#: The exporter sends such a result as that object again (parsed from its text, the object's
+#: JSON) while the text is the one imported; a result the pipeline changed (trimmed, redacted,
+#: summarized...) no longer matches its digest and goes out as ``{"output": text}``.
+RESPONSES_KEY: Final = "gemini_responses"
+
+
+def text_digest(text: str) -> str:
+    """A digest of ``text``: stored in place of a second copy of a result, it tells whether
+    the result's text is still the one imported."""
+    # a lone surrogate as is: a session repairs it on entry (and the digest no longer matches)
+    data = text.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _plain(response: Mapping[str, Any]) -> tuple[str, bool] | None:
+    """``(text, is_error)`` of ``{"output": str}`` or ``{"error": str}``, else None."""
+    if len(response) == 1:
+        ((key, value),) = response.items()
+        if key in ("output", "error") and isinstance(value, str):
+            return value, key == "error"
+    return None
+
+
+def response_text(response: Mapping[str, Any]) -> str:
+    """The text of a ``functionResponse.response`` object: the string of ``{"output": str}``
+    or ``{"error": str}``, else the object's JSON (the model reads its keys too). What a
+    payload's count reads of it: the text the plan counted, whichever form was sent."""
+    plain = _plain(response)
+    if plain is not None:
+        return plain[0]
+    return json.dumps(response, ensure_ascii=False, default=str)
+
+
+def _response_content(
+    fr: Mapping[str, Any], loc: Loc
+) -> tuple[tuple[Text | Image, ...], bool, bool]:
+    """The result's content and whether it is an error, then whether its response is an
+    object to send back as it came (:data:`RESPONSES_KEY`)."""
     response = fr.get("response")
     content: list[Text | Image] = []
-    is_error = False
+    is_error = kept = False
     if isinstance(response, Mapping):
-        keys = set(response)
-        if keys == {"output"} and isinstance(response["output"], str):
-            content.append(Text(response["output"]))
-        elif keys == {"error"} and isinstance(response["error"], str):
-            content.append(Text(response["error"]))
-            is_error = True
+        plain = _plain(response)
+        if plain is not None:
+            content.append(Text(plain[0]))
+            is_error = plain[1]
         else:
             content.append(Text(json.dumps(response, ensure_ascii=False)))
+            kept = True
     elif response is not None:
         loc.at("response").fail("response", response, "a JSON object")
     for i, part in enumerate(fr.get("parts") or []):
         media = _media(loc.at("parts").at(i).obj(part), loc.at("parts").at(i))
         if media is not None:
             content.append(media)
-    return tuple(content), is_error
+    return tuple(content), is_error, kept
 
 
 class _Calls:
@@ -135,21 +179,26 @@ def _model_parts(parts: list[Any], index: int, loc: Loc, calls: _Calls) -> list[
 def _user_parts(parts: list[Any], loc: Loc, calls: _Calls) -> list[Message]:
     results: list[Block] = []
     other: list[Block] = []
+    kept: dict[str, str] = {}
     for j, raw in enumerate(parts):
         at = loc.at(j)
         part = at.obj(raw)
         fr = _get(part, "functionResponse")
         if isinstance(fr, Mapping):
             name = at.at("functionResponse").need(fr, "name", str)
-            content, is_error = _response_content(fr, at.at("functionResponse"))
-            results.append(ToolResult(calls.take(name, fr.get("id")), content, is_error, name))
+            content, is_error, whole = _response_content(fr, at.at("functionResponse"))
+            result = ToolResult(calls.take(name, fr.get("id")), content, is_error, name)
+            if whole:
+                kept[result.call_id] = text_digest(result.text)
+            results.append(result)
         elif isinstance(part.get("text"), str):
             other.append(Text(part["text"]))
         elif (media := _media(part, at)) is not None:
             other.append(media)
         else:
             _skip(part, at, "text, functionResponse, inlineData or fileData")
-    out = [Message("tool", tuple(results))] if results else []
+    meta = {RESPONSES_KEY: kept} if kept else {}
+    out = [Message("tool", tuple(results), meta=meta)] if results else []
     if other or not results:
         out.append(Message("user", tuple(other)))
     return out

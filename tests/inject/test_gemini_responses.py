@@ -1,0 +1,246 @@
+"""A Gemini ``functionResponse.response`` object goes back out as it came.
+
+The API takes any JSON object there (``output`` and ``error`` keys are a convention: without
+them the whole object is the function's output). The importer kept only ``{"output": str}`` and
+``{"error": str}`` as text and made any other object its JSON text, which the exporter sent
+back as ``{"output": "<json text>"}``: the model saw a string where the tool had returned an
+object, and a load -> ``.to("gemini")`` round trip was not faithful. A result the pipeline
+changed (cut, redacted, summarized...) goes out as its text, as before.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contract_count import independent_count
+from ctxengine import Budget, ContextEngine, FileStore, Session
+from ctxengine.inject.payload import payload_tokens
+from ctxengine.transcript import Message, Text, ToolResult, Transcript, load
+from transcript.helpers import assert_sdk_valid
+
+WEATHER = {"temperature": 20, "unit": "C", "hourly": [18.5, 19, None, True]}
+ROWS = {"output": {"rows": [[1, "Zoë"], [2, "日本"]], "count": 2}}
+RESULT = {"result": "ok", "nested": {"a": [], "b": {}}}
+ERROR = {"error": {"code": 404, "message": "no such city"}}
+
+
+def _response(call_id: str, name: str, response: dict[str, Any]) -> dict[str, Any]:
+    return {"functionResponse": {"id": call_id, "name": name, "response": response}}
+
+
+def _call(call_id: str, name: str) -> dict[str, Any]:
+    return {"functionCall": {"id": call_id, "name": name, "args": {"q": call_id}}}
+
+
+CONTENTS: list[dict[str, Any]] = [
+    {"role": "user", "parts": [{"text": "What is the weather in Paris, and who signed up?"}]},
+    {
+        "role": "model",
+        "parts": [_call("a", "weather"), _call("b", "query"), _call("c", "run")],
+    },
+    {
+        "role": "user",
+        "parts": [
+            _response("a", "weather", WEATHER),
+            _response("b", "query", ROWS),
+            _response("c", "run", RESULT),
+        ],
+    },
+    {"role": "model", "parts": [_call("d", "weather"), _call("e", "query"), _call("f", "run")]},
+    {
+        "role": "user",
+        "parts": [
+            _response("d", "weather", ERROR),
+            _response("e", "query", {}),
+            _response("f", "run", {"output": "plain text"}),
+        ],
+    },
+    {"role": "model", "parts": [{"text": "20C in Paris; Zoë and 日本 signed up."}]},
+    {"role": "user", "parts": [{"text": "Thanks. And tomorrow?"}]},
+]
+
+
+def _responses(payload: dict[str, Any]) -> dict[str, Any]:
+    return {
+        p["functionResponse"]["id"]: p["functionResponse"]["response"]
+        for c in payload["contents"]
+        for p in c["parts"]
+        if "functionResponse" in p
+    }
+
+
+def test_import_then_export_gives_the_contents_back() -> None:
+    source = copy.deepcopy(CONTENTS)
+    t = load(source, format="gemini")
+    out = t.to("gemini")
+    assert out == {"contents": CONTENTS}
+    assert_sdk_valid(out, "gemini")
+    assert load(out, format="gemini") == t
+    # the objects are the payload's own: editing one changes neither the source nor a render
+    _responses(out)["a"]["unit"] = "F"
+    _responses(out)["b"]["output"]["rows"].clear()
+    assert source == CONTENTS
+    assert t.to("gemini") == {"contents": CONTENTS}
+
+
+def test_a_snake_case_source_comes_back_with_its_objects() -> None:
+    contents = [
+        {"role": "model", "parts": [{"function_call": {"name": "weather", "args": {}}}]},
+        {
+            "role": "user",
+            "parts": [{"function_response": {"name": "weather", "response": WEATHER}}],
+        },
+    ]
+    out = load(contents, format="gemini").to("gemini")
+    assert list(_responses(out).values()) == [WEATHER]
+
+
+def test_a_changed_result_goes_out_as_its_text() -> None:
+    t = load(CONTENTS, format="gemini")
+    tool = t.messages[2]
+    first = tool.tool_results[0]
+    shorter = dataclasses.replace(first, content=(Text('{"temperature": 20, "unit": "[cut]"}'),))
+    # an error result with the object's text is not the object either
+    flagged = dataclasses.replace(tool.tool_results[2], is_error=True)
+    changed = dataclasses.replace(tool, blocks=(shorter, tool.tool_results[1], flagged))
+    out = t.replace((*t.messages[:2], changed, *t.messages[3:])).to("gemini")
+    got = _responses(out)
+    assert got["a"] == {"output": '{"temperature": 20, "unit": "[cut]"}'}
+    assert got["b"] == ROWS  # unchanged beside it
+    assert got["c"] == {"error": json.dumps(RESULT, ensure_ascii=False)}
+
+
+def test_a_result_split_from_its_message_or_built_by_hand_keeps_its_rule() -> None:
+    """The engine renders each result of a tool message as a message of its own (the same
+    ``meta``): each still finds its object; a result that came as text stays text."""
+    t = load(CONTENTS, format="gemini")
+    tool = t.messages[2]
+    alone = [dataclasses.replace(tool, blocks=(r,)) for r in reversed(tool.tool_results)]
+    out = t.replace((*t.messages[:2], *alone, *t.messages[3:])).to("gemini")
+    assert _responses(out) == {
+        "a": WEATHER,
+        "b": ROWS,
+        "c": RESULT,
+        "d": ERROR,
+        "e": {},
+        "f": {"output": "plain text"},
+    }
+    by_hand = Transcript(
+        (
+            t.messages[1],
+            Message("tool", (ToolResult("a", (Text(json.dumps(WEATHER)),)),)),
+        )
+    )
+    assert _responses(by_hand.to("gemini"))["a"] == {"output": json.dumps(WEATHER)}
+
+
+def test_the_payload_counter_reads_an_object_as_the_text_the_plan_counted() -> None:
+    """The plan counts a result's text: the object's JSON. The payload's object is counted as
+    that text (keys included), never as more: a key such as ``type`` or ``data`` is not
+    skipped inside it, and ``{"type": "image"}`` is not an image."""
+    model = "gemini-2.5-pro"
+    for obj in (WEATHER, ROWS, {"type": "image", "data": "a long text " * 20}):
+        text = json.dumps(obj, ensure_ascii=False)
+        as_object = {"contents": [{"role": "user", "parts": [_response("x", "f", obj)]}]}
+        as_text = {"contents": [{"role": "user", "parts": [_response("x", "f", {"output": text})]}]}
+        counted = payload_tokens(as_object, "gemini", model)
+        assert counted == payload_tokens(as_text, "gemini", model)
+        assert independent_count(as_object, "gemini") == independent_count(as_text, "gemini")
+
+
+def _as_text(payload: dict[str, Any], ids: set[str]) -> dict[str, Any]:
+    """``payload`` with the responses of ``ids`` as their JSON text under ``output``."""
+    out = copy.deepcopy(payload)
+    for c in out["contents"]:
+        for p in c["parts"]:
+            fr = p.get("functionResponse")
+            if fr is not None and fr["id"] in ids:
+                fr["response"] = {"output": json.dumps(fr["response"], ensure_ascii=False)}
+    return out
+
+
+@pytest.mark.anyio
+async def test_a_session_render_sends_the_objects_within_its_count() -> None:
+    engine = ContextEngine("gpt-4.1", Budget(total=8_000))
+    async with engine.session("g") as s:
+        await s.ingest(copy.deepcopy(CONTENTS))
+        first = await s.render("gemini")
+        step = [
+            {"role": "model", "parts": [_call("g", "weather")]},
+            {"role": "user", "parts": [_response("g", "weather", WEATHER)]},
+        ]
+        await s.ingest(step)
+        out = await s.render("gemini")  # made from the first render's work, plus the step
+        assert s.state.token_cache.memo.warm.reused == 1
+    objects = {"a": WEATHER, "b": ROWS, "c": RESULT, "d": ERROR, "e": {}}
+    assert _responses(first.payload) == objects | {"f": {"output": "plain text"}}
+    assert _responses(out.payload) == objects | {"f": {"output": "plain text"}, "g": WEATHER}
+    # counted as the text the plan counted: as the payload with each object as text is
+    for got in (first, out):
+        as_text = _as_text(got.payload, {*objects, "g"})
+        assert got.tokens == payload_tokens(as_text, "gemini", "gpt-4.1") <= 8_000
+        assert independent_count(got.payload, "gemini") == independent_count(as_text, "gemini")
+
+
+@pytest.mark.anyio
+async def test_a_result_the_guard_cut_goes_out_as_its_text() -> None:
+    rows = {"rows": [{"line": i, "text": f"entry number {i}"} for i in range(300)]}
+    contents = [
+        {"role": "user", "parts": [{"text": "read the log and the weather"}]},
+        {"role": "model", "parts": [_call("a", "read_log"), _call("b", "weather")]},
+        {
+            "role": "user",
+            "parts": [_response("a", "read_log", rows), _response("b", "weather", WEATHER)],
+        },
+        {"role": "model", "parts": [{"text": "done"}]},
+        {"role": "user", "parts": [{"text": "thanks"}]},
+    ]
+    engine = ContextEngine("gpt-4.1", Budget(total=3_000))
+    async with engine.session("g") as s:
+        await s.ingest(contents)
+        out = await s.render("gemini")
+    (cut,) = [g for g in out.report if g.stage == "guard"]
+    assert cut.node_id == "act.tool_result.a"
+    got = _responses(out.payload)
+    assert list(got["a"]) == ["output"]
+    assert got["a"]["output"].startswith('{"rows": [{"line": 0,')
+    assert len(got["a"]["output"]) < len(json.dumps(rows))
+    assert got["b"] == WEATHER  # the result beside it is whole: sent as it came
+    assert out.tokens <= 3_000
+
+
+@pytest.mark.anyio
+async def test_a_session_reloaded_from_its_state_sends_the_objects_again() -> None:
+    engine = ContextEngine("gpt-4.1", Budget(total=8_000))
+    async with engine.session("g") as s:
+        await s.ingest(copy.deepcopy(CONTENTS))
+        before = await s.render("gemini")
+        data = json.loads(json.dumps(s.state.to_json()))
+    restored = Session.from_state(engine, engine.state_from_json(data))
+    out = await restored.render("gemini")
+    assert _responses(out.payload)["a"] == WEATHER
+    assert out.payload == before.payload and out.tokens == before.tokens
+
+
+@pytest.mark.anyio
+async def test_a_session_reopened_from_a_file_store_sends_the_objects_again(
+    tmp_path: Path,
+) -> None:
+    engine = ContextEngine("gpt-4.1", Budget(total=8_000), store=FileStore(tmp_path))
+    async with engine.session("g") as s:
+        await s.ingest(copy.deepcopy(CONTENTS))
+        before = await s.render("gemini")
+        assert await s.checkpoint() is not None
+    engine.close()
+    reopened = ContextEngine("gpt-4.1", Budget(total=8_000), store=FileStore(tmp_path))
+    async with reopened.session("g") as s2:
+        out = await s2.render("gemini")
+    reopened.close()
+    assert _responses(out.payload)["b"] == ROWS
+    assert out.payload == before.payload
