@@ -18,6 +18,7 @@ from ctxengine import (
     CtxEngineError,
     InMemoryStore,
     count_messages,
+    count_tokens,
     fit,
 )
 from ctxengine.assemble.guard import PruneSettings
@@ -235,6 +236,9 @@ async def test_guard_cuts_a_huge_tool_result_and_says_so() -> None:
     assert "offset" in content  # the notice tells the model how to read on
     decision = out.report.get("act.tool_result.c1")
     assert decision is not None and decision.stage == "guard"
+    # the tokens it held before the cut (the whole output) and after (what was sent)
+    whole, sent = count_tokens(huge, model="gpt-4o"), count_tokens(content, model="gpt-4o")
+    assert decision.tokens_before - decision.tokens_after == whole - sent > 0
     assert s.messages[2].tool_results[0].text == huge  # the stored transcript is untouched
 
 

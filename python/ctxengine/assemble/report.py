@@ -167,6 +167,9 @@ class RenderReport:
     _window_names: Sequence[str] = ()
     _extra: list[Extra] = field(default_factory=list)
     _guarded: Mapping[str, int] = field(default_factory=dict)
+    #: The tokens a guarded tool result (:attr:`_guarded`) held before the guard cut it, from
+    #: its node id and the tokens the plan gave it cut (counted when the report is read).
+    _before_guard: Callable[[str, int], int] | None = None
     #: History nodes the plan kept but hygiene left out of the payload -> why.
     _unsent: Mapping[str, str] = field(default_factory=dict)
     _grains: list[GrainDecision] | None = None
@@ -275,8 +278,9 @@ class RenderReport:
     def _guard_decision(self, node_id: str, window: str, tokens: int) -> GrainDecision:
         chars = self._guarded[node_id]
         reason = f"tool result of {chars:,} chars cut to head + tail by the window guard"
+        before = tokens if self._before_guard is None else self._before_guard(node_id, tokens)
         return GrainDecision(
-            node_id, "transcript", window, "folded", "trimmed", "guard", reason, tokens, tokens
+            node_id, "transcript", window, "folded", "trimmed", "guard", reason, before, tokens
         )
 
     def _unsent_decision(self, node_id: str, window: str, tokens: int) -> GrainDecision:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import compress, islice
 from operator import attrgetter, eq, is_
@@ -102,8 +103,25 @@ def _report(
         _window_names=config.windows,
         _extra=log.extra,
         _guarded=state.guarded,
+        _before_guard=_before_guard(state, config) if state.guarded else None,
         _unsent=unsent,
     )
+
+
+def _before_guard(state: SessionState, config: RenderConfig) -> Callable[[str, int], int]:
+    """The tokens a tool result the window guard cut held before the cut: the plan's count of
+    it (``tokens``) with its text's count replaced by its whole source's (the items of this
+    render, read when the report is)."""
+    items = {n: state.items[n] for n in state.guarded if n in state.items}
+    count = config.tokenizer.count
+
+    def before(node_id: str, tokens: int) -> int:
+        item = items.get(node_id)
+        if item is None or item.text == item.source_text:
+            return tokens
+        return tokens - count(item.text) + count(item.source_text)
+
+    return before
 
 
 #: The pairing repairs that leave a whole history message out of the payload.
