@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from contract_count import independent_count
-from ctxengine import Budget, ContextEngine, FileStore, Session
+from ctxengine import Budget, ContextEngine, FileStore, Session, TranscriptError
 from ctxengine.inject.payload import payload_tokens
 from ctxengine.transcript import Message, Text, ToolResult, Transcript, load
 from transcript.helpers import assert_sdk_valid
@@ -244,3 +244,19 @@ async def test_a_session_reopened_from_a_file_store_sends_the_objects_again(
     reopened.close()
     assert _responses(out.payload)["b"] == ROWS
     assert out.payload == before.payload
+
+
+@pytest.mark.parametrize("value", [{1, 2}, object()], ids=["set", "object"])
+def test_a_response_that_is_not_json_is_a_located_error(value: object) -> None:
+    """A plain-dict response holding a value JSON has no form for (read before as a bare
+    ``TypeError`` from ``json.dumps``): the error names the response and what was expected."""
+    contents = [
+        {"role": "user", "parts": [{"text": "run it"}]},
+        {"role": "model", "parts": [_call("a", "run")]},
+        {"role": "user", "parts": [_response("a", "run", {"value": value})]},
+    ]
+    with pytest.raises(
+        TranscriptError,
+        match=r"contents\[2\]\.parts\[0\]\.functionResponse\.response.*expected a JSON object",
+    ):
+        load({"contents": contents})

@@ -101,7 +101,11 @@ def _response_content(
             content.append(Text(plain[0]))
             is_error = plain[1]
         else:
-            content.append(Text(json.dumps(response, ensure_ascii=False)))
+            try:
+                text = json.dumps(response, ensure_ascii=False)
+            except (TypeError, ValueError, RecursionError):  # a datetime, a set...
+                loc.at("response").fail("response", response, "a JSON object")
+            content.append(Text(text))
             kept = True
     elif response is not None:
         loc.at("response").fail("response", response, "a JSON object")
