@@ -260,3 +260,31 @@ def test_a_response_that_is_not_json_is_a_located_error(value: object) -> None:
         match=r"contents\[2\]\.parts\[0\]\.functionResponse\.response.*expected a JSON object",
     ):
         load({"contents": contents})
+
+
+def test_an_error_object_is_an_error_and_goes_back_as_it_came() -> None:
+    """``{"error": <object>}`` (read before as a success): the result is an error, so other
+    providers flag it and the summary lists the failure, and Gemini gets the object back."""
+    t = load(CONTENTS, format="gemini")
+    (failed,) = [r for m in t.messages for r in m.tool_results if r.call_id == "d"]
+    assert failed.is_error and json.loads(failed.text) == ERROR
+    assert _responses(t.to("gemini"))["d"] == ERROR
+    blocks = t.to("anthropic")["messages"]
+    (result,) = [
+        b
+        for m in blocks
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result" and b["tool_use_id"] == "d"
+    ]
+    assert result["is_error"] is True
+    # unflagged by hand, the same text no longer stands for the error object
+    tool = next(m for m in t.messages if failed in m.tool_results)
+    cleared = dataclasses.replace(
+        tool,
+        blocks=tuple(
+            dataclasses.replace(r, is_error=False) if r is failed else r for r in tool.blocks
+        ),
+    )
+    out = t.replace(tuple(cleared if m is tool else m for m in t.messages)).to("gemini")
+    assert _responses(out)["d"] == {"output": json.dumps(ERROR, ensure_ascii=False)}

@@ -11,7 +11,7 @@ from itertools import pairwise
 from typing import Any
 
 from ...transcript.importers.common import arguments_object
-from ...transcript.importers.gemini import RESPONSES_KEY, text_digest
+from ...transcript.importers.gemini import RESPONSES_KEY, an_error, text_digest
 from ...transcript.model import (
     Block,
     Image,
@@ -39,13 +39,15 @@ def _response(r: ToolResult, kept: Mapping[str, Any]) -> dict[str, Any]:
     is still that object's JSON, parsed anew (a payload shares nothing with the transcript);
     else its text under ``output`` (``error``)."""
     text = "\n".join(c.text for c in r.content if isinstance(c, Text))
-    digest = kept.get(r.call_id) if kept and not r.is_error else None
+    digest = kept.get(r.call_id) if kept else None
     if digest is not None and digest == text_digest(text):
         try:
             value = json.loads(text)
         except (ValueError, RecursionError):  # a digest recorded by hand for other text
             value = None
-        if isinstance(value, dict):
+        # as it came, unless the result is now flagged otherwise (an ``{"error": ...}``
+        # object is an error, any other one is not)
+        if isinstance(value, dict) and an_error(value) == r.is_error:
             return value
     return {"error" if r.is_error else "output": text}
 

@@ -23,7 +23,7 @@ from typing import Any, Final
 from ..model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
 from .common import Loc, skip_block, tool_call
 
-__all__ = ("RESPONSES_KEY", "load_gemini", "response_text", "text_digest")
+__all__ = ("RESPONSES_KEY", "an_error", "load_gemini", "response_text", "text_digest")
 
 _FAMILY = {"provider_family": "gemini"}
 
@@ -77,6 +77,11 @@ def _plain(response: Mapping[str, Any]) -> tuple[str, bool] | None:
     return None
 
 
+def an_error(response: Mapping[str, Any]) -> bool:
+    """Whether a response object is an error: ``{"error": ...}`` and nothing else."""
+    return len(response) == 1 and "error" in response
+
+
 def response_text(response: Mapping[str, Any]) -> str:
     """The text of a ``functionResponse.response`` object: the string of ``{"output": str}``
     or ``{"error": str}``, else the object's JSON (the model reads its keys too). What a
@@ -106,7 +111,8 @@ def _response_content(
             except (TypeError, ValueError, RecursionError):  # a datetime, a set...
                 loc.at("response").fail("response", response, "a JSON object")
             content.append(Text(text))
-            kept = True
+            # ``{"error": <object>}``: an error all the same (a failure the summary lists)
+            is_error, kept = an_error(response), True
     elif response is not None:
         loc.at("response").fail("response", response, "a JSON object")
     for i, part in enumerate(fr.get("parts") or []):
