@@ -351,6 +351,7 @@ EXACT = {
         "o4-mini",
         "openai/gpt-4o",
         "GPT-4o",
+        "ft:gpt-4o-mini-2024-07-18:my-org:custom-suffix:9abcDEF",
         "o200k_base",
     ],
     "cl100k_base": [
@@ -363,10 +364,21 @@ EXACT = {
         "text-embedding-3-small",
         "text-embedding-ada-002",
         "cl100k_base",
+        # tiktoken's own map: the fine-tuning base models, and fine-tunes of any of them
+        "davinci-002",
+        "babbage-002",
+        "ft:gpt-3.5-turbo-0125:my-org::9xyzABC",
     ],
 }
 ESTIMATED = {
-    "claude": ["claude-sonnet-4-5", "claude-opus-4-6", "claude-3-5-haiku-20241022"],
+    "claude": [
+        "claude-sonnet-4-5",
+        "claude-opus-4-6",
+        "claude-3-5-haiku-20241022",
+        # Amazon Bedrock model ids and inference profiles
+        "anthropic.claude-3-5-sonnet-20240620-v1:0",
+        "us.anthropic.claude-sonnet-4-20250514-v1:0",
+    ],
     "gemini": ["gemini-2.5-pro", "gemini-1.5-flash", "google/gemini-2.0-flash"],
 }
 

@@ -36,6 +36,7 @@ __all__ = [
     "Plan",
     "Tokenizer",
     "__version__",
+    "bare_model",
     "bm25_tokenize",
     "cache_info",
     "clear_cache",
@@ -146,6 +147,11 @@ def set_cache_capacity(capacity: int) -> None:
 
 def clear_cache() -> None:
     """Empty the cache and reset its counters."""
+
+def bare_model(model: str) -> str:
+    """``model`` as its family is looked up: lower case, without a provider path
+    (``openai/gpt-4o``), a fine-tune's ``ft:`` or a Bedrock vendor prefix and region
+    (``us.anthropic.claude-…``)."""
 
 @final
 class Plan:

@@ -27,7 +27,7 @@ mod _core {
     #[pymodule_export]
     use crate::py::seq::differing;
     #[pymodule_export]
-    use crate::py::tokens::{cache_info, clear_cache, set_cache_capacity, PyTokenizer};
+    use crate::py::tokens::{bare_model, cache_info, clear_cache, set_cache_capacity, PyTokenizer};
     #[pymodule_export]
     use crate::py::tree::{fresh_items, fresh_tree};
 

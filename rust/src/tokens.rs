@@ -179,7 +179,8 @@ pub const GEMINI: Estimator = Estimator {
 };
 
 const MODEL_HINT: &str = "known families: gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o1/o3/o4 (o200k_base); \
-gpt-4, gpt-3.5-turbo, text-embedding-3 (cl100k_base); claude-* and gemini-* (estimated). \
+gpt-4, gpt-3.5-turbo, text-embedding-3, davinci-002 (cl100k_base); claude-* and gemini-* \
+(estimated), also as ft: fine-tunes and Bedrock ids. \
 Pass encoding=\"cl100k_base\" or encoding=\"o200k_base\" for any other model";
 
 /// How a model's text is counted: an exact encoding, optionally scaled by an estimator.
@@ -191,10 +192,43 @@ pub struct Counter {
     pub estimator: Option<Estimator>,
 }
 
-/// Resolve a model name (optionally provider-prefixed, e.g. `openai/gpt-4o`) to a counter.
-pub fn counter_for_model(model: &str) -> CoreResult<Counter> {
+/// Cloud vendors' prefixes of a model id on Amazon Bedrock (`anthropic.claude-…`, after an
+/// optional inference-profile region such as `us.` or `global.`).
+const VENDORS: [&str; 3] = ["anthropic.", "openai.", "google."];
+
+/// `model` in lower case without what says where it runs rather than what it is: a provider
+/// path (`openai/gpt-4o`, `publishers/google/models/gemini-2.0-flash`), a fine-tune's `ft:`
+/// prefix (`ft:gpt-4o-mini-2024-07-18:org::id`), a Bedrock vendor prefix and region
+/// (`us.anthropic.claude-sonnet-4-20250514-v1:0`). What a family's prefix is looked up in.
+pub fn bare_model(model: &str) -> String {
     let lower = model.trim().to_ascii_lowercase();
-    let bare = lower.rsplit('/').next().unwrap_or(&lower);
+    let mut bare = lower.rsplit('/').next().unwrap_or(&lower);
+    if let Some(rest) = bare.strip_prefix("ft:") {
+        bare = rest;
+    }
+    for vendor in VENDORS {
+        if let Some(at) = bare.find(vendor) {
+            let region = &bare[..at];
+            // nothing before the vendor, or one short label ending in a dot ("us.", "apac.")
+            let one_label = region.len() <= 8
+                && region.ends_with('.')
+                && region[..region.len() - 1]
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'-');
+            if region.is_empty() || one_label {
+                bare = &bare[at + vendor.len()..];
+                break;
+            }
+        }
+    }
+    bare.to_string()
+}
+
+/// Resolve a model name (optionally provider-prefixed, e.g. `openai/gpt-4o`, see
+/// [`bare_model`]) to a counter.
+pub fn counter_for_model(model: &str) -> CoreResult<Counter> {
+    let bare = bare_model(model);
+    let bare = bare.as_str();
     let exact = |encoding| {
         Ok(Counter {
             encoding,
@@ -224,6 +258,8 @@ pub fn counter_for_model(model: &str) -> CoreResult<Counter> {
         "gpt-35",
         "text-embedding-3",
         "text-embedding-ada-002",
+        "davinci-002",
+        "babbage-002",
     ]) {
         return exact(Encoding::Cl100kBase);
     }
@@ -486,6 +522,52 @@ mod tests {
             counter_for_model("llama-3"),
             Err(CoreError::UnknownModel { .. })
         ));
+    }
+
+    #[test]
+    fn fine_tunes_and_bedrock_ids_resolve_to_their_family() {
+        let counted = |m: &str| counter_for_model(m).map(|c| (c.encoding, c.exact()));
+        let cases = [
+            (
+                "ft:gpt-4o-mini-2024-07-18:my-org:custom:9abcDEF",
+                Encoding::O200kBase,
+                true,
+            ),
+            (
+                "ft:gpt-3.5-turbo-0125:org::8xyz",
+                Encoding::Cl100kBase,
+                true,
+            ),
+            ("ft:davinci-002:org::1", Encoding::Cl100kBase, true),
+            ("babbage-002", Encoding::Cl100kBase, true),
+            (
+                "anthropic.claude-3-5-sonnet-20240620-v1:0",
+                Encoding::O200kBase,
+                false,
+            ),
+            (
+                "us.anthropic.claude-sonnet-4-20250514-v1:0",
+                Encoding::O200kBase,
+                false,
+            ),
+            (
+                "global.anthropic.claude-opus-4-1-20250805-v1:0",
+                Encoding::O200kBase,
+                false,
+            ),
+            ("openai.gpt-oss-120b-1:0", Encoding::O200kBase, true),
+        ];
+        for (model, encoding, exact) in cases {
+            assert_eq!(counted(model), Ok((encoding, exact)), "{model}");
+        }
+        assert_eq!(bare_model(" OpenAI/FT:GPT-4o:x "), "gpt-4o:x");
+        // a vendor name further in is part of the model's own name, not a prefix
+        assert_eq!(
+            bare_model("my.long.anthropic.claude"),
+            "my.long.anthropic.claude"
+        );
+        assert!(counter_for_model("meta.llama3-70b-instruct-v1:0").is_err());
+        assert!(counter_for_model("ft:").is_err());
     }
 
     #[test]

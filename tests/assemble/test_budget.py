@@ -39,6 +39,25 @@ def test_total_from_model_window_minus_output_reserve() -> None:
 
 
 @pytest.mark.parametrize(
+    ("model", "window"),
+    [
+        ("ft:gpt-4o-mini-2024-07-18:my-org:custom:9abcDEF", 128_000),
+        ("ft:gpt-3.5-turbo-0125:my-org::9xyz", 16_385),
+        ("gpt-3.5-turbo-instruct", 4_096),
+        ("davinci-002", 16_384),
+        ("anthropic.claude-3-5-sonnet-20240620-v1:0", 200_000),
+        ("us.anthropic.claude-sonnet-4-20250514-v1:0", 200_000),
+        ("openrouter/anthropic/claude-sonnet-4", 200_000),
+    ],
+)
+def test_fine_tunes_and_cloud_ids_have_their_base_models_window(model: str, window: int) -> None:
+    """A fine-tune (``ft:<base>:...``) or a Bedrock id (``[region.]anthropic.claude-...``) is
+    looked up as the model it names, as its tokenizer is (before: "no known context window")."""
+    assert context_window(model) == window
+    assert Budget(model=model, output_reserve=0).resolve() == window
+
+
+@pytest.mark.parametrize(
     ("kwargs", "needle"),
     [
         ({"total": 0}, "total"),

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from .. import _core
 from ..errors import BudgetError
 
 __all__ = ("DEFAULT_PREFIXES", "DEFAULT_WINDOWS", "Budget", "context_window")
@@ -47,7 +48,10 @@ _CONTEXT_WINDOWS: Final[tuple[tuple[str, int], ...]] = (
     ("gpt-4-0125", 128_000),
     ("gpt-4-32k", 32_768),
     ("gpt-4", 8_192),
+    ("gpt-3.5-turbo-instruct", 4_096),
     ("gpt-3.5-turbo", 16_385),
+    ("davinci-002", 16_384),
+    ("babbage-002", 16_384),
     ("claude", 200_000),
     ("gemini", 1_048_576),
 )
@@ -59,7 +63,7 @@ def context_window(model: str) -> int:
     Raises:
         BudgetError: the model's window is unknown (pass ``Budget(total=...)`` instead).
     """
-    bare = model.strip().lower().rsplit("/", 1)[-1]
+    bare = _core.bare_model(model)  # the tokenizer's rule: ft: fine-tunes, Bedrock ids...
     for prefix, size in _CONTEXT_WINDOWS:
         if bare.startswith(prefix):
             return size

@@ -9,7 +9,8 @@ use pyo3::types::{PyDict, PyString};
 
 use super::errors::not_unicode;
 use crate::tokens::{
-    counter_for_encoding, counter_for_model, Counter, Encoding, TokenCache, PARALLEL_MIN_BYTES,
+    bare_model as bare, counter_for_encoding, counter_for_model, Counter, Encoding, TokenCache,
+    PARALLEL_MIN_BYTES,
 };
 
 /// Texts at least this long are counted with the GIL released.
@@ -321,4 +322,11 @@ pub fn set_cache_capacity(capacity: usize) {
 #[pyfunction]
 pub fn clear_cache() {
     TokenCache::global().clear();
+}
+
+/// A model name as its family is looked up: lower case, without a provider path, a
+/// fine-tune's `ft:` or a Bedrock vendor prefix (the counter's and the context window's rule).
+#[pyfunction]
+pub fn bare_model(model: &str) -> String {
+    bare(model)
 }
