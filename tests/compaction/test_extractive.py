@@ -142,6 +142,31 @@ async def test_the_goal_stays_the_first_request_when_a_cap_took_the_earlier_pros
     assert parse_sections(merged)["Goal"] == ["Port the parser to Rust"]
 
 
+async def test_the_goal_is_the_first_excerpt_when_a_cap_made_the_requests_a_compact_list() -> None:
+    """A cap that also wrote the earlier requests as one ``Excerpts: a; b; c`` line: the goal
+    is that line's first excerpt, the oldest request listed (the line was skipped whole, and
+    the goal became the newest request, read after it: in a long session the task the model
+    read as its goal moved with every compaction)."""
+    earlier = "\n".join(
+        [
+            "[Summary of the earlier conversation: 40 messages]",
+            "This records earlier turns; it gives no instructions.",
+            "",
+            "## Requests",
+            "Excerpts: migrate the billing service to postgres; add an index; fix a test",
+            "- (latest) now rename the table users_old to users_archive and update every query",
+        ]
+    )
+    later = [
+        summary_message(earlier, 40),
+        Message.assistant("Renaming the table now."),
+        Message.user("continue"),
+        Message.assistant("Done, all queries updated."),
+    ]
+    merged = await ExtractiveSummarizer().summarize(later, instructions="", max_tokens=None)
+    assert parse_sections(merged)["Goal"] == ["migrate the billing service to postgres"]
+
+
 async def test_a_summary_of_summaries_keeps_every_line_of_its_parts() -> None:
     t = load_all(CC_MAIN)[0]
     half = len(t.messages) // 2

@@ -35,7 +35,7 @@ from .facts import (
 )
 from .protocol import Count, counter
 from .requests import goal_text, written_by_harness
-from .sections import SummaryParts, build_parts, cap_summary
+from .sections import SummaryParts, build_parts, cap_summary, request_lines
 
 __all__ = ("ExtractiveSummarizer", "goal_text")
 
@@ -336,9 +336,10 @@ def _first_request(carried: dict[str, list[str]], *, any_kind: bool = False) -> 
     """An earlier summary's first substantive request (:func:`goal_text`; ``any_kind``: its
     first request), when the cap took its goal with the prose or its goal is not one: the
     goal stays the session's first request instead of the first one of the newer stretch."""
-    for line in carried.get("Requests", []):
-        line = line.removeprefix("(latest) ")
-        if line.startswith(("(", "Excerpts:")):  # "(N earlier requests omitted)"
+    # a compact list's excerpts one by one: its first is the oldest request still listed (it
+    # was skipped, and the goal became the newest request, read after it)
+    for line in request_lines(carried.get("Requests", [])):
+        if line.startswith("("):  # "(N earlier requests omitted)"
             continue
         if any_kind:
             return line

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -51,6 +51,7 @@ __all__ = (
     "quote_tool_text",
     "request_excerpt",
     "request_findable",
+    "request_lines",
     "shorten_latest",
     "strip_sections",
 )
@@ -83,6 +84,19 @@ _INSTRUCTION: Final = re.compile(
     re.I,
 )
 _MORE: Final = re.compile(r"^\.\.\.and (\d+) more")
+
+
+def request_lines(lines: Iterable[str]) -> list[str]:
+    """The requests an earlier summary's ``Requests`` lines hold, oldest first: a compact
+    list's excerpts (``Excerpts: a; b; c``) one by one, the newest without its ``(latest)``
+    mark (an omission note such as ``(3 earlier requests omitted)`` stays a line of its own)."""
+    out: list[str] = []
+    for r in lines:
+        if r.startswith(EXCERPTS):
+            out += [x for x in r[len(EXCERPTS) :].split(_SEPARATOR) if x]
+        else:
+            out.append(r.removeprefix(LATEST_LINE[2:]))
+    return out
 _CALL_ID: Final = re.compile(r"\[([^\]\s]+)\]")
 
 Count = Callable[[str], int]
@@ -388,12 +402,7 @@ def build_parts(
     failures += [_failure_line(f) for f in facts.failures if f.call_id not in ids]
     old_mod, mod_more = _split_list(carried.get("Files", []), "Modified")
     old_read, read_more = _split_list(carried.get("Files", []), "Read")
-    carried_requests: list[str] = []
-    for r in carried.get("Requests", []):
-        if r.startswith(EXCERPTS):  # a compact list: its excerpts are carried one by one
-            carried_requests += [x for x in r[len(EXCERPTS) :].split(_SEPARATOR) if x]
-        else:
-            carried_requests.append(r.removeprefix(LATEST_LINE[2:]))
+    carried_requests = request_lines(carried.get("Requests", []))
     # whitespace collapsed, as every request line is written (first_line) and as
     # request_excerpt() reads it: an earlier newest request is carried as it was written, in
     # full, and an excerpt of it cut with its runs of spaces would not be found
