@@ -208,6 +208,38 @@ ROWS: list[tuple[str, Any, str, dict[str, int]]] = [
         {},
     ),
     (
+        "gemini request payload size",
+        gemini_error(
+            400,
+            "Request payload size exceeds the limit: 20971520 bytes.",
+            "INVALID_ARGUMENT",
+        ),
+        OVERFLOW,
+        {},
+    ),
+    (
+        "vllm total requested",
+        "This model's maximum context length of 131072 tokens. However, you requested a total "
+        "of 140000 tokens. Please reduce the length of the input messages.",
+        OVERFLOW,
+        {"limit": 131072, "requested": 140000},
+    ),
+    (
+        "openai configured limit",
+        openai_error(
+            400,
+            {
+                "message": "Input tokens exceed the configured limit of 272000 tokens. Your "
+                "messages resulted in 301450 tokens. Please reduce the length of the messages.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            },
+        ),
+        OVERFLOW,
+        {"limit": 272000, "requested": 301450},
+    ),
+    (
         "bedrock input too long",
         bedrock_error(
             "ValidationException",

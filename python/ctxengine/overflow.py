@@ -178,6 +178,8 @@ _OVERFLOW: Final = _rx(
     r"maximum request body size",
     r"conversation too long",
     r"exceed_context_size_error",
+    r"request payload size exceeds the limit",  # Gemini, 400 INVALID_ARGUMENT
+    r"input tokens exceed the configured limit",
 )
 _SERVER: Final = _rx(
     r"overloaded",
@@ -220,7 +222,7 @@ _ERROR_SHAPE: Final = _rx(
     r"status(?:[ _]code)?\s*[=:]?\s*[45]\d\d",
     r"\b[45]\d\d\b\s+(?:bad request|request entity|payload|too many|status code)",
     r"\d[\d,]* tokens?\s*>\s*\d",
-    r"maximum context length is \d+",
+    r"maximum context length (?:is|of) \d+",
     r"\(\d+\)\s+exceeds",
     r"^\s*[a-z]+(?:_[a-z]+)+\s*$",  # a bare provider code: request_too_large
 )
@@ -259,7 +261,9 @@ _NUMBERS: Final = [
         ),
         ("tokens", "limit"),
     ),
-    (re.compile(rf"maximum context length is {_NUM}", re.I), ("limit",)),
+    (re.compile(rf"maximum context length (?:is|of) {_NUM}", re.I), ("limit",)),
+    (re.compile(rf"exceed the configured limit of {_NUM}", re.I), ("limit",)),
+    (re.compile(rf"requested a total of {_NUM}", re.I), ("requested",)),
     (
         re.compile(rf"(?:messages resulted in|you requested(?: about)?) {_NUM} tokens", re.I),
         ("requested",),
