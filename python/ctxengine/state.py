@@ -117,6 +117,9 @@ class SessionState:
         splits: Cache: grains the guard split, by node id, keyed by content.
         token_cache: Cache: exact tokens of rendered messages.
         limited: History node ids the ``max_turns`` option dropped → their tokens then.
+        unrendered: History node ids a tree handler took out of the last render (it removed
+            or renamed the item's grain, or one of its turn group's) → that handler's hook:
+            out of the assembly until the next render puts them back.
         pruned: Tool-result node id → the text the prune options left it (sticky: a result
             once trimmed or cleared stays so, the sent prefix does not change back).
         pruned_results: The same results by (message index, block index), as tool results.
@@ -157,6 +160,7 @@ class SessionState:
     splits: dict[str, tuple[Any, list[ContextGrain]]] = field(default_factory=dict)
     token_cache: MessageTokenCache = field(default_factory=MessageTokenCache)
     limited: dict[str, int] = field(default_factory=dict)
+    unrendered: dict[str, str] = field(default_factory=dict)
     pruned: dict[str, str] = field(default_factory=dict)
     pruned_results: dict[tuple[int, int], ToolResult] = field(default_factory=dict)
     rendered_at: float | None = None

@@ -6,14 +6,17 @@ silently")."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar
 
 import pytest
 
+from contract_count import independent_count
 from ctxengine import Budget, ContextEngine, ContextGrain
 from ctxengine.assemble.compact import SUMMARY_ID
 from ctxengine.collect.events import BeforeRender, CustomEvent, OverBudget, current_bus
 from ctxengine.transcript import ToolCall
+from transcript.helpers import PROVIDERS, assert_sdk_valid
 
 pytestmark = pytest.mark.anyio
 
@@ -371,4 +374,172 @@ async def test_a_tree_handlers_grain_for_a_compacted_message_is_dropped_like_a_c
                 "its history item was summarized into mem.summary by an earlier compaction",
             )
         ],
+    )
+
+
+class Cutter:
+    """In the tree handler ``hook``, removes the grains of node ids ``removed`` and renames
+    those of ``renamed`` (old → new), for the first ``renders`` renders."""
+
+    name, version, priority, enabled = "cutter", "1.0.0", 10, True
+
+    def __init__(
+        self,
+        hook: str,
+        removed: tuple[str, ...] = (),
+        renamed: dict[str, str] | None = None,
+        *,
+        dangerous: bool = True,
+        renders: int = 1,
+    ) -> None:
+        self.removed, self.renamed = removed, renamed or {}
+        self.dangerous, self.renders = dangerous, renders
+        self.seen = 0
+        setattr(self, hook, self._edit)
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        return []
+
+    def _edit(self, event: BeforeRender | OverBudget) -> None:
+        self.seen += 1
+        if self.seen > self.renders:
+            return
+        event.tree[:] = [g for g in event.tree if g.node_id not in self.removed]
+        for g in event.tree:
+            if g.node_id in self.renamed:
+                g.node_id = self.renamed[g.node_id]
+
+
+FILLER = ContextGrain("rag.filler", content="filler " * 900, priority=300)
+
+
+async def _tool_session(
+    plugin: Any, provider: str = "openai", *, consent: bool = True, renders: int = 1
+) -> list[Any]:
+    """``renders`` renders of a session of a request, a tool call with two results and a
+    final answer (with a large optional grain: on_over_budget fires at the budget of 700)."""
+    engine = ContextEngine("gpt-4o", Budget(total=700), plugins=[plugin], allow_dangerous=consent)
+    outs = []
+    async with engine.session("cut") as s:
+        await s.user_message("hello")
+        await s.assistant_message("HI THERE")
+        await s.user_message("read two files")
+        calls = [ToolCall("c1", "read_file", {"path": "a"}), ToolCall("c2", "read_file", {"p": 2})]
+        await s.assistant_message("", calls)
+        await s.tool_result("c1", "FILE ONE")
+        await s.tool_result("c2", "FILE TWO")
+        await s.assistant_message("both read")
+        await s.user_message("thanks")
+        for _ in range(renders):
+            s.add(FILLER)
+            outs.append(await s.render(provider=provider))
+    return outs
+
+
+def _sent(out: Any) -> str:
+    return json.dumps(out.payload)
+
+
+GROUP = ("hist.3", "act.tool_result.c1", "act.tool_result.c2")
+
+
+@pytest.mark.parametrize(
+    ("removed", "dropped"),
+    [
+        ("hist.1", ("hist.1",)),
+        ("hist.3", GROUP),
+        ("act.tool_result.c2", GROUP),
+    ],
+)
+@pytest.mark.parametrize("hook", ["on_before_render", "on_over_budget"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_consented_tree_handlers_removal_of_a_history_item_leaves_it_out(
+    removed: str, dropped: tuple[str, ...], hook: str, provider: str
+) -> None:
+    [out] = await _tool_session(Cutter(hook, (removed,)), provider)
+    assert out.report.faults == []
+    sent = _sent(out)
+    texts = {
+        "hist.1": "HI THERE",
+        "act.tool_result.c1": "FILE ONE",
+        "act.tool_result.c2": "FILE TWO",
+    }
+    for node_id, text in texts.items():
+        assert (text in sent) == (node_id not in dropped)
+    assert ("read_file" in sent) == ("hist.3" not in dropped)  # never a call without results
+    for node_id in dropped:
+        [(origin, decision, stage, reason)] = _explained(out, node_id)
+        assert (origin, decision, stage) == ("transcript", "dropped", hook)
+        why = f"removed from the tree by plugin 'cutter' in {hook}"
+        assert reason == why if node_id == removed else reason.endswith(why)
+        assert node_id == removed or f"in the turn of {removed!r}" in reason
+    assert_sdk_valid(out.payload, provider)
+    assert out.tokens <= 700 and independent_count(out.payload, provider) <= 700
+
+    # without the consent the removal is undone with a denied fault
+    plugin = Cutter(hook, (removed,), dangerous=False)
+    [out] = await _tool_session(plugin, provider, consent=False)
+    assert _faults(out) == [("cutter", hook, "denied", None)]
+    assert f"removed grain {removed!r} of plugin 'transcript'" in out.report.faults[0]["message"]
+    assert all(t in _sent(out) for t in texts.values())
+    assert all(_decisions(out, n) == [("transcript", "kept")] for n in GROUP)
+
+
+@pytest.mark.parametrize("hook", ["on_before_render", "on_over_budget"])
+async def test_a_history_item_a_tree_handler_removed_comes_back_in_the_next_render(
+    hook: str,
+) -> None:
+    first, second = await _tool_session(Cutter(hook, ("act.tool_result.c1",)), renders=2)
+    assert "FILE ONE" not in _sent(first)
+    reference = await _tool_session(Cutter(hook, renders=0), renders=2)
+    assert second.payload == reference[1].payload
+    assert second.tokens == reference[1].tokens
+    assert all(_decisions(second, n) == [("transcript", "kept")] for n in GROUP)
+
+
+@pytest.mark.parametrize("hook", ["on_before_render", "on_over_budget"])
+async def test_a_history_items_grain_a_tree_handler_renamed_is_sent_once_under_its_new_id(
+    hook: str,
+) -> None:
+    plugin = Cutter(hook, renamed={"hist.1": "rag.said"})
+    first, second = await _tool_session(plugin, renders=2)
+    assert first.report.faults == []
+    assert _texts(first)[0].count("HI THERE") == 1  # the system message: the context grain
+    assert _sent(first).count("HI THERE") == 1  # and not the assistant message
+    [(origin, decision, stage, reason)] = _explained(first, "hist.1")
+    assert (origin, decision, stage) == ("transcript", "dropped", hook)
+    assert reason == f"renamed to 'rag.said' by plugin 'cutter' in {hook}"
+    assert _decisions(first, "rag.said") == [("transcript", "kept")]
+    # the item keeps its own grain: the next render sends the message again
+    assert _decisions(second, "hist.1") == [("transcript", "kept")]
+    assert {"role": "assistant", "content": "HI THERE"} in second.payload["messages"]
+    assert "rag.said" not in [d.node_id for d in second.report]
+
+
+async def test_a_history_items_grain_renamed_to_another_items_id_replaces_that_one() -> None:
+    [out] = await _tool_session(Cutter("on_before_render", renamed={"hist.1": "hist.7"}))
+    assert out.report.faults == []
+    assert _texts(out)[-1] == "HI THERE" and _sent(out).count("HI THERE") == 1
+    assert _decisions(out, "hist.1") == [("transcript", "dropped")]
+    assert _decisions(out, "hist.7") == [("transcript", "kept"), ("transcript", "shadowed")]
+
+
+class LateReplacer(Cutter):
+    """Removes ``hist.1`` in on_before_render, then gives a grain for it in on_over_budget."""
+
+    def __init__(self) -> None:
+        super().__init__("on_before_render", ("hist.1",))
+
+    def on_over_budget(self, event: OverBudget) -> list[ContextGrain]:
+        return [ContextGrain("hist.1", content="LATE", priority=0)]
+
+
+async def test_a_grain_for_an_item_taken_out_of_the_render_is_dropped() -> None:
+    [out] = await _tool_session(LateReplacer())
+    assert "LATE" not in _sent(out) and "HI THERE" not in _sent(out)
+    assert _explained(out, "hist.1")[-1] == (
+        "cutter",
+        "dropped",
+        "on_before_render",
+        "its history item was taken out of this render in on_before_render",
     )

@@ -6,6 +6,7 @@ The heavy steps (counting, scoring, allocation, the trim ladder, ordering) run i
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,13 +31,14 @@ from .report import (
 from .sync import (
     CONTEXT_OVERHEAD,
     HISTORY_PRIORITY,
+    item_text,
     refresh_redaction,
     sync_context,
     sync_history,
 )
 
 if TYPE_CHECKING:
-    from ..collect.dispatch import SessionDispatcher
+    from ..collect.dispatch import SessionDispatcher, TreeRemoval
     from ..config import RenderConfig
     from ..state import SessionState, TurnLog
 
@@ -128,11 +130,22 @@ def _override(
     """Judge ``grain``, the one plugin grain left by fusion for its history item's node id:
     put into ``overrides`` when it is more important than the item (the item's content is
     reported shadowed), else reported shadowed itself; the grain of an item an earlier
-    compaction summarized is dropped (no longer carried)."""
+    compaction summarized is dropped (no longer carried), and so is the grain of an item a
+    tree handler took out of this render (:func:`_unrender`), for this render."""
     budget = config.budget
     if grain.node_id in state.compacted:  # its history item now lives in mem.summary
         state.stored.pop(grain.node_id, None)
         log.extra.append(compacted_decision(grain, budget))
+        return
+    hook = state.unrendered.get(grain.node_id)
+    if hook is not None:
+        why = f"its history item was taken out of this render in {hook}"
+        window = report_window(budget, grain)
+        log.extra.append(
+            GrainDecision(
+                grain.node_id, grain.origin, window, "dropped", "dropped", hook, why, 0, 0
+            )
+        )
         return
     item = state.items[grain.node_id]
     if grain.priority <= HISTORY_PRIORITY:
@@ -293,15 +306,41 @@ async def _hook(
     log: TurnLog,
 ) -> None:
     """Fire a tree event; every grain a handler took out of the tree and no other grain of
-    its node id stands for gets a ``dropped`` decision naming the plugin and the hook."""
+    its node id stands for gets a ``dropped`` decision naming the plugin and the hook. For a
+    history item's own grain (removed, or renamed: a copy goes on under the new node id) the
+    item leaves this render with its turn (:func:`_unrender`)."""
     outcome = await plugins.fire(event)
     log.faults.extend(outcome.faults)
-    if not outcome.removed:
+    if not outcome.removed and not outcome.renamed:
         return
     present = {g.node_id for g in event.tree}
+    items = state.items
+    # history items whose own grain left the tree (no other grain of its node id stands for
+    # it): out of this render (_unrender)
+    gone: dict[str, tuple[TreeRemoval, str]] = {}
+    renamed = [r for r in outcome.renamed if r.node_id in items and r.node_id not in present]
+    if renamed:
+        where = {id(g): k for k, g in enumerate(event.tree)}
+        for removal in renamed:
+            node_id = removal.node_id
+            grain = items[node_id].grain
+            k = where.get(id(grain))
+            if k is None or node_id in gone:  # renamed, then taken out: reported below
+                continue
+            # the renamed grain goes on as a copy under its new node id, the item keeps its own
+            try:
+                meta = copy.deepcopy(grain.meta)
+            except Exception:  # not copyable, or nested past the recursion limit
+                meta = copy.copy(grain.meta)
+            event.tree[k] = replace(grain, meta=meta)
+            gone[node_id] = (removal, f"renamed to {grain.node_id!r}")
+            grain.node_id = node_id
     for removal in outcome.removed:
         node_id = removal.node_id
-        if node_id in present or node_id in state.items:  # replaced, or a history item's grain
+        if node_id in present:  # replaced
+            continue
+        if node_id in items:
+            gone.setdefault(node_id, (removal, "removed from the tree"))
             continue
         present.add(node_id)  # one decision per node id
         reason = f"removed from the tree by plugin {removal.plugin!r} in {removal.hook}"
@@ -318,6 +357,62 @@ async def _hook(
                 0,
             )
         )
+    if gone:
+        _unrender(state, config, gone, log)
+
+
+def _unrender(
+    state: SessionState,
+    config: RenderConfig,
+    gone: dict[str, tuple[TreeRemoval, str]],
+    log: TurnLog,
+) -> None:
+    """Take the history items of ``gone`` (node id → the edit that took its grain out of the
+    tree, and what it did) out of this render, each with its turn group, as the ladder's hard
+    trim removes a turn (a tool call and its results, a request's thinking and its calls, go
+    or stay together), a ``dropped`` decision each naming the plugin and the hook. They leave
+    the assembly until the next render (:func:`_rerender`)."""
+    items, out, limited = state.items, state.unrendered, state.limited
+    cause: dict[int, str] = {}  # turn → the first node id of ``gone`` in it
+    for node_id in gone:
+        cause.setdefault(items[node_id].turn, node_id)
+    budget, count = config.budget, config.tokenizer.count
+    taken: list[str] = []
+    for item in items.values():
+        node_id = item.node_id
+        first = cause.get(item.turn)
+        if first is None or node_id in out or node_id in limited:  # out already, or dropped
+            continue
+        removal, what = gone.get(node_id) or gone[first]
+        why = f"{what} by plugin {removal.plugin!r} in {removal.hook}"
+        if node_id not in gone:
+            why = f"in the turn of {first!r} (sent or left out together), {why}"
+        tokens = state.asm.tokens(node_id)
+        if tokens is None:  # not in the assembly yet
+            tokens = count(item_text(state, item)) + item.overhead
+        override = state.overrides.get(node_id)
+        origin = "transcript" if override is None else override.origin
+        window = budget.window_of(node_id)
+        log.extra.append(
+            GrainDecision(
+                node_id, origin, window, "dropped", "dropped", removal.hook, why, tokens, 0
+            )
+        )
+        out[node_id] = removal.hook
+        taken.append(node_id)
+    state.asm.remove(taken)
+
+
+def _rerender(state: SessionState) -> None:
+    """Put the history items a tree handler took out of the last render back into the
+    assembly's queue (this render's handlers see them again)."""
+    queued = {id(i) for i in state.pending}
+    items = state.items
+    for node_id in state.unrendered:
+        item = items.get(node_id)  # None: compacted since
+        if item is not None and id(item) not in queued:
+            state.pending.append(item)
+    state.unrendered.clear()
 
 
 def _sync(
@@ -533,6 +628,8 @@ async def assemble(
     """The assemble phase: the collected grains become a plan that fits the budget (for
     ``provider``: thinking counts only where its export sends it)."""
     refresh_redaction(state, plugins.registry)
+    if state.unrendered:
+        _rerender(state)
     grains = admit(config, grains, log, windows=False)
     grains = apply_overrides(state, config, fuse_grains(config, plugins, grains, log), log)
     grains, state.splits = split_large(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
@@ -60,7 +61,9 @@ def _texts(state: SessionState, items: list[HistoryItem]) -> list[str]:
 
 
 def _changed_items(state: SessionState, scan: bool) -> tuple[list[HistoryItem], list[str]]:
-    limited = state.limited
+    limited: Collection[str] = state.limited
+    if state.unrendered:  # taken out of this render by a tree handler
+        limited = state.limited.keys() | state.unrendered.keys()
     items = [i for i in state.pending if i.node_id not in limited] if limited else state.pending
     items = list(items)  # pending is cleared by the caller once the core took them
     texts = _texts(state, items)
@@ -102,10 +105,11 @@ def _recount_thinking(state: SessionState, provider: str, items: list[HistoryIte
     if state.counted_for in (None, provider):
         return
     queued = {id(i) for i in items}
+    limited, out = state.limited, state.unrendered
     items.extend(
         i
         for i in state.items.values()
-        if i.thinking and id(i) not in queued and i.node_id not in state.limited
+        if i.thinking and id(i) not in queued and i.node_id not in limited and i.node_id not in out
     )
 
 
@@ -162,7 +166,7 @@ def _answered(state: SessionState, items: list[HistoryItem]) -> None:
             else:
                 owner = None
         call = state.items.get(owner) if owner is not None else None
-        if call is not None and id(call) not in queued:
+        if call is not None and id(call) not in queued and owner not in state.unrendered:
             items.append(call)
             queued.add(id(call))
 

@@ -71,7 +71,8 @@ _Key = tuple[int, ...]
 
 @dataclass(frozen=True, slots=True)
 class TreeRemoval:
-    """A grain a tree handler took out of ``event.tree``, as it was before the handler ran.
+    """A grain a tree handler took out of ``event.tree`` (or renamed), as it was before the
+    handler ran.
 
     Attributes:
         plugin: The handler's plugin.
@@ -93,13 +94,15 @@ class Outcome:
     """Result of one dispatch: grains that join the turn, and faults for the report.
 
     For tree events the returned grains have already been appended to ``event.tree``;
-    ``grains`` lists them for reporting only, and ``removed`` the grains the handlers took out
-    of the tree (the render reports each one that leaves the render).
+    ``grains`` lists them for reporting only, ``removed`` the grains the handlers took out
+    of the tree (the render reports each one that leaves the render), and ``renamed`` the
+    grains they gave another node id, each as it was before (its node id the old one).
     """
 
     grains: list[ContextGrain] = field(default_factory=list)
     faults: list[PluginFault] = field(default_factory=list)
     removed: list[TreeRemoval] = field(default_factory=list)
+    renamed: list[TreeRemoval] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -113,6 +116,7 @@ class _Result:
     grains: list[ContextGrain] = field(default_factory=list)
     faults: list[PluginFault] = field(default_factory=list)
     removed: list[TreeRemoval] = field(default_factory=list)
+    renamed: list[TreeRemoval] = field(default_factory=list)
     hook: str = ""
 
 
@@ -320,6 +324,7 @@ class SessionDispatcher:
             outcome.grains.extend(result.grains)
             outcome.faults.extend(result.faults)
             outcome.removed.extend(result.removed)
+            outcome.renamed.extend(result.renamed)
         return outcome
 
     async def _run_into(
@@ -523,9 +528,14 @@ class SessionDispatcher:
                 continue
             kept = {id(g) for g in work}
             for g in before:
-                if id(g) in saved and id(g) not in kept:
-                    node_id, origin, *_, window, _protected, _meta = saved[id(g)]
-                    slot.removed.append(TreeRemoval(entry.name, hook, node_id, origin, window))
+                fields = saved.get(id(g))
+                if fields is None:
+                    continue
+                gone = id(g) not in kept
+                if gone or g.node_id != fields[0]:
+                    node_id, origin, *_, window, _protected, _meta = fields
+                    edit = TreeRemoval(entry.name, hook, node_id, origin, window)
+                    (slot.removed if gone else slot.renamed).append(edit)
             tree[:] = work
             tree.extend(grains or ())
             slot.grains.extend(grains or ())
