@@ -365,6 +365,95 @@ def test_pi_summary_message_roles_and_skipped_entries(write: Write) -> None:
         load(bad)
 
 
+def test_pi_compaction_retained_tail_is_what_the_model_kept(write: Write) -> None:
+    """Newer pi compactions copy the kept messages into ``retainedTail`` (``firstKeptEntryId``
+    is optional there). view="model" ignored it and kept only the messages after the
+    compaction, so the model lost the turns pi had kept."""
+    kept = [pi_user("keep this task"), pi_assistant([{"type": "text", "text": "kept reply"}])]
+    path = write(
+        "tail.jsonl",
+        jsonl(
+            {"type": "session", "version": 3, "id": "s", "timestamp": _T, "cwd": "/w"},
+            pi_msg(pi_user("old task"), id="e1", parentId=None),
+            pi_msg(kept[0], id="e2", parentId="e1"),
+            pi_msg(kept[1], id="e3", parentId="e2"),
+            {
+                "type": "compaction",
+                "id": "e4",
+                "parentId": "e3",
+                "timestamp": _T,
+                "summary": "Old task done.",
+                "tokensBefore": 9,
+                "retainedTail": kept,
+            },
+            pi_msg(pi_user("next task"), id="e5", parentId="e4"),
+        ),
+    )
+    model = load(path, view="model")
+    assert [m.text for m in model][1:] == ["keep this task", "kept reply", "next task"]
+    assert model[0].text.endswith("Old task done.")
+    assert model[0].meta["kind"] == "compactionSummary"
+    full = load(path)
+    assert [m.text for m in full] == ["old task", "keep this task", "kept reply", "next task"]
+    assert full.meta["compactions"][0]["retained"] == 2
+    engine_payloads_valid(model)
+    bad = write(
+        "bad.jsonl",
+        jsonl(
+            {"type": "session", "version": 3, "id": "s"},
+            {"type": "compaction", "id": "c", "parentId": None, "summary": "s", "retainedTail": 3},
+        ),
+    )
+    with pytest.raises(TranscriptError, match=r"line 2\.retainedTail: value is 3; expected a JSON"):
+        load(bad, view="model")
+
+
+def test_pi_entries_the_harness_wrote_are_marked(write: Write) -> None:
+    """``branch_summary`` and ``custom_message`` entries (how pi stores a branch's summary and
+    an extension's message) became user messages without a ``kind``, so a summary took
+    them for the user's requests; an empty branch summary (pi sends none) was a message.
+    A shell command run from the prompt lost its exit code and its cancellation."""
+    path = write(
+        "marks.jsonl",
+        jsonl(
+            {"type": "session", "version": 3, "id": "s", "timestamp": _T, "cwd": "/w"},
+            pi_msg(pi_user("task"), id="e1", parentId=None),
+            {"type": "branch_summary", "id": "e2", "parentId": "e1", "fromId": "x", "summary": "A"},
+            {"type": "branch_summary", "id": "e3", "parentId": "e2", "fromId": "y", "summary": ""},
+            {
+                "type": "custom_message",
+                "id": "e4",
+                "parentId": "e3",
+                "customType": "ext",
+                "content": "injected",
+                "display": False,
+            },
+            pi_msg(
+                {"role": "bashExecution", "command": "make", "output": "boom", "exitCode": 2},
+                id="e5",
+                parentId="e4",
+            ),
+            pi_msg(
+                {"role": "bashExecution", "command": "sleep 9", "output": "", "cancelled": True},
+                id="e6",
+                parentId="e5",
+            ),
+        ),
+    )
+    t = load(path)
+    assert [m.meta.get("kind") for m in t] == [
+        None,
+        "branchSummary",
+        "custom",
+        "bashExecution",
+        "bashExecution",
+    ]
+    assert t[1].text.endswith("A") and t[2].text == "injected"
+    assert t[3].text == "Ran `make`\n```\nboom\n```\n\nCommand exited with code 2"
+    assert t[4].text == "Ran `sleep 9`\n(no output)\n\n(command cancelled)"
+    engine_payloads_valid(t)
+
+
 # -- SWE-agent ---------------------------------------------------------------------------------
 
 

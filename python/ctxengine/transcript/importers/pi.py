@@ -2,18 +2,22 @@
 
 Entries carry ``type``; messages are ``{"type": "message", "message": {...}}`` with roles
 ``user``, ``assistant``, ``toolResult`` (one per call), plus ``bashExecution`` and ``custom``
-(sent to the model as user text), and ``branchSummary``/``compactionSummary`` (user text with
-the summary prefix pi sends). Current files (``"version": 3`` header) link entries by
-``id``/``parentId``: the active branch is the path from the last entry back to the root. Older
-files have no ids and are read in order; their compactions name the first kept entry by its
-index in the file (``firstKeptEntryIndex``) instead of its id. Entries that are not model
-context (``model_change``, ``thinking_level_change``, ``custom``, ``label``, ``session_info``
-and types this reader does not know) are skipped and counted in ``meta["skipped_entries"]``.
+(sent to the model as user text: a command as pi shows it, with its exit code or
+cancellation), and ``branchSummary``/``compactionSummary`` (user text with the summary prefix
+pi sends). ``branch_summary`` and ``custom_message`` entries are user text too; like those
+roles they are marked with ``meta["kind"]`` (the harness wrote them, not the user). Current
+files (``"version": 3`` header) link entries by ``id``/``parentId``: the active branch is the
+path from the last entry back to the root. Older files have no ids and are read in order;
+their compactions name the first kept entry by its index in the file
+(``firstKeptEntryIndex``) instead of its id. Entries that are not model context
+(``model_change``, ``thinking_level_change``, ``custom``, ``label``, ``session_info`` and
+types this reader does not know) are skipped and counted in ``meta["skipped_entries"]``.
 Content blocks of a type it does not know are skipped and counted in ``meta["skipped_blocks"]``.
 
 ``view="full"`` keeps every message on the branch and records compactions in
 ``Transcript.meta["compactions"]``; ``view="model"`` starts from the latest compaction summary,
-as pi itself rebuilds the context.
+as pi itself rebuilds the context: then the kept messages (those a newer compaction copies into
+its ``retainedTail``, else the branch's from its first kept entry) and what follows it.
 """
 
 from __future__ import annotations
@@ -79,6 +83,26 @@ def _assistant(m: Mapping[str, Any], loc: Loc) -> Message:
     return Message("assistant", tuple(blocks), stop_reason=stop, meta=meta)
 
 
+def _bash_text(m: Mapping[str, Any], loc: Loc) -> str:
+    """A shell command run from pi's prompt as pi sends it to the model: the command, its
+    output (or ``(no output)``), then whether it was cancelled or its non-zero exit code and
+    where a truncated output was saved."""
+    command = loc.need(m, "command", str)
+    output = m.get("output")
+    text = f"Ran `{command}`\n" + (
+        f"```\n{output}\n```" if isinstance(output, str) and output else "(no output)"
+    )
+    code = m.get("exitCode")
+    if m.get("cancelled") is True:
+        text += "\n\n(command cancelled)"
+    elif isinstance(code, int) and not isinstance(code, bool) and code != 0:
+        text += f"\n\nCommand exited with code {code}"
+    full = m.get("fullOutputPath")
+    if m.get("truncated") is True and isinstance(full, str) and full:
+        text += f"\n\n[Output truncated. Full output: {full}]"
+    return text
+
+
 def _message(m: Mapping[str, Any], msg_id: str | None, loc: Loc) -> Message:
     role = loc.need(m, "role", str)
     if role == "user":
@@ -93,9 +117,7 @@ def _message(m: Mapping[str, Any], msg_id: str | None, loc: Loc) -> Message:
         result = ToolResult(call_id, content, bool(m.get("isError", False)), name)
         return Message("tool", (result,), msg_id)
     if role == "bashExecution":
-        command = loc.need(m, "command", str)
-        output = str(m.get("output") or "")
-        text = f"Ran `{command}`\n```\n{output}\n```"
+        text = _bash_text(m, loc)
         return Message("user", (Text(text),), msg_id, meta={"kind": "bashExecution"})
     if role in ("branchSummary", "compactionSummary"):  # summaries stored as messages
         prefix = _BRANCH_PREFIX if role == "branchSummary" else _SUMMARY_PREFIX
@@ -184,6 +206,11 @@ def load_pi(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str,
             "summary": e.get("summary"),
             "first_kept": e.get("firstKeptEntryId", e.get("firstKeptEntryIndex")),
             "line": n,
+            **(
+                {"retained": len(e["retainedTail"])}
+                if isinstance(e.get("retainedTail"), list)
+                else {}
+            ),
         }
         for n, e in branch
         if e.get("type") == "compaction"
@@ -191,9 +218,18 @@ def load_pi(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str,
     out: list[Message] = []
     start = 0
     if view == "model" and (ci := _latest_compaction(branch)) is not None:
-        comp = branch[ci][1]
-        out.append(Message("user", (Text(_SUMMARY_PREFIX + str(comp.get("summary", ""))),)))
-        start = _first_kept(entries, branch, ci)
+        n, comp = branch[ci]
+        text = _SUMMARY_PREFIX + str(comp.get("summary", ""))
+        out.append(Message("user", (Text(text),), meta={"kind": "compactionSummary"}))
+        tail = comp.get("retainedTail")
+        if tail is None:
+            start = _first_kept(entries, branch, ci)
+        else:  # the kept messages, copied into the compaction (newer pi)
+            at = loc.at(f" line {n}").at("retainedTail")
+            out.extend(
+                _message(at.at(i).obj(m), None, at.at(i)) for i, m in enumerate(at.items(tail))
+            )
+            start = ci + 1
     skipped = 0
     for n, e in branch[start:]:
         at = loc.at(f" line {n}")
@@ -205,10 +241,12 @@ def load_pi(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str,
                 skipped += 1
                 continue
             out.append(_message(raw, msg_id, at.at("message")))
-        elif kind == "branch_summary":
-            out.append(Message("user", (Text(_BRANCH_PREFIX + str(e.get("summary", ""))),)))
-        elif kind == "custom_message":
-            out.append(Message("user", tuple(_content(e.get("content"), at.at("content")))))
+        elif kind == "branch_summary" and e.get("summary"):  # pi sends no empty summary
+            text = _BRANCH_PREFIX + str(e["summary"])
+            out.append(Message("user", (Text(text),), meta={"kind": "branchSummary"}))
+        elif kind == "custom_message":  # an extension's message, sent as user content
+            content = tuple(_content(e.get("content"), at.at("content")))
+            out.append(Message("user", content, meta={"kind": "custom"}))
         else:
             skipped += 1
     meta = {"session": header, "compactions": compactions, "skipped_entries": skipped}
