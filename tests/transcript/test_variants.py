@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ctxengine.errors import TranscriptError
-from ctxengine.transcript import Image, Text, ToolCall, Transcript, load
+from ctxengine.transcript import Image, Text, Thinking, ToolCall, Transcript, load
 
 from .helpers import PROVIDERS, assert_sdk_valid
 
@@ -481,6 +481,43 @@ def test_swe_agent_multimodal_history_keeps_images(write: Write) -> None:
     engine_payloads_valid(t)
 
 
+def test_swe_agent_thinking_blocks_are_kept(write: Write) -> None:
+    """SWE-agent 1.x stores an Anthropic model's ``thinking_blocks`` (LiteLLM's) on the
+    assistant history item and sends them back with its calls: they were dropped, so the
+    reasoning was lost and Anthropic got the calls without the thinking that led to them."""
+    call = {"id": "toolu_1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    thinking = {"type": "thinking", "thinking": "Check the tests first.", "signature": "c2ln"}
+    history = [
+        {"role": "system", "content": "You are SWE-agent.", "message_type": "system_prompt"},
+        {"role": "user", "content": "Fix the bug.", "message_type": "observation"},
+        {
+            "role": "assistant",
+            "content": "",
+            "thought": "",
+            "action": "pytest",
+            "tool_calls": [call],
+            "thinking_blocks": [thinking, {"type": "redacted_thinking", "data": "ZGF0YQ=="}],
+            "message_type": "action",
+        },
+        {"role": "tool", "content": "1 failed", "tool_call_ids": ["toolu_1"]},
+    ]
+    t = load(write("t.traj", json.dumps({"history": history, "info": {}})))
+    assert t[2].blocks == (
+        Thinking("Check the tests first.", "c2ln"),
+        Thinking("", "ZGF0YQ==", redacted=True),
+        ToolCall("toolu_1", "bash", {}),
+    )
+    assert t[2].meta["provider_family"] == "anthropic"
+    sent = t.to("anthropic")["messages"][1]["content"]
+    assert [b["type"] for b in sent] == ["thinking", "redacted_thinking", "tool_use"]
+    engine_payloads_valid(t)
+    history[2]["thinking_blocks"] = [{"type": "thinking", "signature": "c2ln"}]
+    with pytest.raises(
+        TranscriptError, match=r"history\[2\]\.thinking_blocks\[0\]: key 'thinking'"
+    ):
+        load(write("bad.traj", json.dumps({"history": history})))
+
+
 def test_swe_agent_trajectory_without_history_is_rebuilt(write: Write) -> None:
     """A ``.traj`` with only ``trajectory`` steps failed ('history' missing); the steps are
     now the conversation: the first query, then response and observation of each step."""
@@ -569,6 +606,71 @@ def test_aider_multiline_tool_output_and_edit_markers(write: Write) -> None:
 
 
 # -- OpenHands ---------------------------------------------------------------------------------
+
+
+def test_openhands_model_response_reasoning_is_kept(write: Write) -> None:
+    """A V0 action's ``model_response`` is LiteLLM's: a reasoning model's message carries
+    ``reasoning_content`` and, from Anthropic, signed ``thinking_blocks``. Both were dropped."""
+
+    def action(i: int, message: dict[str, Any]) -> dict[str, Any]:
+        call = message["tool_calls"][0]
+        tcm = {
+            "function_name": "execute_bash",
+            "tool_call_id": call["id"],
+            "model_response": {"id": f"resp{i}", "choices": [{"message": message}]},
+            "total_calls_in_response": 1,
+        }
+        return {"id": i, "source": "agent", "action": "run", "args": {}, "tool_call_metadata": tcm}
+
+    def observation(i: int, call_id: str) -> dict[str, Any]:
+        tcm = {"function_name": "execute_bash", "tool_call_id": call_id}
+        return {
+            "id": i,
+            "source": "agent",
+            "observation": "run",
+            "content": "ok",
+            "cause": i - 1,
+            "tool_call_metadata": tcm,
+        }
+
+    def call(call_id: str) -> dict[str, Any]:
+        return {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": "execute_bash", "arguments": '{"command": "ls"}'},
+        }
+
+    signed = {"type": "thinking", "thinking": "List it.", "signature": "c2ln"}
+    events = [
+        {"id": 0, "source": "user", "action": "message", "args": {"content": "Go"}},
+        action(
+            1,
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [call("c1")],
+                "reasoning_content": "Look around first.",
+            },
+        ),
+        observation(2, "c1"),
+        action(
+            3,
+            {
+                "role": "assistant",
+                "content": "Again.",
+                "tool_calls": [call("c2")],
+                "reasoning_content": "List it.",
+                "thinking_blocks": [signed],
+            },
+        ),
+        observation(4, "c2"),
+    ]
+    t = load(write("o.json", json.dumps(events)))
+    assert t[1].blocks[0] == Thinking("Look around first.")
+    assert t[1].meta["provider_family"] == "openhands"  # unsigned: sent back to no provider
+    assert t[3].blocks[:2] == (Thinking("List it.", "c2ln"), Text("Again."))
+    assert t[3].meta["provider_family"] == "anthropic"
+    engine_payloads_valid(t)
 
 
 def test_openhands_run_without_function_calling_keeps_calls_and_results(write: Write) -> None:

@@ -1,7 +1,9 @@
 """Agent logs: SWE-agent ``.traj`` and OpenHands event streams.
 
 SWE-agent: ``history`` is the chat as the model saw it. Function-calling runs have OpenAI
-``tool_calls`` and ``tool`` messages answering ``tool_call_ids`` (a list); text-action runs have
+``tool_calls`` and ``tool`` messages answering ``tool_call_ids`` (a list), and an assistant
+message's ``thinking_blocks`` (Anthropic models through LiteLLM) become :class:`Thinking`
+before its text; text-action runs have
 no calls (the action is prose in the assistant text, the observation a user message, marked
 ``meta["kind"] = "observation"``: every user message after the agent's first action that is
 not part of a demonstration). Content is a string or a list of parts; multimodal runs put
@@ -10,7 +12,8 @@ not part of a demonstration). Content is a string or a list of parts; multimodal
 "trajectory"``; each step's observation a user message marked the same way).
 
 OpenHands (V0 events): an action with ``tool_call_metadata`` becomes the assistant message of its
-``model_response`` (all calls of that response, once); an observation with metadata becomes the
+``model_response`` (all calls of that response, once, after the response's ``thinking_blocks``
+or ``reasoning_content``); an observation with metadata becomes the
 tool result. ``system`` and ``message`` actions become system/user/assistant text; an
 ``error`` observation without metadata is a user message (OpenHands shows it to the model that
 way; ``meta["kind"] = "error"``); a ``recall`` observation becomes a user message
@@ -28,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model import Block, Message, Text, ToolCall, ToolResult
-from .common import Loc, text_of, tool_call
+from .common import Loc, litellm_thinking, text_of, thinking_family, tool_call
 from .openai import content_parts, load_openai
 
 __all__ = ("load_openhands_events", "load_swe_agent_history", "swe_agent_steps")
@@ -71,7 +74,12 @@ def load_swe_agent_history(history: list[Any], loc: Loc) -> list[Message]:
         if role == "assistant" and m.get("tool_calls"):
             base["tool_calls"] = m["tool_calls"]
         for msg in load_openai([base], at):
-            out.append(Message(msg.role, msg.blocks, meta={**msg.meta, **meta}))
+            blocks = msg.blocks
+            if role == "assistant":  # the reasoning sent back with the calls (LiteLLM's)
+                thinking = litellm_thinking(m, at)
+                blocks = (*thinking, *blocks)
+                meta.update(thinking_family(thinking, "swe-agent"))
+            out.append(Message(msg.role, blocks, meta={**msg.meta, **meta}))
     return out
 
 
@@ -117,7 +125,8 @@ def _model_message(tcm: Mapping[str, Any], loc: Loc) -> Message:
     if not choices:
         loc.at("model_response.choices").fail("choices", choices, "at least one choice")
     message = loc.at("model_response.choices").at(0).need(choices[0], "message", Mapping)
-    blocks: list[Block] = []
+    thinking = litellm_thinking(message, loc.at("model_response.choices[0].message"))
+    blocks: list[Block] = [*thinking]
     if isinstance(message.get("content"), str) and message["content"]:
         blocks.append(Text(message["content"]))
     calls = message.get("tool_calls") or []
@@ -127,7 +136,8 @@ def _model_message(tcm: Mapping[str, Any], loc: Loc) -> Message:
         blocks.append(tool_call(raw.get("id"), fn.get("name"), fn.get("arguments"), at))
     if not calls:  # metadata without the calls: rebuild the one call it names
         blocks.append(tool_call(tcm.get("tool_call_id"), tcm.get("function_name"), {}, loc))
-    return Message("assistant", tuple(blocks), str(response.get("id") or "") or None)
+    meta = thinking_family(thinking, "openhands")
+    return Message("assistant", tuple(blocks), str(response.get("id") or "") or None, meta=meta)
 
 
 def _recall_text(extras: Mapping[str, Any]) -> str:

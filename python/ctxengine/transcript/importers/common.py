@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Final, NoReturn
 
 from ...errors import TranscriptError
-from ..model import Block, Image, Message, ToolCall, ToolResult
+from ..model import Block, Image, Message, Thinking, ToolCall, ToolResult
 from ..providers import PDF_FILENAME
 
 __all__ = (
@@ -23,12 +23,14 @@ __all__ = (
     "fill_result_names",
     "image_from_url",
     "image_url",
+    "litellm_thinking",
     "parse_arguments",
     "read_jsonl",
     "read_text",
     "short",
     "skip_block",
     "text_of",
+    "thinking_family",
     "tool_call",
 )
 
@@ -323,3 +325,37 @@ def tool_call(call_id: object, name: object, arguments: object, loc: Loc) -> Too
     if not isinstance(name, str):
         loc.fail("tool name", name, "a string")
     return ToolCall(call_id, name, parse_arguments(arguments, loc))
+
+
+def litellm_thinking(message: Mapping[str, Any], loc: Loc) -> list[Thinking]:
+    """The reasoning of an assistant message as LiteLLM gives it (OpenHands, SWE-agent):
+    ``thinking_blocks`` (Anthropic ``thinking`` with its ``signature``, or
+    ``redacted_thinking`` with its ``data``), else the unsigned ``reasoning_content``.
+
+    Raises:
+        TranscriptError: a thinking block is not an object or lacks its text or data.
+    """
+    out: list[Thinking] = []
+    for i, raw in enumerate(loc.at("thinking_blocks").items(message.get("thinking_blocks") or [])):
+        at = loc.at("thinking_blocks").at(i)
+        b = at.obj(raw)
+        if b.get("type") == "redacted_thinking":
+            out.append(Thinking("", at.need(b, "data", str), redacted=True))
+        else:
+            sig = b.get("signature")
+            out.append(Thinking(at.need(b, "thinking", str), sig if isinstance(sig, str) else None))
+    reasoning = message.get("reasoning_content")
+    if not out and isinstance(reasoning, str) and reasoning:
+        out.append(Thinking(reasoning))
+    return out
+
+
+def thinking_family(blocks: Sequence[Block], unsigned: str) -> dict[str, str]:
+    """``provider_family`` for a message with LiteLLM thinking: Anthropic when a block is
+    signed; ``unsigned`` otherwise (bare ``reasoning_content`` has no signature, so no provider
+    takes it back). Empty when the message holds no thinking."""
+    thinking = [b for b in blocks if isinstance(b, Thinking)]
+    if not thinking:
+        return {}
+    signed = any(b.signature for b in thinking)
+    return {"provider_family": "anthropic" if signed else unsigned}

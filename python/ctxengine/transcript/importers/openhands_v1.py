@@ -38,10 +38,12 @@ from ..model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
 from .common import (
     Loc,
     image_from_url,
+    litellm_thinking,
     nested_too_deeply,
     parse_arguments,
     read_text,
     skip_block,
+    thinking_family,
 )
 
 __all__ = ("event_folder", "is_v1_event", "load_openhands_v1", "read_event_folder")
@@ -116,13 +118,8 @@ def read_event_folder(folder: Path) -> list[Any]:
 
 
 def _family(blocks: list[Block]) -> dict[str, str]:
-    """``provider_family`` for a message with thinking: Anthropic signed ``thinking_blocks``;
-    bare ``reasoning_content`` has no signature, so no provider takes it back."""
-    thinking = [b for b in blocks if isinstance(b, Thinking)]
-    if not thinking:
-        return {}
-    signed = any(b.signature for b in thinking)
-    return {"provider_family": "anthropic" if signed else "openhands"}
+    """``provider_family`` for a message with thinking (see :func:`thinking_family`)."""
+    return thinking_family(blocks, "openhands")
 
 
 class _Reader:
@@ -165,20 +162,7 @@ class _Reader:
         return out
 
     def thinking(self, e: Mapping[str, Any], loc: Loc) -> list[Thinking]:
-        out: list[Thinking] = []
-        for i, raw in enumerate(e.get("thinking_blocks") or []):
-            at = loc.at("thinking_blocks").at(i)
-            b = at.obj(raw)
-            if b.get("type") == "redacted_thinking":
-                out.append(Thinking("", at.need(b, "data", str), redacted=True))
-            else:
-                sig = b.get("signature")
-                out.append(
-                    Thinking(at.need(b, "thinking", str), sig if isinstance(sig, str) else None)
-                )
-        if not out and isinstance(e.get("reasoning_content"), str) and e["reasoning_content"]:
-            out.append(Thinking(e["reasoning_content"]))
-        return out
+        return litellm_thinking(e, loc)
 
     # -- events -------------------------------------------------------------------------------
 
