@@ -605,6 +605,33 @@ def test_aider_multiline_tool_output_and_edit_markers(write: Write) -> None:
     engine_payloads_valid(t)
 
 
+def test_aider_headings_and_blockquotes_in_a_reply_are_reply_text(write: Write) -> None:
+    """aider ends the input and tool lines it writes with two spaces; a model's ``####``
+    heading or ``>`` blockquote in its reply has none. They were read as user input and tool
+    output: one reply became three interrupted ones with made-up user turns between them, and
+    the lines of a markdown edit were lost."""
+    reply = (
+        "Here is a plan.\n\n#### Step 1: Overview\n\n> **Note:** keep it short.\n"
+        "> Really short.\n\nREADME.md\n```markdown\n<<<<<<< SEARCH\n=======\n"
+        "#### Install\n> pip install x\n>>>>>>> REPLACE\n```"
+    )
+    log = (
+        "\n# aider chat started at 2025-10-23 17:04:56\n\n> Aider v0.86.1  \n\n"
+        f"#### How should I structure the docs?  \n\n{reply}\n\n"
+        "> Tokens: 2.1k sent, 300 received.  \n> Applied edit to README.md  \n"
+        "> ls  \n> a.txt\nb.txt  \n"
+    )
+    t = load(write("h.aider.chat.history.md", log))
+    assert [m.role for m in t] == ["user", "assistant"]
+    assert t[1].text == reply and t[1].stop_reason is None
+    assert t.meta["tool_lines"][-2:] == ["ls", "a.txt\nb.txt"]
+    engine_payloads_valid(t)
+    # a file whose trailing spaces were stripped (an editor, a commit hook) reads as before
+    stripped = "\n".join(line.rstrip() for line in log.split("\n"))
+    old = load(write("s.aider.chat.history.md", stripped))
+    assert [m.role for m in old][:3] == ["user", "assistant", "user"]
+
+
 # -- OpenHands ---------------------------------------------------------------------------------
 
 

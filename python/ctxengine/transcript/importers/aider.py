@@ -5,7 +5,10 @@
 to the chat? ... [Yes]: all``), which never reach the model. ``> `` lines are aider's tool/UI
 output, kept in metadata (a ``>>>>>>> REPLACE`` line of an edit is reply text); aider quotes
 only the first line of a multi-line output, so the lines right after a ``> `` line (no blank
-line between) belong to it. Everything else is the assistant's reply;
+line between) belong to it. aider ends every input and tool line it writes with two spaces (a
+markdown line break): where the file kept them, a ``#### `` line without them (a heading the
+model wrote) and a ``> `` line without them inside a reply (a blockquote, a line of a
+markdown file in an edit) are reply text. Everything else is the assistant's reply;
 ``<thinking-content-...>`` sections become :class:`Thinking`. A reply not closed by a
 ``> Tokens:`` line was interrupted and is marked ``stop_reason="aborted"``. There are no tool
 calls.
@@ -65,11 +68,15 @@ def _reply(lines: list[str], closed: bool, tokens: str | None) -> Message | None
 
 
 class _Parser:
-    def __init__(self) -> None:
+    def __init__(self, marked: bool) -> None:
         self.sessions: list[_Session] = []
         self.user: list[str] = []
         self.reply: list[str] = []
         self.in_quote = False  # the previous line was aider tool output (``> ``)
+        # aider ends each line it writes for the user's input and its tool output with two
+        # spaces: where the file kept them, a ``#### `` or ``> `` line without them is the
+        # model's (a heading, a blockquote, a markdown file's line in an edit)
+        self.marked = marked
 
     @property
     def cur(self) -> _Session:
@@ -91,11 +98,12 @@ class _Parser:
     def feed(self, n: int, raw: str) -> None:
         line = _strip_md_break(raw)
         quoted, self.in_quote = self.in_quote, False
+        models = self.marked and not raw.endswith("  ")  # not a line aider marked as its own
         if m := _SESSION.fullmatch(line):
             self.flush_user()
             self.flush_reply(closed=False)
             self.sessions.append(_Session(m.group("when"), n))
-        elif line.startswith("####"):
+        elif line.startswith("####") and not models:
             self.flush_reply(closed=False)
             self.cur.user_lines += 1
             body = line[5:] if line.startswith("#### ") else line[4:]
@@ -103,7 +111,8 @@ class _Parser:
                 self.cur.prompt_answers += 1
             else:
                 self.user.append(body)
-        elif line.startswith("> ") or line == ">":  # not ``>>>>>>> REPLACE`` of an edit
+        elif (line.startswith("> ") or line == ">") and not (models and self.reply):
+            # not ``>>>>>>> REPLACE`` of an edit, nor a blockquote in the model's reply
             self.flush_user()
             self.cur.tool_lines.append(line[2:])
             if line.startswith("> Tokens:"):
@@ -147,8 +156,9 @@ def load_aider(path: Path) -> list[tuple[list[Message], dict[str, Any]]]:
         TranscriptError: the file is not UTF-8 (byte offset named).
         OSError: the file cannot be read.
     """
-    parser = _Parser()
-    for n, raw in enumerate(_lines(path), 1):
+    lines = _lines(path)
+    parser = _Parser(any(x.startswith("#### ") and x.endswith("  ") for x in lines))
+    for n, raw in enumerate(lines, 1):
         parser.feed(n, raw)
     out = []
     for s in parser.finish():
