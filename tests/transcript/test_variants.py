@@ -700,6 +700,27 @@ def test_openhands_model_response_reasoning_is_kept(write: Write) -> None:
     engine_payloads_valid(t)
 
 
+def test_openhands_user_message_keeps_its_images(write: Write) -> None:
+    """A V0 user message action carries the images the user attached in ``image_urls``
+    (``data:`` URLs from the UI, or links); they were dropped."""
+    png = "data:image/png;base64,iVBORw0KGgo="
+    args = {"content": "What is wrong here?", "image_urls": [png, "https://x.test/s.jpg"]}
+    events = [
+        {"id": 0, "source": "user", "action": "message", "args": args},
+        {"id": 1, "source": "agent", "action": "message", "args": {"content": "A typo."}},
+    ]
+    t = load(write("o.json", json.dumps(events)))
+    assert t[0].blocks == (
+        Text("What is wrong here?"),
+        Image("image/png", data="iVBORw0KGgo="),
+        Image("image/jpeg", url="https://x.test/s.jpg"),
+    )
+    engine_payloads_valid(t)
+    events[0]["args"] = {"content": "x", "image_urls": [3]}
+    with pytest.raises(TranscriptError, match=r"\[0\]\.args\.image_urls\[0\]: image url is 3"):
+        load(write("bad.json", json.dumps(events)))
+
+
 def test_openhands_run_without_function_calling_keeps_calls_and_results(write: Write) -> None:
     """Older CodeAct runs have no ``tool_call_metadata``: every run/edit action and its
     observation was dropped (only the task and an error text were left)."""

@@ -13,7 +13,8 @@ not part of a demonstration). Content is a string or a list of parts; multimodal
 
 OpenHands (V0 events): an action with ``tool_call_metadata`` becomes the assistant message of its
 ``model_response`` (all calls of that response, once, after the response's ``thinking_blocks``
-or ``reasoning_content``); an observation with metadata becomes the
+or ``reasoning_content``); a user ``message`` action keeps the images it attached
+(``image_urls``); an observation with metadata becomes the
 tool result. ``system`` and ``message`` actions become system/user/assistant text; an
 ``error`` observation without metadata is a user message (OpenHands shows it to the model that
 way; ``meta["kind"] = "error"``); a ``recall`` observation becomes a user message
@@ -30,8 +31,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..model import Block, Message, Text, ToolCall, ToolResult
-from .common import Loc, litellm_thinking, text_of, thinking_family, tool_call
+from ..model import Block, Image, Message, Text, ToolCall, ToolResult
+from .common import (
+    Loc,
+    image_from_url,
+    litellm_thinking,
+    text_of,
+    thinking_family,
+    tool_call,
+)
 from .openai import content_parts, load_openai
 
 __all__ = ("load_openhands_events", "load_swe_agent_history", "swe_agent_steps")
@@ -171,8 +179,21 @@ def _action(e: Mapping[str, Any], seen: set[str], at: Loc) -> Message | None:
     if action == "system":
         return Message("system", (Text(text),))
     if action == "message":
-        return Message("user" if e.get("source") == "user" else "assistant", (Text(text),))
+        if e.get("source") != "user":
+            return Message("assistant", (Text(text),))
+        return Message("user", (Text(text), *_image_urls(args, at.at("args.image_urls"))))
     return _text_action(e, action, args, seen)
+
+
+def _image_urls(args: object, loc: Loc) -> list[Image]:
+    """The images a user message action attached (``image_urls``: ``data:`` URLs or links)."""
+    urls = args.get("image_urls") if isinstance(args, Mapping) else None
+    out = []
+    for i, url in enumerate(loc.items(urls or [])):
+        if not isinstance(url, str):
+            loc.at(i).fail("image url", url, "a string")
+        out.append(image_from_url(url))
+    return out
 
 
 # actions of runs without function calling (no tool_call_metadata) that an observation answers
