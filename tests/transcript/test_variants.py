@@ -632,6 +632,19 @@ def test_aider_headings_and_blockquotes_in_a_reply_are_reply_text(write: Write) 
     assert [m.role for m in old][:3] == ["user", "assistant", "user"]
 
 
+def test_aider_blank_input_is_no_user_turn(write: Write) -> None:
+    """aider logs an empty input (Enter alone) as ``#### <blank>`` and sends the model
+    nothing; it became a user message reading ``<blank>``."""
+    log = (
+        "\n# aider chat started at 2025-10-23 17:04:56\n\n#### <blank>  \n\n"
+        "#### fix it  \n\nFixed.\n\n> Tokens: 1k sent, 2 received.  \n"
+    )
+    t = load(write("b.aider.chat.history.md", log))
+    assert [m.text for m in t] == ["fix it", "Fixed."]
+    assert t.meta["user_input_lines"] == 2
+    engine_payloads_valid(t)
+
+
 # -- OpenHands ---------------------------------------------------------------------------------
 
 

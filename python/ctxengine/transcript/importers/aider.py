@@ -2,16 +2,16 @@
 
 ``# aider chat started at ...`` opens a session (one :class:`Transcript` each). Runs of
 ``#### `` lines are the user's input, except answers to aider's own yes/no prompts (``Add file
-to the chat? ... [Yes]: all``), which never reach the model. ``> `` lines are aider's tool/UI
-output, kept in metadata (a ``>>>>>>> REPLACE`` line of an edit is reply text); aider quotes
-only the first line of a multi-line output, so the lines right after a ``> `` line (no blank
-line between) belong to it. aider ends every input and tool line it writes with two spaces (a
-markdown line break): where the file kept them, a ``#### `` line without them (a heading the
-model wrote) and a ``> `` line without them inside a reply (a blockquote, a line of a
-markdown file in an edit) are reply text. Everything else is the assistant's reply;
-``<thinking-content-...>`` sections become :class:`Thinking`. A reply not closed by a
-``> Tokens:`` line was interrupted and is marked ``stop_reason="aborted"``. There are no tool
-calls.
+to the chat? ... [Yes]: all``) and an empty input (``<blank>``), which never reach the model.
+``> `` lines are aider's tool/UI output, kept in metadata (a ``>>>>>>> REPLACE`` line of an edit
+is reply text); aider quotes only the first line of a multi-line output, so the lines right
+after a ``> `` line (no blank line between) belong to it. aider ends every input and tool line
+it writes with two spaces (a markdown line break): where the file kept them, a ``#### `` line
+without them (a heading the model wrote) and a ``> `` line without them inside a reply (a
+blockquote, a line of a markdown file in an edit) are reply text. Everything else is the
+assistant's reply; ``<thinking-content-...>`` sections become :class:`Thinking`. A reply not
+closed by a ``> Tokens:`` line was interrupted and is marked ``stop_reason="aborted"``. There
+are no tool calls.
 """
 
 from __future__ import annotations
@@ -85,9 +85,10 @@ class _Parser:
         return self.sessions[-1]
 
     def flush_user(self) -> None:
-        if self.user:
+        # aider logs an empty input as ``<blank>`` and sends nothing to the model
+        if self.user and self.user != ["<blank>"]:
             self.cur.messages.append(Message("user", (Text("\n".join(self.user)),)))
-            self.user = []
+        self.user = []
 
     def flush_reply(self, *, closed: bool, tokens: str | None = None) -> None:
         msg = _reply(self.reply, closed, tokens)
