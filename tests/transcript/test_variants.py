@@ -454,6 +454,48 @@ def test_pi_entries_the_harness_wrote_are_marked(write: Write) -> None:
     engine_payloads_valid(t)
 
 
+def test_pi_responses_turns_keep_their_item_ids(write: Write) -> None:
+    """For the OpenAI Responses API pi stores a call's id as ``<call_id>|<item id>`` and a
+    text's item id in ``textSignature``. The stored id was sent as the call id and the item
+    ids were lost, so a reasoning item went out without the item it led to (the API pairs
+    them by id and rejects the request)."""
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "RU5D"}
+    sig = json.dumps({"v": 1, "id": "msg_1", "phase": "commentary"})
+    content = [
+        {"type": "thinking", "thinking": "", "thinkingSignature": json.dumps(reasoning)},
+        {"type": "text", "text": "Listing.", "textSignature": sig},
+        {"type": "toolCall", "id": "call_1|fc_1", "name": "bash", "arguments": {"command": "ls"}},
+    ]
+    turn = {**pi_assistant(content, "toolUse"), "api": "openai-codex-responses"}
+    result = {
+        "role": "toolResult",
+        "toolCallId": "call_1|fc_1",
+        "toolName": "bash",
+        "content": [{"type": "text", "text": "a.txt"}],
+        "isError": False,
+    }
+    path = write(
+        "r.jsonl",
+        jsonl(
+            {"type": "session", "version": 3, "id": "s", "timestamp": _T, "cwd": "/w"},
+            pi_msg(pi_user("list"), id="e1", parentId=None),
+            pi_msg(turn, id="e2", parentId="e1"),
+            pi_msg(result, id="e3", parentId="e2"),
+        ),
+    )
+    t = load(path)
+    assert t[1].tool_calls == (ToolCall("call_1", "bash", {"command": "ls"}),)
+    assert t[2].tool_results[0].call_id == "call_1"
+    items = t.to("openai-responses")["input"][1:4]
+    assert [(i["type"], i.get("id")) for i in items] == [
+        ("reasoning", "rs_1"),
+        ("message", "msg_1"),
+        ("function_call", "fc_1"),
+    ]
+    assert items[2]["call_id"] == "call_1"
+    engine_payloads_valid(t)
+
+
 # -- SWE-agent ---------------------------------------------------------------------------------
 
 

@@ -22,15 +22,21 @@ its ``retainedTail``, else the branch's from its first kept entry) and what foll
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..model import Block, Image, Message, Text, Thinking, ToolResult
+from ..model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
 from .common import Loc, read_jsonl, skip_block, tool_call
+from .responses import ITEMS_KEY
 
 __all__ = ("load_pi",)
 
+#: pi's ``api`` names of the OpenAI Responses API.
+_RESPONSES_APIS = frozenset(
+    {"openai-responses", "openai-codex-responses", "azure-openai-responses"}
+)
 _SUMMARY_PREFIX = "The conversation history before this point was compacted into this summary:\n\n"
 _BRANCH_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n"
 
@@ -52,26 +58,46 @@ def _content(content: object, loc: Loc) -> list[Text | Image]:
     return out
 
 
-def _assistant(m: Mapping[str, Any], loc: Loc) -> Message:
+def _assistant(m: Mapping[str, Any], loc: Loc, renamed: dict[str, str]) -> Message:
+    """An assistant message. For the Responses API pi keeps each call's output item id in its
+    id (``<call_id>|<item id>``) and a text's in ``textSignature``: the call gets its call id
+    (``renamed`` maps the stored id to it, for the results) and the item ids are kept in
+    ``meta`` (the API pairs a reasoning item with the item after it by id)."""
+    api = m.get("api")
+    responses = isinstance(api, str) and api in _RESPONSES_APIS
     blocks: list[Block] = []
+    items: list[str | None] = []  # the Responses output item each block came from
     for i, raw in enumerate(loc.at("content").items(m.get("content") or [])):
         at = loc.at("content").at(i)
         block = at.obj(raw)
         kind = block.get("type")
+        item: str | None = None
         if kind == "text":
-            blocks.append(Text(at.need(block, "text", str)))
+            text = at.need(block, "text", str)
+            if responses and not text:  # an empty output message: nothing to send
+                continue
+            blocks.append(Text(text))
+            item = _text_item(block.get("textSignature")) if responses else None
         elif kind == "thinking":
             sig = block.get("thinkingSignature")
             text = at.need(block, "thinking", str)
             redacted = bool(block.get("redacted", False))
             blocks.append(Thinking(text, sig if isinstance(sig, str) else None, redacted))
         elif kind == "toolCall":
-            blocks.append(tool_call(block.get("id"), block.get("name"), block.get("arguments"), at))
+            call = tool_call(block.get("id"), block.get("name"), block.get("arguments"), at)
+            if responses and "|" in call.id:  # pi stores "<call_id>|<output item id>"
+                call_id, _, item = call.id.partition("|")
+                if call_id:
+                    renamed[call.id] = call_id
+                    call = ToolCall(call_id, call.name, call.arguments)
+                item = item or None
+            blocks.append(call)
         elif kind == "image":
             blocks.extend(_content([block], loc.at("content")))
         else:
             expected = "'text', 'thinking' or 'toolCall'"
             skip_block(kind, at.at("type"), "assistant block type", expected)
+        items.extend([item] * (len(blocks) - len(items)))
     reason = m.get("stopReason")
     meta: dict[str, Any] = {"stop_reason_raw": reason}
     for key in ("api", "provider", "model", "errorMessage", "timestamp"):
@@ -79,8 +105,25 @@ def _assistant(m: Mapping[str, Any], loc: Loc) -> Message:
             meta[key] = m[key]
     if isinstance(m.get("api"), str):
         meta["provider_family"] = m["api"]
+    if any(items):  # sent again with the ids the API pairs reasoning items by
+        meta[ITEMS_KEY] = [[item, 1] for item in items]
     stop = reason if reason in ("error", "aborted") else None
     return Message("assistant", tuple(blocks), stop_reason=stop, meta=meta)
+
+
+def _text_item(signature: object) -> str | None:
+    """The output message id pi keeps in a Responses text block's ``textSignature``: the id
+    itself, or (newer pi) a JSON object holding it under ``id``."""
+    if not isinstance(signature, str) or not signature:
+        return None
+    if signature.startswith("{"):
+        try:
+            value = json.loads(signature)
+        except ValueError:
+            return None
+        found = value.get("id") if isinstance(value, dict) else None
+        return found if isinstance(found, str) and found else None
+    return signature
 
 
 def _bash_text(m: Mapping[str, Any], loc: Loc) -> str:
@@ -103,15 +146,18 @@ def _bash_text(m: Mapping[str, Any], loc: Loc) -> str:
     return text
 
 
-def _message(m: Mapping[str, Any], msg_id: str | None, loc: Loc) -> Message:
+def _message(
+    m: Mapping[str, Any], msg_id: str | None, loc: Loc, renamed: dict[str, str]
+) -> Message:
     role = loc.need(m, "role", str)
     if role == "user":
         return Message("user", tuple(_content(m.get("content"), loc.at("content"))), msg_id)
     if role == "assistant":
-        msg = _assistant(m, loc)
+        msg = _assistant(m, loc, renamed)
         return Message(msg.role, msg.blocks, msg_id, msg.stop_reason, msg.meta)
     if role == "toolResult":
         call_id = loc.need(m, "toolCallId", str)
+        call_id = renamed.get(call_id, call_id)
         content = tuple(_content(m.get("content"), loc.at("content")))
         name = m.get("toolName") if isinstance(m.get("toolName"), str) else None
         result = ToolResult(call_id, content, bool(m.get("isError", False)), name)
@@ -216,6 +262,7 @@ def load_pi(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str,
         if e.get("type") == "compaction"
     ]
     out: list[Message] = []
+    renamed: dict[str, str] = {}  # a Responses call's stored id -> its call id
     start = 0
     if view == "model" and (ci := _latest_compaction(branch)) is not None:
         n, comp = branch[ci]
@@ -227,7 +274,8 @@ def load_pi(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str,
         else:  # the kept messages, copied into the compaction (newer pi)
             at = loc.at(f" line {n}").at("retainedTail")
             out.extend(
-                _message(at.at(i).obj(m), None, at.at(i)) for i, m in enumerate(at.items(tail))
+                _message(at.at(i).obj(m), None, at.at(i), renamed)
+                for i, m in enumerate(at.items(tail))
             )
             start = ci + 1
     skipped = 0
@@ -240,7 +288,7 @@ def load_pi(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str,
             if raw.get("excludeFromContext"):  # e.g. a `!!` bash run kept out of the context
                 skipped += 1
                 continue
-            out.append(_message(raw, msg_id, at.at("message")))
+            out.append(_message(raw, msg_id, at.at("message"), renamed))
         elif kind == "branch_summary" and e.get("summary"):  # pi sends no empty summary
             text = _BRANCH_PREFIX + str(e["summary"])
             out.append(Message("user", (Text(text),), meta={"kind": "branchSummary"}))
