@@ -776,6 +776,34 @@ def test_openhands_user_message_keeps_its_images(write: Write) -> None:
         load(write("bad.json", json.dumps(events)))
 
 
+def test_openhands_history_of_action_observation_pairs(write: Write) -> None:
+    """OpenHands evaluation outputs of 2024 (``compatibility_for_eval_history_pairs``) store
+    ``history`` as ``[action, observation]`` pairs, with ``null`` placeholders where one side
+    is missing. Such a file was a TranscriptError (a ``.json`` one was even taken for a
+    SWE-agent trajectory)."""
+    null_obs = {"observation": "null", "content": "", "extras": {}, "message": "No observation"}
+    history = [
+        [{"id": 0, "source": "user", "action": "message", "args": {"content": "Fix it"}}, null_obs],
+        [
+            {"id": 1, "source": "agent", "action": "run", "args": {"command": "ls"}},
+            {"id": 2, "source": "agent", "observation": "run", "cause": 1, "content": "a.py",
+             "extras": {"exit_code": 0}},
+        ],
+        [{"action": "null", "args": {}}, {"id": 3, "observation": "error", "content": "Oops"}],
+    ]  # fmt: skip
+    row = {"instance_id": "x__y-1", "history": history, "error": None}
+    for name, text in (("o.jsonl", json.dumps(row) + "\n"), ("o.json", json.dumps(row))):
+        t = load(write(name, text))
+        assert t.source_format == "openhands"
+        assert [m.role for m in t] == ["user", "assistant", "tool", "user"]
+        assert t[2].tool_results[0].content == (Text("a.py"),)
+        assert t[3].text == "Oops" and t.meta["skipped_events"] == 0
+    engine_payloads_valid(t)
+    row["history"] = [history[1], [{"action": "run"}, "oops"]]
+    with pytest.raises(TranscriptError, match=r"history\[1\]: entry is \[\{'action': 'run'\}"):
+        load(write("bad.jsonl", json.dumps(row) + "\n"))
+
+
 def test_openhands_run_without_function_calling_keeps_calls_and_results(write: Write) -> None:
     """Older CodeAct runs have no ``tool_call_metadata``: every run/edit action and its
     observation was dropped (only the task and an error text were left)."""

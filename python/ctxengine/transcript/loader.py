@@ -8,7 +8,12 @@ from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
 from ..errors import TranscriptError
-from .importers.agents import load_openhands_events, load_swe_agent_history, swe_agent_steps
+from .importers.agents import (
+    is_event_pair,
+    load_openhands_events,
+    load_swe_agent_history,
+    swe_agent_steps,
+)
 from .importers.aider import is_aider_log, load_aider
 from .importers.anthropic import load_anthropic, system_messages
 from .importers.claude_code import load_claude_code
@@ -198,7 +203,10 @@ def _item_format(item: Mapping[str, Any]) -> str | None:
 
 
 def _is_event(e: object) -> bool:
-    """An OpenHands event: V0 (``action``/``observation``) or V1 (``kind``)."""
+    """An OpenHands event: V0 (``action``/``observation``, or an ``[action, observation]``
+    pair of an older evaluation output) or V1 (``kind``)."""
+    if is_event_pair(e):
+        return True
     return isinstance(e, Mapping) and ("action" in e or "observation" in e or is_v1_event(e))
 
 

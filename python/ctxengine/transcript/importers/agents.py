@@ -23,7 +23,8 @@ instructions. Runs without function calling (older CodeAct) have no metadata:
 a ``run``/``read``/``edit``/... action becomes a call with id ``event_<id>`` (after its
 ``thought``) and the observation whose ``cause`` is that id its result; ``finish`` and
 ``think`` are assistant text. Other events are not model context (counted in
-``meta["skipped_events"]``).
+``meta["skipped_events"]``). Evaluation outputs of 2024 store ``history`` as
+``[action, observation]`` pairs: they are read as the events in that order.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from .common import (
 )
 from .openai import content_parts, load_openai
 
-__all__ = ("load_openhands_events", "load_swe_agent_history", "swe_agent_steps")
+__all__ = ("is_event_pair", "load_openhands_events", "load_swe_agent_history", "swe_agent_steps")
 
 
 def load_swe_agent_history(history: list[Any], loc: Loc) -> list[Message]:
@@ -247,8 +248,37 @@ def _observation(e: Mapping[str, Any], seen: set[str], at: Loc) -> Message | Non
     return None
 
 
+def is_event_pair(item: object) -> bool:
+    """An ``[action, observation]`` pair, as OpenHands evaluation outputs of 2024 store their
+    ``history`` (``compatibility_for_eval_history_pairs``)."""
+    return (
+        isinstance(item, list)
+        and len(item) == 2
+        and isinstance(item[0], Mapping)
+        and "action" in item[0]
+        and isinstance(item[1], Mapping)
+        and "observation" in item[1]
+    )
+
+
+def _events(events: list[Any], loc: Loc) -> list[tuple[Loc, object]]:
+    """The events of a history with their locations, ``[action, observation]`` pairs
+    flattened; a pair's ``null`` placeholders (an action that had no observation, an
+    observation no action caused) are no events and left out."""
+    out: list[tuple[Loc, object]] = []
+    for i, raw in enumerate(events):
+        if not is_event_pair(raw):
+            out.append((loc.at(i), raw))
+            continue
+        for j, e in enumerate(raw):
+            if e.get("action", e.get("observation")) != "null":
+                out.append((loc.at(i).at(j), e))
+    return out
+
+
 def load_openhands_events(events: list[Any], loc: Loc) -> tuple[list[Message], int]:
-    """Neutral messages from an OpenHands event list, and the number of events left out.
+    """Neutral messages from an OpenHands event list (or a list of ``[action, observation]``
+    pairs), and the number of events left out.
 
     Raises:
         TranscriptError: an event is malformed.
@@ -256,8 +286,7 @@ def load_openhands_events(events: list[Any], loc: Loc) -> tuple[list[Message], i
     out: list[Message] = []
     seen: set[str] = set()
     skipped = 0
-    for i, raw in enumerate(events):
-        at = loc.at(i)
+    for at, raw in _events(events, loc):
         e = at.obj(raw)
         if "action" in e:
             msg = _action(e, seen, at)
