@@ -152,3 +152,40 @@ def test_ingest_checks_every_call_before_adding_any() -> None:
     with pytest.raises(TranscriptError, match="arguments are not JSON"):
         s.ingest([Message.user("first"), Message.assistant("", [bad])])
     assert s.messages == []
+
+
+def _jsonl(path: Path, *rows: object) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_values_of_the_wrong_json_kind_in_agent_logs_load_or_name_the_field(
+    tmp_path: Path,
+) -> None:
+    """A list or object where a log has a string (a pi ``parentId``, a first line's ``type``,
+    an OpenHands ``action``) or a list (V1 ``tools``) raised a TypeError from a set or dict
+    lookup instead of loading or naming the field."""
+    head = {"type": "session", "version": 3, "id": "s"}
+    user = {"role": "user", "content": "hi"}
+    parent = _jsonl(
+        tmp_path / "p.jsonl",
+        head,
+        {"type": "message", "id": "a", "parentId": None, "message": user},
+        {"type": "message", "id": "b", "parentId": ["a"], "message": user},
+    )
+    with pytest.raises(TranscriptError, match=r"line 3: parentId is \['a'\]; expected the id"):
+        load(parent)
+    entry = _jsonl(tmp_path / "i.jsonl", head, {"type": "message", "id": {}, "message": user})
+    with pytest.raises(TranscriptError, match=r"line 2: id is \{\}; expected a string"):
+        load(entry)
+    with pytest.raises(TranscriptError, match="cannot detect the transcript format"):
+        load(_jsonl(tmp_path / "t.jsonl", {"type": ["user"], "x": 1}))
+    events = [
+        {"id": 0, "source": "user", "action": "message", "args": {"content": "Go"}},
+        {"id": 1, "source": "agent", "action": ["run"], "args": {}},
+    ]
+    (tmp_path / "o.json").write_text(json.dumps(events), encoding="utf-8")
+    assert [m.text for m in load(tmp_path / "o.json")] == ["Go"]
+    v1 = {"kind": "SystemPromptEvent", "id": "s0", "source": "agent", "tools": 5,
+          "system_prompt": {"type": "text", "text": "Be brief."}}  # fmt: skip
+    assert load([v1], "openhands")[0].text == "Be brief."

@@ -287,7 +287,7 @@ def _detect_jsonl(path: Path) -> str:
     if (
         "parentUuid" in first
         or "sessionId" in first
-        or (kind in _CLAUDE_TYPES and "role" not in first)
+        or (isinstance(kind, str) and kind in _CLAUDE_TYPES and "role" not in first)
     ):
         return "claude-code"
     if ("history" in first and "instance_id" in first) or is_v1_event(first):

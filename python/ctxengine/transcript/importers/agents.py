@@ -218,7 +218,7 @@ def _text_action(
         if isinstance(final, str) and final.strip() and final != thought:
             blocks.append(Text(final))
         return Message("assistant", tuple(blocks)) if blocks else None
-    if action not in _TOOL_ACTIONS or e.get("id") is None:
+    if not isinstance(action, str) or action not in _TOOL_ACTIONS or e.get("id") is None:
         return None
     call_id = f"event_{e['id']}"
     seen.add(call_id)

@@ -178,7 +178,9 @@ class _Reader:
             if part is None and key == "dynamic_context":
                 continue
             blocks.extend(b for b in self.content([part], loc.at(key)) if isinstance(b, Text))
-        tools = [t.get("name") for t in e.get("tools") or [] if isinstance(t, Mapping)]
+        raw_tools = e.get("tools")
+        listed = raw_tools if isinstance(raw_tools, list) else []  # not model text: no error
+        tools = [t.get("name") for t in listed if isinstance(t, Mapping)]
         meta = {"tools": [t for t in tools if isinstance(t, str)]} if tools else {}
         self.add(Message("system", tuple(blocks), meta=meta))
 

@@ -194,12 +194,14 @@ def _branch(
     while cur is not None:
         n, e = cur
         entry_id = e.get("id")
+        if not isinstance(entry_id, str):
+            loc.at(f" line {n}").fail("id", entry_id, "a string (the entry's id in the tree)")
         if entry_id in seen:
             loc.at(f" line {n}").fail("parentId chain", entry_id, "no cycles")
-        seen.add(str(entry_id))
+        seen.add(entry_id)
         path.append(cur)
         parent = e.get("parentId")
-        if parent is not None and parent not in by_id:
+        if parent is not None and (not isinstance(parent, str) or parent not in by_id):
             loc.at(f" line {n}").fail("parentId", parent, "the id of an earlier entry")
         cur = by_id.get(parent) if parent is not None else None
     path.reverse()
