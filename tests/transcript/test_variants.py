@@ -496,6 +496,46 @@ def test_pi_responses_turns_keep_their_item_ids(write: Write) -> None:
     engine_payloads_valid(t)
 
 
+def test_pi_gemini_call_keeps_its_thought_signature(write: Write) -> None:
+    """pi keeps a Gemini function call's ``thoughtSignature`` on its ``toolCall`` block; it
+    was dropped, and Gemini 3 rejects the calls of the current turn sent without it."""
+    call = {
+        "type": "toolCall",
+        "id": "c1",
+        "name": "bash",
+        "arguments": {"command": "ls"},
+        "thoughtSignature": "R1NJRw==",
+    }
+    turn = {**pi_assistant([call], "toolUse"), "api": "google-generative-ai"}
+    result = {
+        "role": "toolResult",
+        "toolCallId": "c1",
+        "toolName": "bash",
+        "content": [{"type": "text", "text": "a.txt"}],
+        "isError": False,
+    }
+    path = write(
+        "g.jsonl",
+        jsonl(
+            {"type": "session", "version": 3, "id": "s", "timestamp": _T, "cwd": "/w"},
+            pi_msg(pi_user("list"), id="e1", parentId=None),
+            pi_msg(turn, id="e2", parentId="e1"),
+            pi_msg(result, id="e3", parentId="e2"),
+        ),
+    )
+    t = load(path)
+    assert t[1].blocks == (Thinking("", "R1NJRw=="), ToolCall("c1", "bash", {"command": "ls"}))
+    parts = t.to("gemini")["contents"][1]["parts"]
+    assert parts == [
+        {
+            "functionCall": {"id": "c1", "name": "bash", "args": {"command": "ls"}},
+            "thoughtSignature": "R1NJRw==",
+        }
+    ]
+    assert [b["type"] for b in t.to("anthropic")["messages"][1]["content"]] == ["tool_use"]
+    engine_payloads_valid(t)
+
+
 # -- SWE-agent ---------------------------------------------------------------------------------
 
 

@@ -37,6 +37,8 @@ __all__ = ("load_pi",)
 _RESPONSES_APIS = frozenset(
     {"openai-responses", "openai-codex-responses", "azure-openai-responses"}
 )
+#: pi's ``api`` names of Gemini APIs (a call's ``thoughtSignature`` is Gemini's).
+_GOOGLE_APIS = frozenset({"google-generative-ai", "google-gemini-cli", "google-vertex"})
 _SUMMARY_PREFIX = "The conversation history before this point was compacted into this summary:\n\n"
 _BRANCH_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n"
 
@@ -62,9 +64,12 @@ def _assistant(m: Mapping[str, Any], loc: Loc, renamed: dict[str, str]) -> Messa
     """An assistant message. For the Responses API pi keeps each call's output item id in its
     id (``<call_id>|<item id>``) and a text's in ``textSignature``: the call gets its call id
     (``renamed`` maps the stored id to it, for the results) and the item ids are kept in
-    ``meta`` (the API pairs a reasoning item with the item after it by id)."""
+    ``meta`` (the API pairs a reasoning item with the item after it by id). For Gemini a
+    call's ``thoughtSignature`` becomes ``Thinking("", signature)`` right before it, as the
+    Gemini importer keeps it (Gemini 3 rejects a current turn's call sent without it)."""
     api = m.get("api")
     responses = isinstance(api, str) and api in _RESPONSES_APIS
+    google = isinstance(api, str) and api in _GOOGLE_APIS
     blocks: list[Block] = []
     items: list[str | None] = []  # the Responses output item each block came from
     for i, raw in enumerate(loc.at("content").items(m.get("content") or [])):
@@ -85,6 +90,9 @@ def _assistant(m: Mapping[str, Any], loc: Loc, renamed: dict[str, str]) -> Messa
             blocks.append(Thinking(text, sig if isinstance(sig, str) else None, redacted))
         elif kind == "toolCall":
             call = tool_call(block.get("id"), block.get("name"), block.get("arguments"), at)
+            sig = block.get("thoughtSignature")
+            if google and isinstance(sig, str) and sig:  # Gemini's, sent back on the call
+                blocks.append(Thinking("", sig))
             if responses and "|" in call.id:  # pi stores "<call_id>|<output item id>"
                 call_id, _, item = call.id.partition("|")
                 if call_id:
