@@ -146,6 +146,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{a}: {x}\n{b}: {y}\n")
     same = not differ and len(before) == len(after)
     print(f"{len(before)} renders: " + ("the same" if same else f"{len(differ)} differ"))
+    if differ:  # which parts: a change meant for reports alone leaves payloads the same
+        parts: dict[str, int] = {}
+        for x, y in differ:
+            old_parts, new_parts = json.loads(x)[-1], json.loads(y)[-1]
+            for part in old_parts:
+                if old_parts[part] != new_parts.get(part):
+                    parts[part] = parts.get(part, 0) + 1
+        print("differing: " + ", ".join(f"{part} {n}" for part, n in parts.items()))
     return 0 if same else 1
 
 
