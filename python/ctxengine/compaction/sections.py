@@ -97,6 +97,8 @@ def request_lines(lines: Iterable[str]) -> list[str]:
         else:
             out.append(r.removeprefix(LATEST_LINE[2:]))
     return out
+
+
 _CALL_ID: Final = re.compile(r"\[([^\]\s]+)\]")
 
 Count = Callable[[str], int]
