@@ -189,3 +189,30 @@ def test_values_of_the_wrong_json_kind_in_agent_logs_load_or_name_the_field(
     v1 = {"kind": "SystemPromptEvent", "id": "s0", "source": "agent", "tools": 5,
           "system_prompt": {"type": "text", "text": "Be brief."}}  # fmt: skip
     assert load([v1], "openhands")[0].text == "Be brief."
+
+
+@pytest.mark.parametrize("source", [CC_MAIN, PI], ids=["claude-code", "pi"])
+def test_a_session_file_still_being_written_loads_without_its_torn_last_line(
+    tmp_path: Path, source: Path
+) -> None:
+    """A harness writes a session line by line: read while it writes (or after it was killed
+    mid-line), the file ends in a torn line. Its complete lines load, as the harness's own
+    reader takes them, and the torn line's number is in the transcript's meta (the load
+    failed whole before); torn anywhere else, or ended by a newline, it is still an error."""
+    text = source.read_text(encoding="utf-8")
+    whole = load(source)
+    lines = text.rstrip("\n").split("\n")
+    torn = tmp_path / f"torn{source.suffix}"
+    torn.write_text("\n".join([*lines[:-1], lines[-1][: len(lines[-1]) // 2]]), encoding="utf-8")
+    cut = tmp_path / f"cut{source.suffix}"
+    cut.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
+    got, expected = load(torn), load(cut)
+    assert got.messages == expected.messages and len(got.messages) <= len(whole.messages)
+    assert got.meta["torn_line"] == len(lines) and "torn_line" not in whole.meta
+    # not the last line, or a complete line that is not JSON: a damaged file
+    torn.write_text(text[: len(text) // 2] + "\n" + text[len(text) // 2 :], encoding="utf-8")
+    with pytest.raises(TranscriptError, match="invalid JSON"):
+        load(torn)
+    torn.write_text("\n".join([*lines[:-1], lines[-1][:-2]]) + "\n", encoding="utf-8")
+    with pytest.raises(TranscriptError, match=f"line {len(lines)}: invalid JSON"):
+        load(torn)

@@ -179,7 +179,8 @@ def load_claude_code(path: Path, *, view: str = "full") -> tuple[list[Message], 
             names the line, the field and what was expected).
     """
     loc = Loc(str(path))
-    records = list(read_jsonl(path))
+    torn: list[int] = []  # a session still being written ends in a torn line: skipped
+    records = list(read_jsonl(path, torn))
     full = view != "model"
     selected = _select(records, loc, full=full)
     messages, compactions = _convert(selected, loc)
@@ -188,4 +189,6 @@ def load_claude_code(path: Path, *, view: str = "full") -> tuple[list[Message], 
     session = next((r.get("sessionId") for _, r in records if r.get("sessionId")), None)
     skipped = len(records) - len(selected)
     meta = {"session_id": session, "compactions": compactions, "skipped_records": skipped}
+    if torn:
+        meta["torn_line"] = torn[0]
     return messages, meta

@@ -150,19 +150,29 @@ def nested_too_deeply(where: str) -> TranscriptError:
     )
 
 
-def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_jsonl(path: Path, torn: list[int] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-empty line of a JSONL file.
 
+    ``torn``: a list to put the number of a torn last line in (invalid JSON with no newline
+    after it: the writer was still writing, or stopped mid-line), which is then skipped, as
+    an agent harness reading its own session file skips it; without it, an error.
+
     Raises:
-        TranscriptError: the file is not UTF-8, or a line is not valid JSON, is nested too
-            deeply, or is not an object.
+        TranscriptError: the file is not UTF-8, or a line is not valid JSON (a torn last one
+            too, unless ``torn`` is given), is nested too deeply, or is not an object.
     """
-    for n, line in enumerate(read_text(path).split("\n"), 1):  # JSON strings may hold U+2028
+    text = read_text(path)
+    lines = text.split("\n")  # JSON strings may hold U+2028
+    last = len(lines) if torn is not None and not text.endswith("\n") else 0
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
+            if n == last and torn is not None:
+                torn.append(n)
+                return
             raise TranscriptError(
                 f"{path} line {n}: invalid JSON ({exc.msg} at column {exc.colno}); "
                 "expected one JSON object per line"

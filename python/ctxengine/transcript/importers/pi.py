@@ -252,7 +252,8 @@ def load_pi(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str,
         TranscriptError: a line is not JSON, an entry is malformed, or the id chain is broken.
     """
     loc = Loc(str(path))
-    entries = list(read_jsonl(path))
+    torn: list[int] = []  # a session still being written ends in a torn line: skipped
+    entries = list(read_jsonl(path, torn))
     if not entries:
         loc.fail("file", "empty", "a pi session (JSONL)")
     header = entries[0][1] if entries[0][1].get("type") == "session" else {}
@@ -308,4 +309,6 @@ def load_pi(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str,
         else:
             skipped += 1
     meta = {"session": header, "compactions": compactions, "skipped_entries": skipped}
+    if torn:
+        meta["torn_line"] = torn[0]
     return out, meta
