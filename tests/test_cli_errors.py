@@ -64,7 +64,7 @@ def test_an_unknown_model_hints_only_at_options_the_command_has(
     assert main(["demo", "--model", "llama-3-70b"]) == 2
     demo = capsys.readouterr().err
     assert demo.startswith('error: unknown model or encoding "llama-3-70b"; known families:')
-    assert "claude-* and gemini-* (estimated)." in demo
+    assert "claude-* and gemini-* (estimated), also as ft: fine-tunes and Bedrock ids." in demo
     assert "encoding=" not in demo and "--encoding" not in demo  # demo has no such option
     assert demo.count("\n") == 1
 
