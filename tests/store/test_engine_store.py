@@ -7,6 +7,7 @@ import json
 import logging
 import subprocess
 import sys
+import uuid
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -164,6 +165,65 @@ async def test_a_malformed_stored_message_is_left_out_and_the_rest_resumes(
     assert f"entry {bad['id']!r}" in faults[0]["message"] and "'wizard'" in faults[0]["message"]
     restored = await _engine(tmp_path).restore("s6")  # raised StoreError before
     assert [m["content"] for m in restored.payload["messages"]] == expected
+
+
+@pytest.mark.parametrize("kind", ["file", "redis"])
+async def test_an_entry_with_a_damaged_parent_id_neither_empties_the_session_nor_blocks_saves(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    """One entry whose parent_id names no entry (valid JSON, a flipped hex digit) made the
+    session open with none of its 20 messages, and every later save was refused as another
+    writer's."""
+
+    def store() -> Store:
+        if kind == "file":
+            return FileStore(tmp_path)
+        from ctxengine.store import RedisStore
+
+        return RedisStore(request.getfixturevalue("redis_url"), prefix=prefix)
+
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    engine = ContextEngine("gpt-4o", Budget(total=BUDGET), store=store())
+    async with engine.session("s7") as s:
+        for i in range(10):
+            await s.user_message(f"request {i}")
+            await s.assistant_message(f"answer {i}")
+        await s.render()
+        await s.checkpoint()
+    engine.close()
+    if kind == "file":
+        path = tmp_path / "sessions" / "s7" / "transcript.jsonl"
+        lines = path.read_text().splitlines()
+        bad = json.loads(lines[12])
+        bad["parent_id"] = bad["parent_id"][:-1] + ("0" if bad["parent_id"][-1] != "0" else "1")
+        lines[12] = json.dumps(bad)
+        path.write_text("\n".join(lines) + "\n")
+    else:
+        import redis
+
+        client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
+        bad = json.loads(client.lindex(f"{prefix}:{{s7}}:log", 12))
+        bad["parent_id"] = bad["parent_id"][:-1] + ("0" if bad["parent_id"][-1] != "0" else "1")
+        client.lset(f"{prefix}:{{s7}}:log", 12, json.dumps(bad))
+    expected = [m for i in range(10) for m in (f"request {i}", f"answer {i}")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a refused save would warn
+        async with ContextEngine("gpt-4o", Budget(total=BUDGET), store=store()).session("s7") as s:
+            assert [m.text for m in s.messages] == expected
+            out = await s.render()
+            await s.user_message("one more")
+            after = await s.render()
+    faults = [f for f in out.report.faults if f["plugin"] == "store"]
+    assert len(faults) == 1 and (faults[0]["hook"], faults[0]["severity"]) == (
+        "resume",
+        "warning",
+    )
+    assert f"entry {bad['id']!r} names {bad['parent_id']!r} as its parent" in faults[0]["message"]
+    assert not [f for f in after.report.faults if f["plugin"] == "store"]
+    again = await ContextEngine("gpt-4o", Budget(total=BUDGET), store=store()).load("s7")
+    assert again is not None and [m.text for m in again.messages] == [*expected, "one more"]
+    if kind == "redis":
+        store().delete("s7")
 
 
 async def test_a_second_writer_of_one_session_id_is_refused_and_nothing_interleaves(

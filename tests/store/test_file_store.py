@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -130,6 +131,54 @@ def test_garbage_and_duplicate_lines_are_skipped(tmp_path: Path) -> None:
     assert any(m.startswith("line 2 is not a complete record") for m in messages)
     assert any(m.startswith("line 4 is not a complete record") for m in messages)
     assert any(f"entry {a.id!r} appears twice" in m for m in messages)
+
+
+@pytest.mark.parametrize("damage", ["unknown", "itself", "a later entry"])
+def test_an_entry_whose_parent_id_is_damaged_goes_on_from_the_one_before(
+    tmp_path: Path, damage: str
+) -> None:
+    """Valid JSON whose parent_id names no earlier entry (a flipped digit, its own id, a later
+    entry's: a cycle) is relinked to the intact entry before it, as a damaged line is."""
+    store = FileStore(tmp_path)
+    entries = store.append("s1", msgs("a", "b", "c")) + store.append("s1", msgs("d", "e"))
+    path = session_dir(tmp_path) / "transcript.jsonl"
+    lines = path.read_text().splitlines()
+    k = 0 if damage == "a later entry" else 2
+    bad = json.loads(lines[k])
+    bad["parent_id"] = {"unknown": bad["id"][:-1] + "x", "itself": bad["id"]}.get(
+        damage, entries[-1].id
+    )
+    lines[k] = json.dumps(bad)
+    path.write_text("\n".join(lines) + "\n")
+    reopened = FileStore(tmp_path)
+    assert [e.id for e in reopened.branch("s1")] == [e.id for e in entries]
+    said = [p.message for p in reopened.problems]
+    assert len(said) == 1 and said[0].startswith(
+        f"entry {bad['id']!r} names {bad['parent_id']!r} as its parent, which is no entry"
+    ), said
+    assert reopened.branch("s1")[k].parent_id == bad["parent_id"]  # stored as it is
+    (f,) = reopened.append("s1", msgs("f"))
+    assert f.parent_id == entries[-1].id
+    assert texts(FileStore(tmp_path).branch("s1")) == ["a", "b", "c", "d", "e", "f"]
+
+
+def test_a_transcript_that_is_a_folder_is_a_store_error_naming_it(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    store.append("s1", msgs("a"))
+    path = session_dir(tmp_path) / "transcript.jsonl"
+    path.unlink()
+    path.mkdir()
+    for call in (
+        lambda: FileStore(tmp_path).branch("s1"),
+        lambda: FileStore(tmp_path).append("s1", msgs("b")),
+        lambda: FileStore(tmp_path).write_snapshot("s1", {"k": 1}),
+    ):
+        with pytest.raises(StoreError) as got:
+            call()
+        assert got.value.path == str(path) and got.value.errno == errno.EISDIR
+        assert str(path) in str(got.value) and "a folder where the store expects a file" in str(
+            got.value
+        )
 
 
 def test_a_damaged_or_missing_snapshot_falls_back_to_the_last_intact(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import uuid
@@ -106,6 +107,33 @@ def test_a_damaged_element_is_stepped_over_and_the_rest_is_read(redis_url: str) 
     said = [p.message for p in reopened.problems]
     assert said[0].startswith("element 1 is not an entry"), said
     assert f"entry {c.id!r} follows {b.id!r}, which was on the skipped element 1" in said[1]
+
+
+@pytest.mark.parametrize("damage", ["unknown", "a later entry"])
+def test_an_element_whose_parent_id_is_damaged_goes_on_from_the_one_before(
+    redis_url: str, damage: str
+) -> None:
+    """Valid JSON naming no earlier entry as its parent (a flipped digit; a later entry's id,
+    a cycle) made the whole branch unreadable: every session open started empty."""
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    store = RedisStore(redis_url, prefix=prefix)
+    entries = store.append("s", [NewEntry("message", {"text": t}) for t in "abcde"])
+    client = redis.Redis.from_url(redis_url)
+    key = f"{prefix}:{{s}}:log"
+    k = 0 if damage == "a later entry" else 2
+    bad = json.loads(client.lindex(key, k))
+    bad["parent_id"] = entries[-1].id if damage == "a later entry" else bad["parent_id"][:-1] + "x"
+    client.lset(key, k, json.dumps(bad))
+    reopened = RedisStore(redis_url, prefix=prefix)
+    assert [e.id for e in reopened.branch("s")] == [e.id for e in entries]
+    said = [p.message for p in reopened.problems]
+    assert len(said) == 1 and said[0].startswith(
+        f"entry {bad['id']!r} names {bad['parent_id']!r} as its parent, which is no entry"
+    ), said
+    (f,) = reopened.append("s", [NewEntry("message", {"text": "f"})])
+    assert f.parent_id == entries[-1].id
+    again = RedisStore(redis_url, prefix=prefix).branch("s")
+    assert [e.data["text"] for e in again] == ["a", "b", "c", "d", "e", "f"]
 
 
 def test_a_dead_server_is_a_clear_store_error() -> None:

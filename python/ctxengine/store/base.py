@@ -580,39 +580,62 @@ def build_entries(
 
 @dataclass(slots=True)
 class TranscriptGaps:
-    """The holes skipped records leave in a transcript's parent chain, and how to step over them.
+    """The holes damaged records leave in a transcript's parent chain, and how to step over them.
 
-    A damaged record (a line that is not JSON, a torn write later followed by others) is
-    skipped, but the entries after it still name it as their parent, so without this the walk
-    from the leaf stops there and the whole branch is unreadable. A store reads its records in
-    append order and calls :meth:`skipped` for each damaged one and :meth:`link` for each entry
-    it keeps; an entry whose parent is unknown is linked to the last intact entry before the
-    nearest skipped record (in append order the parent of a chain is the entry appended just
-    before it), and :func:`branch_of` steps over the lost id to that entry.
+    A store reads its records in append order and calls :meth:`skipped` for each damaged one
+    and :meth:`link` for each entry it keeps. In append order an entry's parent always comes
+    before it (an append names an entry the store holds), so an entry whose parent is no
+    earlier entry lost it to damage:
+
+    - a damaged record (a line that is not JSON, a torn write later followed by others) is
+      skipped, but the entries after it still name it as their parent, so without this the
+      walk from the leaf stops there and the whole branch is unreadable. The first entry after
+      it that names an unknown parent is linked to the last intact entry before the skipped
+      record (in append order the parent of a chain is the entry appended just before it),
+      and :func:`branch_of` steps over the lost id to that entry (``links``, by the lost id:
+      every entry naming it goes on from there);
+    - an entry that parses but names an unknown parent itself (its ``parent_id`` was damaged:
+      an id no earlier entry has, its own, or a later entry's, which would make a cycle) goes
+      on from the intact entry read just before it (``relinked``, by the entry's id).
+
+    Entries keep their stored ``parent_id``; only the walk of :func:`branch_of` goes around.
     """
 
     links: dict[str, str | None] = field(default_factory=dict)  # lost id -> the entry before
     hole: tuple[str, str | None] | None = None  # (where, last intact entry before) of the latest
+    relinked: dict[str, str | None] = field(default_factory=dict)  # entry id -> its stand-in parent
 
     def skipped(self, where: str, before: str | None) -> None:
         """A record at ``where`` was skipped; ``before`` is the last intact entry read before it."""
         self.hole = (where, before)
 
-    def link(self, entry: Entry, by_id: Mapping[str, Entry]) -> str | None:
-        """Bridge ``entry``'s parent when it was lost; the problem to report, else None."""
+    def link(
+        self, entry: Entry, by_id: Mapping[str, Entry], previous: str | None = None
+    ) -> str | None:
+        """Bridge ``entry``'s parent when it is no earlier entry (``by_id`` holds those read
+        before it; ``previous`` is the last of them in append order); the problem to report,
+        else None."""
         parent = entry.parent_id
-        if parent is None or parent in by_id or parent in self.links or self.hole is None:
+        if parent is None or parent in by_id or parent in self.links:
             return None
-        where, before = self.hole
-        self.links[parent] = before
-        goes_on = f"entry {before!r}, the last intact one before it" if before else "the root"
+        if self.hole is not None and self.hole[1] == previous:  # nothing intact since the hole
+            where, before = self.hole
+            self.links[parent] = before
+            goes_on = f"entry {before!r}, the last intact one before it" if before else "the root"
+            return (
+                f"entry {entry.id!r} follows {parent!r}, which was on the skipped {where}: "
+                f"its branch goes on from {goes_on}"
+            )
+        self.relinked[entry.id] = previous
+        goes_on = f"entry {previous!r}, the intact one before it" if previous else "the root"
         return (
-            f"entry {entry.id!r} follows {parent!r}, which was on the skipped {where}: "
-            f"its branch goes on from {goes_on}"
+            f"entry {entry.id!r} names {parent!r} as its parent, which is no entry before it "
+            f"(a damaged parent_id): its branch goes on from {goes_on}"
         )
 
     def clear(self) -> None:
         self.links.clear()
+        self.relinked.clear()
         self.hole = None
 
 
@@ -621,14 +644,18 @@ def branch_of(
     leaf_id: str | None,
     session_id: str,
     links: Mapping[str, str | None] | None = None,
+    relinked: Mapping[str, str | None] | None = None,
 ) -> list[Entry]:
     """Walk parents from ``leaf_id`` to the root; the result runs root first. A parent that was
-    lost to a damaged record is stepped over through ``links`` (see :class:`TranscriptGaps`).
+    lost to a damaged record is stepped over through ``links``, and an entry whose own
+    ``parent_id`` was damaged goes on from its ``relinked`` stand-in (see
+    :class:`TranscriptGaps`).
 
     Raises:
         StoreError: ``leaf_id`` or a parent on the way is unknown, or the parents form a cycle.
     """
     links = links or {}
+    relinked = relinked or {}
     chain: list[Entry] = []
     current = leaf_id
     hops = 0
@@ -643,7 +670,7 @@ def branch_of(
         chain.append(entry)
         if len(chain) > len(by_id):
             raise StoreError(f"session {session_id!r}: entry parents form a cycle at {current!r}")
-        current = entry.parent_id
+        current = relinked.get(entry.id, entry.parent_id)
     chain.reverse()
     return chain
 

@@ -50,6 +50,7 @@ import math
 import os
 import secrets
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
@@ -120,6 +121,8 @@ def _os_error(action: str, path: Path | str, exc: OSError) -> StoreError:
         hint = " (the folder is read-only or not writable)"
     elif exc.errno == errno_codes.EFBIG:
         hint = " (the file size limit was reached)"
+    elif exc.errno == errno_codes.EISDIR:
+        hint = " (a folder where the store expects a file)"
     return StoreError(
         f"cannot {action} {path}: [Errno {exc.errno}] {reason}{hint}; "
         "what was already stored is intact",
@@ -321,13 +324,18 @@ class FileStore:
 
     def _refresh(self, s: _Session, lg: _Log[Any], fd: int, session_id: str) -> list[Any]:
         """Parse what was appended to ``lg`` since the last call (caller holds a flock)."""
-        st = os.fstat(fd)
-        if lg.ino != st.st_ino or st.st_size < lg.offset:  # replaced or truncated: start over
-            self._forget(s, lg)
-            lg.ino = st.st_ino
-        if st.st_size == lg.offset:
-            return []
-        buf = os.pread(fd, st.st_size - lg.offset, lg.offset)
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):  # a folder in its place: say so, naming the path
+                raise IsADirectoryError(errno_codes.EISDIR, os.strerror(errno_codes.EISDIR))
+            if lg.ino != st.st_ino or st.st_size < lg.offset:  # replaced or truncated: restart
+                self._forget(s, lg)
+                lg.ino = st.st_ino
+            if st.st_size == lg.offset:
+                return []
+            buf = os.pread(fd, st.st_size - lg.offset, lg.offset)
+        except OSError as exc:
+            raise _os_error("read", lg.path, exc) from exc
         end = buf.rfind(b"\n") + 1
         new: list[Any] = []
         pos = lg.offset
@@ -408,23 +416,28 @@ class FileStore:
         self, s: _Session, new: list[Entry | _Skipped], session_id: str
     ) -> list[Entry]:
         kept: list[Entry] = []
-        for e in new:
-            if isinstance(e, _Skipped):
-                intact = kept or s.transcript.items
-                s.gaps.skipped(e.where, intact[-1].id if intact else None)
+        i = 0
+        while i < len(new):
+            item = new[i]
+            intact = kept or s.transcript.items
+            previous = intact[-1].id if intact else None
+            if isinstance(item, _Skipped):
+                s.gaps.skipped(item.where, previous)
+                i += 1
                 continue
-            if e.id in s.by_id:
+            i += 1
+            if item.id in s.by_id:
                 self._report(
                     session_id,
                     s.transcript.path,
-                    f"entry {e.id!r} appears twice: the later copy is skipped",
+                    f"entry {item.id!r} appears twice: the later copy is skipped",
                 )
                 continue
-            bridged = s.gaps.link(e, s.by_id)
+            bridged = s.gaps.link(item, s.by_id, previous)
             if bridged is not None:
                 self._report(session_id, s.transcript.path, bridged)
-            s.by_id[e.id] = e
-            kept.append(e)
+            s.by_id[item.id] = item
+            kept.append(item)
         return kept
 
     @contextlib.contextmanager
@@ -600,7 +613,7 @@ class FileStore:
             with self._reading(s, session_id, s.transcript):
                 items = s.transcript.items
                 leaf = leaf_id if leaf_id is not None else (items[-1].id if items else None)
-                return branch_of(s.by_id, leaf, session_id, s.gaps.links)
+                return branch_of(s.by_id, leaf, session_id, s.gaps.links, s.gaps.relinked)
 
     def leaf(self, session_id: str) -> str | None:
         """See :meth:`ctxengine.Store.leaf`."""

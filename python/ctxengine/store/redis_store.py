@@ -322,6 +322,7 @@ class RedisStore:
                 before = cache.entries[-1].id if cache.entries else None
                 cache.gaps.skipped(f"element {cache.consumed - 1}", before)
                 continue
+            previous = cache.entries[-1].id if cache.entries else None
             if entry.id in cache.by_id:
                 self._report(
                     session_id,
@@ -329,7 +330,7 @@ class RedisStore:
                     f"entry {entry.id!r} appears twice: the later copy is skipped",
                 )
                 continue
-            bridged = cache.gaps.link(entry, cache.by_id)
+            bridged = cache.gaps.link(entry, cache.by_id, previous)
             if bridged is not None:
                 self._report(session_id, self._key(session_id, "log"), bridged)
             cache.entries.append(entry)
@@ -352,7 +353,7 @@ class RedisStore:
         """See :meth:`ctxengine.Store.branch`."""
         cache = self._read(session_id)
         leaf = leaf_id if leaf_id is not None else (cache.entries[-1].id if cache.entries else None)
-        return branch_of(cache.by_id, leaf, session_id, cache.gaps.links)
+        return branch_of(cache.by_id, leaf, session_id, cache.gaps.links, cache.gaps.relinked)
 
     def leaf(self, session_id: str) -> str | None:
         """See :meth:`ctxengine.Store.leaf`: the last intact entry (a damaged element is
