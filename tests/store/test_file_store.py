@@ -44,9 +44,11 @@ def test_each_entry_is_one_complete_json_line(tmp_path: Path) -> None:
         "parent_id": None,
         "kind": "message",
         "ts": a.ts,
+        "batch": 2,  # the first line of an append of several says how many it wrote
         "data": {"text": "a"},
     }
     assert second["parent_id"] == a.id and second["data"]["text"] == "ü ✓"
+    assert "batch" not in second
     info = store.write_snapshot("s1", {"k": 1}, meta={"turn": 0})
     index = (session_dir(tmp_path) / "snapshots.jsonl").read_text().splitlines()
     assert [json.loads(x)["hash"] for x in index] == [info.hash]
@@ -131,6 +133,50 @@ def test_garbage_and_duplicate_lines_are_skipped(tmp_path: Path) -> None:
     assert any(m.startswith("line 2 is not a complete record") for m in messages)
     assert any(m.startswith("line 4 is not a complete record") for m in messages)
     assert any(f"entry {a.id!r} appears twice" in m for m in messages)
+
+
+@pytest.mark.parametrize("cut", ["inside a line", "at a line's end"])
+def test_an_append_cut_short_is_not_taken_as_written(tmp_path: Path, cut: str) -> None:
+    """A rewrite (a marker and the new branch, one append) of which only the start reached
+    the file, the process killed inside its one write: the session stays on the branch it
+    had, not on the rewrite's first entries. Lines without a count (written before it
+    existed) are read one by one, as before; a line of a complete append damaged later is
+    stepped over like any damaged line."""
+    store = FileStore(tmp_path)
+    a, _b = store.append("s1", msgs("a", "b"))
+    (c,) = store.append("s1", msgs("c"))
+    rewrite = [NewEntry("rewrite", {"reason": "truncate"}), *msgs("b2", "c2", "d2")]
+    store.append("s1", rewrite, parent_id=a.id)
+    path = session_dir(tmp_path) / "transcript.jsonl"
+    whole = path.read_bytes()
+    lines = whole.split(b"\n")[:-1]
+    assert [json.loads(x).get("batch") for x in lines] == [2, None, None, 4, None, None, None]
+    torn = [*lines[:5], lines[5][:25] if cut == "inside a line" else b""]
+    path.write_bytes(b"\n".join(torn))
+    reopened = FileStore(tmp_path)
+    assert texts(reopened.branch("s1")) == ["a", "b", "c"]
+    assert reopened.leaf("s1") == c.id and texts(reopened.entries("s1")) == ["a", "b", "c"]
+    said = [p.message for p in reopened.problems]
+    assert any(
+        m.startswith("line 4 starts an append of 4 entries of which only 2 reached the file")
+        for m in said
+    ), said
+    (d,) = reopened.append("s1", msgs("d"))  # the session goes on from the branch it had
+    assert d.parent_id == c.id
+    assert texts(FileStore(tmp_path).branch("s1")) == ["a", "b", "c", "d"]
+    # the same lines without "batch", as files written before it hold them: read as before
+    old = [json.dumps({k: v for k, v in json.loads(x).items() if k != "batch"}) for x in lines]
+    path.write_text("\n".join(old) + "\n")
+    kinds = [e.data.get("text", e.kind) for e in FileStore(tmp_path).branch("s1")]
+    assert kinds == ["a", "rewrite", "b2", "c2", "d2"]
+    path.write_text("\n".join(old[:5]) + "\n")
+    kinds = [e.data.get("text", e.kind) for e in FileStore(tmp_path).branch("s1")]
+    assert kinds == ["a", "rewrite", "b2"]
+    # a line of a complete append damaged later is stepped over, the rest of it is read
+    lines[5] = lines[5][:30] + b"\xff" + lines[5][31:]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    kinds = [e.data.get("text", e.kind) for e in FileStore(tmp_path).branch("s1")]
+    assert kinds == ["a", "rewrite", "b2", "d2"]
 
 
 @pytest.mark.parametrize("damage", ["unknown", "itself", "a later entry"])

@@ -3,6 +3,7 @@ a reopened session holds the truncated messages, as the live one does."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -215,3 +216,43 @@ async def test_a_message_added_while_a_truncation_waits_is_stored(tmp_path: Path
     engine.close()
     again = await _engine(FileStore(tmp_path)).load("w")
     assert again is not None and _json(again.messages) == _json(live)
+
+
+@pytest.mark.parametrize("cut", ["inside a line", "at a line's end"])
+async def test_a_truncation_cut_short_on_disk_reopens_on_the_branch_before_it(
+    tmp_path: Path, cut: str
+) -> None:
+    """The rewrite is one append (its marker, then the new branch). A process killed inside
+    that write left its start on disk: the reopened session ended on those first entries,
+    the latest request gone, and only the torn line was reported."""
+    engine = _engine(FileStore(tmp_path))
+    async with engine.session("k") as s:
+        await _fill(s)
+        await s.user_message("FINAL REQUEST: sum up file_4.py")
+        before = list(s.messages)  # all acknowledged by the store
+        _, out = await s.run(Model(), max_compactions=0)
+        assert out.report.recovery[1]["step"] == "truncate_tool_results"
+        s.persist = False  # no answer stored: the store holds the rewrite last
+    engine.close()
+    path = tmp_path / "sessions" / "k" / "transcript.jsonl"
+    lines = path.read_bytes().split(b"\n")[:-1]
+    at = [json.loads(x)["kind"] for x in lines].index("rewrite")
+    assert json.loads(lines[at])["batch"] == len(lines) - at > 3
+    tail = lines[at + 2][:20] if cut == "inside a line" else b""
+    path.write_bytes(b"\n".join([*lines[: at + 2], tail]))  # the marker and one message
+
+    engine = _engine(FileStore(tmp_path))
+    async with engine.session("k") as s:
+        assert _json(s.messages) == _json(before)
+        out = await s.render()
+        faults = [f["message"] for f in out.report.faults if f["plugin"] == "store"]
+        assert any(
+            f"line {at + 1} starts an append of {len(lines) - at} entries of which only 2" in m
+            for m in faults
+        ), faults
+        await s.user_message("one more")  # saved after the branch it holds
+        assert s.unsaved == 0
+    engine.close()
+    again = await _engine(FileStore(tmp_path)).load("k")
+    assert again is not None
+    assert _json(again.messages) == _json([*before, Message.user("one more")])

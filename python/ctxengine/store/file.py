@@ -18,7 +18,9 @@ directory fsynced, before its index line is appended the same way. So after a cr
 
 - a torn last line (the process died inside ``write``) is detected on reading, reported in
   ``problems`` and skipped, never fatal; the next append starts on a new line, so the torn bytes
-  stay one invalid line forever and no later read takes them for an entry;
+  stay one invalid line forever and no later read takes them for an entry. The first line of
+  an append of several entries says how many it wrote (``"batch"``): an append cut short
+  after some of its lines is taken as not written, none of its lines read (reported too);
 - an index line whose content file is missing or fails its hash is reported and skipped, and
   ``load_snapshot()`` returns the newest intact snapshot;
 - a content file whose index line was never written, or a temp file never renamed (killed in
@@ -198,7 +200,7 @@ class _Log(Generic[T]):
     """One append-only JSONL file and what has been parsed of it so far."""
 
     path: Path
-    parse: Callable[[object], T]
+    parse: Callable[[object], object]  # a T, or a _BatchStart (the transcript's)
     items: list[T] = field(default_factory=list)
     offset: int = 0  # bytes consumed: everything before is parsed (or reported)
     lines: int = 0  # complete lines consumed
@@ -215,6 +217,59 @@ class _Skipped:
     """Where a damaged transcript line was, in the order of the entries around it."""
 
     where: str
+
+
+@dataclass(slots=True)
+class _BatchStart:
+    """The first line of an append of several entries: it says how many lines the append
+    wrote (``"batch"``), so an append cut short (a process killed inside its one ``write``)
+    is known on reading and none of it is taken as written."""
+
+    entry: Entry
+    size: int
+    where: str = ""
+
+
+def _transcript_line(obj: object) -> Entry | _BatchStart:
+    """One transcript line: its entry, and the size of the append it starts when it says so.
+
+    Raises:
+        StoreError: not a complete entry, or a ``"batch"`` that is no count of entries.
+    """
+    entry = Entry.from_json(obj)
+    size = obj.get("batch") if isinstance(obj, dict) else None
+    if size is None:  # one entry of its own, or a line written before "batch" existed
+        return entry
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise StoreError(f"entry {entry.id!r}: batch is {size!r}; expected a count of entries")
+    return _BatchStart(entry, size) if size > 1 else entry
+
+
+def _entry_lines(entries: list[Entry]) -> list[str]:
+    """The lines of one append: the first of several says how many there are (``"batch"``)."""
+    lines = []
+    for i, e in enumerate(entries):
+        obj = e.to_json()
+        if i == 0 and len(entries) > 1:
+            data = obj.pop("data")
+            obj["batch"] = len(entries)
+            obj["data"] = data
+        lines.append(compact_json(obj))
+    return lines
+
+
+def _batch_complete(new: list[Any], i: int) -> bool:
+    """Whether every line of the append starting at ``new[i]`` (a :class:`_BatchStart`) was
+    read: its last line is an intact entry of the same ``write`` (every entry of one append
+    has the same ``ts``; a later append's, another). A write cut short keeps only a start of
+    its lines, so with its last line read the lines before it were written too: one of them
+    damaged since is stepped over as any damaged line (its parent_id too: not checked here)."""
+    start: _BatchStart = new[i]
+    end = i + start.size - 1
+    if end >= len(new):
+        return False
+    last = new[end]
+    return isinstance(last, Entry) and last.ts == start.entry.ts
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,7 +364,7 @@ class FileStore:
             d = self.root / "sessions" / session_id
             s = _Session(
                 d,
-                _Log(d / TRANSCRIPT, Entry.from_json),
+                _Log(d / TRANSCRIPT, _transcript_line),
                 _Log(d / INDEX, _IndexLine.from_json),
                 Retention(*self._keep),
             )
@@ -345,6 +400,8 @@ class FileStore:
             parsed = not raw.strip() or self._parse_line(lg, raw, pos, new, session_id, label)
             if not parsed and lg is s.transcript:  # the entries after may name it as parent
                 new.append(_Skipped(label))
+            elif parsed and new and isinstance(new[-1], _BatchStart) and not new[-1].where:
+                new[-1].where = label
             pos += len(raw) + 1
         lg.offset = pos
         tail = buf[end:]
@@ -353,6 +410,8 @@ class FileStore:
             self._parse_line(lg, tail, pos, new, session_id, "last line", quiet=True)
             if len(new) > got:  # a complete entry that only lacks its newline
                 lg.offset = st.st_size
+                if isinstance(new[-1], _BatchStart):
+                    new[-1].where = "last line"
             elif pos not in lg.reported:
                 lg.reported.add(pos)
                 self._report(
@@ -425,6 +484,11 @@ class FileStore:
                 s.gaps.skipped(item.where, previous)
                 i += 1
                 continue
+            if isinstance(item, _BatchStart):
+                if not _batch_complete(new, i):
+                    i += self._skip_batch(s, new, i, session_id)
+                    continue
+                item = item.entry
             i += 1
             if item.id in s.by_id:
                 self._report(
@@ -439,6 +503,29 @@ class FileStore:
             s.by_id[item.id] = item
             kept.append(item)
         return kept
+
+    def _skip_batch(self, s: _Session, new: list[Any], i: int, session_id: str) -> int:
+        """Skip the lines of the append cut short that starts at ``new[i]``: its first entry
+        and those after it of the same ``write`` (chained, the same ``ts``). It was never
+        acknowledged, so none of it is taken as written (a rewrite cut short must not become
+        the session's branch): the session goes on from the leaf it had before. Returns how
+        many were skipped."""
+        start: _BatchStart = new[i]
+        got = [start.entry]
+        for item in new[i + 1 :]:
+            if not isinstance(item, Entry) or item.ts != start.entry.ts:
+                break
+            if item.parent_id != got[-1].id:
+                break
+            got.append(item)
+        self._report(
+            session_id,
+            s.transcript.path,
+            f"{start.where or 'a line'} starts an append of {start.size} entries of which only "
+            f"{len(got)} reached the file (an interrupted write, never acknowledged): "
+            f"skipped, entries {got[0].id!r} to {got[-1].id!r}",
+        )
+        return len(got)
 
     @contextlib.contextmanager
     def _reading(self, s: _Session, session_id: str, *lgs: _Log[Any]) -> Iterator[None]:
@@ -584,7 +671,7 @@ class FileStore:
                         )
                 parent = self._resolve(s, parent_id, session_id)
                 new = build_entries(items, parent, s.by_id)
-                if write([compact_json(e.to_json()) for e in new]):
+                if write(_entry_lines(new)):
                     s.transcript.items.extend(new)
                     s.by_id.update((e.id, e) for e in new)
             if new[-1].id not in s.by_id:  # a torn tail was before them: read them back
