@@ -106,3 +106,17 @@ def test_replay_of_a_claude_code_record_of_the_wrong_kind_is_one_error_line(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "internal error" not in lines[0]
     assert "cc.jsonl line 2.message: value is 5; expected an object" in lines[0]
+
+
+@pytest.mark.parametrize("command", ["demo", "restore agent-1"])
+def test_a_budget_beyond_any_count_is_refused_as_the_budget_option(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """A huge --budget was passed on to the library, whose message named its own keyword
+    argument ('total must be a positive int ...'), not the option the user typed."""
+    huge = "99999999999999999999999"
+    assert main([*command.split(), "--budget", huge]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert f"argument --budget: '{huge}' is not a token count" in err
+    assert "1,099,511,627,776" in err and "total" not in err

@@ -28,6 +28,7 @@ from typing import IO, Any, Final, NoReturn
 from rich.console import Console
 
 from . import __version__
+from .assemble.budget import MAX_TOKENS
 from .errors import CtxEngineError
 
 __all__ = (
@@ -95,13 +96,19 @@ def print_json(data: Any, out: IO[str] | None = None) -> None:
 
 
 def budget_arg(text: str) -> int:
-    """``--budget``: a token count ≥ 1 (``32000``, ``32_000`` or ``32,000``)."""
+    """``--budget``: a token count ≥ 1 (``32000``, ``32_000`` or ``32,000``), at most the
+    largest count a :class:`~ctxengine.Budget` takes (beyond it the library's message would
+    name its keyword argument, not this option)."""
     try:
         value = int(text.replace("_", "").replace(",", ""))
     except ValueError:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a token count; expected an int ≥ 1")
+    if value > MAX_TOKENS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a token count; expected an int from 1 to {MAX_TOKENS:,}"
+        )
     return value
 
 
