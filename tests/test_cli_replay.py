@@ -147,6 +147,24 @@ def test_an_unwritable_output_path_is_refused_before_the_replay(
     assert f"--out {tmp_path}: is a folder; expected a file path" in capsys.readouterr().err
 
 
+def test_out_and_report_naming_one_file_is_refused_before_the_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both written to one file left only the report there, and the payload asked for was
+    lost without a word; also through another spelling of the path or a link to it."""
+    source = TRANSCRIPTS / "openhands" / "output.jsonl"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "link.json").symlink_to(tmp_path / "both.json")
+    for report in ("both.json", str(tmp_path / "both.json"), "./link.json"):
+        assert main(["replay", str(source), "--out", "both.json", "--report", report]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.count("\n") == 1
+        assert f"--out both.json and --report {report} are the same file" in captured.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json"]
+    both = ["--out", os.devnull, "--report", os.devnull, "--json"]  # a device takes both
+    assert main(["replay", str(source), "--budget", "4000", *both]) == 0
+
+
 def test_a_failed_write_leaves_neither_output(tmp_path: Path) -> None:
     source = TRANSCRIPTS / "openhands" / "output.jsonl"
     out, locked = tmp_path / "payload.json", tmp_path / "locked"

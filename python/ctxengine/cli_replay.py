@@ -380,6 +380,16 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise UsageError(
                 f"{flag} {path}: the folder {folder} {what}; expected a path in an existing folder"
             )
+    out, report = getattr(args, "out", None), getattr(args, "report", None)
+    if (
+        out
+        and report
+        and Path(out).resolve() == Path(report).resolve()
+        and _regular_target(Path(out)) is not None  # (a device such as /dev/null takes both)
+    ):
+        raise UsageError(  # one would replace the other: the payload asked for would be lost
+            f"--out {out} and --report {report} are the same file; expected two different paths"
+        )
 
 
 def _write_outputs(args: argparse.Namespace, run: Run) -> None:
