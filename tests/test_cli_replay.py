@@ -165,6 +165,17 @@ def test_out_and_report_naming_one_file_is_refused_before_the_replay(
     assert main(["replay", str(source), "--budget", "4000", *both]) == 0
 
 
+def test_an_empty_output_path_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--out ''`` (an unset shell variable) was taken as no --out: nothing was written and
+    nothing said."""
+    source = TRANSCRIPTS / "openhands" / "output.jsonl"
+    for flag in ("--out", "--report"):
+        assert main(["replay", str(source), flag, ""]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert f"{flag} '': the path is empty; expected a file path" in captured.err
+
+
 def test_a_failed_write_leaves_neither_output(tmp_path: Path) -> None:
     source = TRANSCRIPTS / "openhands" / "output.jsonl"
     out, locked = tmp_path / "payload.json", tmp_path / "locked"

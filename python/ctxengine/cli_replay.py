@@ -371,6 +371,9 @@ def _outputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse an ``--out``/``--report`` path that cannot be written before the replay runs, so
     a bad one costs no replay and never leaves the other file written alone."""
+    for flag in ("--out", "--report"):
+        if getattr(args, flag[2:], None) == "":  # e.g. an unset shell variable: not "no --out"
+            raise UsageError(f"{flag} '': the path is empty; expected a file path")
     for flag, path in _outputs(args):
         folder = path.parent
         if path.is_dir():
