@@ -176,7 +176,38 @@ def test_an_empty_output_path_is_refused(capsys: pytest.CaptureFixture[str]) -> 
         assert f"{flag} '': the path is empty; expected a file path" in captured.err
 
 
-def test_a_failed_write_leaves_neither_output(tmp_path: Path) -> None:
+def test_an_output_folder_that_takes_no_file_is_refused_before_the_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder where no file can be created passed the check, the whole replay ran, and the
+    error then named the temporary file ('.r.json.4242.ab12cd34.tmp: Operation not
+    permitted'), not the option."""
+    import ctxengine.cli_replay as cli_replay
+
+    ran: list[object] = []
+    monkeypatch.setattr(cli_replay, "_run", lambda *a: ran.append(a))
+    source = TRANSCRIPTS / "openhands" / "output.jsonl"
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    subprocess.run(["chattr", "+i", str(locked)], check=True)  # no file can be created in it
+    try:
+        assert main(["replay", str(source), "--report", str(locked / "r.json")]) == 2
+    finally:
+        subprocess.run(["chattr", "-i", str(locked)], check=True)
+    err = capsys.readouterr().err
+    assert ran == [] and err.count("\n") == 1 and ".tmp" not in err
+    assert f"--report {locked / 'r.json'}: no file can be created in {locked}" in err
+    assert "expected a path in a writable folder" in err
+    assert list(locked.iterdir()) == []
+
+
+def test_a_failed_write_leaves_neither_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder that takes no file after the check (the check is skipped here)."""
+    import ctxengine.cli_replay as cli_replay
+
+    monkeypatch.setattr(cli_replay, "_probe", lambda *a: None)
     source = TRANSCRIPTS / "openhands" / "output.jsonl"
     out, locked = tmp_path / "payload.json", tmp_path / "locked"
     out.write_text("before")
@@ -187,6 +218,8 @@ def test_a_failed_write_leaves_neither_output(tmp_path: Path) -> None:
         assert main([*args, "--json"]) == 2
     finally:
         subprocess.run(["chattr", "-i", str(locked)], check=True)
+    err = capsys.readouterr().err
+    assert f"--report {locked / 'r.json'}: cannot write it" in err and ".tmp" not in err
     assert out.read_text() == "before"  # the pair is written whole or not at all
     assert sorted(p.name for p in tmp_path.iterdir()) == ["locked", "payload.json"]
     assert list(locked.iterdir()) == []

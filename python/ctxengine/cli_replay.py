@@ -383,6 +383,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise UsageError(
                 f"{flag} {path}: the folder {folder} {what}; expected a path in an existing folder"
             )
+        target = _regular_target(path)
+        if target is not None:  # it is replaced by a file created beside it: try one now
+            _probe(flag, path, target)
     out, report = getattr(args, "out", None), getattr(args, "report", None)
     if (
         out
@@ -393,6 +396,25 @@ def _check_outputs(args: argparse.Namespace) -> None:
         raise UsageError(  # one would replace the other: the payload asked for would be lost
             f"--out {out} and --report {report} are the same file; expected two different paths"
         )
+
+
+def _temporary(target: Path) -> Path:
+    return target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def _probe(flag: str, path: Path, target: Path) -> None:
+    """Create (and remove) a file beside ``target``, as the write will: a folder without write
+    permission (or immutable, or on a read-only file system) is refused before the replay."""
+    tmp = _temporary(target)
+    try:
+        with open(tmp, "x", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(
+            f"{flag} {path}: no file can be created in {target.parent} "
+            f"({exc.strerror or exc}); expected a path in a writable folder"
+        ) from None
+    tmp.unlink()
 
 
 def _write_outputs(args: argparse.Namespace, run: Run) -> None:
@@ -416,12 +438,17 @@ def _write_outputs(args: argparse.Namespace, run: Run) -> None:
             if target is None:  # a device, a pipe, a terminal: written through, as given
                 through.append((flag, path))
                 continue
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+            tmp = _temporary(target)
             staged.append((tmp, target))
-            with open(tmp, "x", encoding="utf-8") as f:
-                f.write(texts[flag])
-                f.flush()
-                os.fsync(f.fileno())
+            try:
+                with open(tmp, "x", encoding="utf-8") as f:
+                    f.write(texts[flag])
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as exc:  # named as the option, not as the temporary file
+                raise UsageError(
+                    f"{flag} {path}: cannot write it ({exc.strerror or exc}); nothing written"
+                ) from None
         for tmp, target in staged:
             os.replace(tmp, target)
     finally:
