@@ -366,6 +366,16 @@ BAD = {
         ["snapshots", "agent-1", "--store", "redis://127.0.0.1:1/0"],
         "Connection refused",
     ),
+    # an option redis-py does not take was an internal error (TypeError, exit status 1) at the
+    # first command, and a password in the URL was not masked in it
+    "unknown redis url option": (
+        ["context", "list", "agent-1", "--store", "redis://:pw@127.0.0.1:1/0?timeout=5"],
+        "invalid Redis URL 'redis://:***@127.0.0.1:1/0?timeout=5': unknown option 'timeout'",
+    ),
+    "unknown option beside a prefix": (
+        ["restore", "agent-1", "--store", "redis://127.0.0.1:1/0?prefix=app&db_name=x"],
+        "unknown option 'db_name'",
+    ),
 }
 
 

@@ -32,6 +32,7 @@ import dataclasses
 import json
 import logging
 import random
+import re
 import secrets
 import threading
 import time
@@ -99,6 +100,22 @@ class _Cache:
     gaps: TranscriptGaps = field(default_factory=TranscriptGaps)  # damaged elements stepped over
 
 
+def _check_url_options(client: Any) -> None:
+    """A URL query option the connection does not take (``?timeout=5``) fails now, as a
+    ``ValueError`` naming it, not as a ``TypeError`` at the first command (redis-py passes
+    such options through to the connection, which is only made then)."""
+    pool = client.connection_pool
+    try:
+        pool.connection_class(**pool.connection_kwargs)  # only stores them: nothing connects
+    except TypeError as exc:
+        found = re.search(r"argument '(\w+)'", str(exc))
+        name = repr(found.group(1)) if found else f"({exc})"
+        raise ValueError(
+            f"unknown option {name}; expected an option of a redis-py connection "
+            "(socket_timeout, client_name, ...)"
+        ) from None
+
+
 @final
 class RedisStore:
     """A :class:`~ctxengine.Store` on a Redis server (standalone or Cluster).
@@ -152,6 +169,7 @@ class RedisStore:
                 self._r = RedisCluster.from_url(url)
             else:
                 self._r = redis.Redis.from_url(url)
+                _check_url_options(self._r)
         except (ValueError, RedisError) as exc:
             shown = masked_url(url)
             raise StoreError(f"invalid Redis URL {shown!r}: {exc}", path=shown) from exc
