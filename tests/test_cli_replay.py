@@ -350,6 +350,45 @@ def test_plugins_list_loads_the_example_folder(capsys: pytest.CaptureFixture[str
     assert example["state"] == "enabled" and example["source"] == "dir"
 
 
+def _chatty_plugins(root: Path) -> Path:
+    """A plugin folder whose plugin prints on import and at every call, as debugging does."""
+    folder = root / "plugins" / "chatty"
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(
+        '{"name": "chatty", "version": "1.0.0", "entry": "plugin.py:Chatty"}'
+    )
+    (folder / "plugin.py").write_text(
+        "print('chatty: imported')\n"
+        "class Chatty:\n"
+        "    name, version, priority, enabled = 'chatty', '1.0.0', 10, True\n"
+        "    async def collect(self, scene):\n"
+        "        print('chatty: collect')\n"
+        "        return []\n"
+    )
+    return folder.parent
+
+
+@pytest.mark.parametrize("command", ["plugins list", "replay"])
+def test_json_stdout_holds_only_the_data_when_a_plugin_prints(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a plugin printed went to stdout ahead of the JSON, which a script could then not
+    parse; with --json it goes to stderr."""
+    plugins = str(_chatty_plugins(tmp_path))
+    argv = command.split()
+    if command == "replay":
+        argv += [str(TRANSCRIPTS / "openhands" / "output.jsonl"), "--budget", "4000"]
+    assert main([*argv, "--plugins", plugins, "--json"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data  # the whole of stdout is the data
+    assert "chatty: imported" in captured.err
+    if command == "replay":
+        assert "chatty: collect" in captured.err
+    assert main([*argv, "--plugins", plugins]) == 0  # a table: printed where it was printed
+    assert "chatty: imported" in capsys.readouterr().out
+
+
 def test_plugins_list_missing_folder_is_a_user_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plugins", "list", "--plugins", "missing"]) == 2
     captured = capsys.readouterr()

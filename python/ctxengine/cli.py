@@ -12,6 +12,7 @@ Exit statuses: 0 success, 1 a check failed (e.g. a refused plugin) or an interna
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import json
@@ -80,9 +81,13 @@ class _Console(Console):
         raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
 
 
+#: Where the data goes while a ``--json`` command runs (stdout then stands for stderr).
+_data_out: list[IO[str]] = []
+
+
 def stdout_console() -> Console:
     """The console for tables and text (rich markup off: data is never markup)."""
-    return _Console(highlight=False, markup=False)
+    return _Console(file=_data_out[-1] if _data_out else None, highlight=False, markup=False)
 
 
 def stderr_console() -> Console:
@@ -92,7 +97,19 @@ def stderr_console() -> Console:
 
 def print_json(data: Any, out: IO[str] | None = None) -> None:
     """Print ``data`` as indented JSON, uncolored, for scripts."""
-    (out or sys.stdout).write(json.dumps(data, ensure_ascii=False, indent=1) + "\n")
+    stream = out or (_data_out[-1] if _data_out else sys.stdout)
+    stream.write(json.dumps(data, ensure_ascii=False, indent=1) + "\n")
+
+
+def _run_for_data(args: argparse.Namespace) -> int:
+    """Run a ``--json`` command with stdout carrying the data alone: what anything else
+    prints there (a plugin's debugging ``print``) goes to stderr."""
+    _data_out.append(sys.stdout)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            return int(args.run(args))
+    finally:
+        _data_out.pop()
 
 
 def budget_arg(text: str) -> int:
@@ -150,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         flags = set(vars(args))
+        if getattr(args, "json", False):
+            return _run_for_data(args)
         return int(args.run(args))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
