@@ -362,6 +362,12 @@ BAD = {
         "protected items alone need 20 tokens but the budget of 20",
     ),
     "unknown provider": (["restore", "agent-1", "--provider", "bard"], "invalid choice: 'bard'"),
+    # '--store "$STORE"' with STORE unset read $CTXENGINE_STORE or ./.ctxengine instead, and
+    # the message named that store, not the empty option
+    "empty store": (
+        ["snapshots", "agent-1", "--store", ""],
+        "--store '': an empty name; expected a store folder or a redis:// URL",
+    ),
     "redis down": (
         ["snapshots", "agent-1", "--store", "redis://127.0.0.1:1/0"],
         "Connection refused",

@@ -56,7 +56,13 @@ log = logging.getLogger("ctxengine.cli")
 
 
 def store_spec(value: str | None) -> str:
-    """The store named by ``--store`` (``value``), else ``$CTXENGINE_STORE``, else the default."""
+    """The store named by ``--store`` (``value``), else ``$CTXENGINE_STORE``, else the default.
+
+    Raises:
+        UsageError: ``--store ''`` (an unset shell variable), which must not read another store.
+    """
+    if value == "":
+        raise UsageError("--store '': an empty name; expected a store folder or a redis:// URL")
     return value or os.environ.get(STORE_ENV) or DEFAULT_STORE
 
 
