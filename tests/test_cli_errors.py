@@ -120,3 +120,28 @@ def test_a_budget_beyond_any_count_is_refused_as_the_budget_option(
     assert err.startswith("error: ") and err.count("\n") == 1
     assert f"argument --budget: '{huge}' is not a token count" in err
     assert "1,099,511,627,776" in err and "total" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["plugins", "list", "--plugins", ""],
+            "argument --plugins: '' is empty; expected a folder",
+        ),
+        (["demo", "--plugins", ""], "argument --plugins: '' is empty; expected a folder"),
+        (["restore", "s", "--plugins", ""], "argument --plugins: '' is empty; expected a folder"),
+        (["count", "-", "--encoding", ""], "argument --encoding: '' is empty; expected an enc"),
+        (["count", ""], "argument FILE: '' is empty; expected a file name"),
+        (["replay", ""], "argument FILE: '' is empty; expected a file name"),
+    ],
+)
+def test_an_empty_value_is_refused_not_taken_as_no_option(
+    capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    """'--plugins "$DIR"' with DIR unset ran without the plugins, '--encoding ""' counted with
+    the model's, and an empty FILE was reported as the folder '.' (replay) or ':' (count)."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert expected in captured.err

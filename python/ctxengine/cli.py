@@ -23,7 +23,7 @@ import shutil
 import sys
 import textwrap
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any, Final, NoReturn
 
 from rich.console import Console
@@ -40,6 +40,7 @@ __all__ = (
     "add_common",
     "budget_arg",
     "build_parser",
+    "given",
     "main",
     "print_json",
     "stderr_console",
@@ -127,6 +128,18 @@ def budget_arg(text: str) -> int:
             f"{text!r} is not a token count; expected an int from 1 to {MAX_TOKENS:,}"
         )
     return value
+
+
+def given(expected: str) -> Callable[[str], str]:
+    """An argument type that refuses an empty value (``--plugins "$DIR"`` with ``DIR`` unset),
+    which would otherwise be taken as the option not given, or as the folder ``.``."""
+
+    def check(text: str) -> str:
+        if not text:
+            raise argparse.ArgumentTypeError(f"'' is empty; expected {expected}")
+        return text
+
+    return check
 
 
 def add_common(parser: argparse.ArgumentParser, *, json_help: str) -> None:

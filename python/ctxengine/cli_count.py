@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from .cli import Parser, UsageError, add_common, print_json, stdout_console
+from .cli import Parser, UsageError, add_common, given, print_json, stdout_console
 from .tokens import cache_info, get_tokenizer
 
 __all__ = ("add_to", "read_text")
@@ -86,8 +86,18 @@ def add_to(commands: Any) -> None:
         description="Count the tokens of each FILE ('-' reads standard input) with the model's "
         "tokenizer: exact for OpenAI encodings, a calibrated estimate for Claude and Gemini.",
     )
-    count.add_argument("files", nargs="+", metavar="FILE", help="a text file, or - for stdin")
+    count.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        type=given("a file name, or -"),
+        help="a text file, or - for stdin",
+    )
     count.add_argument("--model", default="gpt-4o", help="model name (default: gpt-4o)")
-    count.add_argument("--encoding", help="an encoding (o200k_base, cl100k_base) instead")
+    count.add_argument(
+        "--encoding",
+        type=given("an encoding such as o200k_base"),
+        help="an encoding (o200k_base, cl100k_base) instead",
+    )
     add_common(count, json_help='print {"tokens": N, "files": [...], ...}')
     count.set_defaults(run=_count)

@@ -30,6 +30,7 @@ from .cli import (
     UsageError,
     add_common,
     budget_arg,
+    given,
     print_json,
     stderr_console,
     stdout_console,
@@ -537,7 +538,12 @@ def _common(p: Parser, budget: int) -> None:
         metavar="P",
         help=f"request shape: {', '.join(PROVIDERS)} (default: openai)",
     )
-    p.add_argument("--plugins", metavar="DIR", help="also load the plugin folders in DIR")
+    p.add_argument(
+        "--plugins",
+        metavar="DIR",
+        type=given("a folder of plugin folders"),
+        help="also load the plugin folders in DIR",
+    )
     add_common(p, json_help="print every call, the largest cuts and the last report as JSON")
 
 
@@ -559,7 +565,7 @@ def add_to(commands: Any) -> None:
         description="Replay a recorded agent session (OpenAI, Responses, Anthropic, Gemini, "
         "pi/OpenClaw, Claude Code, SWE-agent, OpenHands or aider) like 'ctxengine demo'.",
     )
-    rep.add_argument("file", metavar="FILE", help="the session file")
+    rep.add_argument("file", metavar="FILE", type=given("a file name"), help="the session file")
     _common(rep, REPLAY_BUDGET)
     rep.add_argument(
         "--format",

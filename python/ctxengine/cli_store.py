@@ -23,7 +23,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from .cli import Parser, UsageError, add_common, budget_arg, print_json, stdout_console
+from .cli import Parser, UsageError, add_common, budget_arg, given, print_json, stdout_console
 from .engine import ContextEngine
 from .errors import StoreError
 from .inject.turn import RenderedContext
@@ -458,7 +458,12 @@ def add_render_options(p: Parser) -> None:
         type=budget_arg,
         help="input tokens (default: the last snapshot's, else the model's window)",
     )
-    p.add_argument("--plugins", metavar="DIR", help="also load the plugin folders in DIR")
+    p.add_argument(
+        "--plugins",
+        metavar="DIR",
+        type=given("a folder of plugin folders"),
+        help="also load the plugin folders in DIR",
+    )
 
 
 def add_to(commands: Any) -> None:

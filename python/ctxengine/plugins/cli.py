@@ -127,7 +127,7 @@ def _list(args: Any) -> int:
 
 def add_to(commands: Any) -> None:
     """Add ``plugins list`` to the command line."""
-    from ..cli import add_common
+    from ..cli import add_common, given
 
     plugins = commands.add_parser(
         "plugins", help="plugin commands", description="Plugin commands: 'plugins list'."
@@ -140,6 +140,11 @@ def add_to(commands: Any) -> None:
         "--plugins, the plugin folders in DIR: version, priority, state (with the reason of a "
         "refusal) and hooks. Exit status 1 if a plugin was refused.",
     )
-    listing.add_argument("--plugins", metavar="DIR", help="also load the plugin folders in DIR")
+    listing.add_argument(
+        "--plugins",
+        metavar="DIR",
+        type=given("a folder of plugin folders"),
+        help="also load the plugin folders in DIR",
+    )
     add_common(listing, json_help="print a JSON array, one object per plugin")
     listing.set_defaults(run=_list)
