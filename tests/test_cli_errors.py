@@ -145,3 +145,22 @@ def test_an_empty_value_is_refused_not_taken_as_no_option(
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
     assert expected in captured.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "prog"),
+    [
+        (["demo", "--jsn"], "ctxengine demo"),
+        (["context", "list", "s", "--ful"], "ctxengine context list"),
+        (["plugins", "list", "extra"], "ctxengine plugins list"),
+    ],
+)
+def test_an_unknown_option_names_the_command_it_was_given_to(
+    capsys: pytest.CaptureFixture[str], argv: list[str], prog: str
+) -> None:
+    """A mistyped option was reported by the top-level parser, which pointed at
+    'ctxengine --help', where the command's options are not listed."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {prog}: unrecognized arguments: {argv[-1]} ")
+    assert err.endswith(f"(see '{prog} --help')\n")

@@ -71,6 +71,29 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if not hasattr(parsed, "_prog"):  # the innermost command parses first
+            parsed._prog = self.prog
+        return parsed, extras
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        """As argparse's, but an unknown argument is reported by the command it was given
+        to (``ctxengine demo: unrecognized arguments: --jsn``), whose help lists the options,
+        not by the top-level parser."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            prog = getattr(parsed, "_prog", self.prog)
+            raise UsageError(
+                f"{prog}: unrecognized arguments: {' '.join(extras)} (see '{prog} --help')"
+            )
+        del parsed._prog
+        return parsed
+
 
 class _Console(Console):
     """A rich console whose closed pipe reaches :func:`main` as the ``BrokenPipeError`` it is
