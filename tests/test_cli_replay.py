@@ -275,6 +275,31 @@ def test_replay_of_a_multi_session_file_says_so_and_picks_one_with_session(
     assert f"--session 4: {AIDER} holds 3 session(s); expected 1 to 3" in capsys.readouterr().err
 
 
+def test_session_beyond_the_one_of_a_conversation_folder_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An OpenHands conversation folder holds one session: '--session 2' replayed it as if
+    it were the second, without a word."""
+    events = tmp_path / "conv" / "events"
+    events.mkdir(parents=True)
+    for i, (role, said) in enumerate([("user", "list the files"), ("assistant", "a.py b.py")]):
+        event = {
+            "kind": "MessageEvent",
+            "id": f"{i:08x}-0000-4000-8000-000000000000",
+            "timestamp": "2025-11-01T10:00:00",
+            "source": "user" if role == "user" else "agent",
+            "llm_message": {"role": role, "content": [{"type": "text", "text": said}]},
+        }
+        (events / f"event-{i:05d}-{event['id']}.json").write_text(json.dumps(event))
+    folder = str(tmp_path / "conv")
+    assert main(["replay", folder, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["transcript"]["messages"] == 2
+    assert main(["replay", folder, "--session", "2"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"--session 2: {folder} holds 1 session(s); expected 1 to 1" in captured.err
+
+
 def test_replay_of_a_single_session_file_says_nothing_of_sessions(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

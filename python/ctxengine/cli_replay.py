@@ -491,7 +491,9 @@ def _replay(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.file}: no such file; expected a transcript file")
     try:
         if path.is_dir():  # an OpenHands conversation folder, else load() names what it expected
-            return _finish(args, path.name, load(path, format=args.format))
+            transcript = load(path, format=args.format)
+            _check_session(args, 1)
+            return _finish(args, path.name, transcript)
         sessions = load_all(path, format=args.format)
         if not sessions:  # load() says what was expected
             return _finish(args, path.name, load(path, format=args.format))
@@ -500,13 +502,17 @@ def _replay(args: argparse.Namespace) -> int:
         if named is exc:
             raise
         raise named from None
-    if args.session > len(sessions):
-        raise UsageError(
-            f"--session {args.session}: {args.file} holds {len(sessions)} session(s); "
-            f"expected 1 to {len(sessions)}"
-        )
+    _check_session(args, len(sessions))
     name = path.name if len(sessions) == 1 else f"{path.name} [{args.session}/{len(sessions)}]"
     return _finish(args, name, sessions[args.session - 1], (args.session, len(sessions)))
+
+
+def _check_session(args: argparse.Namespace, sessions: int) -> None:
+    if args.session > sessions:
+        raise UsageError(
+            f"--session {args.session}: {args.file} holds {sessions} session(s); "
+            f"expected 1 to {sessions}"
+        )
 
 
 def _session_arg(text: str) -> int:
