@@ -91,7 +91,7 @@ def _room_left_for_a_cut(out: Any, messages: list[Message]) -> bool:
     costs: dict[str, int] = {}
     cut_at: dict[int, str] = {}  # message index -> its unit's key
     for g in out.report:
-        if not _plan_cut(g):
+        if not _plan_cut(g) or g.stage == "guard":  # the guard's cap: no backfill undoes it
             continue
         turn = re.match(r"turn (\d+) ", g.reason) or re.search(r"\(turn (\d+)\)$", g.reason)
         key = f"turn {turn.group(1)}" if turn else g.node_id
