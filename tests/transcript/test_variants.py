@@ -454,6 +454,26 @@ def test_pi_entries_the_harness_wrote_are_marked(write: Write) -> None:
     engine_payloads_valid(t)
 
 
+def _pi_one_call(write: Write, name: str, turn: dict[str, Any], call_id: str) -> Path:
+    """A pi session file ``name``: a request, ``turn`` (one bash call, ``call_id``), its result."""
+    result = {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": "bash",
+        "content": [{"type": "text", "text": "a.txt"}],
+        "isError": False,
+    }
+    return write(
+        name,
+        jsonl(
+            {"type": "session", "version": 3, "id": "s", "timestamp": _T, "cwd": "/w"},
+            pi_msg(pi_user("list"), id="e1", parentId=None),
+            pi_msg(turn, id="e2", parentId="e1"),
+            pi_msg(result, id="e3", parentId="e2"),
+        ),
+    )
+
+
 def test_pi_responses_turns_keep_their_item_ids(write: Write) -> None:
     """For the OpenAI Responses API pi stores a call's id as ``<call_id>|<item id>`` and a
     text's item id in ``textSignature``. The stored id was sent as the call id and the item
@@ -467,23 +487,7 @@ def test_pi_responses_turns_keep_their_item_ids(write: Write) -> None:
         {"type": "toolCall", "id": "call_1|fc_1", "name": "bash", "arguments": {"command": "ls"}},
     ]
     turn = {**pi_assistant(content, "toolUse"), "api": "openai-codex-responses"}
-    result = {
-        "role": "toolResult",
-        "toolCallId": "call_1|fc_1",
-        "toolName": "bash",
-        "content": [{"type": "text", "text": "a.txt"}],
-        "isError": False,
-    }
-    path = write(
-        "r.jsonl",
-        jsonl(
-            {"type": "session", "version": 3, "id": "s", "timestamp": _T, "cwd": "/w"},
-            pi_msg(pi_user("list"), id="e1", parentId=None),
-            pi_msg(turn, id="e2", parentId="e1"),
-            pi_msg(result, id="e3", parentId="e2"),
-        ),
-    )
-    t = load(path)
+    t = load(_pi_one_call(write, "r.jsonl", turn, "call_1|fc_1"))
     assert t[1].tool_calls == (ToolCall("call_1", "bash", {"command": "ls"}),)
     assert t[2].tool_results[0].call_id == "call_1"
     items = t.to("openai-responses")["input"][1:4]
@@ -507,23 +511,7 @@ def test_pi_gemini_call_keeps_its_thought_signature(write: Write) -> None:
         "thoughtSignature": "R1NJRw==",
     }
     turn = {**pi_assistant([call], "toolUse"), "api": "google-generative-ai"}
-    result = {
-        "role": "toolResult",
-        "toolCallId": "c1",
-        "toolName": "bash",
-        "content": [{"type": "text", "text": "a.txt"}],
-        "isError": False,
-    }
-    path = write(
-        "g.jsonl",
-        jsonl(
-            {"type": "session", "version": 3, "id": "s", "timestamp": _T, "cwd": "/w"},
-            pi_msg(pi_user("list"), id="e1", parentId=None),
-            pi_msg(turn, id="e2", parentId="e1"),
-            pi_msg(result, id="e3", parentId="e2"),
-        ),
-    )
-    t = load(path)
+    t = load(_pi_one_call(write, "g.jsonl", turn, "c1"))
     assert t[1].blocks == (Thinking("", "R1NJRw=="), ToolCall("c1", "bash", {"command": "ls"}))
     parts = t.to("gemini")["contents"][1]["parts"]
     assert parts == [
