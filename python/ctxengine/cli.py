@@ -65,6 +65,11 @@ class UsageError(CtxEngineError):
     """A bad command line: the value and what was expected (exit status 2)."""
 
 
+#: The attribute a parse leaves on its namespace while it runs: the innermost command's name
+#: (``ctxengine demo``), which reports an unknown argument (no option can take this name).
+_PROG: Final = "ctxengine prog"
+
+
 class Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line on stderr, exit status 2 (no usage dump)."""
 
@@ -75,8 +80,8 @@ class Parser(argparse.ArgumentParser):
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
         parsed, extras = super().parse_known_args(args, namespace)
-        if not hasattr(parsed, "_prog"):  # the innermost command parses first
-            parsed._prog = self.prog
+        if not hasattr(parsed, _PROG):  # the innermost command parses first
+            setattr(parsed, _PROG, self.prog)
         return parsed, extras
 
     def parse_args(  # type: ignore[override]
@@ -87,11 +92,11 @@ class Parser(argparse.ArgumentParser):
         not by the top-level parser."""
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
-            prog = getattr(parsed, "_prog", self.prog)
+            prog = getattr(parsed, _PROG, self.prog)
             raise UsageError(
                 f"{prog}: unrecognized arguments: {' '.join(extras)} (see '{prog} --help')"
             )
-        del parsed._prog
+        delattr(parsed, _PROG)
         return parsed
 
 

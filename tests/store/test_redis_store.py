@@ -69,6 +69,19 @@ def test_a_url_that_is_not_a_str_is_a_config_error_naming_it(bad: object) -> Non
     assert "expected a Redis URL" in message
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["redis://:secret@127.0.0.1:6390/0", "redis://:secret@127.0.0.1:6390/0?timeout=5"],
+    ids=["no node", "unknown option"],
+)
+def test_a_cluster_that_cannot_be_opened_is_a_store_error(url: str) -> None:
+    """``cluster=True`` with no reachable node (or an option the nodes do not take): redis-py's
+    ``RedisClusterException`` is no ``RedisError`` and escaped as itself."""
+    with pytest.raises(StoreError, match="cannot open the Redis Cluster at") as info:
+        RedisStore(url, cluster=True)
+    assert "secret" not in str(info.value)
+
+
 def test_a_ready_client_needs_no_url(redis_url: str) -> None:
     store = RedisStore(None, client=redis.Redis.from_url(redis_url))  # type: ignore[arg-type]
     assert store.entries(f"s{uuid.uuid4().hex[:8]}") == []

@@ -216,3 +216,21 @@ def test_a_session_file_still_being_written_loads_without_its_torn_last_line(
     torn.write_text("\n".join([*lines[:-1], lines[-1][:-2]]) + "\n", encoding="utf-8")
     with pytest.raises(TranscriptError, match=f"line {len(lines)}: invalid JSON"):
         load(torn)
+
+
+def test_a_torn_last_line_cut_inside_a_character_is_torn_too(tmp_path: Path) -> None:
+    """A harness killed inside a multi-byte character of its last line (Japanese text, an
+    emoji): the bytes after the last newline are no UTF-8, and the load failed whole as a file
+    that is not UTF-8; that line is torn like any other, and auto-detection reads the format."""
+    lines = PI.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    head = "\n".join(lines[:-1]).encode() + b"\n"
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(head + '{"type": "message", "text": "日本'.encode()[:-1])
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(head)
+    got = load(torn)
+    assert got.messages == load(cut).messages and got.meta["torn_line"] == len(lines)
+    # not at the end: still a file that is not UTF-8
+    torn.write_bytes(b'{"x": "\xe6\x97"}\n' + head)
+    with pytest.raises(TranscriptError, match="not UTF-8 text at byte offset 7"):
+        load(torn, format="pi")

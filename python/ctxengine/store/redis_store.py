@@ -42,7 +42,7 @@ from typing import Any, final
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, WatchError
+from redis.exceptions import RedisClusterException, RedisError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..errors import ConfigTypeError, StoreError
@@ -100,20 +100,21 @@ class _Cache:
     gaps: TranscriptGaps = field(default_factory=TranscriptGaps)  # damaged elements stepped over
 
 
-def _check_url_options(client: Any) -> None:
-    """A URL query option the connection does not take (``?timeout=5``) fails now, as a
-    ``ValueError`` naming it, not as a ``TypeError`` at the first command (redis-py passes
-    such options through to the connection, which is only made then)."""
+def _url_option_problem(client: Any) -> str | None:
+    """What is wrong with a URL query option the connection does not take (``?timeout=5``),
+    found now rather than as a ``TypeError`` at the first command (redis-py passes such options
+    through to the connection, which is only made then); None when they are all taken."""
     pool = client.connection_pool
     try:
         pool.connection_class(**pool.connection_kwargs)  # only stores them: nothing connects
     except TypeError as exc:
         found = re.search(r"argument '(\w+)'", str(exc))
         name = repr(found.group(1)) if found else f"({exc})"
-        raise ValueError(
+        return (
             f"unknown option {name}; expected an option of a redis-py connection "
             "(socket_timeout, client_name, ...)"
-        ) from None
+        )
+    return None
 
 
 @final
@@ -160,6 +161,7 @@ class RedisStore:
         self.problems: list[StoreProblem] = []
         self._lock = threading.Lock()
         self._cache: dict[str, _Cache] = {}
+        problem: str | None = None
         try:
             if client is not None:
                 self._r = client
@@ -169,10 +171,19 @@ class RedisStore:
                 self._r = RedisCluster.from_url(url)
             else:
                 self._r = redis.Redis.from_url(url)
-                _check_url_options(self._r)
+                problem = _url_option_problem(self._r)
         except (ValueError, RedisError) as exc:
+            problem = str(exc)
+        except RedisClusterException as exc:  # not a RedisError: no node, or an option
             shown = masked_url(url)
-            raise StoreError(f"invalid Redis URL {shown!r}: {exc}", path=shown) from exc
+            raise StoreError(
+                f"cannot open the Redis Cluster at {shown!r}: {exc}; expected a reachable "
+                "cluster node and redis-py connection options",
+                path=shown,
+            ) from exc
+        if problem is not None:
+            shown = masked_url(url)
+            raise StoreError(f"invalid Redis URL {shown!r}: {problem}", path=shown)
 
     def __repr__(self) -> str:
         return f"ctxengine.RedisStore({masked_url(self.url)!r}, prefix={self.prefix!r})"

@@ -276,7 +276,7 @@ def detect_format(data: object) -> str:
 
 def _detect_jsonl(path: Path) -> str:
     first: dict[str, Any] | None = None
-    for _, obj in read_jsonl(path):
+    for _, obj in read_jsonl(path, []):  # a file still being written: its format all the same
         first = obj
         break
     if first is None:

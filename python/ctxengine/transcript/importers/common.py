@@ -123,8 +123,10 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(names.get(k, f"a {k.__name__}") for k in kinds)
 
 
-def read_text(path: Path) -> str:
-    """The file's text, decoded as UTF-8.
+def read_text(path: Path, *, torn_tail: bool = False) -> str:
+    """The file's text, decoded as UTF-8 (``torn_tail``: bytes after the last newline that
+    are no UTF-8, a line cut inside a character, are read as U+FFFD: the caller takes that line
+    as torn).
 
     Raises:
         TranscriptError: the file is not UTF-8 (the message names the byte offset and line).
@@ -134,6 +136,9 @@ def read_text(path: Path) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        end = data.rfind(b"\n") + 1
+        if torn_tail and exc.start >= end and not data.endswith(b"\n"):
+            return data[:end].decode("utf-8") + data[end:].decode("utf-8", "replace")
         line = data.count(b"\n", 0, exc.start) + 1
         bad = data[exc.start : exc.start + 4]
         raise TranscriptError(
@@ -161,7 +166,7 @@ def read_jsonl(path: Path, torn: list[int] | None = None) -> Iterator[tuple[int,
         TranscriptError: the file is not UTF-8, or a line is not valid JSON (a torn last one
             too, unless ``torn`` is given), is nested too deeply, or is not an object.
     """
-    text = read_text(path)
+    text = read_text(path, torn_tail=torn is not None)
     lines = text.split("\n")  # JSON strings may hold U+2028
     last = len(lines) if torn is not None and not text.endswith("\n") else 0
     for n, line in enumerate(lines, 1):
