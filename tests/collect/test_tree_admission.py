@@ -524,6 +524,33 @@ async def test_a_history_items_grain_renamed_to_another_items_id_replaces_that_o
     assert _decisions(out, "hist.7") == [("transcript", "kept"), ("transcript", "shadowed")]
 
 
+class RenameThenRemove(Cutter):
+    """Renames ``hist.1`` to ``rag.gone``, then takes ``rag.gone`` out, in one handler."""
+
+    def __init__(self) -> None:
+        super().__init__("on_before_render", ("rag.gone",), {"hist.1": "rag.gone"})
+
+    def _edit(self, event: BeforeRender | OverBudget) -> None:
+        self.seen += 1
+        if self.seen > self.renders:
+            return
+        for g in event.tree:
+            if g.node_id in self.renamed:
+                g.node_id = self.renamed[g.node_id]
+        event.tree[:] = [g for g in event.tree if g.node_id not in self.removed]
+
+
+async def test_an_items_grain_renamed_then_taken_out_keeps_its_id_for_the_next_render() -> None:
+    """The item's own grain kept the name a handler gave it before taking it out: from the
+    next render on its text went out twice, as a context grain and as the message."""
+    first, second = await _tool_session(RenameThenRemove(), renders=2)
+    assert "HI THERE" not in _sent(first)
+    assert _decisions(first, "hist.1") == [("transcript", "dropped")]
+    assert _sent(second).count("HI THERE") == 1
+    assert {"role": "assistant", "content": "HI THERE"} in second.payload["messages"]
+    assert "rag.gone" not in [d.node_id for d in second.report]
+
+
 class LateReplacer(Cutter):
     """Removes ``hist.1`` in on_before_render, then gives a grain for it in on_over_budget."""
 

@@ -326,6 +326,7 @@ async def _hook(
             grain = items[node_id].grain
             k = where.get(id(grain))
             if k is None or node_id in gone:  # renamed, then taken out: reported below
+                grain.node_id = node_id  # the item's own grain keeps its id all the same
                 continue
             # the renamed grain goes on as a copy under its new node id, the item keeps its own
             try:
@@ -341,6 +342,9 @@ async def _hook(
             continue
         if node_id in items:
             gone.setdefault(node_id, (removal, "removed from the tree"))
+            own = items[node_id].made_grain
+            if own is not None and own.node_id != node_id:  # renamed before it was taken out
+                own.node_id = node_id
             continue
         present.add(node_id)  # one decision per node id
         reason = f"removed from the tree by plugin {removal.plugin!r} in {removal.hook}"
