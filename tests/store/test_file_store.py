@@ -208,6 +208,25 @@ def test_an_entry_whose_parent_id_is_damaged_goes_on_from_the_one_before(
     assert texts(FileStore(tmp_path).branch("s1")) == ["a", "b", "c", "d", "e", "f"]
 
 
+def test_a_damaged_line_is_stepped_over_with_another_branchs_entry_after_it(
+    tmp_path: Path,
+) -> None:
+    """a, b, c, then x branching from a, then d after c; c's line damaged. d's parent was lost
+    in that hole, with x (another branch) read between: d went on from x, taking the other
+    branch's message into its session; it goes on from b, the entry before the hole."""
+    store = FileStore(tmp_path)
+    a, _, c = (store.append("s1", msgs(t))[0] for t in ("a", "b", "c"))
+    store.append("s1", msgs("x"), parent_id=a.id)
+    store.append("s1", msgs("d"), parent_id=c.id)
+    path = session_dir(tmp_path) / "transcript.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = lines[2][:20] + b"\xff" + lines[2][21:]  # c's line: no longer UTF-8
+    path.write_bytes(b"\n".join(lines))
+    reopened = FileStore(tmp_path)
+    assert texts(reopened.branch("s1")) == ["a", "b", "d"]
+    assert any("which was on the skipped line 3" in p.message for p in reopened.problems)
+
+
 def test_a_transcript_that_is_a_folder_is_a_store_error_naming_it(tmp_path: Path) -> None:
     store = FileStore(tmp_path)
     store.append("s1", msgs("a"))

@@ -593,21 +593,25 @@ class TranscriptGaps:
       it that names an unknown parent is linked to the last intact entry before the skipped
       record (in append order the parent of a chain is the entry appended just before it),
       and :func:`branch_of` steps over the lost id to that entry (``links``, by the lost id:
-      every entry naming it goes on from there);
-    - an entry that parses but names an unknown parent itself (its ``parent_id`` was damaged:
-      an id no earlier entry has, its own, or a later entry's, which would make a cycle) goes
-      on from the intact entry read just before it (``relinked``, by the entry's id).
+      every entry naming it goes on from there). Entries of another branch may come between
+      the hole and that entry: each hole stands for one lost record, the newest one not yet
+      taken is the one an unknown parent is looked for in;
+    - an entry that parses but names an unknown parent with no hole left to have lost it (its
+      ``parent_id`` was damaged: an id no earlier entry has, its own, or a later entry's, which
+      would make a cycle) goes on from the intact entry read just before it (``relinked``, by
+      the entry's id).
 
     Entries keep their stored ``parent_id``; only the walk of :func:`branch_of` goes around.
     """
 
     links: dict[str, str | None] = field(default_factory=dict)  # lost id -> the entry before
-    hole: tuple[str, str | None] | None = None  # (where, last intact entry before) of the latest
+    #: (where, last intact entry before) of each skipped record no lost id was found in yet
+    holes: list[tuple[str, str | None]] = field(default_factory=list)
     relinked: dict[str, str | None] = field(default_factory=dict)  # entry id -> its stand-in parent
 
     def skipped(self, where: str, before: str | None) -> None:
         """A record at ``where`` was skipped; ``before`` is the last intact entry read before it."""
-        self.hole = (where, before)
+        self.holes.append((where, before))
 
     def link(
         self, entry: Entry, by_id: Mapping[str, Entry], previous: str | None = None
@@ -618,8 +622,8 @@ class TranscriptGaps:
         parent = entry.parent_id
         if parent is None or parent in by_id or parent in self.links:
             return None
-        if self.hole is not None and self.hole[1] == previous:  # nothing intact since the hole
-            where, before = self.hole
+        if self.holes:  # the lost record is the newest skipped one not yet explained
+            where, before = self.holes.pop()
             self.links[parent] = before
             goes_on = f"entry {before!r}, the last intact one before it" if before else "the root"
             return (
@@ -636,7 +640,7 @@ class TranscriptGaps:
     def clear(self) -> None:
         self.links.clear()
         self.relinked.clear()
-        self.hole = None
+        self.holes.clear()
 
 
 def branch_of(
