@@ -19,6 +19,7 @@ __all__ = (
     "PROVIDERS",
     "STRICT_ALTERNATION",
     "Provider",
+    "api_family",
     "check_provider",
     "exportable",
     "family_of",
@@ -78,6 +79,12 @@ _FAMILIES: Final[dict[str, str]] = {
     "google-gemini-cli": "gemini",
     "google-vertex": "gemini",
 }
+
+
+def api_family(name: object) -> str | None:
+    """The provider a source format or a pi ``api`` name (``openai-codex-responses``,
+    ``google-vertex``...) stands for, or None when it names none."""
+    return _FAMILIES.get(name) if isinstance(name, str) else None
 
 
 def check_provider(provider: str) -> str:

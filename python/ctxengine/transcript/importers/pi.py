@@ -28,17 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from ..model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
+from ..providers import api_family
 from .common import Loc, read_jsonl, skip_block, tool_call
 from .responses import ITEMS_KEY
 
 __all__ = ("load_pi",)
 
-#: pi's ``api`` names of the OpenAI Responses API.
-_RESPONSES_APIS = frozenset(
-    {"openai-responses", "openai-codex-responses", "azure-openai-responses"}
-)
-#: pi's ``api`` names of Gemini APIs (a call's ``thoughtSignature`` is Gemini's).
-_GOOGLE_APIS = frozenset({"google-generative-ai", "google-gemini-cli", "google-vertex"})
 _SUMMARY_PREFIX = "The conversation history before this point was compacted into this summary:\n\n"
 _BRANCH_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n"
 
@@ -67,9 +62,8 @@ def _assistant(m: Mapping[str, Any], loc: Loc, renamed: dict[str, str]) -> Messa
     ``meta`` (the API pairs a reasoning item with the item after it by id). For Gemini a
     call's ``thoughtSignature`` becomes ``Thinking("", signature)`` right before it, as the
     Gemini importer keeps it (Gemini 3 rejects a current turn's call sent without it)."""
-    api = m.get("api")
-    responses = isinstance(api, str) and api in _RESPONSES_APIS
-    google = isinstance(api, str) and api in _GOOGLE_APIS
+    family = api_family(m.get("api"))  # pi's api names, as providers.py maps them
+    responses, google = family == "openai-responses", family == "gemini"
     blocks: list[Block] = []
     items: list[str | None] = []  # the Responses output item each block came from
     for i, raw in enumerate(loc.at("content").items(m.get("content") or [])):
