@@ -110,6 +110,36 @@ async def test_a_torn_last_line_and_a_damaged_snapshot_are_skipped(tmp_path: Pat
     assert "torn" in said and "damaged" in said, store.problems
 
 
+async def test_a_transcript_emptied_under_its_snapshots_is_reported_when_reopened(
+    tmp_path: Path,
+) -> None:
+    """transcript.jsonl emptied (or cut, or replaced) after its snapshots were taken: the
+    session reopened with no message, rendered and saved, and nothing said the history was
+    gone. The first render's report now carries a store fault naming the lost entry."""
+    async with _engine(tmp_path).session("s") as s:
+        s.extend(load(PI).messages[:20])
+        await s.render()
+    leaf = FileStore(tmp_path).branch("s")[-1].id
+    (tmp_path / "sessions" / "s" / "transcript.jsonl").write_bytes(b"")
+    async with _engine(tmp_path).session("s") as s:
+        assert s.messages == []
+        out = await s.render()
+    said = [f["message"] for f in out.report.faults]
+    assert any(f"names entry {leaf!r}, which the transcript no longer holds" in m for m in said)
+    # a snapshot of another branch (before a rewrite) names an entry the store still holds
+    async with _engine(tmp_path).session("r") as s:
+        s.extend(load(PI).messages[:6])
+        await s.render()
+    store = FileStore(tmp_path)
+    first = store.branch("r")[0]
+    store.append(
+        "r", [NewEntry("message", {"message": {"role": "user", "blocks": []}})], parent_id=first.id
+    )
+    async with _engine(tmp_path).session("r") as s:
+        out = await s.render()
+    assert not any("no longer holds" in f["message"] for f in out.report.faults)
+
+
 async def test_a_damaged_line_keeps_the_messages_around_it_and_restore_works(
     tmp_path: Path,
 ) -> None:

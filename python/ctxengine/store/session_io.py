@@ -226,6 +226,17 @@ def resume(store: Store, session_id: str, *, snapshot_id: str | None = None) -> 
             # shift every later one, so the state is then rebuilt from the messages.
             if not _has_hole(kept) and not any(e.id in bad for e in kept):
                 covered = sum(1 for e in kept if e.kind == MESSAGE)
+        elif snapshot_id is None and _lost(store, session_id, snapshot.info.leaf_id):
+            problems.append(
+                StoreProblem(
+                    session_id,
+                    "transcript",
+                    f"the latest snapshot ({snapshot.info.id!r}) names entry "
+                    f"{snapshot.info.leaf_id!r}, which the transcript no longer holds (emptied, "
+                    f"cut or replaced since): the session reopens with the {len(messages)} "
+                    "messages it holds",
+                )
+            )
     state = snapshot.content.get("state") if snapshot is not None else None
     rewrites = [e for e in branch if e.kind == REWRITE]
     known = getattr(store, "problems", None)
@@ -235,6 +246,16 @@ def resume(store: Store, session_id: str, *, snapshot_id: str | None = None) -> 
             known.append(problem)
     leaf = branch[-1].id if branch else None
     return Resumed(messages, entries, snapshot, state, covered, rewrites, leaf, problems)
+
+
+def _lost(store: Store, session_id: str, leaf: str) -> bool:
+    """Whether entry ``leaf`` is on no branch of the session (a snapshot taken on another
+    branch, before a rewrite, names one the store still holds)."""
+    try:
+        store.branch(session_id, leaf)
+    except StoreError:
+        return True
+    return False
 
 
 def _has_hole(branch: Sequence[Entry]) -> bool:
