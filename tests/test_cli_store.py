@@ -169,6 +169,23 @@ def test_restore_gives_the_last_rendered_payload_at_the_recorded_model_and_budge
     )
 
 
+def test_restore_with_every_snapshot_content_lost_keeps_the_recorded_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every content file of a session's snapshots gone (objects/ emptied): restore fell back
+    to gpt-4o and its whole window, though the index lines record the model, budget and
+    provider; it takes them from the newest index line."""
+    store = FileStore(tmp_path)
+    made = write_session(store, "s", turns=2)
+    store.close()
+    for content in (tmp_path / "sessions" / "s" / "objects").glob("*.json"):
+        content.unlink()
+    data = _json(capsys, "restore", "s", "--store", str(tmp_path))
+    assert data["report"]["model"] == MODEL and data["report"]["budget"] == BUDGET
+    assert data["restored_from"]["snapshot"] is None
+    assert data["payload"] == made.last.payload
+
+
 def test_restore_at_another_budget_and_provider_says_it_differs(
     stored: tuple[Path, Made], capsys: pytest.CaptureFixture[str]
 ) -> None:

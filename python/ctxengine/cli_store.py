@@ -342,6 +342,9 @@ def restore_session(
     """
     latest: Snapshot | None = store.load_snapshot(session_id)
     recorded: Mapping[str, Any] = latest.content if latest is not None else {}
+    if latest is None:  # no intact content: the newest index line still records the settings
+        infos = store.snapshots(session_id)
+        recorded = infos[-1].meta if infos else {}
     model = args.model or recorded.get("model") or "gpt-4o"
     budget = args.budget or recorded.get("budget")
     provider = args.provider or recorded.get("provider") or "openai"
