@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from .. import _core
+from ..collect.namespaces import node_suffix
 from ..grain import ContextGrain
 from ..tokens import media_tokens
 from ..transcript.model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
@@ -78,7 +79,6 @@ _STRUCTURAL = re.compile(
     r"(edit|write|create|delete|remove|rename|move|patch|replace|apply|commit|insert|mkdir)",
     re.IGNORECASE,
 )
-_NODE_CHARS = re.compile(r"[^A-Za-z0-9_\-:]")
 
 
 def transcript_grain(
@@ -158,10 +158,9 @@ def call_texts(calls: Sequence[ToolCall]) -> tuple[str, ...]:
 
 
 def tool_result_node_id(call_id: str) -> str:
-    """The node id of a tool result: ``act.tool_result.<call id>`` with unsafe chars as ``_``."""
-    if call_id.isascii() and (call_id.isalnum() or call_id.replace("_", "").isalnum()):
-        return f"act.tool_result.{call_id}"  # nothing to replace (the common ids)
-    safe = _NODE_CHARS.sub("_", call_id)
+    """The node id of a tool result: ``act.tool_result.<call id>``, the id as
+    :func:`~ctxengine.collect.namespaces.node_suffix` makes it safe (``""`` for an empty id)."""
+    safe = node_suffix(call_id)
     return f"act.tool_result.{safe}" if safe else ""
 
 

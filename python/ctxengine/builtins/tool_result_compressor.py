@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from ..collect.events import ToolResult
+from ..collect.namespaces import own_tool_result_id
 from ..collect.scene import ContextScene
 from ..errors import PluginError
 from ..grain import ContextGrain, Lifespan, content_text
 
 __all__ = ("ToolResultCompressor", "compress_output", "summarize_output")
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_\-:]")
 
 
 def summarize_output(text: str) -> str:
@@ -128,10 +126,9 @@ class ToolResultCompressor:
         content = compress_output(
             text, head_chars=self.head_chars, tail_chars=self.tail_chars, label=label
         )
-        call_id = _UNSAFE.sub("_", event.call_id) or "unknown"
         return [
             ContextGrain(
-                node_id=f"act.tool_result.{call_id}",
+                node_id=own_tool_result_id(event.call_id),
                 origin=self.name,
                 content=content,
                 priority=self.priority,

@@ -20,6 +20,7 @@ __all__ = (
     "ENGINE_PREFIXES",
     "emitter_of",
     "engine_namespace",
+    "node_suffix",
     "own_tool_result_id",
     "shadowing_refusals",
 )
@@ -36,8 +37,7 @@ ENGINE_IDS: Final[dict[str, str]] = {
     "mem.summary": "the compaction summary of the earlier history",
 }
 
-# The characters a node-id segment may not hold become "_" in a tool result's node id (the same
-# rule as the history items' ids in ``ctxengine.assemble.history``).
+# The characters a node-id segment may not hold become "_" in a tool result's node id.
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_\-:]")
 
 
@@ -52,10 +52,19 @@ def engine_namespace(node_id: str) -> str | None:
     return None
 
 
+def node_suffix(call_id: str) -> str:
+    """``call_id`` as the end of a node id: each character other than letters, digits and
+    ``_ - :`` made ``_`` (``""`` for an empty id). The one rule of a tool result's node id:
+    the history item's (``ctxengine.assemble.history``) and what a handler returns for it."""
+    if call_id.isascii() and (call_id.isalnum() or call_id.replace("_", "").isalnum()):
+        return call_id  # nothing to replace (the common ids)
+    return _UNSAFE.sub("_", call_id)
+
+
 def own_tool_result_id(call_id: str) -> str:
     """The node id of the result of ``call_id``: what an ``on_tool_result`` handler may return
     for that very result (a compressed or summarized version of it) without the consent."""
-    return "act.tool_result." + (_UNSAFE.sub("_", call_id) or "unknown")
+    return "act.tool_result." + (node_suffix(call_id) or "unknown")
 
 
 def emitter_of(grain: Any, is_plugin: Callable[[str], bool]) -> str | None:
