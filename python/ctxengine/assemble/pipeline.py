@@ -6,11 +6,11 @@ The heavy steps (counting, scoring, allocation, the trim ladder, ordering) run i
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
+from ..collect.dispatch import safe_copy
 from ..collect.events import BeforeRender, OverBudget
 from ..collect.faults import PluginFault
 from ..compaction.facts import message_scope
@@ -325,26 +325,16 @@ async def _hook(
             node_id = removal.node_id
             grain = items[node_id].grain
             k = where.get(id(grain))
-            if k is None or node_id in gone:  # renamed, then taken out: reported below
-                grain.node_id = node_id  # the item's own grain keeps its id all the same
-                continue
-            # the renamed grain goes on as a copy under its new node id, the item keeps its own
-            try:
-                meta = copy.deepcopy(grain.meta)
-            except Exception:  # not copyable, or nested past the recursion limit
-                meta = copy.copy(grain.meta)
-            event.tree[k] = replace(grain, meta=meta)
-            gone[node_id] = (removal, f"renamed to {grain.node_id!r}")
-            grain.node_id = node_id
+            if k is not None and node_id not in gone:  # else renamed, then taken out: below
+                # the renamed grain goes on as a copy under its new node id
+                event.tree[k] = replace(grain, meta=safe_copy(grain.meta))
+                gone[node_id] = (removal, f"renamed to {grain.node_id!r}")
     for removal in outcome.removed:
         node_id = removal.node_id
         if node_id in present:  # replaced
             continue
         if node_id in items:
             gone.setdefault(node_id, (removal, "removed from the tree"))
-            own = items[node_id].made_grain
-            if own is not None and own.node_id != node_id:  # renamed before it was taken out
-                own.node_id = node_id
             continue
         present.add(node_id)  # one decision per node id
         reason = f"removed from the tree by plugin {removal.plugin!r} in {removal.hook}"
@@ -361,6 +351,11 @@ async def _hook(
                 0,
             )
         )
+    # the item keeps its own grain and id however the grain left the tree (renamed, removed)
+    for node_id in gone.keys() | {r.node_id for r in renamed}:
+        own = items[node_id].made_grain
+        if own is not None:
+            own.node_id = node_id
     if gone:
         _unrender(state, config, gone, log)
 

@@ -124,7 +124,9 @@ def _safe_id(value: object) -> str:
     return value if isinstance(value, str) else f"<{type(value).__name__} node_id>"
 
 
-def _copy(value: Any) -> Any:
+def safe_copy(value: Any) -> Any:
+    """A deep copy of ``value``; a shallow one when it cannot be deep-copied (not copyable, or
+    nested past the recursion limit)."""
     try:
         return copy.deepcopy(value)
     except Exception:  # not copyable, or nested past the recursion limit
@@ -132,11 +134,11 @@ def _copy(value: Any) -> Any:
 
 
 def _fields(grain: ContextGrain) -> tuple[Any, ...]:
-    meta = _copy(grain.meta)
+    meta = safe_copy(grain.meta)
     return (
         grain.node_id,
         grain.origin,
-        _copy(grain.content),
+        safe_copy(grain.content),
         grain.priority,
         grain.lifespan,
         grain.window,
@@ -435,7 +437,7 @@ class SessionDispatcher:
     ) -> ContextGrain:
         """Fill or correct ``origin`` (provenance must never lie); copy to isolate sessions."""
         if copy_:
-            grain = dataclasses.replace(grain, meta=_copy(grain.meta))
+            grain = dataclasses.replace(grain, meta=safe_copy(grain.meta))
         claimed = grain.origin
         if not claimed:
             grain.origin = name
