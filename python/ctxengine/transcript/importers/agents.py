@@ -35,7 +35,7 @@ from typing import Any
 from ..model import Block, Image, Message, Text, ToolCall, ToolResult
 from .common import (
     Loc,
-    image_from_url,
+    image_urls,
     litellm_thinking,
     text_of,
     thinking_family,
@@ -189,12 +189,7 @@ def _action(e: Mapping[str, Any], seen: set[str], at: Loc) -> Message | None:
 def _image_urls(args: object, loc: Loc) -> list[Image]:
     """The images a user message action attached (``image_urls``: ``data:`` URLs or links)."""
     urls = args.get("image_urls") if isinstance(args, Mapping) else None
-    out = []
-    for i, url in enumerate(loc.items(urls or [])):
-        if not isinstance(url, str):
-            loc.at(i).fail("image url", url, "a string")
-        out.append(image_from_url(url))
-    return out
+    return image_urls(loc.items(urls or []), loc)
 
 
 # actions of runs without function calling (no tool_call_metadata) that an observation answers

@@ -23,6 +23,7 @@ __all__ = (
     "fill_result_names",
     "image_from_url",
     "image_url",
+    "image_urls",
     "litellm_thinking",
     "parse_arguments",
     "read_jsonl",
@@ -245,6 +246,20 @@ def image_from_url(
         media = m.group("mt") or "application/octet-stream"
         return Image(media, data=m.group("data"), name=name, detail=kept)
     return Image(_guess_media_type(url, default), url=url, name=name, detail=kept)
+
+
+def image_urls(urls: list[Any], loc: Loc) -> list[Image]:
+    """The images of a list of image URLs (``data:`` URLs or links) at ``loc``.
+
+    Raises:
+        TranscriptError: an item is not a string (named by its index).
+    """
+    out = []
+    for i, url in enumerate(urls):
+        if not isinstance(url, str):
+            loc.at(i).fail("image url", url, "a string")
+        out.append(image_from_url(url))
+    return out
 
 
 def file_from_data(data: str, filename: object) -> Image:

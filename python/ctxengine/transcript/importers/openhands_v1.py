@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from ...errors import TranscriptError
-from ..model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
+from ..model import Block, Image, Message, Text, ToolCall, ToolResult
 from .common import (
     Loc,
-    image_from_url,
+    image_urls,
     litellm_thinking,
     nested_too_deeply,
     parse_arguments,
@@ -117,11 +117,6 @@ def read_event_folder(folder: Path) -> list[Any]:
     return events
 
 
-def _family(blocks: list[Block]) -> dict[str, str]:
-    """``provider_family`` for a message with thinking (see :func:`thinking_family`)."""
-    return thinking_family(blocks, "openhands")
-
-
 class _Reader:
     """Converts events to messages, keeping the state pairing needs."""
 
@@ -152,17 +147,10 @@ class _Reader:
             if kind == "text":
                 out.append(Text(at.need(p, "text", str)))
             elif kind == "image":
-                urls = at.need(p, "image_urls", list)
-                for j, url in enumerate(urls):
-                    if not isinstance(url, str):
-                        at.at("image_urls").at(j).fail("image url", url, "a string")
-                    out.append(image_from_url(url))
+                out += image_urls(at.need(p, "image_urls", list), at.at("image_urls"))
             else:
                 skip_block(kind, at.at("type"), "content part type", "'text' or 'image'")
         return out
-
-    def thinking(self, e: Mapping[str, Any], loc: Loc) -> list[Thinking]:
-        return litellm_thinking(e, loc)
 
     # -- events -------------------------------------------------------------------------------
 
@@ -202,8 +190,8 @@ class _Reader:
             self.add(Message("user", tuple(media), meta=meta))
         else:
             rid = e.get("llm_response_id")
-            blocks = [*self.thinking(m, at), *media]
-            meta.update(_family(blocks))
+            blocks = [*litellm_thinking(m, at), *media]
+            meta.update(thinking_family(blocks, "openhands"))
             self.add(
                 Message(
                     "assistant", tuple(blocks), rid if isinstance(rid, str) else None, meta=meta
@@ -236,8 +224,8 @@ class _Reader:
             self.out[self.open_index] = Message("assistant", blocks, prev.id, meta=prev.meta)
             return
         thought = self.content(e.get("thought"), loc.at("thought"))
-        blocks_: list[Block] = [*self.thinking(e, loc), *thought, tc]
-        meta = {"event_id": e.get("id"), **_family(blocks_)}
+        blocks_: list[Block] = [*litellm_thinking(e, loc), *thought, tc]
+        meta = {"event_id": e.get("id"), **thinking_family(blocks_, "openhands")}
         self.add(Message("assistant", tuple(blocks_), rid, meta=meta))
         self.open_response, self.open_index = rid, len(self.out) - 1
 
