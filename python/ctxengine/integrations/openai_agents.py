@@ -332,11 +332,10 @@ class _FitFilter:
         changed (or from the start of its assistant turn) are exported again."""
         with self._exports_lock:
             known = list(self._exports)
-        best: _Exported | None = None
-        reuse = 0
+        best, reuse = _NOTHING, 0  # nothing to reuse: no other conversation's export evicted
         for old in known:
             same = old.reusable(items)
-            if same > reuse:  # none to reuse: no other conversation's export is evicted
+            if same > reuse:
                 best, reuse = old, same
         out = _export_from(items, best, reuse)
         with self._exports_lock:
@@ -395,8 +394,6 @@ class _FitFilter:
             instructions=instructions if kept == instructions else kept,
         )
 
-
-#: The meta key of the message a compaction made (the summary of the messages it replaced).
 
 #: A call put after a lone ``reasoning`` item when it is exported alone: the exporter leaves
 #: out a reasoning item with nothing after it (the API rejects one), not one in a history.
@@ -552,11 +549,10 @@ class _Exported:
 _MAX_EXPORTS: Final = 4
 
 
-def _export_from(items: list[dict[str, Any]], old: _Exported | None, reuse: int) -> _Exported:
-    """The export of ``items``: the first ``reuse`` of them are in ``old`` (whole neutral
+def _export_from(items: list[dict[str, Any]], kept: _Exported, reuse: int) -> _Exported:
+    """The export of ``items``: the first ``reuse`` of them are in ``kept`` (whole neutral
     messages: :meth:`_Exported.reusable`); the others are exported (together, and each by
     itself to tell which exported items it made)."""
-    kept = old if old is not None else _NOTHING
     start = kept.marks[reuse]
     tail = items[reuse:]
     made = _export(tail) if tail else []
