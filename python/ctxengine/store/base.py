@@ -613,9 +613,7 @@ class TranscriptGaps:
         """A record at ``where`` was skipped; ``before`` is the last intact entry read before it."""
         self.holes.append((where, before))
 
-    def link(
-        self, entry: Entry, by_id: Mapping[str, Entry], previous: str | None = None
-    ) -> str | None:
+    def link(self, entry: Entry, by_id: Mapping[str, Entry], previous: str | None) -> str | None:
         """Bridge ``entry``'s parent when it is no earlier entry (``by_id`` holds those read
         before it; ``previous`` is the last of them in append order); the problem to report,
         else None."""
@@ -647,19 +645,18 @@ def branch_of(
     by_id: Mapping[str, Entry],
     leaf_id: str | None,
     session_id: str,
-    links: Mapping[str, str | None] | None = None,
-    relinked: Mapping[str, str | None] | None = None,
+    gaps: TranscriptGaps | None = None,
 ) -> list[Entry]:
     """Walk parents from ``leaf_id`` to the root; the result runs root first. A parent that was
-    lost to a damaged record is stepped over through ``links``, and an entry whose own
-    ``parent_id`` was damaged goes on from its ``relinked`` stand-in (see
+    lost to a damaged record is stepped over through ``gaps.links``, and an entry whose own
+    ``parent_id`` was damaged goes on from its ``gaps.relinked`` stand-in (see
     :class:`TranscriptGaps`).
 
     Raises:
         StoreError: ``leaf_id`` or a parent on the way is unknown, or the parents form a cycle.
     """
-    links = links or {}
-    relinked = relinked or {}
+    links: Mapping[str, str | None] = gaps.links if gaps is not None else {}
+    relinked: Mapping[str, str | None] = gaps.relinked if gaps is not None else {}
     chain: list[Entry] = []
     current = leaf_id
     hops = 0

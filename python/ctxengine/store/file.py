@@ -400,8 +400,6 @@ class FileStore:
             parsed = not raw.strip() or self._parse_line(lg, raw, pos, new, session_id, label)
             if not parsed and lg is s.transcript:  # the entries after may name it as parent
                 new.append(_Skipped(label))
-            elif parsed and new and isinstance(new[-1], _BatchStart) and not new[-1].where:
-                new[-1].where = label
             pos += len(raw) + 1
         lg.offset = pos
         tail = buf[end:]
@@ -410,8 +408,6 @@ class FileStore:
             self._parse_line(lg, tail, pos, new, session_id, "last line", quiet=True)
             if len(new) > got:  # a complete entry that only lacks its newline
                 lg.offset = st.st_size
-                if isinstance(new[-1], _BatchStart):
-                    new[-1].where = "last line"
             elif pos not in lg.reported:
                 lg.reported.add(pos)
                 self._report(
@@ -459,7 +455,10 @@ class FileStore:
     ) -> bool:
         """Parse one line into ``out``; False (reported unless ``quiet``) when it is damaged."""
         try:
-            out.append(lg.parse(json.loads(raw)))
+            parsed = lg.parse(json.loads(raw))
+            if isinstance(parsed, _BatchStart):  # where it is, for the report of a cut append
+                parsed.where = label
+            out.append(parsed)
             return True
         except (ValueError, StoreError) as exc:
             if not quiet and pos not in lg.reported:
@@ -472,7 +471,7 @@ class FileStore:
             return False
 
     def _index_entries(
-        self, s: _Session, new: list[Entry | _Skipped], session_id: str
+        self, s: _Session, new: list[Entry | _BatchStart | _Skipped], session_id: str
     ) -> list[Entry]:
         kept: list[Entry] = []
         i = 0
@@ -521,7 +520,7 @@ class FileStore:
         self._report(
             session_id,
             s.transcript.path,
-            f"{start.where or 'a line'} starts an append of {start.size} entries of which only "
+            f"{start.where} starts an append of {start.size} entries of which only "
             f"{len(got)} reached the file (an interrupted write, never acknowledged): "
             f"skipped, entries {got[0].id!r} to {got[-1].id!r}",
         )
@@ -700,7 +699,7 @@ class FileStore:
             with self._reading(s, session_id, s.transcript):
                 items = s.transcript.items
                 leaf = leaf_id if leaf_id is not None else (items[-1].id if items else None)
-                return branch_of(s.by_id, leaf, session_id, s.gaps.links, s.gaps.relinked)
+                return branch_of(s.by_id, leaf, session_id, s.gaps)
 
     def leaf(self, session_id: str) -> str | None:
         """See :meth:`ctxengine.Store.leaf`."""

@@ -340,6 +340,7 @@ class RedisStore:
                 raw = self._r.lrange(self._key(session_id, "log"), 0, -1) if epoch else []
         for item in raw:
             cache.consumed += 1
+            previous = cache.entries[-1].id if cache.entries else None  # the last intact entry
             try:
                 entry = Entry.from_json(json.loads(item))
             except (ValueError, StoreError) as exc:
@@ -348,10 +349,8 @@ class RedisStore:
                     self._key(session_id, "log"),
                     f"element {cache.consumed - 1} is not an entry ({exc}): skipped",
                 )
-                before = cache.entries[-1].id if cache.entries else None
-                cache.gaps.skipped(f"element {cache.consumed - 1}", before)
+                cache.gaps.skipped(f"element {cache.consumed - 1}", previous)
                 continue
-            previous = cache.entries[-1].id if cache.entries else None
             if entry.id in cache.by_id:
                 self._report(
                     session_id,
@@ -382,7 +381,7 @@ class RedisStore:
         """See :meth:`ctxengine.Store.branch`."""
         cache = self._read(session_id)
         leaf = leaf_id if leaf_id is not None else (cache.entries[-1].id if cache.entries else None)
-        return branch_of(cache.by_id, leaf, session_id, cache.gaps.links, cache.gaps.relinked)
+        return branch_of(cache.by_id, leaf, session_id, cache.gaps)
 
     def leaf(self, session_id: str) -> str | None:
         """See :meth:`ctxengine.Store.leaf`: the last intact entry (a damaged element is
