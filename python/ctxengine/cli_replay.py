@@ -375,7 +375,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
     for flag in ("--out", "--report"):
         if getattr(args, flag[2:], None) == "":  # e.g. an unset shell variable: not "no --out"
             raise UsageError(f"{flag} '': the path is empty; expected a file path")
-    for flag, path in _outputs(args):
+    paths = dict(_outputs(args))
+    regular: set[str] = set()  # the flags whose path a new file replaces
+    for flag, path in paths.items():
         folder = path.parent
         if path.is_dir():
             raise UsageError(f"{flag} {path}: is a folder; expected a file path")
@@ -387,15 +389,13 @@ def _check_outputs(args: argparse.Namespace) -> None:
         target = _regular_target(path)
         if target is not None:  # it is replaced by a file created beside it: try one now
             _probe(flag, path, target)
-    out, report = getattr(args, "out", None), getattr(args, "report", None)
-    if (
-        out
-        and report
-        and Path(out).resolve() == Path(report).resolve()
-        and _regular_target(Path(out)) is not None  # (a device such as /dev/null takes both)
-    ):
+            regular.add(flag)
+    out, report = paths.get("--out"), paths.get("--report")
+    # (a device such as /dev/null, written through, takes both)
+    if out and report and "--out" in regular and out.resolve() == report.resolve():
         raise UsageError(  # one would replace the other: the payload asked for would be lost
-            f"--out {out} and --report {report} are the same file; expected two different paths"
+            f"--out {args.out} and --report {args.report} are the same file; expected two "
+            "different paths"
         )
 
 

@@ -341,10 +341,11 @@ def restore_session(
         StoreError: the store failed. BudgetError, EncodingError, PluginError: bad options.
     """
     latest: Snapshot | None = store.load_snapshot(session_id)
-    recorded: Mapping[str, Any] = latest.content if latest is not None else {}
-    if latest is None:  # no intact content: the newest index line still records the settings
-        infos = store.snapshots(session_id)
-        recorded = infos[-1].meta if infos else {}
+    recorded: Mapping[str, Any] = {}
+    if latest is not None:
+        recorded = latest.content
+    elif infos := store.snapshots(session_id):  # no intact content: the newest index line's
+        recorded = infos[-1].meta
     model = args.model or recorded.get("model") or "gpt-4o"
     budget = args.budget or recorded.get("budget")
     provider = args.provider or recorded.get("provider") or "openai"
