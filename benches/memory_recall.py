@@ -123,13 +123,16 @@ def main(argv: list[str] | None = None) -> int:
             for j, memory in enumerate(memories):
                 store.add_long_term(memory)
                 owner += [j] * len(split_entries(memory.strip()))
+            recaller = MemoryProvider(store, min_score=args.min_score)
             parts = []
             for name, asked in (("written", written), ("inflected", inflected)):
                 first = recalled = 0
                 for question, i in asked:
-                    hits = store.search(question, 3)  # what MemoryProvider (k=3) reads
+                    # what the provider reads and keeps (its k, its min_score), and the first hit
+                    hits = store.search(question, recaller.k)
                     first += bool(hits) and owner[hits[0].index] == i
-                    recalled += any(owner[h.index] == i for h in hits if h.score >= args.min_score)
+                    kept = (h for h in hits if h.score >= recaller.min_score)
+                    recalled += any(owner[h.index] == i for h in kept)
                 parts.append(f"{name}: at 1 {first}/100, recalled {recalled}/100")
             print(
                 f"{'hashing' if embedder else 'BM25 alone':10} false recalls {len(false)}/"
