@@ -478,6 +478,13 @@ def test_claude_code_merges_records_and_keeps_parallel_results(write: Write) -> 
 
 
 def test_swe_agent_tool_call_ids_list(write: Write) -> None:
+    """A ``tool`` item holds one observation, of one action: SWE-agent writes it with one id
+    (``_add_templated_messages_to_history`` in SWE-agent/SWE-agent ``sweagent/agent/agents.py``
+    asserts ``len(tool_call_ids) == 1``) and its model layer sends it as the answer to
+    ``tool_call_ids[0]`` only (``_history_to_messages`` in ``sweagent/agent/models.py``). A
+    list of several ids gave every id the same text, answering calls the text says nothing
+    of; it answers the first, the others stay unanswered as the model saw them, and the list
+    is kept in the message's meta."""
     traj = {
         "history": [
             {"role": "user", "content": [{"type": "text", "text": "fix it"}]},
@@ -501,8 +508,12 @@ def test_swe_agent_tool_call_ids_list(write: Write) -> None:
         ]
     }
     t = load(write("run.traj", json.dumps(traj)))
-    assert [r.call_id for r in t[2].tool_results] == ["c1", "c2"]
+    assert [(r.call_id, r.text) for r in t[2].tool_results] == [("c1", "both done")]
+    assert t[2].meta["tool_call_ids"] == ["c1", "c2"]
     assert t[0].text == "fix it"
+    one = {"role": "tool", "content": "done", "tool_call_ids": ["c1"]}
+    single = load(write("one.traj", json.dumps({"history": [*traj["history"][:2], one]})))
+    assert "tool_call_ids" not in single[2].meta
 
 
 def test_openhands_event_list_merges_calls_of_one_response(write: Write) -> None:

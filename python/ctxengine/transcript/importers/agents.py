@@ -1,7 +1,9 @@
 """Agent logs: SWE-agent ``.traj`` and OpenHands event streams.
 
 SWE-agent: ``history`` is the chat as the model saw it. Function-calling runs have OpenAI
-``tool_calls`` and ``tool`` messages answering ``tool_call_ids`` (a list), and an assistant
+``tool_calls`` and ``tool`` messages answering ``tool_call_ids`` (a list SWE-agent writes with
+one id; a message listing several answers the first, as SWE-agent sends it, the list kept in
+``meta["tool_call_ids"]``), and an assistant
 message's ``thinking_blocks`` (Anthropic models through LiteLLM) become :class:`Thinking`
 before its text; text-action runs have
 no calls (the action is prose in the assistant text, the observation a user message, marked
@@ -69,12 +71,15 @@ def load_swe_agent_history(history: list[Any], loc: Loc) -> list[Message]:
         if role == "tool":
             ids = m.get("tool_call_ids") or [m.get("tool_call_id")]
             body = tuple(content_parts(m.get("content"), at.at("content"), images=True))
-            results: list[Block] = []
             for j, call_id in enumerate(at.items(ids)):
                 if not isinstance(call_id, str):
                     at.at("tool_call_ids").at(j).fail("id", call_id, "a string")
-                results.append(ToolResult(call_id, body))
-            out.append(Message("tool", tuple(results), meta=meta))
+            if len(ids) > 1:
+                # one observation, of one action: SWE-agent sends it as the answer to the
+                # first id only (its model layer reads ``tool_call_ids[0]``); the others
+                # stay unanswered, as the model saw them, and are kept here
+                meta["tool_call_ids"] = list(ids)
+            out.append(Message("tool", (ToolResult(ids[0], body),), meta=meta))
             continue
         content = m.get("content")
         if role == "assistant":  # parts (with cache_control) are text for the model
