@@ -69,17 +69,16 @@ def test_pi_unknown_role_names_the_line(write: Write) -> None:
         load(path)
 
 
-def test_pi_broken_parent_chain(write: Write) -> None:
+def test_pi_parent_chain_loop(write: Write) -> None:
+    """A ``parentId`` chain that loops: pi's walk to the root would never end (a missing
+    parent is no error: see test_writer_readings)."""
+    user = {"role": "user", "content": "x"}
     rows = [
         {"type": "session", "version": 3},
-        {
-            "type": "message",
-            "id": "a",
-            "parentId": "missing",
-            "message": {"role": "user", "content": "x"},
-        },
+        {"type": "message", "id": "a", "parentId": "b", "message": user},
+        {"type": "message", "id": "b", "parentId": "a", "message": user},
     ]
-    with pytest.raises(TranscriptError, match=r"line 2: parentId is 'missing'; expected the id"):
+    with pytest.raises(TranscriptError, match=r"line 3: parentId chain is 'b'; expected no cy"):
         load(write("p.jsonl", "\n".join(json.dumps(r) for r in rows)))
 
 

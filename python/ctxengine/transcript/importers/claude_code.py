@@ -3,11 +3,12 @@
 Each ``user``/``assistant`` record holds one Anthropic message, and one API response is split
 over several records (one content block each) sharing ``message.id``; they are merged back.
 Records are linked by ``uuid``/``parentUuid``. The active branch is the path from the last
-message record back to the root; parallel tool calls put sibling records off that path, so the
-branch also takes every record of an API message on the path and every tool result answering
-one of its calls. Records are emitted in file order. Sub-agent records (``isSidechain``), which
-older versions write into the main file, are left out unless the file holds nothing else (a
-sub-agent's own file). ``progress``, ``system``,
+message record back to the root (a record whose parent names no record is that root, as
+Claude Code reads it; its line is in ``meta["orphan_line"]``); parallel tool calls put sibling
+records off that path, so the branch also takes every record of an API message on the path and
+every tool result answering one of its calls. Records are emitted in file order. Sub-agent
+records (``isSidechain``), which older versions write into the main file, are left out unless
+the file holds nothing else (a sub-agent's own file). ``progress``, ``system``,
 ``file-history-snapshot``, ``queue-operation`` and ``summary`` lines are not model context.
 
 A ``/compact`` starts a new root (``compact_boundary`` with ``logicalParentUuid``).
@@ -33,17 +34,31 @@ _MESSAGE_TYPES = ("user", "assistant")
 Record = dict[str, Any]
 
 
-def _path_uuids(records: list[tuple[int, Record]], leaf: Record, *, full: bool) -> set[str]:
-    by_uuid = {r["uuid"]: r for _, r in records if isinstance(r.get("uuid"), str)}
+def _path_uuids(
+    records: list[tuple[int, Record]], leaf: tuple[int, Record], *, full: bool
+) -> tuple[set[str], int | None]:
+    """The uuids on the path from ``leaf`` back to its root, and the line of the record read
+    as the root because its parent names no record (None when the chain is whole).
+
+    Claude Code rebuilds a conversation by walking ``parentUuid`` back from the last message
+    and stops where a parent is not in the file (a uuid the writer never wrote, e.g. after a
+    compaction: anthropics/claude-code issues #46603, #22107): that record is the root of what
+    it resumes, and so it is here.
+    """
+    by_uuid = {r["uuid"]: (n, r) for n, r in records if isinstance(r.get("uuid"), str)}
     seen: set[str] = set()
-    cur: Record | None = leaf
-    while cur is not None and cur.get("uuid") not in seen:
-        seen.add(str(cur.get("uuid")))
-        parent = cur.get("parentUuid")
+    orphan: int | None = None
+    cur: tuple[int, Record] | None = leaf
+    while cur is not None and cur[1].get("uuid") not in seen:
+        n, r = cur
+        seen.add(str(r.get("uuid")))
+        parent = r.get("parentUuid")
         if parent is None and full:
-            parent = cur.get("logicalParentUuid")
+            parent = r.get("logicalParentUuid")
         cur = by_uuid.get(parent) if isinstance(parent, str) else None
-    return seen
+        if isinstance(parent, str) and cur is None:
+            orphan = n
+    return seen, orphan
 
 
 def _check(n: int, r: Record, loc: Loc) -> None:
@@ -75,8 +90,11 @@ def _check(n: int, r: Record, loc: Loc) -> None:
                 at.at("message.content").at(i).at("tool_use_id").fail("value", cid, "a string")
 
 
-def _select(records: list[tuple[int, Record]], loc: Loc, *, full: bool) -> list[tuple[int, Record]]:
-    """The message records of the active branch, in file order.
+def _select(
+    records: list[tuple[int, Record]], loc: Loc, *, full: bool
+) -> tuple[list[tuple[int, Record]], int | None]:
+    """The message records of the active branch, in file order, and the line of the record
+    read as its root because its parent names no record (see :func:`_path_uuids`).
 
     Raises:
         TranscriptError: a message record is malformed (see :func:`_check`).
@@ -89,8 +107,8 @@ def _select(records: list[tuple[int, Record]], loc: Loc, *, full: bool) -> list[
         # are not the main model's context, and the last line may be one of them
         messages = [(n, r) for n, r in messages if not r.get("isSidechain")]
     if not messages:
-        return []
-    on_path = _path_uuids(records, messages[-1][1], full=full)
+        return [], None
+    on_path, orphan = _path_uuids(records, messages[-1], full=full)
     picked = [(n, r) for n, r in messages if r.get("uuid") in on_path]
     api_ids = {r["message"].get("id") for _, r in picked if r["type"] == "assistant"}
     call_ids: set[str] = set()
@@ -116,7 +134,7 @@ def _select(records: list[tuple[int, Record]], loc: Loc, *, full: bool) -> list[
             and any(isinstance(b, dict) and b.get("tool_use_id") in call_ids for b in content)
         ):
             chosen.add(n)
-    return [(n, r) for n, r in messages if n in chosen]
+    return [(n, r) for n, r in messages if n in chosen], orphan
 
 
 def _assistant(group: list[tuple[int, Record]], loc: Loc) -> Message:
@@ -182,7 +200,7 @@ def load_claude_code(path: Path, *, view: str = "full") -> tuple[list[Message], 
     torn: list[int] = []  # a session still being written ends in a torn line: skipped
     records = list(read_jsonl(path, torn))
     full = view != "model"
-    selected = _select(records, loc, full=full)
+    selected, orphan = _select(records, loc, full=full)
     messages, compactions = _convert(selected, loc)
     if full:
         messages = [m for m in messages if not m.meta.get("compact_summary")]
@@ -191,4 +209,6 @@ def load_claude_code(path: Path, *, view: str = "full") -> tuple[list[Message], 
     meta = {"session_id": session, "compactions": compactions, "skipped_records": skipped}
     if torn:
         meta["torn_line"] = torn[0]
+    if orphan is not None:  # the root, as Claude Code reads it: the lines before are lost
+        meta["orphan_line"] = orphan
     return messages, meta

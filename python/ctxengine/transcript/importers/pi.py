@@ -7,8 +7,9 @@ cancellation), and ``branchSummary``/``compactionSummary`` (user text with the s
 pi sends). ``branch_summary`` and ``custom_message`` entries are user text too; like those
 roles they are marked with ``meta["kind"]`` (the harness wrote them, not the user). Current
 files (``"version": 3`` header) link entries by ``id``/``parentId``: the active branch is the
-path from the last entry back to the root. Older files have no ids and are read in order;
-their compactions name the first kept entry by its index in the file
+path from the last entry back to the root (an entry whose ``parentId`` names no entry is
+that root, as pi reads it; its line is in ``meta["orphan_line"]``). Older files have no ids
+and are read in order; their compactions name the first kept entry by its index in the file
 (``firstKeptEntryIndex``) instead of its id. Entries that are not model context
 (``model_change``, ``thinking_level_change``, ``custom``, ``label``, ``session_info`` and
 types this reader does not know) are skipped and counted in ``meta["skipped_entries"]``.
@@ -184,13 +185,26 @@ def _message(
 
 def _branch(
     entries: list[tuple[int, dict[str, Any]]], loc: Loc
-) -> list[tuple[int, dict[str, Any]]]:
-    """The entries on the active branch, root first (all entries for files without ids)."""
+) -> tuple[list[tuple[int, dict[str, Any]]], int | None]:
+    """The entries on the active branch, root first (all entries for files without ids), and
+    the line of the entry read as its root because its ``parentId`` names no entry (None when
+    the chain is whole).
+
+    pi walks from the leaf through ``parentId`` until a parent is not found
+    (``buildSessionContext`` in ``session-manager.ts``; ``getTree`` calls such an entry an
+    orphan "treated as root"): an entry whose parent is missing (lost lines, a file cut and
+    pasted) starts the branch, the entries before it are off the branch.
+
+    Raises:
+        TranscriptError: an entry on the branch has no string id, a ``parentId`` that is
+            neither a string nor null, or the chain loops (pi itself would never end).
+    """
     body = [(n, e) for n, e in entries if e.get("type") != "session"]
     if not any("id" in e for _, e in body):
-        return body
+        return body, None
     by_id = {e["id"]: (n, e) for n, e in body if isinstance(e.get("id"), str)}
     path: list[tuple[int, dict[str, Any]]] = []
+    orphan: int | None = None
     cur: tuple[int, dict[str, Any]] | None = body[-1] if body else None
     seen: set[str] = set()
     while cur is not None:
@@ -203,11 +217,13 @@ def _branch(
         seen.add(entry_id)
         path.append(cur)
         parent = e.get("parentId")
-        if parent is not None and (not isinstance(parent, str) or parent not in by_id):
-            loc.at(f" line {n}").fail("parentId", parent, "the id of an earlier entry")
+        if parent is not None and not isinstance(parent, str):
+            loc.at(f" line {n}").fail("parentId", parent, "the id of an entry (a string) or null")
         cur = by_id.get(parent) if parent is not None else None
+        if parent is not None and cur is None:
+            orphan = n  # its parent names no entry: the root of the branch, as pi reads it
     path.reverse()
-    return path
+    return path, orphan
 
 
 def _latest_compaction(path: list[tuple[int, dict[str, Any]]]) -> int | None:
@@ -243,7 +259,7 @@ def load_pi(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str,
     """Messages and metadata of a pi/OpenClaw session file.
 
     Raises:
-        TranscriptError: a line is not JSON, an entry is malformed, or the id chain is broken.
+        TranscriptError: a line is not JSON, an entry is malformed, or the id chain loops.
     """
     loc = Loc(str(path))
     torn: list[int] = []  # a session still being written ends in a torn line: skipped
@@ -251,7 +267,7 @@ def load_pi(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str,
     if not entries:
         loc.fail("file", "empty", "a pi session (JSONL)")
     header = entries[0][1] if entries[0][1].get("type") == "session" else {}
-    branch = _branch(entries, loc)
+    branch, orphan = _branch(entries, loc)
     compactions = [
         {
             "summary": e.get("summary"),
@@ -305,4 +321,6 @@ def load_pi(path: Path, *, view: str = "full") -> tuple[list[Message], dict[str,
     meta = {"session": header, "compactions": compactions, "skipped_entries": skipped}
     if torn:
         meta["torn_line"] = torn[0]
+    if orphan is not None:  # read as the root, as pi reads it: the lines before are lost
+        meta["orphan_line"] = orphan
     return out, meta
