@@ -1,5 +1,5 @@
 """Agent logs read as their writers read them, on the real shapes of their files: an entry
-whose parent is missing (pi, Claude Code)."""
+whose parent is missing (pi, Claude Code), an OpenHands V1 Responses reasoning item."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ctxengine.transcript import load
+from ctxengine.transcript import Thinking, load
 
 from .helpers import CC, PI
+from .test_variants import engine_payloads_valid
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -72,3 +73,103 @@ def test_claude_code_record_whose_parent_is_missing_is_recorded(tmp_path: Path) 
     assert t.meta["orphan_line"] == child  # 1-based line of the child, one line up
     assert len(t.messages) < len(whole.messages)
     assert whole.messages[-1] == t.messages[-1]
+
+
+def _v1_action(eid: str, call_id: str, command: str, **kw: Any) -> dict[str, Any]:
+    """An ``ActionEvent`` as the OpenHands software-agent SDK saves it for a Responses-API
+    model (fields of ``ActionEvent`` in OpenHands/software-agent-sdk
+    ``openhands-sdk/openhands/sdk/event/llm_convertible/action.py``; the call as
+    ``MessageToolCall.from_responses_function_call`` keeps it)."""
+    args = json.dumps({"command": command})
+    return {
+        "kind": "ActionEvent",
+        "id": eid,
+        "timestamp": "2025-11-01T10:00:00",
+        "source": "agent",
+        "thought": kw.pop("thought", []),
+        "reasoning_content": None,
+        "thinking_blocks": [],
+        "responses_reasoning_item": kw.pop("reasoning", None),
+        "action": {"kind": "TerminalAction", "command": command},
+        "tool_name": "terminal",
+        "tool_call_id": call_id,
+        "tool_call": {
+            "id": call_id,
+            "responses_item_id": f"fc_{call_id}",
+            "name": "terminal",
+            "arguments": args,
+            "origin": "responses",
+        },
+        "llm_response_id": "resp_1",
+        "security_risk": "LOW",
+    }
+
+
+def _v1_observation(eid: str, call_id: str, action_id: str, body: str) -> dict[str, Any]:
+    observation = {"kind": "TerminalObservation", "content": [{"type": "text", "text": body}]}
+    return {
+        "kind": "ObservationEvent",
+        "id": eid,
+        "timestamp": "2025-11-01T10:00:01",
+        "source": "environment",
+        "tool_name": "terminal",
+        "tool_call_id": call_id,
+        "action_id": action_id,
+        "observation": observation,
+    }
+
+
+def test_openhands_v1_responses_reasoning_item_is_the_turns_thinking() -> None:
+    """The SDK keeps an OpenAI Responses model's reasoning as ``responses_reasoning_item``
+    (a ``ReasoningItemModel``) on the first action of a response, sends it back with the
+    turn's calls (``ActionEvent.to_llm_message``; ``_combine_action_events`` in
+    ``openhands/sdk/event/base.py`` takes the first action's) as a ``reasoning`` input item
+    built by ``_build_reasoning_item`` (``openhands/sdk/llm/utils/responses_serialization.py``).
+    It was dropped; it is the turn's Thinking, its item kept whole in the signature, as the
+    Responses importer keeps a reasoning item, and the turn is marked as the Responses API's."""
+    reasoning = {
+        "id": "rs_1",
+        "summary": ["Check the tree first.", "Then the tests."],
+        "content": None,
+        "encrypted_content": "gAAAAB-opaque",
+        "status": None,
+    }
+    user = {"role": "user", "content": [{"type": "text", "text": "Fix the tests"}]}
+    events = [
+        {
+            "kind": "MessageEvent",
+            "id": "u1",
+            "timestamp": "2025-11-01T09:59:59",
+            "source": "user",
+            "llm_message": user,
+        },
+        _v1_action("a1", "call_1", "ls", reasoning=reasoning),
+        _v1_action("a2", "call_2", "pytest -q"),
+        _v1_observation("o1", "call_1", "a1", "src tests"),
+        _v1_observation("o2", "call_2", "a2", "1 failed"),
+    ]
+    t = load(events)
+    turn = t[1]
+    thinking = [b for b in turn.blocks if isinstance(b, Thinking)]
+    assert [b.text for b in thinking] == ["Check the tree first.\n\nThen the tests."]
+    assert json.loads(thinking[0].signature or "") == {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [
+            {"type": "summary_text", "text": "Check the tree first."},
+            {"type": "summary_text", "text": "Then the tests."},
+        ],
+        "encrypted_content": "gAAAAB-opaque",
+    }
+    assert [c.id for c in turn.tool_calls] == ["call_1", "call_2"]
+    assert turn.meta["provider_family"] == "openai-responses"
+    items = t.to("openai-responses")["input"]
+    assert [i["type"] for i in items][:4] == [
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call",
+    ]
+    assert items[1]["id"] == "rs_1" and items[1]["encrypted_content"] == "gAAAAB-opaque"
+    assert "reasoning" not in json.dumps(t.to("openai")), "Chat Completions takes no reasoning"
+    engine_payloads_valid(t)

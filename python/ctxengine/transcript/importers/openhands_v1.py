@@ -9,7 +9,9 @@ conversation folder (or dumped as a JSON list / one event per JSONL line). What 
 - ``ActionEvent``: one tool call (``tool_call`` as the model sent it, else ``tool_call_id``,
   ``tool_name`` and the ``action`` fields) after the agent's ``thought``. The actions of one
   model response share ``llm_response_id`` and make one assistant message with parallel
-  calls; its thinking (``thinking_blocks``, else ``reasoning_content``) comes first;
+  calls; its thinking (``thinking_blocks``, else ``reasoning_content``; and the OpenAI
+  Responses reasoning item ``responses_reasoning_item``, see :func:`_responses_reasoning`)
+  comes first, taken from the first action of the response as the SDK takes it;
 - ``ObservationEvent``: the result for ``tool_call_id`` (``observation.content``; an
   ``is_error`` observation is an error result); ``UserRejectObservation`` is an error result
   ``Action rejected: <reason>``, as the SDK sends it; ``AgentErrorEvent`` is an error result
@@ -34,7 +36,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from ...errors import TranscriptError
-from ..model import Block, Image, Message, Text, ToolCall, ToolResult
+from ..model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
+from ..providers import responses_reasoning_item
 from .common import (
     Loc,
     image_urls,
@@ -190,8 +193,8 @@ class _Reader:
             self.add(Message("user", tuple(media), meta=meta))
         else:
             rid = e.get("llm_response_id")
-            blocks = [*litellm_thinking(m, at), *media]
-            meta.update(thinking_family(blocks, "openhands"))
+            blocks = [*litellm_thinking(m, at), *_responses_reasoning(m, at), *media]
+            meta.update(_family(blocks))
             self.add(
                 Message(
                     "assistant", tuple(blocks), rid if isinstance(rid, str) else None, meta=meta
@@ -224,8 +227,13 @@ class _Reader:
             self.out[self.open_index] = Message("assistant", blocks, prev.id, meta=prev.meta)
             return
         thought = self.content(e.get("thought"), loc.at("thought"))
-        blocks_: list[Block] = [*litellm_thinking(e, loc), *thought, tc]
-        meta = {"event_id": e.get("id"), **thinking_family(blocks_, "openhands")}
+        blocks_: list[Block] = [
+            *litellm_thinking(e, loc),
+            *_responses_reasoning(e, loc),
+            *thought,
+            tc,
+        ]
+        meta = {"event_id": e.get("id"), **_family(blocks_)}
         self.add(Message("assistant", tuple(blocks_), rid, meta=meta))
         self.open_response, self.open_index = rid, len(self.out) - 1
 
@@ -262,6 +270,61 @@ class _Reader:
 
     def summary(self, text: str, event_id: object) -> None:
         self.add(Message("user", (Text(text),), meta={"event_id": event_id, "kind": "summary"}))
+
+
+def _responses_reasoning(owner: Mapping[str, Any], loc: Loc) -> list[Thinking]:
+    """The OpenAI Responses reasoning item the SDK keeps with an assistant turn
+    (``responses_reasoning_item`` of an ``ActionEvent`` or of an assistant ``llm_message``: a
+    ``ReasoningItemModel`` of ``id``, ``summary`` and ``content`` as lists of strings,
+    ``encrypted_content``, ``status``) as :class:`Thinking`: its summary (else its content) is
+    the text, and the signature is the ``reasoning`` input item the SDK sends back for it
+    (``_build_reasoning_item`` in ``openhands/sdk/llm/utils/responses_serialization.py``), kept
+    whole as the Responses importer keeps one. The SDK sends no item without an id: its text
+    is then unsigned thinking, which no provider takes back.
+
+    Raises:
+        TranscriptError: the item is not an object, or its ``summary``/``content`` is not a
+            list of strings.
+    """
+    raw = owner.get("responses_reasoning_item")
+    if raw is None:
+        return []
+    at = loc.at("responses_reasoning_item")
+    r = at.obj(raw)
+    parts: dict[str, list[str]] = {}
+    for key in ("summary", "content"):
+        values = at.at(key).items(r.get(key) or [])
+        for i, v in enumerate(values):
+            if not isinstance(v, str):
+                at.at(key).at(i).fail("value", v, "a string")
+        parts[key] = values
+    summary, content = parts["summary"], parts["content"]
+    text = "\n\n".join(summary) or "\n\n".join(content)
+    item_id = r.get("id")
+    if not isinstance(item_id, str) or not item_id:
+        return [Thinking(text)] if text else []
+    item: dict[str, Any] = {
+        "type": "reasoning",
+        "id": item_id,
+        "summary": [{"type": "summary_text", "text": t} for t in summary],
+    }
+    if content:
+        item["content"] = [{"type": "reasoning_text", "text": t} for t in content]
+    for key in ("encrypted_content", "status"):
+        if isinstance(r.get(key), str) and r[key]:
+            item[key] = r[key]
+    return [Thinking(text, json.dumps(item, ensure_ascii=False, separators=(",", ":")))]
+
+
+def _family(blocks: list[Block]) -> dict[str, str]:
+    """``provider_family`` of an assistant turn: OpenAI Responses when it holds a reasoning
+    item (only that API takes it back), else as for LiteLLM thinking."""
+    if any(
+        isinstance(b, Thinking) and responses_reasoning_item(b.signature) is not None
+        for b in blocks
+    ):
+        return {"provider_family": "openai-responses"}
+    return thinking_family(blocks, "openhands")
 
 
 def _observation_content(obs: Mapping[str, Any]) -> object:
