@@ -275,6 +275,30 @@ def test_replay_of_a_multi_session_file_says_so_and_picks_one_with_session(
     assert f"--session 4: {AIDER} holds 3 session(s); expected 1 to 3" in capsys.readouterr().err
 
 
+def test_replay_skips_an_empty_first_session_and_names_the_one_it_replays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A launch of aider quit before any input logs an empty session (its header and banner,
+    written by ``InputOutput.__init__`` in Aider-AI/aider ``aider/io.py``). Replay took that
+    session and stopped ("no messages; nothing to replay"); it replays the first session with
+    messages and says its true number, 2 of 4, not 1."""
+    empty = (
+        "\n# aider chat started at 2026-04-22 22:39:58\n\n"
+        "> Aider v0.86.2  \n> Model: gpt-4o with diff edit format  \n> ^C KeyboardInterrupt  \n"
+    )
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text(empty + AIDER.read_text(encoding="utf-8"), encoding="utf-8")
+    assert main(["replay", str(path), "--budget", "4000"]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("replaying session 2 of 4 in the file; --session N picks another")
+    assert main(["replay", str(path), "--budget", "4000", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)["transcript"]
+    assert (data["session"], data["sessions"]) == (2, 4)
+    assert data["messages"] == len(load_all(AIDER)[0])
+    assert main(["replay", str(path), "--session", "1"]) == 2  # named, the empty one is refused
+    assert "no messages" in capsys.readouterr().err
+
+
 def test_session_beyond_the_one_of_a_conversation_folder_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -39,6 +39,7 @@ from .engine import ContextEngine
 from .errors import TranscriptError
 from .replay import ReplayStep, demo_transcript_path, replay
 from .transcript import FORMATS, Transcript, load, load_all
+from .transcript.loader import first_session
 
 __all__ = ("CallRow", "Run", "add_to", "middle_ellipsis")
 
@@ -503,12 +504,15 @@ def _replay(args: argparse.Namespace) -> int:
             raise
         raise named from None
     _check_session(args, len(sessions))
-    name = path.name if len(sessions) == 1 else f"{path.name} [{args.session}/{len(sessions)}]"
-    return _finish(args, name, sessions[args.session - 1], (args.session, len(sessions)))
+    # by default the first session holding messages, as load() gives it (a launch of aider
+    # quit before any input logs an empty one), named by its true number in the file
+    number = args.session or first_session(sessions) + 1
+    name = path.name if len(sessions) == 1 else f"{path.name} [{number}/{len(sessions)}]"
+    return _finish(args, name, sessions[number - 1], (number, len(sessions)))
 
 
 def _check_session(args: argparse.Namespace, sessions: int) -> None:
-    if args.session > sessions:
+    if args.session is not None and args.session > sessions:
         raise UsageError(
             f"--session {args.session}: {args.file} holds {sessions} session(s); "
             f"expected 1 to {sessions}"
@@ -583,10 +587,10 @@ def add_to(commands: Any) -> None:
     rep.add_argument(
         "--session",
         type=_session_arg,
-        default=1,
+        default=None,
         metavar="N",
         help="which session of a file holding several (an aider log has one per launch, an "
-        "OpenHands output one per instance), from 1 (default: 1)",
+        "OpenHands output one per instance), from 1 (default: the first holding messages)",
     )
     rep.add_argument("--out", metavar="F", help="write the last payload to F as JSON")
     rep.add_argument("--report", metavar="F", help="write the last report to F as JSON")

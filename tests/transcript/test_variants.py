@@ -665,9 +665,10 @@ def test_aider_multiline_tool_output_and_edit_markers(write: Write) -> None:
     error traceback): the other lines became made-up assistant replies. And the
     ``>>>>>>> REPLACE`` line of an edit was read as tool output, cutting it from the reply."""
     t = load(write("x.aider.chat.history.md", AIDER_LOG))
-    assert [m.role for m in t] == ["user", "user", "assistant", "user", "assistant"]
-    assert t[2].text.endswith("x = 2\n>>>>>>> REPLACE\n```") and t[2].stop_reason is None
-    assert t[4].text == "Done again." and t[4].stop_reason is None
+    assert [m.role for m in t] == ["user", "assistant", "user", "assistant"]  # /run: a command
+    assert t[1].text.endswith("x = 2\n>>>>>>> REPLACE\n```") and t[1].stop_reason is None
+    assert t[3].text == "Done again." and t[3].stop_reason is None
+    assert t.meta["commands"] == ["/run pytest -q"]
     tools = t.meta["tool_lines"]
     assert "F.\nFAILED test_a.py::test_x - assert 1 == 2\n1 failed, 1 passed in 0.01s" in tools
     assert any(line.startswith("litellm.APIConnectionError") and "x.py" in line for line in tools)

@@ -1,5 +1,6 @@
 """Agent logs read as their writers read them, on the real shapes of their files: an entry
-whose parent is missing (pi, Claude Code), an OpenHands V1 Responses reasoning item."""
+whose parent is missing (pi, Claude Code), an OpenHands V1 Responses reasoning item, aider's
+in-chat commands and empty sessions."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ctxengine.transcript import Thinking, load
+from ctxengine.transcript import Thinking, load, load_all
 
-from .helpers import CC, PI
+from .helpers import AIDER, CC, PI
 from .test_variants import engine_payloads_valid
 
 
@@ -173,3 +174,84 @@ def test_openhands_v1_responses_reasoning_item_is_the_turns_thinking() -> None:
     assert items[1]["id"] == "rs_1" and items[1]["encrypted_content"] == "gAAAAB-opaque"
     assert "reasoning" not in json.dumps(t.to("openai")), "Chat Completions takes no reasoning"
     engine_payloads_valid(t)
+
+
+def _aider_input(text: str) -> str:
+    """An input as aider logs it (``InputOutput.user_input`` in Aider-AI/aider
+    ``aider/io.py``): a blank line, then each line after ``#### ``, ended by two spaces."""
+    return "\n" + "  \n".join(f"#### {line}" for line in text.splitlines()) + "  \n"
+
+
+def _aider_tool(*lines: str) -> str:
+    """Tool output as aider logs it (``tool_output``): a ``> `` blockquote line, two spaces."""
+    return "".join(f"> {line}  \n" for line in lines)
+
+
+_AIDER_BANNER = (
+    "> Aider v0.86.2  \n> Model: gpt-4o with diff edit format  \n"
+    "> Git repo: .git with 735 files  \n> Repo-map: using 1024 tokens, auto refresh  \n"
+)
+
+
+def test_aider_commands_are_run_not_sent_and_prompt_commands_send_their_prompt(
+    tmp_path: Path,
+) -> None:
+    """aider runs an input starting with ``/`` or ``!`` as a command (``Commands.is_command``
+    and ``Commands.run`` in Aider-AI/aider ``aider/commands.py``; ``!x`` is ``/run x``, an
+    abbreviation resolves as ``matching_commands`` does) and sends the model nothing of it;
+    ``/ask``, ``/code``, ``/architect``, ``/context`` send their argument as the user's
+    message (``_generic_chat_command``: ``coder.run(args)``). Each command was a user
+    message, sent again on replay as if the user had typed ``/add src/app.py`` to the model;
+    the summary's requests came from those texts. Commands are in ``meta["commands"]``; a
+    prompt command's prompt is the user message, marked with its command."""
+    log = (
+        "\n# aider chat started at 2026-04-22 22:40:12\n\n"
+        + _AIDER_BANNER
+        + _aider_input("/add src/app.py")
+        + _aider_tool("Added src/app.py to the chat")
+        + _aider_input("/ask why is the import slow?")
+        + "\nIt reads every file twice.\n\n"
+        + _aider_tool("Tokens: 1.8k sent, 653 received.")
+        + _aider_input("!ls src")
+        + _aider_tool("Add 0.0k tokens of command output to the chat? (Y)es/(N)o [Yes]: n")
+        + _aider_input("/a src/b.py")  # ambiguous: /add, /architect, /ask
+        + _aider_tool("Ambiguous command: /add, /architect, /ask")
+        + _aider_input("/dr src/app.py")
+        + _aider_tool("Removed src/app.py from the chat")
+        + _aider_input("make it read each file once\nand keep the cache")
+        + "\nDone.\n\n"
+        + _aider_tool("Tokens: 2.1k sent, 40 received.")
+        + _aider_input("/ok add a test")
+        + "\nAdded.\n\n"
+        + _aider_tool("Tokens: 2.3k sent, 30 received.")
+    )
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text(log, encoding="utf-8")
+    t = load(path)
+    users = [(m.text, m.meta.get("command")) for m in t if m.role == "user"]
+    assert users == [
+        ("why is the import slow?", "/ask"),
+        ("make it read each file once\nand keep the cache", None),
+        ("Ok, please go ahead and make those changes. add a test", "/ok"),
+    ]
+    assert [m.role for m in t] == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    assert t.meta["commands"] == ["/add src/app.py", "!ls src", "/a src/b.py", "/dr src/app.py"]
+
+
+def test_aider_load_gives_the_first_session_holding_messages(tmp_path: Path) -> None:
+    """A launch of aider quit before any input logs a header and its banner only (the
+    ``# aider chat started at`` line is written by ``InputOutput.__init__``). ``load()`` gave
+    that empty session, which nothing can replay; it gives the first session with messages,
+    and ``load_all`` still numbers every launch."""
+    empty = (
+        "\n# aider chat started at 2026-04-22 22:39:58\n\n"
+        + _AIDER_BANNER
+        + _aider_tool("^C KeyboardInterrupt")
+    )
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text(empty + AIDER.read_text(encoding="utf-8"), encoding="utf-8")
+    sessions = load_all(path)
+    assert len(sessions) == 4 and len(sessions[0]) == 0
+    t = load(path)
+    assert t.messages == sessions[1].messages == load(AIDER).messages
+    assert len(load(path, session=0)) == 0  # named, it is still given

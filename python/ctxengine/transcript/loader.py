@@ -39,7 +39,7 @@ from .importers.pi import load_pi
 from .importers.responses import load_responses
 from .model import Message, Text, Transcript
 
-__all__ = ("FORMATS", "Format", "detect_format", "load", "load_all")
+__all__ = ("FORMATS", "Format", "detect_format", "first_session", "load", "load_all")
 
 Format = Literal[
     "openai",
@@ -68,7 +68,7 @@ _CLAUDE_TYPES: Final = frozenset(
 
 
 def load(
-    source: object, format: str = "auto", *, view: str = "full", session: int = 0
+    source: object, format: str = "auto", *, view: str = "full", session: int | None = None
 ) -> Transcript:
     """Load one transcript.
 
@@ -83,7 +83,9 @@ def load(
             (its condensations applied) only.
         session: Which session of a multi-session source (OpenHands ``output.jsonl`` holds one
             instance per line, an aider log one session per launch): an index into
-            :func:`load_all`, negative from the end. Default: the first.
+            :func:`load_all`, negative from the end. Default: the first that holds messages
+            (:func:`first_session`), as a launch of aider that was quit before any input
+            logs an empty session.
 
     Returns:
         The transcript, with tool results named after their calls.
@@ -91,22 +93,30 @@ def load(
     Raises:
         TranscriptError: unknown format, undetectable or broken input (the message names the
             file, the line or index, the value and what was expected), ``session`` is not an
-            int, or no such session.
+            int (nor None), or no such session.
     """
-    if isinstance(session, bool) or not isinstance(session, int):  # before reading the source
+    if session is not None and (isinstance(session, bool) or not isinstance(session, int)):
         raise TranscriptError(
             f"session is {short(session)}; expected an int (an index into load_all, negative "
-            "from the end)"
+            "from the end) or None (the first session holding messages)"
         )
     items = load_all(source, format, view=view)
     if not items:
         raise TranscriptError(f"{_label(source)}: no transcript found; expected at least one")
+    if session is None:
+        return items[first_session(items)]
     try:
         return items[session]
     except IndexError:
         raise TranscriptError(
             f"{_label(source)}: session is {session}; expected an index below {len(items)}"
         ) from None
+
+
+def first_session(items: list[Transcript]) -> int:
+    """The index of the first transcript of ``items`` that holds messages (0 when none does):
+    the one :func:`load` gives when no session is named."""
+    return next((i for i, t in enumerate(items) if t.messages), 0)
 
 
 def load_all(source: object, format: str = "auto", *, view: str = "full") -> list[Transcript]:

@@ -3,6 +3,11 @@
 ``# aider chat started at ...`` opens a session (one :class:`Transcript` each). Runs of
 ``#### `` lines are the user's input, except answers to aider's own yes/no prompts (``Add file
 to the chat? ... [Yes]: all``) and an empty input (``<blank>``), which never reach the model.
+An input starting with ``/`` or ``!`` is an in-chat command, which aider runs instead of
+sending it (``Commands.run`` in ``aider/commands.py``): it is kept in ``meta["commands"]``, not
+as a user message, except that ``/ask``, ``/code``, ``/architect`` and ``/context`` with a
+prompt (and ``/ok``) send that prompt to the model as the user's message (marked
+``meta["command"]``), as ``_generic_chat_command`` does.
 ``> `` lines are aider's tool/UI output, kept in metadata (a ``>>>>>>> REPLACE`` line of an edit
 is reply text); aider quotes only the first line of a multi-line output, so the lines right
 after a ``> `` line (no blank line between) belong to it. aider ends every input and tool line
@@ -19,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from ..model import Block, Message, Text, Thinking
 from .common import read_text
@@ -29,6 +34,41 @@ __all__ = ("is_aider_log", "load_aider")
 _SESSION = re.compile(r"# aider chat started at (?P<when>.+)")
 _PROMPT_ANSWER = re.compile(r".*\(Y\)es/\(N\)o.*\[(Yes|No)\]: ?\S*\s*")
 _THINK = re.compile(r"<(thinking-content-[0-9a-f]+)>(?P<body>.*?)</\1>", re.S)
+#: aider's in-chat commands (its ``Commands.cmd_*`` methods), to resolve an abbreviation as
+#: ``Commands.matching_commands`` does (``/dr x`` is ``/drop x``; ``/a`` matches several).
+_COMMANDS: Final = frozenset(
+    {"/add", "/architect", "/ask", "/chat-mode", "/clear", "/code", "/commit", "/context",
+    "/copy", "/copy-context", "/diff", "/drop", "/edit", "/editor", "/editor-model", "/exit",
+    "/git", "/help", "/lint", "/load", "/ls", "/map", "/map-refresh", "/model", "/models",
+    "/multiline-mode", "/ok", "/paste", "/quit", "/read-only", "/reasoning-effort", "/report",
+    "/reset", "/run", "/save", "/settings", "/test", "/think-tokens", "/tokens", "/undo",
+    "/voice", "/weak-model", "/web"}
+)  # fmt: skip
+#: Commands whose argument aider sends to the model as the user's message, in that chat mode
+#: (``_generic_chat_command``); without one they only switch the mode.
+_PROMPT_COMMANDS: Final = frozenset({"/ask", "/code", "/architect", "/context"})
+#: What ``/ok`` sends (through ``/code``), its arguments appended.
+_OK: Final = "Ok, please go ahead and make those changes."
+
+
+def _command(text: str) -> tuple[str, str | None] | None:
+    """``(command, prompt)`` for an input aider reads as an in-chat command (``Commands
+    .is_command``: its first character is ``/`` or ``!``; ``!x`` is ``/run x``), the prompt
+    being what it sends the model as the user's message, if anything; None for any other
+    input. An unknown or ambiguous command is named as typed (aider sends nothing)."""
+    if not text or text[0] not in "/!":
+        return None
+    if text[0] == "!":
+        return "/run", None
+    word = text.split(maxsplit=1)[0] if text.strip() else text
+    rest = text[len(word) :].strip()
+    matches = [c for c in _COMMANDS if c.startswith(word)]
+    name = matches[0] if len(matches) == 1 else word
+    if name in _PROMPT_COMMANDS and rest:
+        return name, rest
+    if name == "/ok":
+        return name, f"{_OK} {rest}" if rest else _OK
+    return name, None
 
 
 @dataclass
@@ -37,6 +77,7 @@ class _Session:
     line: int
     messages: list[Message] = field(default_factory=list)
     tool_lines: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
     user_lines: int = 0
     prompt_answers: int = 0
 
@@ -86,9 +127,19 @@ class _Parser:
 
     def flush_user(self) -> None:
         # aider logs an empty input as ``<blank>`` and sends nothing to the model
-        if self.user and self.user != ["<blank>"]:
-            self.cur.messages.append(Message("user", (Text("\n".join(self.user)),)))
+        text = "\n".join(self.user)
         self.user = []
+        if not text or text == "<blank>":
+            return
+        command = _command(text)
+        if command is None:
+            self.cur.messages.append(Message("user", (Text(text),)))
+            return
+        name, prompt = command
+        if prompt is not None:  # what aider sends the model for it
+            self.cur.messages.append(Message("user", (Text(prompt),), meta={"command": name}))
+        else:  # run by aider, never sent
+            self.cur.commands.append(text)
 
     def flush_reply(self, *, closed: bool, tokens: str | None = None) -> None:
         msg = _reply(self.reply, closed, tokens)
@@ -169,6 +220,7 @@ def load_aider(path: Path) -> list[tuple[list[Message], dict[str, Any]]]:
             "tool_lines": s.tool_lines,
             "user_input_lines": s.user_lines,
             "prompt_answers": s.prompt_answers,
+            "commands": s.commands,
             "applied_edits": sum(1 for t in s.tool_lines if t.startswith("Applied edit to")),
         }
         out.append((s.messages, meta))
