@@ -255,3 +255,15 @@ def test_aider_load_gives_the_first_session_holding_messages(tmp_path: Path) -> 
     t = load(path)
     assert t.messages == sessions[1].messages == load(AIDER).messages
     assert len(load(path, session=0)) == 0  # named, it is still given
+
+
+def test_claude_code_sub_agent_file_root_is_no_orphan() -> None:
+    """A sub-agent's own file (every record ``isSidechain``) starts with a record whose
+    ``parentUuid`` is the main session's record that started it: the file is whole, no line
+    was lost, and nothing is recorded."""
+    sub = CC / "ae4a77f8-aedd-4bc1-888f-c94edc91af04" / "subagents" / "agent-acompact-946d2b.jsonl"
+    first = json.loads(sub.read_text(encoding="utf-8").splitlines()[0])
+    main = CC / "ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"
+    assert first["isSidechain"] and first["parentUuid"] in main.read_text(encoding="utf-8")
+    t = load(sub)
+    assert len(t) == 2 and "orphan_line" not in t.meta

@@ -109,6 +109,8 @@ def _select(
     if not messages:
         return [], None
     on_path, orphan = _path_uuids(records, messages[-1], full=full)
+    if orphan == messages[0][0] and all(r.get("isSidechain") for _, r in messages):
+        orphan = None  # a sub-agent's own file: its first record's parent is in the main one
     picked = [(n, r) for n, r in messages if r.get("uuid") in on_path]
     api_ids = {r["message"].get("id") for _, r in picked if r["type"] == "assistant"}
     call_ids: set[str] = set()
