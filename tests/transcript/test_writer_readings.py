@@ -172,6 +172,12 @@ def test_openhands_v1_responses_reasoning_item_is_the_turns_thinking() -> None:
         "function_call",
     ]
     assert items[1]["id"] == "rs_1" and items[1]["encrypted_content"] == "gAAAAB-opaque"
+    # each call with the item id the SDK echoes (``MessageToolCall.to_responses_dict``): the
+    # API pairs the reasoning item with the item after it by id
+    assert [(i["id"], i["call_id"]) for i in items[2:4]] == [
+        ("fc_call_1", "call_1"),
+        ("fc_call_2", "call_2"),
+    ]
     assert "reasoning" not in json.dumps(t.to("openai")), "Chat Completions takes no reasoning"
     engine_payloads_valid(t)
 

@@ -48,6 +48,7 @@ from .common import (
     skip_block,
     thinking_family,
 )
+from .responses import ITEMS_KEY
 
 __all__ = ("event_folder", "is_v1_event", "load_openhands_v1", "read_event_folder")
 
@@ -218,13 +219,19 @@ class _Reader:
             arguments = {k: v for k, v in fields.items() if k != "kind"}
         self.calls.add(call_id)
         tc = ToolCall(call_id, name, arguments)
+        # the Responses item id the SDK echoes on replay (``MessageToolCall.responses_item_id``)
+        item = call.get("responses_item_id")
+        item = item if isinstance(item, str) and item else None
         rid = e.get("llm_response_id")
         rid = rid if isinstance(rid, str) and rid else None
         if rid is not None and rid == self.open_response:  # a parallel call of that response
             prev = self.out[self.open_index]
             thought = self.content(e.get("thought"), loc.at("thought"))
             blocks = (*prev.blocks, *thought, tc)
-            self.out[self.open_index] = Message("assistant", blocks, prev.id, meta=prev.meta)
+            meta = dict(prev.meta)
+            if ITEMS_KEY in meta:
+                meta[ITEMS_KEY] = [*meta[ITEMS_KEY], *([None, 1] for _ in thought), [item, 1]]
+            self.out[self.open_index] = Message("assistant", blocks, prev.id, meta=meta)
             return
         thought = self.content(e.get("thought"), loc.at("thought"))
         blocks_: list[Block] = [
@@ -234,6 +241,9 @@ class _Reader:
             tc,
         ]
         meta = {"event_id": e.get("id"), **_family(blocks_)}
+        if meta.get("provider_family") == "openai-responses":
+            # the API pairs the reasoning item with the call after it by the call's item id
+            meta[ITEMS_KEY] = [*([None, 1] for _ in blocks_[:-1]), [item, 1]]
         self.add(Message("assistant", tuple(blocks_), rid, meta=meta))
         self.open_response, self.open_index = rid, len(self.out) - 1
 
