@@ -288,3 +288,59 @@ def test_an_error_object_is_an_error_and_goes_back_as_it_came() -> None:
     )
     out = t.replace(tuple(cleared if m is tool else m for m in t.messages)).to("gemini")
     assert _responses(out)["d"] == {"output": json.dumps(ERROR, ensure_ascii=False)}
+
+
+#: Two turns that reuse the call id ``a`` (as a source that numbers its calls per turn does):
+#: hygiene renames the second call and its result.
+REUSED: list[dict[str, Any]] = [
+    {"role": "user", "parts": [{"text": "the weather, then the sign-ups"}]},
+    {"role": "model", "parts": [_call("a", "weather")]},
+    {"role": "user", "parts": [_response("a", "weather", WEATHER)]},
+    {"role": "model", "parts": [_call("a", "query")]},
+    {"role": "user", "parts": [_response("a", "query", ROWS)]},
+    {"role": "model", "parts": [{"text": "20C; Zoë and 日本 signed up."}]},
+    {"role": "user", "parts": [{"text": "Thanks."}]},
+]
+
+
+def _renamed(payload: dict[str, Any]) -> str:
+    """The id hygiene gave the second call of :data:`REUSED` (its result answers it)."""
+    (renamed,) = [
+        p["functionCall"]["id"]
+        for c in payload["contents"]
+        for p in c["parts"]
+        if "functionCall" in p and p["functionCall"]["name"] == "query"
+    ]
+    assert renamed != "a"
+    return str(renamed)
+
+
+def test_a_result_whose_call_id_hygiene_renamed_goes_out_as_its_object() -> None:
+    """Its message records the object under the id it came with; the rename must not turn
+    the unchanged result into ``{"output": "<json text>"}``."""
+    t = load(copy.deepcopy(REUSED), format="gemini")
+    out = t.to("gemini")
+    new = _renamed(out)
+    assert _responses(out) == {"a": WEATHER, new: ROWS}
+    assert_sdk_valid(out, "gemini")
+    # changed under its new id, it goes out as its text, as any changed result
+    tool = t.messages[4]
+    (result,) = tool.tool_results
+    cut = dataclasses.replace(result, content=(Text('{"output": "[cut]"}'),))
+    changed = t.replace(
+        (*t.messages[:4], dataclasses.replace(tool, blocks=(cut,)), *t.messages[5:])
+    )
+    assert _responses(changed.to("gemini"))[new] == {"output": '{"output": "[cut]"}'}
+
+
+@pytest.mark.anyio
+async def test_a_session_render_sends_the_object_of_a_renamed_result() -> None:
+    engine = ContextEngine("gpt-4.1", Budget(total=8_000))
+    async with engine.session("g") as s:
+        await s.ingest(copy.deepcopy(REUSED))
+        out = await s.render("gemini")
+    new = _renamed(out.payload)
+    assert out.report.hygiene["id_map"] == [["a", new]]
+    assert _responses(out.payload) == {"a": WEATHER, new: ROWS}
+    as_text = _as_text(out.payload, {"a", new})
+    assert out.tokens == payload_tokens(as_text, "gemini", "gpt-4.1") <= 8_000

@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from ..errors import AdapterError
 from ..transcript.changes import Change
+from ..transcript.importers.gemini import RESPONSES_KEY
 from ..transcript.model import Block, Message, ToolCall, ToolResult, Transcript
 
 __all__ = ("IdRewriter", "fits")
@@ -112,5 +114,29 @@ class IdRewriter:
                     b = self.result(i, b)
                 blocks.append(b)
             same = all(x is y for x, y in zip(blocks, m.blocks, strict=True))
-            out.append(m if same else dataclasses.replace(m, blocks=tuple(blocks)))
+            if same:
+                out.append(m)
+                continue
+            meta = _followed(m.meta, m.blocks, blocks)
+            out.append(dataclasses.replace(m, blocks=tuple(blocks), meta=meta))
         return out
+
+
+def _followed(
+    meta: Mapping[str, Any], old: tuple[Block, ...], new: list[Block]
+) -> Mapping[str, Any]:
+    """``meta`` of a message whose results were remapped (``old`` → ``new`` blocks), its
+    record of the Gemini responses that came as objects (:data:`~ctxengine.transcript.
+    importers.gemini.RESPONSES_KEY`, by call id) following them to their new ids: a result
+    whose text is unchanged goes out as its object whatever id it now answers. The old ids
+    stay (another result may still have one); ``meta`` itself when nothing follows."""
+    kept = meta.get(RESPONSES_KEY) if meta else None
+    if not isinstance(kept, Mapping):
+        return meta
+    moved: dict[str, Any] = {}
+    for a, b in zip(old, new, strict=True):
+        if isinstance(a, ToolResult) and isinstance(b, ToolResult) and a.call_id in kept:
+            moved[b.call_id] = kept[a.call_id]
+    if not moved:
+        return meta
+    return {**meta, RESPONSES_KEY: {**kept, **moved}}
