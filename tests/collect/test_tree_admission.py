@@ -570,3 +570,60 @@ async def test_a_grain_for_an_item_taken_out_of_the_render_is_dropped() -> None:
         "on_before_render",
         "its history item was taken out of this render in on_before_render",
     )
+
+
+async def _compacting(plugin: Any, renders: int = 1) -> tuple[list[Any], list[str], set[str]]:
+    """``renders`` renders of a session of twelve requests, each a file read and an answer,
+    over the high-water mark of a budget of 3000 (the first render compacts); the call of
+    request 1 reads ``private_1.txt``, a name only that call holds. Returns the renders, the
+    summary's text after each, and the node ids compacted by the first."""
+    engine = ContextEngine("gpt-4o", Budget(total=3000), plugins=[plugin], allow_dangerous=True)
+    outs, summaries = [], []
+    compacted: set[str] = set()
+    async with engine.session("compacting") as s:
+        for i in range(12):
+            path = "private_1.txt" if i == 1 else f"module_{i}.py"
+            await s.user_message(f"request {i}: read the file and explain it")
+            await s.assistant_message("", [ToolCall(f"c{i}", "read_file", {"path": path})])
+            await s.tool_result(f"c{i}", f"FILE {i}\n" + "content line\n" * 100)
+            await s.assistant_message(f"done {i}")
+        for r in range(renders):
+            outs.append(await s.render())
+            assert s.state.summary is not None
+            summaries.append(s.state.summary.text)
+            if r == 0:
+                compacted = set(s.state.compacted)
+    return outs, summaries, compacted
+
+
+@pytest.mark.parametrize("hook", ["on_before_render", "on_over_budget"])
+async def test_a_compaction_does_not_summarize_a_turn_a_tree_handler_took_out(hook: str) -> None:
+    """The call of request 1 and its result are taken out of the render: the compaction of
+    that render summarizes the turns around them, never them (their content would be sent,
+    in mem.summary, by the render that left them out, and by every render after it)."""
+    [out], [summary], compacted = await _compacting(Cutter(hook, ("act.tool_result.c1",)))
+    assert {"hist.3", "hist.7", "act.tool_result.c2"} <= compacted  # the turns around them
+    assert compacted.isdisjoint({"hist.5", "act.tool_result.c1"})
+    assert "private_1.txt" not in summary and "private_1.txt" not in _sent(out)
+    assert "request 1: read the file" in summary  # its request: summarized, not sent alone
+    for node_id in ("hist.5", "act.tool_result.c1"):
+        [(origin, decision, stage, _)] = _explained(out, node_id)
+        assert (origin, decision, stage) == ("transcript", "dropped", hook)
+
+
+async def test_a_compaction_does_not_summarize_a_request_taken_out_nor_its_answer() -> None:
+    """The request is taken out: it and its answer stay out of the summary, so that when the
+    request is back in the next render its answer is there with it, not in the summary before
+    it (the request would read as still to be answered)."""
+    outs, summaries, compacted = await _compacting(Cutter("on_before_render", ("hist.4",)), 2)
+    first, second = outs
+    assert {"hist.3", "hist.7", "act.tool_result.c2"} <= compacted
+    assert compacted.isdisjoint({"hist.4", "hist.5", "act.tool_result.c1"})
+    assert all("request 1: read the file" not in s for s in summaries)
+    assert "private_1.txt" not in summaries[0]
+    assert _decisions(first, "hist.4") == [("transcript", "dropped")]
+    assert _decisions(first, "act.tool_result.c1") == [("transcript", "kept")]
+    # back in the next render, before the answer that stayed with it
+    texts = [str(m.get("content")) for m in second.payload["messages"]]
+    at = texts.index("request 1: read the file and explain it")
+    assert texts[at + 2].startswith("FILE 1")

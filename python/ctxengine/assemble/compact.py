@@ -560,6 +560,28 @@ def _turn_sums(by_turn: dict[int, list[Any]], values: list[int]) -> dict[int, in
     return dict(zip(by_turn, map(sub, map(at, ends), map(at, [0, *ends[:-1]])), strict=True))
 
 
+def _held_out(state: SessionState) -> set[int]:
+    """The turns a compaction in this render leaves alone: those of the history items a tree
+    handler took out of it (``SessionState.unrendered``: it left them out of what is sent, so
+    the summary, sent from now on, must not carry them either), and the answer of each such
+    request (summarized, it would leave the request, back in the next render, after the
+    summary that answered it, as if it were still to be answered). They stay in the session:
+    the next render has them back. The request of an answer taken out may be summarized: the
+    render does not send that answer, and a request kept without it would look unanswered."""
+    out = state.unrendered
+    if not out:
+        return set()
+    items = state.items
+    held = {items[n].turn for n in out if n in items}
+    if not held:
+        return held
+    requests: dict[int, list[Any]] = {}
+    for item in items.values():
+        if item.turn in held:
+            requests.setdefault(item.turn, []).append(item)
+    return held | set(_answers(state, requests.items()).values())
+
+
 def _landing(
     state: SessionState, config: RenderConfig, turns: Sequence[int], plan: Any
 ) -> _Landing:
@@ -567,8 +589,9 @@ def _landing(
     asked = set(turns)
     by_turn: dict[int, list[Any]] = {}
     context = _core.KIND_CONTEXT
+    held = _held_out(state)
     for item in state.items.values():
-        if item.kind != context and item.index < start:
+        if item.kind != context and item.index < start and item.turn not in held:
             by_turn.setdefault(item.turn, []).append(item)
     answers = {t: a for t, a in _answers(state, by_turn.items()).items() if a in by_turn}
     # a request the ladder sent to compaction goes with its answer, and an answer it sent
@@ -680,10 +703,11 @@ def _answers(state: SessionState, turns: Iterable[tuple[int, list[Any]]]) -> dic
 
 def _tail_turns(state: SessionState, start: int) -> list[tuple[int, list[Any]]]:
     """The protected tail's turns the ladder may send to compaction, oldest first: not the
-    latest user message's turn, none holding protected content or a system message."""
+    latest user message's turn, none holding protected content or a system message, none a
+    tree handler took out of this render (:func:`_held_out`)."""
     newest = _newest_user(state)
     turns: dict[int, list[Any]] = {}
-    pinned: set[int] = set()
+    pinned = _held_out(state)
     for item in state.items.values():
         if item.kind == _core.KIND_CONTEXT or item.index < start:
             continue
