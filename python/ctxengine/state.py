@@ -120,6 +120,9 @@ class SessionState:
         unrendered: History node ids a tree handler took out of the last render (it removed
             or renamed the item's grain, or one of its turn group's) → that handler's hook:
             out of the assembly until the next render puts them back.
+        edited: History node ids whose own grain a tree handler changed the content of in
+            place → (plugin, hook) of each change, in order: the item is sent with that
+            content while its grain holds it (the render's report names the plugins).
         pruned: Tool-result node id → the text the prune options left it (sticky: a result
             once trimmed or cleared stays so, the sent prefix does not change back).
         pruned_results: The same results by (message index, block index), as tool results.
@@ -161,6 +164,7 @@ class SessionState:
     token_cache: MessageTokenCache = field(default_factory=MessageTokenCache)
     limited: dict[str, int] = field(default_factory=dict)
     unrendered: dict[str, str] = field(default_factory=dict)
+    edited: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     pruned: dict[str, str] = field(default_factory=dict)
     pruned_results: dict[tuple[int, int], ToolResult] = field(default_factory=dict)
     rendered_at: float | None = None
@@ -783,6 +787,8 @@ class TurnLog:
     shadowed: list[dict[str, Any]] = field(default_factory=list)
     extra: list[Extra] = field(default_factory=list)
     compactions: list[dict[str, Any]] = field(default_factory=list)
+    #: History node id → the plugin whose content it is sent with (an in-place edit).
+    origins: dict[str, str] = field(default_factory=dict)
 
 
 def _clean(block: Block) -> bool:

@@ -14,6 +14,7 @@ import pytest
 from contract_count import independent_count
 from ctxengine import Budget, ContextEngine, ContextGrain
 from ctxengine.assemble.compact import SUMMARY_ID
+from ctxengine.builtins import RedactionProvider
 from ctxengine.collect.events import BeforeRender, CustomEvent, OverBudget, current_bus
 from ctxengine.transcript import ToolCall
 from transcript.helpers import PROVIDERS, assert_sdk_valid
@@ -627,3 +628,78 @@ async def test_a_compaction_does_not_summarize_a_request_taken_out_nor_its_answe
     texts = [str(m.get("content")) for m in second.payload["messages"]]
     at = texts.index("request 1: read the file and explain it")
     assert texts[at + 2].startswith("FILE 1")
+
+
+class Editor:
+    """In the tree handler ``hook``, writes ``text`` over the content of the grain of
+    ``node_id`` (keeping its node id), for the first ``renders`` renders."""
+
+    name, version, priority, enabled, dangerous = "editor", "1.0.0", 10, True, True
+
+    def __init__(self, hook: str, node_id: str, text: str, *, renders: int = 1) -> None:
+        self.node_id, self.text, self.renders = node_id, text, renders
+        self.seen = 0
+        setattr(self, hook, self._edit)
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        return []
+
+    def _edit(self, event: BeforeRender | OverBudget) -> None:
+        self.seen += 1
+        if self.seen > self.renders:
+            return
+        for g in event.tree:
+            if g.node_id == self.node_id:
+                g.content = self.text
+
+
+@pytest.mark.parametrize(
+    ("node_id", "text"), [("hist.1", "HI THERE"), ("act.tool_result.c1", "FILE ONE")]
+)
+@pytest.mark.parametrize("hook", ["on_before_render", "on_over_budget"])
+async def test_a_consented_in_place_edit_of_a_history_items_grain_is_reported(
+    hook: str, node_id: str, text: str
+) -> None:
+    """The item is sent with the plugin's content: the report names the plugin for it, and
+    has the transcript's content shadowed, with the change, as for a grain replacing it."""
+    first, second = await _tool_session(Editor(hook, node_id, "EDITED"), renders=2)
+    assert first.report.faults == []
+    assert text not in _sent(first) and "EDITED" in _sent(first)
+    assert _decisions(first, node_id) == [("editor", "kept"), ("transcript", "shadowed")]
+    shadowed = next(d for d in first.report if d.node_id == node_id and d.origin == "transcript")
+    assert shadowed.stage == hook
+    assert shadowed.reason == (
+        f"its content was changed in place by plugin 'editor' in {hook} "
+        f"({len(text)} to 6 characters)"
+    )
+    assert shadowed.grain.content == text
+    # the item's grain keeps the content: the next render sends it, and says whose it is
+    assert "EDITED" in _sent(second) and text not in _sent(second)
+    assert _explained(second, node_id) == _explained(first, node_id)
+    # writing the content it has changes nothing; the other grains are reported as before
+    reference = await _tool_session(Editor(hook, node_id, text), renders=2)
+    assert _decisions(reference[0], node_id) == [("transcript", "kept")]
+
+    def others(out: Any) -> list[tuple[str, str, str]]:
+        return [(d.node_id, d.origin, d.decision) for d in out.report if d.node_id != node_id]
+
+    assert others(first) == others(reference[0]) and others(second) == others(reference[1])
+
+
+async def test_the_redaction_plugins_edit_of_a_history_message_is_reported() -> None:
+    key = "sk-" + "a1B2c3D4e5" * 4
+    engine = ContextEngine(
+        "gpt-4o", Budget(total=3000), plugins=[RedactionProvider()], allow_dangerous={"redaction"}
+    )
+    async with engine.session("redacted") as s:
+        await s.user_message(f"my key is {key}")
+        await s.assistant_message("noted")
+        await s.user_message("thanks")
+        out = await s.render()
+    assert key not in _sent(out)
+    assert _decisions(out, "hist.0") == [("redaction", "kept"), ("transcript", "shadowed")]
+    [(_, _, stage, reason)] = [e for e in _explained(out, "hist.0") if e[0] == "transcript"]
+    assert stage == "on_before_render"
+    assert reason.startswith("its content was changed in place by plugin 'redaction' in ")
+    assert key not in reason
+    assert _decisions(out, "hist.1") == [("transcript", "kept")]

@@ -311,6 +311,8 @@ async def _hook(
     item leaves this render with its turn (:func:`_unrender`)."""
     outcome = await plugins.fire(event)
     log.faults.extend(outcome.faults)
+    if outcome.changed:
+        _note_edits(state, outcome.changed)
     if not outcome.removed and not outcome.renamed:
         return
     present = {g.node_id for g in event.tree}
@@ -358,6 +360,67 @@ async def _hook(
             own.node_id = node_id
     if gone:
         _unrender(state, config, gone, log)
+
+
+def _note_edits(state: SessionState, changed: list[TreeRemoval]) -> None:
+    """Record in ``state.edited`` the history items whose own grain a tree handler changed
+    the content of in place (``changed``, the dispatcher's: a consented handler's edits of
+    grains it does not own). The item is sent with that content (:func:`item_text`) in this
+    render and in the next ones while its grain holds it: :func:`_edit_decisions` reports it."""
+    items, edited = state.items, state.edited
+    for edit in changed:
+        item = items.get(edit.node_id)
+        own = item.made_grain if item is not None else None
+        if item is None or own is None or own.node_id != edit.node_id or own.origin != edit.origin:
+            continue  # not the item's own grain (a grain given for the item, a renamed copy)
+        if own.text == item.grain_text:  # changed back
+            edited.pop(edit.node_id, None)
+            continue
+        by = edited.setdefault(edit.node_id, [])
+        if (edit.plugin, edit.hook) not in by:
+            by.append((edit.plugin, edit.hook))
+
+
+def _edit_decisions(state: SessionState, config: RenderConfig, log: TurnLog) -> None:
+    """For each history item of the render sent with the content a tree handler gave its own
+    grain in place (``state.edited``), what an override's replacement gets: the item is
+    reported under the plugin's name (``log.origins``; the plan's decision on it), and the
+    content the transcript gave it as ``shadowed`` (``decision.grain``), at the stage of the
+    hook, the reason naming the plugins and the change. Not for an item whose edit is not
+    what is sent (an override's or the prune options' text stands in for it) or that is not
+    in the render (its decision says so)."""
+    edited, items = state.edited, state.items
+    out = state.unrendered.keys() | state.limited.keys() | state.overrides.keys()
+    for node_id, by in list(edited.items()):
+        item = items.get(node_id)
+        if item is None or item.made_grain is None or item.made_grain.text == item.grain_text:
+            del edited[node_id]  # compacted, or changed back: sent as the transcript has it
+            continue
+        if node_id in out or node_id in state.pruned:
+            continue
+        own = item.made_grain
+        plugin, hook = by[-1]
+        changes = ", then ".join(f"by plugin {p!r} in {h}" for p, h in by)
+        reason = (
+            f"its content was changed in place {changes} "
+            f"({len(item.grain_text):,} to {len(own.text):,} characters)"
+        )
+        window = config.budget.window_of(node_id)
+        log.origins[node_id] = plugin
+        log.extra.append(
+            GrainDecision(
+                node_id,
+                "transcript",
+                window,
+                "shadowed",
+                "shadowed",
+                hook,
+                reason,
+                0,
+                0,
+                item.new_grain(),
+            )
+        )
 
 
 def _unrender(
@@ -657,6 +720,8 @@ async def assemble(
         context = _fit_summary(state, config, plugins, context, log)
         plan = plan_within(state, config)
     context, plan = await _compact_all(state, config, plugins, context, plan, log)
+    if state.edited:
+        _edit_decisions(state, config, log)
     # admission's own faults have their decision already (made with the grain's window)
     rejected = [f for f in log.faults if not (f.hook == ADMISSION_HOOK and f.kind == "invalid")]
     log.extra.extend(rejected_decisions(config.budget, rejected))

@@ -71,8 +71,8 @@ _Key = tuple[int, ...]
 
 @dataclass(frozen=True, slots=True)
 class TreeRemoval:
-    """A grain a tree handler took out of ``event.tree`` (or renamed), as it was before the
-    handler ran.
+    """A grain a tree handler took out of ``event.tree`` (or renamed, or changed the content
+    of), as it was before the handler ran.
 
     Attributes:
         plugin: The handler's plugin.
@@ -95,14 +95,17 @@ class Outcome:
 
     For tree events the returned grains have already been appended to ``event.tree``;
     ``grains`` lists them for reporting only, ``removed`` the grains the handlers took out
-    of the tree (the render reports each one that leaves the render), and ``renamed`` the
-    grains they gave another node id, each as it was before (its node id the old one).
+    of the tree (the render reports each one that leaves the render), ``renamed`` the
+    grains they gave another node id, each as it was before (its node id the old one), and
+    ``changed`` the grains of another owner whose content they changed in place (kept in the
+    tree under their node id; a consented handler's: the dispatcher undoes the others').
     """
 
     grains: list[ContextGrain] = field(default_factory=list)
     faults: list[PluginFault] = field(default_factory=list)
     removed: list[TreeRemoval] = field(default_factory=list)
     renamed: list[TreeRemoval] = field(default_factory=list)
+    changed: list[TreeRemoval] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -117,6 +120,7 @@ class _Result:
     faults: list[PluginFault] = field(default_factory=list)
     removed: list[TreeRemoval] = field(default_factory=list)
     renamed: list[TreeRemoval] = field(default_factory=list)
+    changed: list[TreeRemoval] = field(default_factory=list)
     hook: str = ""
 
 
@@ -327,6 +331,7 @@ class SessionDispatcher:
             outcome.faults.extend(result.faults)
             outcome.removed.extend(result.removed)
             outcome.renamed.extend(result.renamed)
+            outcome.changed.extend(result.changed)
         return outcome
 
     async def _run_into(
@@ -538,6 +543,9 @@ class SessionDispatcher:
                     node_id, origin, *_, window, _protected, _meta = fields
                     edit = TreeRemoval(entry.name, hook, node_id, origin, window)
                     (slot.removed if gone else slot.renamed).append(edit)
+                elif fields[1] != entry.name and g.content != fields[2]:
+                    node_id, origin, *_, window, _protected, _meta = fields
+                    slot.changed.append(TreeRemoval(entry.name, hook, node_id, origin, window))
             tree[:] = work
             tree.extend(grains or ())
             slot.grains.extend(grains or ())

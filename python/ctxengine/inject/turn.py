@@ -80,6 +80,7 @@ def _report(
 ) -> RenderReport:
     origins = {n: g.origin for n, g in a.by_id.items()}
     origins.update({n: g.origin for n, g in state.overrides.items()})
+    origins.update(log.origins)
     windows = [
         {"window": name, "demand": demand, "alloc": alloc, "used": used}
         for name, demand, alloc, used in a.plan.windows
