@@ -344,3 +344,27 @@ async def test_a_session_render_sends_the_object_of_a_renamed_result() -> None:
     assert _responses(out.payload) == {"a": WEATHER, new: ROWS}
     as_text = _as_text(out.payload, {"a", new})
     assert out.tokens == payload_tokens(as_text, "gemini", "gpt-4.1") <= 8_000
+
+
+def test_results_of_a_turn_that_repeats_a_call_id_go_out_as_their_objects() -> None:
+    """One turn calls two functions under one id: its message recorded one object per id, the
+    last, so the first result went out as its text (and the second, renamed, found none)."""
+    contents = [
+        {"role": "user", "parts": [{"text": "the weather and the sign-ups"}]},
+        {"role": "model", "parts": [_call("a", "weather"), _call("a", "query")]},
+        {
+            "role": "user",
+            "parts": [_response("a", "weather", WEATHER), _response("a", "query", ROWS)],
+        },
+        {"role": "model", "parts": [{"text": "20C; two sign-ups."}]},
+    ]
+    t = load(contents, format="gemini")
+    out = t.to("gemini")
+    new = _renamed(out)
+    assert _responses(out) == {"a": WEATHER, new: ROWS}
+    assert_sdk_valid(out, "gemini")
+    # each result split into a message of its own (as the engine renders them) keeps its rule
+    tool = t.messages[2]
+    alone = [dataclasses.replace(tool, blocks=(r,)) for r in tool.tool_results]
+    split = t.replace((*t.messages[:2], *alone, *t.messages[3:])).to("gemini")
+    assert _responses(split) == {"a": WEATHER, new: ROWS}

@@ -11,7 +11,7 @@ from itertools import pairwise
 from typing import Any
 
 from ...transcript.importers.common import arguments_object
-from ...transcript.importers.gemini import RESPONSES_KEY, an_error, text_digest
+from ...transcript.importers.gemini import RESPONSES_KEY, an_error, recorded_object
 from ...transcript.model import (
     Block,
     Image,
@@ -39,8 +39,8 @@ def _response(r: ToolResult, kept: Mapping[str, Any]) -> dict[str, Any]:
     is still that object's JSON, parsed anew (a payload shares nothing with the transcript);
     else its text under ``output`` (``error``)."""
     text = "\n".join(c.text for c in r.content if isinstance(c, Text))
-    digest = kept.get(r.call_id) if kept else None
-    if digest is not None and digest == text_digest(text):
+    recorded = kept.get(r.call_id) if kept else None
+    if recorded is not None and recorded_object(recorded, text):
         try:
             value = json.loads(text)
         except (ValueError, RecursionError):  # a digest recorded by hand for other text

@@ -23,7 +23,14 @@ from typing import Any, Final
 from ..model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
 from .common import Loc, skip_block, tool_call
 
-__all__ = ("RESPONSES_KEY", "an_error", "load_gemini", "response_text", "text_digest")
+__all__ = (
+    "RESPONSES_KEY",
+    "an_error",
+    "load_gemini",
+    "recorded_object",
+    "response_text",
+    "text_digest",
+)
 
 _FAMILY = {"provider_family": "gemini"}
 
@@ -53,7 +60,8 @@ def _media(part: Mapping[str, Any], loc: Loc) -> Image | None:
 
 
 #: ``Message.meta`` key of a tool message holding results that came as a JSON object other
-#: than ``{"output": str}`` / ``{"error": str}``: ``{call id: text_digest(the result's text)}``.
+#: than ``{"output": str}`` / ``{"error": str}``: ``{call id: text_digest(the result's text)}``
+#: (a list of the digests of its results when the message repeats a call id).
 #: The exporter sends such a result as that object again (parsed from its text, the object's
 #: JSON) while the text is the one imported; a result the pipeline changed (trimmed, redacted,
 #: summarized...) no longer matches its digest and goes out as ``{"output": text}``.
@@ -66,6 +74,20 @@ def text_digest(text: str) -> str:
     # a lone surrogate as is: a session repairs it on entry (and the digest no longer matches)
     data = text.encode("utf-8", "surrogatepass")
     return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _digests(recorded: object) -> list[str]:
+    """The digests a :data:`RESPONSES_KEY` entry records: one, or a list of them."""
+    if isinstance(recorded, str):
+        return [recorded]
+    return [d for d in recorded if isinstance(d, str)] if isinstance(recorded, list) else []
+
+
+def recorded_object(recorded: object, text: str) -> bool:
+    """Whether ``text`` is one a :data:`RESPONSES_KEY` entry (``recorded``, its call id's)
+    records: the text of a result that came as an object, unchanged."""
+    digests = _digests(recorded)
+    return bool(digests) and text_digest(text) in digests
 
 
 def _plain(response: Mapping[str, Any]) -> tuple[str, bool] | None:
@@ -189,7 +211,7 @@ def _model_parts(parts: list[Any], index: int, loc: Loc, calls: _Calls) -> list[
 def _user_parts(parts: list[Any], loc: Loc, calls: _Calls) -> list[Message]:
     results: list[Block] = []
     other: list[Block] = []
-    kept: dict[str, str] = {}
+    kept: dict[str, str | list[str]] = {}
     for j, raw in enumerate(parts):
         at = loc.at(j)
         part = at.obj(raw)
@@ -198,8 +220,10 @@ def _user_parts(parts: list[Any], loc: Loc, calls: _Calls) -> list[Message]:
             name = at.at("functionResponse").need(fr, "name", str)
             content, is_error, whole = _response_content(fr, at.at("functionResponse"))
             result = ToolResult(calls.take(name, fr.get("id")), content, is_error, name)
-            if whole:
-                kept[result.call_id] = text_digest(result.text)
+            if whole:  # a turn that repeats an id: each of its results' digests
+                digest = text_digest(result.text)
+                had = kept.get(result.call_id)
+                kept[result.call_id] = digest if had is None else [*_digests(had), digest]
             results.append(result)
         elif isinstance(part.get("text"), str):
             other.append(Text(part["text"]))
