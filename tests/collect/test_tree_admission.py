@@ -703,3 +703,28 @@ async def test_the_redaction_plugins_edit_of_a_history_message_is_reported() -> 
     assert reason.startswith("its content was changed in place by plugin 'redaction' in ")
     assert key not in reason
     assert _decisions(out, "hist.1") == [("transcript", "kept")]
+
+
+async def test_a_compaction_does_not_summarize_a_tail_turn_a_tree_handler_took_out() -> None:
+    """The protected tail's turns the ladder cannot keep are summarized with the older ones:
+    not a turn of it a handler took out of the render (here the second of four steps of one
+    request, each reading a long file, at a budget of 750)."""
+    plugin = Cutter("on_before_render", ("act.tool_result.t1",))
+    engine = ContextEngine("gpt-4o", Budget(total=750), plugins=[plugin], allow_dangerous=True)
+    async with engine.session("tail") as s:
+        for i in range(4):
+            await s.user_message(f"request {i}: look at module_{i}.py")
+            await s.assistant_message(f"done {i}")
+        await s.user_message("final request: read everything")
+        for k in range(4):
+            await s.assistant_message(
+                f"step {k}", [ToolCall(f"t{k}", "read_file", {"path": f"tail_{k}.txt"})]
+            )
+            await s.tool_result(f"t{k}", f"TAIL {k}\n" + "content line\n" * 80)
+        out = await s.render()
+        compacted, summary = set(s.state.compacted), s.state.summary
+    assert summary is not None
+    assert {"hist.13", "act.tool_result.t2"} <= compacted  # a turn of the tail: summarized
+    assert compacted.isdisjoint({"hist.11", "act.tool_result.t1"})
+    assert "tail_1.txt" not in summary.text and "tail_1.txt" not in _sent(out)
+    assert _decisions(out, "act.tool_result.t1") == [("transcript", "dropped")]
