@@ -41,6 +41,11 @@ def _finish(child: pexpect.spawn) -> tuple[int, list[str]]:
     return child.exitstatus, lines
 
 
+def _printed(lines: list[str]) -> list[str]:
+    """The lines printed, without the terminal's echo of Ctrl-C (``^C``) and blank lines."""
+    return [line.replace("^C", "").strip() for line in lines if line.replace("^C", "").strip()]
+
+
 def _assert_fits(lines: list[str]) -> None:
     too_long = [line for line in lines if len(line) > COLUMNS]
     assert not too_long, too_long[:3]
@@ -130,6 +135,7 @@ def test_ctrl_c_exits_130_quietly() -> None:
     assert status == 130
     assert "Traceback" not in text and "KeyboardInterrupt" not in text
     _assert_fits(lines)
+    assert _printed(lines)[-1:] == ["ctxengine: interrupted"]  # one line, last
 
 
 @pytest.mark.parametrize("command", ["snapshots", "restore", "context list", "context detail"])
@@ -176,7 +182,7 @@ def test_ctrl_c_while_a_store_command_waits_for_its_server_exits_130_quietly(
     text = "\n".join(lines)
     assert status == 130, text
     assert "Traceback" not in text and "KeyboardInterrupt" not in text
-    assert not [line for line in lines if line.strip() not in ("", "^C")]  # only the echo
+    assert _printed(lines) == ["ctxengine: interrupted"]  # the one line, and the echo of ^C
 
 
 def test_help_fits_80_columns_and_speaks_plainly() -> None:

@@ -7,6 +7,10 @@ the parser class, the output helpers and the exit statuses.
 Exit statuses: 0 success, 1 a check failed (e.g. a refused plugin) or an internal error,
 2 a user error (bad value, unreadable file, unknown model...), 130 interrupted (Ctrl-C),
 141 the reader of stdout went away (``ctxengine demo | head``).
+
+Importing this module is cheap (no rich, no render pipeline): :func:`main` takes Ctrl-C in
+hand before the commands' modules are imported, so an interrupt while they load is one line
+too, not a traceback.
 """
 
 from __future__ import annotations
@@ -14,33 +18,38 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import functools
 import importlib
 import json
 import logging
 import os
 import re
 import shutil
+import signal
 import sys
 import textwrap
 import traceback
-from collections.abc import Callable, Sequence
-from typing import IO, Any, Final, NoReturn
-
-from rich.console import Console
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
+from typing import IO, TYPE_CHECKING, Any, Final, NoReturn
 
 from . import __version__
-from .assemble.budget import MAX_TOKENS
 from .errors import CtxEngineError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = (
     "COMMANDS",
     "EXIT_INTERRUPTED",
     "EXIT_USAGE",
+    "INTERRUPTED",
     "UsageError",
     "add_common",
     "budget_arg",
     "build_parser",
     "given",
+    "interrupts_held",
     "main",
     "print_json",
     "stderr_console",
@@ -58,6 +67,8 @@ COMMANDS: Final = (
 EXIT_USAGE: Final = 2
 EXIT_INTERRUPTED: Final = 130
 EXIT_BROKEN_PIPE: Final = 141
+#: The one line on stderr of an interrupted command (exit status 130).
+INTERRUPTED: Final = "ctxengine: interrupted"
 _OPTIONS: Final = "encoding|format"  # keyword arguments of the library that are flags here
 
 
@@ -100,14 +111,21 @@ class Parser(argparse.ArgumentParser):
         return parsed
 
 
-class _Console(Console):
-    """A rich console whose closed pipe reaches :func:`main` as the ``BrokenPipeError`` it is
-    (exit status 141, quietly, like the ``--json`` output), not as rich's ``SystemExit(1)``,
-    which made ``ctxengine demo | head`` look like a failed check."""
+@functools.cache
+def _console_class() -> type[Console]:
+    """The rich console class of the command line (rich is imported on first use)."""
+    from rich.console import Console
 
-    def on_broken_pipe(self) -> None:
-        self.quiet = True  # nothing more to write: the buffer is dropped
-        raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
+    class _Console(Console):
+        """A rich console whose closed pipe reaches :func:`main` as the ``BrokenPipeError`` it
+        is (exit status 141, quietly, like the ``--json`` output), not as rich's
+        ``SystemExit(1)``, which made ``ctxengine demo | head`` look like a failed check."""
+
+        def on_broken_pipe(self) -> None:
+            self.quiet = True  # nothing more to write: the buffer is dropped
+            raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
+
+    return _Console
 
 
 #: Where the data goes while a ``--json`` command runs (stdout then stands for stderr).
@@ -116,12 +134,13 @@ _data_out: list[IO[str]] = []
 
 def stdout_console() -> Console:
     """The console for tables and text (rich markup off: data is never markup)."""
-    return _Console(file=_data_out[-1] if _data_out else None, highlight=False, markup=False)
+    console = _console_class()
+    return console(file=_data_out[-1] if _data_out else None, highlight=False, markup=False)
 
 
 def stderr_console() -> Console:
     """The console for progress bars, so that stdout carries only the result."""
-    return _Console(stderr=True, highlight=False, markup=False)
+    return _console_class()(stderr=True, highlight=False, markup=False)
 
 
 def print_json(data: Any, out: IO[str] | None = None) -> None:
@@ -145,6 +164,8 @@ def budget_arg(text: str) -> int:
     """``--budget``: a token count ≥ 1 (``32000``, ``32_000`` or ``32,000``), at most the
     largest count a :class:`~ctxengine.Budget` takes (beyond it the library's message would
     name its keyword argument, not this option)."""
+    from .assemble.budget import MAX_TOKENS
+
     try:
         value = int(text.replace("_", "").replace(",", ""))
     except ValueError:
@@ -200,7 +221,41 @@ def build_parser() -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status.
+
+    Ctrl-C (SIGINT) at any moment of the command, while its modules are imported too, ends it
+    with :data:`INTERRUPTED` on stderr and status 130, never a traceback; once it is caught,
+    Ctrl-C is ignored while the command ends. Python's own handler stays in place while the
+    command runs, so that ``asyncio.run`` (and anyio's) can cancel its main task, not stop
+    the event loop half-way through a step. Called without ``argv`` (as the program), Ctrl-C
+    stays ignored after the command, while the process exits; called with ``argv``, the
+    handler is put back."""
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        try:
+            status = _main(argv)
+        except KeyboardInterrupt:  # one that came while an error was being reported
+            _ignore_interrupts()
+            status = EXIT_INTERRUPTED
+        if status == EXIT_INTERRUPTED:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                sys.stderr.write(INTERRUPTED + "\n")
+                sys.stderr.flush()
+        return status
+    finally:
+        if argv is None:
+            _ignore_interrupts()
+        elif previous is not None:  # None: a handler set outside Python, never changed
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGINT, previous)
+
+
+def _ignore_interrupts() -> None:
+    with contextlib.suppress(ValueError):  # not the main thread: nothing to do
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     logger = logging.getLogger("ctxengine")
     level, handler = logger.level, _log_to_stderr(debug)
@@ -208,10 +263,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         flags = set(vars(args))
-        if getattr(args, "json", False):
-            return _run_for_data(args)
-        return int(args.run(args))
+        status = _run_for_data(args) if getattr(args, "json", False) else int(args.run(args))
+        if sys.stdout is not None:
+            sys.stdout.flush()  # a closed pipe is found here, not while the process exits
+        return status
     except KeyboardInterrupt:
+        _ignore_interrupts()  # the command ends: a second Ctrl-C cuts nothing short
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         _silence_stdout()
@@ -225,6 +282,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[Callable[[], None]]:
+    """Hold Ctrl-C (SIGINT) over a step that must not stop half-way (a file created and then
+    removed, a pair of files renamed into place): an interrupt that comes meanwhile is
+    delivered when the step ends, or raised as ``KeyboardInterrupt`` where the step calls the
+    function yielded (a point where stopping leaves nothing behind). Where no handler can be
+    set (not the main thread, or a handler set outside Python) the step runs as it is."""
+    pending: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        pending.append(signum)
+
+    def check() -> None:
+        if pending:
+            pending.clear()
+            raise KeyboardInterrupt
+
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        if previous is not None:  # None: a handler set outside Python, left alone
+            signal.signal(signal.SIGINT, hold)
+    except ValueError:  # not the main thread
+        previous = None
+    if previous is None:
+        yield lambda: None
+        return
+    try:
+        yield check
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if pending:  # as if it came now
+            signal.raise_signal(signal.SIGINT)
 
 
 def _one_line(exc: BaseException, flags: set[str] | None = None) -> str:

@@ -31,6 +31,7 @@ from .cli import (
     add_common,
     budget_arg,
     given,
+    interrupts_held,
     print_json,
     stderr_console,
     stdout_console,
@@ -408,15 +409,16 @@ def _probe(flag: str, path: Path, target: Path) -> None:
     """Create (and remove) a file beside ``target``, as the write will: a folder without write
     permission (or immutable, or on a read-only file system) is refused before the replay."""
     tmp = _temporary(target)
-    try:
-        with open(tmp, "x", encoding="utf-8"):
-            pass
-    except OSError as exc:
-        raise UsageError(
-            f"{flag} {path}: no file can be created in {target.parent} "
-            f"({exc.strerror or exc}); expected a path in a writable folder"
-        ) from None
-    tmp.unlink()
+    with interrupts_held():  # a Ctrl-C meanwhile comes after the file is gone
+        try:
+            with open(tmp, "x", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise UsageError(
+                f"{flag} {path}: no file can be created in {target.parent} "
+                f"({exc.strerror or exc}); expected a path in a writable folder"
+            ) from None
+        tmp.unlink()
 
 
 def _write_outputs(args: argparse.Namespace, run: Run) -> None:
@@ -434,29 +436,33 @@ def _write_outputs(args: argparse.Namespace, run: Run) -> None:
     texts = {flag: make[flag]() for flag, _ in outputs}  # only those asked for
     staged: list[tuple[Path, Path]] = []
     through: list[tuple[str, Path]] = []
-    try:
-        for flag, path in outputs:
-            target = _regular_target(path)
-            if target is None:  # a device, a pipe, a terminal: written through, as given
-                through.append((flag, path))
-                continue
-            tmp = _temporary(target)
-            staged.append((tmp, target))
-            try:
-                with open(tmp, "x", encoding="utf-8") as f:
-                    f.write(texts[flag])
-                    f.flush()
-                    os.fsync(f.fileno())
-            except OSError as exc:  # named as the option, not as the temporary file
-                raise UsageError(
-                    f"{flag} {path}: cannot write it ({exc.strerror or exc}); nothing written"
-                ) from None
-        for tmp, target in staged:
-            os.replace(tmp, target)
-    finally:
-        for tmp, _ in staged:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+    # A Ctrl-C while the temporary files are written stops before the renames (nothing
+    # written); one during the renames or the cleanup comes after them (both written).
+    with interrupts_held() as stop_if_interrupted:
+        try:
+            for flag, path in outputs:
+                target = _regular_target(path)
+                if target is None:  # a device, a pipe, a terminal: written through, as given
+                    through.append((flag, path))
+                    continue
+                tmp = _temporary(target)
+                staged.append((tmp, target))
+                try:
+                    with open(tmp, "x", encoding="utf-8") as f:
+                        f.write(texts[flag])
+                        f.flush()
+                        os.fsync(f.fileno())
+                except OSError as exc:  # named as the option, not as the temporary file
+                    raise UsageError(
+                        f"{flag} {path}: cannot write it ({exc.strerror or exc}); nothing written"
+                    ) from None
+                stop_if_interrupted()
+            for tmp, target in staged:
+                os.replace(tmp, target)
+        finally:
+            for tmp, _ in staged:
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
     for flag, path in through:
         with open(path, "w", encoding="utf-8") as f:
             f.write(texts[flag])
