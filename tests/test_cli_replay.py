@@ -7,6 +7,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -436,6 +437,74 @@ def test_json_stdout_holds_only_the_data_when_a_plugin_prints(
         assert "chatty: collect" in captured.err
     assert main([*argv, "--plugins", plugins]) == 0  # a table: printed where it was printed
     assert "chatty: imported" in capsys.readouterr().out
+
+
+def _raw_plugins(root: Path) -> Path:
+    """A plugin folder whose plugin writes to file descriptor 1 itself, past ``sys.stdout``:
+    ``os.write(1, ...)`` and a child process that inherits it, on import and at every call."""
+    folder = root / "plugins" / "raw"
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(
+        '{"name": "raw", "version": "1.0.0", "entry": "plugin.py:Raw"}'
+    )
+    (folder / "plugin.py").write_text(
+        "import asyncio, os, subprocess, sys\n"
+        "def _child(when):\n"
+        "    return [sys.executable, '-c', f'print(\"raw: child {when}\")']\n"
+        "print('raw: print imported')\n"
+        "os.write(1, b'raw: fd 1 imported\\n')\n"
+        "subprocess.run(_child('imported'), check=True)\n"
+        "class Raw:\n"
+        "    name, version, priority, enabled = 'raw', '1.0.0', 10, True\n"
+        "    async def collect(self, scene):\n"
+        "        print('raw: print collect')\n"
+        "        os.write(1, b'raw: fd 1 collect\\n')\n"
+        "        child = await asyncio.create_subprocess_exec(*_child('collect'))\n"
+        "        await child.wait()\n"
+        "        return []\n"
+    )
+    return folder.parent
+
+
+@pytest.mark.parametrize("command", ["plugins list", "replay"])
+def test_json_stdout_holds_only_the_data_when_a_plugin_writes_to_descriptor_1(
+    command: str, tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """Only ``sys.stdout`` was sent to stderr: a plugin's ``os.write(1, ...)`` and the output
+    of a child process it ran still reached stdout, around the JSON, which a script could then
+    not parse. The whole descriptor 1 now goes to stderr while the command runs."""
+    argv = command.split()
+    if command == "replay":
+        argv += [str(TRANSCRIPTS / "openhands" / "output.jsonl"), "--budget", "4000"]
+    argv += ["--plugins", str(_raw_plugins(tmp_path)), "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxengine", *argv],
+        capture_output=True,
+        text=True,
+        env=child_env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)  # the whole of stdout is the data
+    whens = ["imported", "collect"] if command == "replay" else ["imported"]
+    for when in whens:
+        for way in ("print", "fd 1", "child"):
+            assert f"raw: {way} {when}" in done.stderr
+    assert "raw:" not in done.stdout
+
+
+def test_json_output_restores_descriptor_1_after_the_command(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """In a process that goes on after the command (main() called in-process), descriptor 1
+    is stdout again once the command has ended."""
+    plugins = str(_raw_plugins(tmp_path))
+    assert main(["plugins", "list", "--plugins", plugins, "--json"]) == 0
+    os.write(1, b"after the command\n")
+    captured = capfd.readouterr()
+    assert "raw: fd 1 imported" in captured.err and "raw: child imported" in captured.err
+    assert captured.out.endswith("]\nafter the command\n")
+    assert json.loads(captured.out.removesuffix("after the command\n"))
 
 
 def test_plugins_list_missing_folder_is_a_user_error(capsys: pytest.CaptureFixture[str]) -> None:

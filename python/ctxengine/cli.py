@@ -151,13 +151,68 @@ def print_json(data: Any, out: IO[str] | None = None) -> None:
 
 def _run_for_data(args: argparse.Namespace) -> int:
     """Run a ``--json`` command with stdout carrying the data alone: what anything else
-    prints there (a plugin's debugging ``print``) goes to stderr."""
-    _data_out.append(sys.stdout)
+    prints there goes to stderr, be it ``print`` (``sys.stdout``) or a write to file
+    descriptor 1 itself (a plugin's ``os.write(1, ...)``, a child process inheriting it)."""
+    with _descriptor_1_to_stderr() as data:
+        _data_out.append(data)
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                return int(args.run(args))
+        finally:
+            _data_out.pop()
+
+
+@contextlib.contextmanager
+def _descriptor_1_to_stderr() -> Iterator[IO[str]]:
+    """Point file descriptor 1 at stderr (descriptor 2) while the block runs, and yield the
+    stream for the data: a copy of the real stdout when ``sys.stdout`` writes to descriptor 1,
+    else ``sys.stdout`` itself (a stream of the caller's, such as a test's capture)."""
+    stdout = sys.stdout
+    if stdout is not None:
+        stdout.flush()
+    with interrupts_held():  # descriptor 1 is never left pointing at stderr
+        try:
+            saved = os.dup(1)
+        except OSError:  # descriptor 1 is closed: nothing can write to it
+            saved = -1
+        data = stdout
+        if saved >= 0:
+            if _descriptor(stdout) == 1:
+                data = open(  # noqa: SIM115 (closed after the block)
+                    saved, "w", encoding=stdout.encoding, errors=stdout.errors, closefd=False
+                )
+            if sys.stderr is not None:
+                sys.stderr.flush()
+            _point_descriptor_1_at_stderr()
     try:
-        with contextlib.redirect_stdout(sys.stderr):
-            return int(args.run(args))
+        yield data
     finally:
-        _data_out.pop()
+        try:
+            if data is not stdout:
+                data.close()  # the data written (it leaves descriptor ``saved`` open)
+        finally:
+            with interrupts_held():
+                if saved >= 0:
+                    os.dup2(saved, 1)
+                    os.close(saved)
+
+
+def _descriptor(stream: IO[str] | None) -> int | None:
+    try:
+        return None if stream is None else stream.fileno()
+    except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation is both
+        return None
+
+
+def _point_descriptor_1_at_stderr() -> None:
+    try:
+        os.dup2(2, 1)
+    except OSError:  # stderr is closed: what is written to descriptor 1 is dropped
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, 1)
+        finally:
+            os.close(devnull)
 
 
 def budget_arg(text: str) -> int:
