@@ -101,7 +101,10 @@ class RefBuilder(HistoryBuilder):
         thinking: tuple[Thinking, ...] = ()
         if not (len(blocks) == 1 and type(blocks[0]) is Text):
             images = sum(isinstance(b, Image) for b in blocks)
-            thinking = tuple(b for b in blocks if isinstance(b, Thinking) and b.text)
+            # thinking with no text counts too (a Responses reasoning item is sent whole)
+            thinking = tuple(
+                b for b in blocks if isinstance(b, Thinking) and (b.text or b.signature)
+            )
         flags |= FLAG["image"] if images else 0
         kind = KIND["message"]
         if role == "system":

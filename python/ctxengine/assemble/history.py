@@ -275,10 +275,11 @@ class HistoryBuilder:
                 elif isinstance(b, Image):
                     images += 1
                     media += media_tokens(b.media_type, b.data)
-                elif isinstance(b, Thinking) and b.text:
+                elif isinstance(b, Thinking) and (b.text or b.signature):
                     # Thinking goes back only to the provider that signed it (``exportable``):
                     # counted for the renders that send it (never trimmed alone: the turn's
-                    # overhead).
+                    # overhead). Thinking with no text counts too: a Responses reasoning item
+                    # with an empty summary is sent whole, with its encrypted content.
                     signed.append(b)
             text = "\n".join(strings)
             if images:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .. import _core
 from ..grain import ContextGrain
 from ..inject.pairing import SYNTHETIC_RESULT_TEXT
+from ..inject.payload import thinking_texts
 from ..state import bulk
 from ..tokens import count_many
 from ..transcript.providers import exportable
@@ -86,7 +87,9 @@ def _changed_items(state: SessionState, scan: bool) -> tuple[list[HistoryItem], 
 def _overhead_texts(state: SessionState, item: HistoryItem, provider: str) -> tuple[str, ...]:
     """What an item carries besides its text: tool calls (as the payload redactors leave
     their arguments, :mod:`~ctxengine.assemble.redact`), and the thinking ``provider``'s
-    export sends (thinking goes back only to the provider that signed it)."""
+    export sends (thinking goes back only to the provider that signed it), as the payload count
+    reads it (:func:`~ctxengine.inject.payload.thinking_texts`: a Responses reasoning item
+    whole, with its encrypted content)."""
     texts = item.overhead_texts
     redaction = state.redaction
     if redaction is not None and texts and item.kind == KIND["message"]:
@@ -96,7 +99,12 @@ def _overhead_texts(state: SessionState, item: HistoryItem, provider: str) -> tu
             texts = call_texts(redacted.tool_calls)
     if not item.thinking:
         return texts
-    sent = tuple(b.text for b in item.thinking if exportable(b, provider, item.family))
+    sent = tuple(
+        t
+        for b in item.thinking
+        if exportable(b, provider, item.family)
+        for t in thinking_texts(b, provider)
+    )
     return sent + texts
 
 

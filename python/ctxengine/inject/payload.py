@@ -16,10 +16,11 @@ from ..tokens import (
     message_strings,
 )
 from ..transcript.importers.gemini import response_text
-from ..transcript.model import Message, Transcript
+from ..transcript.model import Message, Thinking, Transcript
+from ..transcript.providers import responses_reasoning_item
 from .memo import RenderMemo
 
-__all__ = ("MessageTokenCache", "payload_tokens")
+__all__ = ("MessageTokenCache", "payload_tokens", "thinking_texts")
 
 #: Keys whose values are never text the model reads: a part's kind and role, cache markers,
 #: media types, inline data (counted by its own rule) and the opaque signatures of thinking
@@ -86,6 +87,24 @@ def _strings(value: Any, key: str = "") -> Iterator[str | int]:
             yield from _strings(v, key)
     elif value is not None and not isinstance(value, bool):
         yield str(value)
+
+
+def thinking_texts(block: Thinking, provider: str) -> tuple[str, ...]:
+    """The texts :func:`payload_tokens` reads of thinking ``block`` as the exporter for
+    ``provider`` sends it (the plan counts the same, so a render fits what it planned):
+    Anthropic's ``thinking`` text (not its ``signature``; a ``redacted_thinking`` block's
+    ``data`` is not read either), Gemini's thought text (not its ``thoughtSignature``), and the
+    whole reasoning item sent back to OpenAI Responses: its id, summary and
+    ``encrypted_content`` (a reasoning model's 2 KB of it per item when ``store=False``).
+    Call only for a block :func:`~ctxengine.transcript.providers.exportable` sends."""
+    if provider == "openai-responses":
+        item = responses_reasoning_item(block.signature)
+        if item is None:
+            return ()
+        return tuple(s for s in _strings(item) if type(s) is str)
+    if block.redacted:
+        return ()
+    return (block.text,)
 
 
 def _function_response(fr: Mapping[str, Any]) -> Iterator[str | int]:
