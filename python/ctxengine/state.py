@@ -122,7 +122,8 @@ class SessionState:
             out of the assembly until the next render puts them back.
         edited: History node ids whose own grain a tree handler changed the content of in
             place → (plugin, hook) of each change, in order: the item is sent with that
-            content while its grain holds it (the render's report names the plugins).
+            content while its grain holds it (its decision in the render's report names the
+            plugins).
         pruned: Tool-result node id → the text the prune options left it (sticky: a result
             once trimmed or cleared stays so, the sent prefix does not change back).
         pruned_results: The same results by (message index, block index), as tool results.
@@ -787,8 +788,9 @@ class TurnLog:
     shadowed: list[dict[str, Any]] = field(default_factory=list)
     extra: list[Extra] = field(default_factory=list)
     compactions: list[dict[str, Any]] = field(default_factory=list)
-    #: History node id → the plugin whose content it is sent with (an in-place edit).
-    origins: dict[str, str] = field(default_factory=dict)
+    #: History node id → what its decision says of the content a tree handler gave its own
+    #: grain in place, that it is sent with (the plugins, hooks and change of size).
+    edited: dict[str, str] = field(default_factory=dict)
 
 
 def _clean(block: Block) -> bool:

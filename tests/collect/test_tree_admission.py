@@ -7,6 +7,7 @@ silently")."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -14,8 +15,10 @@ import pytest
 from contract_count import independent_count
 from ctxengine import Budget, ContextEngine, ContextGrain
 from ctxengine.assemble.compact import SUMMARY_ID
-from ctxengine.builtins import RedactionProvider
+from ctxengine.builtins import RedactionProvider, Redactor, UsageAuditProvider
 from ctxengine.collect.events import BeforeRender, CustomEvent, OverBudget, current_bus
+from ctxengine.compaction import CompactionConfig
+from ctxengine.store.snapshot import build_snapshot
 from ctxengine.transcript import ToolCall
 from transcript.helpers import PROVIDERS, assert_sdk_valid
 
@@ -660,71 +663,120 @@ class Editor:
 async def test_a_consented_in_place_edit_of_a_history_items_grain_is_reported(
     hook: str, node_id: str, text: str
 ) -> None:
-    """The item is sent with the plugin's content: the report names the plugin for it, and
-    has the transcript's content shadowed, with the change, as for a grain replacing it."""
+    """The item is sent with the plugin's content and stays the transcript's: its one decision
+    says the edit (the plugin, the hook, the change of size), and no copy of the content it
+    had is in the report or the snapshot."""
     first, second = await _tool_session(Editor(hook, node_id, "EDITED"), renders=2)
     assert first.report.faults == []
     assert text not in _sent(first) and "EDITED" in _sent(first)
-    assert _decisions(first, node_id) == [("editor", "kept"), ("transcript", "shadowed")]
-    shadowed = next(d for d in first.report if d.node_id == node_id and d.origin == "transcript")
-    assert shadowed.stage == hook
-    assert shadowed.reason == (
+    # the columns a snapshot stores are made without the per-grain decisions: they say the same
+    columns, snapshot = first.report.columns(), build_snapshot(first, session_id="c", turn=0)
+    note = (
         f"its content was changed in place by plugin 'editor' in {hook} "
         f"({len(text)} to 6 characters)"
     )
-    assert shadowed.grain.content == text
-    # the item's grain keeps the content: the next render sends it, and says whose it is
+    assert _explained(first, node_id) == [("transcript", "kept", None, f"kept; {note}")]
+    assert columns == _columns_of(first)
+    assert text not in json.dumps(snapshot) and text not in first.report.to_json()
+    # the item's grain keeps the content: the next render sends it, and says so
     assert "EDITED" in _sent(second) and text not in _sent(second)
     assert _explained(second, node_id) == _explained(first, node_id)
     # writing the content it has changes nothing; the other grains are reported as before
     reference = await _tool_session(Editor(hook, node_id, text), renders=2)
-    assert _decisions(reference[0], node_id) == [("transcript", "kept")]
+    assert _explained(reference[0], node_id) == [("transcript", "kept", None, "kept")]
 
-    def others(out: Any) -> list[tuple[str, str, str]]:
-        return [(d.node_id, d.origin, d.decision) for d in out.report if d.node_id != node_id]
+    def others(out: Any) -> list[tuple[str, str, str, str]]:
+        return [
+            (d.node_id, d.origin, d.decision, d.reason) for d in out.report if d.node_id != node_id
+        ]
 
     assert others(first) == others(reference[0]) and others(second) == others(reference[1])
 
 
-async def test_the_redaction_plugins_edit_of_a_history_message_is_reported() -> None:
-    key = "sk-" + "a1B2c3D4e5" * 4
-    engine = ContextEngine(
-        "gpt-4o", Budget(total=3000), plugins=[RedactionProvider()], allow_dangerous={"redaction"}
+def _columns_of(out: Any) -> dict[str, list[Any]]:
+    """The report's columns as its per-grain decisions give them."""
+    return {name: [d[name] for d in out.report] for name in out.report.grains[0].to_dict()}
+
+
+async def test_an_edited_history_item_the_soft_trim_folds_says_the_edit() -> None:
+    big = "x " * 3000
+    [out] = await _tool_session(Editor("on_before_render", "act.tool_result.c1", big))
+    [(origin, decision, stage, reason)] = _explained(out, "act.tool_result.c1")
+    assert (origin, decision, stage) == ("transcript", "folded", "soft")
+    assert reason.endswith(
+        "; its content was changed in place by plugin 'editor' in on_before_render "
+        "(8 to 6,000 characters)"
     )
+
+
+KEY = "sk-" + "a1B2c3D4e5" * 4
+
+
+async def test_the_redaction_plugins_edit_of_a_history_message_keeps_it_the_transcripts(
+    tmp_path: Path,
+) -> None:
+    """Every message holding a secret, the latest user message too, is reported as the
+    transcript's with its one decision naming the redaction; the secret is in no report,
+    snapshot or audit line, and usage_audit counts the messages under ``transcript``."""
+    audit = tmp_path / "audit.jsonl"
+    engine = ContextEngine(
+        "gpt-4o",
+        Budget(total=3000),
+        plugins=[RedactionProvider(), UsageAuditProvider(audit)],
+        allow_dangerous={"redaction"},
+    )
+    first, latest = f"my key is {KEY}", "mail it to bob@example.com"
     async with engine.session("redacted") as s:
-        await s.user_message(f"my key is {key}")
+        await s.user_message(first)
         await s.assistant_message("noted")
-        await s.user_message("thanks")
+        await s.user_message(latest)
         out = await s.render()
-    assert key not in _sent(out)
-    assert _decisions(out, "hist.0") == [("redaction", "kept"), ("transcript", "shadowed")]
-    [(_, _, stage, reason)] = [e for e in _explained(out, "hist.0") if e[0] == "transcript"]
-    assert stage == "on_before_render"
-    assert reason.startswith("its content was changed in place by plugin 'redaction' in ")
-    assert key not in reason
-    assert _decisions(out, "hist.1") == [("transcript", "kept")]
+    sent = _sent(out)
+    assert KEY not in sent and "bob@example.com" not in sent
+    snapshot = json.dumps(build_snapshot(out, session_id="redacted", turn=0))
+    for node_id, text in (("hist.0", first), ("hist.2", latest)):
+        redacted = Redactor().redact_text(text)[0]
+        assert redacted in sent
+        note = (
+            "its content was changed in place by plugin 'redaction' in on_before_render "
+            f"({len(text)} to {len(redacted)} characters)"
+        )
+        assert _explained(out, node_id) == [("transcript", "kept", None, f"kept; {note}")]
+        assert f"kept; {note}" in snapshot
+    assert _explained(out, "hist.1") == [("transcript", "kept", None, "kept")]
+    report = out.report.to_json()
+    for secret in (KEY, "bob@example.com"):
+        assert secret not in report and secret not in snapshot
+        assert secret not in audit.read_text()
+    line = json.loads(audit.read_text().splitlines()[-1])
+    assert list(line["origins"]) == ["transcript"] and line["decisions"] == {"kept": 3}
 
 
-async def test_a_compaction_does_not_summarize_a_tail_turn_a_tree_handler_took_out() -> None:
-    """The protected tail's turns the ladder cannot keep are summarized with the older ones:
-    not a turn of it a handler took out of the render (here the second of four steps of one
-    request, each reading a long file, at a budget of 750)."""
-    plugin = Cutter("on_before_render", ("act.tool_result.t1",))
-    engine = ContextEngine("gpt-4o", Budget(total=750), plugins=[plugin], allow_dangerous=True)
-    async with engine.session("tail") as s:
-        for i in range(4):
-            await s.user_message(f"request {i}: look at module_{i}.py")
-            await s.assistant_message(f"done {i}")
-        await s.user_message("final request: read everything")
-        for k in range(4):
-            await s.assistant_message(
-                f"step {k}", [ToolCall(f"t{k}", "read_file", {"path": f"tail_{k}.txt"})]
-            )
-            await s.tool_result(f"t{k}", f"TAIL {k}\n" + "content line\n" * 80)
+class _Failing:
+    async def summarize(self, *args: Any, **kwargs: Any) -> str:
+        raise RuntimeError("summarizer down")
+
+
+async def test_an_edited_history_item_the_ladder_drops_has_one_dropped_decision() -> None:
+    """Nothing of the edited item is sent: its one decision is the ladder's ``dropped``."""
+    engine = ContextEngine(
+        "gpt-4o",
+        Budget(total=900),
+        plugins=[RedactionProvider()],
+        allow_dangerous={"redaction"},
+        summarizer=_Failing(),
+        compaction=CompactionConfig(timeout=5, chunk_retries=0, backoff=0),
+    )
+    async with engine.session("dropped") as s:
+        await s.user_message("write to alice@example.com " + "please " * 100)
+        await s.assistant_message("ok " + "sure " * 100)
+        for i in range(6):
+            await s.user_message(f"q{i} " + "words " * 60)
+            await s.assistant_message(f"a{i} " + "words " * 60)
+        await s.user_message("last")
         out = await s.render()
-        compacted, summary = set(s.state.compacted), s.state.summary
-    assert summary is not None
-    assert {"hist.13", "act.tool_result.t2"} <= compacted  # a turn of the tail: summarized
-    assert compacted.isdisjoint({"hist.11", "act.tool_result.t1"})
-    assert "tail_1.txt" not in summary.text and "tail_1.txt" not in _sent(out)
-    assert _decisions(out, "act.tool_result.t1") == [("transcript", "dropped")]
+    assert "please please" not in _sent(out)
+    [(origin, decision, stage, reason)] = _explained(out, "hist.0")
+    assert (origin, decision, stage) == ("transcript", "dropped", "compaction")
+    assert reason.startswith("turn 0 dropped for this render") and "in place" not in reason
+    assert [d.decision for d in out.report if d.decision == "shadowed"] == []

@@ -136,21 +136,19 @@ class HistoryItem:
         cold render reads it only for the items it keeps, a few hundred of a long session."""
         grain = self.made_grain
         if grain is None:
-            grain = self.made_grain = self.new_grain()
+            context = self.kind == _KIND_CONTEXT
+            meta: dict[str, Any] = {"message_index": self.index, "role": _ROLE_NAME[self.role]}
+            if self.kind == _KIND_TOOL_RESULT:
+                meta["tool"] = self.tool
+            grain = transcript_grain(
+                self.node_id, self.grain_text, 0 if context else 100, context, meta
+            )
+            self.made_grain = grain
         return grain
 
     @grain.setter
     def grain(self, grain: ContextGrain) -> None:
         self.made_grain = grain
-
-    def new_grain(self) -> ContextGrain:
-        """A new ``transcript`` grain of the item, as :attr:`grain` was made (its content the
-        text the item was made with, whatever a plugin did to :attr:`grain` since)."""
-        context = self.kind == _KIND_CONTEXT
-        meta: dict[str, Any] = {"message_index": self.index, "role": _ROLE_NAME[self.role]}
-        if self.kind == _KIND_TOOL_RESULT:
-            meta["tool"] = self.tool
-        return transcript_grain(self.node_id, self.grain_text, 0 if context else 100, context, meta)
 
 
 def call_texts(calls: Sequence[ToolCall]) -> tuple[str, ...]:

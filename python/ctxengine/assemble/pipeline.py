@@ -366,7 +366,7 @@ def _note_edits(state: SessionState, changed: list[TreeRemoval]) -> None:
     """Record in ``state.edited`` the history items whose own grain a tree handler changed
     the content of in place (``changed``, the dispatcher's: a consented handler's edits of
     grains it does not own). The item is sent with that content (:func:`item_text`) in this
-    render and in the next ones while its grain holds it: :func:`_edit_decisions` reports it."""
+    render and in the next ones while its grain holds it: :func:`_edit_notes` reports it."""
     items, edited = state.items, state.edited
     for edit in changed:
         item = items.get(edit.node_id)
@@ -381,14 +381,13 @@ def _note_edits(state: SessionState, changed: list[TreeRemoval]) -> None:
             by.append((edit.plugin, edit.hook))
 
 
-def _edit_decisions(state: SessionState, config: RenderConfig, log: TurnLog) -> None:
+def _edit_notes(state: SessionState, log: TurnLog) -> None:
     """For each history item of the render sent with the content a tree handler gave its own
-    grain in place (``state.edited``), what an override's replacement gets: the item is
-    reported under the plugin's name (``log.origins``; the plan's decision on it), and the
-    content the transcript gave it as ``shadowed`` (``decision.grain``), at the stage of the
-    hook, the reason naming the plugins and the change. Not for an item whose edit is not
-    what is sent (an override's or the prune options' text stands in for it) or that is not
-    in the render (its decision says so)."""
+    grain in place (``state.edited``), what its decision says of the edit (``log.edited``):
+    the plugins, their hooks and the change of size. The item stays the transcript's, with its
+    one decision (the report adds the note to it when the item is sent, kept or folded; never
+    the content it had). Not for an item whose edit is not what is sent (an override's or the
+    prune options' text stands in for it) or that is not in the render (its decision says so)."""
     edited, items = state.edited, state.items
     out = state.unrendered.keys() | state.limited.keys() | state.overrides.keys()
     for node_id, by in list(edited.items()):
@@ -398,28 +397,10 @@ def _edit_decisions(state: SessionState, config: RenderConfig, log: TurnLog) -> 
             continue
         if node_id in out or node_id in state.pruned:
             continue
-        own = item.made_grain
-        plugin, hook = by[-1]
         changes = ", then ".join(f"by plugin {p!r} in {h}" for p, h in by)
-        reason = (
+        log.edited[node_id] = (
             f"its content was changed in place {changes} "
-            f"({len(item.grain_text):,} to {len(own.text):,} characters)"
-        )
-        window = config.budget.window_of(node_id)
-        log.origins[node_id] = plugin
-        log.extra.append(
-            GrainDecision(
-                node_id,
-                "transcript",
-                window,
-                "shadowed",
-                "shadowed",
-                hook,
-                reason,
-                0,
-                0,
-                item.new_grain(),
-            )
+            f"({len(item.grain_text):,} to {len(item.made_grain.text):,} characters)"
         )
 
 
@@ -721,7 +702,7 @@ async def assemble(
         plan = plan_within(state, config)
     context, plan = await _compact_all(state, config, plugins, context, plan, log)
     if state.edited:
-        _edit_decisions(state, config, log)
+        _edit_notes(state, log)
     # admission's own faults have their decision already (made with the grain's window)
     rejected = [f for f in log.faults if not (f.hook == ADMISSION_HOOK and f.kind == "invalid")]
     log.extra.extend(rejected_decisions(config.budget, rejected))

@@ -172,6 +172,9 @@ class RenderReport:
     _before_guard: Callable[[str, int], int] | None = None
     #: History nodes the plan kept but hygiene left out of the payload -> why.
     _unsent: Mapping[str, str] = field(default_factory=dict)
+    #: History nodes sent with the content a tree handler gave their own grain in place ->
+    #: what their decision adds to its reason when they are sent (kept or folded).
+    _edited: Mapping[str, str] = field(default_factory=dict)
     _grains: list[GrainDecision] | None = None
 
     @property
@@ -183,9 +186,20 @@ class RenderReport:
             at = self._planned_extra([g.node_id for g in rows], extra)
             for i, g in at.items():
                 rows[i] = g
+            if self._edited:
+                rows = [self._edit_noted(g) for g in rows]
             used = {id(g) for g in at.values()}
             self._grains = rows + [g for g in extra if id(g) not in used]
         return self._grains
+
+    def _edit_noted(self, g: GrainDecision) -> GrainDecision:
+        """``g``, the one decision of its node, with what a tree handler's in-place edit of
+        the item's own grain changed in its reason, if the item was sent with that content
+        (kept or folded: an item left out sent none of it)."""
+        note = self._edited.get(g.node_id)
+        if note is None or g.decision not in ("kept", "folded"):
+            return g
+        return dataclasses.replace(g, reason=f"{g.reason}; {note}")
 
     def _planned_extra(
         self, ids: Sequence[str], extras: Sequence[GrainDecision]
@@ -268,6 +282,12 @@ class RenderReport:
         for i, g in at.items():
             for name in _DECISION_FIELDS:
                 out[name][i] = getattr(g, name)
+        if self._edited:
+            decision, reason = out["decision"], out["reason"]
+            for i, node_id in enumerate(ids):
+                note = self._edited.get(node_id)
+                if note is not None and decision[i] in ("kept", "folded"):
+                    reason[i] = f"{reason[i]}; {note}"
         used = {id(g) for g in at.values()}
         for g in extras:
             if id(g) not in used:

@@ -80,7 +80,6 @@ def _report(
 ) -> RenderReport:
     origins = {n: g.origin for n, g in a.by_id.items()}
     origins.update({n: g.origin for n, g in state.overrides.items()})
-    origins.update(log.origins)
     windows = [
         {"window": name, "demand": demand, "alloc": alloc, "used": used}
         for name, demand, alloc, used in a.plan.windows
@@ -106,6 +105,7 @@ def _report(
         _guarded=state.guarded,
         _before_guard=_before_guard(state, config) if state.guarded else None,
         _unsent=unsent,
+        _edited=log.edited,
     )
 
 
