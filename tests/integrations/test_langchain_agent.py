@@ -398,3 +398,63 @@ def test_a_repeated_message_is_handed_back_as_its_newest_copy() -> None:
     handed = [where[id(m)] for m in fitted.messages if id(m) in where]
     assert len(handed) > 10
     assert handed == list(range(len(history) - len(handed), len(history)))
+
+
+class InvalidCallFake(BaseChatModel):
+    """Answers the first call with a tool call whose arguments did not parse (an
+    ``invalid_tool_calls`` entry, as LangChain's parsers record one), then with text."""
+
+    received: list[list[BaseMessage]] = []  # noqa: RUF012
+
+    @property
+    def _llm_type(self) -> str:
+        return "invalid-call-fake"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> InvalidCallFake:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.received.append(list(messages))
+        if len(self.received) == 1:
+            bad = {
+                "type": "invalid_tool_call",
+                "name": "read_log",
+                "args": '{"part": 1',
+                "id": "bad1",
+                "error": "Expecting ',' delimiter",
+            }
+            reply = AIMessage("", invalid_tool_calls=[bad])
+        else:
+            reply = AIMessage("ok")
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def test_the_model_sees_its_invalid_tool_call_and_the_error_for_it() -> None:
+    """``create_agent`` answers an invalid tool call with an error ``ToolMessage`` before the
+    next model call (``langchain/agents/factory.py``: ``_patch_invalid_tool_calls``), and
+    ChatOpenAI sends the call as a tool call (langchain_openai ``_convert_message_to_dict``).
+    The middleware dropped both, so the model never saw its failed call."""
+    model = InvalidCallFake()
+    model.received = []
+    middleware = ContextMiddleware(ContextEngine("gpt-4o", 4000))
+    agent = create_agent(
+        model, tools=[read_log], middleware=[middleware], checkpointer=InMemorySaver()
+    )
+    config: Any = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("read part 1")]}, config)
+    agent.invoke({"messages": [HumanMessage("try again")]}, config)
+    middleware.close()
+    got = model.received[1]
+    assert [m.type for m in got] == ["human", "ai", "tool", "human"]
+    assert isinstance(got[1], AIMessage) and got[1].invalid_tool_calls[0]["id"] == "bad1"
+    assert isinstance(got[2], ToolMessage) and got[2].tool_call_id == "bad1"
+    assert got[2].status == "error"
+    assert middleware.last is not None
+    calls = middleware.last.payload["messages"][1]["tool_calls"]
+    assert calls[0]["function"]["arguments"] == '{"part": 1'

@@ -113,3 +113,65 @@ def test_an_image_url_block_keeps_its_detail() -> None:
         [HumanMessage(content=[{"type": "text", "text": "hi"}, block])], model="gpt-4o", budget=5000
     )
     assert out.payload["messages"][0]["content"][1] == block
+
+
+#: An ``AIMessage`` whose call's arguments did not parse, as LangChain's output parsers make it
+#: (``langchain_core.output_parsers.openai_tools.make_invalid_tool_call``: the raw text kept in
+#: ``args``), and the error ``ToolMessage`` ``create_agent`` adds for it before the next model
+#: call (``langchain/agents/factory.py``: ``_patch_invalid_tool_calls`` and
+#: ``_invalid_tool_call_message``).
+BROKEN_ARGS = '{"path": "a.py"'
+INVALID_CALL = {
+    "type": "invalid_tool_call",
+    "name": "read",
+    "args": BROKEN_ARGS,
+    "id": "bad1",
+    "error": "Function read arguments: Expecting ',' delimiter",
+}
+PATCHED = ToolMessage(
+    "Tool call read with id bad1 could not be executed - arguments were malformed or truncated.",
+    name="read",
+    tool_call_id="bad1",
+    status="error",
+)
+
+
+def test_an_invalid_tool_call_is_read_as_a_call_with_its_raw_arguments() -> None:
+    """ChatOpenAI sends ``invalid_tool_calls`` as ``tool_calls`` after the valid ones, the
+    arguments as the raw text (langchain_openai ``chat_models/base.py``:
+    ``_convert_message_to_dict`` and ``_lc_invalid_tool_call_to_openai_tool_call``), so the
+    call and the error result LangChain's agent patched in for it are a pair the model sees.
+    They were dropped: the call was not read, and its result was then an orphan."""
+    call = {"name": "read", "args": {"path": "b.py"}, "id": "ok1", "type": "tool_call"}
+    ok = ToolMessage("b", tool_call_id="ok1")
+    history = [
+        HumanMessage("read a.py and b.py"),
+        AIMessage("", tool_calls=[call], invalid_tool_calls=[INVALID_CALL]),
+        ok,
+        PATCHED,
+        HumanMessage("try again"),
+    ]
+    sent = load(history).to("openai")["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool", "user"]
+    assert sent[1]["tool_calls"] == [
+        {
+            "id": "ok1",
+            "type": "function",
+            "function": {"name": "read", "arguments": '{"path": "b.py"}'},
+        },
+        {"id": "bad1", "type": "function", "function": {"name": "read", "arguments": BROKEN_ARGS}},
+    ]
+    assert sent[3]["tool_call_id"] == "bad1"
+
+
+def test_of_invalid_tool_calls_only_those_with_an_id_are_read() -> None:
+    """LangChain's agent adds no result for an invalid call without an id (its
+    ``_invalid_tool_call_message`` returns None), so nothing could answer it: it is left out;
+    one without a name is named ``"unknown"``, as that function names its result."""
+    no_id = {**INVALID_CALL, "id": None}
+    no_name = {**INVALID_CALL, "name": None}
+    message = AIMessage("trying", invalid_tool_calls=[no_id, no_name])
+    sent = load([HumanMessage("go"), message, PATCHED]).to("openai")["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+    assert [c["function"]["name"] for c in sent[1]["tool_calls"]] == ["unknown"]
+    assert sent[1]["tool_calls"][0]["id"] == "bad1"

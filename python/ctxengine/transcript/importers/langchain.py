@@ -134,6 +134,26 @@ def _tool(message: Any, loc: Loc) -> Message:
     return Message("tool", (result,), getattr(message, "id", None))
 
 
+def _invalid_calls(message: Any, loc: Loc) -> list[Block]:
+    """The ``invalid_tool_calls`` of an ``AIMessage`` (calls whose arguments did not parse) as
+    tool calls with their raw argument text, after the valid ones: what ChatOpenAI sends
+    (langchain_openai ``_convert_message_to_dict`` adds them to ``tool_calls`` through
+    ``_lc_invalid_tool_call_to_openai_tool_call``, ``arguments`` the raw ``args`` string), and
+    what the error ``ToolMessage`` LangChain's ``create_agent`` adds for each answers
+    (``langchain/agents/factory.py``, ``_patch_invalid_tool_calls``). One without an id is
+    left out (no result can answer it; the agent adds none); one without a name is named
+    ``"unknown"``, as that ``ToolMessage`` names it."""
+    out: list[Block] = []
+    for j, call in enumerate(getattr(message, "invalid_tool_calls", None) or ()):
+        at = loc.at(j)
+        if not isinstance(call, Mapping):
+            at.fail("invalid tool call", call, "a dict (a LangChain InvalidToolCall)")
+        if call.get("id") is None:
+            continue
+        out.append(tool_call(call.get("id"), call.get("name") or "unknown", call.get("args"), at))
+    return out
+
+
 def _one(message: Any, loc: Loc) -> Message:
     kind = getattr(message, "type", None)
     if kind == "chat":
@@ -148,6 +168,7 @@ def _one(message: Any, loc: Loc) -> Message:
         for j, call in enumerate(getattr(message, "tool_calls", None) or ()):
             at = loc.at("tool_calls").at(j)
             blocks.append(tool_call(call.get("id"), call.get("name"), call.get("args"), at))
+        blocks += _invalid_calls(message, loc.at("invalid_tool_calls"))
     return Message(role, tuple(blocks), getattr(message, "id", None))  # type: ignore[arg-type]
 
 
