@@ -996,3 +996,94 @@ def test_a_text_document_is_counted_by_its_text_as_the_engine_reads_it() -> None
     }
     small = [HumanMessage(content=[{"type": "text", "text": "read"}, pdf]), AIMessage("ok")]
     assert trim_messages(small, max_tokens=2000, token_counter="gpt-4o", strategy="last") == small
+
+
+#: A call whose arguments did not parse, as LangChain's parsers keep it (``invalid_tool_calls``,
+#: the raw text in ``args``), and the error result ``create_agent`` adds for it
+#: (``langchain/agents/factory.py``: ``_patch_invalid_tool_calls``). ChatOpenAI sends the call
+#: in ``tool_calls`` (langchain_openai ``_convert_message_to_dict``,
+#: ``_lc_invalid_tool_call_to_openai_tool_call``), so a result kept without it is an orphan the
+#: API rejects.
+_INVALID = {
+    "type": "invalid_tool_call",
+    "name": "read",
+    "args": '{"path": "a.py"',
+    "id": "bad1",
+    "error": "Expecting ',' delimiter",
+}
+
+
+def _invalid_history() -> list[BaseMessage]:
+    return [
+        HumanMessage("read a.py " * 30),
+        AIMessage("I will read it. " * 10, invalid_tool_calls=[dict(_INVALID)]),
+        ToolMessage(
+            "Tool call read with id bad1 could not be executed - arguments were malformed",
+            tool_call_id="bad1",
+            status="error",
+        ),
+        HumanMessage("try again"),
+    ]
+
+
+@pytest.mark.parametrize("counter", ["gpt-4o", "approximate"])
+@pytest.mark.parametrize("strategy", ["last", "first"])
+def test_an_invalid_call_and_its_error_result_are_kept_or_cut_together(
+    counter: str, strategy: str
+) -> None:
+    # "last" kept ['tool', 'human'] at 30 to 80 tokens: the error result without its call
+    msgs = _invalid_history()
+    seen = set()
+    for budget in range(0, 200, 5):
+        out = trim_messages(msgs, max_tokens=budget, token_counter=counter, strategy=strategy)
+        kinds = [m.type for m in out]
+        seen.add(tuple(kinds))
+        assert ("tool" in kinds) == ("ai" in kinds), (budget, kinds)
+        assert not _unpaired_invalid(msgs, out), (budget, kinds)
+    assert len(seen) > 2  # the budgets cover cuts on both sides of the pair
+
+
+def _unpaired_invalid(given: list[BaseMessage], out: list[BaseMessage]) -> bool:
+    calls = {c["id"] for m in out if isinstance(m, AIMessage) for c in m.invalid_tool_calls}
+    results = {m.tool_call_id for m in out if isinstance(m, ToolMessage)}
+    return calls != results
+
+
+def test_an_invalid_call_answered_after_a_human_turn_is_left_out_with_its_result() -> None:
+    msgs: list[BaseMessage] = [
+        HumanMessage("read a.py"),
+        AIMessage("", invalid_tool_calls=[dict(_INVALID)]),
+        HumanMessage("and be quick"),
+        ToolMessage("could not be executed", tool_call_id="bad1", status="error"),
+        AIMessage("Retrying."),
+    ]
+    first = trim_messages(msgs, max_tokens=3, token_counter=len, strategy="first")
+    assert first == [msgs[0], msgs[2]]  # the call kept, its result cut: the call goes too
+    last = trim_messages(msgs, max_tokens=2, token_counter=len)
+    assert last == [msgs[4]]  # the result kept, its call cut: the result goes too
+
+
+def test_exact_counter_counts_an_invalid_call_as_chat_openai_sends_it() -> None:
+    from ctxengine.integrations._lc_trim import resolve_counter
+
+    msgs = _invalid_history()[1:3]
+    sent = [
+        {
+            "role": "assistant",
+            "content": "I will read it. " * 10,
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "id": "bad1",
+                    "function": {"name": "read", "arguments": '{"path": "a.py"'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "bad1", "content": msgs[1].content},
+    ]
+    counter = resolve_counter("gpt-4o")
+    assert counter.total(msgs) == count_messages(sent, model="gpt-4o")
+    # the cached count follows an edit of the raw arguments in place
+    cast("AIMessage", msgs[0]).invalid_tool_calls[0]["args"] = '{"path": "' + "b" * 300
+    sent[0]["tool_calls"][0]["function"]["arguments"] = '{"path": "' + "b" * 300
+    assert counter.total(msgs) == count_messages(sent, model="gpt-4o")

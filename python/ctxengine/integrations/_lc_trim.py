@@ -37,7 +37,9 @@ from ..transcript.model import Text, copy_data
 
 __all__ = (
     "Counter",
+    "call_ids",
     "end_on_cut",
+    "has_calls",
     "resolve_counter",
     "select_first",
     "select_last",
@@ -60,16 +62,32 @@ _MEDIA_BLOCKS: Final = frozenset(
 MessageType = str | type[BaseMessage] | Sequence[str | type[BaseMessage]]
 
 
-def _extra(m: BaseMessage) -> str | None:
-    """The attribute a count of ``m`` reads besides its ``content`` and ``name``: the tool calls
-    of an ``AIMessage``, the call id of a ``ToolMessage``, the role of a ``ChatMessage``."""
+def call_ids(m: BaseMessage) -> list[Any]:
+    """The ids of the calls an ``AIMessage`` makes (none for another message): its
+    ``tool_calls``, then its ``invalid_tool_calls`` (arguments that did not parse), which
+    ChatOpenAI sends as tool calls too (langchain_openai ``_convert_message_to_dict``) and
+    ``create_agent`` answers with an error ``ToolMessage`` (``_patch_invalid_tool_calls``)."""
+    if not isinstance(m, AIMessage):
+        return []
+    return [c.get("id") for c in m.tool_calls] + [c.get("id") for c in m.invalid_tool_calls]
+
+
+def has_calls(m: BaseMessage) -> bool:
+    """Whether ``m`` is an ``AIMessage`` with tool calls, valid or invalid."""
+    return isinstance(m, AIMessage) and bool(m.tool_calls or m.invalid_tool_calls)
+
+
+def _extra(m: BaseMessage) -> tuple[str, ...]:
+    """The attributes a count of ``m`` reads besides its ``content`` and ``name``: the tool
+    calls (valid and invalid) of an ``AIMessage``, the call id of a ``ToolMessage``, the role of
+    a ``ChatMessage``."""
     if isinstance(m, AIMessage):
-        return "tool_calls"
+        return ("tool_calls", "invalid_tool_calls")
     if isinstance(m, ToolMessage):
-        return "tool_call_id"
+        return ("tool_call_id",)
     if isinstance(m, ChatMessage):
-        return "role"
-    return None
+        return ("role",)
+    return ()
 
 
 class _Cache:
@@ -82,7 +100,9 @@ class _Cache:
     __slots__ = ("entries",)
 
     def __init__(self) -> None:
-        self.entries: dict[int, tuple[BaseMessage, object, object, str | None, object, int]] = {}
+        self.entries: dict[
+            int, tuple[BaseMessage, object, object, tuple[str, ...], tuple[object, ...], int]
+        ] = {}
 
     def counts(
         self, messages: Sequence[BaseMessage], count: Callable[[BaseMessage], int]
@@ -98,13 +118,13 @@ class _Cache:
                 and hit[0] is m
                 and hit[1] == m.content
                 and hit[2] == m.name
-                and (hit[3] is None or hit[4] == getattr(m, hit[3]))
+                and all(getattr(m, a) == v for a, v in zip(hit[3], hit[4], strict=True))
             ):
                 out.append(hit[5])
             else:
                 n = count(m)
                 extra = _extra(m)
-                state = copy_data(getattr(m, extra)) if extra is not None else None
+                state = tuple(copy_data(getattr(m, a)) for a in extra)
                 entries[id(m)] = (m, copy_data(m.content), m.name, extra, state, n)
                 out.append(n)
         return out
@@ -142,6 +162,8 @@ def _exact_strings(m: BaseMessage) -> tuple[list[str], int]:
     if isinstance(m, AIMessage):
         for call in m.tool_calls:
             strings += [call["name"], json.dumps(call["args"], ensure_ascii=False)]
+        for bad in m.invalid_tool_calls:  # as ChatOpenAI sends one: the raw argument text
+            strings += [x for x in (bad.get("name"), bad.get("args")) if isinstance(x, str)]
     elif isinstance(m, ToolMessage):
         strings.append(m.tool_call_id)
     return strings, overhead
@@ -288,8 +310,8 @@ def group_bounds(messages: Sequence[BaseMessage]) -> list[int]:
     while i < n:
         m = messages[i]
         j = i + 1
-        if isinstance(m, AIMessage) and m.tool_calls:
-            ids = {c.get("id") for c in m.tool_calls}
+        if has_calls(m):
+            ids = set(call_ids(m))
             while j < n:
                 result = messages[j]
                 if not isinstance(result, ToolMessage) or result.tool_call_id not in ids:
@@ -310,9 +332,9 @@ def group_start(messages: Sequence[BaseMessage], hi: int) -> int:
     while k > 0 and isinstance(messages[k - 1], ToolMessage):
         k -= 1
     call = messages[k - 1] if k > 0 else None
-    if not (isinstance(call, AIMessage) and call.tool_calls):
+    if call is None or not has_calls(call):
         return hi - 1
-    ids = {c.get("id") for c in call.tool_calls}
+    ids = set(call_ids(call))
     for p in range(k, hi):
         result = messages[p]
         if isinstance(result, ToolMessage) and result.tool_call_id not in ids:
@@ -324,8 +346,8 @@ def group_end(messages: Sequence[BaseMessage], lo: int) -> int:
     """End (exclusive) of the group that starts at ``lo``."""
     m = messages[lo]
     j = lo + 1
-    if isinstance(m, AIMessage) and m.tool_calls:
-        ids = {c.get("id") for c in m.tool_calls}
+    if has_calls(m):
+        ids = set(call_ids(m))
         while j < len(messages):
             result = messages[j]
             if not isinstance(result, ToolMessage) or result.tool_call_id not in ids:
@@ -381,7 +403,7 @@ def _splittable(messages: list[BaseMessage], bounds: list[int], k: int) -> bool:
     if bounds[k + 1] - bounds[k] != 1:
         return False
     m = messages[bounds[k]]
-    return not isinstance(m, ToolMessage) and not (isinstance(m, AIMessage) and m.tool_calls)
+    return not isinstance(m, ToolMessage) and not has_calls(m)
 
 
 def _first_text(content: list[Any]) -> str | None:
@@ -575,9 +597,7 @@ def _last_groups(
 
 
 def _splittable_one(message: BaseMessage) -> bool:
-    return not isinstance(message, ToolMessage) and not (
-        isinstance(message, AIMessage) and message.tool_calls
-    )
+    return not isinstance(message, ToolMessage) and not has_calls(message)
 
 
 def _last_additive(

@@ -5,14 +5,16 @@ Install with ``pip install 'ctxengine[langchain]'``.
 ``trim_messages`` has the signature and behaviour of ``langchain_core.messages.trim_messages``
 with two documented differences:
 
-1. **A tool call is never separated from its results.** An ``AIMessage`` with ``tool_calls`` and
-   the ``ToolMessage`` results that follow it are kept or cut as one group, so the result never
-   starts with an orphan ``ToolMessage`` (langchain-ai/langchain issue 33245) nor ends with a
-   call whose result was cut. ``allow_partial`` never cuts into such a group. A result that
-   came after other messages (a human turn between a call and its result) is left out with
-   its call when the call is cut: no ``ToolMessage`` is kept without its call, and no
-   ``AIMessage`` whose call the input answered without that answer. ``start_on`` and
-   ``end_on`` hold again after these are left out.
+1. **A tool call is never separated from its results.** An ``AIMessage`` with ``tool_calls`` (or
+   ``invalid_tool_calls``, which ChatOpenAI sends as tool calls and ``create_agent`` answers
+   with an error ``ToolMessage``) and the ``ToolMessage`` results that follow it are kept or
+   cut as one group, so the result never starts with an orphan ``ToolMessage``
+   (langchain-ai/langchain issue 33245) nor ends with a call whose result was cut.
+   ``allow_partial`` never cuts into such a group. A result that came after other messages (a
+   human turn between a call and its result) is left out with its call when the call is cut:
+   no ``ToolMessage`` is kept without its call, and no ``AIMessage`` whose call the input
+   answered without that answer. ``start_on`` and ``end_on`` hold again after these are left
+   out.
 2. **Counts can be exact.** ``token_counter`` also takes a model or encoding name (``"gpt-4o"``,
    ``"o200k_base"``) or a tiktoken ``Encoding``: messages are counted by ctxengine's exact
    tokenizer with OpenAI's chat framing (3 tokens per message, 1 per name, 3 for the reply),
@@ -40,7 +42,6 @@ from typing import Any, Literal, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import (
-    AIMessage,
     AnyMessage,
     BaseMessage,
     SystemMessage,
@@ -57,7 +58,9 @@ from ..sync import SyncSession
 from ..transcript import load
 from ._lc_trim import (
     MessageType,
+    call_ids,
     end_on_cut,
+    has_calls,
     resolve_counter,
     select_first,
     select_last,
@@ -200,15 +203,15 @@ def _without_orphans(
     results: set[Any] = set()
     unmatched = False  # a kept result without a kept call before it
     for m in kept:
-        if isinstance(m, AIMessage) and m.tool_calls:
-            calls.update(c.get("id") for c in m.tool_calls)
+        if has_calls(m):
+            calls.update(call_ids(m))
         elif isinstance(m, ToolMessage):
             results.add(m.tool_call_id)
             unmatched = unmatched or m.tool_call_id not in calls
     pending = calls - results
     if not unmatched and not (pending and _answered_after(given, kept[-1], pending)):
         return kept  # the common case: no scan of all the given messages
-    made = {c.get("id") for m in given if isinstance(m, AIMessage) for c in m.tool_calls}
+    made = {i for m in given for i in call_ids(m)}
     answered = {m.tool_call_id for m in given if isinstance(m, ToolMessage)}
     head = int(
         include_system and bool(kept) and isinstance(kept[0], SystemMessage) and kept[0] is given[0]
@@ -244,8 +247,8 @@ def _paired(kept: list[BaseMessage], made: set[Any], answered: set[Any]) -> list
         calls: set[Any] = set()
         nxt: list[BaseMessage] = []
         for m in out:
-            if isinstance(m, AIMessage) and m.tool_calls:
-                ids = [c.get("id") for c in m.tool_calls]
+            if has_calls(m):
+                ids = call_ids(m)
                 if any(i in answered and i not in results for i in ids):
                     continue
                 calls.update(ids)
