@@ -238,3 +238,51 @@ async def test_a_pop_racing_another_process_neither_repeats_nor_drops_an_item(
 def test_bad_session_id_is_refused_naming_it() -> None:
     with pytest.raises(SessionIdError, match=re.escape("'../x'")):
         CtxEngineSession("../x")
+
+
+class ServerStateModel(FakeModel):
+    """:class:`FakeModel` answering with response ids, recording the conversation state each
+    call names (what the Runner passes a model with the conversation kept on the server)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state: list[tuple[str | None, str | None]] = []
+
+    async def get_response(
+        self, system_instructions: str | None, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        self.state.append((kwargs.get("previous_response_id"), kwargs.get("conversation_id")))
+        response = await super().get_response(system_instructions, input, *args, **kwargs)
+        return ModelResponse(
+            output=response.output, usage=Usage(), response_id=f"resp_{len(self.received)}"
+        )
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        {"previous_response_id": "resp_0"},
+        {"conversation_id": "conv_abc"},
+        {"auto_previous_response_id": True},
+    ],
+)
+async def test_the_filter_sends_the_output_of_a_call_the_server_holds(
+    state: dict[str, Any],
+) -> None:
+    """With the conversation on the server the Runner sends only the new items
+    (``agents/run_internal/oai_conversation.py``, ``OpenAIServerConversationTracker``): the
+    second call's input is the tool output alone, its call being on the server. The filter
+    dropped it as an orphan and sent a "(session bootstrap)" message instead."""
+    model = ServerStateModel()
+    agent = Agent(name="reader", instructions="Be brief.", model=model, tools=[read_log])
+    config = RunConfig(
+        call_model_input_filter=fit_model_input(model="gpt-4o", budget=BUDGET),
+        tracing_disabled=True,
+    )
+    result = await Runner.run(agent, "Read part 1.", run_config=config, **state)
+    assert result.final_output == "Done 2."
+    _, second = model.received[1]
+    assert [_plain(i).get("type") for i in second] == ["function_call_output"]
+    assert _plain(second[0])["call_id"] == "call_1"
+    assert _plain(second[0])["output"] == OUTPUTS[1 % len(OUTPUTS)]
+    assert model.state[1] != (None, None)  # the call named the server's conversation

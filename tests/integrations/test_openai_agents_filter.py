@@ -23,6 +23,9 @@ from openai.types.responses import (
     ResponseOutputText,
     ResponseReasoningItem,
 )
+from openai.types.responses.response_compaction_item_param_param import (
+    ResponseCompactionItemParamParam,
+)
 from openai.types.responses.response_function_web_search import ActionSearch
 from openai.types.responses.response_input_item_param import FunctionCallOutput
 from openai.types.responses.response_input_item_param import ItemReference as ItemReferenceParam
@@ -419,3 +422,53 @@ def test_a_later_call_exports_only_the_items_that_changed(monkeypatch: Any) -> N
     assert any(got is items[answer] for got in out)
     sent = fit_filter.last.payload["input"] if fit_filter.last is not None else []
     assert "Answer edited" in json.dumps(sent)
+
+
+def test_a_leading_compaction_item_stays_when_the_fit_cuts() -> None:
+    """``OpenAIResponsesCompactionSession`` (``agents/memory/
+    openai_responses_compaction_session.py``) keeps the items ``responses.compact`` returns in
+    place of the history: a ``compaction`` item (``ResponseCompactionItemParamParam``: its
+    ``encrypted_content`` stands for everything before it) then the turns after it. Once the
+    fit cut anything, the compaction item went with the oldest items, and all of the earlier
+    conversation with it."""
+    compaction = ResponseCompactionItemParamParam(
+        type="compaction", id="cmp_1", encrypted_content="gAAAA" + "q" * 400
+    )
+    items = [compaction, *_turns(12), EasyInputMessageParam(role="user", content="and now?")]
+    for budget in (1_500, 800):
+        _, out = _call(items, "Be brief.", budget)
+        assert out.input[0] is compaction, budget
+        assert "Summary of the earlier conversation" in json.dumps(out.input[1])
+        assert out.input[-1] is items[-1]
+        assert len(out.input) < len(items)
+
+
+def test_tool_outputs_of_calls_the_server_holds_are_sent_as_they_are() -> None:
+    """With the conversation on the server (``previous_response_id``, ``conversation_id``,
+    ``auto_previous_response_id=True``) the SDK sends only the new items: after a tool turn,
+    the outputs alone (``agents/run_internal/oai_conversation.py``, ``prepare_input``), which
+    the filter gets as they are (``agents/run_internal/turn_preparation.py``,
+    ``maybe_filter_model_input``). The fit took them for orphans, dropped them and sent a
+    "(session bootstrap)" user message: the results were lost, the API rejects the request."""
+    outputs = [
+        FunctionCallOutput(type="function_call_output", call_id="call_7", output="part 7"),
+        FunctionCallOutput(type="function_call_output", call_id="call_8", output="part 8"),
+    ]
+    _, out = _call(list(outputs), "Be brief.", 4_000)
+    assert len(out.input) == 2
+    assert all(got is given for got, given in zip(out.input, outputs, strict=True))
+    assert out.instructions == "Be brief."
+    # the server holds the conversation: an output over the budget is sent whole all the same
+    big = FunctionCallOutput(type="function_call_output", call_id="call_9", output="x " * 2_000)
+    _, out = _call([big], "Be brief.", 300)
+    assert len(out.input) == 1 and out.input[0] is big
+    # a delta that goes on with a new question: the question is fitted after the outputs
+    ask = EasyInputMessageParam(role="user", content="and part 9?")
+    _, out = _call([*outputs, ask], "Be brief.", 4_000)
+    assert [_index([*outputs, ask], got) for got in out.input] == [0, 1, 2]
+    # a history (the model's turns in it) that opens with an output of a call cut away (a
+    # session limit) is no delta: that orphan is still left out
+    history = [outputs[0], *_turns(1), EasyInputMessageParam(role="user", content="next")]
+    _, out = _call(history, "Be brief.", 10_000)
+    assert all(got is not outputs[0] for got in out.input)
+    assert out.input[-1] is history[-1]

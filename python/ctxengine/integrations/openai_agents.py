@@ -23,7 +23,10 @@
   ``RunConfig(call_model_input_filter=fit_model_input(model="gpt-4o", budget=32_000))``.
   Items the fit leaves as they were go back as the caller's own objects (a call that fits gets
   its input items back, but those the export leaves out); items the neutral model does not
-  hold (hosted-tool calls, item references, developer messages...) pass through unchanged.
+  hold (hosted-tool calls, item references, developer messages...) pass through unchanged;
+  a ``compaction`` item always stays, and an input that is a delta of a conversation kept on
+  the server (tool outputs first, nothing the model produced: see :func:`_delta_head`) sends
+  those outputs as they are.
 """
 
 from __future__ import annotations
@@ -367,13 +370,17 @@ class _FitFilter:
         instructions = data.model_data.instructions
         originals = list(data.model_data.input)
         items = [_plain(item, i) for i, item in enumerate(originals)]
-        fitted = [k for k, item in enumerate(items) if _fitted_kind(item)]
-        passed = [k for k, item in enumerate(items) if not _fitted_kind(item)]
+        delta = frozenset(_delta_head(items))
+        fitted = [k for k, item in enumerate(items) if k not in delta and _fitted_kind(item)]
+        passed = [k for k, item in enumerate(items) if k in delta or not _fitted_kind(item)]
         head = [{"role": "system", "content": instructions}] if instructions else []
         out = fit(
             [*head, *(items[k] for k in fitted)],
             model=self.model,
-            budget=self._reserved([items[k] for k in passed]),
+            # a delta's outputs answer calls on the server, which holds the conversation they
+            # go on: the budget cannot bound what the model sees then, and they are sent as
+            # they are whatever their size (not refused, not taken out of the budget)
+            budget=self._reserved([items[k] for k in passed if k not in delta]),
             provider="openai-responses",
             **self.options,
         )
@@ -382,8 +389,10 @@ class _FitFilter:
         summarized = any(m.meta.get(SUMMARY_META) for m in out.transcript.messages)
         exported = self._exported([items[k] for k in fitted])
         sent = _restored(payload["input"], exported, fitted, originals, summarized)
+        if delta and not fitted:  # the history is on the server: nothing to open it with
+            sent = _Restored([], False)
         if passed:
-            sent = _with_passed(sent, passed, fitted, items, originals)
+            sent = _with_passed(sent, passed, fitted, items, originals, delta)
         kept = payload.get("instructions")
         given = data.model_data.input
         answer = [s.item for s in sent.items]
@@ -667,26 +676,71 @@ def _instruction(item: Mapping[str, Any]) -> bool:
     return kind == "message" and item.get("role") in ("system", "developer")
 
 
+def _always(item: Mapping[str, Any]) -> bool:
+    """Whether a passed-through item stays whatever the fit cut: system and developer messages
+    (instructions), and a ``compaction`` item, which stands for the whole conversation before
+    it (what ``responses.compact`` returns and the SDK's ``OpenAIResponsesCompactionSession``
+    keeps in place of the items it compacted, ``agents/memory/
+    openai_responses_compaction_session.py``): cut with the oldest items, it would take all of
+    that conversation with it."""
+    return _instruction(item) or item_kind(item) == "compaction"
+
+
+def _model_item(item: Mapping[str, Any]) -> bool:
+    """Whether ``item`` is one the model produced: an assistant message, reasoning, or a call
+    (``function_call``, ``computer_call``, ``web_search_call``...)."""
+    kind = item_kind(item)
+    if kind == "message":
+        return bool(item.get("role") == "assistant")
+    return kind == "reasoning" or (isinstance(kind, str) and kind.endswith("_call"))
+
+
+def _delta_head(items: list[dict[str, Any]]) -> list[int]:
+    """The indices of the tool outputs an input that is a delta starts with (none otherwise).
+
+    When the conversation is kept on the server (``previous_response_id``,
+    ``conversation_id``, ``auto_previous_response_id=True``), the SDK sends only the items the
+    server does not hold yet (``agents/run_internal/oai_conversation.py``,
+    ``OpenAIServerConversationTracker.prepare_input``), and the filter gets just those
+    (``agents/run_internal/turn_preparation.py``, ``maybe_filter_model_input``): after a tool
+    turn, the outputs alone, answering calls that are on the server. The filter is not told
+    that the state is on the server, so it reads it off the input: one holding nothing the
+    model produced (no assistant message, reasoning or call) that starts with tool outputs
+    (``function_call_output``, ``computer_call_output``...) is a delta, and those outputs are
+    not orphans (a history always holds the model's turns before them)."""
+    if any(_model_item(item) for item in items):
+        return []
+    head: list[int] = []
+    for k, item in enumerate(items):
+        kind = item_kind(item)
+        if not (isinstance(kind, str) and kind.endswith("_call_output")):
+            break
+        head.append(k)
+    return head
+
+
 def _with_passed(
     sent: _Restored,
     passed: list[int],
     fitted: list[int],
     items: list[dict[str, Any]],
     originals: list[Any],
+    delta: frozenset[int] = frozenset(),
 ) -> _Restored:
     """``sent`` with the passed-through items put back in their places: each before the first
     item standing for a later input item (those before every fitted item first of all).
 
     System and developer messages always stay (instructions, as the engine keeps system
-    messages). Another item older than every item given back as the caller's own stays when
-    the fit cut nothing before that item, or the input item after it is in the answer;
-    else it went with the cut, unless one of the same ``call_id`` stays (a hosted call and its
-    output are kept together)."""
+    messages), and so do ``compaction`` items (:func:`_always`) and the tool outputs a delta
+    input starts with (``delta``: :func:`_delta_head`). Another item older than every item
+    given back as the caller's own stays when the fit cut nothing before that item, or the
+    input item after it is in the answer; else it went with the cut, unless one of the same
+    ``call_id`` stays (a hosted call and its output are kept together)."""
     first = next((x.index for x in sent.items if x.index is not None), None)
     stand = {x.source for x in sent.items}
 
     def stays(k: int) -> bool:
-        if first is None or k > first or _instruction(items[k]) or not sent.cut:
+        if first is None or k > first or _always(items[k]) or k in delta or not sent.cut:
             return True
         after = next((f for f in fitted if f > k), None)
         return after is not None and after in stand
