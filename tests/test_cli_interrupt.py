@@ -152,27 +152,38 @@ SMALL = str(TRANSCRIPTS / "openhands" / "output.jsonl")
 LARGE = str(TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl")
 
 
+BOTH = ["out.json", "report.json"]
+
+
 @pytest.mark.parametrize(
-    ("transcript", "name", "within", "nth"),
+    ("transcript", "name", "within", "nth", "expected"),
     [
         # while the command line imports its modules (rich is first needed by the tables)
-        (SMALL, "<module>", "rich/console.py", 1),
+        (SMALL, "<module>", "rich/console.py", 1, []),
         # while the transcript file is read
-        (LARGE, "load_all", "_replay", 1),
+        (LARGE, "load_all", "_replay", 1, []),
         # in the middle of a long replay
-        (LARGE, "add", "_run", 40),
+        (LARGE, "add", "_run", 40, []),
         # the --out folder checked with a file created beside it, not yet removed
-        (SMALL, "unlink", "_probe", 1),
-        # --out written to its temporary file, not yet on disk
-        (SMALL, "fsync", "_write_outputs", 1),
-        # --out renamed into place, --report not yet
-        (SMALL, "replace", "_write_outputs", 2),
+        (SMALL, "unlink", "_probe", 1, []),
+        # --out written to its temporary file, not yet on disk: the replay stops there
+        (SMALL, "fsync", "_write_outputs", 1, []),
+        # --out renamed into place, --report not yet: both are put in place
+        (SMALL, "replace", "_write_outputs", 2, BOTH),
     ],
     ids=["importing", "reading", "replaying", "checking-out", "writing-out", "renaming"],
 )
 def test_ctrl_c_during_replay_is_one_line_130_and_no_half_output(
-    child_env: dict[str, str], tmp_path: Path, transcript: str, name: str, within: str, nth: int
+    child_env: dict[str, str],
+    tmp_path: Path,
+    transcript: str,
+    name: str,
+    within: str,
+    nth: int,
+    expected: list[str],
 ) -> None:
+    """Neither file while the temporary files are written (docs/cli.md), both once the
+    renames began; never one alone, a temporary file or a half-written one."""
     outputs = tmp_path / "outputs"
     outputs.mkdir()
     args = ["replay", transcript, "--budget", "4000"]
@@ -180,7 +191,7 @@ def test_ctrl_c_during_replay_is_one_line_130_and_no_half_output(
     status, out, err = _interrupt_at(child_env, tmp_path, args, (name, within, nth))
     _assert_interrupted(status, err)
     written = sorted(p.name for p in outputs.iterdir())
-    assert written in ([], ["out.json", "report.json"])  # both or neither, no temporary file
+    assert written == expected
     for name in written:  # whole files
         assert json.loads((outputs / name).read_text())
     assert "calls" not in out  # the table was not printed
@@ -228,3 +239,104 @@ def test_a_second_ctrl_c_during_the_cleanup_is_the_same_one_line(
     )
     _assert_interrupted(status, err)
     assert out == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "within"),
+    [
+        ("<module>", "ctxengine/cli.py"),  # the command line's module starts running
+        ("<module>", "argparse.py"),  # a standard module it imports
+    ],
+    ids=["cli", "argparse"],
+)
+def test_ctrl_c_while_the_command_line_is_imported_is_one_line(
+    child_env: dict[str, str], tmp_path: Path, name: str, within: str
+) -> None:
+    """Before ``main()`` runs, the program (``python -m ctxengine``, the ``ctxengine``
+    script) imports the command line: a Ctrl-C then was Python's traceback."""
+    args = ["count", str(Path(__file__))]
+    status, out, err = _interrupt_at(child_env, tmp_path, args, (name, within, 1))
+    _assert_interrupted(status, err)
+    assert out == ""
+
+
+def test_ctrl_c_as_a_command_that_succeeded_ends_is_one_line(
+    child_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The signal comes as ``main()`` sets Ctrl-C to be ignored on its way out, after the
+    command printed its output: it was a traceback out of ``main``."""
+    args = ["count", str(Path(__file__)), "--json"]
+    status, out, err = _interrupt_at(child_env, tmp_path, args, ("signal", "_ignore_interrupts", 1))
+    _assert_interrupted(status, err)
+    assert json.loads(out)  # the command had printed its whole output
+
+
+def test_the_program_entry_points_catch_an_interrupt_while_the_command_line_loads() -> None:
+    """The ``ctxengine`` script runs what ``python -m ctxengine`` runs; the line written
+    before :mod:`ctxengine.cli` is loaded is the one it writes."""
+    import ctxengine.__main__ as program
+    from ctxengine.cli import INTERRUPTED as LINE
+
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    scripts = pyproject.split("[project.scripts]\n", 1)[1].split("\n\n", 1)[0]
+    assert scripts.splitlines() == ['ctxengine = "ctxengine.__main__:run"']
+    assert program._INTERRUPTED == LINE == INTERRUPTED
+
+
+def test_ctrl_c_while_json_redirects_descriptor_1_puts_it_back(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The Ctrl-C held while ``--json`` points descriptor 1 at stderr was raised as the hold
+    ended, before the block that puts it back: descriptor 1 stayed on stderr, and the copy of
+    stdout's descriptor was leaked."""
+    from ctxengine.cli import main
+
+    dup2 = os.dup2
+    sent: list[int] = []
+
+    def dup2_then_ctrl_c(fd: int, fd2: int, inheritable: bool = True) -> int:
+        done = dup2(fd, fd2, inheritable)
+        if (fd, fd2) == (2, 1) and not sent:
+            sent.append(fd)
+            os.kill(os.getpid(), signal.SIGINT)
+        return done
+
+    monkeypatch.setattr(os, "dup2", dup2_then_ctrl_c)
+    before = len(os.listdir("/proc/self/fd"))
+    status = main(["plugins", "list", "--json"])
+    after = len(os.listdir("/proc/self/fd"))
+    monkeypatch.undo()
+    os.write(1, b"after the command\n")
+    captured = capfd.readouterr()
+    assert sent and status == 130
+    assert captured.out == "after the command\n"
+    assert captured.err == INTERRUPTED + "\n"
+    assert after == before
+
+
+def test_an_ignored_sigint_stays_ignored_and_stops_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGINT ignored by whoever started the command (``ctxengine ... &`` in a script): a
+    SIGINT while ``--out`` is written changes nothing. The write's hold put its own handler
+    over the ignored one, and the replay was stopped with nothing written."""
+    from ctxengine.cli import main
+
+    fsync = os.fsync
+
+    def fsync_then_sigint(fd: int) -> None:
+        fsync(fd)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    out = tmp_path / "out.json"
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        monkeypatch.setattr(os, "fsync", fsync_then_sigint)
+        status = main(["replay", SMALL, "--budget", "4000", "--out", str(out)])
+        monkeypatch.undo()
+        handler = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert status == 0, capsys.readouterr().err
+    assert json.loads(out.read_text())
+    assert handler == signal.SIG_IGN

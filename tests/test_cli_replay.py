@@ -507,6 +507,101 @@ def test_json_output_restores_descriptor_1_after_the_command(
     assert json.loads(captured.out.removesuffix("after the command\n"))
 
 
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+class _Minimal:
+    """A caller's ``sys.stdout`` of its own: a wrapper of the real one that logs what it is
+    given (``write``, ``flush``, ``fileno`` only: no ``encoding``, no ``errors``)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real, self.log = real, []
+
+    def write(self, text: str) -> int:
+        self.log.append(text)
+        return int(self.real.write(text))
+
+    def flush(self) -> None:
+        self.real.flush()
+
+    def fileno(self) -> int:
+        return int(self.real.fileno())
+
+
+class _Tee(_Minimal):
+    """The same, passing every other attribute on to the real stream (``encoding``...)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("wrapper", [_Minimal, _Tee], ids=["minimal", "tee"])
+def test_json_data_goes_through_the_callers_stdout(
+    wrapper: type[_Minimal], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The data of a ``--json`` command run in-process goes through ``sys.stdout`` as the
+    caller set it, and reaches descriptor 1 while a plugin's writes to it go to stderr. A
+    minimal wrapper was an internal error (its ``encoding`` was read) and leaked a descriptor;
+    one with ``encoding`` never saw the data (written past it to a copy of descriptor 1)."""
+    real = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 (closed below)
+    stdout = wrapper(real)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    before = _open_descriptors()
+    status = main(["count", __file__, "--json"])
+    after = _open_descriptors()
+    monkeypatch.undo()
+    real.close()
+    captured = capfd.readouterr()
+    assert status == 0, captured.err
+    assert json.loads("".join(stdout.log))["tokens"] > 0
+    assert captured.out == "".join(stdout.log)
+    assert after == before
+
+
+def test_json_with_stdout_closed_writes_nowhere_as_tables_do(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """``>&-``: a table is written nowhere, status 0; ``--json`` was an internal error
+    (``count``) or wrote its data to stderr (``plugins list``)."""
+    for argv in (["count", __file__], ["count", __file__, "--json"], ["plugins", "list", "--json"]):
+        done = subprocess.run(
+            ["sh", "-c", 'exec "$0" -m ctxengine "$@" >&-', sys.executable, *argv],
+            capture_output=True,
+            text=True,
+            env=child_env,
+            check=False,
+        )
+        assert (done.returncode, done.stderr) == (0, ""), argv
+
+
+@pytest.mark.parametrize("flags", [[], ["--json"]], ids=["table", "json"])
+def test_a_closed_pipe_in_process_leaks_no_descriptor(
+    flags: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader of stdout went away: status 141, and descriptor 1 is pointed at the null
+    device (what is left in the buffer is dropped) with no descriptor left open for it."""
+    read, write = os.pipe()
+    os.close(read)
+    saved = os.dup(1)
+    os.dup2(write, 1)
+    os.close(write)
+    stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 (closed below)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    try:
+        before = _open_descriptors()
+        status = main(["plugins", "list", *flags])
+        after = _open_descriptors()
+        now = os.readlink("/proc/self/fd/1")
+        stdout.close()  # the rest of its buffer, to the null device
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    assert status == 141
+    assert now == os.devnull
+    assert after == before
+
+
 def test_plugins_list_missing_folder_is_a_user_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plugins", "list", "--plugins", "missing"]) == 2
     captured = capsys.readouterr()

@@ -20,6 +20,7 @@ import contextlib
 import errno
 import functools
 import importlib
+import io
 import json
 import logging
 import os
@@ -31,7 +32,7 @@ import textwrap
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
-from typing import IO, TYPE_CHECKING, Any, Final, NoReturn
+from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, cast
 
 from . import __version__
 from .errors import CtxEngineError
@@ -162,41 +163,6 @@ def _run_for_data(args: argparse.Namespace) -> int:
             _data_out.pop()
 
 
-@contextlib.contextmanager
-def _descriptor_1_to_stderr() -> Iterator[IO[str]]:
-    """Point file descriptor 1 at stderr (descriptor 2) while the block runs, and yield the
-    stream for the data: a copy of the real stdout when ``sys.stdout`` writes to descriptor 1,
-    else ``sys.stdout`` itself (a stream of the caller's, such as a test's capture)."""
-    stdout = sys.stdout
-    if stdout is not None:
-        stdout.flush()
-    with interrupts_held():  # descriptor 1 is never left pointing at stderr
-        try:
-            saved = os.dup(1)
-        except OSError:  # descriptor 1 is closed: nothing can write to it
-            saved = -1
-        data = stdout
-        if saved >= 0:
-            if _descriptor(stdout) == 1:
-                data = open(  # noqa: SIM115 (closed after the block)
-                    saved, "w", encoding=stdout.encoding, errors=stdout.errors, closefd=False
-                )
-            if sys.stderr is not None:
-                sys.stderr.flush()
-            _point_descriptor_1_at_stderr()
-    try:
-        yield data
-    finally:
-        try:
-            if data is not stdout:
-                data.close()  # the data written (it leaves descriptor ``saved`` open)
-        finally:
-            with interrupts_held():
-                if saved >= 0:
-                    os.dup2(saved, 1)
-                    os.close(saved)
-
-
 def _descriptor(stream: IO[str] | None) -> int | None:
     try:
         return None if stream is None else stream.fileno()
@@ -204,15 +170,101 @@ def _descriptor(stream: IO[str] | None) -> int | None:
         return None
 
 
-def _point_descriptor_1_at_stderr() -> None:
-    try:
-        os.dup2(2, 1)
-    except OSError:  # stderr is closed: what is written to descriptor 1 is dropped
-        devnull = os.open(os.devnull, os.O_WRONLY)
+class _DataOut(io.TextIOBase):
+    """The stream of a ``--json`` command's data while descriptor 1 points at stderr: each
+    write goes through ``sys.stdout`` as the caller set it (the real stdout, or a wrapper of
+    theirs that logs what it is given), with descriptor 1 pointing at stdout again for the time
+    of the write. With no stdout (``>&-``), the data is written nowhere, as tables are."""
+
+    def __init__(self, stdout: IO[str] | None, saved: int) -> None:
+        super().__init__()
+        self._stdout, self._saved = stdout, saved  # saved: stdout's descriptor, or -1
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._stdout, "encoding", None) or "utf-8"
+
+    def isatty(self) -> bool:
         try:
-            os.dup2(devnull, 1)
+            return self._stdout is not None and bool(self._stdout.isatty())
+        except (AttributeError, ValueError, OSError):
+            return False
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        stdout = self._stdout
+        if stdout is None:
+            return len(text)
+        if self._saved < 0:  # descriptor 1 was closed: not redirected
+            stdout.write(text)
+            stdout.flush()
+            return len(text)
+        try:
+            stdout.flush()  # what a stray write left in its buffer goes to stderr
+            os.dup2(self._saved, 1)
+            stdout.write(text)
+            stdout.flush()
         finally:
-            os.close(devnull)
+            _point_descriptor_1_at(2)
+        return len(text)
+
+
+#: The copies of stdout's descriptor while a ``--json`` command runs (descriptor 1 then points
+#: at stderr); :func:`main` puts back one an interrupt left behind.
+_saved_stdout: list[int] = []
+
+
+@contextlib.contextmanager
+def _descriptor_1_to_stderr() -> Iterator[IO[str]]:
+    """Point file descriptor 1 at stderr (descriptor 2) while the block runs, and yield the
+    stream for the data (:class:`_DataOut`)."""
+    stdout = sys.stdout
+    if stdout is not None:
+        stdout.flush()
+    saved = -1
+    try:
+        # Ctrl-C meanwhile is raised as the hold ends, inside this ``try``: descriptor 1 is
+        # put back by the ``finally`` whatever moment it comes.
+        with interrupts_held():
+            with contextlib.suppress(OSError):  # descriptor 1 is closed: nothing writes to it
+                saved = os.dup(1)
+            if saved >= 0:
+                _saved_stdout.append(saved)
+                if sys.stderr is not None:
+                    sys.stderr.flush()
+                _point_descriptor_1_at(2)
+        yield cast(IO[str], _DataOut(stdout, saved))  # a TextIOBase: IO[str] to typeshed
+    finally:
+        if saved >= 0:
+            with interrupts_held():
+                _restore_descriptor_1()
+
+
+def _restore_descriptor_1() -> None:
+    """Point descriptor 1 at stdout again (the innermost copy saved), if it was redirected."""
+    if _saved_stdout:
+        saved = _saved_stdout[-1]
+        os.dup2(saved, 1)
+        _saved_stdout.pop()
+        os.close(saved)
+
+
+def _point_descriptor_1_at(target: int | None) -> None:
+    """Point descriptor 1 at descriptor ``target``, or at the null device if ``target`` is
+    None or closed (what is then written to descriptor 1 is dropped)."""
+    if target is not None:
+        try:
+            os.dup2(target, 1)
+            return
+        except OSError:  # closed
+            pass
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+    finally:
+        os.close(devnull)
 
 
 def budget_arg(text: str) -> int:
@@ -283,31 +335,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     Ctrl-C is ignored while the command ends. Python's own handler stays in place while the
     command runs, so that ``asyncio.run`` (and anyio's) can cancel its main task, not stop
     the event loop half-way through a step. Called without ``argv`` (as the program), Ctrl-C
-    stays ignored after the command, while the process exits; called with ``argv``, the
-    handler is put back."""
+    is ignored once the command is done, while the process exits (one that comes as it is
+    done makes it status 130 too); called with ``argv``, the handler of an interrupted
+    command is put back. A SIGINT ignored when ``main`` starts (``command &`` in a script)
+    stays ignored."""
     previous = signal.getsignal(signal.SIGINT)
+    status = EXIT_INTERRUPTED  # what an interrupt that escapes the command leaves
     try:
+        status = _main(argv)
+    except KeyboardInterrupt:  # one that came while an error was reported, or as _main ended
+        status = EXIT_INTERRUPTED
+    while True:  # a Ctrl-C while interrupts are being ignored is taken, not raised
         try:
-            status = _main(argv)
-        except KeyboardInterrupt:  # one that came while an error was being reported
-            _ignore_interrupts()
+            if (argv is None or status == EXIT_INTERRUPTED) and _ignore_interrupts():
+                status = EXIT_INTERRUPTED
+            break
+        except KeyboardInterrupt:
             status = EXIT_INTERRUPTED
-        if status == EXIT_INTERRUPTED:
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                sys.stderr.write(INTERRUPTED + "\n")
-                sys.stderr.flush()
-        return status
-    finally:
-        if argv is None:
-            _ignore_interrupts()
-        elif previous is not None:  # None: a handler set outside Python, never changed
+    if status == EXIT_INTERRUPTED:
+        with contextlib.suppress(OSError):
+            _restore_descriptor_1()  # left pointing at stderr by an interrupt on the way out
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            sys.stderr.write(INTERRUPTED + "\n")
+            sys.stderr.flush()
+        if argv is not None and previous is not None:  # None: a handler set outside Python
             with contextlib.suppress(ValueError):
                 signal.signal(signal.SIGINT, previous)
+    return status
 
 
-def _ignore_interrupts() -> None:
-    with contextlib.suppress(ValueError):  # not the main thread: nothing to do
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _ignore_interrupts() -> bool:
+    """Ignore SIGINT from now on; whether one came (and was taken) while it was being set."""
+    came = False
+    while True:
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # first raises one that is pending
+            return came
+        except KeyboardInterrupt:
+            came = True
+        except ValueError:  # not the main thread: nothing to do
+            return came
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -345,7 +412,8 @@ def interrupts_held() -> Iterator[Callable[[], None]]:
     removed, a pair of files renamed into place): an interrupt that comes meanwhile is
     delivered when the step ends, or raised as ``KeyboardInterrupt`` where the step calls the
     function yielded (a point where stopping leaves nothing behind). Where no handler can be
-    set (not the main thread, or a handler set outside Python) the step runs as it is."""
+    set (not the main thread, or a handler set outside Python) the step runs as it is, and
+    so it does where SIGINT is ignored (``command &`` in a script): it stays ignored."""
     pending: list[int] = []
 
     def hold(signum: int, frame: FrameType | None) -> None:
@@ -358,6 +426,8 @@ def interrupts_held() -> Iterator[Callable[[], None]]:
 
     previous = signal.getsignal(signal.SIGINT)
     try:
+        if previous == signal.SIG_IGN:
+            previous = None  # left ignored: nothing to hold
         if previous is not None:  # None: a handler set outside Python, left alone
             signal.signal(signal.SIGINT, hold)
     except ValueError:  # not the main thread
@@ -444,9 +514,10 @@ def _log_to_stderr(debug: bool) -> logging.Handler:
 
 
 def _silence_stdout() -> None:
-    """After the reader of stdout went away (``ctxengine ... | head``), exit without noise."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    """After the reader of stdout went away (``ctxengine ... | head``), exit without noise: what
+    is left in ``sys.stdout``'s buffer is flushed to the null device when the process exits."""
+    if _descriptor(sys.stdout) == 1:
+        _point_descriptor_1_at(None)
 
 
 if __name__ == "__main__":
