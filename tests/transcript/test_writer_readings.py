@@ -182,6 +182,34 @@ def test_openhands_v1_responses_reasoning_item_is_the_turns_thinking() -> None:
     engine_payloads_valid(t)
 
 
+def test_openhands_v1_call_saved_without_item_id_goes_out_as_the_sdk_sends_it() -> None:
+    """A ``tool_call`` saved by an SDK version before ``responses_item_id`` has none; the SDK
+    sends such a call with the item id ``MessageToolCall.to_responses_dict`` makes (in
+    OpenHands/software-agent-sdk ``openhands-sdk/openhands/sdk/llm/message.py``): the call id
+    itself when it starts with ``fc``, else ``fc_`` + the call id. It went out with no id
+    after the reasoning item, which the API pairs with the item after it by id."""
+    reasoning = {"id": "rs_1", "summary": ["plan"], "encrypted_content": "gAAAAB-opaque"}
+    old_a1 = _v1_action("a1", "call_1", "ls", reasoning=reasoning)
+    old_a2 = _v1_action("a2", "fc_2", "pytest -q")
+    for event in (old_a1, old_a2):
+        del event["tool_call"]["responses_item_id"]
+    user = {"role": "user", "content": [{"type": "text", "text": "Fix the tests"}]}
+    events = [
+        {"kind": "MessageEvent", "id": "u1", "source": "user", "llm_message": user},
+        old_a1,
+        old_a2,
+        _v1_observation("o1", "call_1", "a1", "src tests"),
+        _v1_observation("o2", "fc_2", "a2", "1 failed"),
+    ]
+    items = load(events).to("openai-responses")["input"]
+    assert [(i["type"], i.get("id"), i.get("call_id")) for i in items[1:4]] == [
+        ("reasoning", "rs_1", None),
+        ("function_call", "fc_call_1", "call_1"),
+        ("function_call", "fc_2", "fc_2"),
+    ]
+    assert [i["call_id"] for i in items[4:]] == ["call_1", "fc_2"]
+
+
 def _aider_input(text: str) -> str:
     """An input as aider logs it (``InputOutput.user_input`` in Aider-AI/aider
     ``aider/io.py``): a blank line, then each line after ``#### ``, ended by two spaces."""

@@ -219,9 +219,12 @@ class _Reader:
             arguments = {k: v for k, v in fields.items() if k != "kind"}
         self.calls.add(call_id)
         tc = ToolCall(call_id, name, arguments)
-        # the Responses item id the SDK echoes on replay (``MessageToolCall.responses_item_id``)
+        # the Responses item id the SDK sends the call with (``MessageToolCall
+        # .to_responses_dict``): its ``responses_item_id``, or for a call saved without one (an
+        # SDK version before that field) the call id if it starts with ``fc``, else ``fc_`` + it
         item = call.get("responses_item_id")
-        item = item if isinstance(item, str) and item else None
+        if not isinstance(item, str) or not item:
+            item = call_id if call_id.startswith("fc") else f"fc_{call_id}"
         rid = e.get("llm_response_id")
         rid = rid if isinstance(rid, str) and rid else None
         if rid is not None and rid == self.open_response:  # a parallel call of that response
