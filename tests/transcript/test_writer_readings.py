@@ -13,6 +13,8 @@ from ctxengine.transcript import Thinking, load, load_all
 from .helpers import AIDER, CC, PI
 from .test_variants import engine_payloads_valid
 
+CC_MAIN = CC / "ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"
+
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
@@ -301,3 +303,28 @@ def test_claude_code_sub_agent_file_root_is_no_orphan() -> None:
     assert first["isSidechain"] and first["parentUuid"] in main.read_text(encoding="utf-8")
     t = load(sub)
     assert len(t) == 2 and "orphan_line" not in t.meta
+
+
+def test_claude_code_file_starting_at_a_compaction_is_whole(tmp_path: Path) -> None:
+    """A session file that starts at a compaction (the real boundary of this log, the file
+    cut there): its first record is the ``compact_boundary``, ``parentUuid`` null (a root),
+    ``logicalParentUuid`` naming the pre-compaction record of an earlier file, the shape of
+    anthropics/claude-code #40027 (a compacted session whose parent file is gone resumes "using
+    the compact summary already present in the session file"). The full view followed that
+    link and reported the boundary as an orphan, and dropped the summary as it does where the
+    history it stands for is in the file: here it is all the file holds of that history. No
+    orphan, and both views hold the summary and what follows it."""
+    rows = CC_MAIN.read_text(encoding="utf-8").splitlines()
+    b = next(i for i, line in enumerate(rows) if '"compact_boundary"' in line)
+    boundary = json.loads(rows[b])
+    uuids = {json.loads(line).get("uuid") for line in rows[b:]}
+    assert boundary["parentUuid"] is None and boundary["logicalParentUuid"] not in uuids
+    path = tmp_path / "continued.jsonl"
+    path.write_text("\n".join(rows[b:]) + "\n", encoding="utf-8")
+    full, model = load(path), load(path, view="model")
+    assert "orphan_line" not in full.meta and "orphan_line" not in model.meta
+    assert full.messages == model.messages
+    assert full[0].meta.get("compact_summary") and len(full.meta["compactions"]) == 1
+    whole = load(CC_MAIN)  # the history in the file: its summary is not a message
+    assert not any(m.meta.get("compact_summary") for m in whole)
+    assert whole.messages[-len(full) + 1 :] == full.messages[1:]

@@ -14,8 +14,11 @@ the file holds nothing else (a sub-agent's own file). ``progress``, ``system``,
 A ``/compact`` starts a new root (``compact_boundary`` with ``logicalParentUuid``).
 ``view="full"`` follows it back and keeps the whole conversation (summaries go to
 ``Transcript.meta["compactions"]``); ``view="model"`` stops there and starts from the summary,
-which is what the model saw. Content blocks read as for Anthropic: a block of a type this
-reader does not know (a newer version's) is skipped and counted in ``meta["skipped_blocks"]``.
+which is what the model saw. A file that starts at a compaction (the boundary's
+``logicalParentUuid`` names a record of an earlier file) is whole, no orphan; its full view
+keeps that summary, all the file holds of the history before it. Content blocks read as for
+Anthropic: a block of a type this reader does not know (a newer version's) is skipped and
+counted in ``meta["skipped_blocks"]``.
 """
 
 from __future__ import annotations
@@ -36,29 +39,40 @@ Record = dict[str, Any]
 
 def _path_uuids(
     records: list[tuple[int, Record]], leaf: tuple[int, Record], *, full: bool
-) -> tuple[set[str], int | None]:
-    """The uuids on the path from ``leaf`` back to its root, and the line of the record read
-    as the root because its parent names no record (None when the chain is whole).
+) -> tuple[set[str], int | None, str | None]:
+    """The uuids on the path from ``leaf`` back to its root, the line of the record read
+    as the root because its parent names no record (None when the chain is whole), and the
+    uuid of a compaction boundary reached whose ``logicalParentUuid`` names no record.
 
     Claude Code rebuilds a conversation by walking ``parentUuid`` back from the last message
     and stops where a parent is not in the file (a uuid the writer never wrote, e.g. after a
     compaction: anthropics/claude-code issues #46603, #22107): that record is the root of what
     it resumes, and so it is here.
+
+    A ``compact_boundary`` has no parent (``parentUuid`` null): it is a root, and none is
+    lost there. Its ``logicalParentUuid`` (followed for ``full``) may name a record of an
+    earlier file, as when a session file starts at a compaction: then that history is not in
+    this file, which is whole all the same.
     """
     by_uuid = {r["uuid"]: (n, r) for n, r in records if isinstance(r.get("uuid"), str)}
     seen: set[str] = set()
     orphan: int | None = None
+    cut: str | None = None
     cur: tuple[int, Record] | None = leaf
     while cur is not None and cur[1].get("uuid") not in seen:
         n, r = cur
         seen.add(str(r.get("uuid")))
         parent = r.get("parentUuid")
-        if parent is None and full:
+        logical = parent is None and full
+        if logical:
             parent = r.get("logicalParentUuid")
         cur = by_uuid.get(parent) if isinstance(parent, str) else None
         if isinstance(parent, str) and cur is None:
-            orphan = n
-    return seen, orphan
+            if logical:
+                cut = str(r.get("uuid"))
+            else:
+                orphan = n
+    return seen, orphan, cut
 
 
 def _check(n: int, r: Record, loc: Loc) -> None:
@@ -92,9 +106,10 @@ def _check(n: int, r: Record, loc: Loc) -> None:
 
 def _select(
     records: list[tuple[int, Record]], loc: Loc, *, full: bool
-) -> tuple[list[tuple[int, Record]], int | None]:
-    """The message records of the active branch, in file order, and the line of the record
-    read as its root because its parent names no record (see :func:`_path_uuids`).
+) -> tuple[list[tuple[int, Record]], int | None, str | None]:
+    """The message records of the active branch, in file order, the line of the record
+    read as its root because its parent names no record, and the uuid of a compaction
+    boundary whose history is in an earlier file (see :func:`_path_uuids`).
 
     Raises:
         TranscriptError: a message record is malformed (see :func:`_check`).
@@ -107,8 +122,8 @@ def _select(
         # are not the main model's context, and the last line may be one of them
         messages = [(n, r) for n, r in messages if not r.get("isSidechain")]
     if not messages:
-        return [], None
-    on_path, orphan = _path_uuids(records, messages[-1], full=full)
+        return [], None, None
+    on_path, orphan, cut = _path_uuids(records, messages[-1], full=full)
     if orphan == messages[0][0] and all(r.get("isSidechain") for _, r in messages):
         orphan = None  # a sub-agent's own file: its first record's parent is in the main one
     picked = [(n, r) for n, r in messages if r.get("uuid") in on_path]
@@ -136,7 +151,7 @@ def _select(
             and any(isinstance(b, dict) and b.get("tool_use_id") in call_ids for b in content)
         ):
             chosen.add(n)
-    return [(n, r) for n, r in messages if n in chosen], orphan
+    return [(n, r) for n, r in messages if n in chosen], orphan, cut
 
 
 def _assistant(group: list[tuple[int, Record]], loc: Loc) -> Message:
@@ -202,10 +217,15 @@ def load_claude_code(path: Path, *, view: str = "full") -> tuple[list[Message], 
     torn: list[int] = []  # a session still being written ends in a torn line: skipped
     records = list(read_jsonl(path, torn))
     full = view != "model"
-    selected, orphan = _select(records, loc, full=full)
+    selected, orphan, cut = _select(records, loc, full=full)
     messages, compactions = _convert(selected, loc)
     if full:
-        messages = [m for m in messages if not m.meta.get("compact_summary")]
+        # the summary stands in for the history before its compaction, which the full view
+        # holds: kept only where that history is in an earlier file (the file starts there)
+        alone = {r.get("uuid") for _, r in selected if cut and r.get("parentUuid") == cut}
+        messages = [
+            m for m in messages if not m.meta.get("compact_summary") or m.meta["uuid"] in alone
+        ]
     session = next((r.get("sessionId") for _, r in records if r.get("sessionId")), None)
     skipped = len(records) - len(selected)
     meta = {"session_id": session, "compactions": compactions, "skipped_records": skipped}
