@@ -53,7 +53,10 @@ async def replay(
 ) -> AsyncIterator[ReplayStep]:
     """Feed ``transcript`` message by message; render before every assistant turn.
 
-    Yields a :class:`ReplayStep` per render (one per model call in the recording).
+    Yields a :class:`ReplayStep` per render (one per model call in the recording). Where the
+    harness emptied its conversation (a message marked ``meta["after_clear"]``: aider's
+    ``/clear``, ``/reset``), the replay goes on in a new session (``<session_id>.<n>``), as
+    the recording's later requests held only what followed.
 
     Raises:
         TranscriptError: the file cannot be loaded. BudgetError: protected content alone
@@ -61,17 +64,26 @@ async def replay(
     """
     if not isinstance(transcript, Transcript):
         transcript = load(transcript, format=fmt)
+    parts: list[list[Message]] = [[]]
+    for message in transcript:
+        if message.meta.get("after_clear") and parts[-1]:
+            parts.append([])
+        parts[-1].append(message)
     call = 0
-    async with engine.session(session_id) as session:
-        previous = None
-        for message in transcript:
-            if (
-                message.role == "assistant"
-                and previous != "assistant"
-                and len(session.state.messages)
-            ):
-                yield ReplayStep(call, len(session.state.messages), await session.render(provider))
-                call += 1
-            await _feed(session, message)
-            previous = message.role
-        yield ReplayStep(call, len(session.state.messages), await session.render(provider))
+    for n, part in enumerate(parts):
+        async with engine.session(f"{session_id}.{n}" if n else session_id) as session:
+            previous = None
+            for message in part:
+                if (
+                    message.role == "assistant"
+                    and previous != "assistant"
+                    and len(session.state.messages)
+                ):
+                    rendered = await session.render(provider)
+                    yield ReplayStep(call, len(session.state.messages), rendered)
+                    call += 1
+                await _feed(session, message)
+                previous = message.role
+            if n == len(parts) - 1:
+                rendered = await session.render(provider)
+                yield ReplayStep(call, len(session.state.messages), rendered)

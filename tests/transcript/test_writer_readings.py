@@ -8,6 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
+
+from ctxengine.engine import ContextEngine
+from ctxengine.replay import replay
 from ctxengine.transcript import Thinking, load, load_all
 
 from .helpers import AIDER, CC, PI
@@ -328,3 +332,121 @@ def test_claude_code_file_starting_at_a_compaction_is_whole(tmp_path: Path) -> N
     whole = load(CC_MAIN)  # the history in the file: its summary is not a message
     assert not any(m.meta.get("compact_summary") for m in whole)
     assert whole.messages[-len(full) + 1 :] == full.messages[1:]
+
+
+def test_aider_reply_a_command_caused_follows_the_user_turn_it_sent(tmp_path: Path) -> None:
+    """aider sends what a command's handler returns (``Coder.preproc_user_input`` returns
+    ``self.commands.run(inp)``; ``run_one`` sends it while there is a message, unlogged), and
+    the coder a command runs logs what it sends as an input (``Coder.run`` calls
+    ``io.user_input``), in Aider-AI/aider ``aider/coders/base_coder.py`` and
+    ``aider/commands.py``: a failing ``/test`` returns ``prompts.run_output`` (``cmd_run(args,
+    True)``; its output goes to the terminal, only ``Added 12 lines of output to the chat.``
+    to the log), ``/undo`` ``prompts.undo_command_reply``, ``/paste`` the clipboard text it
+    also logs as tool output; ``/ask`` and ``/help`` run a coder on the prompt (``Help.ask``
+    makes ``# Question: ...`` of it), ``/lint`` one on each file's errors once the fix is
+    confirmed. The model's replies to the first three followed the previous reply with no
+    user turn, and ``/ask``'s prompt was two user turns (the command's and its coder's log)."""
+    log = (
+        "\n# aider chat started at 2026-04-22 22:40:12\n\n"
+        + _AIDER_BANNER
+        + _aider_input("make the parser strict")
+        + "\nDone: parser is strict.\n\n"
+        + _aider_tool("Tokens: 2.1k sent, 40 received.")
+        + _aider_input("/test")
+        + _aider_tool("Added 12 lines of output to the chat.")
+        + "\nStrict mode rejects trailing commas; fixing.\n\n"
+        + _aider_tool("Tokens: 2.9k sent, 60 received.")
+        + _aider_input("/undo")
+        + _aider_tool("Removed: 1a2b3c4 feat: strict parser", "HEAD is: 9f8e7d6 init")
+        + "\nUnderstood, I will wait.\n\n"
+        + _aider_tool("Tokens: 3.0k sent, 8 received.")
+        + _aider_input("/paste")
+        + "> Traceback (most recent call last):  \n"
+        + '  File "app.py", line 3, in <module>\n'
+        + "KeyError: 'config'\n"
+        + "\nThe config file is missing.\n\n"
+        + _aider_tool("Tokens: 3.2k sent, 20 received.")
+        + _aider_input("/ask can we make the terminal automatically scroll down?")
+        + _aider_input("can we make the terminal automatically scroll down?")
+        + "\nYes, after each send.\n\n"
+        + _aider_tool("Tokens: 3.4k sent, 9 received.")
+        + _aider_input("/help how do I add files?")
+        + _aider_input("# Question: how do I add files?\n\n# Relevant docs:\n\nUse /add.")
+        + "\nRun /add with the file names.\n\n"
+        + _aider_tool("Tokens: 1.1k sent, 9 received.")
+        + _aider_input("/lint")
+        + _aider_tool(
+            "src/a.py:3:1: F401 'os' imported but unused",
+            "Fix lint errors in /repo/src/a.py? (Y)es/(N)o [Yes]: y",
+        )
+        + _aider_input("## Running: flake8 src/a.py\n\nsrc/a.py:3:1: F401 'os' imported but unused")
+        + "\nRemoved the import.\n\n"
+        + _aider_tool("Tokens: 0.9k sent, 12 received.")
+        + _aider_input("thanks")
+        + "\nYou're welcome.\n\n"
+        + _aider_tool("Tokens: 3.5k sent, 4 received.")
+    )
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text(log, encoding="utf-8")
+    t = load(path)
+    assert [m.role for m in t] == ["user", "assistant"] * 8
+    users = [m for m in t if m.role == "user"]
+    assert [m.meta.get("command") for m in users] == [
+        None, "/test", "/undo", "/paste", "/ask", "/help", "/lint", None,
+    ]  # fmt: skip
+    assert users[1].text == (
+        "I ran this command:\n\n[the test command, not in the log]\n\n"
+        "And got this output:\n\n[12 lines of output, not in the log]\n"
+    )
+    assert users[1].meta["reconstructed"] and users[1].meta["kind"] == "observation"
+    assert users[2].text.startswith("I did `git reset --hard HEAD~1` to discard the last edits.")
+    assert "reconstructed" not in users[2].meta
+    assert users[3].text == (
+        'Traceback (most recent call last):\n  File "app.py", line 3, in <module>\n'
+        "KeyError: 'config'"
+    )
+    assert "kind" not in users[3].meta and "kind" not in users[4].meta  # the user's own text
+    assert users[4].text == "can we make the terminal automatically scroll down?"
+    assert users[5].text.startswith("# Question: how do I add files?")
+    assert users[6].text.startswith("## Running: flake8") and users[6].meta["kind"]
+    assert t.meta["commands"] == ["/test", "/undo", "/paste", "/help how do I add files?", "/lint"]
+    engine_payloads_valid(t)
+
+
+def test_aider_clear_empties_the_history_later_requests_hold(tmp_path: Path) -> None:
+    """``/clear`` and ``/reset`` empty aider's chat history (``_clear_chat_history`` in
+    Aider-AI/aider ``aider/commands.py`` sets ``done_messages`` and ``cur_messages`` to ``[]``):
+    the requests after one hold none of the turns before it. The transcript kept them as the
+    next request's history. They stay in the full view, the clear recorded in
+    ``meta["clears"]`` and on the next message (``after_clear``); the model view holds what
+    the last request held, and a replay starts over there."""
+    log = (
+        "\n# aider chat started at 2026-04-22 22:40:12\n\n"
+        + _AIDER_BANNER
+        + _aider_input("explain module a")
+        + "\nModule a parses the config.\n\n"
+        + _aider_tool("Tokens: 1k sent, 5 received.")
+        + _aider_input("/clear")
+        + _aider_tool("All chat history cleared.")
+        + _aider_input("write a haiku")
+        + "\nAn old silent pond.\n\n"
+        + _aider_tool("Tokens: 0.5k sent, 9 received.")
+    )
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text(log, encoding="utf-8")
+    t = load(path)
+    assert [m.text for m in t] == [
+        "explain module a",
+        "Module a parses the config.",
+        "write a haiku",
+        "An old silent pond.",
+    ]
+    assert t.meta["clears"] == [{"command": "/clear", "line": 15, "index": 2}]
+    assert t[2].meta["after_clear"] == "/clear" and "after_clear" not in t[3].meta
+    assert load(path, view="model").messages == t.messages[2:]
+
+    async def calls() -> list[int]:
+        engine = ContextEngine(budget=4_000)
+        return [step.messages async for step in replay(t, engine)]
+
+    assert anyio.run(calls) == [1, 1, 2]  # each request holds only what follows the clear

@@ -366,7 +366,7 @@ def _load_path(path: Path, fmt: str, view: str) -> list[Transcript]:
             _check_matched(path, fmt)
         return [_finish(messages, fmt, {**meta, **extra}, skipped)]
     if fmt == "aider":
-        return [_finish(m, fmt, {**meta, **extra}) for m, extra in load_aider(path)]
+        return [_finish(m, fmt, {**meta, **extra}) for m, extra in load_aider(path, view=view)]
     if path.suffix.lower() != ".jsonl":
         return _load_data(_read_json(path), fmt, Loc(str(path)), meta, view)
     lines = list(read_jsonl(path))
