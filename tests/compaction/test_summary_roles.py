@@ -18,6 +18,7 @@ from ctxengine.compaction.facts import extract_facts, latest_of
 from ctxengine.compaction.requests import request_text
 from ctxengine.replay import replay
 from ctxengine.transcript import Message, Text, Transcript, load_all
+from ctxengine.transcript.importers.aider import COMMANDS, REQUEST_COMMANDS
 
 from .helpers import CC_MAIN, DATA, PI
 from .test_section_repeats import sections
@@ -151,6 +152,18 @@ def test_commands_are_not_listed_as_requests() -> None:
     assert parts["Requests"] == ["- /beads set up credo", f"- (latest) {TASK}"]
     assert parts["Goal"] == ["/beads set up credo"]
     assert "Pending" not in parts  # "/clear" asks nothing of the agent
+
+
+def test_every_aider_command_that_asks_nothing_is_a_command() -> None:
+    """aider's commands are one list, its importer's (``COMMANDS``, aider's ``Commands.cmd_*``
+    in Aider-AI/aider ``aider/commands.py``): those that are no request (all but ``/ask``,
+    ``/code``, ``/architect``, ``/context``, ``/ok``) ask the agent nothing here either. The
+    compaction kept its own copy, which lacked ``/edit`` (``cmd_edit``, an alias of
+    ``/editor``: the text goes to an editor, nothing to the model)."""
+    assert request_text("/edit notes for the release") is None
+    for name in COMMANDS - REQUEST_COMMANDS:
+        assert request_text(f"{name} src/app.py") is None, name
+    assert request_text("/ask why is it slow") == "/ask why is it slow"
 
 
 # -- importers --------------------------------------------------------------------------------

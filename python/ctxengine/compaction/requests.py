@@ -19,6 +19,9 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ..transcript.importers.aider import COMMANDS as AIDER_COMMANDS
+from ..transcript.importers.aider import REQUEST_COMMANDS as AIDER_REQUEST_COMMANDS
+
 __all__ = (
     "OBSERVATION_KINDS",
     "goal_text",
@@ -60,21 +63,26 @@ _HARNESS: Final = re.compile(
 #: A word that may be a slash command (``/mode``, ``/model gpt-4o``, ``/plugin:cmd``), its
 #: first word not a path (``/etc/hosts``); or a lone ``/`` (a command menu opened and sent).
 _SLASH: Final = re.compile(r"/([A-Za-z][\w:-]*)(?:\s|$)|/\Z")
-#: The commands of agent CLIs (Claude Code, aider, pi, Codex) that set up or drive the harness:
-#: with arguments or without, they ask the agent nothing. Not those whose arguments are a
-#: request to the model (aider's ``/ask``, ``/code``, ``/architect``; ``/review``, ``/init``).
-_HARNESS_COMMANDS: Final = frozenset(
-    {"add", "add-dir", "agents", "approvals", "bashes", "bug", "changelog", "chat-mode", "clear",
-    "commit", "compact", "config", "context", "copy", "copy-context", "cost", "diff", "doctor",
-    "drop", "editor", "editor-model", "exit", "export", "fork", "git", "help", "hooks",
-    "hotkeys", "ide", "install-github-app", "lint", "load", "login", "logout", "ls", "map",
-    "map-refresh", "mcp", "memory", "mention", "mode", "model", "models", "multiline-mode",
-    "name", "new", "output-style", "paste", "permissions", "plugin", "pr-comments",
-    "privacy-settings", "quit", "read-only", "reasoning-effort", "release-notes", "reload",
-    "report", "reset", "resume", "rewind", "run", "sandbox", "save", "session", "settings",
-    "share", "status", "statusline", "terminal-setup", "test", "theme", "think-tokens", "todos",
-    "tokens", "tree", "undo", "upgrade", "usage", "vim", "voice", "weak-model", "web"}
+#: The commands of agent CLIs that set up or drive the harness: with arguments or without, they
+#: ask the agent nothing. Not those whose arguments are a request to the model (``/review``,
+#: ``/init``; aider's ``/ask``, ``/code``, ``/architect``, ``/context``, ``/ok``). aider's come
+#: from its importer's list (:data:`ctxengine.transcript.importers.aider.COMMANDS`, less its
+#: ``REQUEST_COMMANDS``), the others (Claude Code, pi, Codex) are kept here. A name may mean
+#: another command in another harness: Claude Code's ``/context`` shows the context's use and
+#: asks nothing, so it is here though aider's ``/context <prompt>`` is a request (an aider log
+#: never reaches this check with it: its importer makes the prompt the user turn).
+_OTHER_HARNESS_COMMANDS: Final = frozenset(
+    {"add-dir", "agents", "approvals", "bashes", "bug", "changelog", "clear", "compact", "config",
+    "context", "copy", "cost", "diff", "doctor", "exit", "export", "fork", "help", "hooks",
+    "hotkeys", "ide", "install-github-app", "login", "logout", "mcp", "memory", "mention", "mode",
+    "model", "name", "new", "output-style", "permissions", "plugin", "pr-comments",
+    "privacy-settings", "quit", "release-notes", "reload", "resume", "rewind", "sandbox",
+    "session", "settings", "share", "status", "statusline", "terminal-setup", "theme", "todos",
+    "tree", "undo", "upgrade", "usage", "vim"}
 )  # fmt: skip
+_HARNESS_COMMANDS: Final = _OTHER_HARNESS_COMMANDS | {
+    name[1:] for name in AIDER_COMMANDS - AIDER_REQUEST_COMMANDS
+}
 _COMMAND_ARGS: Final = re.compile(r"<command-args>(.*?)</command-args>", re.S)
 _COMMAND_NAME: Final = re.compile(r"<command-name>\s*(/?[^<\s]+)\s*</command-name>")
 #: Words of a bare acknowledgement or greeting ("ok", "yes, continue", "thanks!").
