@@ -39,8 +39,7 @@ from .cli import (
 from .engine import ContextEngine
 from .errors import TranscriptError
 from .replay import ReplayStep, demo_transcript_path, replay
-from .transcript import FORMATS, Transcript, load, load_all
-from .transcript.loader import first_session
+from .transcript import FORMATS, Transcript, first_session, load, load_all
 
 __all__ = ("CallRow", "Run", "add_to", "middle_ellipsis")
 

@@ -297,6 +297,19 @@ def test_aider_load_gives_the_first_session_holding_messages(tmp_path: Path) -> 
     assert len(load(path, session=0)) == 0  # named, it is still given
 
 
+def test_the_aider_command_lists_and_first_session_are_public() -> None:
+    """``compaction/requests.py`` imports ``COMMANDS`` and ``REQUEST_COMMANDS`` from the aider
+    importer, and the command line ``first_session`` from the loader: each is in the
+    ``__all__`` of the module that exports it (the package's, for ``first_session``)."""
+    import ctxengine.transcript as package
+    from ctxengine.transcript import loader
+    from ctxengine.transcript.importers import aider
+
+    assert {"COMMANDS", "REQUEST_COMMANDS"} <= set(aider.__all__)
+    assert set(loader.__all__) <= set(package.__all__)
+    assert package.first_session is loader.first_session
+
+
 def test_claude_code_sub_agent_file_root_is_no_orphan() -> None:
     """A sub-agent's own file (every record ``isSidechain``) starts with a record whose
     ``parentUuid`` is the main session's record that started it: the file is whole, no line

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .changes import Change, Problem, Report
-from .loader import FORMATS, Format, detect_format, load, load_all
+from .loader import FORMATS, Format, detect_format, first_session, load, load_all
 from .model import (
     Block,
     Image,
@@ -63,6 +63,7 @@ __all__ = (
     "ToolResult",
     "Transcript",
     "detect_format",
+    "first_session",
     "load",
     "load_all",
     "plan_cache_breakpoints",

@@ -53,7 +53,7 @@ from typing import Any, Final
 from ..model import Block, Message, Text, Thinking
 from .common import read_text
 
-__all__ = ("is_aider_log", "load_aider")
+__all__ = ("COMMANDS", "REQUEST_COMMANDS", "is_aider_log", "load_aider")
 
 _SESSION = re.compile(r"# aider chat started at (?P<when>.+)")
 _PROMPT_ANSWER = re.compile(r".*\(Y\)es/\(N\)o.*\[(Yes|No)\]: ?\S*\s*")
