@@ -12,7 +12,7 @@ import anyio
 
 from ctxengine.engine import ContextEngine
 from ctxengine.replay import replay
-from ctxengine.transcript import Thinking, load, load_all
+from ctxengine.transcript import Thinking, first_session, load, load_all
 
 from .helpers import AIDER, CC, PI
 from .test_variants import engine_payloads_valid
@@ -295,6 +295,78 @@ def test_aider_load_gives_the_first_session_holding_messages(tmp_path: Path) -> 
     t = load(path)
     assert t.messages == sessions[1].messages == load(AIDER).messages
     assert len(load(path, session=0)) == 0  # named, it is still given
+
+
+def _cleared_then_launched(path: Path) -> None:
+    """An aider log of two launches, the first ending with ``/clear``."""
+    path.write_text(
+        "\n# aider chat started at 2026-04-22 22:40:12\n\n"
+        + _AIDER_BANNER
+        + _aider_input("explain module a")
+        + "\nModule a parses the config.\n\n"
+        + _aider_tool("Tokens: 1k sent, 5 received.")
+        + _aider_input("/clear")
+        + _aider_tool("All chat history cleared.")
+        + "\n# aider chat started at 2026-04-23 09:00:00\n\n"
+        + _AIDER_BANNER
+        + _aider_input("write a haiku")
+        + "\nAn old silent pond.\n\n"
+        + _aider_tool("Tokens: 0.5k sent, 9 received."),
+        encoding="utf-8",
+    )
+
+
+def test_aider_both_views_give_the_same_launch_when_none_is_named(tmp_path: Path) -> None:
+    """A launch that ends with ``/clear`` holds no message in the model view: ``load(path,
+    view="model")`` took the next launch while ``load(path)`` took this one, two views of one
+    file naming different sessions. The full view chooses; the model view of that launch is
+    empty, and given as such (``load`` gives an empty transcript wherever nothing is held)."""
+    path = tmp_path / ".aider.chat.history.md"
+    _cleared_then_launched(path)
+    full, model = load(path), load(path, view="model")
+    assert full.meta["started_at"] == model.meta["started_at"] == "2026-04-22 22:40:12"
+    assert len(full) == 2 and len(model) == 0
+    assert [len(t) for t in load_all(path, view="model")] == [0, 2]  # every launch still there
+    assert load(path, view="model", session=1).meta["started_at"] == "2026-04-23 09:00:00"
+    assert first_session(load_all(path)) == 0
+
+
+def test_aider_clear_indexes_count_the_transcript_they_sit_on(tmp_path: Path) -> None:
+    """``meta["clears"][i]["index"]`` counted the messages of the full view, also in the model
+    view, which holds only what follows the last clear: an index past its end. It counts the
+    messages of the transcript it is attached to: in the model view, 0 for every clear."""
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text(
+        "\n# aider chat started at 2026-04-22 22:40:12\n\n"
+        + _AIDER_BANNER
+        + _aider_input("explain module a")
+        + "\nModule a parses the config.\n\n"
+        + _aider_tool("Tokens: 1k sent, 5 received.")
+        + _aider_input("/clear")
+        + _aider_tool("All chat history cleared.")
+        + _aider_input("explain module b")
+        + "\nModule b writes the log.\n\n"
+        + _aider_tool("Tokens: 1k sent, 5 received.")
+        + _aider_input("/reset")
+        + _aider_tool("All files dropped and chat history cleared.")
+        + _aider_input("write a haiku")
+        + "\nAn old silent pond.\n\n"
+        + _aider_tool("Tokens: 0.5k sent, 9 received."),
+        encoding="utf-8",
+    )
+    full, model = load(path), load(path, view="model")
+    assert [c["index"] for c in full.meta["clears"]] == [2, 4]
+    assert [m.meta.get("after_clear") for m in full] == [None, None, "/clear", None, "/reset", None]
+    assert [(c["command"], c["index"]) for c in model.meta["clears"]] == [
+        ("/clear", 0),
+        ("/reset", 0),
+    ]
+    assert [c["line"] for c in model.meta["clears"]] == [c["line"] for c in full.meta["clears"]]
+    for t in (full, model):  # each index is where what follows the clear starts
+        for clear in t.meta["clears"]:
+            assert 0 <= clear["index"] <= len(t)
+        assert t.messages[t.meta["clears"][-1]["index"] :] == model.messages
+    assert [m.text for m in model] == ["write a haiku", "An old silent pond."]
 
 
 def test_the_aider_command_lists_and_first_session_are_public() -> None:

@@ -85,7 +85,10 @@ def load(
             instance per line, an aider log one session per launch): an index into
             :func:`load_all`, negative from the end. Default: the first that holds messages
             (:func:`first_session`), as a launch of aider that was quit before any input
-            logs an empty session.
+            logs an empty session. The full view decides, whatever ``view`` is: both views
+            give the same session, even when its model view is empty (an aider launch that
+            ends with ``/clear``); that empty transcript is returned, as a source holding no
+            message gives one.
 
     Returns:
         The transcript, with tool results named after their calls.
@@ -104,7 +107,7 @@ def load(
     if not items:
         raise TranscriptError(f"{_label(source)}: no transcript found; expected at least one")
     if session is None:
-        return items[first_session(items)]
+        return items[_default_session(source, format, view, items)]
     try:
         return items[session]
     except IndexError:
@@ -117,6 +120,17 @@ def first_session(items: list[Transcript]) -> int:
     """The index of the first transcript of ``items`` that holds messages (0 when none does):
     the one :func:`load` gives when no session is named."""
     return next((i for i, t in enumerate(items) if t.messages), 0)
+
+
+def _default_session(source: object, format: str, view: str, items: list[Transcript]) -> int:
+    """The session :func:`load` gives when none is named: the first holding messages in the
+    full view, so that ``view="model"`` names the same one (an aider launch that ends with
+    ``/clear`` holds none in the model view; the next launch would be taken)."""
+    if view == "full" or len(items) < 2:
+        return first_session(items)
+    full = load_all(source, format)
+    # a log still being written may have grown since: only the sessions read the first time
+    return first_session(full[: len(items)])
 
 
 def load_all(source: object, format: str = "auto", *, view: str = "full") -> list[Transcript]:

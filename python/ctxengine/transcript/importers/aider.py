@@ -38,9 +38,11 @@ A turn whose text aider wrote (command output, the undo note, the help prompt, l
 marked ``meta["kind"] = "observation"``; a prompt, pasted or spoken text is the user's.
 
 ``/clear`` and ``/reset`` empty aider's chat history: no later request holds the turns before
-them. Each is recorded in ``meta["clears"]`` (``command``, ``line``, ``index``: the messages
-before it) and the first message after it is marked ``meta["after_clear"]`` (the command);
-``view="model"`` keeps only the messages after the last one, what the last request held.
+them. Each is recorded in ``meta["clears"]`` (``command``, ``line``, ``index``: how many
+messages of the transcript it sits on come before it) and the first message after it is marked
+``meta["after_clear"]`` (the command); ``view="model"`` keeps only the messages after the last
+one, what the last request held, so there every clear's ``index`` is 0 (nothing of that
+transcript comes before any of them).
 """
 
 from __future__ import annotations
@@ -374,5 +376,7 @@ def load_aider(path: Path, *, view: str = "full") -> list[tuple[list[Message], d
         messages = s.messages
         if view == "model" and s.clears:  # what the last request held
             messages = messages[s.clears[-1]["index"] :]
+            # indexes count the messages of this transcript: none is before any clear
+            meta["clears"] = [{**c, "index": 0} for c in s.clears]
         out.append((messages, meta))
     return out
