@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from rich.console import Console
+from rich.progress import Progress
 
 from ctxengine import count_messages
 from ctxengine.cli import main
@@ -298,6 +299,54 @@ def test_replay_skips_an_empty_first_session_and_names_the_one_it_replays(
     assert data["messages"] == len(load_all(AIDER)[0])
     assert main(["replay", str(path), "--session", "1"]) == 2  # named, the empty one is refused
     assert "no messages" in capsys.readouterr().err
+
+
+def test_a_clear_of_the_recording_is_no_engine_prefix_break(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After aider's ``/clear`` the replay goes on in a new engine session, and the call there
+    extends nothing: the command line counted it as a prefix break the engine caused
+    (``prefix_breaks: 1, prefix_breaks_at_compaction: 0``), although the recording reset the
+    conversation. It is counted apart, and marked in the table. The progress bar went back
+    there (messages of the new session against the whole transcript's): it follows the
+    position in the transcript."""
+    banner = "> Aider v0.86.2  \n> Model: gpt-4o with diff edit format  \n"
+    log = (
+        "\n# aider chat started at 2026-04-22 22:40:12\n\n"
+        + banner
+        + "#### explain module a  \n\nModule a parses the config.\n\n"
+        + "> Tokens: 1k sent, 5 received.  \n\n"
+        + "#### /clear  \n\n> All chat history cleared.  \n\n"
+        + "#### write a haiku  \n\nAn old silent pond.\n\n"
+        + "> Tokens: 0.5k sent, 9 received.  \n\n"
+    )
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text(log, encoding="utf-8")
+    shown: list[int] = []
+    update = Progress.update
+
+    def record(self: Progress, task: Any, **fields: Any) -> None:
+        shown.append(fields["completed"])
+        update(self, task, **fields)
+
+    monkeypatch.setattr(Progress, "update", record)
+    assert main(["replay", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    summary, calls = data["summary"], data["calls"]
+    assert (summary["prefix_breaks"], summary["prefix_breaks_at_clear"]) == (0, 1)
+    assert summary["prefix_breaks_at_compaction"] == 0
+    assert [(c["messages"], c["prefix_kept"], c["after_clear"]) for c in calls] == [
+        (1, True, False),
+        (1, False, True),  # the new session holds only what follows the clear
+        (2, True, False),
+    ]
+    assert shown == sorted(shown) and shown[-1] == data["transcript"]["messages"] == 4
+    assert main(["replay", str(path)]) == 0
+    out = capsys.readouterr().out
+    marked = [line.split()[0] for line in out.splitlines() if " clear " in f"{line} "]
+    assert marked == ["1"]  # the call after the clear, and no other row
+    text = " ".join(out.split())
+    assert "0 prefix breaks (0 at a compaction); 1 more where the recording cleared" in text
 
 
 def test_session_beyond_the_one_of_a_conversation_folder_is_refused(

@@ -66,6 +66,9 @@ class CallRow:
     #: Whether the payload starts with the whole payload of the call before (a provider's prompt
     #: cache can then reuse all of it); the first call extends nothing and counts as kept.
     prefix_kept: bool = True
+    #: The first call after the recording emptied its conversation (aider's ``/clear``): the
+    #: replay starts a new session there, so a break of the prefix is the recording's.
+    after_clear: bool = False
 
     @classmethod
     def of(cls, step: ReplayStep, prefix_kept: bool = True) -> CallRow:
@@ -82,6 +85,7 @@ class CallRow:
             compactions=[c for c in report.compactions if c.get("ok")],
             ms=1e3 * report.timings.get("total", 0.0),
             prefix_kept=prefix_kept,
+            after_clear=step.after_clear,
         )
 
     def to_dict(self, budget: int) -> dict[str, Any]:
@@ -128,13 +132,17 @@ class Run:
 
     def summary(self) -> dict[str, Any]:
         peak = max((r.tokens for r in self.rows), default=0)
-        breaks = [r for r in self.rows if not r.prefix_kept]
+        # a break after a clear is the recording's (it emptied the conversation), not the engine's
+        breaks = [r for r in self.rows if not r.prefix_kept and not r.after_clear]
         return {
             "calls": len(self.rows),
             "peak_tokens": peak,
             "compactions": len(self.compactions()),
             "prefix_breaks": len(breaks),
             "prefix_breaks_at_compaction": sum(1 for r in breaks if r.compactions),
+            "prefix_breaks_at_clear": sum(
+                1 for r in self.rows if not r.prefix_kept and r.after_clear
+            ),
             "within_budget": all(r.tokens <= self.budget for r in self.rows),
             "seconds": round(self.seconds, 3),
         }
@@ -195,19 +203,28 @@ def middle_ellipsis(text: str, width: int) -> str:
 
 
 def _calls_table(run: Run) -> Table:
+    cleared = any(r.after_clear for r in run.rows)
     table = Table(
         title=f"{run.name}: {len(run.transcript)} messages · {run.model} · {run.provider} · "
         f"budget {run.budget:,}",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         caption="kept/fold/drop: grains; hist, tool: tokens of those windows; "
-        "cmp: messages compacted into mem.summary",
+        "cmp: messages compacted into mem.summary"
+        + (
+            "; clear: the recording emptied its conversation, a new session starts"
+            if cleared
+            else ""
+        ),
     )
     for col in ("call", "msgs", "tokens", "%", "kept", "fold", "drop", "hist", "tool", "cmp"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("ms", justify="right", no_wrap=True)
     for r in run.rows:
         compacted = sum(c["messages"] for c in r.compactions)
+        cmp: Text | str = Text(f"{compacted:,}", style="bold magenta") if compacted else ""
+        if r.after_clear:
+            cmp = Text("clear", style="bold cyan")
         table.add_row(
             str(r.call),
             str(r.messages),
@@ -218,7 +235,7 @@ def _calls_table(run: Run) -> Table:
             str(r.dropped),
             f"{r.windows.get('history', 0):,}",
             f"{r.windows.get('tool', 0):,}",
-            Text(f"{compacted:,}", style="bold magenta") if compacted else "",
+            cmp,
             f"{r.ms:.0f}" if r.ms >= 10 else f"{r.ms:.1f}",
         )
     return table
@@ -274,7 +291,13 @@ def _summary_line(run: Run) -> Text:
         f"{s['calls']} calls · peak {peak:,} tokens ({100 * peak / run.budget:.0f}% of "
         f"{run.budget:,}) · {s['compactions']} compactions · {s['seconds']:.1f} s\n"
         f"{s['prefix_breaks']} prefix breaks "
-        f"({s['prefix_breaks_at_compaction']} at a compaction)\n",
+        f"({s['prefix_breaks_at_compaction']} at a compaction)"
+        + (
+            f"; {s['prefix_breaks_at_clear']} more where the recording cleared its conversation"
+            if s["prefix_breaks_at_clear"]
+            else ""
+        )
+        + "\n",
         style="bold",
     )
     if s["within_budget"]:
@@ -342,7 +365,7 @@ async def _run(
         task = progress.add_task("replay", total=len(transcript), call=0)
         async for step in replay(transcript, engine, provider=args.provider):
             run.add(step)
-            progress.update(task, completed=step.messages, call=step.call)
+            progress.update(task, completed=step.position, call=step.call)
     run.seconds = time.perf_counter() - started
     return run
 

@@ -15,11 +15,19 @@ __all__ = ("ReplayStep", "demo_transcript_path", "replay")
 
 @dataclass(frozen=True, slots=True)
 class ReplayStep:
-    """One model call of the replay: how far the session was, and what was rendered."""
+    """One model call of the replay: how far the session was, and what was rendered.
+
+    ``messages`` counts the messages the engine session holds; ``position`` how many of the
+    transcript's were fed so far (the two differ after a clear, where a new session starts).
+    ``after_clear`` marks the first call of a session started at a clear: the recording
+    itself emptied the conversation before it.
+    """
 
     call: int
     messages: int
     rendered: RenderedContext
+    position: int = 0
+    after_clear: bool = False
 
 
 def demo_transcript_path() -> Path:
@@ -56,7 +64,8 @@ async def replay(
     Yields a :class:`ReplayStep` per render (one per model call in the recording). Where the
     harness emptied its conversation (a message marked ``meta["after_clear"]``: aider's
     ``/clear``, ``/reset``), the replay goes on in a new session (``<session_id>.<n>``), as
-    the recording's later requests held only what followed.
+    the recording's later requests held only what followed; the first call there is marked
+    ``after_clear``.
 
     Raises:
         TranscriptError: the file cannot be loaded. BudgetError: protected content alone
@@ -69,10 +78,11 @@ async def replay(
         if message.meta.get("after_clear") and parts[-1]:
             parts.append([])
         parts[-1].append(message)
-    call = 0
+    call = position = 0
     for n, part in enumerate(parts):
         async with engine.session(f"{session_id}.{n}" if n else session_id) as session:
             previous = None
+            cleared = n > 0  # until this session's first call
             for message in part:
                 if (
                     message.role == "assistant"
@@ -80,10 +90,13 @@ async def replay(
                     and len(session.state.messages)
                 ):
                     rendered = await session.render(provider)
-                    yield ReplayStep(call, len(session.state.messages), rendered)
+                    held = len(session.state.messages)
+                    yield ReplayStep(call, held, rendered, position, cleared)
                     call += 1
+                    cleared = False
                 await _feed(session, message)
+                position += 1
                 previous = message.role
             if n == len(parts) - 1:
                 rendered = await session.render(provider)
-                yield ReplayStep(call, len(session.state.messages), rendered)
+                yield ReplayStep(call, len(session.state.messages), rendered, position, cleared)

@@ -530,8 +530,9 @@ def test_aider_clear_empties_the_history_later_requests_hold(tmp_path: Path) -> 
     assert t[2].meta["after_clear"] == "/clear" and "after_clear" not in t[3].meta
     assert load(path, view="model").messages == t.messages[2:]
 
-    async def calls() -> list[int]:
+    async def calls() -> list[tuple[int, int, bool]]:
         engine = ContextEngine(budget=4_000)
-        return [step.messages async for step in replay(t, engine)]
+        return [(s.messages, s.position, s.after_clear) async for s in replay(t, engine)]
 
-    assert anyio.run(calls) == [1, 1, 2]  # each request holds only what follows the clear
+    # each request holds only what follows the clear; the position in the transcript goes on
+    assert anyio.run(calls) == [(1, 1, False), (1, 3, True), (2, 4, False)]
