@@ -258,6 +258,7 @@ class ServerStateModel(FakeModel):
         )
 
 
+@pytest.mark.parametrize("server_state", [None, True])
 @pytest.mark.parametrize(
     "state",
     [
@@ -267,16 +268,19 @@ class ServerStateModel(FakeModel):
     ],
 )
 async def test_the_filter_sends_the_output_of_a_call_the_server_holds(
-    state: dict[str, Any],
+    state: dict[str, Any], server_state: bool | None
 ) -> None:
     """With the conversation on the server the Runner sends only the new items
     (``agents/run_internal/oai_conversation.py``, ``OpenAIServerConversationTracker``): the
     second call's input is the tool output alone, its call being on the server. The filter
-    dropped it as an orphan and sent a "(session bootstrap)" message instead."""
+    dropped it as an orphan and sent a "(session bootstrap)" message instead. An input of
+    outputs alone is taken for a delta when the filter is not told (``server_state=None``)."""
     model = ServerStateModel()
     agent = Agent(name="reader", instructions="Be brief.", model=model, tools=[read_log])
     config = RunConfig(
-        call_model_input_filter=fit_model_input(model="gpt-4o", budget=BUDGET),
+        call_model_input_filter=fit_model_input(
+            model="gpt-4o", budget=BUDGET, server_state=server_state
+        ),
         tracing_disabled=True,
     )
     result = await Runner.run(agent, "Read part 1.", run_config=config, **state)
@@ -286,3 +290,40 @@ async def test_the_filter_sends_the_output_of_a_call_the_server_holds(
     assert _plain(second[0])["call_id"] == "call_1"
     assert _plain(second[0])["output"] == OUTPUTS[1 % len(OUTPUTS)]
     assert model.state[1] != (None, None)  # the call named the server's conversation
+
+
+async def test_outputs_sent_with_a_new_question_need_server_state() -> None:
+    """A run that stopped at its tool (``tool_use_behavior="stop_on_first_tool"``) leaves a
+    response whose call the server holds without its output; the caller goes on with
+    ``previous_response_id`` and ``[output, user message]``, which the Runner passes the filter
+    as it is. Only ``server_state=True`` tells that input from a client history cut to the same
+    two items (whose output is an orphan): with it the output is sent, with the default it is
+    left out."""
+    model = ServerStateModel()
+    first = Agent(
+        name="reader", model=model, tools=[read_log], tool_use_behavior="stop_on_first_tool"
+    )
+    result = await Runner.run(first, "Read part 1.", run_config=RunConfig(tracing_disabled=True))
+    outputs = [i for i in result.to_input_list() if _plain(i).get("type") == "function_call_output"]
+    assert [_plain(i)["call_id"] for i in outputs] == ["call_1"]
+    ask = {"role": "user", "content": "And part 2?"}
+    sent: dict[bool | None, list[Any]] = {}
+    for server_state in (True, None):
+        model.received.clear()
+        config = RunConfig(
+            call_model_input_filter=fit_model_input(
+                model="gpt-4o", budget=BUDGET, server_state=server_state
+            ),
+            tracing_disabled=True,
+        )
+        agent = Agent(name="reader", model=model, tools=[read_log])
+        await Runner.run(
+            agent,
+            [*outputs, ask],
+            run_config=config,
+            previous_response_id=result.last_response_id,
+        )
+        sent[server_state] = [_plain(i) for i in model.received[0][1]]
+    assert [i.get("type") or i.get("role") for i in sent[True]] == ["function_call_output", "user"]
+    assert sent[True][0]["call_id"] == "call_1"
+    assert [i.get("type") or i.get("role") for i in sent[None]] == ["user"]

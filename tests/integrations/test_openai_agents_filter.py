@@ -32,11 +32,14 @@ from openai.types.responses.response_input_item_param import ItemReference as It
 from openai.types.responses.response_reasoning_item import Summary
 
 from ctxengine import BudgetError, count_tokens
+from ctxengine.errors import ConfigTypeError
 from ctxengine.integrations.openai_agents import fit_model_input
 
 
-def _call(items: list[Any], instructions: str | None, budget: int) -> tuple[Any, ModelInputData]:
-    fit_filter = fit_model_input(model="gpt-4o", budget=budget)
+def _call(
+    items: list[Any], instructions: str | None, budget: int, server_state: bool | None = None
+) -> tuple[Any, ModelInputData]:
+    fit_filter = fit_model_input(model="gpt-4o", budget=budget, server_state=server_state)
     data = CallModelData(
         model_data=ModelInputData(input=items, instructions=instructions), agent=None, context=None
     )
@@ -454,17 +457,19 @@ def test_tool_outputs_of_calls_the_server_holds_are_sent_as_they_are() -> None:
         FunctionCallOutput(type="function_call_output", call_id="call_7", output="part 7"),
         FunctionCallOutput(type="function_call_output", call_id="call_8", output="part 8"),
     ]
-    _, out = _call(list(outputs), "Be brief.", 4_000)
-    assert len(out.input) == 2
-    assert all(got is given for got, given in zip(out.input, outputs, strict=True))
-    assert out.instructions == "Be brief."
-    # the server holds the conversation: an output over the budget is sent whole all the same
-    big = FunctionCallOutput(type="function_call_output", call_id="call_9", output="x " * 2_000)
-    _, out = _call([big], "Be brief.", 300)
-    assert len(out.input) == 1 and out.input[0] is big
-    # a delta that goes on with a new question: the question is fitted after the outputs
+    for server_state in (None, True):  # outputs alone: a delta by default too
+        _, out = _call(list(outputs), "Be brief.", 4_000, server_state)
+        assert len(out.input) == 2
+        assert all(got is given for got, given in zip(out.input, outputs, strict=True))
+        assert out.instructions == "Be brief."
+        # the server holds the conversation: an output over the budget is sent whole all the same
+        big = FunctionCallOutput(type="function_call_output", call_id="call_9", output="x " * 2_000)
+        _, out = _call([big], "Be brief.", 300, server_state)
+        assert len(out.input) == 1 and out.input[0] is big
+    # a delta that goes on with a new question (a caller sending the outputs of calls the last
+    # response ended on with the next question): the question is fitted after the outputs
     ask = EasyInputMessageParam(role="user", content="and part 9?")
-    _, out = _call([*outputs, ask], "Be brief.", 4_000)
+    _, out = _call([*outputs, ask], "Be brief.", 4_000, server_state=True)
     assert [_index([*outputs, ask], got) for got in out.input] == [0, 1, 2]
     # a history (the model's turns in it) that opens with an output of a call cut away (a
     # session limit) is no delta: that orphan is still left out
@@ -472,3 +477,24 @@ def test_tool_outputs_of_calls_the_server_holds_are_sent_as_they_are() -> None:
     _, out = _call(history, "Be brief.", 10_000)
     assert all(got is not outputs[0] for got in out.input)
     assert out.input[-1] is history[-1]
+    # told the conversation is in the input, outputs alone are orphans
+    _, out = _call(list(outputs), "Be brief.", 4_000, server_state=False)
+    assert all(got is not given for got in out.input for given in outputs)
+
+
+def test_a_history_cut_to_an_output_and_a_question_is_no_delta() -> None:
+    """A client-side history a session ``limit`` cut to ``[function_call_output, user]`` holds
+    nothing the model produced and starts with an output: it was taken for a server-state
+    delta, and the orphan output was sent (the Responses API rejects an output whose call it
+    has not seen). By default only an input of nothing but outputs is a delta."""
+    orphan = FunctionCallOutput(type="function_call_output", call_id="call_1", output="a.py")
+    ask = EasyInputMessageParam(role="user", content="thanks; now write the tests")
+    _, out = _call([orphan, ask], "Be brief.", 4_000)
+    assert all(got is not orphan for got in out.input)
+    assert "call_1" not in json.dumps(out.input, default=str)
+    assert out.input[-1] is ask
+
+
+def test_server_state_must_be_a_bool_or_none() -> None:
+    with pytest.raises(ConfigTypeError, match=re.escape("server_state is 'yes' (str)")):
+        fit_model_input(model="gpt-4o", budget=4_000, server_state="yes")  # type: ignore[arg-type]

@@ -25,8 +25,8 @@
   its input items back, but those the export leaves out); items the neutral model does not
   hold (hosted-tool calls, item references, developer messages...) pass through unchanged;
   a ``compaction`` item always stays, and an input that is a delta of a conversation kept on
-  the server (tool outputs first, nothing the model produced: see :func:`_delta_head`) sends
-  those outputs as they are.
+  the server (``server_state=True``, or, by default, an input of tool outputs alone: see
+  :func:`_delta_head`) sends the tool outputs it starts with as they are.
 """
 
 from __future__ import annotations
@@ -316,13 +316,25 @@ class _FitFilter:
     unchanged, in their place among the sent items (system and developer messages always), and
     their tokens are reserved."""
 
-    def __init__(self, model: str, budget: Budget | int | None, options: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        model: str,
+        budget: Budget | int | None,
+        options: dict[str, Any],
+        server_state: bool | None = None,
+    ) -> None:
         if isinstance(budget, bool) or not (budget is None or isinstance(budget, (int, Budget))):
             raise ConfigTypeError(
                 f"budget is {budget!r} ({type(budget).__name__}); expected an int, a Budget or None"
             )
+        if server_state is not None and not isinstance(server_state, bool):
+            raise ConfigTypeError(
+                f"server_state is {server_state!r} ({type(server_state).__name__}); expected "
+                "True (the conversation is kept on the server), False or None (read off the input)"
+            )
         self.model = model
         self.budget = budget
+        self.server_state = server_state
         self.options = options
         self.last: RenderedContext | None = None
         # the exports of the latest calls' items (a few conversations may share the filter)
@@ -370,7 +382,7 @@ class _FitFilter:
         instructions = data.model_data.instructions
         originals = list(data.model_data.input)
         items = [_plain(item, i) for i, item in enumerate(originals)]
-        delta = frozenset(_delta_head(items))
+        delta = frozenset(_delta_head(items, self.server_state))
         fitted = [k for k, item in enumerate(items) if k not in delta and _fitted_kind(item)]
         passed = [k for k, item in enumerate(items) if k in delta or not _fitted_kind(item)]
         head = [{"role": "system", "content": instructions}] if instructions else []
@@ -686,16 +698,7 @@ def _always(item: Mapping[str, Any]) -> bool:
     return _instruction(item) or item_kind(item) == "compaction"
 
 
-def _model_item(item: Mapping[str, Any]) -> bool:
-    """Whether ``item`` is one the model produced: an assistant message, reasoning, or a call
-    (``function_call``, ``computer_call``, ``web_search_call``...)."""
-    kind = item_kind(item)
-    if kind == "message":
-        return bool(item.get("role") == "assistant")
-    return kind == "reasoning" or (isinstance(kind, str) and kind.endswith("_call"))
-
-
-def _delta_head(items: list[dict[str, Any]]) -> list[int]:
+def _delta_head(items: list[dict[str, Any]], server_state: bool | None) -> list[int]:
     """The indices of the tool outputs an input that is a delta starts with (none otherwise).
 
     When the conversation is kept on the server (``previous_response_id``,
@@ -703,12 +706,16 @@ def _delta_head(items: list[dict[str, Any]]) -> list[int]:
     server does not hold yet (``agents/run_internal/oai_conversation.py``,
     ``OpenAIServerConversationTracker.prepare_input``), and the filter gets just those
     (``agents/run_internal/turn_preparation.py``, ``maybe_filter_model_input``): after a tool
-    turn, the outputs alone, answering calls that are on the server. The filter is not told
-    that the state is on the server, so it reads it off the input: one holding nothing the
-    model produced (no assistant message, reasoning or call) that starts with tool outputs
-    (``function_call_output``, ``computer_call_output``...) is a delta, and those outputs are
-    not orphans (a history always holds the model's turns before them)."""
-    if any(_model_item(item) for item in items):
+    turn, the outputs alone, answering calls that are on the server.
+
+    ``server_state=True`` (the caller says the conversation is on the server): the tool
+    outputs (``function_call_output``, ``computer_call_output``...) the input starts with are
+    a delta's. ``False``: no input is a delta. ``None``: the filter reads it off the input,
+    which is a delta only when it is nothing but tool outputs (what the SDK sends after a tool
+    turn). An input with anything else after its leading outputs is a history then: a client
+    history cut by a session ``limit`` to ``[output, user message]`` is one, its output an
+    orphan the API would reject."""
+    if server_state is False:
         return []
     head: list[int] = []
     for k, item in enumerate(items):
@@ -716,6 +723,8 @@ def _delta_head(items: list[dict[str, Any]]) -> list[int]:
         if not (isinstance(kind, str) and kind.endswith("_call_output")):
             break
         head.append(k)
+    if server_state is None and len(head) < len(items):
+        return []
     return head
 
 
@@ -766,15 +775,29 @@ def _call_id(item: Any) -> str | None:
 
 
 def fit_model_input(
-    *, model: str = "gpt-4o", budget: Budget | int | None = None, **options: Any
+    *,
+    model: str = "gpt-4o",
+    budget: Budget | int | None = None,
+    server_state: bool | None = None,
+    **options: Any,
 ) -> _FitFilter:
     """A ``RunConfig(call_model_input_filter=...)`` that fits each model call to ``budget``.
 
     The instructions count as the system prompt; the returned filter's ``last`` attribute holds
     the latest :class:`RenderedContext` (tokens and report). Tool schemas are not in the budget.
 
+    ``server_state`` says where the conversation is kept. ``True``: on the server
+    (``previous_response_id``, ``conversation_id``, ``auto_previous_response_id=True``), so
+    each input is a delta and the tool outputs it starts with answer calls the server holds:
+    they are sent as they are, outside the budget. ``False``: in the input (a client-side
+    history), where an output whose call is not in it is an orphan and is left out. ``None``
+    (default): an input of nothing but tool outputs is taken for a delta (what the SDK sends
+    after a tool turn), any other for a history; an input that starts with outputs followed by
+    other items (``[function_call_output, user message]``) needs ``True`` to be sent as a delta.
+
     Raises:
         EncodingError: unknown model; BudgetError: invalid budget (on the first call).
-        ConfigTypeError: ``budget`` is not an int, a Budget or None (a bool included).
+        ConfigTypeError: ``budget`` is not an int, a Budget or None (a bool included), or
+            ``server_state`` is not a bool or None.
     """
-    return _FitFilter(model, budget, options)
+    return _FitFilter(model, budget, options, server_state)
