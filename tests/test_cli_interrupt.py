@@ -266,7 +266,7 @@ def test_ctrl_c_as_a_command_that_succeeded_ends_is_one_line(
     """The signal comes as ``main()`` sets Ctrl-C to be ignored on its way out, after the
     command printed its output: it was a traceback out of ``main``."""
     args = ["count", str(Path(__file__)), "--json"]
-    status, out, err = _interrupt_at(child_env, tmp_path, args, ("signal", "_ignore_interrupts", 1))
+    status, out, err = _interrupt_at(child_env, tmp_path, args, ("signal", "ignore_interrupts", 1))
     _assert_interrupted(status, err)
     assert json.loads(out)  # the command had printed its whole output
 
@@ -275,12 +275,82 @@ def test_the_program_entry_points_catch_an_interrupt_while_the_command_line_load
     """The ``ctxengine`` script runs what ``python -m ctxengine`` runs; the line written
     before :mod:`ctxengine.cli` is loaded is the one it writes."""
     import ctxengine.__main__ as program
+    import ctxengine._interrupts as shared
+    from ctxengine.cli import EXIT_INTERRUPTED
     from ctxengine.cli import INTERRUPTED as LINE
 
     pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
     scripts = pyproject.split("[project.scripts]\n", 1)[1].split("\n\n", 1)[0]
     assert scripts.splitlines() == ['ctxengine = "ctxengine.__main__:run"']
-    assert program._INTERRUPTED == LINE == INTERRUPTED
+    assert program.say_interrupted is shared.say_interrupted
+    assert shared.INTERRUPTED == LINE == INTERRUPTED
+    assert program.EXIT_INTERRUPTED == EXIT_INTERRUPTED == 130
+
+
+def _mine(signum: int, frame: object) -> None:
+    """A SIGINT handler of the process calling ``main``."""
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["plugins", "list"], 0),
+        (["count", "no-such-file.txt"], 2),
+        (["count", "--help"], "exit 0"),
+    ],
+    ids=["success", "error", "help"],
+)
+def test_main_without_argv_puts_the_callers_handler_back(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    expected: int | str,
+) -> None:
+    """Scripts and tests call ``main()`` in-process with ``sys.argv`` patched: it left SIGINT
+    ignored for the rest of the caller's process (what only the program wants as it exits)."""
+    from ctxengine.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["ctxengine", *argv])
+    previous = signal.signal(signal.SIGINT, _mine)
+    try:
+        try:
+            status: int | str = main()
+        except SystemExit as exc:
+            status = f"exit {exc.code}"
+        handler = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    capsys.readouterr()
+    assert status == expected
+    assert handler is _mine
+
+
+def test_main_without_argv_interrupted_puts_the_callers_handler_back(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An interrupted command is one line and 130, and Python's handler is back after it."""
+    from ctxengine.cli import main
+
+    dup2 = os.dup2
+
+    def dup2_then_ctrl_c(fd: int, fd2: int, inheritable: bool = True) -> int:
+        done = dup2(fd, fd2, inheritable)
+        if (fd, fd2) == (2, 1):
+            os.kill(os.getpid(), signal.SIGINT)
+        return done
+
+    monkeypatch.setattr(sys, "argv", ["ctxengine", "plugins", "list", "--json"])
+    monkeypatch.setattr(os, "dup2", dup2_then_ctrl_c)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    try:
+        status = main()
+        handler = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    monkeypatch.undo()
+    assert status == 130
+    assert capsys.readouterr().err == INTERRUPTED + "\n"
+    assert handler is signal.default_int_handler
 
 
 def test_ctrl_c_while_json_redirects_descriptor_1_puts_it_back(

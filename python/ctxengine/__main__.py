@@ -1,18 +1,18 @@
 """The program: ``python -m ctxengine`` and the ``ctxengine`` script (``run``).
 
-A Ctrl-C while the command line is imported (``ctxengine.cli`` and what it imports), before
-:func:`ctxengine.cli.main` takes it in hand, is the same one line and status 130, not a
+Only the program keeps Ctrl-C ignored once the command is done, while the process exits:
+:func:`ctxengine.cli.main`, which scripts and tests call in-process, puts the caller's SIGINT
+handler back. A Ctrl-C while the command line is imported (``ctxengine.cli`` and what it
+imports), before it takes Ctrl-C in hand, is the same one line and status 130, not a
 traceback. One before this module runs (the interpreter starting, ``import ctxengine``) is
 Python's own ``KeyboardInterrupt``.
 """
 
 from __future__ import annotations
 
-import signal
 import sys
 
-#: :data:`ctxengine.cli.INTERRUPTED`, which may not be imported yet.
-_INTERRUPTED = "ctxengine: interrupted"
+from ._interrupts import EXIT_INTERRUPTED, ignore_interrupts, say_interrupted
 
 
 def run() -> int:
@@ -20,20 +20,16 @@ def run() -> int:
     try:
         from .cli import main
 
-        return main()
-    except KeyboardInterrupt:  # before main() took Ctrl-C in hand
+        return main(program=True)
+    except KeyboardInterrupt:  # before the command line took Ctrl-C in hand
         while True:  # a second Ctrl-C meanwhile is taken, not raised
             try:
-                signal.signal(signal.SIGINT, signal.SIG_IGN)  # first raises one pending
+                ignore_interrupts()
                 break
             except KeyboardInterrupt:
                 continue
-        try:
-            sys.stderr.write(_INTERRUPTED + "\n")
-            sys.stderr.flush()
-        except (AttributeError, OSError, ValueError):  # no stderr
-            pass
-        return 130
+        say_interrupted()
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Final, NoReturn, cast
 
 from . import __version__
+from ._interrupts import EXIT_INTERRUPTED, INTERRUPTED, ignore_interrupts, say_interrupted
 from .errors import CtxEngineError
 
 if TYPE_CHECKING:
@@ -66,10 +67,7 @@ COMMANDS: Final = (
     "ctxengine.plugins.cli",
 )
 EXIT_USAGE: Final = 2
-EXIT_INTERRUPTED: Final = 130
 EXIT_BROKEN_PIPE: Final = 141
-#: The one line on stderr of an interrupted command (exit status 130).
-INTERRUPTED: Final = "ctxengine: interrupted"
 _OPTIONS: Final = "encoding|format"  # keyword arguments of the library that are flags here
 
 
@@ -327,54 +325,45 @@ def build_parser() -> Parser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status.
+def main(argv: Sequence[str] | None = None, *, program: bool = False) -> int:
+    """Run the command line; returns the exit status. Without ``argv``, ``sys.argv[1:]``.
 
     Ctrl-C (SIGINT) at any moment of the command, while its modules are imported too, ends it
     with :data:`INTERRUPTED` on stderr and status 130, never a traceback; once it is caught,
     Ctrl-C is ignored while the command ends. Python's own handler stays in place while the
     command runs, so that ``asyncio.run`` (and anyio's) can cancel its main task, not stop
-    the event loop half-way through a step. Called without ``argv`` (as the program), Ctrl-C
-    is ignored once the command is done, while the process exits (one that comes as it is
-    done makes it status 130 too); called with ``argv``, the handler of an interrupted
-    command is put back. A SIGINT ignored when ``main`` starts (``command &`` in a script)
-    stays ignored."""
+    the event loop half-way through a step. When ``main`` returns, the SIGINT handler it was
+    called with is back, whatever the outcome and whether ``argv`` was given or not (scripts
+    and tests call it in-process with ``sys.argv`` patched). A SIGINT ignored when ``main``
+    starts (``command &`` in a script) stays ignored.
+
+    ``program=True`` is for the program alone (:func:`ctxengine.__main__.run`, which the
+    ``ctxengine`` script and ``python -m ctxengine`` run): Ctrl-C is ignored once the command
+    is done, while the process exits (one that comes as it is done makes it status 130 too),
+    and the handler is not put back."""
     previous = signal.getsignal(signal.SIGINT)
-    status = EXIT_INTERRUPTED  # what an interrupt that escapes the command leaves
     try:
-        status = _main(argv)
-    except KeyboardInterrupt:  # one that came while an error was reported, or as _main ended
-        status = EXIT_INTERRUPTED
-    while True:  # a Ctrl-C while interrupts are being ignored is taken, not raised
+        status = EXIT_INTERRUPTED  # what an interrupt that escapes the command leaves
         try:
-            if (argv is None or status == EXIT_INTERRUPTED) and _ignore_interrupts():
-                status = EXIT_INTERRUPTED
-            break
-        except KeyboardInterrupt:
+            status = _main(argv)
+        except KeyboardInterrupt:  # one that came while an error was reported, or as _main ended
             status = EXIT_INTERRUPTED
-    if status == EXIT_INTERRUPTED:
-        with contextlib.suppress(OSError):
-            _restore_descriptor_1()  # left pointing at stderr by an interrupt on the way out
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            sys.stderr.write(INTERRUPTED + "\n")
-            sys.stderr.flush()
-        if argv is not None and previous is not None:  # None: a handler set outside Python
-            with contextlib.suppress(ValueError):
+        while True:  # a Ctrl-C while interrupts are being ignored is taken, not raised
+            try:
+                if (program or status == EXIT_INTERRUPTED) and ignore_interrupts():
+                    status = EXIT_INTERRUPTED
+                break
+            except KeyboardInterrupt:
+                status = EXIT_INTERRUPTED
+        if status == EXIT_INTERRUPTED:
+            with contextlib.suppress(OSError):
+                _restore_descriptor_1()  # left pointing at stderr by an interrupt on the way out
+            say_interrupted()
+        return status
+    finally:  # SystemExit too (--help, --version, a parse error)
+        if not program and previous is not None:  # None: a handler set outside Python
+            with contextlib.suppress(ValueError):  # not the main thread: it was never changed
                 signal.signal(signal.SIGINT, previous)
-    return status
-
-
-def _ignore_interrupts() -> bool:
-    """Ignore SIGINT from now on; whether one came (and was taken) while it was being set."""
-    came = False
-    while True:
-        try:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # first raises one that is pending
-            return came
-        except KeyboardInterrupt:
-            came = True
-        except ValueError:  # not the main thread: nothing to do
-            return came
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -390,7 +379,7 @@ def _main(argv: Sequence[str] | None) -> int:
             sys.stdout.flush()  # a closed pipe is found here, not while the process exits
         return status
     except KeyboardInterrupt:
-        _ignore_interrupts()  # the command ends: a second Ctrl-C cuts nothing short
+        ignore_interrupts()  # the command ends: a second Ctrl-C cuts nothing short
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         _silence_stdout()
