@@ -683,3 +683,50 @@ def test_a_replay_tells_one_time_so_a_clock_that_moves_breaks_no_prefix(
     assert main(["demo", "--json"]) == 0
     calls = json.loads(out.getvalue())["calls"]
     assert all(c["compactions"] for c in calls if not c["prefix_kept"])
+
+
+@pytest.mark.parametrize("option", ["--out", "--report"])
+def test_json_with_an_output_naming_stdout_is_refused(
+    tmp_path: Path, child_env: dict[str, str], option: str
+) -> None:
+    """Descriptor 1 points at stderr while a ``--json`` command runs, so ``--out /dev/stdout``
+    wrote the payload to stderr, and stdout held the --json data alone. Such an option (also
+    as /proc/self/fd/1, or a file stdout is redirected to) is one line, status 2, nothing run.
+    Without --json, /dev/stdout is written through as given; the null device takes both."""
+    source = str(TRANSCRIPTS / "openhands" / "output.jsonl")
+    replay = [sys.executable, "-m", "ctxengine", "replay", source, "--budget", "4000"]
+    for path in ("/dev/stdout", "/proc/self/fd/1"):
+        done = subprocess.run(
+            [*replay, option, path, "--json"], capture_output=True, text=True, env=child_env
+        )
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert done.stderr.count("\n") == 1
+        assert done.stderr.startswith(f"error: {option} {path}: is the same file as stdout")
+        assert "carries the --json data" in done.stderr
+    same = tmp_path / "same.json"
+    shell = 'exec "$0" "$@" > "$FILE"'
+    done = subprocess.run(
+        ["sh", "-c", shell, *replay, option, str(same), "--json"],
+        capture_output=True,
+        text=True,
+        env={**child_env, "FILE": str(same)},
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"error: {option} {same}: is the same file as stdout" in done.stderr
+    assert same.read_text() == ""  # (emptied by the shell) nothing written
+    # the null device as stdout and as the option takes both
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$0" "$@" > /dev/null', *replay, option, os.devnull, "--json"],
+        capture_output=True,
+        text=True,
+        env=child_env,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    # without --json: /dev/stdout is written through, as given
+    done = subprocess.run(
+        [*replay, option, "/dev/stdout"], capture_output=True, text=True, env=child_env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.lstrip().startswith("{")
+    key = "messages" if option == "--out" else "budget"
+    assert f'"{key}"' in done.stdout

@@ -56,6 +56,7 @@ __all__ = (
     "print_json",
     "stderr_console",
     "stdout_console",
+    "writes_files",
 )
 
 #: The modules that add a command (``add_to(commands)``); a new command is one more module.
@@ -307,6 +308,43 @@ def add_common(parser: argparse.ArgumentParser, *, json_help: str) -> None:
     )
 
 
+#: The attribute :func:`writes_files` sets on a command's namespace: its options naming files.
+_WRITES: Final = "_writes_files"
+
+
+def writes_files(parser: argparse.ArgumentParser, *options: str) -> None:
+    """Declare ``options`` of ``parser`` (``"--out"``...) as files the command writes: with
+    ``--json``, one naming the file stdout is (``/dev/stdout``, or the file stdout is
+    redirected to) is refused before the command runs, stdout carrying the data."""
+    parser.set_defaults(**{_WRITES: options})
+
+
+def _refuse_files_on_stdout(args: argparse.Namespace) -> None:
+    """Refuse a file option (:func:`writes_files`) of a ``--json`` command naming the same file
+    as stdout: written while descriptor 1 points at stderr, ``/dev/stdout`` would be stderr,
+    and a file stdout is redirected to would get the data and the file in one. The null device
+    takes both."""
+    try:
+        stdout = os.fstat(1)
+    except OSError:  # closed: there is no such file
+        return
+    for option in getattr(args, _WRITES, ()):
+        value = getattr(args, option.lstrip("-").replace("-", "_"), None)
+        if not value:
+            continue
+        try:
+            same = os.path.samestat(os.stat(value), stdout)
+            if same and os.path.samestat(os.stat(os.devnull), stdout):
+                same = False
+        except (OSError, ValueError):  # no such file yet (or a bad path): not stdout's
+            continue
+        if same:
+            raise UsageError(
+                f"{option} {value}: is the same file as stdout, which carries the --json data; "
+                f"expected another path for {option}, or no --json"
+            )
+
+
 def build_parser() -> Parser:
     """The parser of every command."""
     parser = Parser(
@@ -374,7 +412,11 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         flags = set(vars(args))
-        status = _run_for_data(args) if getattr(args, "json", False) else int(args.run(args))
+        if getattr(args, "json", False):
+            _refuse_files_on_stdout(args)  # before descriptor 1 points at stderr
+            status = _run_for_data(args)
+        else:
+            status = int(args.run(args))
         if sys.stdout is not None:
             sys.stdout.flush()  # a closed pipe is found here, not while the process exits
         return status

@@ -35,6 +35,7 @@ from .cli import (
     print_json,
     stderr_console,
     stdout_console,
+    writes_files,
 )
 from .engine import ContextEngine
 from .errors import TranscriptError
@@ -623,3 +624,4 @@ def add_to(commands: Any) -> None:
     rep.add_argument("--out", metavar="F", help="write the last payload to F as JSON")
     rep.add_argument("--report", metavar="F", help="write the last report to F as JSON")
     rep.set_defaults(run=_replay)
+    writes_files(rep, "--out", "--report")
