@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from ctxengine import FileStore
+from descriptors import open_descriptors
 from offline_tiktoken import TRANSCRIPTS
 from stored_sessions import write_session
 
@@ -372,9 +373,9 @@ def test_ctrl_c_while_json_redirects_descriptor_1_puts_it_back(
         return done
 
     monkeypatch.setattr(os, "dup2", dup2_then_ctrl_c)
-    before = len(os.listdir("/proc/self/fd"))
+    before = open_descriptors()
     status = main(["plugins", "list", "--json"])
-    after = len(os.listdir("/proc/self/fd"))
+    after = open_descriptors()
     monkeypatch.undo()
     os.write(1, b"after the command\n")
     captured = capfd.readouterr()

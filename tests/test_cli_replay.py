@@ -21,6 +21,7 @@ from ctxengine.cli import main
 from ctxengine.cli_replay import DEMO_BUDGET, _print, _run, extends, middle_ellipsis
 from ctxengine.replay import demo_transcript_path
 from ctxengine.transcript import load, load_all
+from descriptors import open_descriptors
 from offline_tiktoken import TRANSCRIPTS
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "plugins"
@@ -556,10 +557,6 @@ def test_json_output_restores_descriptor_1_after_the_command(
     assert json.loads(captured.out.removesuffix("after the command\n"))
 
 
-def _open_descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
 class _Minimal:
     """A caller's ``sys.stdout`` of its own: a wrapper of the real one that logs what it is
     given (``write``, ``flush``, ``fileno`` only: no ``encoding``, no ``errors``)."""
@@ -596,9 +593,9 @@ def test_json_data_goes_through_the_callers_stdout(
     real = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 (closed below)
     stdout = wrapper(real)
     monkeypatch.setattr(sys, "stdout", stdout)
-    before = _open_descriptors()
+    before = open_descriptors()
     status = main(["count", __file__, "--json"])
-    after = _open_descriptors()
+    after = open_descriptors()
     monkeypatch.undo()
     real.close()
     captured = capfd.readouterr()
@@ -638,9 +635,9 @@ def test_a_closed_pipe_in_process_leaks_no_descriptor(
     stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 (closed below)
     monkeypatch.setattr(sys, "stdout", stdout)
     try:
-        before = _open_descriptors()
+        before = open_descriptors()
         status = main(["plugins", "list", *flags])
-        after = _open_descriptors()
+        after = open_descriptors()
         now = os.readlink("/proc/self/fd/1")
         stdout.close()  # the rest of its buffer, to the null device
     finally:

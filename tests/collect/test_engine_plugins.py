@@ -60,3 +60,39 @@ async def test_render_survives_broken_plugins_and_reports_them() -> None:
     tool_text = str(rendered.payload)
     assert "FATAL: disk full" in tool_text and "omitted" in tool_text
     assert rendered.tokens <= 4000
+
+
+class Lifetime(Simple):
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        return [ContextGrain("task.lifetime", content="alive")]
+
+
+def test_a_dropped_engine_stops_its_plugins_loop() -> None:
+    """An async plugin runs on an event loop in a thread of its own, stopped when the engine is
+    collected. That loop was made in the caller's context, which holds the session's event bus,
+    and a loop keeps the context it was made in: through the bus the registry and the plugin's
+    runner stayed reachable, its finalizer never ran, and each engine a server made and dropped
+    left a thread and three file descriptors behind (a test run reached the 1,024 descriptors
+    ``select`` takes). A sync test: no loop of the test's own is alive around the engines."""
+    import gc
+    import threading
+    import weakref
+
+    name = "ctxengine plugin lifetime"
+    engines: list[weakref.ref[ContextEngine]] = []
+
+    async def once() -> None:
+        engine = ContextEngine("gpt-4o", 4000, plugins=[Lifetime("lifetime")])
+        engines.append(weakref.ref(engine))
+        async with engine.session("s") as session:
+            await session.user_message("hello")
+            out = await session.render()
+        assert "alive" in str(out.payload)
+
+    for _ in range(4):
+        anyio.run(once)
+    gc.collect()
+    assert [ref() for ref in engines] == [None] * 4  # every engine was collected
+    for thread in [t for t in threading.enumerate() if t.name == name]:
+        thread.join(timeout=30)  # its loop was told to stop; a thread still alive is a leak
+    assert [t.name for t in threading.enumerate() if t.name == name] == []

@@ -115,7 +115,11 @@ class PluginRunner:
         with self._lock:
             loop, thread = self._loop, self._thread
             if loop is None or thread is None or not thread.is_alive() or loop.is_closed():
-                loop = asyncio.new_event_loop()
+                # made in an empty context: a loop keeps the context it was made in (its
+                # wake-up reader's), and the caller's holds the session's event bus, through
+                # which the registry and this runner stayed reachable: its finalizer never
+                # stopped this loop, a thread and three descriptors left per engine
+                loop = contextvars.Context().run(asyncio.new_event_loop)
                 thread = threading.Thread(
                     target=_serve, args=(loop,), name=f"ctxengine plugin {self.name}", daemon=True
                 )
