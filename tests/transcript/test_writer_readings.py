@@ -12,7 +12,7 @@ import anyio
 
 from ctxengine.engine import ContextEngine
 from ctxengine.replay import replay
-from ctxengine.transcript import Thinking, first_session, load, load_all
+from ctxengine.transcript import Thinking, Transcript, first_session, load, load_all
 
 from .helpers import AIDER, CC, PI
 from .test_variants import engine_payloads_valid
@@ -227,6 +227,13 @@ def _aider_tool(*lines: str) -> str:
     return "".join(f"> {line}  \n" for line in lines)
 
 
+def _load_aider_log(folder: Path, log: str) -> Transcript:
+    """``log`` written as aider's chat history file in ``folder``, loaded."""
+    path = folder / ".aider.chat.history.md"
+    path.write_text(log, encoding="utf-8")
+    return load(path)
+
+
 _AIDER_BANNER = (
     "> Aider v0.86.2  \n> Model: gpt-4o with diff edit format  \n"
     "> Git repo: .git with 735 files  \n> Repo-map: using 1024 tokens, auto refresh  \n"
@@ -265,9 +272,7 @@ def test_aider_commands_are_run_not_sent_and_prompt_commands_send_their_prompt(
         + "\nAdded.\n\n"
         + _aider_tool("Tokens: 2.3k sent, 30 received.")
     )
-    path = tmp_path / ".aider.chat.history.md"
-    path.write_text(log, encoding="utf-8")
-    t = load(path)
+    t = _load_aider_log(tmp_path, log)
     users = [(m.text, m.meta.get("command")) for m in t if m.role == "user"]
     assert users == [
         ("why is the import slow?", "/ask"),
@@ -471,9 +476,7 @@ def test_aider_reply_a_command_caused_follows_the_user_turn_it_sent(tmp_path: Pa
         + "\nYou're welcome.\n\n"
         + _aider_tool("Tokens: 3.5k sent, 4 received.")
     )
-    path = tmp_path / ".aider.chat.history.md"
-    path.write_text(log, encoding="utf-8")
-    t = load(path)
+    t = _load_aider_log(tmp_path, log)
     assert [m.role for m in t] == ["user", "assistant"] * 8
     users = [m for m in t if m.role == "user"]
     assert [m.meta.get("command") for m in users] == [
