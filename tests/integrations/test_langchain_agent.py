@@ -400,7 +400,7 @@ def test_a_repeated_message_is_handed_back_as_its_newest_copy() -> None:
     assert handed == list(range(len(history) - len(handed), len(history)))
 
 
-class InvalidCallFake(BaseChatModel):
+class InvalidCallFake(ToolCallingFake):
     """Answers the first call with a tool call whose arguments did not parse (an
     ``invalid_tool_calls`` entry, as LangChain's parsers record one), then with text."""
 
@@ -409,9 +409,6 @@ class InvalidCallFake(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "invalid-call-fake"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> InvalidCallFake:
-        return self
 
     def _generate(
         self,
