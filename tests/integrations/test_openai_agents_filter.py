@@ -498,3 +498,44 @@ def test_a_history_cut_to_an_output_and_a_question_is_no_delta() -> None:
 def test_server_state_must_be_a_bool_or_none() -> None:
     with pytest.raises(ConfigTypeError, match=re.escape("server_state is 'yes' (str)")):
         fit_model_input(model="gpt-4o", budget=4_000, server_state="yes")  # type: ignore[arg-type]
+
+
+def test_a_filter_serving_many_conversations_exports_only_their_new_items(
+    monkeypatch: Any,
+) -> None:
+    """One ``RunConfig(call_model_input_filter=...)`` serves every conversation of a server, in
+    turn: a conversation's next call reuses its earlier export, however many conversations
+    were served in between (a filter that kept the exports of its four latest calls exported
+    every item again as soon as a fifth conversation was served between two calls of one)."""
+    from ctxengine.integrations import openai_agents
+
+    loaded: list[int] = []
+    real_load = openai_agents.load
+
+    def counting_load(items: Any, *args: Any, **kwargs: Any) -> Any:
+        loaded.append(len(items))
+        return real_load(items, *args, **kwargs)
+
+    monkeypatch.setattr(openai_agents, "load", counting_load)
+    fit_filter = fit_model_input(model="gpt-4o", budget=100_000)
+
+    def call(items: list[Any]) -> None:
+        data = ModelInputData(input=list(items), instructions="Be brief.")
+        fit_filter(CallModelData(model_data=data, agent=None, context=None))
+
+    conversations = [
+        [
+            EasyInputMessageParam(role="user", content=f"conversation {c}: the task"),
+            *_turns(6),
+            EasyInputMessageParam(role="user", content="and now?"),
+        ]
+        for c in range(12)
+    ]
+    for items in conversations:
+        call(items)
+    new = [*_turns(1), EasyInputMessageParam(role="user", content="and then?")]
+    for items in conversations:
+        items += new
+        loaded.clear()
+        call(items)
+        assert 0 < sum(loaded) <= 3 * len(new), len(items)

@@ -354,7 +354,7 @@ class _FitFilter:
                 best, reuse = old, same
         out = _export_from(items, best, reuse)
         with self._exports_lock:
-            self._exports = [out, *(x for x in self._exports if x is not best)][:_MAX_EXPORTS]
+            self._exports = _newest_exports([out, *(x for x in self._exports if x is not best)])
         return out
 
     def _reserved(self, passed: list[dict[str, Any]]) -> Budget | int | None:
@@ -566,8 +566,22 @@ class _Exported:
         return same
 
 
-#: Exports a filter keeps from its latest calls (one per conversation it serves at once).
-_MAX_EXPORTS: Final = 4
+#: Exports a filter keeps from its latest calls, one per conversation it serves (a server
+#: passes one filter to every run): the newest, as many as hold at most
+#: :data:`_MAX_EXPORTED_ITEMS` items between them, and never fewer than :data:`_MIN_EXPORTS`.
+_MAX_EXPORTS: Final = 64
+_MIN_EXPORTS: Final = 4
+_MAX_EXPORTED_ITEMS: Final = 50_000
+
+
+def _newest_exports(exports: list[_Exported]) -> list[_Exported]:
+    """The first of ``exports`` (newest first) a filter keeps (see :data:`_MAX_EXPORTS`)."""
+    held = 0
+    for n, export in enumerate(exports[:_MAX_EXPORTS]):
+        held += len(export.copies)
+        if n >= _MIN_EXPORTS and held > _MAX_EXPORTED_ITEMS:
+            return exports[:n]
+    return exports[:_MAX_EXPORTS]
 
 
 def _export_from(items: list[dict[str, Any]], kept: _Exported, reuse: int) -> _Exported:
