@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 import anyio
 
-from ..errors import ConfigError, SummarizerError
+from ..errors import ConfigError, CtxEngineError, SummarizerError
 from ..grain import ContextGrain
 from ..tokens import Tokenizer
 from ..transcript import Message, Text, ToolResult
@@ -1028,7 +1028,9 @@ def _flush(config: CompactionConfig, facts: KeyFacts, n: int) -> str | None:
         lines.append("- Modified: " + ", ".join(facts.files_modified[-30:]))
     lines += [f"- Failed: {f.name} exit={f.exit_code}: {f.line}" for f in facts.failures[-8:]]
     lines += [f"- Pending: {p}" for p in facts.pending]
-    return str(append_daily(config.memory_dir, "\n".join(lines), now))
+    # a NUL from a tool's output is kept as U+FFFD: a memory file holds none (it would read
+    # as binary), and the flush must not fail on what the conversation held
+    return str(append_daily(config.memory_dir, "\n".join(lines).replace("\0", "\ufffd"), now))
 
 
 def _pinned(protected: Sequence[str | ContextGrain]) -> list[str]:
@@ -1114,9 +1116,11 @@ async def _compact(
     if not msgs:
         return CompactionResult(False, "nothing", "", None, summary_tokens=0, **base)  # type: ignore[arg-type]
     stats: dict[str, Any] = {}
+    # the flush is a safety net; its failure (a folder it cannot write, text the memory
+    # refuses) must not block compaction
     try:
         stats["memory_file"] = _flush(config, facts, len(msgs))
-    except OSError as exc:  # the flush is a safety net; its failure must not block compaction
+    except (OSError, CtxEngineError) as exc:
         stats["memory_error"] = repr(exc)
     run = _Run(summarizer, config, count, cache if cache is not None else {})
     try:

@@ -48,7 +48,7 @@ import numpy.typing as npt
 from .._core import Bm25Index, bm25_tokenize
 from ..errors import ConfigError, ConfigTypeError
 from ..transcript.model import valid_utf8
-from .daily import DAILY_DIR, LONG_TERM, append_daily, check_text
+from .daily import DAILY_DIR, LONG_TERM, append_block, append_daily, check_text
 
 logger = logging.getLogger(__name__)
 
@@ -237,22 +237,26 @@ class MemoryStore:
 
         Raises:
             OSError: the folder cannot be written.
+            EncodingError: ``text`` is not a str, or holds a lone surrogate or a NUL (nothing
+                written).
+            ConfigError: ``text`` is blank or longer than
+                :data:`~ctxengine.memory.daily.MAX_TEXT_CHARS` (nothing written).
+            ConfigTypeError: ``when`` is not a datetime or a date.
         """
         return append_daily(self.folder, text, when or datetime.now())
 
     def add_long_term(self, text: str) -> Path:
-        """Append ``text`` to ``MEMORY.md``.
+        """Append ``text`` to ``MEMORY.md``, durably, as an entry of its own (see
+        :func:`~ctxengine.memory.daily.append_block`).
 
         Raises:
             OSError: the folder cannot be written.
-            EncodingError: ``text`` is not a str, or holds a lone surrogate (nothing written).
+            EncodingError: ``text`` is not a str, or holds a lone surrogate or a NUL (nothing
+                written).
+            ConfigError: ``text`` is blank or longer than
+                :data:`~ctxengine.memory.daily.MAX_TEXT_CHARS` (nothing written).
         """
-        check_text(text)
-        path = self.folder / LONG_TERM
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as f:
-            f.write(("\n" if path.stat().st_size else "") + text.strip() + "\n")
-        return path
+        return append_block(self.folder / LONG_TERM, check_text(text))
 
     def _refresh(self) -> None:
         files: list[Path] = []
