@@ -32,6 +32,7 @@ NOT_ARGUMENT = (
     "StoreConflictError",
     "ContextOverflowError",
     "SummarizerError",
+    "EmbedderError",
 )
 
 

@@ -6,8 +6,9 @@ working: :class:`EncodingError`, :class:`GrainError`, :class:`BudgetError`, :cla
 :class:`AdapterError`, :class:`TranscriptError` and :class:`ConfigError` (a setting or argument
 out of its range, e.g. ``PruneSettings(soft_ratio=1.5)``; also a :class:`TypeError` when the
 value is of the wrong kind). :class:`PluginError` (mostly a plugin that
-failed or was refused, not a bad argument), :class:`StoreError` (I/O) and
-:class:`ContextOverflowError` (the provider's verdict) do not; :class:`StoreConflictError`
+failed or was refused, not a bad argument), :class:`StoreError` (I/O),
+:class:`ContextOverflowError` (the provider's verdict), :class:`SummarizerError` and
+:class:`EmbedderError` (a model's function that failed) do not; :class:`StoreConflictError`
 (another writer appended to the session first) is a :class:`StoreError`. The Rust core raises these
 same classes (it imports them from this module), so there is exactly one tree whichever side
 of the boundary failed.
@@ -24,6 +25,7 @@ __all__ = (
     "ConfigTypeError",
     "ContextOverflowError",
     "CtxEngineError",
+    "EmbedderError",
     "EncodingError",
     "FoldError",
     "GrainError",
@@ -157,3 +159,9 @@ class ConfigTypeError(ConfigError, TypeError):
 
 class SummarizerError(CtxEngineError):
     """A summarizer failed: the call raised, timed out, or returned no usable text."""
+
+
+class EmbedderError(CtxEngineError):
+    """An embedding function failed: the call raised, or returned vectors that cannot be
+    compared (not one row of numbers per text, rows of another length than the others',
+    values that are not finite). The message names the text and what came back."""

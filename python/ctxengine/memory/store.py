@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import os
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -46,7 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._core import Bm25Index, bm25_tokenize
-from ..errors import ConfigError, ConfigTypeError
+from ..errors import ConfigError, ConfigTypeError, EmbedderError
 from ..transcript.model import valid_utf8
 from .daily import DAILY_DIR, LONG_TERM, append_block, append_daily, check_text
 
@@ -185,10 +186,67 @@ def split_entries(text: str, max_chars: int = 1200) -> list[str]:
     entries = []
     for block in _BLOCK.split(text):
         block = block.strip()
-        while block:
-            entries.append(block[:max_chars])
-            block = block[max_chars:].strip()
+        start = 0  # cut by position: slicing off the rest each time was quadratic in the block
+        while start < len(block):
+            entries.append(block[start : start + max_chars])
+            start += max_chars
+            while start < len(block) and block[start].isspace():
+                start += 1
     return entries
+
+
+def _embed(embedder: Embedder, texts: list[str], names: list[str]) -> npt.NDArray[np.float32]:
+    """``embedder(texts)`` as unit rows (a zero row stays zero), checked: one row of finite
+    real numbers per text, all of one length; ``names[i]`` says which text ``texts[i]`` is.
+
+    A vector that is not finite used to make its entry's score NaN, and the entry was left out
+    of every result (an exact lexical match too); a 1-D or wrong-length query vector raised
+    numpy's own error.
+
+    Raises:
+        EmbedderError: the call raised, or what it returned is not such an array.
+    """
+    try:
+        raw = embedder(texts)
+    except Exception as exc:
+        raise EmbedderError(
+            f"embedder {_name(embedder)} raised {type(exc).__name__}: {exc} on "
+            f"{_texts(len(texts))} ({names[0]}: {texts[0]!r:.60})"
+        ) from exc
+    try:
+        array = np.asarray(raw)
+    except ValueError as exc:  # rows of different lengths
+        raise EmbedderError(
+            f"embedder {_name(embedder)} returned {type(raw).__name__} that is not an array "
+            f"({exc}); expected an array of shape ({len(texts)}, dim)"
+        ) from exc
+    if array.ndim != 2 or array.shape[0] != len(texts) or array.dtype.kind not in "biuf":
+        raise EmbedderError(
+            f"embedder {_name(embedder)} returned {type(raw).__name__} of shape {array.shape} "
+            f"and dtype {array.dtype} for {_texts(len(texts))}; expected real numbers of shape "
+            f"({len(texts)}, dim)"
+        )
+    array = array.astype(np.float64)
+    finite = np.isfinite(array)
+    if not finite.all():
+        row, col = (int(i) for i in np.argwhere(~finite)[0])
+        raise EmbedderError(
+            f"embedder {_name(embedder)} returned {array[row, col]} at [{row}, {col}], the vector "
+            f"of {names[row]} {texts[row]!r:.60}; expected finite numbers"
+        )
+    # scaled to its largest value first, so that the norm of huge values does not overflow
+    scale = np.abs(array).max(axis=1, keepdims=True) if array.shape[1] else np.ones((len(texts), 1))
+    array = array / np.where(scale == 0, 1.0, scale)
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    return (array / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+
+
+def _texts(n: int) -> str:
+    return "1 text" if n == 1 else f"{n} texts"
+
+
+def _name(embedder: object) -> str:
+    return getattr(embedder, "__qualname__", None) or type(embedder).__name__
 
 
 class MemoryStore:
@@ -201,7 +259,9 @@ class MemoryStore:
             a complete match, clipped to [0, 1]; see the module's notes).
 
     Raises:
-        ValueError: ``weight`` outside [0, 1].
+        ConfigError: ``weight`` outside [0, 1], or ``folder`` holds a NUL.
+        ConfigTypeError: ``folder`` is not a path, ``embedder`` neither ``"hashing"``, None
+            nor a callable, or ``weight`` not a number.
     """
 
     def __init__(
@@ -211,6 +271,21 @@ class MemoryStore:
         embedder: Embedder | str | None = "hashing",
         weight: float = 0.5,
     ) -> None:
+        if not isinstance(folder, (str, os.PathLike)):
+            raise ConfigTypeError(
+                f"folder is {type(folder).__name__} {folder!r:.60}; expected a path (str or Path)"
+            )
+        if "\0" in os.fspath(folder):
+            raise ConfigError(f"folder is {folder!r:.80}; expected a path without NUL")
+        if embedder is not None and embedder != "hashing" and not callable(embedder):
+            raise ConfigTypeError(
+                f'embedder is {type(embedder).__name__} {embedder!r:.60}; expected "hashing", '
+                "None or a callable texts -> array (n, dim)"
+            )
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+            raise ConfigTypeError(
+                f"weight is {type(weight).__name__} {weight!r:.60}; expected a number in [0, 1]"
+            )
         if not 0 <= weight <= 1:
             raise ConfigError(f"weight is {weight}; expected a fraction in [0, 1]")
         self.folder = Path(folder)
@@ -284,13 +359,9 @@ class MemoryStore:
         index.add([str(i) for i in range(len(entries))], [_lexical(e[2]) for e in entries])
         vectors = None
         if self.embedder is not None and entries:
-            vectors = np.asarray(self.embedder([e[2] for e in entries]), dtype=np.float32)
-            if vectors.shape[0] != len(entries):
-                raise ConfigError(
-                    f"embedder returned {vectors.shape[0]} vectors for {len(entries)} texts"
-                )
-            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-            vectors = (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+            vectors = _embed(
+                self.embedder, [e[2] for e in entries], [f"{e[0]} entry {e[1]}" for e in entries]
+            )
         self._entries, self._index, self._vectors, self._stamp = entries, index, vectors, seen
 
     def __len__(self) -> int:
@@ -321,7 +392,10 @@ class MemoryStore:
 
         Raises:
             ConfigTypeError: ``query`` is not a str, or ``k`` not an int.
-            ValueError: ``k`` is below 1, or the embedder returned the wrong number of vectors.
+            ConfigError: ``k`` is below 1.
+            EmbedderError: the embedder raised, or returned vectors that cannot be compared
+                (not one row of finite real numbers per text, or the query's of another
+                length than the entries'); no result is made of them.
         """
         if not isinstance(query, str):
             raise ConfigTypeError(f"query is {type(query).__name__} {query!r:.60}; expected a str")
@@ -338,10 +412,13 @@ class MemoryStore:
         lexical = self._lexical_scores(index, len(entries), _lexical(query))
         semantic = np.zeros(len(entries), dtype=np.float32)
         if vectors is not None and self.embedder is not None:
-            q = np.asarray(self.embedder([query]), dtype=np.float32)[0]
-            norm = float(np.linalg.norm(q))
-            if norm > 0:
-                semantic = np.clip(vectors @ (q / norm), 0.0, 1.0)
+            [q] = _embed(self.embedder, [query], ["the query"])
+            if q.shape[0] != vectors.shape[1]:
+                raise EmbedderError(
+                    f"embedder returned a vector of {q.shape[0]} numbers for the query "
+                    f"{query!r:.60}; expected {vectors.shape[1]}, as for the entries"
+                )
+            semantic = np.clip(vectors @ q, 0.0, 1.0)
         hybrid = (1 - self.weight) * lexical + self.weight * semantic
         order = np.argsort(-hybrid, kind="stable")[:k]
         return [
