@@ -6,8 +6,12 @@ one that needs no model (hashed word and character n-gram features), so search w
 
 How a score is made (so that ``min_score`` means the same for every query):
 
-- BM25 indexes the entries' words less common English function words (:data:`STOPWORDS`),
-  each reduced by :func:`stem`, a light suffix stemmer: "the" or "is" in a question says
+- BM25 indexes the entries' words, :func:`fold`-ed (case, accents, Unicode forms: "cafe"
+  meets "Café", "strasse" "Straße"), less common English function words (:data:`STOPWORDS`),
+  each reduced by :func:`stem`, a light suffix stemmer;
+  Hangul, Thai, Lao, Myanmar and Khmer as overlapping character pairs (a Korean particle is
+  written onto its word, the others put no space between words), CJK ideographs and kana one
+  by one (as :func:`bm25_tokenize` yields them): "the" or "is" in a question says
   nothing about which memory it is about, and a query made only of such words matches no
   entry lexically; "Can I deploy on Friday?" meets "Deploys ... never on Fridays".
 - The BM25 part is the entry's BM25 score divided by the score of a complete match: an entry
@@ -37,6 +41,7 @@ import math
 import os
 import re
 import threading
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -59,6 +64,7 @@ __all__ = (
     "HashingEmbedder",
     "MemoryHit",
     "MemoryStore",
+    "fold",
     "split_entries",
     "stem",
 )
@@ -132,10 +138,57 @@ def _idf(n: int, df: int) -> float:
     return math.log1p((n - df + 0.5) / (df + 0.5))
 
 
+#: Nonspacing and enclosing marks, less the kana voicing marks (NFC puts those back into the
+#: kana, where "が" and "か" are different words).
+_MARKS: Final = frozenset(("Mn", "Me"))
+_KANA_VOICING: Final = frozenset("\u3099\u309a")
+
+#: Letters of scripts whose words BM25 cannot meet as whole tokens: Hangul (a particle is
+#: written onto its word: "데이터베이스는", "데이터베이스가") and Thai, Lao, Myanmar and Khmer
+#: (written without spaces between words, so a sentence is one token). Runs of them are
+#: indexed as overlapping character pairs, as CJK search engines index ideographs.
+_PAIRED: Final = re.compile(
+    "([\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]+)"
+)
+
+
+def fold(text: str) -> str:
+    """``text`` with case, accents and compatibility forms folded away, so that the ways of
+    writing one word meet: "Café", "café" (composed or not) and "cafe"; "Straße" and
+    "strasse"; full-width "ＤＢ" and "DB". Compatibility decomposition (NFKD), less the
+    nonspacing and enclosing marks (accents; vowel points of Hebrew and Arabic; the marks of
+    Thai and Indic scripts, which also split a word in two for :func:`bm25_tokenize`) but for
+    the kana voicing marks, recomposed (NFC) and case-folded. ASCII text is returned as it is.
+    """
+    if text.isascii():
+        return text
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if c in _KANA_VOICING or unicodedata.category(c) not in _MARKS)
+    return unicodedata.normalize("NFC", text).casefold()
+
+
+def _terms(token: str) -> list[str]:
+    """The index terms of one :func:`bm25_tokenize` token: the token :func:`stem`-med, its
+    runs of :data:`_PAIRED` letters as overlapping pairs."""
+    if token.isascii() or not _PAIRED.search(token):
+        return [stem(token)]
+    terms = []
+    for run in _PAIRED.split(token):
+        if not run:
+            continue
+        if _PAIRED.fullmatch(run):
+            terms += [run[i : i + 2] for i in range(max(1, len(run) - 1))]
+        elif run not in STOPWORDS:
+            terms.append(stem(run))
+    return terms
+
+
 def _lexical(text: str) -> str:
-    """``text`` as the BM25 index sees it: its tokens less :data:`STOPWORDS`, each
-    :func:`stem`-med."""
-    return " ".join(stem(t) for t in bm25_tokenize(text) if t not in STOPWORDS)
+    """``text`` as the BM25 index sees it: its :func:`fold`-ed tokens less :data:`STOPWORDS`,
+    each :func:`stem`-med, runs of Hangul or Thai-like letters as character pairs."""
+    return " ".join(
+        term for t in bm25_tokenize(fold(text)) if t not in STOPWORDS for term in _terms(t)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +219,7 @@ class HashingEmbedder:
         self.dim = dim
 
     def _features(self, text: str) -> list[str]:
-        words = [w for w in bm25_tokenize(text) if w not in STOPWORDS]
+        words = [w for w in bm25_tokenize(fold(text)) if w not in STOPWORDS]
         grams = [w[i : i + 3] for w in words if len(w) > 3 for i in range(len(w) - 2)]
         return words + grams
 
@@ -196,8 +249,8 @@ def split_entries(text: str, max_chars: int = 1200) -> list[str]:
 
 
 def _embed(embedder: Embedder, texts: list[str], names: list[str]) -> npt.NDArray[np.float32]:
-    """``embedder(texts)`` as unit rows (a zero row stays zero), checked: one row of finite
-    real numbers per text, all of one length; ``names[i]`` says which text ``texts[i]`` is.
+    """``embedder(texts)`` as float32, checked: one row of finite real numbers per text, all
+    of one length; ``names[i]`` says which text ``texts[i]`` is.
 
     A vector that is not finite used to make its entry's score NaN, and the entry was left out
     of every result (an exact lexical match too); a 1-D or wrong-length query vector raised
@@ -234,11 +287,12 @@ def _embed(embedder: Embedder, texts: list[str], names: list[str]) -> npt.NDArra
             f"embedder {_name(embedder)} returned {array[row, col]} at [{row}, {col}], the vector "
             f"of {names[row]} {texts[row]!r:.60}; expected finite numbers"
         )
-    # scaled to its largest value first, so that the norm of huge values does not overflow
-    scale = np.abs(array).max(axis=1, keepdims=True) if array.shape[1] else np.ones((len(texts), 1))
-    array = array / np.where(scale == 0, 1.0, scale)
-    norms = np.linalg.norm(array, axis=1, keepdims=True)
-    return (array / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+    largest = np.abs(array).max(axis=1, keepdims=True) if array.size else np.ones((len(texts), 1))
+    if ((largest > 1e15) | ((largest > 0) & (largest < 1e-15))).any():
+        # too large or too small for float32 or its norm (1e300 became inf, 1e-300 zero): each
+        # row scaled to its largest value, which keeps its direction, all a cosine reads
+        array = array / np.where(largest == 0, 1.0, largest)
+    return array.astype(np.float32)
 
 
 def _texts(n: int) -> str:
@@ -362,6 +416,8 @@ class MemoryStore:
             vectors = _embed(
                 self.embedder, [e[2] for e in entries], [f"{e[0]} entry {e[1]}" for e in entries]
             )
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            vectors = (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32)
         self._entries, self._index, self._vectors, self._stamp = entries, index, vectors, seen
 
     def __len__(self) -> int:
@@ -385,7 +441,9 @@ class MemoryStore:
         return lexical
 
     def search(self, query: str, k: int = 5) -> list[MemoryHit]:
-        """The ``k`` entries best matching ``query``, best first (ties: file order). A lone
+        """The ``k`` entries best matching ``query``, best first (ties: file order), an entry
+        whose text an earlier hit holds left out (a fact written twice, or into a daily log
+        and ``MEMORY.md``, takes one place, its first in file order). A lone
         surrogate in ``query`` (UTF-8 cannot hold one) is searched as U+FFFD, as text entering
         a session is. Scores are on an absolute scale (see the module's notes), comparable
         between queries.
@@ -418,18 +476,26 @@ class MemoryStore:
                     f"embedder returned a vector of {q.shape[0]} numbers for the query "
                     f"{query!r:.60}; expected {vectors.shape[1]}, as for the entries"
                 )
-            semantic = np.clip(vectors @ q, 0.0, 1.0)
+            norm = float(np.linalg.norm(q))
+            if norm > 0:
+                semantic = np.clip(vectors @ (q / norm), 0.0, 1.0)
         hybrid = (1 - self.weight) * lexical + self.weight * semantic
-        order = np.argsort(-hybrid, kind="stable")[:k]
-        return [
-            MemoryHit(
-                entries[i][2],
-                entries[i][0],
-                entries[i][1],
-                round(float(hybrid[i]), 6),
-                round(float(lexical[i]), 6),
-                round(float(semantic[i]), 6),
+        hits: list[MemoryHit] = []
+        seen: set[str] = set()
+        for i in np.argsort(-hybrid, kind="stable"):
+            if len(hits) == k or not hybrid[i] > 0:
+                break
+            if entries[i][2] in seen:  # a fact written twice (or into two files) once
+                continue
+            seen.add(entries[i][2])
+            hits.append(
+                MemoryHit(
+                    entries[i][2],
+                    entries[i][0],
+                    entries[i][1],
+                    round(float(hybrid[i]), 6),
+                    round(float(lexical[i]), 6),
+                    round(float(semantic[i]), 6),
+                )
             )
-            for i in order
-            if hybrid[i] > 0
-        ]
+        return hits
