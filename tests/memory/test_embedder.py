@@ -187,3 +187,47 @@ def test_a_store_of_the_wrong_settings_is_refused_when_made(
     folder = args.pop("folder")
     with pytest.raises(error, match=re.escape(message)):
         MemoryStore(folder, **args)
+
+
+def test_only_entries_not_embedded_before_are_sent_to_the_embedder(tmp_path: Path) -> None:
+    # every write made the next search embed the whole memory again: with a paid embedding
+    # model, each compaction's flush cost the embedding of every entry of every log
+    sent: list[list[str]] = []
+
+    def embed(texts: Sequence[str]) -> Any:
+        sent.append(list(texts))
+        return HASH(texts)
+
+    store = _store(tmp_path, embed)
+    first = store.search("staging database", k=2)
+    assert sent == [list(FACTS), ["staging database"]]
+    store.remember("The billing job fails with E1042 when its token expires.")
+    store.add_long_term(FACTS[0])  # written again: already embedded
+    hits = store.search("staging database", k=2)
+    assert sent[2:] == [
+        ["The billing job fails with E1042 when its token expires."],
+        ["staging database"],
+    ]
+    # the same ranking as a store that embeds everything at once
+    fresh = _store(tmp_path / "fresh", HASH)
+    fresh.remember("The billing job fails with E1042 when its token expires.")
+    fresh.add_long_term(FACTS[0])
+    assert [(h.text, h.score) for h in hits] == [
+        (h.text, h.score) for h in fresh.search("staging database", k=2)
+    ]
+    assert hits[0] == first[0]
+
+
+def test_an_embedder_that_changes_its_length_between_calls_is_reported(tmp_path: Path) -> None:
+    sizes = iter([16, 16, 32])
+
+    def embed(texts: Sequence[str]) -> Any:
+        return HashingEmbedder(next(sizes))(texts)
+
+    store = _store(tmp_path, embed)
+    store.search("staging database")
+    store.add_long_term("Alice prefers answers in French.")
+    with pytest.raises(
+        EmbedderError, match=re.escape("of 32 numbers for 1 text (MEMORY.md entry 2")
+    ):
+        store.search("french")

@@ -350,6 +350,9 @@ class MemoryStore:
         self._entries: list[tuple[str, int, str]] = []
         self._index = Bm25Index()
         self._vectors: npt.NDArray[np.float32] | None = None
+        # unit vectors by entry text, and the embedder that made them
+        self._embedded: dict[str, npt.NDArray[np.float32]] = {}
+        self._embedded_by: Embedder | None = None
 
     def files(self) -> list[Path]:
         """``MEMORY.md`` (when present) then the daily logs, oldest first."""
@@ -413,12 +416,37 @@ class MemoryStore:
         index.add([str(i) for i in range(len(entries))], [_lexical(e[2]) for e in entries])
         vectors = None
         if self.embedder is not None and entries:
-            vectors = _embed(
-                self.embedder, [e[2] for e in entries], [f"{e[0]} entry {e[1]}" for e in entries]
-            )
-            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-            vectors = (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+            vectors = self._embed_entries(self.embedder, entries)
         self._entries, self._index, self._vectors, self._stamp = entries, index, vectors, seen
+
+    def _embed_entries(
+        self, embedder: Embedder, entries: list[tuple[str, int, str]]
+    ) -> npt.NDArray[np.float32]:
+        """The entries' unit vectors. Only texts not embedded before are sent to ``embedder``
+        (each once): a fact appended to a log, or a compaction's flush, costs the embedding of
+        the new entries, not of the whole memory again (a paid embedding model's cost and
+        time, on the next search)."""
+        known = self._embedded if self._embedded_by is embedder else {}
+        new: dict[str, str] = {}  # text -> the name of its first entry
+        for rel, i, text in entries:
+            if text not in known and text not in new:
+                new[text] = f"{rel} entry {i}"
+        if new:
+            fresh = _embed(embedder, list(new), list(new.values()))
+            norms = np.linalg.norm(fresh, axis=1, keepdims=True)
+            fresh = (fresh / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+            dim = next(iter(known.values())).shape[0] if known else fresh.shape[1]
+            if fresh.shape[1] != dim:
+                text = next(iter(new))
+                raise EmbedderError(
+                    f"embedder {_name(embedder)} returned vectors of {fresh.shape[1]} numbers "
+                    f"for {_texts(len(new))} ({new[text]}: {text!r:.60}); expected {dim}, as "
+                    "for the entries embedded before"
+                )
+            known = {**known, **dict(zip(new, fresh, strict=True))}
+        self._embedded = {text: known[text] for _, _, text in entries}
+        self._embedded_by = embedder
+        return np.stack([known[text] for _, _, text in entries])
 
     def __len__(self) -> int:
         with self._lock:
