@@ -117,3 +117,29 @@ def test_a_fact_written_twice_takes_one_place_among_the_hits(
     hits = store.search("release branch", k=2)
     assert [h.text for h in hits] == [fact, other]
     assert hits[0].source == "MEMORY.md" and hits[0].index == 0  # the first written
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("мой", "мои"),  # й and и: two letters in Russian ("my" and "mine", plural)
+        ("Й", "И"),
+        ("ў", "у"),  # Belarusian short u
+    ],
+)
+def test_the_breve_of_a_cyrillic_letter_is_not_folded_away(one: str, other: str) -> None:
+    """Folding takes accents off Latin letters (ă is a) but not the breve that makes й a
+    letter of its own: "мой" and "мои" are two words, and a search for one must not count
+    the other as a match."""
+    from ctxengine.memory.store import fold
+
+    assert fold(one) != fold(other)
+    assert fold(one) == fold(unicodedata.normalize("NFD", one))  # one letter however written
+    assert fold("ă") == "a"
+
+
+def test_a_cyrillic_word_with_a_breve_finds_itself_not_its_neighbour(tmp_path: Path) -> None:
+    facts = ["мой ключ лежит в сейфе", "мои ключи потеряны"]  # my key is in the safe / keys lost
+    store = _store(tmp_path, facts, None)
+    hits = store.search("мой", k=2)
+    assert [h.text for h in hits if h.bm25 > 0] == [facts[0]]

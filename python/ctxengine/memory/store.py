@@ -142,6 +142,15 @@ def _idf(n: int, df: int) -> float:
 #: kana, where "が" and "か" are different words).
 _MARKS: Final = frozenset(("Mn", "Me"))
 _KANA_VOICING: Final = frozenset("\u3099\u309a")
+#: The breve that makes a letter of its own of a Cyrillic letter (й of и, ў of у): kept
+#: after a Cyrillic letter ("мой" and "мои" are two words), taken off a Latin one (ă).
+_BREVE: Final = "\u0306"
+
+
+def _kept_mark(c: str, before: str) -> bool:
+    """Whether :func:`fold` keeps the mark ``c`` after the character ``before``."""
+    return c in _KANA_VOICING or (c == _BREVE and "\u0400" <= before <= "\u04ff")
+
 
 #: Letters of scripts whose words BM25 cannot meet as whole tokens: Hangul (a particle is
 #: written onto its word: "데이터베이스는", "데이터베이스가") and Thai, Lao, Myanmar and Khmer
@@ -158,12 +167,17 @@ def fold(text: str) -> str:
     "strasse"; full-width "ＤＢ" and "DB". Compatibility decomposition (NFKD), less the
     nonspacing and enclosing marks (accents; vowel points of Hebrew and Arabic; the marks of
     Thai and Indic scripts, which also split a word in two for :func:`bm25_tokenize`) but for
-    the kana voicing marks, recomposed (NFC) and case-folded. ASCII text is returned as it is.
+    the kana voicing marks and the breve of Cyrillic й and ў, recomposed (NFC) and
+    case-folded. ASCII text is returned as it is.
     """
     if text.isascii():
         return text
     text = unicodedata.normalize("NFKD", text)
-    text = "".join(c for c in text if c in _KANA_VOICING or unicodedata.category(c) not in _MARKS)
+    text = "".join(
+        c
+        for before, c in zip(" " + text, text, strict=False)
+        if unicodedata.category(c) not in _MARKS or _kept_mark(c, before)
+    )
     return unicodedata.normalize("NFC", text).casefold()
 
 
