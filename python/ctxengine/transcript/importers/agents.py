@@ -24,8 +24,12 @@ way; ``meta["kind"] = "error"``); a ``recall`` observation becomes a user messag
 instructions. Runs without function calling (older CodeAct) have no metadata:
 a ``run``/``read``/``edit``/... action becomes a call with id ``event_<id>`` (after its
 ``thought``) and the observation whose ``cause`` is that id its result; ``finish`` and
-``think`` are assistant text. Other events are not model context (counted in
-``meta["skipped_events"]``). Evaluation outputs of 2024 store ``history`` as
+``think`` are assistant text. A command the user ran from the UI (a ``run`` action whose
+``source`` is ``user``, never with metadata) is no call of the agent: it is user text
+``User executed the command:`` and the command, and the observation it caused user text
+``Observed result of command executed by user:`` and the output, as OpenHands' conversation
+memory sends them (both marked ``meta["kind"] = "observation"``). Other events are not model
+context (counted in ``meta["skipped_events"]``). Evaluation outputs of 2024 store ``history`` as
 ``[action, observation]`` pairs: they are read as the events in that order.
 """
 
@@ -188,7 +192,30 @@ def _action(e: Mapping[str, Any], seen: set[str], at: Loc) -> Message | None:
         if e.get("source") != "user":
             return Message("assistant", (Text(text),))
         return Message("user", (Text(text), *_image_urls(args, at.at("args.image_urls"))))
+    if action == "run" and e.get("source") == "user":
+        return _user_command(e, args, seen, at)
     return _text_action(e, action, args, seen)
+
+
+#: How OpenHands' conversation memory sends a command the user ran and its output
+#: (``ConversationMemory._process_action`` / ``_process_observation`` in
+#: OpenHands/OpenHands ``openhands/memory/conversation_memory.py``).
+_USER_COMMAND = "User executed the command:\n"
+_USER_COMMAND_OUTPUT = "\nObserved result of command executed by user:\n"
+
+
+def _user_command(e: Mapping[str, Any], args: object, seen: set[str], at: Loc) -> Message:
+    """A command the user ran from the UI (a ``run`` action with ``source`` ``user``): user
+    text naming it, its id kept so that the observation it caused is read as its output, not
+    as the result of a call of the agent.
+
+    Raises:
+        TranscriptError: the action has no string ``args.command``.
+    """
+    command = at.at("args").need(args if isinstance(args, Mapping) else {}, "command", str)
+    if e.get("id") is not None:
+        seen.add(f"user_run_{e['id']}")
+    return Message("user", (Text(_USER_COMMAND + command),), meta={"kind": "observation"})
 
 
 def _image_urls(args: object, loc: Loc) -> list[Image]:
@@ -235,6 +262,10 @@ def _observation(e: Mapping[str, Any], seen: set[str], at: Loc) -> Message | Non
         name = tcm.get("function_name") if isinstance(tcm.get("function_name"), str) else None
         is_error = e.get("observation") == "error"
         return Message("tool", (ToolResult(call_id, (Text(content),), is_error, name),))
+    cause_id = e.get("cause")
+    if e.get("observation") == "run" and f"user_run_{cause_id}" in seen:  # a user's command
+        text = _USER_COMMAND_OUTPUT + content
+        return Message("user", (Text(text),), meta={"kind": "observation"})
     cause = f"event_{e.get('cause')}"
     if e.get("cause") is not None and cause in seen:  # answers a call of a text-action run
         name = e.get("observation") if isinstance(e.get("observation"), str) else None
