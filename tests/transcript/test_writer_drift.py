@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
+from ctxengine.errors import TranscriptError
 from ctxengine.hygiene import validate
-from ctxengine.transcript import ToolCall, load
+from ctxengine.transcript import Text, ToolCall, load, load_all
 
 from .test_variants import Write, engine_payloads_valid
 
@@ -83,3 +86,80 @@ def test_openhands_command_the_user_ran_is_user_text_not_an_agent_call(write: Wr
     assert t[-1].text == "Try again now." and "kind" not in t[-1].meta
     assert validate(t, "openai") == []
     engine_payloads_valid(t)
+
+
+# -- SWE-agent ---------------------------------------------------------------------------------
+
+
+def _swe_attempt(task: str, command: str, output: str) -> dict[str, Any]:
+    """One finished attempt as ``DefaultAgent.get_trajectory_data`` saves it (SWE-agent/SWE-agent
+    ``sweagent/agent/agents.py``): ``trajectory``, ``history``, ``info``, ``replay_config``,
+    ``environment``; a function-calling history (``tool_calls``, ``tool_call_ids``)."""
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+    }
+    history = [
+        {"role": "system", "content": "You are a helpful assistant.", "agent": "main",
+         "message_type": "system_prompt"},
+        {"role": "user", "content": task, "agent": "main", "message_type": "observation"},
+        {"role": "assistant", "content": "Let me look.", "thought": "Let me look.",
+         "action": command, "agent": "main", "tool_calls": [call], "message_type": "action"},
+        {"role": "tool", "content": output, "agent": "main", "message_type": "observation",
+         "tool_call_ids": ["call_1"]},
+    ]  # fmt: skip
+    step = {"action": command, "observation": output, "response": "Let me look.",
+            "thought": "Let me look.", "execution_time": 0.1, "state": {}, "query": [],
+            "extra_info": {}}  # fmt: skip
+    info = {"exit_status": "submitted", "submission": "diff"}
+    return {"trajectory": [step], "history": history, "info": info, "replay_config": None,
+            "environment": "main"}  # fmt: skip
+
+
+def test_swe_agent_retry_trajectory_of_attempts_loads_each_attempt(write: Write) -> None:
+    """SWE-agent's ``RetryAgent`` saves ``{"attempts": [...]}`` after every step
+    (``save_trajectory(choose=False)`` in ``RetryAgent.run``, SWE-agent/SWE-agent
+    ``sweagent/agent/agents.py``) and merges the best attempt in only when the run ends. A
+    trajectory read mid-run, or left by a stopped run, holds the finished attempts only: it was
+    a TranscriptError about a missing ``history``, every attempt's conversation lost."""
+    first = _swe_attempt("Fix the bug in a.py", "cat a.py", "x = 1")
+    second = _swe_attempt("Fix the bug in a.py", "pytest", "1 failed")
+    path = write("inst.traj", json.dumps({"attempts": [first, second]}, indent=2))
+    items = load_all(path)
+    assert [t.meta["attempt"] for t in items] == [0, 1]
+    for t, command, output in zip(
+        items, ("cat a.py", "pytest"), ("x = 1", "1 failed"), strict=True
+    ):
+        assert t.source_format == "swe-agent"
+        assert [m.role for m in t] == ["system", "user", "assistant", "tool"]
+        assert t[2].tool_calls == (ToolCall("call_1", "bash", {"command": command}),)
+        assert t[3].tool_results[0].call_id == "call_1"
+        assert t[3].tool_results[0].content == (Text(output),)
+        assert t.meta["info"] == first["info"]
+    assert load(path).messages == items[0].messages
+    assert load(path, session=-1).messages == items[1].messages
+    assert load({"attempts": [first, second]}).messages == items[0].messages  # dict: detected
+    engine_payloads_valid(items[1])
+
+
+def test_swe_agent_retry_trajectory_without_a_finished_attempt_says_so(write: Write) -> None:
+    """While the first attempt runs, the retry agent's file holds ``{"attempts": []}``: the
+    error names the value and where the running attempt writes its own trajectory."""
+    path = write("inst.traj", json.dumps({"attempts": []}))
+    with pytest.raises(TranscriptError, match=r"inst\.traj\.attempts: attempts is \[\]; "
+                       r"expected at least one finished attempt .*attempt_<n>/"):  # fmt: skip
+        load(path)
+
+
+def test_swe_agent_retry_trajectory_with_its_choice_loads_the_chosen_attempt(
+    write: Write,
+) -> None:
+    """When the run ends the best attempt is merged in (``data |= attempts[best]``): the file
+    loads as that attempt's trajectory, as before."""
+    first = _swe_attempt("Fix a.py", "ls", "a.py")
+    best = _swe_attempt("Fix a.py", "pytest", "ok")
+    data = {"attempts": [first, best], **best}
+    data["info"] = {**best["info"], "best_attempt_idx": 1}
+    (t,) = load_all(write("inst.traj", json.dumps(data)))
+    assert t[3].tool_results[0].content == (Text("ok"),) and t.meta["info"]["best_attempt_idx"] == 1

@@ -82,7 +82,8 @@ def load(
             latest compaction summary on, as the model saw it); pi, Claude Code and OpenHands V1
             (its condensations applied) only.
         session: Which session of a multi-session source (OpenHands ``output.jsonl`` holds one
-            instance per line, an aider log one session per launch): an index into
+            instance per line, an aider log one session per launch, a SWE-agent retry
+            trajectory saved before its run chose one each attempt): an index into
             :func:`load_all`, negative from the end. Default: the first that holds messages
             (:func:`first_session`), as a launch of aider that was quit before any input
             logs an empty session. The full view decides, whatever ``view`` is: both views
@@ -134,7 +135,8 @@ def _default_session(source: object, format: str, view: str, items: list[Transcr
 
 
 def load_all(source: object, format: str = "auto", *, view: str = "full") -> list[Transcript]:
-    """Load every transcript of a source (one per OpenHands instance or aider session).
+    """Load every transcript of a source (one per OpenHands instance, aider session or
+    finished attempt of a SWE-agent retry trajectory saved before its run chose one).
 
     Args and raises are as for :func:`load`.
     """
@@ -246,6 +248,8 @@ def _event_list(data: Mapping[str, Any]) -> str | None:
 
 def _detect_dict(data: Mapping[str, Any]) -> str:
     if "trajectory" in data and "history" not in data:
+        return "swe-agent"
+    if _retry_attempts(data) is not None:
         return "swe-agent"
     if "history" in data:
         hist = data["history"]
@@ -423,6 +427,8 @@ def _load_data(
     loader = _LOADERS.get(fmt)
     if loader is None and fmt != "openhands":
         raise TranscriptError(f"{loc.path}: format {fmt!r} is read from a file path")
+    if fmt == "swe-agent" and (attempts := _retry_attempts(data)) is not None:
+        return _swe_agent_attempts(attempts, loc, meta)
     with counting_skips() as skipped:
         if loader is None:
             messages, extra = _from_openhands(data, loc, view)
@@ -457,6 +463,45 @@ def _from_gemini(data: Any, loc: Loc) -> tuple[list[Message], dict[str, Any]]:
         sys = data.get("system_instruction", data.get("systemInstruction"))
         head = system_instruction(sys, loc.at("system_instruction"))
     return head + load_gemini(_payload(data, "contents", loc), loc.at("contents")), {}
+
+
+def _retry_attempts(data: object) -> list[Any] | None:
+    """The ``attempts`` of a SWE-agent ``RetryAgent`` trajectory that holds nothing else
+    (None for any other data).
+
+    ``RetryAgent.get_trajectory_data`` (SWE-agent/SWE-agent ``sweagent/agent/agents.py``)
+    saves ``{"attempts": [...]}`` after every step, each finished attempt a whole trajectory
+    of its own (``history``, ``trajectory``, ``info``); only when the run ends does it merge
+    the best attempt in (``choose=True``), which then loads as any trajectory. A file read
+    while the run goes on, or left by a run that was stopped, has the attempts only.
+    """
+    if not isinstance(data, Mapping) or "history" in data or "trajectory" in data:
+        return None
+    attempts = data.get("attempts")
+    return attempts if isinstance(attempts, list) else None
+
+
+def _swe_agent_attempts(attempts: list[Any], loc: Loc, meta: dict[str, Any]) -> list[Transcript]:
+    """One transcript per finished attempt of a ``RetryAgent`` run (``meta["attempt"]``:
+    its index): each attempt is a conversation of its own, the environment reset between.
+
+    Raises:
+        TranscriptError: no attempt has finished yet, or an attempt is malformed.
+    """
+    at = loc.at("attempts")
+    if not attempts:
+        at.fail(
+            "attempts",
+            attempts,
+            "at least one finished attempt (SWE-agent's RetryAgent saves an attempt when it "
+            "ends; the running one writes its own trajectory, attempt_<n>/<instance>.traj)",
+        )
+    out = []
+    for i, raw in enumerate(attempts):
+        with counting_skips() as skipped:
+            messages, extra = _from_swe_agent(at.at(i).obj(raw), at.at(i))
+        out.append(_finish(messages, "swe-agent", {**meta, **extra, "attempt": i}, skipped))
+    return out
 
 
 def _from_swe_agent(data: Any, loc: Loc) -> tuple[list[Message], dict[str, Any]]:
