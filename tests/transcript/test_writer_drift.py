@@ -88,6 +88,61 @@ def test_openhands_command_the_user_ran_is_user_text_not_an_agent_call(write: Wr
     engine_payloads_valid(t)
 
 
+def _oh_condensation(i: int, summary: str, offset: int, **forgets: Any) -> dict[str, Any]:
+    """A ``CondensationAction`` as OpenHands serializes it (``action: "condensation"``; its
+    args ``forgotten_event_ids`` or the range ``forgotten_events_start_id`` to
+    ``forgotten_events_end_id``, ``summary``, ``summary_offset``: OpenHands/OpenHands
+    ``openhands/events/action/agent.py``)."""
+    args = {
+        "forgotten_event_ids": None,
+        "forgotten_events_start_id": None,
+        "forgotten_events_end_id": None,
+        "summary": summary,
+        "summary_offset": offset,
+        **forgets,
+    }
+    return _oh_event(i, "agent", action="condensation", args=args)
+
+
+def test_openhands_condensation_is_recorded_and_the_model_view_applies_it(write: Write) -> None:
+    """A V0 run with a condenser (LLM summarizing, the default of newer OpenHands) stores
+    ``condensation`` actions; ``View.from_events`` (OpenHands/OpenHands
+    ``openhands/memory/view.py``) drops every event they forgot and puts the latest summary
+    at its ``summary_offset``, which the model reads as user text. Each condensation was
+    dropped as an event that is no context: its summary was lost, and ``view="model"`` gave
+    the whole history."""
+    tcm = {"function_name": "execute_bash"}
+    events = [
+        _oh_event(0, "agent", action="system", args={"content": "You are OpenHands."}),
+        _oh_event(1, "user", action="message", args={"content": "Fix the build."}),
+        _oh_call(2, "c1", "make"),
+        _oh_output(3, 2, "error: x undefined", {**tcm, "tool_call_id": "c1"}),
+        _oh_condensation(4, "Ran make; x is undefined.", 2, forgotten_events_start_id=2,
+                         forgotten_events_end_id=3),
+        _oh_call(5, "c2", "grep -rn x ."),
+        _oh_output(6, 5, "a.c:3: x", {**tcm, "tool_call_id": "c2"}),
+        _oh_condensation(7, "x is used in a.c:3, never defined.", 2,
+                         forgotten_event_ids=[5, 6]),
+        _oh_call(8, "c3", "make"),
+        _oh_output(9, 8, "ok", {**tcm, "tool_call_id": "c3"}),
+    ]  # fmt: skip
+    path = write("o.json", json.dumps(events))
+    full = load(path)
+    assert [m.role for m in full] == ["system", "user", *["assistant", "tool"] * 3]
+    assert full.meta["compactions"] == [
+        {"summary": "Ran make; x is undefined.", "forgotten": 2, "event_id": 4, "index": 4},
+        {"summary": "x is used in a.c:3, never defined.", "forgotten": 2, "event_id": 7,
+         "index": 7},
+    ]  # fmt: skip
+    model = load(path, view="model")
+    assert [m.role for m in model] == ["system", "user", "user", "assistant", "tool"]
+    assert model[2].text == "x is used in a.c:3, never defined."  # the latest summary only
+    assert model[2].meta["kind"] == "summary"
+    assert model[3].tool_calls == (ToolCall("c3", "execute_bash", {"command": "make"}),)
+    assert validate(model, "openai") == []
+    engine_payloads_valid(model)
+
+
 # -- SWE-agent ---------------------------------------------------------------------------------
 
 

@@ -79,8 +79,8 @@ def load(
             models are dumped; TypedDicts are dicts), or a list of LangChain messages.
         format: One of :data:`FORMATS`, or ``"auto"`` to detect it from extension and content.
         view: ``"full"`` (the whole conversation across compactions) or ``"model"`` (from the
-            latest compaction summary on, as the model saw it); pi, Claude Code and OpenHands V1
-            (its condensations applied) only.
+            latest compaction summary on, as the model saw it); pi, Claude Code, aider (after
+            the last ``/clear``) and OpenHands (its condensations applied) only.
         session: Which session of a multi-session source (OpenHands ``output.jsonl`` holds one
             instance per line, an aider log one session per launch, a SWE-agent retry
             trajectory saved before its run chose one each attempt): an index into
@@ -523,8 +523,7 @@ def _from_openhands(data: Any, loc: Loc, view: str) -> tuple[list[Message], dict
     if any(map(is_v1_event, events)):  # the software-agent SDK's events
         messages, meta = load_openhands_v1(events, at, view)
     else:
-        messages, skipped = load_openhands_events(events, loc.at(key))
-        meta = {"skipped_events": skipped}
+        messages, meta = load_openhands_events(events, loc.at(key), view)
     if isinstance(data, Mapping):
         meta.update({k: data[k] for k in ("instance_id", "error") if k in data})
     return messages, meta

@@ -28,7 +28,10 @@ a ``run``/``read``/``edit``/... action becomes a call with id ``event_<id>`` (af
 ``source`` is ``user``, never with metadata) is no call of the agent: it is user text
 ``User executed the command:`` and the command, and the observation it caused user text
 ``Observed result of command executed by user:`` and the output, as OpenHands' conversation
-memory sends them (both marked ``meta["kind"] = "observation"``). Other events are not model
+memory sends them (both marked ``meta["kind"] = "observation"``). A ``condensation`` action
+(a condenser forgot events and may have summarized them) is recorded in the transcript's
+``meta["compactions"]``; ``view="model"`` applies them as OpenHands builds the model's view,
+the latest summary a user message (``meta["kind"] = "summary"``). Other events are not model
 context (counted in ``meta["skipped_events"]``). Evaluation outputs of 2024 store ``history`` as
 ``[action, observation]`` pairs: they are read as the events in that order.
 """
@@ -36,7 +39,7 @@ context (counted in ``meta["skipped_events"]``). Evaluation outputs of 2024 stor
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from ..model import Block, Image, Message, Text, ToolCall, ToolResult
 from .common import (
@@ -273,6 +276,8 @@ def _observation(e: Mapping[str, Any], seen: set[str], at: Loc) -> Message | Non
         return Message("tool", (result,))
     if e.get("observation") == "error":
         return Message("user", (Text(content),), meta={"kind": "error"})
+    if e.get("observation") == _CONDENSATION:  # a condensation's summary, sent as user text
+        return Message("user", (Text(content),), meta={"kind": "summary"})
     if e.get("observation") == "recall" and isinstance(e.get("extras"), Mapping):
         text = _recall_text(e["extras"])
         return Message("user", (Text(text),), meta={"kind": "recall"}) if text else None
@@ -307,9 +312,87 @@ def _events(events: list[Any], loc: Loc) -> list[tuple[Loc, object]]:
     return out
 
 
-def load_openhands_events(events: list[Any], loc: Loc) -> tuple[list[Message], int]:
+def _forgotten(args: Mapping[str, Any]) -> set[str]:
+    """The ids a V0 ``condensation`` action forgets (``CondensationAction.forgotten``): its
+    ``forgotten_event_ids``, else the range ``forgotten_events_start_id`` to
+    ``forgotten_events_end_id``, both included."""
+    ids = args.get("forgotten_event_ids")
+    if isinstance(ids, list):
+        return {str(i) for i in ids}
+    start, end = args.get("forgotten_events_start_id"), args.get("forgotten_events_end_id")
+    if isinstance(start, int) and isinstance(end, int):
+        return {str(i) for i in range(start, end + 1)}
+    return set()
+
+
+def _condensation_args(e: object) -> Mapping[str, Any] | None:
+    """The ``args`` of a V0 ``condensation`` action (None for any other event)."""
+    if not isinstance(e, Mapping) or e.get("action") != "condensation":
+        return None
+    args = e.get("args")
+    return args if isinstance(args, Mapping) else {}
+
+
+def _v0_compactions(flat: list[tuple[Loc, object]]) -> list[dict[str, Any]]:
+    """Each V0 condensation of the history: its summary, how many events it forgot, its event
+    id and its index among the events."""
+    out = []
+    for i, (_, e) in enumerate(flat):
+        args = _condensation_args(e)
+        if args is not None:
+            summary = args.get("summary")
+            out.append(
+                {
+                    "summary": summary if isinstance(summary, str) else None,
+                    "forgotten": len(_forgotten(args)),
+                    "event_id": e.get("id") if isinstance(e, Mapping) else None,
+                    "index": i,
+                }
+            )
+    return out
+
+
+def _v0_model_view(flat: list[tuple[Loc, object]]) -> list[tuple[Loc, object]]:
+    """The events the model saw, as ``View.from_events`` builds them (OpenHands/OpenHands
+    ``openhands/memory/view.py``): every event a condensation forgot is dropped, and the
+    condensation and condensation request actions themselves; the summary of the latest
+    condensation that has one goes in at its ``summary_offset`` as an
+    ``AgentCondensationObservation``, which the model reads as user text."""
+    forgotten: set[str] = set()
+    summary: tuple[Loc, object] | None = None
+    offset = 0
+    for at, e in flat:
+        args = _condensation_args(e)
+        if args is not None:
+            forgotten |= _forgotten(args)
+        if isinstance(e, Mapping) and e.get("action") in ("condensation", "condensation_request"):
+            forgotten.add(str(e.get("id")))
+        text, at_offset = (args or {}).get("summary"), (args or {}).get("summary_offset")
+        if isinstance(text, str) and isinstance(at_offset, int) and not isinstance(at_offset, bool):
+            event = {"observation": _CONDENSATION, "content": text, "extras": {}}
+            summary, offset = (at, event), at_offset
+    kept = [
+        (at, e)
+        for at, e in flat
+        if not (isinstance(e, Mapping) and "id" in e and str(e["id"]) in forgotten)
+    ]
+    if summary is not None:
+        kept.insert(min(max(offset, 0), len(kept)), summary)
+    return kept
+
+
+#: The observation type of a condensation's summary (``ObservationType.CONDENSE``), which
+#: OpenHands' conversation memory sends as user text.
+_CONDENSATION: Final = "agent_condensation"
+
+
+def load_openhands_events(
+    events: list[Any], loc: Loc, view: str = "full"
+) -> tuple[list[Message], dict[str, Any]]:
     """Neutral messages from an OpenHands event list (or a list of ``[action, observation]``
-    pairs), and the number of events left out.
+    pairs), and the transcript meta: ``skipped_events`` (the events left out) and
+    ``compactions`` (each ``condensation``). ``view="model"`` applies the condensations as
+    OpenHands builds the model's view (:func:`_v0_model_view`).
 
     Raises:
         TranscriptError: an event is malformed.
@@ -317,7 +400,11 @@ def load_openhands_events(events: list[Any], loc: Loc) -> tuple[list[Message], i
     out: list[Message] = []
     seen: set[str] = set()
     skipped = 0
-    for at, raw in _events(events, loc):
+    flat = _events(events, loc)
+    compactions = _v0_compactions(flat)
+    if view == "model":
+        flat = _v0_model_view(flat)
+    for at, raw in flat:
         e = at.obj(raw)
         if "action" in e:
             msg = _action(e, seen, at)
@@ -329,4 +416,4 @@ def load_openhands_events(events: list[Any], loc: Loc) -> tuple[list[Message], i
             skipped += 1
         else:
             out.append(msg)
-    return out, skipped
+    return out, {"skipped_events": skipped, "compactions": compactions}
