@@ -13,7 +13,57 @@ from ctxengine.errors import TranscriptError
 from ctxengine.hygiene import validate
 from ctxengine.transcript import Text, ToolCall, load, load_all
 
-from .test_variants import Write, engine_payloads_valid
+from .test_variants import Write, engine_payloads_valid, jsonl
+
+# -- Claude Code -------------------------------------------------------------------------------
+
+_CC = {"sessionId": "s1", "version": "2.1.250", "cwd": "/w", "userType": "external",
+       "isSidechain": False, "gitBranch": "main"}  # fmt: skip
+
+
+def _cc_user(uuid: str, parent: str | None, content: object) -> dict[str, Any]:
+    message = {"role": "user", "content": content}
+    return {"type": "user", "uuid": uuid, "parentUuid": parent, "message": message, **_CC}
+
+
+def _cc_assistant(uuid: str, parent: str, mid: str, block: dict[str, Any]) -> dict[str, Any]:
+    message = {"id": mid, "type": "message", "role": "assistant", "model": "claude-opus-4-5",
+               "content": [block], "stop_reason": None}  # fmt: skip
+    return {"type": "assistant", "uuid": uuid, "parentUuid": parent, "message": message,
+            "requestId": f"req_{mid}", **_CC}  # fmt: skip
+
+
+def test_claude_code_records_copied_under_their_uuid_are_read_once(write: Write) -> None:
+    """Claude Code 2.1.237 to 2.1.260, at a second ``/compact`` in one process, append again
+    every message held since the history began, the copies keeping their ``uuid``,
+    ``parentUuid`` and ``timestamp``, and parent the next row (a ``stop_hook_summary``) to the
+    last copy (anthropics/claude-code issue #92089). Claude Code reads records into a map by
+    uuid: a copy is the same record. Each copy was read as a record of its own: the turns came
+    twice and an assistant message merged with its copy held its call twice (a duplicate call
+    id, a result answering nothing)."""
+    bash = {"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {"command": "pytest"}}
+    result = [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "1 failed"}]
+    said = {"type": "text", "text": "The assertion in test_a is wrong."}
+    held = [
+        _cc_user("u1", None, "Fix the failing test."),
+        _cc_assistant("a1", "u1", "msg_01", bash),
+        _cc_user("u2", "a1", result),
+        _cc_assistant("a2", "u2", "msg_02", said),
+    ]
+    hook = {"type": "system", "subtype": "stop_hook_summary", "uuid": "h1", "parentUuid": "a2",
+            "hookCount": 1, "level": "suggestion", **_CC}  # fmt: skip
+    after = [
+        _cc_user("u3", "h1", "Fix it then."),
+        _cc_assistant("a3", "u3", "msg_03", {"type": "text", "text": "Done."}),
+    ]
+    t = load(write("s.jsonl", jsonl(*held, *held, hook, *after)))
+    once = load(write("once.jsonl", jsonl(*held, hook, *after)))
+    assert [m.role for m in t] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+    assert t.messages == once.messages
+    assert [c.id for m in t for c in m.tool_calls] == ["toolu_01"]
+    assert validate(t, "anthropic") == []
+    engine_payloads_valid(t)
+
 
 # -- OpenHands V0 ------------------------------------------------------------------------------
 

@@ -6,9 +6,10 @@ Records are linked by ``uuid``/``parentUuid``. The active branch is the path fro
 message record back to the root (a record whose parent names no record is that root, as
 Claude Code reads it; its line is in ``meta["orphan_line"]``); parallel tool calls put sibling
 records off that path, so the branch also takes every record of an API message on the path and
-every tool result answering one of its calls. Records are emitted in file order. Sub-agent
-records (``isSidechain``), which older versions write into the main file, are left out unless
-the file holds nothing else (a sub-agent's own file). ``progress``, ``system``,
+every tool result answering one of its calls. Records are emitted in file order; a record
+written again under the same ``uuid`` (a copy, as some versions append) is read once, at its
+first line. Sub-agent records (``isSidechain``), which older versions write into the main file,
+are left out unless the file holds nothing else (a sub-agent's own file). ``progress``, ``system``,
 ``file-history-snapshot``, ``queue-operation`` and ``summary`` lines are not model context.
 
 A ``/compact`` starts a new root (``compact_boundary`` with ``logicalParentUuid``).
@@ -104,6 +105,28 @@ def _check(n: int, r: Record, loc: Loc) -> None:
                 at.at("message.content").at(i).at("tool_use_id").fail("value", cid, "a string")
 
 
+def _first_copies(messages: list[tuple[int, Record]]) -> list[tuple[int, Record]]:
+    """The message records with each ``uuid`` once, at its first line.
+
+    Claude Code reads a session into a map by ``uuid``, so a record written again under the
+    same uuid is one record to it. Versions 2.1.237 to 2.1.260 write such copies: a second
+    ``/compact`` in one process appends again every message held since the history began,
+    keeping their ``uuid``, ``parentUuid`` and ``timestamp`` (anthropics/claude-code issue
+    #92089). Read as records of their own, every copied turn came twice, and an assistant
+    message merged with its copy held each call twice.
+    """
+    seen: set[str] = set()
+    out = []
+    for n, r in messages:
+        uuid = r.get("uuid")
+        if isinstance(uuid, str):
+            if uuid in seen:
+                continue
+            seen.add(uuid)
+        out.append((n, r))
+    return out
+
+
 def _select(
     records: list[tuple[int, Record]], loc: Loc, *, full: bool
 ) -> tuple[list[tuple[int, Record]], int | None, str | None]:
@@ -117,6 +140,7 @@ def _select(
     messages = [(n, r) for n, r in records if r.get("type") in _MESSAGE_TYPES]
     for n, r in messages:
         _check(n, r, loc)
+    messages = _first_copies(messages)
     if any(not r.get("isSidechain") for _, r in messages):
         # older versions log sub-agent (Task) conversations inline, marked isSidechain: they
         # are not the main model's context, and the last line may be one of them
