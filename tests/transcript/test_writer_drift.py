@@ -11,7 +11,7 @@ import pytest
 
 from ctxengine.errors import TranscriptError
 from ctxengine.hygiene import validate
-from ctxengine.transcript import Text, ToolCall, load, load_all
+from ctxengine.transcript import Image, Text, ToolCall, load, load_all
 
 from .test_variants import Write, engine_payloads_valid, jsonl
 
@@ -191,6 +191,45 @@ def test_openhands_condensation_is_recorded_and_the_model_view_applies_it(write:
     assert model[3].tool_calls == (ToolCall("c3", "execute_bash", {"command": "make"}),)
     assert validate(model, "openai") == []
     engine_payloads_valid(model)
+
+
+def test_openhands_ipython_output_keeps_its_images(write: Write) -> None:
+    """An IPython cell's observation (``run_ipython``) carries the images the cell drew in
+    ``image_urls`` (``IPythonRunCellObservation``, OpenHands/OpenHands
+    ``openhands/events/observation/commands.py``; serialized under ``extras``), which the
+    conversation memory sends with the result, empty ones left out (``_process_observation``
+    in ``openhands/memory/conversation_memory.py``). The images were dropped."""
+    png = "data:image/png;base64,iVBORw0KGgo="
+    call = {
+        "id": "toolu_01",
+        "type": "function",
+        "function": {"name": "execute_ipython_cell", "arguments": '{"code": "plot()"}'},
+    }
+    message = {"role": "assistant", "content": "Plotting.", "tool_calls": [call]}
+    tcm = {
+        "function_name": "execute_ipython_cell",
+        "tool_call_id": "toolu_01",
+        "model_response": {"id": "resp1", "choices": [{"message": message}]},
+        "total_calls_in_response": 1,
+    }
+    events = [
+        _oh_event(0, "user", action="message", args={"content": "Plot the data."}),
+        _oh_event(1, "agent", action="run_ipython", args={"code": "plot()", "thought": ""},
+                  tool_call_metadata=tcm),
+        _oh_event(2, "agent", observation="run_ipython", cause=1, content="[figure]",
+                  extras={"code": "plot()", "image_urls": [png, ""]},
+                  tool_call_metadata={"function_name": "execute_ipython_cell",
+                                      "tool_call_id": "toolu_01"}),
+    ]  # fmt: skip
+    t = load(write("o.json", json.dumps(events)))
+    assert t[2].tool_results[0].content == (
+        Text("[figure]"),
+        Image("image/png", data="iVBORw0KGgo="),
+    )
+    engine_payloads_valid(t)
+    events[2]["extras"]["image_urls"] = [7]
+    with pytest.raises(TranscriptError, match=r"\[2\]\.extras\.image_urls\[0\]: image url is 7"):
+        load(write("bad.json", json.dumps(events)))
 
 
 # -- SWE-agent ---------------------------------------------------------------------------------

@@ -13,27 +13,27 @@ not part of a demonstration). Content is a string or a list of parts; multimodal
 ``history`` is rebuilt from its ``trajectory`` steps (``meta["rebuilt_from"] =
 "trajectory"``; each step's observation a user message marked the same way).
 
-OpenHands (V0 events): an action with ``tool_call_metadata`` becomes the assistant message of its
-``model_response`` (all calls of that response, once, after the response's ``thinking_blocks``
-or ``reasoning_content``); a user ``message`` action keeps the images it attached
-(``image_urls``); an observation with metadata becomes the
-tool result. ``system`` and ``message`` actions become system/user/assistant text; an
-``error`` observation without metadata is a user message (OpenHands shows it to the model that
-way; ``meta["kind"] = "error"``); a ``recall`` observation becomes a user message
-(``meta["kind"] = "recall"``) only when it carries microagent knowledge or repository
-instructions. Runs without function calling (older CodeAct) have no metadata:
-a ``run``/``read``/``edit``/... action becomes a call with id ``event_<id>`` (after its
-``thought``) and the observation whose ``cause`` is that id its result; ``finish`` and
-``think`` are assistant text. A command the user ran from the UI (a ``run`` action whose
-``source`` is ``user``, never with metadata) is no call of the agent: it is user text
-``User executed the command:`` and the command, and the observation it caused user text
-``Observed result of command executed by user:`` and the output, as OpenHands' conversation
-memory sends them (both marked ``meta["kind"] = "observation"``). A ``condensation`` action
-(a condenser forgot events and may have summarized them) is recorded in the transcript's
+OpenHands (V0 events): an action with ``tool_call_metadata`` becomes the assistant message of
+its ``model_response`` (all calls of that response, once, after the response's
+``thinking_blocks`` or ``reasoning_content``); a user ``message`` action keeps the images it
+attached (``image_urls``); an observation with metadata becomes the tool result, with the
+images of an IPython cell's output (``extras.image_urls``). ``system`` and ``message`` actions
+become system/user/assistant text; an ``error`` observation without metadata is a user message
+(OpenHands shows it to the model that way; ``meta["kind"] = "error"``); a ``recall``
+observation becomes a user message (``meta["kind"] = "recall"``) only when it carries
+microagent knowledge or repository instructions. Runs without function calling (older CodeAct)
+have no metadata: a ``run``/``read``/``edit``/... action becomes a call with id ``event_<id>``
+(after its ``thought``) and the observation whose ``cause`` is that id its result; ``finish``
+and ``think`` are assistant text. A command the user ran from the UI (a ``run`` action whose
+``source`` is ``user``, never with metadata) is no call of the agent: it is user text ``User
+executed the command:`` and the command, and the observation it caused user text ``Observed
+result of command executed by user:`` and the output, as OpenHands' conversation memory sends
+them (both marked ``meta["kind"] = "observation"``). A ``condensation`` action (a condenser
+forgot events and may have summarized them) is recorded in the transcript's
 ``meta["compactions"]``; ``view="model"`` applies them as OpenHands builds the model's view,
 the latest summary a user message (``meta["kind"] = "summary"``). Other events are not model
-context (counted in ``meta["skipped_events"]``). Evaluation outputs of 2024 store ``history`` as
-``[action, observation]`` pairs: they are read as the events in that order.
+context (counted in ``meta["skipped_events"]``). Evaluation outputs of 2024 store ``history``
+as ``[action, observation]`` pairs: they are read as the events in that order.
 """
 
 from __future__ import annotations
@@ -257,14 +257,33 @@ def _text_action(
     return Message("assistant", tuple(blocks), meta={"kind": "text_action"})
 
 
+def _result_images(e: Mapping[str, Any], at: Loc) -> list[Image]:
+    """The images an IPython cell's output holds (a plot): ``extras.image_urls`` of a
+    ``run_ipython`` observation, which OpenHands' conversation memory sends with the result,
+    the empty ones left out as it leaves them out (``_process_observation``, OpenHands/OpenHands
+    ``openhands/memory/conversation_memory.py``).
+
+    Raises:
+        TranscriptError: an image url is not a string.
+    """
+    extras = e.get("extras")
+    urls = extras.get("image_urls") if isinstance(extras, Mapping) else None
+    if e.get("observation") != "run_ipython" or not urls:
+        return []
+    at = at.at("extras.image_urls")
+    kept = [u for u in at.items(urls) if not (isinstance(u, str) and not u.strip())]
+    return image_urls(kept, at)
+
+
 def _observation(e: Mapping[str, Any], seen: set[str], at: Loc) -> Message | None:
     tcm = _tcm(e)
     content = str(e.get("content") or "")
+    body: tuple[Text | Image, ...] = (Text(content), *_result_images(e, at))
     if tcm is not None:
         call_id = at.at("tool_call_metadata").need(tcm, "tool_call_id", str)
         name = tcm.get("function_name") if isinstance(tcm.get("function_name"), str) else None
         is_error = e.get("observation") == "error"
-        return Message("tool", (ToolResult(call_id, (Text(content),), is_error, name),))
+        return Message("tool", (ToolResult(call_id, body, is_error, name),))
     cause_id = e.get("cause")
     if e.get("observation") == "run" and f"user_run_{cause_id}" in seen:  # a user's command
         text = _USER_COMMAND_OUTPUT + content
@@ -272,7 +291,7 @@ def _observation(e: Mapping[str, Any], seen: set[str], at: Loc) -> Message | Non
     cause = f"event_{e.get('cause')}"
     if e.get("cause") is not None and cause in seen:  # answers a call of a text-action run
         name = e.get("observation") if isinstance(e.get("observation"), str) else None
-        result = ToolResult(cause, (Text(content),), e.get("observation") == "error", name)
+        result = ToolResult(cause, body, e.get("observation") == "error", name)
         return Message("tool", (result,))
     if e.get("observation") == "error":
         return Message("user", (Text(content),), meta={"kind": "error"})
