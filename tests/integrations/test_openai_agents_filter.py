@@ -389,7 +389,8 @@ def test_a_call_that_fits_leaves_out_the_items_the_export_leaves_out(make: Any) 
     assert all(got is given for got, given in zip(out.input, kept, strict=True))
 
 
-def test_a_later_call_exports_only_the_items_that_changed(monkeypatch: Any) -> None:
+def _count_loads(monkeypatch: Any) -> list[int]:
+    """The lengths of the item lists the filter loads (exports) from now on, as they come."""
     from ctxengine.integrations import openai_agents
 
     loaded: list[int] = []
@@ -400,6 +401,11 @@ def test_a_later_call_exports_only_the_items_that_changed(monkeypatch: Any) -> N
         return real_load(items, *args, **kwargs)
 
     monkeypatch.setattr(openai_agents, "load", counting_load)
+    return loaded
+
+
+def test_a_later_call_exports_only_the_items_that_changed(monkeypatch: Any) -> None:
+    loaded = _count_loads(monkeypatch)
     fit_filter = fit_model_input(model="gpt-4o", budget=1_500)
 
     def call(items: list[Any]) -> list[Any]:
@@ -507,16 +513,7 @@ def test_a_filter_serving_many_conversations_exports_only_their_new_items(
     turn: a conversation's next call reuses its earlier export, however many conversations
     were served in between (a filter that kept the exports of its four latest calls exported
     every item again as soon as a fifth conversation was served between two calls of one)."""
-    from ctxengine.integrations import openai_agents
-
-    loaded: list[int] = []
-    real_load = openai_agents.load
-
-    def counting_load(items: Any, *args: Any, **kwargs: Any) -> Any:
-        loaded.append(len(items))
-        return real_load(items, *args, **kwargs)
-
-    monkeypatch.setattr(openai_agents, "load", counting_load)
+    loaded = _count_loads(monkeypatch)
     fit_filter = fit_model_input(model="gpt-4o", budget=100_000)
 
     def call(items: list[Any]) -> None:
