@@ -33,6 +33,7 @@ import pytest
 from contract_count import independent_count
 from ctxengine import Budget, BudgetError, ContextEngine
 from ctxengine.assemble.pipeline import FRAMING_TOKENS
+from ctxengine.compaction.facts import SUMMARY_META
 from ctxengine.replay import _feed
 from ctxengine.transcript import Message, Transcript, load_all
 from transcript.helpers import all_files
@@ -111,6 +112,17 @@ def _room_left_for_a_cut(out: Any, messages: list[Message]) -> bool:
     return any(0 < c <= room for c in costs.values())
 
 
+def _empty_sections(text: str) -> list[str]:
+    """The ``## `` headings of a summary with no line of their own before the next heading
+    or the end (a section its cap emptied)."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return [
+        ln
+        for k, ln in enumerate(lines)
+        if ln.startswith("## ") and (k + 1 == len(lines) or lines[k + 1].startswith("## "))
+    ]
+
+
 async def _sweep(name: str, t: Transcript, budget: int) -> list[dict[str, Any]]:
     messages = list(t)
     points = _render_points(messages)
@@ -145,6 +157,9 @@ async def _sweep(name: str, t: Transcript, budget: int) -> list[dict[str, Any]]:
                     )
                     assert counted <= budget, rows[-1]
                     assert out.tokens <= budget, rows[-1]
+                    for m in out.transcript.messages:
+                        if m.meta.get(SUMMARY_META):
+                            assert not _empty_sections(m.text), (rows[-1], m.text)
                     if rows[-1]["cut"] and rows[-1]["room_for_a_cut"]:
                         assert rows[-1]["use"] >= MIN_USE, rows[-1]
             if i < len(messages):

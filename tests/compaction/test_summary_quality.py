@@ -244,3 +244,30 @@ def test_the_real_sessions_capped_summaries_have_no_empty_heading() -> None:
         cut += "## Decisions" not in text
         assert not empty.search(text), (cap, text[:400])
     assert cut  # the prose was cut
+
+
+def test_a_filled_summary_has_no_empty_heading_before_its_excerpts() -> None:
+    """A summary given room to fill ends its prose with excerpts of the newest messages: the
+    excerpts went after the prose as the cap left it, so a heading the cap emptied stayed,
+    followed by the excerpts' heading (``## Goal`` then ``## Latest messages``: a real aider
+    session at 300 tokens showed it, as did one long request)."""
+    empty = re.compile(r"^## [^\n]+\n(?:\n*## |\n*\Z)", re.M)
+    stretch = [
+        Message.user("please fix the flaky login test " + "hi " * 3000),
+        Message.assistant("ok"),
+    ]
+    pi = list(load_all(PI)[0].messages)[:200]
+    checked = filled = 0
+    for messages in (stretch, pi):
+        for cap in range(800, 2000, 100):
+            result = anyio.run(
+                lambda m=messages, c=cap: compact(m, max_tokens=c, tokenizer=COUNT, fill=True)
+            )
+            assert result.ok, result.error
+            text = result.summary
+            assert COUNT(text) <= cap
+            assert not empty.search(text), (cap, text[:600])
+            checked += 1
+            filled += "## Latest messages" in text
+    assert checked == 24
+    assert filled >= 12  # most had room for excerpts

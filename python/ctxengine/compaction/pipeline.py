@@ -950,7 +950,11 @@ def _filled(
     the next one cut to the characters that still fit. Each line is written once, unless
     :data:`FILL_REPEATS` is set."""
     count = run.count
-    body = work.body
+    body = list(work.body)
+    # the excerpts go after the prose as the cap cut it: not after a heading the cap left
+    # without its lines ("## Progress" then "## Latest messages")
+    while body and (not body[-1].strip() or body[-1].startswith("## ")):
+        body.pop()
 
     def text(extra: list[str]) -> str:
         return dataclasses.replace(work, body=[*body, *extra]).render()
