@@ -24,7 +24,16 @@ from .errors import ConfigError
 from .grain import ContextGrain
 from .inject.payload import MessageTokenCache
 from .runs import decode_ids, decode_values, encode_ids, encode_values
-from .transcript.model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
+from .transcript.model import (
+    Block,
+    Compaction,
+    Image,
+    Message,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+)
 from .transcript.model import valid_utf8 as _valid
 
 if TYPE_CHECKING:
@@ -733,6 +742,8 @@ def _stored_of(d: dict[str, Any], texts: Mapping[str, str]) -> StoredGrain:
 
 
 def _block_json(b: Block) -> dict[str, Any]:
+    if type(b) is Compaction:
+        return {"type": "compaction", "text": b.text, "provider": b.provider, "item": dict(b.item)}
     if isinstance(b, Text):
         return {"type": "text", "text": b.text}
     if isinstance(b, Image):
@@ -760,7 +771,13 @@ def _block_of(d: dict[str, Any]) -> Block:
     if kind == "tool_result":
         content = tuple(_block_of(c) for c in fields.pop("content"))
         return ToolResult(content=content, **fields)  # type: ignore[arg-type]
-    cls: Any = {"text": Text, "image": Image, "tool_call": ToolCall, "thinking": Thinking}[kind]
+    cls: Any = {
+        "text": Text,
+        "image": Image,
+        "tool_call": ToolCall,
+        "thinking": Thinking,
+        "compaction": Compaction,
+    }[kind]
     block: Block = cls(**fields)
     return block
 

@@ -591,7 +591,13 @@ def _landing(
     context = _core.KIND_CONTEXT
     held = _held_out(state)
     for item in state.items.values():
-        if item.kind != context and item.index < start and item.turn not in held:
+        # a protected message (a provider's compaction) is never summarized away
+        if (
+            item.kind != context
+            and item.index < start
+            and item.turn not in held
+            and not item.flags & _core.FLAG_PROTECTED
+        ):
             by_turn.setdefault(item.turn, []).append(item)
     answers = {t: a for t, a in _answers(state, by_turn.items()).items() if a in by_turn}
     # a request the ladder sent to compaction goes with its answer, and an answer it sent
@@ -1263,7 +1269,9 @@ async def compact_now(
         {
             i.index
             for i in state.items.values()
-            if i.kind != _core.KIND_CONTEXT and state.messages[i.index].role != "system"
+            if i.kind != _core.KIND_CONTEXT
+            and state.messages[i.index].role != "system"
+            and not i.flags & _core.FLAG_PROTECTED
         }
     )
     previous = _previous(state)

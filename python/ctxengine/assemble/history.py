@@ -18,8 +18,18 @@ from typing import Any, Final
 from .. import _core
 from ..collect.namespaces import node_suffix
 from ..grain import ContextGrain
+from ..inject.payload import compaction_texts
 from ..tokens import media_tokens
-from ..transcript.model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
+from ..transcript.model import (
+    Block,
+    Compaction,
+    Image,
+    Message,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+)
 from ..transcript.providers import family_of
 from .guard import truncate_tool_result
 
@@ -284,6 +294,11 @@ class HistoryBuilder:
                 flags |= _IMAGE
             if signed:
                 thinking = tuple(signed)
+        if first is Compaction:
+            # a provider compaction stands for all before it: never cut (as system text),
+            # sent verbatim to its provider, so what that payload reads of it is counted
+            flags |= _PROTECTED
+            texts += compaction_texts(blocks[0])  # type: ignore[arg-type]
         if role == "user" and (len(text) > 40 or _FEEDBACK.search(text)):
             # Explicit user input: a request worth stating, or feedback on the last step.
             flags |= _FEEDBACK_FLAG

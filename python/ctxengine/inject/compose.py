@@ -13,7 +13,7 @@ from ..assemble.compact import SUMMARY_META
 from ..assemble.history import KIND, HistoryItem
 from ..compaction import summary_message
 from ..grain import ContextGrain
-from ..transcript.model import Message, Text, Transcript
+from ..transcript.model import Message, Text, Transcript, compaction_of
 from .warm import trusted_transcript
 
 if TYPE_CHECKING:
@@ -234,7 +234,14 @@ def compose(state: SessionState, plan: Any, by_id: Mapping[str, ContextGrain]) -
     memo = state.token_cache.memo
     messages = [memo.message("system", SEPARATOR.join(texts))] if texts else []
     summary = _summary(plan, by_id, memo)
+    history = _history(state, plan)
     if summary is not None and summary.text:
+        # after the latest provider compaction kept, if any: Anthropic drops every block
+        # before a compaction block, and the summary may hold turns that came after it
+        at = next((k for k in range(len(history) - 1, -1, -1) if compaction_of(history[k])), -1)
+        messages += history[: at + 1]
         messages.append(summary)
-    messages.extend(_history(state, plan))
+        messages += history[at + 1 :]
+    else:
+        messages += history
     return trusted_transcript(tuple(messages), "render")

@@ -16,11 +16,11 @@ from ..tokens import (
     message_strings,
 )
 from ..transcript.importers.gemini import response_text
-from ..transcript.model import Message, Thinking, Transcript
+from ..transcript.model import Compaction, Message, Thinking, Transcript
 from ..transcript.providers import responses_reasoning_item
 from .memo import RenderMemo
 
-__all__ = ("MessageTokenCache", "payload_tokens", "thinking_texts")
+__all__ = ("MessageTokenCache", "compaction_texts", "payload_tokens", "thinking_texts")
 
 #: Keys whose values are never text the model reads: a part's kind and role, cache markers,
 #: media types, inline data (counted by its own rule) and the opaque signatures of thinking
@@ -105,6 +105,17 @@ def thinking_texts(block: Thinking, provider: str) -> tuple[str, ...]:
     if block.redacted:
         return ()
     return (block.text,)
+
+
+def compaction_texts(block: Compaction) -> tuple[str, ...]:
+    """The texts :func:`payload_tokens` reads of a provider compaction sent back verbatim,
+    besides its summary (the block's text, counted as text): an OpenAI item's id and
+    ``encrypted_content``, an Anthropic block's ``encrypted_content`` and tool changes. The
+    plan counts them for every provider (over-counting a render that leaves them out), so a
+    render for the provider that made it fits what was planned."""
+    return tuple(
+        s for k, v in block.item.items() if k != "content" for s in _strings(v, k) if type(s) is str
+    )
 
 
 def _function_response(fr: Mapping[str, Any]) -> Iterator[str | int]:

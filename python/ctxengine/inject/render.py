@@ -8,8 +8,8 @@ from typing import Any, Final
 
 from .._core import fresh_tree
 from ..errors import AdapterError
-from ..transcript.changes import Report
-from ..transcript.model import Message, Transcript, set_renderer
+from ..transcript.changes import Change, Report
+from ..transcript.model import Message, Text, Transcript, compaction_of, set_renderer
 from ..transcript.providers import check_provider, family_of
 from .adapters.anthropic import export_anthropic
 from .adapters.gemini import export_gemini
@@ -94,6 +94,7 @@ def render(
         raise AdapterError(f"cache_ttl is {cache_ttl!r}; expected None, '5m' or '1h'")
     if id_mode not in (None, "strict", "strict9"):
         raise AdapterError(f"id_mode is {id_mode!r}; expected None, 'strict' or 'strict9'")
+    t, carried = carry_compactions(t, provider)
     report = Report()
     marks = cache_breakpoints if provider == "anthropic" else 0
     if hygiene and memo is not None:
@@ -120,7 +121,11 @@ def render(
             t = cleaned
         if record is not None:
             return Rendered(
-                provider, record.payload, record.cleaned, record.report, record.breakpoints
+                provider,
+                record.payload,
+                record.cleaned,
+                _with(carried, record.report),
+                record.breakpoints,
             )
     elif hygiene:
         t, report = _clean(t, provider, id_mode, memo)
@@ -130,10 +135,74 @@ def render(
     if provider != "anthropic":
         plan_cache_breakpoints(t, cache_breakpoints)  # validates the option
         payload = export_openai(t, memo) if provider == "openai" else _EXPORTERS[provider](t)
-        return Rendered(provider, fresh_tree(payload), t, report)
+        return Rendered(provider, fresh_tree(payload), t, _with(carried, report))
     plan = tuple(plan_cache_breakpoints(t, cache_breakpoints)) if cache_breakpoints else ()
     payload = export_anthropic(t, breakpoints={b.index for b in plan}, cache_ttl=cache_ttl)
-    return Rendered(provider, fresh_tree(payload), t, report, plan)
+    return Rendered(provider, fresh_tree(payload), t, _with(carried, report), plan)
+
+
+def _with(changes: tuple[Change, ...], report: Report) -> Report:
+    return Report(changes + report.changes, report.id_map) if changes else report
+
+
+#: ``Message.meta`` key of a summary (:data:`ctxengine.compaction.facts.SUMMARY_META`, named
+#: here: the compaction layer imports the transcript layer, which imports this module).
+SUMMARY_META: Final = "ctxengine_summary"
+
+#: Provider compaction messages made for other providers, by the message they stand for (a
+#: session renders the same message objects turn after turn: the same stand-in each time).
+_carried: dict[int, tuple[Message, Message | None]] = {}
+
+
+def carry_compactions(
+    t: Transcript, provider: str, *, drop: bool = True
+) -> tuple[Transcript, tuple[Change, ...]]:
+    """``t`` as ``provider`` can take its provider compactions
+    (:class:`~ctxengine.transcript.model.Compaction`), and what was changed.
+
+    The provider that made one is sent it verbatim, in its place. Another is sent Anthropic's
+    readable summary as the summary of the earlier conversation (a user message, as the
+    summaries compaction writes: never system authority), and nothing of an OpenAI item,
+    whose ``encrypted_content`` only OpenAI can read (nor of a failed Anthropic compaction,
+    which holds no summary): that is reported (``dropped_compaction``). With ``drop=False``
+    those stay (the engine's inject drops them with the other messages that send nothing)."""
+    if not any(compaction_of(m) is not None for m in t.messages):
+        return t, ()
+    out: list[Message] = []
+    changes: list[Change] = []
+    for i, m in enumerate(t.messages):
+        c = compaction_of(m)
+        if c is None or c.provider == provider or (not drop and not c.text):
+            out.append(m)
+            continue
+        entry = _carried.get(id(m))
+        if entry is None or entry[0] is not m:
+            made = None
+            if c.text:
+                made = Message("user", (Text(c.text),), meta={SUMMARY_META: True})
+            entry = (m, made)
+            if len(_carried) > 1024:
+                _carried.clear()
+            _carried[id(m)] = entry
+        if entry[1] is not None:
+            out.append(entry[1])
+            what = f"{c.provider} compaction sent as the summary of the earlier conversation"
+            changes.append(Change("carry_compactions", "compaction_as_summary", i, what))
+        else:
+            why = (
+                "its encrypted_content is readable by OpenAI Responses only"
+                if c.provider == "openai-responses"
+                else "a failed compaction: it holds no summary"
+            )
+            changes.append(
+                Change(
+                    "carry_compactions",
+                    "dropped_compaction",
+                    i,
+                    f"{c.provider} compaction {c.item.get('id')!r} not sent to {provider}: {why}",
+                )
+            )
+    return t.replace(out), tuple(changes)
 
 
 def _clean(

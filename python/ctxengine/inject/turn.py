@@ -18,12 +18,12 @@ from ..compaction.facts import paused_collector
 from ..errors import BudgetError
 from ..grain import ContextGrain
 from ..transcript.changes import Change, Report
-from ..transcript.model import Message, Text, ToolCall, Transcript
+from ..transcript.model import Message, Text, ToolCall, Transcript, compaction_of
 from ..transcript.providers import STRICT_ALTERNATION, strip_trailing_space
 from .compose import compose, history_grains
 from .hygiene import leads_turn, merge_turns, merged_change
 from .pairing import dropped_calls, without_calls
-from .render import Rendered, render
+from .render import Rendered, carry_compactions, render
 from .warm import trusted_transcript
 
 if TYPE_CHECKING:
@@ -284,17 +284,34 @@ def _non_empty(
     for i in drop:
         keep[i] = False
     kept = tuple(compress(messages, keep))
-    changes = [
-        {
+    changes = [_dropped(messages[i], i, provider) for i in drop]
+    return trusted_transcript(kept, t.source_format), changes
+
+
+def _dropped(m: Message, i: int, provider: str) -> dict[str, Any]:
+    """The change saying message ``i`` (``m``) sends nothing to ``provider``: an empty
+    assistant message, or a provider compaction only its own provider reads."""
+    c = compaction_of(m)
+    if c is None:
+        return {
             "rule": "fix_turn_order",
             "action": "dropped_empty",
             "index": i,
             "detail": "empty assistant message",
             "call_id": None,
         }
-        for i in drop
-    ]
-    return trusted_transcript(kept, t.source_format), changes
+    why = (
+        "its encrypted_content is readable by OpenAI Responses only"
+        if c.provider == "openai-responses"
+        else "a failed compaction: it holds no summary"
+    )
+    return {
+        "rule": "carry_compactions",
+        "action": "dropped_compaction",
+        "index": i,
+        "detail": f"{c.provider} compaction {c.item.get('id')!r} not sent to {provider}: {why}",
+        "call_id": None,
+    }
 
 
 _ROLE: Final = attrgetter("role")
@@ -451,6 +468,7 @@ async def inject(
         for attempt in range(MAX_REPLANS + 1):
             composed = compose(state, assembled.plan, assembled.by_id)
             made = len(composed.messages)
+            composed, carried = carry_compactions(composed, request.provider, drop=False)
             composed = _non_blank(composed, request.provider, memo)
             composed = _no_trailing_space(composed, request.provider)
             composed, dropped = _non_empty(composed, request.provider, memo)
@@ -458,6 +476,9 @@ async def inject(
             rendered = _render_merged(composed, request.provider, memo, request.options)
             if stripped:
                 rendered = _with_stripped(rendered, stripped)
+            if carried:
+                hyg = Report((*carried, *rendered.report.changes), rendered.report.id_map)
+                rendered = dataclasses.replace(rendered, report=hyg)
             payload, transcript = rendered.payload, rendered.transcript
             tokens = state.token_cache.tokens(transcript, payload, request.provider, config.model)
             if tokens <= budget:

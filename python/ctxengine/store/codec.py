@@ -12,13 +12,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import StoreError
-from ..transcript import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
+from ..transcript import Block, Compaction, Image, Message, Text, Thinking, ToolCall, ToolResult
 from ..transcript.model import valid_utf8
 
 __all__ = ("message_from_json", "message_to_json")
 
 
 def _block_to_json(block: Block) -> dict[str, Any]:
+    if type(block) is Compaction:
+        item = _jsonable(dict(block.item))
+        return {"type": "compaction", "text": block.text, "provider": block.provider, "item": item}
     if isinstance(block, Text):
         return {"type": "text", "text": block.text}
     if isinstance(block, Image):
@@ -100,8 +103,11 @@ def _block_from_json(obj: Mapping[str, Any]) -> Block:
         )
     if kind == "thinking":
         return Thinking(str(obj["text"]), obj.get("signature"), bool(obj.get("redacted", False)))
+    if kind == "compaction":
+        return Compaction(str(obj["text"]), str(obj["provider"]), dict(obj["item"]))
     raise StoreError(
-        f"stored block type is {kind!r}; expected text, image, tool_call, tool_result or thinking"
+        f"stored block type is {kind!r}; expected text, image, tool_call, tool_result, "
+        "thinking or compaction"
     )
 
 

@@ -17,6 +17,7 @@ from .changes import Change, Problem, Report
 from .loader import FORMATS, Format, detect_format, first_session, load, load_all
 from .model import (
     Block,
+    Compaction,
     Image,
     Message,
     Role,
@@ -49,6 +50,7 @@ __all__ = (
     "Block",
     "Breakpoint",
     "Change",
+    "Compaction",
     "Format",
     "Image",
     "Message",

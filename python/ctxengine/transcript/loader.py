@@ -37,7 +37,7 @@ from .importers.openhands_v1 import (
 )
 from .importers.pi import load_pi
 from .importers.responses import load_responses
-from .model import Message, Text, Transcript
+from .model import Message, Text, Transcript, compaction_of
 
 __all__ = ("FORMATS", "Format", "detect_format", "first_session", "load", "load_all")
 
@@ -80,7 +80,9 @@ def load(
         format: One of :data:`FORMATS`, or ``"auto"`` to detect it from extension and content.
         view: ``"full"`` (the whole conversation across compactions) or ``"model"`` (from the
             latest compaction summary on, as the model saw it); pi, Claude Code, aider (after
-            the last ``/clear``) and OpenHands (its condensations applied) only.
+            the last ``/clear``), OpenHands (its condensations applied), and OpenAI Responses
+            and Anthropic histories holding a provider compaction (from the latest one on,
+            the system messages kept: what the provider reads) only.
         session: Which session of a multi-session source (OpenHands ``output.jsonl`` holds one
             instance per line, an aider log one session per launch, a SWE-agent retry
             trajectory saved before its run chose one each attempt): an index into
@@ -201,7 +203,7 @@ def _finish(
 
 def _item_format(item: Mapping[str, Any]) -> str | None:
     """The format one message/item dict belongs to, or None when it fits several."""
-    if item.get("type") in ("function_call", "function_call_output", "reasoning"):
+    if item.get("type") in ("function_call", "function_call_output", "reasoning", "compaction"):
         return "openai-responses"
     if item.get("type") == "message" and "stop_reason" in item:
         return "anthropic"  # an Anthropic response object
@@ -217,7 +219,14 @@ def _item_format(item: Mapping[str, Any]) -> str | None:
         kinds = {
             k for b in content if isinstance(b, Mapping) and isinstance(k := b.get("type"), str)
         }
-        if kinds & {"tool_use", "tool_result", "thinking", "redacted_thinking", "image"}:
+        if kinds & {
+            "tool_use",
+            "tool_result",
+            "thinking",
+            "redacted_thinking",
+            "image",
+            "compaction",
+        }:
             return "anthropic"
         if kinds & {"input_text", "output_text", "input_image"}:
             return "openai-responses"
@@ -434,7 +443,39 @@ def _load_data(
             messages, extra = _from_openhands(data, loc, view)
         else:
             messages, extra = loader(data, loc)
+    if fmt in ("openai-responses", "anthropic"):
+        messages, extra = _provider_compactions(messages, extra, view)
     return [_finish(messages, fmt, {**meta, **extra}, skipped)]
+
+
+def _provider_compactions(
+    messages: list[Message], meta: dict[str, Any], view: str
+) -> tuple[list[Message], dict[str, Any]]:
+    """Record the provider compactions of ``messages`` in ``meta["compactions"]`` (each:
+    ``provider``, ``index``, ``id``, ``summary``), and for ``view="model"`` leave out what the
+    provider drops before the latest one (its system messages stay: they are the request's
+    ``system``/``instructions``).
+
+    Anthropic "drops all message blocks prior to the compaction block"; OpenAI's guide says
+    the items before the most recent compaction item may be dropped (it carries the context
+    needed to go on)."""
+    found = [(i, c) for i, m in enumerate(messages) if (c := compaction_of(m)) is not None]
+    if not found:
+        return messages, meta
+    records = [
+        {
+            "provider": c.provider,
+            "index": i,
+            "id": c.item.get("id"),
+            "summary": c.item.get("content") if c.provider == "anthropic" else None,
+        }
+        for i, c in found
+    ]
+    meta = {**meta, "compactions": records}
+    if view == "model":
+        last = found[-1][0]
+        messages = [m for m in messages[:last] if m.role == "system"] + messages[last:]
+    return messages, meta
 
 
 def _from_openai(data: Any, loc: Loc) -> tuple[list[Message], dict[str, Any]]:

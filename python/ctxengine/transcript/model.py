@@ -25,6 +25,7 @@ from ..errors import TranscriptError
 
 __all__ = (
     "Block",
+    "Compaction",
     "Image",
     "Message",
     "Role",
@@ -47,6 +48,30 @@ class Text:
     """Plain text."""
 
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction(Text):
+    """A compaction the provider made on its side, standing for the whole conversation before
+    it; it opens an ``assistant`` message (the importers give it one of its own).
+
+    ``provider`` is ``"anthropic"`` (a ``compaction`` content block of the beta
+    ``compact_20260112`` edit: its summary is readable, ``text`` holds it under a summary head)
+    or ``"openai-responses"`` (a ``compaction`` input item: ``encrypted_content`` is opaque,
+    ``text`` is empty). ``item`` is the block or item as the provider returned it, sent back
+    to that provider verbatim. Being :class:`Text`, the summary reads as text wherever text is
+    read; exporters and the engine treat it apart (see :func:`compaction_of`)."""
+
+    provider: str = ""
+    item: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+def compaction_of(message: Message) -> Compaction | None:
+    """The provider :class:`Compaction` ``message`` holds, or None."""
+    blocks = message.blocks
+    if blocks and type(blocks[0]) is Compaction:
+        return blocks[0]
+    return None
 
 
 @dataclass(frozen=True, slots=True)

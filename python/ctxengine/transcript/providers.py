@@ -13,7 +13,17 @@ from collections.abc import Sequence
 from typing import Final, Literal, get_args
 
 from ..errors import AdapterError
-from .model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult, Transcript
+from .model import (
+    Block,
+    Compaction,
+    Image,
+    Message,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    Transcript,
+)
 
 __all__ = (
     "PROVIDERS",
@@ -150,8 +160,13 @@ def exportable(block: Block, provider: str, family: str | None) -> bool:
     Thinking is only sent back to the provider that signed it: Anthropic needs a signature,
     OpenAI Responses needs its reasoning item, Gemini accepts its own thought parts; OpenAI Chat
     never takes reasoning. For Anthropic and Gemini, whitespace-only text is left out (the APIs
-    reject it). Everything else is always sent (images may become text placeholders).
+    reject it). A provider :class:`Compaction` goes back to the provider that made it, verbatim
+    (a failed Anthropic one, with no summary, too: the API takes it as a no-op); another
+    provider gets its text, if it has any. Everything else is always sent (images may become
+    text placeholders).
     """
+    if type(block) is Compaction:
+        return block.provider == provider or bool(block.text)
     if isinstance(block, Thinking):
         if family not in (provider, None):
             return False

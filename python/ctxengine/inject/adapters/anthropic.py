@@ -11,12 +11,14 @@ from typing import Any
 from ...transcript.importers.common import arguments_object
 from ...transcript.model import (
     Block,
+    Compaction,
     Image,
     Message,
     Text,
     Thinking,
     ToolCall,
     Transcript,
+    copy_data,
 )
 from ...transcript.providers import (
     PDF,
@@ -54,6 +56,9 @@ def _media_out(b: Text | Image) -> dict[str, Any]:
 
 
 def _block_out(b: Block) -> dict[str, Any]:
+    if type(b) is Compaction and b.provider == "anthropic":
+        block: dict[str, Any] = copy_data(dict(b.item))  # verbatim, as the API asks
+        return block
     if isinstance(b, (Text, Image)):
         return _media_out(b)
     if isinstance(b, ToolCall):

@@ -10,12 +10,14 @@ from typing import Any
 from ...transcript.importers.common import image_url
 from ...transcript.importers.responses import ITEMS_KEY
 from ...transcript.model import (
+    Compaction,
     Image,
     Message,
     Text,
     Thinking,
     ToolCall,
     Transcript,
+    copy_data,
 )
 from ...transcript.providers import (
     PDF,
@@ -82,7 +84,9 @@ def _assistant_items(m: Message, family: str | None) -> list[dict[str, Any]]:
     ids = _item_ids(m)
     for k, b in enumerate(m.blocks):
         item_id = ids[k] if ids is not None else None
-        if isinstance(b, Thinking):
+        if type(b) is Compaction and b.provider == "openai-responses":
+            items.append(copy_data(dict(b.item)))  # verbatim, in its place
+        elif isinstance(b, Thinking):
             item = responses_reasoning_item(b.signature)
             if item is not None and exportable(b, "openai-responses", family):
                 items.append(item)

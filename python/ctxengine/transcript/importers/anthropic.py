@@ -10,6 +10,11 @@ a ``search_result`` is its text; a ``tool_reference`` (tool search) names the to
 tools run inside the assistant turn (``server_tool_use`` and its ``*_tool_result``, e.g.
 ``web_search``): both become assistant text, since no other provider can replay them.
 
+A ``compaction`` block (beta ``compact_20260112``: the summary the API wrote of everything
+before it, which it drops from then on) becomes an assistant message of its own holding a
+:class:`~ctxengine.transcript.model.Compaction`: the summary as text, under
+:data:`COMPACTION_HEAD`, and the block kept whole to be sent back verbatim.
+
 A block of a type this reader does not know (a newer API or Claude Code version) is left out
 and counted in ``Transcript.meta["skipped_blocks"]`` (by type); a known block with a missing
 or wrong field, or a block without a type, is an error.
@@ -21,10 +26,21 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..model import Block, Image, Message, Text, Thinking, ToolResult
+from ..model import Block, Compaction, Image, Message, Text, Thinking, ToolResult, copy_data
 from .common import Loc, skip_block, tool_call
 
-__all__ = ("document_block", "image_block", "load_anthropic", "system_messages")
+__all__ = (
+    "COMPACTION_HEAD",
+    "document_block",
+    "image_block",
+    "load_anthropic",
+    "system_messages",
+)
+
+#: What the text of an Anthropic compaction opens with: a render for another provider sends
+#: that text, read there as the summary of the earlier conversation (it opens as the summaries
+#: compaction writes do, :func:`ctxengine.compaction.facts.is_summary`).
+COMPACTION_HEAD = "[Summary of the earlier conversation, compacted by Anthropic]\n\n"
 
 
 def image_block(block: Mapping[str, Any], loc: Loc) -> Image:
@@ -182,6 +198,8 @@ def assistant_blocks(content: object, loc: Loc) -> list[Block]:
             out.append(image_block(block, at))
         elif kind == "document":
             out.append(document_block(block, at))
+        elif kind == "compaction":
+            out.append(compaction_block(block, at))
         elif isinstance(kind, str) and (kind == "server_tool_use" or kind.endswith("_tool_result")):
             out.append(_server_tool_text(block))
         else:
@@ -189,10 +207,37 @@ def assistant_blocks(content: object, loc: Loc) -> list[Block]:
                 kind,
                 at.at("type"),
                 "assistant block type",
-                "'text', 'thinking', 'redacted_thinking', 'tool_use', 'server_tool_use' or a "
-                "server tool's '*_tool_result'",
+                "'text', 'thinking', 'redacted_thinking', 'tool_use', 'compaction', "
+                "'server_tool_use' or a server tool's '*_tool_result'",
             )
     return out
+
+
+def compaction_block(block: Mapping[str, Any], loc: Loc) -> Compaction:
+    """A ``compaction`` block (``BetaCompactionBlockParam``): ``content`` is the summary, or
+    null for a compaction that failed (the API takes it back as a no-op; no other provider is
+    sent anything of it).
+
+    Raises:
+        TranscriptError: ``content`` is neither a string nor null.
+    """
+    content = block.get("content")
+    if content is not None and not isinstance(content, str):
+        loc.at("content").fail("value", content, "a string (the summary) or null")
+    text = COMPACTION_HEAD + content if content else ""
+    return Compaction(text, "anthropic", copy_data(dict(block)))
+
+
+def _split_compactions(blocks: list[Block]) -> list[list[Block]]:
+    """``blocks`` of one assistant message as the messages they load to: each compaction
+    alone, the blocks before and after it in messages of their own."""
+    groups: list[list[Block]] = [[]]
+    for b in blocks:
+        if type(b) is Compaction:
+            groups += [[b], []]
+        else:
+            groups[-1].append(b)
+    return [g for g in groups if g] or [[]]
 
 
 def system_messages(system: object, loc: Loc) -> list[Message]:
@@ -218,7 +263,10 @@ def load_anthropic(items: list[Any], loc: Loc) -> list[Message]:
             out.extend(_user_turn(m.get("content"), at.at("content")))
         elif role == "assistant":
             blocks = assistant_blocks(m.get("content"), at.at("content"))
-            out.append(Message("assistant", tuple(blocks), meta={"provider_family": "anthropic"}))
+            for group in _split_compactions(blocks):
+                out.append(
+                    Message("assistant", tuple(group), meta={"provider_family": "anthropic"})
+                )
         else:
             at.at("role").fail("role", role, "'user' or 'assistant'")
     return out

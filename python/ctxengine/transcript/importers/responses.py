@@ -3,6 +3,10 @@
 Consecutive assistant-side items (assistant ``message``, ``function_call``, ``reasoning``) form
 one neutral assistant message. A ``reasoning`` item is kept whole, as JSON, in
 :attr:`Thinking.signature` (its summary is the thinking text), so it can be sent back as is.
+A ``compaction`` item (what server-side compaction or ``responses.compact`` returns: an
+opaque ``encrypted_content`` standing for every item before it) becomes an assistant message
+of its own holding a :class:`~ctxengine.transcript.model.Compaction` that keeps the item
+whole, so a render for OpenAI Responses sends it back verbatim, in its place.
 A content part the model cannot hold is skipped and counted in ``meta["skipped_blocks"]``;
 an item of an unknown type is an error (it may be a call whose output follows).
 """
@@ -13,10 +17,20 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..model import Block, Image, Message, Text, Thinking, ToolResult
+from ..model import (
+    Block,
+    Compaction,
+    Image,
+    Message,
+    Text,
+    Thinking,
+    ToolResult,
+    compaction_of,
+    copy_data,
+)
 from .common import PDF, Loc, file_from_data, image_from_url, skip_block, tool_call
 
-__all__ = ("load_responses",)
+__all__ = ("compaction_message", "load_responses")
 
 #: Content part types read as text (the model-input filter of the Agents SDK reads the same).
 TEXT_PARTS: Final = ("input_text", "output_text", "text", "refusal")
@@ -72,7 +86,7 @@ def _assistant(out: list[Message], blocks: list[Block], item: Mapping[str, Any])
     followed it by their ids)."""
     prev: list[Block] = []
     spans: list[list[Any]] = []
-    if out and out[-1].role == "assistant":
+    if out and out[-1].role == "assistant" and compaction_of(out[-1]) is None:
         last = out.pop()
         prev = list(last.blocks)
         spans = [list(s) for s in last.meta.get(ITEMS_KEY, ())] or [[None, len(prev)]]
@@ -83,6 +97,18 @@ def _assistant(out: list[Message], blocks: list[Block], item: Mapping[str, Any])
     if any(s[0] is not None for s in spans):
         meta[ITEMS_KEY] = spans
     out.append(Message("assistant", (*prev, *blocks), meta=meta))
+
+
+def compaction_message(item: Mapping[str, Any], loc: Loc) -> Message:
+    """The assistant message of a ``compaction`` item (``ResponseCompactionItemParam``:
+    ``type``, ``encrypted_content``, optional ``id``), the item kept whole.
+
+    Raises:
+        TranscriptError: ``encrypted_content`` is missing or not a string.
+    """
+    loc.need(item, "encrypted_content", str)
+    block = Compaction("", "openai-responses", copy_data(dict(item)))
+    return Message("assistant", (block,), meta={"provider_family": "openai-responses"})
 
 
 def load_responses(items: list[Any], loc: Loc) -> list[Message]:
@@ -115,6 +141,8 @@ def load_responses(items: list[Any], loc: Loc) -> list[Message]:
             _assistant(out, [call], item)
         elif kind == "reasoning":
             _assistant(out, [_reasoning(item, at)], {})  # its id is in the item it keeps whole
+        elif kind == "compaction":
+            out.append(compaction_message(item, at))
         elif kind == "function_call_output":
             call_id = at.need(item, "call_id", str)
             output = item.get("output", "")
@@ -124,6 +152,6 @@ def load_responses(items: list[Any], loc: Loc) -> list[Message]:
             at.at("type").fail(
                 "item type",
                 kind,
-                "'message', 'function_call', 'function_call_output' or 'reasoning'",
+                "'message', 'function_call', 'function_call_output', 'reasoning' or 'compaction'",
             )
     return out

@@ -1,0 +1,158 @@
+"""A provider's compaction, passed back in the history, through render and ``fit``.
+
+Shapes: ``openai.types.responses.ResponseCompactionItemParamParam`` (an input item whose
+``encrypted_content`` only OpenAI reads) and ``anthropic.types.beta.BetaCompactionBlockParam``
+(an assistant content block holding a readable summary; "the API automatically drops all
+message blocks prior to the compaction block"). The provider that made one gets it back
+verbatim, in its place, never cut, counted in the budget; another gets Anthropic's summary as
+the summary of the earlier conversation and nothing of OpenAI's item, reported. Before, a
+Responses compaction item raised TranscriptError and an Anthropic one was skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from anthropic.types.beta import BetaCompactionBlockParam, BetaMessageParam
+from openai.types.responses import ResponseCompactionItemParamParam
+from pydantic import TypeAdapter
+
+from ctxengine import fit
+from ctxengine.compaction.facts import is_summary
+from ctxengine.inject.payload import payload_tokens
+from ctxengine.transcript import load, render
+from ctxengine.transcript.model import Message, Text
+from transcript.helpers import PROVIDERS, assert_sdk_valid
+
+ENCRYPTED = "gAAAAABo" + "Zq9x" * 300
+SUMMARY = "Earlier: the user asked to fix test_parse in src/parse.py; the parser fix is in."
+MODEL = "gpt-4o"
+
+
+def _turns(n: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        out.append({"role": "user", "content": f"step {i}: " + "please look at this " * 30})
+        out.append({"role": "assistant", "content": f"answer {i}: " + "it is done " * 30})
+    return out
+
+
+def responses_history(before: int = 4, after: int = 12) -> list[Any]:
+    item = ResponseCompactionItemParamParam(
+        type="compaction", id="cmp_68a1", encrypted_content=ENCRYPTED
+    )
+    return [*_turns(before), item, *_turns(after), {"role": "user", "content": "and now?"}]
+
+
+def anthropic_history(before: int = 4, after: int = 12) -> list[Any]:
+    block = BetaCompactionBlockParam(type="compaction", content=SUMMARY)
+    turn = {"role": "assistant", "content": [block, {"type": "text", "text": "Going on."}]}
+    return [*_turns(before), {"role": "user", "content": "go on"}, turn, *_turns(after)[1:]]
+
+
+def _valid(payload: dict[str, Any], provider: str) -> None:
+    if provider == "anthropic":  # a compaction block is a beta type
+        TypeAdapter(list[BetaMessageParam]).validate_python(payload["messages"])
+        assert set(payload) <= {"messages", "system"}
+    else:
+        assert_sdk_valid(payload, provider)
+
+
+def _actions(out: Any) -> list[str]:
+    return [c["action"] for c in out.report.hygiene["changes"]]
+
+
+def _items(payload: dict[str, Any]) -> list[Any]:
+    return payload.get("input") or payload.get("messages") or payload.get("contents") or []
+
+
+@pytest.mark.parametrize("budget", [None, 2500])
+def test_responses_gets_its_compaction_item_back_verbatim(budget: int | None) -> None:
+    history = responses_history()
+    out = fit(history, model=MODEL, budget=budget or 100_000, provider="openai-responses")
+    _valid(out.payload, "openai-responses")
+    items = _items(out.payload)
+    found = [it for it in items if it.get("type") == "compaction"]
+    assert found == [history[8]]
+    assert out.tokens == payload_tokens(out.payload, "openai-responses", MODEL)
+    assert out.tokens <= (budget or 100_000)
+    at = items.index(found[0])
+    if budget is None:  # nothing cut: in its place, between the turns around it
+        assert items[at - 1]["content"] == history[7]["content"]
+        assert items[at + 1]["content"] == history[9]["content"]
+        assert not out.report.compactions
+    else:  # cut and compacted: the item stays, before the summary of what came after it
+        assert any(c.get("ok") for c in out.report.compactions)
+        assert is_summary(Message("user", (Text(items[at + 1]["content"]),)))
+        assert items[-1]["content"] == "and now?"
+
+
+@pytest.mark.parametrize("budget", [None, 2500])
+def test_anthropic_gets_its_compaction_block_back_verbatim(budget: int | None) -> None:
+    history = anthropic_history()
+    out = fit(history, model=MODEL, budget=budget or 100_000, provider="anthropic")
+    _valid(out.payload, "anthropic")
+    turns = out.payload["messages"]
+    blocks = [
+        (k, b) for k, t in enumerate(turns) for b in t["content"] if b["type"] == "compaction"
+    ]
+    assert [b for _, b in blocks] == [history[9]["content"][0]]
+    k = blocks[0][0]
+    assert turns[k]["role"] == "assistant" and turns[k]["content"][0]["type"] == "compaction"
+    assert out.tokens == payload_tokens(out.payload, "anthropic", MODEL)
+    assert out.tokens <= (budget or 100_000)
+    if budget is not None:
+        # what the API reads starts at the compaction block: our summary must come after it
+        later = json.dumps(turns[k + 1 :])
+        assert "[Summary of the earlier conversation" in later
+        assert "[Summary of the earlier conversation" not in json.dumps(turns[:k])
+
+
+@pytest.mark.parametrize("provider", [p for p in PROVIDERS if p != "anthropic"])
+@pytest.mark.parametrize("budget", [None, 2500])
+def test_other_providers_get_anthropics_summary_as_text(provider: str, budget: int | None) -> None:
+    out = fit(anthropic_history(), model=MODEL, budget=budget or 100_000, provider=provider)
+    _valid(out.payload, provider)
+    text = json.dumps(out.payload)
+    assert SUMMARY in text and '"compaction"' not in text
+    assert out.tokens <= (budget or 100_000)
+    assert _actions(out).count("compaction_as_summary") == 1
+
+
+@pytest.mark.parametrize("provider", [p for p in PROVIDERS if p != "openai-responses"])
+@pytest.mark.parametrize("budget", [None, 2500])
+def test_other_providers_leave_out_openais_item_and_say_so(
+    provider: str, budget: int | None
+) -> None:
+    out = fit(responses_history(), model=MODEL, budget=budget or 100_000, provider=provider)
+    _valid(out.payload, provider)
+    text = json.dumps(out.payload)
+    assert ENCRYPTED not in text and '"compaction"' not in text
+    assert out.tokens <= (budget or 100_000)
+    dropped = [c for c in out.report.hygiene["changes"] if c["action"] == "dropped_compaction"]
+    assert len(dropped) == 1 and "cmp_68a1" in dropped[0]["detail"]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("fmt", ["openai-responses", "anthropic"])
+def test_transcript_render_carries_a_compaction(provider: str, fmt: str) -> None:
+    source = responses_history(1, 1) if fmt == "openai-responses" else anthropic_history(1, 2)
+    t = load(source, format=fmt)
+    out = render(t, provider)
+    _valid(out.payload, provider)
+    text = json.dumps(out.payload)
+    if provider == fmt:
+        assert '"compaction"' in text
+    elif fmt == "anthropic":
+        assert SUMMARY in text and out.report.of("compaction_as_summary")
+    else:
+        assert ENCRYPTED not in text and out.report.of("dropped_compaction")
+
+
+def test_the_summary_mark_is_the_compaction_layers() -> None:
+    from ctxengine.compaction import facts
+    from ctxengine.inject import render as render_module
+
+    assert render_module.SUMMARY_META == facts.SUMMARY_META
