@@ -201,6 +201,9 @@ class HistoryBuilder:
         self.answers: dict[tuple[str, str], list[str]] = {}
         #: Result node id → node id of the assistant item whose call it answers.
         self.result_owner: dict[str, str] = {}
+        #: How many provider compactions (:class:`~ctxengine.transcript.model.Compaction`)
+        #: the session's messages held: a render looks for them only when there are some.
+        self.compactions = 0
 
     def _node_id(self, base: str) -> str:
         node_id, n = base, 1
@@ -299,6 +302,7 @@ class HistoryBuilder:
             # sent verbatim to its provider, so what that payload reads of it is counted
             flags |= _PROTECTED
             texts += compaction_texts(blocks[0])  # type: ignore[arg-type]
+            self.compactions += 1
         if role == "user" and (len(text) > 40 or _FEEDBACK.search(text)):
             # Explicit user input: a request worth stating, or feedback on the last step.
             flags |= _FEEDBACK_FLAG

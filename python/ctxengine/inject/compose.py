@@ -238,7 +238,9 @@ def compose(state: SessionState, plan: Any, by_id: Mapping[str, ContextGrain]) -
     if summary is not None and summary.text:
         # after the latest provider compaction kept, if any: Anthropic drops every block
         # before a compaction block, and the summary may hold turns that came after it
-        at = next((k for k in range(len(history) - 1, -1, -1) if compaction_of(history[k])), -1)
+        at = -1
+        if state.builder.compactions:
+            at = next((k for k in range(len(history) - 1, -1, -1) if compaction_of(history[k])), -1)
         messages += history[: at + 1]
         messages.append(summary)
         messages += history[at + 1 :]

@@ -94,7 +94,9 @@ def render(
         raise AdapterError(f"cache_ttl is {cache_ttl!r}; expected None, '5m' or '1h'")
     if id_mode not in (None, "strict", "strict9"):
         raise AdapterError(f"id_mode is {id_mode!r}; expected None, 'strict' or 'strict9'")
-    t, carried = carry_compactions(t, provider)
+    # a session's render (``memo`` given) carried its compactions already, when it had any
+    # (:func:`~ctxengine.inject.turn.inject`): no look through every message on every turn
+    t, carried = carry_compactions(t, provider) if memo is None else (t, ())
     report = Report()
     marks = cache_breakpoints if provider == "anthropic" else 0
     if hygiene and memo is not None:

@@ -468,7 +468,9 @@ async def inject(
         for attempt in range(MAX_REPLANS + 1):
             composed = compose(state, assembled.plan, assembled.by_id)
             made = len(composed.messages)
-            composed, carried = carry_compactions(composed, request.provider, drop=False)
+            carried: tuple[Change, ...] = ()
+            if state.builder.compactions:  # a look through every message: only when needed
+                composed, carried = carry_compactions(composed, request.provider, drop=False)
             composed = _non_blank(composed, request.provider, memo)
             composed = _no_trailing_space(composed, request.provider)
             composed, dropped = _non_empty(composed, request.provider, memo)
