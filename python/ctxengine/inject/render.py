@@ -9,7 +9,14 @@ from typing import Any, Final
 from .._core import fresh_tree
 from ..errors import AdapterError
 from ..transcript.changes import Change, Report
-from ..transcript.model import Message, Text, Transcript, compaction_of, set_renderer
+from ..transcript.model import (
+    Compaction,
+    Message,
+    Text,
+    Transcript,
+    compaction_of,
+    set_renderer,
+)
 from ..transcript.providers import check_provider, family_of
 from .adapters.anthropic import export_anthropic
 from .adapters.gemini import export_gemini
@@ -191,20 +198,19 @@ def carry_compactions(
             what = f"{c.provider} compaction sent as the summary of the earlier conversation"
             changes.append(Change("carry_compactions", "compaction_as_summary", i, what))
         else:
-            why = (
-                "its encrypted_content is readable by OpenAI Responses only"
-                if c.provider == "openai-responses"
-                else "a failed compaction: it holds no summary"
-            )
-            changes.append(
-                Change(
-                    "carry_compactions",
-                    "dropped_compaction",
-                    i,
-                    f"{c.provider} compaction {c.item.get('id')!r} not sent to {provider}: {why}",
-                )
-            )
+            detail = dropped_compaction(c, provider)
+            changes.append(Change("carry_compactions", "dropped_compaction", i, detail))
     return t.replace(out), tuple(changes)
+
+
+def dropped_compaction(c: Compaction, provider: str) -> str:
+    """Why provider compaction ``c`` is not sent to ``provider`` (a report's detail)."""
+    why = (
+        "its encrypted_content is readable by OpenAI Responses only"
+        if c.provider == "openai-responses"
+        else "a failed compaction: it holds no summary"
+    )
+    return f"{c.provider} compaction {c.item.get('id')!r} not sent to {provider}: {why}"
 
 
 def _clean(

@@ -23,7 +23,7 @@ from ..transcript.providers import STRICT_ALTERNATION, strip_trailing_space
 from .compose import compose, history_grains
 from .hygiene import leads_turn, merge_turns, merged_change
 from .pairing import dropped_calls, without_calls
-from .render import Rendered, carry_compactions, render
+from .render import Rendered, carry_compactions, dropped_compaction, render
 from .warm import trusted_transcript
 
 if TYPE_CHECKING:
@@ -300,16 +300,11 @@ def _dropped(m: Message, i: int, provider: str) -> dict[str, Any]:
             "detail": "empty assistant message",
             "call_id": None,
         }
-    why = (
-        "its encrypted_content is readable by OpenAI Responses only"
-        if c.provider == "openai-responses"
-        else "a failed compaction: it holds no summary"
-    )
     return {
         "rule": "carry_compactions",
         "action": "dropped_compaction",
         "index": i,
-        "detail": f"{c.provider} compaction {c.item.get('id')!r} not sent to {provider}: {why}",
+        "detail": dropped_compaction(c, provider),
         "call_id": None,
     }
 
