@@ -2,9 +2,11 @@
 
 :func:`classify_provider_error` reads an exception object (OpenAI, Anthropic, Google GenAI,
 botocore/Bedrock, Mistral, Ollama SDK errors, ``httpx.HTTPStatusError``, wrappers whose
-``__cause__`` is one of those) or an error string, and returns a :class:`ProviderErrorInfo`:
-the kind, the HTTP status and provider code when there are any, and the token numbers the
-message carries. :func:`is_context_overflow` is the yes/no question the recovery ladder asks.
+``__cause__`` is one of those), an error body, an OpenAI Responses stream event or response
+(``response.failed``, ``error``: read through its ``error`` only), or an error string, and
+returns a :class:`ProviderErrorInfo`: the kind, the HTTP status and provider code when there
+are any, and the token numbers the message carries. :func:`is_context_overflow` is the yes/no
+question the recovery ladder asks.
 
 Kinds, checked in this order (the first match wins, so a rate limit that talks about tokens is
 never an overflow):
@@ -377,8 +379,39 @@ def _texts_of(exc: BaseException) -> tuple[list[str], list[str]]:
     return texts, codes
 
 
+def _as_data(error: object) -> object:
+    """An SDK model object (the openai/anthropic pydantic types) as its dict; else ``error``."""
+    dump = getattr(error, "model_dump", None)
+    if isinstance(error, (BaseException, Mapping, str)) or not callable(dump):
+        return error
+    try:
+        data = dump()
+    except Exception:  # not a model after all: classify its text
+        return error
+    return data if isinstance(data, Mapping) else error
+
+
+def _error_part(data: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The part of a body that is the error.
+
+    A Responses stream event (``response.failed``/``response.incomplete``, as the OpenAI SDK
+    yields them) carries the response; a response speaks only through its ``error`` (None
+    when it has none): its output and instructions are model and user text, never an error.
+    """
+    inner = data.get("response")
+    if isinstance(inner, Mapping) and (
+        "error" in inner or str(data.get("type", "")).startswith("response.")
+    ):
+        data = inner
+    if data.get("object") == "response" or "output" in data:
+        error = data.get("error")
+        return {"error": error} if isinstance(error, Mapping) else None
+    return data
+
+
 def _gather(error: object) -> tuple[str, int | None, list[str], bool]:
     """(text, status, codes, is_exception) for anything classifiable."""
+    error = _as_data(error)
     if isinstance(error, BaseException):
         texts: list[str] = []
         codes: list[str] = []
@@ -392,9 +425,12 @@ def _gather(error: object) -> tuple[str, int | None, list[str], bool]:
     if isinstance(error, Mapping):
         if "role" in error:  # a chat message is not an error
             return "", None, [], False
-        text = json.dumps(error, default=str, ensure_ascii=False)
-        status = error.get("status_code") or error.get("status")
-        return text, status if isinstance(status, int) else None, _codes_in(error), True
+        part = _error_part(error)
+        if part is None:  # a response without an error
+            return "", None, [], False
+        text = json.dumps(part, default=str, ensure_ascii=False)
+        status = part.get("status_code") or part.get("status")
+        return text, status if isinstance(status, int) else None, _codes_in(part), True
     return str(error), None, [], False
 
 

@@ -1,0 +1,151 @@
+"""The provider-error classifier on error shapes beyond a plain status error.
+
+Each row's text is the one a user reported (issue named next to it) or the one the server's
+source writes; exceptions and stream events are built the way each SDK builds them from the
+wire (``_make_status_error_from_response``, ``construct_type`` for stream events).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+from agents.models._response_terminal import response_terminal_failure_error
+from botocore.exceptions import ClientError
+from openai._models import construct_type
+from openai.types.responses import Response, ResponseStreamEvent
+
+from ctxengine.overflow import classify_provider_error, is_context_overflow
+
+OVERFLOW = "context_overflow"
+
+
+def openai_error(status: int, body: dict[str, Any], url: str) -> openai.APIStatusError:
+    """As the OpenAI client raises it from an HTTP response carrying ``body``."""
+    response = httpx.Response(status, json=body, request=httpx.Request("POST", url))
+    client = openai.OpenAI(api_key="test", base_url=url.rsplit("/v1/", 1)[0] + "/v1")
+    err = client._make_status_error_from_response(response)
+    assert isinstance(err, openai.APIStatusError)
+    return err
+
+
+def anthropic_error(status: int, etype: str, message: str) -> anthropic.APIStatusError:
+    body = {"type": "error", "error": {"type": etype, "message": message}}
+    request = httpx.Request("POST", "https://api.anthropic.com/v1/messages")
+    client = anthropic.Anthropic(api_key="test")
+    err = client._make_status_error_from_response(
+        httpx.Response(status, json=body, request=request)
+    )
+    assert isinstance(err, anthropic.APIStatusError)
+    return err
+
+
+def bedrock_error(code: str, message: str, operation: str = "Converse") -> ClientError:
+    return ClientError(
+        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 400}},
+        operation,
+    )
+
+
+def check(error: Any, kind: str, numbers: dict[str, int | None]) -> None:
+    info = classify_provider_error(error)
+    assert info.kind == kind, info
+    assert is_context_overflow(error) is (kind in (OVERFLOW, "compaction_overflow"))
+    for field, value in numbers.items():
+        assert getattr(info, field) == value, f"{field} of {info}"
+
+
+# -- OpenAI Responses streams --------------------------------------------------------------------
+
+# The raw ``response.failed`` event of an overflow, as openai/codex PR 4675 records it (codex
+# treats ``error.code == "context_length_exceeded"`` there as its context-window error).
+FAILED_EVENT: dict[str, Any] = {
+    "type": "response.failed",
+    "sequence_number": 3,
+    "response": {
+        "id": "resp_context_window",
+        "object": "response",
+        "created_at": 1759510079,
+        "status": "failed",
+        "background": False,
+        "error": {
+            "code": "context_length_exceeded",
+            "message": "Your input exceeds the context window of this model. Please adjust your "
+            "input and try again.",
+        },
+        "usage": None,
+        "user": None,
+        "metadata": {},
+    },
+}
+
+
+def test_a_failed_responses_stream_event_is_an_overflow() -> None:
+    """A streamed Responses call does not raise: the SDK yields the ``response.failed`` event
+    (``construct_type``, as ``openai._streaming.Stream`` does), and users pass it on."""
+    event = construct_type(type_=ResponseStreamEvent, value=FAILED_EVENT)
+    assert type(event).__name__ == "ResponseFailedEvent"
+    check(event, OVERFLOW, {})
+    assert classify_provider_error(event).code == "context_length_exceeded"
+    check(event.response, OVERFLOW, {})  # the failed Response itself
+    check(FAILED_EVENT, OVERFLOW, {})  # the event as parsed JSON
+    assert classify_provider_error(FAILED_EVENT).code == "context_length_exceeded"
+
+
+def test_a_responses_error_event_is_read_through_its_code() -> None:
+    """The stream's ``error`` event (openai ``ResponseErrorEvent``: code, message, param)."""
+    event = construct_type(
+        type_=ResponseStreamEvent,
+        value={
+            "type": "error",
+            "sequence_number": 1,
+            "code": "context_length_exceeded",
+            "message": FAILED_EVENT["response"]["error"]["message"],
+            "param": "input",
+        },
+    )
+    assert type(event).__name__ == "ResponseErrorEvent"
+    check(event, OVERFLOW, {})
+
+
+def test_a_response_speaks_only_through_its_error() -> None:
+    """A completed or incomplete response is no error, even when its output quotes one."""
+    quoted = "Anthropic answers: prompt is too long: 208423 tokens > 200000 maximum"
+    completed = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1759510079,
+        "status": "completed",
+        "error": None,
+        "model": "gpt-5",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": quoted, "annotations": []}],
+            }
+        ],
+    }
+    check(completed, "other", {})
+    check(construct_type(type_=Response, value=completed), "other", {})
+    incomplete = {
+        "type": "response.incomplete",
+        "sequence_number": 9,
+        "response": {
+            **completed,
+            "status": "incomplete",
+            "incomplete_details": {"reason": "max_output_tokens"},
+        },
+    }
+    check(construct_type(type_=ResponseStreamEvent, value=incomplete), "other", {})
+
+
+def test_the_agents_sdk_terminal_failure_is_an_overflow() -> None:
+    """openai-agents raises ModelBehaviorError for a ``response.failed`` (its own formatter)."""
+    event = construct_type(type_=ResponseStreamEvent, value=FAILED_EVENT)
+    err = response_terminal_failure_error("response.failed", event.response)
+    check(err, OVERFLOW, {})
