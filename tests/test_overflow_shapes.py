@@ -12,6 +12,7 @@ from typing import Any
 import anthropic
 import httpx
 import openai
+import pytest
 from agents.models._response_terminal import response_terminal_failure_error
 from botocore.exceptions import ClientError
 from openai._models import construct_type
@@ -149,3 +150,99 @@ def test_the_agents_sdk_terminal_failure_is_an_overflow() -> None:
     event = construct_type(type_=ResponseStreamEvent, value=FAILED_EVENT)
     err = response_terminal_failure_error("response.failed", event.response)
     check(err, OVERFLOW, {})
+
+
+# -- overflow texts of servers and wrappers, and the numbers they carry ---------------------------
+
+
+class ContextWindowExceededError(openai.BadRequestError):
+    """LiteLLM's class (litellm/exceptions.py): an ``openai.BadRequestError`` whose message
+    starts "litellm.ContextWindowExceededError: "; LiteLLM raises it for provider texts of its
+    own list (exception_mapping_utils.py: Replicate's "input is too long", among others)."""
+
+    def __init__(self, message: str) -> None:
+        response = httpx.Response(400, request=httpx.Request("POST", "https://api.openai.com/v1"))
+        super().__init__(
+            f"litellm.ContextWindowExceededError: {message}", response=response, body=None
+        )
+
+
+NUMBER_ROWS: list[tuple[str, Any, str, dict[str, int | None]]] = [
+    (
+        "litellm class",
+        ContextWindowExceededError("ReplicateException - input is too long"),
+        OVERFLOW,
+        {},
+    ),
+    (  # cline/cline issue 5140 (Cerebras)
+        "cerebras",
+        "400 Please reduce the length of the messages or completion. Current length is 42328 "
+        "while limit is 40000",
+        OVERFLOW,
+        {"requested": 42328, "limit": 40000, "over_by": 2328},
+    ),
+    (  # text-generation-inference router/src/validation.rs ``MaxTotalTokens``, raised by
+        # huggingface_hub (barun-saha/slide-deck-ai issue 44)
+        "tgi total",
+        "huggingface_hub.errors.ValidationError: Input validation error: `inputs` tokens + "
+        "`max_new_tokens` must be <= 32768. Given: 32000 `inputs` tokens and 1024 "
+        "`max_new_tokens`",
+        OVERFLOW,
+        {"tokens": 32000, "limit": 32768, "requested": 33024},
+    ),
+    (  # text-generation-inference router/src/validation.rs ``InputLength``
+        "tgi input",
+        "huggingface_hub.errors.ValidationError: Input validation error: `inputs` must have "
+        "less than 4096 tokens. Given: 5000",
+        OVERFLOW,
+        {"tokens": 5000, "limit": 4096},
+    ),
+    (  # sjzar/chatlog issue 30
+        "max_seq_len",
+        "400 length of prompt_tokens (163280) must be less than max_seq_len (32768).",
+        OVERFLOW,
+        {"tokens": 163280, "limit": 32768},
+    ),
+    (  # arkavo-org/arkavo-edge issue 371: Gemini without the count
+        "gemini limit only",
+        'Gemini streaming error: API error: HTTP 400 Bad Request: {"error": {"code": 400, '
+        '"message": "The input token count exceeds the maximum number of tokens allowed '
+        '(1048576).", "status": "INVALID_ARGUMENT"}}',
+        OVERFLOW,
+        {"limit": 1048576},
+    ),
+    (  # ryanadoty/Amazon-Bedrock-Amazon-RDS-POC issue 9
+        "bedrock input maxLength",
+        bedrock_error(
+            "ValidationException",
+            "Malformed input request: expected maxLength: 42000, actual: 46735, please "
+            "reformat your input and try again.",
+            "InvokeModel",
+        ),
+        OVERFLOW,
+        {},
+    ),
+    (  # Ollama with truncate false (ollama/ollama PR 17944 documents the error)
+        "ollama excess",
+        httpx.HTTPStatusError(
+            "Client error '400 Bad Request'",
+            request=httpx.Request("POST", "http://127.0.0.1:11434/api/chat"),
+            response=httpx.Response(
+                400,
+                text='{"error":"prompt too long; exceeded max context length by 1254 tokens"}',
+                request=httpx.Request("POST", "http://127.0.0.1:11434/api/chat"),
+            ),
+        ),
+        OVERFLOW,
+        {"over_by": 1254, "excess": 1254},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "kind", "numbers"), NUMBER_ROWS, ids=[r[0] for r in NUMBER_ROWS]
+)
+def test_overflow_texts_and_numbers(
+    name: str, error: Any, kind: str, numbers: dict[str, int | None]
+) -> None:
+    check(error, kind, numbers)

@@ -71,6 +71,8 @@ class ProviderErrorInfo:
         tokens: Input tokens of the rejected request, when the message says.
         limit: The model's limit (context window or maximum), when the message says.
         requested: Total tokens requested (input + output reserve), when the message says.
+        excess: Tokens over the limit, when the message says only that (Ollama's "exceeded
+            max context length by 1254 tokens").
     """
 
     kind: ProviderErrorKind
@@ -80,6 +82,7 @@ class ProviderErrorInfo:
     tokens: int | None = None
     limit: int | None = None
     requested: int | None = None
+    excess: int | None = None
 
     @property
     def is_overflow(self) -> bool:
@@ -88,10 +91,10 @@ class ProviderErrorInfo:
 
     @property
     def over_by(self) -> int | None:
-        """How many tokens too many, when both sides are known."""
+        """How many tokens too many: both sides' difference, else what the message says."""
         used = self.requested if self.requested is not None else self.tokens
         if used is None or self.limit is None:
-            return None
+            return self.excess
         return used - self.limit
 
 
@@ -182,6 +185,13 @@ _OVERFLOW: Final = _rx(
     r"exceed_context_size_error",
     r"request payload size exceeds the limit",  # Gemini, 400 INVALID_ARGUMENT
     r"input tokens exceed the configured limit",
+    r"contextwindowexceedederror",  # LiteLLM's class, named in its messages
+    r"current length is \d[\d,]* while limit is \d",  # Cerebras
+    r"`?inputs`? tokens \+ `?max_new_tokens`? must be",  # Hugging Face TGI
+    r"`?inputs`? must have less than \d+ tokens",  # Hugging Face TGI
+    r"malformed input request: expected maxLength: \d+, actual: \d+",  # Bedrock InvokeModel
+    r"length of prompt_tokens \(\d+\) must be less than max_seq_len",
+    r"model'?s maximum context limit",
 )
 _SERVER: Final = _rx(
     r"overloaded",
@@ -199,6 +209,7 @@ _CODES: Final[Mapping[str, ProviderErrorKind]] = {
     "exceed_context_size_error": "context_overflow",
     "model_context_window_exceeded": "context_overflow",
     "string_above_max_length": "context_overflow",
+    "contextwindowexceedederror": "context_overflow",  # LiteLLM's exception class
     "rate_limit_exceeded": "rate_limit",
     "rate_limit_error": "rate_limit",
     "throttlingexception": "rate_limit",
@@ -216,7 +227,7 @@ _CODES: Final[Mapping[str, ProviderErrorKind]] = {
 
 # A string is an error (not chat text) when it carries one of these.
 _ERROR_SHAPE: Final = _rx(
-    r"^\s*(?:\[?api error|error\b|\w*(?:error|exception)\b|\d{3}\b|\{|\[\{)",
+    r"^\s*(?:\[?api error|error\b|[\w.]*(?:error|exception)\b|\d{3}\b|\{|\[\{)",
     r"error code:? ?\d{3}",
     r"\bfailed\b[^.:]{0,30}:",
     r"\"type\"\s*:\s*\"error\"|'type'\s*:\s*'error'",
@@ -240,7 +251,22 @@ def _int(s: str | None) -> int | None:
 _NUMBERS: Final = [
     (
         re.compile(rf"exceed context limit:?\s*{_NUM}\s*\+\s*{_NUM}\s*>\s*{_NUM}", re.I),
-        ("tokens", "+output", "limit"),
+        ("tokens", "output", "limit"),
+    ),
+    (  # Hugging Face TGI
+        re.compile(
+            rf"must be <=\s*{_NUM}\.?\s*given:\s*{_NUM}\s*`?inputs`? tokens and {_NUM}", re.I
+        ),
+        ("limit", "tokens", "output"),
+    ),
+    (re.compile(rf"current length is {_NUM} while limit is {_NUM}", re.I), ("requested", "limit")),
+    (
+        re.compile(rf"must have less than {_NUM} tokens\.?\s*given:\s*{_NUM}", re.I),
+        ("limit", "tokens"),
+    ),
+    (
+        re.compile(rf"prompt_tokens\s*\({_NUM}\)\s*must be less than max_seq_len\s*\({_NUM}", re.I),
+        ("tokens", "limit"),
     ),
     (re.compile(rf"{_NUM} tokens?\s*>\s*{_NUM}", re.I), ("tokens", "limit")),
     (
@@ -264,6 +290,7 @@ _NUMBERS: Final = [
         ("tokens", "limit"),
     ),
     (re.compile(rf"maximum context length (?:is|of) {_NUM}", re.I), ("limit",)),
+    (re.compile(rf"maximum number of tokens allowed\s*\(?{_NUM}", re.I), ("limit",)),
     (re.compile(rf"exceed the configured limit of {_NUM}", re.I), ("limit",)),
     (re.compile(rf"requested a total of {_NUM}", re.I), ("requested",)),
     (
@@ -283,7 +310,7 @@ _NUMBERS: Final = [
         re.compile(rf"maximum prompt length is {_NUM} but the request contains {_NUM}", re.I),
         ("limit", "tokens"),
     ),
-    (re.compile(rf"exceeded max context length by {_NUM}", re.I), ("+over",)),
+    (re.compile(rf"exceeded max context length by {_NUM}", re.I), ("excess",)),
     (
         re.compile(
             rf"input token count is {_NUM} but (?:the )?model only supports up to {_NUM}", re.I
@@ -295,6 +322,7 @@ _NUMBERS: Final = [
 
 
 def _numbers(text: str) -> dict[str, int]:
+    """``tokens``, ``limit``, ``requested``, ``output`` (the output reserve) and ``excess``."""
     found: dict[str, int] = {}
     for pattern, names in _NUMBERS:
         m = pattern.search(text)
@@ -302,12 +330,10 @@ def _numbers(text: str) -> dict[str, int]:
             continue
         for name, value in zip(names, m.groups(), strict=True):
             n = _int(value)
-            if n is None:
-                continue
-            if name == "+output":
-                found.setdefault("requested", found.get("tokens", 0) + n)
-            elif name != "+over":
+            if n is not None:
                 found.setdefault(name, n)
+    if "requested" not in found and "tokens" in found and "output" in found:
+        found["requested"] = found["tokens"] + found["output"]
     return found
 
 
@@ -445,11 +471,11 @@ def classify_provider_error(error: object, *, stage: str | None = None) -> Provi
     text, status, codes, is_exc = _gather(error)
     lowered = [c.lower() for c in codes]
     code = next((c for c, low in zip(codes, lowered, strict=True) if low in _CODES), None)
-    code = code or next((c for c in codes if c and "_" in c), None)
+    code = code or next((c for c in codes if "_" in c or c.endswith("Exception")), None)
     kind = _kind(text, status, lowered, is_exc)
+    nums = _numbers(text) if kind == "context_overflow" else {}
     if kind == "context_overflow" and (stage == "compaction" or _COMPACTION.search(text)):
         kind = "compaction_overflow"
-    nums = _numbers(text) if kind in ("context_overflow", "compaction_overflow") else {}
     return ProviderErrorInfo(
         kind,
         text[:2000],
@@ -458,6 +484,7 @@ def classify_provider_error(error: object, *, stage: str | None = None) -> Provi
         nums.get("tokens"),
         nums.get("limit"),
         nums.get("requested"),
+        nums.get("excess"),
     )
 
 
