@@ -152,6 +152,157 @@ def test_the_agents_sdk_terminal_failure_is_an_overflow() -> None:
     check(err, OVERFLOW, {})
 
 
+# -- look-alikes that shortening the conversation cannot fix ---------------------------------------
+
+URL = "https://api.openai.com/v1/chat/completions"
+VLLM = "http://127.0.0.1:8000/v1/chat/completions"
+
+TOO_LONG_ROWS: list[tuple[str, Any, str]] = [
+    (  # home-assistant/core issue 121325: a tool's name
+        "tool name",
+        openai_error(
+            400,
+            {
+                "error": {
+                    "message": "Invalid 'tools[11].function.name': string too long. Expected a "
+                    "string with maximum length 64, but got a string with length 74 instead.",
+                    "type": "invalid_request_error",
+                    "param": "tools[11].function.name",
+                    "code": "string_above_max_length",
+                }
+            },
+            URL,
+        ),
+        "other",
+    ),
+    (  # AnswerDotAI/fastllm issue 45: a tool call's id replayed from another provider
+        "call id",
+        openai_error(
+            400,
+            {
+                "error": {
+                    "message": "Invalid 'input[95].call_id': string too long. Expected a string "
+                    "with maximum length 64, but got a string with length 116 instead.",
+                    "type": "invalid_request_error",
+                    "param": "input[95].call_id",
+                    "code": "string_above_max_length",
+                }
+            },
+            "https://api.openai.com/v1/responses",
+        ),
+        "other",
+    ),
+    (  # the same error read as the SDK's str() (home-assistant/core issue 121325)
+        "tool name as text",
+        "Error code: 400 - {'error': {'message': \"Invalid 'tools[11].function.name': string "
+        "too long. Expected a string with maximum length 64, but got a string with length 74 "
+        "instead.\", 'type': 'invalid_request_error', 'param': 'tools[11].function.name', "
+        "'code': 'string_above_max_length'}}",
+        "other",
+    ),
+    (  # VectorlyApp/bluebox issue 31: a message's content over 10 MB is an overflow
+        "message content",
+        openai_error(
+            400,
+            {
+                "error": {
+                    "message": "Invalid 'input[0].content': string too long. Expected a string "
+                    "with maximum length 10485760, but got a string with length 62114761 "
+                    "instead.",
+                    "type": "invalid_request_error",
+                    "param": "input[0].content",
+                    "code": "string_above_max_length",
+                }
+            },
+            "https://api.openai.com/v1/responses",
+        ),
+        OVERFLOW,
+    ),
+    (  # FlowiseAI/Flowise issue 5085, as the text the user saw
+        "message content as text",
+        "400 Invalid 'messages[7].content': string too long. Expected a string with maximum "
+        "length 10485760, but got a string with length 10624990 instead.",
+        OVERFLOW,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "kind"), TOO_LONG_ROWS, ids=[r[0] for r in TOO_LONG_ROWS]
+)
+def test_a_string_too_long_is_an_overflow_only_for_content(
+    name: str, error: Any, kind: str
+) -> None:
+    check(error, kind, {})
+
+
+def vllm_max_tokens(max_tokens: int, window: int, prompt: int) -> openai.APIStatusError:
+    """vLLM's check of ``max_tokens`` against the window (serving_engine ``_validate_input``),
+    with the text users quote, e.g. "'max_tokens' or 'max_completion_tokens' is too large:
+    8000. This model's maximum context length is 4096 tokens and your request has 2778 input
+    tokens (8000 > 4096 - 2778)."."""
+    message = (
+        f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's "
+        f"maximum context length is {window} tokens and your request has {prompt} input tokens "
+        f"({max_tokens} > {window} - {prompt})."
+    )
+    body = {"object": "error", "message": message, "type": "BadRequestError", "param": None}
+    return openai_error(400, {**body, "code": 400}, VLLM)
+
+
+def test_max_tokens_alone_over_the_window_is_not_an_overflow() -> None:
+    # reported: max_tokens 8000 against a 4096 window with 2778 input tokens
+    check(vllm_max_tokens(8000, 4096, 2778), "other", {"tokens": None, "limit": None})
+    # Ice-Hazymoon/openai-scf-proxy issue 25: a large completion that still leaves room for
+    # a shorter input is an overflow
+    check(
+        openai_error(
+            400,
+            {
+                "error": {
+                    "code": "context_length_exceeded",
+                    "message": "This model's maximum context length is 4096 tokens. However, you "
+                    "requested 4112 tokens (112 in the messages, 4000 in the completion). Please "
+                    "reduce the length of the messages or completion.",
+                    "param": "messages",
+                    "type": "invalid_request_error",
+                }
+            },
+            URL,
+        ),
+        OVERFLOW,
+        {"limit": 4096, "requested": 4112, "tokens": 112},
+    )
+
+
+def test_max_tokens_plus_a_long_input_is_an_overflow_with_its_numbers() -> None:
+    # reported: 16384 output tokens on a 65536 window with 52189 input tokens
+    err = vllm_max_tokens(16384, 65536, 52189)
+    check(err, OVERFLOW, {"tokens": 52189, "limit": 65536, "requested": 52189 + 16384})
+    assert classify_provider_error(err).over_by == 52189 + 16384 - 65536
+
+
+def test_other_output_limits_are_not_overflows() -> None:
+    # vercel/ai issue 2772: Bedrock's output cap
+    check(
+        bedrock_error(
+            "ValidationException",
+            "The maximum tokens you requested exceeds the model limit of 4096. Try again with a "
+            "maximum tokens value that is lower than 4096.",
+            "ConverseStream",
+        ),
+        "other",
+        {},
+    )
+    # Hugging Face TGI's router (validation.rs ``MaxNewTokens``)
+    check(
+        "huggingface_hub.errors.ValidationError: Input validation error: `max_new_tokens` must "
+        "be <= 4096. Given: 8000",
+        "other",
+        {},
+    )
+
+
 # -- overflow texts of servers and wrappers, and the numbers they carry ---------------------------
 
 

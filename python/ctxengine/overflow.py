@@ -192,6 +192,7 @@ _OVERFLOW: Final = _rx(
     r"malformed input request: expected maxLength: \d+, actual: \d+",  # Bedrock InvokeModel
     r"length of prompt_tokens \(\d+\) must be less than max_seq_len",
     r"model'?s maximum context limit",
+    r"string too long\. expected a string with maximum length",  # see _field_too_long
 )
 _SERVER: Final = _rx(
     r"overloaded",
@@ -208,7 +209,7 @@ _CODES: Final[Mapping[str, ProviderErrorKind]] = {
     "request_too_large": "context_overflow",
     "exceed_context_size_error": "context_overflow",
     "model_context_window_exceeded": "context_overflow",
-    "string_above_max_length": "context_overflow",
+    "string_above_max_length": "context_overflow",  # unless the field is not content
     "contextwindowexceedederror": "context_overflow",  # LiteLLM's exception class
     "rate_limit_exceeded": "rate_limit",
     "rate_limit_error": "rate_limit",
@@ -253,6 +254,15 @@ _NUMBERS: Final = [
         re.compile(rf"exceed context limit:?\s*{_NUM}\s*\+\s*{_NUM}\s*>\s*{_NUM}", re.I),
         ("tokens", "output", "limit"),
     ),
+    (  # vLLM: "'max_tokens' or 'max_completion_tokens' is too large: 16000. This model's
+        # maximum context length is 32768 tokens and your request has 20000 input tokens"
+        re.compile(
+            rf"is too large:\s*{_NUM}\.?\s*this model'?s maximum context length is {_NUM} "
+            rf"tokens and your request has {_NUM} input tokens",
+            re.I,
+        ),
+        ("output", "limit", "tokens"),
+    ),
     (  # Hugging Face TGI
         re.compile(
             rf"must be <=\s*{_NUM}\.?\s*given:\s*{_NUM}\s*`?inputs`? tokens and {_NUM}", re.I
@@ -291,6 +301,8 @@ _NUMBERS: Final = [
     ),
     (re.compile(rf"maximum context length (?:is|of) {_NUM}", re.I), ("limit",)),
     (re.compile(rf"maximum number of tokens allowed\s*\(?{_NUM}", re.I), ("limit",)),
+    (re.compile(rf"in the messages, {_NUM} in the completion", re.I), ("output",)),
+    (re.compile(rf"you requested {_NUM} output tokens", re.I), ("output",)),
     (re.compile(rf"exceed the configured limit of {_NUM}", re.I), ("limit",)),
     (re.compile(rf"requested a total of {_NUM}", re.I), ("requested",)),
     (
@@ -460,6 +472,25 @@ def _gather(error: object) -> tuple[str, int | None, list[str], bool]:
     return str(error), None, [], False
 
 
+# OpenAI's ``string_above_max_length``: "Invalid 'messages[2].content': string too long. ..."
+_TOO_LONG: Final = re.compile(r"invalid '([^']+)'\s*:\s*string too long", re.IGNORECASE)
+_CONTENT_FIELDS: Final = frozenset(
+    {"content", "text", "output", "arguments", "input", "instructions", "prompt", "messages"}
+)
+
+
+def _field_too_long(text: str) -> bool | None:
+    """For a "string too long" error: True when the string is content of the conversation
+    (a message's ``content``, a tool output), False when it is an id, a name, a tool's
+    description, ``user``... (shortening the conversation cannot fix those), None when the
+    text names no field."""
+    m = _TOO_LONG.search(text)
+    if not m:
+        return None
+    field = re.sub(r"\[\d+\]", "", m.group(1)).rsplit(".", 1)[-1]
+    return field.lower() in _CONTENT_FIELDS
+
+
 def classify_provider_error(error: object, *, stage: str | None = None) -> ProviderErrorInfo:
     """Classify a provider error (see the module docstring).
 
@@ -474,6 +505,10 @@ def classify_provider_error(error: object, *, stage: str | None = None) -> Provi
     code = code or next((c for c in codes if "_" in c or c.endswith("Exception")), None)
     kind = _kind(text, status, lowered, is_exc)
     nums = _numbers(text) if kind == "context_overflow" else {}
+    output, limit = nums.get("output"), nums.get("limit")
+    if output is not None and limit is not None and output >= limit:
+        # the output reserve (max_tokens) alone fills the window: no shorter input fits
+        kind, nums = "other", {}
     if kind == "context_overflow" and (stage == "compaction" or _COMPACTION.search(text)):
         kind = "compaction_overflow"
     return ProviderErrorInfo(
@@ -507,7 +542,11 @@ def _kind(text: str, status: int | None, codes: list[str], is_exc: bool) -> Prov
         return "window_too_small"
     if _UPLOAD.search(text):
         return "upload_too_large"
-    if "context_overflow" in by_code or _OVERFLOW.search(text) or status == 413:
+    too_long = _field_too_long(text)
+    if too_long is False:  # an over-long id, name or description: not the conversation
+        by_code = [k for k in by_code if k != "context_overflow"]
+    overflow = "context_overflow" in by_code or bool(_OVERFLOW.search(text)) or status == 413
+    if overflow and too_long is not False:
         return "context_overflow"
     if status == 404 or "not_found" in by_code or _NOT_FOUND.search(text):
         return "not_found"
