@@ -397,3 +397,79 @@ def test_overflow_texts_and_numbers(
     name: str, error: Any, kind: str, numbers: dict[str, int | None]
 ) -> None:
     check(error, kind, numbers)
+
+
+# -- billing, quotas and statuses read from text --------------------------------------------------
+
+NOT_OVERFLOW_ROWS: list[tuple[str, Any, str, int | None]] = [
+    # continuedev/continue issue 9942 (DeepSeek)
+    ("deepseek balance", "402 Insufficient Balance", "billing", 402),
+    (  # Gitlawb/openclaude issue 1125 (OpenRouter)
+        "openrouter credits",
+        'API Error: 402 {"error":{"message":"This request requires more credits, or fewer '
+        "max_tokens. You requested up to 32000 tokens, but can only afford 27342. To increase, "
+        'visit https://openrouter.ai/settings/credits and upgrade to a paid account","code":402,'
+        '"metadata":{"provider_name":null}}}',
+        "billing",
+        402,
+    ),
+    (  # anthropics/claude-code issue 2127: the organization's spend limit, a 400
+        "anthropic usage limits",
+        anthropic_error(
+            400,
+            "invalid_request_error",
+            "You have reached your specified API usage limits. You will regain access on "
+            "2025-07-01 at 00:00 UTC.",
+        ),
+        "billing",
+        400,
+    ),
+    (  # botocore: BedrockRuntime ServiceQuotaExceededException, "resubmit your request later"
+        "bedrock service quota",
+        bedrock_error(
+            "ServiceQuotaExceededException",
+            "Your request exceeds the service quota for your account. You can view your quotas "
+            "at Viewing service quotas. You can resubmit your request later.",
+        ),
+        "rate_limit",
+        400,
+    ),
+    (  # anthropics/claude-code issue 1440 (Vertex AI)
+        "vertex quota",
+        'API Error (429 {"error":{"code":429,"message":"Quota exceeded for '
+        "aiplatform.googleapis.com/online_prediction_input_tokens_per_minute_per_base_model "
+        "with base model: anthropic-claude-opus-4. Please submit a quota increase request. "
+        'https://cloud.google.com/vertex-ai/docs/generative-ai/quotas-genai.","status":'
+        '"RESOURCE_EXHAUSTED"}})',
+        "rate_limit",
+        429,
+    ),
+    (  # anthropics/claude-code issue 3397: too many images, even while compacting
+        "too much media",
+        'Error: Error during compaction: Error: API Error: 400 {"type":"error","error":{"type":'
+        '"invalid_request_error","message":"Too much media: 0 document pages + 103 images > '
+        '100"}}',
+        "other",
+        400,
+    ),
+    (  # anthropics/claude-code issue 24541
+        "too many images and documents",
+        'Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"too '
+        'many images and documents: 120 + 0 > 100"}}',
+        "other",
+        400,
+    ),
+    (  # CommandCodeAI/desktop issue 64
+        "images per request",
+        "Error: 400 request contains 54 images, exceeding the maximum of 50 allowed per request",
+        "other",
+        400,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "kind", "status"), NOT_OVERFLOW_ROWS, ids=[r[0] for r in NOT_OVERFLOW_ROWS]
+)
+def test_billing_quota_and_media_limits(name: str, error: Any, kind: str, status: int) -> None:
+    check(error, kind, {"status": status})

@@ -124,6 +124,9 @@ _BILLING: Final = _rx(
     r"payment required",
     r"purchase credits",
     r"spend(?:ing)? limit",
+    r"insufficient (?:account )?balance",  # DeepSeek 402
+    r"reached your specified (?:api )?usage limits?",  # Anthropic's monthly spend limit
+    r"requires more credits",  # OpenRouter 402
 )
 _AUTH: Final = _rx(
     r"invalid[_ ]api[_ ]key",
@@ -211,6 +214,7 @@ _CODES: Final[Mapping[str, ProviderErrorKind]] = {
     "model_context_window_exceeded": "context_overflow",
     "string_above_max_length": "context_overflow",  # unless the field is not content
     "contextwindowexceedederror": "context_overflow",  # LiteLLM's exception class
+    "servicequotaexceededexception": "rate_limit",  # Bedrock: "resubmit your request later"
     "rate_limit_exceeded": "rate_limit",
     "rate_limit_error": "rate_limit",
     "throttlingexception": "rate_limit",
@@ -447,6 +451,19 @@ def _error_part(data: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return data
 
 
+# "Error code: 402 - {...}" (str() of an OpenAI SDK error), "API Error: 400 {...}", "402 Insuf..."
+_TEXT_STATUS: Final = re.compile(
+    r"(?:error(?: code)?|status(?:[ _]code)?|http(?:/\d(?:\.\d)?)?)\s*[:=(]?\s*([1-5]\d\d)\b"
+    r"|^\s*\W{0,3}\s*([1-5]\d\d)\b",
+    re.IGNORECASE,
+)
+
+
+def _status_in(text: str) -> int | None:
+    m = _TEXT_STATUS.search(text[:300])
+    return int(m.group(1) or m.group(2)) if m else None
+
+
 def _gather(error: object) -> tuple[str, int | None, list[str], bool]:
     """(text, status, codes, is_exception) for anything classifiable."""
     error = _as_data(error)
@@ -469,7 +486,8 @@ def _gather(error: object) -> tuple[str, int | None, list[str], bool]:
         text = json.dumps(part, default=str, ensure_ascii=False)
         status = part.get("status_code") or part.get("status")
         return text, status if isinstance(status, int) else None, _codes_in(part), True
-    return str(error), None, [], False
+    text = str(error)
+    return text, _status_in(text), [], False
 
 
 # OpenAI's ``string_above_max_length``: "Invalid 'messages[2].content': string too long. ..."
