@@ -373,6 +373,26 @@ NUMBER_ROWS: list[tuple[str, Any, str, dict[str, int | None]]] = [
         OVERFLOW,
         {},
     ),
+    (  # vLLM's renderer (entrypoints/renderer.py ``_create_tokens_prompt``) when the prompt
+        # alone fills the window; newer servers add "(parameter=..., value=...)"
+        "vllm input tokens",
+        openai_error(
+            400,
+            {
+                "error": {
+                    "message": "This model's maximum context length is 32768 tokens. However, "
+                    "your request has 40000 input tokens. Please reduce the length of the input "
+                    "messages. (parameter=input_tokens, value=40000)",
+                    "type": "BadRequestError",
+                    "param": "input_tokens",
+                    "code": 400,
+                }
+            },
+            VLLM,
+        ),
+        OVERFLOW,
+        {"tokens": 40000, "limit": 32768, "over_by": 7232},
+    ),
     (  # Ollama with truncate false (ollama/ollama PR 17944 documents the error)
         "ollama excess",
         httpx.HTTPStatusError(

@@ -305,6 +305,7 @@ _NUMBERS: Final = [
     ),
     (re.compile(rf"maximum context length (?:is|of) {_NUM}", re.I), ("limit",)),
     (re.compile(rf"maximum number of tokens allowed\s*\(?{_NUM}", re.I), ("limit",)),
+    (re.compile(rf"your request has {_NUM} input tokens", re.I), ("tokens",)),
     (re.compile(rf"in the messages, {_NUM} in the completion", re.I), ("output",)),
     (re.compile(rf"you requested {_NUM} output tokens", re.I), ("output",)),
     (re.compile(rf"exceed the configured limit of {_NUM}", re.I), ("limit",)),
