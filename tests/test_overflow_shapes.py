@@ -493,3 +493,60 @@ NOT_OVERFLOW_ROWS: list[tuple[str, Any, str, int | None]] = [
 )
 def test_billing_quota_and_media_limits(name: str, error: Any, kind: str, status: int) -> None:
     check(error, kind, {"status": status})
+
+
+# -- chained exceptions ---------------------------------------------------------------------------
+
+RATE_LIMITED: dict[str, Any] = {
+    "error": {
+        "message": "Rate limit reached for gpt-4o in organization org-uOtiSEwvUnroadaOnJJquBEC on "
+        "tokens per min (TPM): Limit 30000, Used 29937, Requested 385. Please try again in 644ms.",
+        "type": "tokens",
+        "param": None,
+        "code": "rate_limit_exceeded",
+    }
+}
+TOO_LONG: dict[str, Any] = {
+    "error": {
+        "message": "This model's maximum context length is 128000 tokens. However, your messages "
+        "resulted in 202868 tokens (202767 in the messages, 101 in the functions). Please reduce "
+        "the length of the messages or functions.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+}
+
+
+def raised_while_handling(first: BaseException, second: BaseException) -> BaseException:
+    """``second`` raised inside ``except`` of ``first``: Python sets ``second.__context__``
+    (implicit chaining, "During handling of the above exception, another exception
+    occurred"), as a retry written in an ``except`` block does."""
+    try:
+        try:
+            raise first
+        except type(first):
+            raise second  # noqa: B904 - the implicit chaining is the point
+    except BaseException as exc:
+        return exc
+    raise AssertionError("unreachable")
+
+
+def test_an_overflow_on_the_retry_of_a_rate_limited_call_is_an_overflow() -> None:
+    rate = openai_error(429, RATE_LIMITED, URL)
+    over = openai_error(400, TOO_LONG, URL)
+    err = raised_while_handling(rate, over)
+    assert err.__context__ is rate
+    check(err, OVERFLOW, {"limit": 128000, "requested": 202868, "tokens": 202767})
+    # and the other way round: the last failure is the rate limit
+    err = raised_while_handling(
+        openai_error(400, TOO_LONG, URL), openai_error(429, RATE_LIMITED, URL)
+    )
+    check(err, "rate_limit", {"status": 429})
+
+
+def test_a_wrapper_raised_while_handling_an_overflow_still_finds_it() -> None:
+    """A framework raising its own error in ``except`` (no ``from``) has no status: the error
+    it was handling speaks for it."""
+    err = raised_while_handling(openai_error(400, TOO_LONG, URL), RuntimeError("agent step failed"))
+    check(err, OVERFLOW, {"limit": 128000, "status": 400})

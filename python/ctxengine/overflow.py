@@ -355,12 +355,23 @@ def _numbers(text: str) -> dict[str, int]:
 
 
 def _walk(error: BaseException) -> list[BaseException]:
-    """``error`` and the exceptions it wraps (``__cause__``/``__context__``), at most 8."""
+    """``error`` and the exceptions it wraps, at most 8.
+
+    ``__cause__`` (``raise ... from``) always; ``__context__`` (raised while another was being
+    handled) only from an exception without an HTTP status of its own: a generic wrapper
+    raised in an ``except`` block stands for the error it handles, but a provider error is a
+    new failure (an overflow on the retry of a rate-limited call is an overflow).
+    """
     chain: list[BaseException] = []
     current: BaseException | None = error
     while current is not None and current not in chain and len(chain) < 8:
         chain.append(current)
-        current = current.__cause__ or current.__context__
+        if current.__cause__ is not None:
+            current = current.__cause__
+        elif _status_of(current) is None:
+            current = current.__context__
+        else:
+            current = None
     return chain
 
 
