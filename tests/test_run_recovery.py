@@ -164,3 +164,30 @@ async def test_a_budget_above_the_real_window_shrinks_from_what_was_sent() -> No
     assert answer == "ok" and sent[0] > limit and len(sent) == 2
     assert [r["step"] for r in out.report.recovery] == ["render", "compact"]
     assert out.report.recovery[1]["budget"] < sent[0] and sent[1] <= limit
+
+
+async def test_a_provider_that_says_only_the_excess_shrinks_the_budget_by_it() -> None:
+    """Ollama says how many tokens too many and nothing else ("prompt too long; exceeded max
+    context length by N tokens", the error ollama/ollama PR 17944 documents): the retry takes
+    that many off what was sent instead of the fixed 0.75 step, so a window far below the
+    budget is reached in one retry."""
+    limit = 3000
+    engine = ContextEngine("gpt-4o", Budget(total=20_000))
+    async with engine.session("excess") as s:
+        await _fill(s)
+        sent: list[int] = []
+
+        async def model(payload: dict[str, Any]) -> str:
+            n = count_messages(payload["messages"], model="gpt-4o")
+            sent.append(n)
+            if n > limit:
+                raise RuntimeError(
+                    f'{{"error":"prompt too long; exceeded max context length by {n - limit} '
+                    'tokens"}'
+                )
+            return "ok"
+
+        answer, out = await s.run(model)
+    assert answer == "ok" and sent[0] > limit >= sent[-1]
+    assert [r["step"] for r in out.report.recovery] == ["render", "compact"]
+    assert out.report.recovery[1]["budget"] <= limit

@@ -1086,6 +1086,11 @@ class Session:
                         used = info.tokens if info.tokens is not None else info.requested
                         if info.limit and used and used > info.limit:
                             scale = min(scale, info.limit / used)
+                        elif info.excess and out.tokens and out.tokens > info.excess:
+                            # only how many tokens too many (Ollama: "exceeded max context
+                            # length by N tokens"): of what we counted, the part to take off
+                            # (a provider counting more than we do needs less: still fits)
+                            scale = min(scale, 1 - info.excess / out.tokens)
                         # of what was sent: a budget above the model's real window (a local
                         # model, a proxy) shrunk from itself re-sent the same payload
                         total = max(1, int(min(total, out.tokens or total) * scale))
