@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .base import (
     LEAF,
+    BranchTail,
     ConditionalStore,
     Entry,
     NewEntry,
@@ -17,6 +18,8 @@ from .base import (
     SnapshotInfo,
     Store,
     StoreProblem,
+    TailStore,
+    branch_tail,
     compare_and_append,
     validate_session_id,
 )
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "LEAF",
+    "BranchTail",
     "ConditionalStore",
     "Entry",
     "FileStore",
@@ -38,6 +42,8 @@ __all__ = (
     "SnapshotInfo",
     "Store",
     "StoreProblem",
+    "TailStore",
+    "branch_tail",
     "compare_and_append",
     "validate_session_id",
 )

@@ -37,7 +37,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
@@ -47,6 +47,7 @@ from ..transcript.model import lone_surrogate
 
 __all__ = (
     "LEAF",
+    "BranchTail",
     "ConditionalStore",
     "Entry",
     "Leaf",
@@ -55,8 +56,10 @@ __all__ = (
     "SnapshotInfo",
     "Store",
     "StoreProblem",
+    "TailStore",
     "TranscriptGaps",
     "branch_of",
+    "branch_tail",
     "canonical_json",
     "compare_and_append",
     "conflict_error",
@@ -334,6 +337,160 @@ class ConditionalStore(Protocol):
             StoreError: as :meth:`Store.append`.
         """
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class BranchTail:
+    """The newest entries of a session's current branch (:func:`branch_tail`).
+
+    Attributes:
+        entries: The latest ``count`` entries of the branch whose kind was asked for, oldest
+            first (all of them when the branch holds fewer).
+        leaf: The id of the session's current leaf (the branch's last entry, whatever its
+            kind), ``None`` for an empty session.
+    """
+
+    entries: list[Entry]
+    leaf: str | None
+
+
+@runtime_checkable
+class TailStore(Protocol):
+    """A :class:`Store` that reads the newest entries of a branch at the cost of those entries,
+    not of the session (optional; every store of this package is one). Call it through
+    :func:`branch_tail`, which also serves stores without it."""
+
+    def branch_tail(
+        self, session_id: str, count: int, *, kinds: Container[str] | None = None
+    ) -> BranchTail:
+        """What :func:`branch_tail` returns: equal to the end of :meth:`Store.branch` (the
+        entries of ``kinds``, the latest ``count`` of them) and :meth:`Store.leaf`, read in
+        one step."""
+        ...
+
+
+def check_count(count: object) -> int:
+    """``count`` if it is an int >= 0.
+
+    Raises:
+        StoreError: it is not.
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise StoreError(f"count is {count!r}; expected an int >= 0 (entries to read)")
+    return count
+
+
+def branch_tail(
+    store: Store, session_id: str, count: int, *, kinds: Container[str] | None = None
+) -> BranchTail:
+    """The latest ``count`` entries of the session's current branch whose kind is in ``kinds``
+    (every kind when None), oldest first, and the session's leaf.
+
+    ``store.branch_tail`` when the store has it (the stores of this package read only the end
+    of the branch, from the leaf back to the ``count``-th such entry). Otherwise, the default
+    for any store: :meth:`Store.branch` read whole, and its end kept.
+
+    Raises:
+        StoreError: ``count`` is not an int >= 0, or the store failed.
+    """
+    check_count(count)
+    method = getattr(store, "branch_tail", None)
+    if callable(method):
+        result: BranchTail = method(session_id, count, kinds=kinds)
+        return result
+    branch = store.branch(session_id)
+    chosen = [e for e in branch if kinds is None or e.kind in kinds]
+    return BranchTail(
+        chosen[max(0, len(chosen) - count) :] if count else [], branch[-1].id if branch else None
+    )
+
+
+#: What :func:`tail_of` returns when the entries it was given do not reach far enough back.
+NEED_MORE: Final = None
+
+#: :func:`piece_tail`'s answers besides a tail: the piece does not reach far enough back (read
+#: more of the session), or it holds what only a read of the whole session can tell.
+MORE: Final = "more"
+WHOLE: Final = "whole"
+
+
+def piece_tail(
+    piece: list[Entry], count: int, kinds: Container[str] | None, session_id: str
+) -> BranchTail | str:
+    """:func:`branch_tail` from ``piece``, the newest intact entries of a session in append
+    order (a read from its end), as a read of the whole session would find it: an entry's
+    parent counts only when it is an entry before it in the piece (the whole read takes any
+    other for one lost to damage, or a damaged ``parent_id``), so the walk from the leaf asks
+    for :data:`MORE` when it needs an entry before the piece. An id the piece holds twice is
+    :data:`WHOLE` (the whole read keeps the first copy, which may be before the piece)."""
+    by_id: dict[str, Entry] = {}
+    unresolved: set[str] = set()
+    for entry in piece:
+        if entry.id in by_id:
+            return WHOLE
+        if entry.parent_id is not None and entry.parent_id not in by_id:
+            unresolved.add(entry.id)
+        by_id[entry.id] = entry
+    if not piece:
+        return MORE
+    leaf = piece[-1].id
+    found = tail_of(by_id, leaf, count, kinds, session_id, unresolved=unresolved, partial=True)
+    return MORE if found is NEED_MORE else BranchTail(found, leaf)
+
+
+def tail_of(
+    by_id: Mapping[str, Entry],
+    leaf_id: str | None,
+    count: int,
+    kinds: Container[str] | None,
+    session_id: str,
+    gaps: TranscriptGaps | None = None,
+    *,
+    unresolved: Container[str] = (),
+    partial: bool = False,
+) -> list[Entry] | None:
+    """The end of :func:`branch_of`: walking parents from ``leaf_id``, the first ``count``
+    entries of ``kinds`` (every kind when None), returned oldest first. It stops there, so
+    it costs the walk to those entries, not to the root.
+
+    ``partial``: ``by_id`` holds only the newest entries of the session (a read from the end);
+    ``unresolved`` the ids among them whose parent is no entry read before them there. The walk
+    returns :data:`NEED_MORE` (None) when it needs an entry before those (a parent ``by_id``
+    does not hold, or one of ``unresolved``'s), instead of raising.
+
+    Raises:
+        StoreError: (not ``partial``) ``leaf_id`` or a parent on the way is unknown, or the
+            parents form a cycle.
+    """
+    links: Mapping[str, str | None] = gaps.links if gaps is not None else {}
+    relinked: Mapping[str, str | None] = gaps.relinked if gaps is not None else {}
+    out: list[Entry] = []
+    current = leaf_id
+    hops = steps = 0
+    while current is not None and len(out) < count:
+        entry = by_id.get(current)
+        if entry is None:
+            if partial:
+                return NEED_MORE
+            if current not in links or hops >= len(links):
+                raise StoreError(f"session {session_id!r} has no entry {current!r}")
+            hops += 1
+            current = links[current]
+            continue
+        steps += 1
+        if steps > len(by_id):
+            if partial:
+                return NEED_MORE
+            raise StoreError(f"session {session_id!r}: entry parents form a cycle at {current!r}")
+        if kinds is None or entry.kind in kinds:
+            out.append(entry)
+        if partial and entry.id in unresolved:
+            if len(out) < count and entry.parent_id is not None:
+                return NEED_MORE
+            break
+        current = relinked.get(entry.id, entry.parent_id)
+    out.reverse()
+    return out
 
 
 _NOT_ATOMIC: set[type] = set()

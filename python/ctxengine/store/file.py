@@ -63,6 +63,9 @@ from typing import Any, Final, Generic, TypeVar, final
 from ..errors import ConfigTypeError, StoreError
 from .base import (
     LEAF,
+    MORE,
+    WHOLE,
+    BranchTail,
     Entry,
     Leaf,
     NewEntry,
@@ -73,14 +76,17 @@ from .base import (
     branch_of,
     build_entries,
     canonical_json,
+    check_count,
     compact_json,
     conflict_error,
     content_hash,
     entry_items,
     new_id,
     parse_content,
+    piece_tail,
     snapshot_json,
     snapshot_meta,
+    tail_of,
     validate_session_id,
 )
 from .retention import (
@@ -270,6 +276,74 @@ def _batch_complete(new: list[Any], i: int) -> bool:
         return False
     last = new[end]
     return isinstance(last, Entry) and last.ts == start.entry.ts
+
+
+#: Bytes a read from the end of a transcript takes first (:meth:`FileStore.branch_tail`); it
+#: doubles each time the walk needs entries before them.
+TAIL_CHUNK: Final = 32 * 1024
+
+
+def _tail_piece(buf: bytes) -> tuple[list[Entry], int] | str:
+    """The entries of ``buf``, the end of a transcript from an offset past its start, as the
+    whole read (``FileStore._refresh``) takes them, and the length of its torn last line (0:
+    none); else ``MORE`` (read further back) or ``WHOLE`` (only the whole read can tell), the
+    answers of :func:`~ctxengine.store.base.piece_tail`, which then walks the piece.
+
+    The piece is what the whole read finds there, from these lines alone:
+
+    - it starts at the first line of an append: the complete line before it (a partial first
+      line is dropped) is an intact entry of another ``ts`` than its first (every entry of one
+      append has the same ``ts``), so no append reaches into it from before, and an append of
+      several entries it starts is judged by its own lines;
+    - every line is an intact entry (a damaged line or an append cut short is ``WHOLE``: how
+      the whole read steps over them depends on what came before), but the last line without
+      a newline, taken or skipped as torn as the whole read does.
+
+    An entry's parent counts only when it is an entry before it in the piece
+    (:func:`~ctxengine.store.base.piece_tail`). What it cannot see: an id of the piece that
+    an entry before it holds too (a line copied by hand, never an append: each checks its
+    ids against every stored one).
+    """
+    first = buf.find(b"\n")
+    if first < 0:
+        return MORE
+    body = buf[first + 1 :]
+    end = body.rfind(b"\n") + 1
+    parsed: list[Entry | _BatchStart] = []
+    before: Entry | None = None  # the complete line before the piece
+    for raw in body[:end].split(b"\n")[:-1]:
+        if not raw.strip():
+            if before is None:
+                return MORE
+            continue
+        try:
+            line = _transcript_line(json.loads(raw))
+        except (ValueError, StoreError):
+            return WHOLE
+        if before is None:
+            before = line.entry if isinstance(line, _BatchStart) else line
+            continue
+        parsed.append(line)
+    torn = body[end:]
+    if torn:
+        try:
+            parsed.append(_transcript_line(json.loads(torn)))  # complete, without its newline
+            torn = b""
+        except (ValueError, StoreError):
+            pass
+    if before is None or not parsed:
+        return MORE
+    head = parsed[0]
+    if (head.entry if isinstance(head, _BatchStart) else head).ts == before.ts:
+        return MORE  # maybe inside an append that starts before the piece
+    kept: list[Entry] = []
+    for i, item in enumerate(parsed):
+        if isinstance(item, _BatchStart):
+            if not _batch_complete(parsed, i):
+                return WHOLE
+            item = item.entry
+        kept.append(item)
+    return kept, len(torn)
 
 
 @dataclass(frozen=True, slots=True)
@@ -661,6 +735,10 @@ class FileStore:
             s = self._session(session_id)
             if not items:
                 return []
+            if s.transcript.offset == 0 and all(i.id is None for i in items):
+                cold = self._append_cold(s, session_id, items, parent_id, check, expected)
+                if cold is not None:
+                    return cold
             with self._writing(s, s.transcript, session_id) as write:
                 if check:
                     actual = s.transcript.items[-1].id if s.transcript.items else None
@@ -677,6 +755,51 @@ class FileStore:
                 with self._reading(s, session_id, s.transcript):
                     pass
             return new
+
+    def _append_cold(
+        self,
+        s: _Session,
+        session_id: str,
+        items: list[NewEntry],
+        parent_id: str | Leaf | None,
+        check: bool,
+        expected: str | None,
+    ) -> list[Entry] | None:
+        """:meth:`_append` on a transcript this store has not read, reading only its end (a
+        store opened for one request: a pop's marker): under the exclusive ``flock``, the leaf
+        and ``parent_id`` are found in the newest entries (:meth:`_from_end`), the lines
+        written and fsynced as any append's, and the store still holds nothing of the file
+        (its next call reads it again, from the end or whole). None when only a read of the
+        whole file can tell (the caller appends the usual way). Only for entries whose ids
+        the store generates: fresh ids (the time in ms and 32 random bits) are checked against
+        the entries read, those of the caller need every stored id."""
+        lg = s.transcript
+        try:
+            fd = os.open(lg.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        except OSError:
+            return None  # missing (created by the usual append), or its error reported there
+
+        def judge(piece: list[Entry]) -> tuple[str, set[str]] | str:
+            ids = {e.id for e in piece}
+            if len(ids) < len(piece):
+                return WHOLE  # an id twice: the whole read keeps the first copy
+            if isinstance(parent_id, str) and parent_id not in ids:
+                return MORE  # before the piece (or nowhere: the whole read says so)
+            return piece[-1].id, ids
+
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            found = self._from_end(s, session_id, fd, judge)
+            if found is None:
+                return None
+            leaf, ids = found
+            if check and leaf != expected:
+                raise conflict_error(session_id, expected, leaf, path=str(lg.path))
+            new = build_entries(items, leaf if parent_id is LEAF else parent_id, ids)
+            self._write_lines(lg, fd, _entry_lines(new))  # the store keeps none of it
+            return new
+        finally:
+            os.close(fd)
 
     def _resolve(self, s: _Session, parent_id: str | Leaf | None, session_id: str) -> str | None:
         if parent_id is LEAF:
@@ -700,6 +823,109 @@ class FileStore:
                 items = s.transcript.items
                 leaf = leaf_id if leaf_id is not None else (items[-1].id if items else None)
                 return branch_of(s.by_id, leaf, session_id, s.gaps)
+
+    def branch_tail(
+        self, session_id: str, count: int, *, kinds: Container[str] | None = None
+    ) -> BranchTail:
+        """See :meth:`ctxengine.store.TailStore.branch_tail`.
+
+        A transcript this store has read goes on from where it was (what others appended
+        since is read first), and the walk from the leaf stops at the ``count``-th entry of
+        ``kinds``. One it has not read yet (a store opened for one request) is read from its
+        end back, in chunks of :data:`TAIL_CHUNK` bytes and more, only as far as that walk
+        goes (:func:`_tail_region` says how it stays what a whole read finds); when that
+        piece holds a damaged line, an append cut short, an entry id twice, or the walk
+        leads to the file's start, the whole file is read as :meth:`branch` reads it."""
+        check_count(count)
+        with self._lock:
+            s = self._session(session_id)
+            if s.transcript.offset == 0:
+                found = self._tail_cold(s, session_id, count, kinds)
+                if found is not None:
+                    return found
+            with self._reading(s, session_id, s.transcript):
+                items = s.transcript.items
+                leaf = items[-1].id if items else None
+                walked = tail_of(s.by_id, leaf, count, kinds, session_id, s.gaps)
+                return BranchTail(walked or [], leaf)  # None only from a partial walk
+
+    def _from_end(
+        self,
+        s: _Session,
+        session_id: str,
+        fd: int,
+        judge: Callable[[list[Entry]], T | str],
+    ) -> T | None:
+        """``judge``'s answer on the newest entries of the transcript open as ``fd`` (the
+        caller holds a flock on it), read from its end back in chunks of :data:`TAIL_CHUNK`
+        bytes and more until ``judge`` answers something else than ``MORE``; None when only a
+        read of the whole file can tell (``WHOLE``, a piece that is the whole file, a file
+        of :data:`TAIL_CHUNK` bytes or less: the caller reads it whole)."""
+        lg = s.transcript
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size <= TAIL_CHUNK:
+                return None
+            start, want, buf = st.st_size, TAIL_CHUNK, b""
+            while start > 0:
+                at = max(0, start - want)
+                if at == 0:  # the whole file: read as a whole
+                    return None
+                buf = os.pread(fd, start - at, at) + buf
+                start = at
+                want *= 2
+                piece = _tail_piece(buf)
+                if piece == MORE:
+                    continue
+                if isinstance(piece, str):
+                    return None
+                entries, torn = piece
+                found = judge(entries)
+                if found == MORE:
+                    continue
+                if isinstance(found, str):
+                    return None
+                if torn:
+                    self._report_torn(s, session_id, st, torn)
+                return found
+            return None
+        except OSError as exc:
+            raise _os_error("read", lg.path, exc) from exc
+
+    def _tail_cold(
+        self, s: _Session, session_id: str, count: int, kinds: Container[str] | None
+    ) -> BranchTail | None:
+        """:meth:`branch_tail` from the end of a transcript this store has not read; None
+        when only a read of the whole file can tell (the caller reads it). Under a shared
+        ``flock``, as every read: an append (exclusive) is either all in or not begun."""
+        try:
+            fd = os.open(s.transcript.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None  # missing, or an error the whole read reports
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            return self._from_end(
+                s, session_id, fd, lambda piece: piece_tail(piece, count, kinds, session_id)
+            )
+        finally:
+            os.close(fd)
+
+    def _report_torn(self, s: _Session, session_id: str, st: os.stat_result, torn: int) -> None:
+        """Report a torn last line a read from the end stepped over, as a whole read reports
+        it: once per store (a whole read of the same file later does not report it again)."""
+        lg = s.transcript
+        if lg.ino != st.st_ino:  # another file than the one reported on before
+            lg.reported.clear()
+            lg.ino = st.st_ino
+        pos = st.st_size - torn
+        if pos not in lg.reported:
+            lg.reported.add(pos)
+            self._report(
+                session_id,
+                lg.path,
+                f"last line is torn ({torn} bytes without a newline, an interrupted write): "
+                "skipped",
+            )
 
     def leaf(self, session_id: str) -> str | None:
         """See :meth:`ctxengine.Store.leaf`."""

@@ -11,13 +11,14 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
 
 from ..errors import StoreError
 from .base import (
     LEAF,
+    BranchTail,
     Entry,
     Leaf,
     NewEntry,
@@ -26,12 +27,14 @@ from .base import (
     StoreProblem,
     branch_of,
     build_entries,
+    check_count,
     conflict_error,
     content_hash,
     entry_items,
     new_id,
     snapshot_json,
     snapshot_meta,
+    tail_of,
     validate_session_id,
 )
 from .retention import (
@@ -149,6 +152,18 @@ class InMemoryStore:
             s = self._get(session_id) or _Session()
             leaf = leaf_id if leaf_id is not None else (s.entries[-1].id if s.entries else None)
             return branch_of(s.by_id, leaf, session_id)
+
+    def branch_tail(
+        self, session_id: str, count: int, *, kinds: Container[str] | None = None
+    ) -> BranchTail:
+        """See :meth:`ctxengine.store.TailStore.branch_tail`: the walk from the leaf stops at
+        the ``count``-th entry of ``kinds``."""
+        check_count(count)
+        with self._lock:
+            s = self._get(session_id) or _Session()
+            leaf = s.entries[-1].id if s.entries else None
+            found = tail_of(s.by_id, leaf, count, kinds, session_id)
+            return BranchTail(found or [], leaf)  # None only from a partial walk
 
     def leaf(self, session_id: str) -> str | None:
         """See :meth:`ctxengine.Store.leaf`."""

@@ -36,7 +36,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
 
@@ -48,6 +48,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ..errors import ConfigTypeError, StoreError
 from .base import (
     LEAF,
+    WHOLE,
+    BranchTail,
     Entry,
     Leaf,
     NewEntry,
@@ -58,6 +60,7 @@ from .base import (
     branch_of,
     build_entries,
     canonical_json,
+    check_count,
     compact_json,
     conflict_error,
     content_hash,
@@ -65,8 +68,10 @@ from .base import (
     masked_url,
     new_id,
     parse_content,
+    piece_tail,
     snapshot_json,
     snapshot_meta,
+    tail_of,
     validate_session_id,
 )
 from .retention import (
@@ -89,6 +94,9 @@ MAX_ATTEMPTS = 1000
 MAX_RECONNECTS = 3
 #: Index lines read per request when the latest snapshot is looked for from the newest back.
 PAGE = 32
+#: Log elements :meth:`RedisStore.branch_tail` reads first from the end of a log it has not
+#: read; it doubles each time the walk needs entries before them.
+TAIL_PAGE = 256
 
 
 @dataclass(slots=True)
@@ -305,7 +313,7 @@ class RedisStore:
                 # skipped there, so it must not be the parent, nor stop every append): read
                 # after the WATCH, so an append in between aborts this transaction.
                 with self._lock:
-                    leaf = self._leaf_of(self._refresh(session_id))
+                    leaf = self._leaf(session_id)
             if check and leaf != expected:
                 pipe.unwatch()
                 raise conflict_error(session_id, expected, leaf, path=log_key)
@@ -388,6 +396,83 @@ class RedisStore:
         skipped, as :meth:`entries` skips it)."""
         return self._leaf_of(self._read(session_id))
 
+    def branch_tail(
+        self, session_id: str, count: int, *, kinds: Container[str] | None = None
+    ) -> BranchTail:
+        """See :meth:`ctxengine.store.TailStore.branch_tail`.
+
+        A session this store has read goes on from where it was (one ``LRANGE`` of what was
+        appended since), and the walk from the leaf stops at the ``count``-th entry of
+        ``kinds``. One it has not read yet (a store opened for one request) is read from the
+        end of its log back, :data:`TAIL_PAGE` elements and more per ``LRANGE``, only as far
+        as that walk goes; when those elements hold a damaged one or an id twice, or the walk
+        leads to the log's start, the whole log is read as :meth:`branch` reads it."""
+        check_count(count)
+        validate_session_id(session_id)
+        try:
+            with self._lock:
+                cache = self._cache.get(session_id)
+                if cache is None or cache.consumed == 0:
+                    found = self._tail_cold(session_id, count, kinds)
+                    if found is not None:
+                        return found
+                cache = self._refresh(session_id)
+                leaf = self._leaf_of(cache)
+                walked = tail_of(cache.by_id, leaf, count, kinds, session_id, cache.gaps)
+                return BranchTail(walked or [], leaf)  # None only from a partial walk
+        except RedisError as exc:
+            raise self._error("read", session_id, exc) from exc
+
+    def _tail_cold(
+        self, session_id: str, count: int, kinds: Container[str] | None
+    ) -> BranchTail | None:
+        """:meth:`branch_tail` from the end of a log this store has not read; None when only a
+        read of the whole log can tell (the caller reads it). The log only grows at its end
+        (``RPUSH``), so its elements keep their index: each page is read with the ``epoch``
+        in one transaction, and a delete (and recreate) between pages is read whole."""
+        log_key = self._key(session_id, "log")
+        epoch_key = self._key(session_id, "epoch")
+        pipe = self._r.pipeline(transaction=True)
+        pipe.get(epoch_key)
+        pipe.llen(log_key)
+        epoch, size = pipe.execute()
+        if size <= TAIL_PAGE:  # small: read as a whole (and kept, for the next call)
+            return None
+        start, want = int(size), TAIL_PAGE
+        piece: list[Entry] = []
+        while start > 0:
+            at = max(0, start - want)
+            if at == 0:  # the whole log: read as a whole
+                return None
+            pipe = self._r.pipeline(transaction=True)
+            pipe.get(epoch_key)
+            pipe.lrange(log_key, at, start - 1)
+            now, raw = pipe.execute()
+            if now != epoch:
+                return None
+            try:
+                piece = [Entry.from_json(json.loads(item)) for item in raw] + piece
+            except (ValueError, StoreError):
+                return None  # a damaged element: the whole read reports and steps over it
+            start = at
+            found = piece_tail(piece, count, kinds, session_id)
+            if isinstance(found, BranchTail):
+                return found
+            if found == WHOLE:
+                return None
+            want *= 2
+        return None
+
+    def _leaf(self, session_id: str) -> str | None:
+        """The leaf, read from the end of the log when this store has not read the session
+        (an append of a store opened for one request reads no more). Caller holds the lock."""
+        cache = self._cache.get(session_id)
+        if cache is None or cache.consumed == 0:
+            tail = self._tail_cold(session_id, 0, None)
+            if tail is not None:
+                return tail.leaf
+        return self._leaf_of(self._refresh(session_id))
+
     @staticmethod
     def _leaf_of(cache: _Cache) -> str | None:
         return cache.entries[-1].id if cache.entries else None
@@ -449,7 +534,7 @@ class RedisStore:
                 pipe.watch(*watched)
             if leaf_id is LEAF:
                 with self._lock:
-                    leaf = self._leaf_of(self._refresh(session_id))
+                    leaf = self._leaf(session_id)
             else:
                 leaf = leaf_id
             info = SnapshotInfo(
