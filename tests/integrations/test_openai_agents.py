@@ -3,7 +3,9 @@ real Runner and a fake Model returning a tool call, then text, for 30 turns."""
 
 from __future__ import annotations
 
+import random
 import re
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -187,7 +189,8 @@ async def test_session_is_a_branch_of_the_store_transcript() -> None:
 
 class _Interleaved:
     """A FileStore on which another process's call runs right after this one's next read of a
-    branch: the window between a pop's read and its write, made to happen every time."""
+    branch (whole or its tail): the window between a pop's read and its write, made to happen
+    every time."""
 
     def __init__(self, root: Path) -> None:
         self.inner = FileStore(root)
@@ -196,6 +199,12 @@ class _Interleaved:
 
     def branch(self, session_id: str, leaf_id: str | None = None) -> Any:
         out = self.inner.branch(session_id, leaf_id)
+        if self.meanwhile:
+            self.meanwhile.pop(0)()
+        return out
+
+    def branch_tail(self, session_id: str, count: int, **kwargs: Any) -> Any:
+        out = self.inner.branch_tail(session_id, count, **kwargs)
         if self.meanwhile:
             self.meanwhile.pop(0)()
         return out
@@ -327,3 +336,79 @@ async def test_outputs_sent_with_a_new_question_need_server_state() -> None:
     assert [i.get("type") or i.get("role") for i in sent[True]] == ["function_call_output", "user"]
     assert sent[True][0]["call_id"] == "call_1"
     assert [i.get("type") or i.get("role") for i in sent[None]] == ["user"]
+
+
+def _store_maker(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """New store objects on one backing place: each call is a new worker's."""
+    if kind == "memory":
+        memory = InMemoryStore()
+        return lambda: memory
+    if kind == "file":
+        return lambda: FileStore(tmp_path, fsync=False)
+    from ctxengine.store import RedisStore
+
+    url, prefix = request.getfixturevalue("redis_url"), f"t{uuid.uuid4().hex[:10]}"
+    return lambda: RedisStore(url, prefix=prefix)
+
+
+class _NoWholeBranch:
+    """A store whose whole-branch read fails: what reads only the tail never calls it."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+
+    def branch(self, session_id: str, leaf_id: str | None = None) -> Any:
+        raise AssertionError("the whole branch was read")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("kind", ["memory", "file", "redis"])
+async def test_get_items_with_a_limit_and_pop_item_read_only_the_tail(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """They read the whole branch on every call (a 10,000-item session cost the read of
+    10,000 entries per get_items(limit=20)); they now read the session's newest entries."""
+    make = _store_maker(kind, tmp_path, request)
+    session = CtxEngineSession("tail", _NoWholeBranch(make()))  # type: ignore[arg-type]
+    await session.add_items([{"n": k} for k in range(6)])
+    assert await session.get_items(limit=2) == [{"n": 4}, {"n": 5}]
+    assert await session.pop_item() == {"n": 5}
+    await session.add_items([{"n": 6}])
+    assert await session.pop_item() == {"n": 6}
+    assert await session.get_items(limit=9) == [{"n": k} for k in range(5)]
+    assert await CtxEngineSession("tail", make()).get_items() == [{"n": k} for k in range(5)]
+
+
+@pytest.mark.parametrize("kind", ["file", "redis"])
+async def test_limited_reads_equal_the_full_read_across_workers(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each call from a new store object (a stateless worker) or the same one, on a session
+    of adds, pops and clears longer than what a store reads from the end first: every
+    get_items(limit) is the end of get_items(), every pop the last of them."""
+    from ctxengine.store import file as file_module
+    from ctxengine.store import redis_store
+
+    monkeypatch.setattr(file_module, "TAIL_CHUNK", 256)
+    monkeypatch.setattr(redis_store, "TAIL_PAGE", 3)
+    make = _store_maker(kind, tmp_path, request)
+    kept = CtxEngineSession("w", make())
+    rng = random.Random(11)
+    n = 0
+    for step in range(60):
+        worker = kept if step % 2 else CtxEngineSession("w", make())
+        roll = rng.random()
+        before = await CtxEngineSession("w", make()).get_items()
+        if roll < 0.55:
+            await worker.add_items([{"n": n + k} for k in range(rng.randint(1, 3))])
+            n += 3
+        elif roll < 0.9:
+            assert await worker.pop_item() == (before[-1] if before else None)
+        else:
+            await worker.clear_session()
+        full = await CtxEngineSession("w", make()).get_items()
+        for limit in (1, 2, 5, 50):
+            assert await CtxEngineSession("w", make()).get_items(limit=limit) == full[-limit:]
+            assert await kept.get_items(limit=limit) == full[-limit:]

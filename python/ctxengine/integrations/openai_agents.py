@@ -14,7 +14,10 @@
   again on the new branch otherwise, so sessions in several processes or workers on one store
   and id never pop one item twice nor drop one added meanwhile. ``get_items(limit)`` follows
   the SDK's sessions: the latest ``limit`` items, none for ``limit <= 0``,
-  ``session_settings.limit`` for ``None``. Writes hold a thread lock shared by the process's
+  ``session_settings.limit`` for ``None``. ``get_items(limit)`` and ``pop_item`` read only
+  the newest entries of the branch (:func:`~ctxengine.store.branch_tail`), so they cost the
+  items asked for, not the session, even on a store opened for one request; ``get_items()``
+  without a limit reads the whole branch. Writes hold a thread lock shared by the process's
   session objects on the same store and id, so a session works from several event loops at
   once.
 - :func:`fit_model_input` returns a ``call_model_input_filter``: each model call's instructions
@@ -59,6 +62,7 @@ from ..store import (
     InMemoryStore,
     NewEntry,
     Store,
+    branch_tail,
     compare_and_append,
     validate_session_id,
 )
@@ -82,6 +86,9 @@ __all__ = (
 ITEM_KIND: Final = "agents_item"
 POP_KIND: Final = "agents_pop"
 CLEAR_KIND: Final = "agents_clear"
+
+#: The kinds :func:`~ctxengine.store.branch_tail` reads for the session's items.
+_ITEMS: Final = frozenset({ITEM_KIND})
 
 #: Tries of one ``pop_item`` against writers that keep moving the leaf before it gives up.
 MAX_POP_ATTEMPTS: Final = 100
@@ -178,9 +185,6 @@ class CtxEngineSession:
         # lock cannot serve.
         self._guard = _guard(self.store, self.session_id)
 
-    def _branch(self) -> list[Entry]:
-        return [e for e in self.store.branch(self.session_id) if e.kind == ITEM_KIND]
-
     def _limit(self, limit: object) -> int | None:
         settings = self.session_settings
         if settings is not None and not isinstance(settings, SessionSettings):
@@ -201,9 +205,13 @@ class CtxEngineSession:
         n = self._limit(limit)
         if n is not None and n <= 0:
             return []
-        entries = await anyio.to_thread.run_sync(self._branch)
-        if n is not None:
-            entries = entries[-n:]
+
+        def read() -> list[Entry]:
+            if n is None:  # every item: the whole branch
+                return [e for e in self.store.branch(self.session_id) if e.kind == ITEM_KIND]
+            return branch_tail(self.store, self.session_id, n, kinds=_ITEMS).entries
+
+        entries = await anyio.to_thread.run_sync(read)
         return [copy.deepcopy(dict(e.data["item"])) for e in entries]
 
     async def add_items(self, items: list[Any]) -> None:
@@ -236,18 +244,17 @@ class CtxEngineSession:
             with self._guard.lock:
                 conflict: StoreConflictError | None = None
                 for _ in range(MAX_POP_ATTEMPTS):
-                    branch = self.store.branch(self.session_id)
-                    items = [e for e in branch if e.kind == ITEM_KIND]
-                    if not items:
+                    tail = branch_tail(self.store, self.session_id, 1, kinds=_ITEMS)
+                    if not tail.entries:
                         return None
-                    last = items[-1]
+                    last = tail.entries[-1]
                     marker = NewEntry(POP_KIND, {"popped": last.id})
                     try:
                         compare_and_append(
                             self.store,
                             self.session_id,
                             [marker],
-                            expected_leaf=branch[-1].id,
+                            expected_leaf=tail.leaf,
                             parent_id=last.parent_id,
                         )
                     except StoreConflictError as exc:  # another writer moved the leaf:
