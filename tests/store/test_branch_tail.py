@@ -300,8 +300,13 @@ def test_a_complete_last_line_without_its_newline_counts(tmp_path: Path) -> None
     assert_file_tails(tmp_path)
 
 
-@pytest.mark.parametrize("damage", ["not json", "parent unknown", "parent later", "duplicate"])
+@pytest.mark.parametrize(
+    "damage", ["not json", "parent unknown", "parent later", "duplicate", "old line copied"]
+)
 def test_damage_near_the_end_reads_as_the_whole_read_does(tmp_path: Path, damage: str) -> None:
+    """Each is read as the whole read reads it: a damaged line, an entry whose parent_id
+    names no entry before it, a line copied to the end (the whole read skips the copy: its id
+    is an entry's before it, maybe one before what a store reads from the end)."""
     store = grown(tmp_path)
     path = transcript(tmp_path)
     lines = path.read_text().splitlines()
@@ -311,6 +316,8 @@ def test_damage_near_the_end_reads_as_the_whole_read_does(tmp_path: Path, damage
         lines[k] = lines[k][:20] + "#" + lines[k][21:]
     elif damage == "duplicate":
         lines.append(lines[k])
+    elif damage == "old line copied":
+        lines.append(lines[1])
     else:
         bad["parent_id"] = "nosuch" if damage == "parent unknown" else json.loads(lines[-1])["id"]
         lines[k] = json.dumps(bad)

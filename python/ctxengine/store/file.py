@@ -46,6 +46,7 @@ import dataclasses
 import errno as errno_codes
 import fcntl
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -280,7 +281,7 @@ def _batch_complete(new: list[Any], i: int) -> bool:
 
 #: Bytes a read from the end of a transcript takes first (:meth:`FileStore.branch_tail`); it
 #: doubles each time the walk needs entries before them.
-TAIL_CHUNK: Final = 32 * 1024
+TAIL_CHUNK: Final = 16 * 1024
 
 
 def _tail_piece(buf: bytes) -> tuple[list[Entry], int] | str:
@@ -291,18 +292,22 @@ def _tail_piece(buf: bytes) -> tuple[list[Entry], int] | str:
 
     The piece is what the whole read finds there, from these lines alone:
 
-    - it starts at the first line of an append: the complete line before it (a partial first
-      line is dropped) is an intact entry of another ``ts`` than its first (every entry of one
-      append has the same ``ts``), so no append reaches into it from before, and an append of
+    - it starts at the first line of an append: the first line of ``buf`` (after a partial
+      one) that has another ``ts`` than the intact entry before it (every entry of one append
+      has the same ``ts``), so no append reaches into it from before, and an append of
       several entries it starts is judged by its own lines;
     - every line is an intact entry (a damaged line or an append cut short is ``WHOLE``: how
       the whole read steps over them depends on what came before), but the last line without
       a newline, taken or skipped as torn as the whole read does.
 
+    - the lines' ``ts`` never go back (appends are written in turn under the ``flock``, each
+      stamped there): a line older than the one before it (a line copied from before, whose
+      id an entry before the piece may hold too, or the clock set back) is ``WHOLE``. So an
+      id the piece holds is no id of an entry before it: an id twice is either all in the
+      piece (``WHOLE``) or all before it.
+
     An entry's parent counts only when it is an entry before it in the piece
-    (:func:`~ctxengine.store.base.piece_tail`). What it cannot see: an id of the piece that
-    an entry before it holds too (a line copied by hand, never an append: each checks its
-    ids against every stored one).
+    (:func:`~ctxengine.store.base.piece_tail`).
     """
     first = buf.find(b"\n")
     if first < 0:
@@ -331,11 +336,17 @@ def _tail_piece(buf: bytes) -> tuple[list[Entry], int] | str:
             torn = b""
         except (ValueError, StoreError):
             pass
-    if before is None or not parsed:
+    # The piece starts at the first line of another ts than the line before it: the lines
+    # before that one may belong to an append that starts before the piece.
+    if before is None:
         return MORE
-    head = parsed[0]
-    if (head.entry if isinstance(head, _BatchStart) else head).ts == before.ts:
-        return MORE  # maybe inside an append that starts before the piece
+    stamps = [before.ts, *((x.entry if isinstance(x, _BatchStart) else x).ts for x in parsed)]
+    if any(b < a for a, b in itertools.pairwise(stamps)):
+        return WHOLE  # a line older than the one before it: copied from before, or clock set back
+    start = next((i for i in range(len(parsed)) if stamps[i + 1] != stamps[i]), None)
+    if start is None:
+        return MORE
+    parsed = parsed[start:]
     kept: list[Entry] = []
     for i, item in enumerate(parsed):
         if isinstance(item, _BatchStart):

@@ -96,7 +96,7 @@ MAX_RECONNECTS = 3
 PAGE = 32
 #: Log elements :meth:`RedisStore.branch_tail` reads first from the end of a log it has not
 #: read; it doubles each time the walk needs entries before them.
-TAIL_PAGE = 256
+TAIL_PAGE = 64
 
 
 @dataclass(slots=True)
