@@ -10,15 +10,30 @@ Three groups, each with LangChain's ``trim_messages`` as the baseline:
 - ``trim-cached-counter``: both get the same per-message counter that caches its counts by
   message between calls (a fair warm baseline for LangChain).
 
+And one group for the Agents SDK session, with the SDK's own ``SQLiteSession`` (on a file)
+as the baseline:
+
+- ``agents-session-tail-cold`` and ``-warm``: ``get_items(limit=20)`` of a 10,000-item
+  session (2,500 turns of a user message, a function call, its output and an answer), cold (a
+  new session and store object per call, as a stateless worker per request opens them) and
+  warm (one object for every call). ``CtxEngineSession`` on a ``FileStore``, and on a
+  ``RedisStore`` when ``CTXENGINE_REDIS_URL`` names a server.
+
 Run ``pytest benches/test_bench_integrations.py --benchmark-enable --benchmark-only``; the
 summary prints every median relative to its group's baseline.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from agents import SQLiteSession
 from langchain_core.messages import BaseMessage, convert_to_messages
 from langchain_core.messages import trim_messages as lc_trim_messages
 from langchain_core.messages.utils import count_tokens_approximately
@@ -26,6 +41,8 @@ from langchain_core.messages.utils import count_tokens_approximately
 from ctxengine import clear_cache
 from ctxengine.integrations import _lc_trim
 from ctxengine.integrations.langchain import trim_messages
+from ctxengine.integrations.openai_agents import ITEM_KIND, CtxEngineSession
+from ctxengine.store import FileStore, NewEntry, Store
 from ctxengine.transcript import load
 from offline_tiktoken import TRANSCRIPTS, encoding
 
@@ -138,3 +155,131 @@ def test_langchain_trim_cached_counter(benchmark: Any, messages: list[BaseMessag
 def test_ctxengine_trim_cached_counter(benchmark: Any, messages: list[BaseMessage]) -> None:
     counter = _cached_per_message_counter()
     _run(benchmark, trim_messages, messages, "ctxengine cached counter", token_counter=counter)
+
+
+# -- the Agents SDK session: get_items(limit=20) of a long session ----------------------------
+
+TURNS = 2_500  # four items a turn: 10,000 items
+LIMIT = 20
+REDIS_URL = os.environ.get("CTXENGINE_REDIS_URL")
+
+
+def _turn(k: int) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": f"turn {k}: list the files under src/ and open the largest"},
+        {"type": "function_call", "call_id": f"c{k}", "name": "ls", "arguments": '{"path":"src"}'},
+        {"type": "function_call_output", "call_id": f"c{k}", "output": "main.py\nutil.py\n" * 4},
+        {"role": "assistant", "content": f"turn {k}: main.py is the largest; it holds the CLI."},
+    ]
+
+
+class _Server:
+    """An event loop running in its own thread for the whole group, as a server's: each call
+    is a task on it (worker threads of ``to_thread`` are kept between calls, as they are
+    between a server's requests)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+
+        async def serve() -> None:
+            self._stop = asyncio.Event()
+            ready.set()
+            await self._stop.wait()
+
+        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(serve(),))
+        self.thread.start()
+        ready.wait()
+
+    def run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self) -> None:
+        assert self._stop is not None
+        self.loop.call_soon_threadsafe(self._stop.set)
+        self.thread.join()
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def agents_sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One 10,000-item session in each store, written turn by turn as a Runner adds items
+    (the store's own appends, without fsync to build it quickly: the same lines)."""
+    root = tmp_path_factory.mktemp("agents")
+    db = root / "sdk.sqlite"
+    sqlite = SQLiteSession("bench", db)
+    file_store = FileStore(root / "file", fsync=False)
+    makers: dict[str, Callable[[], Store]] = {"FileStore": lambda: FileStore(root / "file")}
+    stores: list[Store] = [file_store]
+    if REDIS_URL:
+        from ctxengine.store import RedisStore
+
+        prefix = f"bench{uuid.uuid4().hex[:8]}"
+        makers["RedisStore"] = lambda: RedisStore(REDIS_URL, prefix=prefix)
+        stores.append(makers["RedisStore"]())
+    server = _Server()
+    for k in range(TURNS):
+        items = _turn(k)
+        server.run(sqlite.add_items(items))
+        for store in stores:
+            store.append("bench", [NewEntry(ITEM_KIND, {"item": item}) for item in items])
+    sqlite.close()
+    yield {"db": db, "makers": makers, "server": server}
+    for store in stores:
+        if store is not file_store:
+            store.delete("bench")
+    server.close()
+
+
+def _get_items(benchmark: Any, server: _Server, impl: str, session: Callable[[], Any]) -> None:
+    async def call() -> list[Any]:
+        return await session().get_items(limit=LIMIT)  # type: ignore[no-any-return]
+
+    first = server.run(call())
+    assert len(first) == LIMIT and first[-1]["content"].startswith(f"turn {TURNS - 1}:")
+    benchmark.extra_info.update(impl=impl, baseline=impl.startswith("SDK"))
+    got = benchmark(lambda: server.run(call()))
+    assert got == first
+
+
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_sdk_sqlite_session_get_items_limit(
+    benchmark: Any, agents_sessions: dict[str, Any], mode: str
+) -> None:
+    benchmark.group = f"agents-session-tail-{mode}"
+    db = agents_sessions["db"]
+    kept = SQLiteSession("bench", db)
+    opened: list[SQLiteSession] = []
+
+    def session() -> SQLiteSession:
+        if mode == "warm":
+            return kept
+        for old in opened:  # the previous call's: closed, as a worker's request ends
+            old.close()
+        opened[:] = [SQLiteSession("bench", db)]
+        return opened[0]
+
+    _get_items(benchmark, agents_sessions["server"], f"SDK SQLiteSession, {mode}", session)
+    for s in [kept, *opened]:
+        s.close()
+
+
+@pytest.mark.parametrize("mode", ["cold", "warm", "warm, loaded"])
+@pytest.mark.parametrize("store", ["FileStore", "RedisStore"] if REDIS_URL else ["FileStore"])
+def test_ctxengine_session_get_items_limit(
+    benchmark: Any, agents_sessions: dict[str, Any], mode: str, store: str
+) -> None:
+    """``warm``: one session and store object for every call, which reads the end of the
+    session each time (it has not read the whole); ``warm, loaded``: the same once its store
+    read the whole session (a ``get_items()`` without a limit, or the engine's reads)."""
+    benchmark.group = f"agents-session-tail-{mode.split(',')[0]}"
+    make = agents_sessions["makers"][store]
+    kept = CtxEngineSession("bench", make())
+    if mode == "warm, loaded":
+        kept.store.branch("bench")
+
+    def session() -> CtxEngineSession:
+        return kept if mode.startswith("warm") else CtxEngineSession("bench", make())
+
+    _get_items(benchmark, agents_sessions["server"], f"CtxEngineSession {store}, {mode}", session)
