@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,6 @@ from ctxengine.store import (
     BranchTail,
     Entry,
     FileStore,
-    InMemoryStore,
     NewEntry,
     Store,
     TailStore,
@@ -158,9 +158,26 @@ def test_a_store_without_branch_tail_gets_the_default(make_store: Callable[[], S
 
 
 @pytest.mark.parametrize("count", [-1, 1.5, True, None])
-def test_a_count_that_is_no_count_is_refused_naming_it(count: object) -> None:
-    with pytest.raises(StoreError, match=f"count is {count!r}; expected an int >= 0"):
-        branch_tail(InMemoryStore(), "s1", count, kinds=KINDS)  # type: ignore[arg-type]
+def test_a_count_that_is_no_count_is_refused_naming_it(
+    make_store: Callable[[], Store], count: Any
+) -> None:
+    store: Any = make_store()
+    said = re.escape(f"count is {count!r}; expected an int >= 0")
+    with pytest.raises(StoreError, match=said):
+        branch_tail(store, "s1", count, kinds=KINDS)
+    with pytest.raises(StoreError, match=said):
+        store.branch_tail("s1", count, kinds=KINDS)
+
+
+def test_kinds_that_are_a_str_are_refused_naming_them(make_store: Callable[[], Store]) -> None:
+    """A str is a container of its substrings: ``"agents_item"`` would take kind ``"item"``."""
+    store: Any = make_store()
+    store.append("s1", [NewEntry("item", {"n": 1})])
+    said = "kinds is 'agents_item'; expected a collection"
+    with pytest.raises(StoreError, match=said):
+        branch_tail(store, "s1", 1, kinds=ITEM)
+    with pytest.raises(StoreError, match=said):
+        store.branch_tail("s1", 1, kinds=ITEM)
 
 
 # -- what is read -----------------------------------------------------------------------------

@@ -369,15 +369,20 @@ class TailStore(Protocol):
         ...
 
 
-def check_count(count: object) -> int:
-    """``count`` if it is an int >= 0.
+def check_tail_args(count: object, kinds: object) -> None:
+    """Check the arguments of :func:`branch_tail`.
 
     Raises:
-        StoreError: it is not.
+        StoreError: ``count`` is not an int >= 0, or ``kinds`` is a str or no container of
+            kinds (a str would match its substrings).
     """
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise StoreError(f"count is {count!r}; expected an int >= 0 (entries to read)")
-    return count
+    if kinds is not None and (isinstance(kinds, (str, bytes)) or not isinstance(kinds, Container)):
+        raise StoreError(
+            f"kinds is {kinds!r}; expected a collection of entry kinds such as "
+            "{'message'}, or None for every kind"
+        )
 
 
 def branch_tail(
@@ -391,9 +396,10 @@ def branch_tail(
     for any store: :meth:`Store.branch` read whole, and its end kept.
 
     Raises:
-        StoreError: ``count`` is not an int >= 0, or the store failed.
+        StoreError: ``count`` is not an int >= 0, ``kinds`` is a str or no collection of
+            kinds, or the store failed.
     """
-    check_count(count)
+    check_tail_args(count, kinds)
     method = getattr(store, "branch_tail", None)
     if callable(method):
         result: BranchTail = method(session_id, count, kinds=kinds)

@@ -77,7 +77,7 @@ from .base import (
     branch_of,
     build_entries,
     canonical_json,
-    check_count,
+    check_tail_args,
     compact_json,
     conflict_error,
     content_hash,
@@ -847,7 +847,7 @@ class FileStore:
         goes (:func:`_tail_region` says how it stays what a whole read finds); when that
         piece holds a damaged line, an append cut short, an entry id twice, or the walk
         leads to the file's start, the whole file is read as :meth:`branch` reads it."""
-        check_count(count)
+        check_tail_args(count, kinds)
         with self._lock:
             s = self._session(session_id)
             if s.transcript.offset == 0:

@@ -27,7 +27,7 @@ from .base import (
     StoreProblem,
     branch_of,
     build_entries,
-    check_count,
+    check_tail_args,
     conflict_error,
     content_hash,
     entry_items,
@@ -158,7 +158,7 @@ class InMemoryStore:
     ) -> BranchTail:
         """See :meth:`ctxengine.store.TailStore.branch_tail`: the walk from the leaf stops at
         the ``count``-th entry of ``kinds``."""
-        check_count(count)
+        check_tail_args(count, kinds)
         with self._lock:
             s = self._get(session_id) or _Session()
             leaf = s.entries[-1].id if s.entries else None

@@ -60,7 +60,7 @@ from .base import (
     branch_of,
     build_entries,
     canonical_json,
-    check_count,
+    check_tail_args,
     compact_json,
     conflict_error,
     content_hash,
@@ -407,7 +407,7 @@ class RedisStore:
         end of its log back, :data:`TAIL_PAGE` elements and more per ``LRANGE``, only as far
         as that walk goes; when those elements hold a damaged one or an id twice, or the walk
         leads to the log's start, the whole log is read as :meth:`branch` reads it."""
-        check_count(count)
+        check_tail_args(count, kinds)
         validate_session_id(session_id)
         try:
             with self._lock:
