@@ -298,8 +298,7 @@ def _tail_piece(buf: bytes) -> tuple[list[Entry], int] | str:
       several entries it starts is judged by its own lines;
     - every line is an intact entry (a damaged line or an append cut short is ``WHOLE``: how
       the whole read steps over them depends on what came before), but the last line without
-      a newline, taken or skipped as torn as the whole read does.
-
+      a newline, taken or skipped as torn as the whole read does;
     - the lines' ``ts`` never go back (appends are written in turn under the ``flock``, each
       stamped there): a line older than the one before it (a line copied from before, whose
       id an entry before the piece may hold too, or the clock set back) is ``WHOLE``. So an
@@ -844,7 +843,7 @@ class FileStore:
         since is read first), and the walk from the leaf stops at the ``count``-th entry of
         ``kinds``. One it has not read yet (a store opened for one request) is read from its
         end back, in chunks of :data:`TAIL_CHUNK` bytes and more, only as far as that walk
-        goes (:func:`_tail_region` says how it stays what a whole read finds); when that
+        goes (:func:`_tail_piece` says how it stays what a whole read finds); when that
         piece holds a damaged line, an append cut short, an entry id twice, or the walk
         leads to the file's start, the whole file is read as :meth:`branch` reads it."""
         check_tail_args(count, kinds)
