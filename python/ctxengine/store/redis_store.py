@@ -429,7 +429,9 @@ class RedisStore:
         """:meth:`branch_tail` from the end of a log this store has not read; None when only a
         read of the whole log can tell (the caller reads it). The log only grows at its end
         (``RPUSH``), so its elements keep their index: each page is read with the ``epoch``
-        in one transaction, and a delete (and recreate) between pages is read whole."""
+        in one transaction, and a delete (and recreate) between pages is read whole. What it
+        cannot see: an element pushed by hand whose id an element before the pages holds
+        (no append writes one: the ``ids`` hash refuses it)."""
         log_key = self._key(session_id, "log")
         epoch_key = self._key(session_id, "epoch")
         pipe = self._r.pipeline(transaction=True)
