@@ -242,6 +242,26 @@ def test_a_new_store_parses_the_tail_not_the_session(
     assert expected(make(), "s1", 19).entries == want.entries[:-1]
 
 
+def test_a_store_that_read_the_end_before_goes_on_from_it(
+    long_session: tuple[Callable[[], Store], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same store object for every call (a long-lived worker), with another appending
+    between calls: a FileStore reads the lines appended since, a RedisStore the end again."""
+    make, module = long_session
+    mine: Any = make()
+    mine.branch_tail("s1", 20, kinds=KINDS)
+    for k in range(3):
+        make().append("s1", items(f"other {k}"))
+        counted = _Counted()
+        monkeypatch.setattr(module, "json", counted)
+        got = mine.branch_tail("s1", 20, kinds=KINDS)
+        monkeypatch.setattr(module, "json", json)
+        assert got == expected(make(), "s1", 20)
+        assert counted.parsed <= (1 if module is file_module else 200), counted.parsed
+        popped = pop(mine)
+        assert popped is not None and popped.data["item"]["n"] == f"other {k}"
+
+
 # -- FileStore: what a killed writer leaves -------------------------------------------------
 
 

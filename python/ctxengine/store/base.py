@@ -420,28 +420,59 @@ MORE: Final = "more"
 WHOLE: Final = "whole"
 
 
+@dataclass(slots=True)
+class Piece:
+    """The newest intact entries of a session in append order (a read from its end), kept so
+    that the entries appended after them can be added (:meth:`add`) and the branch's end
+    read (:meth:`tail`) as a read of the whole session would find it: an entry's parent
+    counts only when it is an entry before it in the piece (the whole read takes any other
+    for one lost to damage, or a damaged ``parent_id``)."""
+
+    by_id: dict[str, Entry] = field(default_factory=dict)
+    #: the entries whose parent is no entry before them in the piece
+    unresolved: set[str] = field(default_factory=set)
+    leaf: str | None = None
+
+    def add(self, entries: list[Entry]) -> bool:
+        """Take ``entries``, appended after those held; False, with nothing taken, when an id
+        is there twice (the whole read keeps the first copy, which may be before the piece)."""
+        ids = {e.id for e in entries}
+        if len(ids) < len(entries) or not ids.isdisjoint(self.by_id):
+            return False
+        for entry in entries:
+            if entry.parent_id is not None and entry.parent_id not in self.by_id:
+                self.unresolved.add(entry.id)
+            self.by_id[entry.id] = entry
+            self.leaf = entry.id
+        return True
+
+    def tail(self, count: int, kinds: Container[str] | None, session_id: str) -> BranchTail | str:
+        """:func:`branch_tail` from the piece, or :data:`MORE` when the walk from the leaf
+        needs an entry before it."""
+        if self.leaf is None:
+            return MORE
+        found = tail_of(
+            self.by_id,
+            self.leaf,
+            count,
+            kinds,
+            session_id,
+            unresolved=self.unresolved,
+            partial=True,
+        )
+        return MORE if found is NEED_MORE else BranchTail(found, self.leaf)
+
+
 def piece_tail(
     piece: list[Entry], count: int, kinds: Container[str] | None, session_id: str
 ) -> BranchTail | str:
     """:func:`branch_tail` from ``piece``, the newest intact entries of a session in append
-    order (a read from its end), as a read of the whole session would find it: an entry's
-    parent counts only when it is an entry before it in the piece (the whole read takes any
-    other for one lost to damage, or a damaged ``parent_id``), so the walk from the leaf asks
-    for :data:`MORE` when it needs an entry before the piece. An id the piece holds twice is
-    :data:`WHOLE` (the whole read keeps the first copy, which may be before the piece)."""
-    by_id: dict[str, Entry] = {}
-    unresolved: set[str] = set()
-    for entry in piece:
-        if entry.id in by_id:
-            return WHOLE
-        if entry.parent_id is not None and entry.parent_id not in by_id:
-            unresolved.add(entry.id)
-        by_id[entry.id] = entry
-    if not piece:
-        return MORE
-    leaf = piece[-1].id
-    found = tail_of(by_id, leaf, count, kinds, session_id, unresolved=unresolved, partial=True)
-    return MORE if found is NEED_MORE else BranchTail(found, leaf)
+    order (see :class:`Piece`): :data:`MORE` when the walk from the leaf needs an entry before
+    the piece, :data:`WHOLE` when an id is there twice."""
+    held = Piece()
+    if not held.add(piece):
+        return WHOLE
+    return held.tail(count, kinds, session_id)
 
 
 def tail_of(

@@ -70,6 +70,7 @@ from .base import (
     Entry,
     Leaf,
     NewEntry,
+    Piece,
     Snapshot,
     SnapshotInfo,
     StoreProblem,
@@ -84,7 +85,6 @@ from .base import (
     entry_items,
     new_id,
     parse_content,
-    piece_tail,
     snapshot_json,
     snapshot_meta,
     tail_of,
@@ -376,6 +376,51 @@ class _IndexLine:
 
 
 @dataclass(slots=True)
+class _Tail:
+    """The newest entries of a transcript that this store read from its end (it has not read
+    the whole): what the next read from the end goes on from, reading only the lines
+    appended since (``end``: the size of the file then, ending with a complete line)."""
+
+    ino: int
+    end: int
+    last_ts: float
+    piece: Piece
+
+    def catch_up(self, fd: int, size: int) -> bool:
+        """Add the lines appended since (the caller holds a flock on ``fd``); False when only
+        a read afresh can tell: a line that is not an intact entry, no newline at the end,
+        an append cut short, a ``ts`` going back, an id twice."""
+        if size == self.end:
+            return True
+        new = os.pread(fd, size - self.end, self.end)
+        if len(new) != size - self.end or not new.endswith(b"\n"):
+            return False
+        parsed: list[Entry | _BatchStart] = []
+        for raw in new.split(b"\n")[:-1]:
+            if not raw.strip():
+                continue
+            try:
+                parsed.append(_transcript_line(json.loads(raw)))
+            except (ValueError, StoreError):
+                return False
+        entries: list[Entry] = []
+        last = self.last_ts
+        for i, item in enumerate(parsed):
+            if isinstance(item, _BatchStart):
+                if not _batch_complete(parsed, i):
+                    return False
+                item = item.entry
+            if item.ts < last:
+                return False
+            last = item.ts
+            entries.append(item)
+        if not self.piece.add(entries):
+            return False
+        self.end, self.last_ts = size, last
+        return True
+
+
+@dataclass(slots=True)
 class _Session:
     dir: Path
     transcript: _Log[Entry]
@@ -386,6 +431,7 @@ class _Session:
     intact: dict[str, bool] = field(default_factory=dict)  # snapshot hash -> content verified
     unswept: int | None = None  # snapshots written since the last sweep (None: none yet)
     objects_mtime: int | None = None  # of the objects folder after this store's last snapshot
+    tail: _Tail | None = None  # the end of a transcript this store has not read whole
 
 
 @final
@@ -463,6 +509,8 @@ class FileStore:
 
     def _refresh(self, s: _Session, lg: _Log[Any], fd: int, session_id: str) -> list[Any]:
         """Parse what was appended to ``lg`` since the last call (caller holds a flock)."""
+        if lg is s.transcript:
+            s.tail = None  # read whole from now on
         try:
             st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):  # a folder in its place: say so, naming the path
@@ -789,24 +837,25 @@ class FileStore:
         except OSError:
             return None  # missing (created by the usual append), or its error reported there
 
-        def judge(piece: list[Entry]) -> tuple[str, set[str]] | str:
-            ids = {e.id for e in piece}
-            if len(ids) < len(piece):
-                return WHOLE  # an id twice: the whole read keeps the first copy
-            if isinstance(parent_id, str) and parent_id not in ids:
+        def judge(piece: Piece) -> Piece | str:
+            if isinstance(parent_id, str) and parent_id not in piece.by_id:
                 return MORE  # before the piece (or nowhere: the whole read says so)
-            return piece[-1].id, ids
+            return piece
 
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            found = self._from_end(s, session_id, fd, judge)
-            if found is None:
+            piece = self._from_end(s, session_id, fd, judge)
+            if piece is None:
                 return None
-            leaf, ids = found
+            leaf = piece.leaf
             if check and leaf != expected:
                 raise conflict_error(session_id, expected, leaf, path=str(lg.path))
-            new = build_entries(items, leaf if parent_id is LEAF else parent_id, ids)
-            self._write_lines(lg, fd, _entry_lines(new))  # the store keeps none of it
+            new = build_entries(items, leaf if parent_id is LEAF else parent_id, piece.by_id)
+            kept, s.tail = s.tail, None  # given back once the lines are written
+            self._write_lines(lg, fd, _entry_lines(new))
+            if kept is not None and new[0].ts >= kept.last_ts and kept.piece.add(new):
+                kept.end, kept.last_ts = os.fstat(fd).st_size, new[-1].ts  # ours, under the flock
+                s.tail = kept
             return new
         finally:
             os.close(fd)
@@ -864,18 +913,36 @@ class FileStore:
         s: _Session,
         session_id: str,
         fd: int,
-        judge: Callable[[list[Entry]], T | str],
+        judge: Callable[[Piece], T | str],
     ) -> T | None:
         """``judge``'s answer on the newest entries of the transcript open as ``fd`` (the
-        caller holds a flock on it), read from its end back in chunks of :data:`TAIL_CHUNK`
-        bytes and more until ``judge`` answers something else than ``MORE``; None when only a
-        read of the whole file can tell (``WHOLE``, a piece that is the whole file, a file
-        of :data:`TAIL_CHUNK` bytes or less: the caller reads it whole)."""
+        caller holds a flock on it); None when only a read of the whole file can tell.
+
+        What this store read from the end before (``s.tail``) goes on with the lines appended
+        since. Otherwise the file is read from its end back, in chunks of :data:`TAIL_CHUNK`
+        bytes and more, until ``judge`` answers something else than ``MORE``, and what was
+        read is kept for the next call when the file ends with a complete line. None for
+        ``WHOLE``, a piece that would be the whole file, or a file of :data:`TAIL_CHUNK` bytes
+        or less (the caller reads it whole)."""
         lg = s.transcript
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size <= TAIL_CHUNK:
+                s.tail = None
                 return None
+            kept, s.tail = s.tail, None  # given back below while it holds
+            if (
+                kept is not None
+                and kept.ino == st.st_ino
+                and st.st_size >= kept.end
+                and kept.catch_up(fd, st.st_size)
+            ):
+                found = judge(kept.piece)
+                if not isinstance(found, str):
+                    s.tail = kept
+                    return found
+                if found == WHOLE:
+                    return None
             start, want, buf = st.st_size, TAIL_CHUNK, b""
             while start > 0:
                 at = max(0, start - want)
@@ -884,19 +951,24 @@ class FileStore:
                 buf = os.pread(fd, start - at, at) + buf
                 start = at
                 want *= 2
-                piece = _tail_piece(buf)
-                if piece == MORE:
+                parsed = _tail_piece(buf)
+                if parsed == MORE:
                     continue
-                if isinstance(piece, str):
+                if isinstance(parsed, str):
                     return None
-                entries, torn = piece
-                found = judge(entries)
+                entries, torn = parsed
+                piece = Piece()
+                if not piece.add(entries):
+                    return None
+                found = judge(piece)
                 if found == MORE:
                     continue
                 if isinstance(found, str):
                     return None
                 if torn:
                     self._report_torn(s, session_id, st, torn)
+                elif buf.endswith(b"\n"):
+                    s.tail = _Tail(st.st_ino, st.st_size, entries[-1].ts, piece)
                 return found
             return None
         except OSError as exc:
@@ -915,7 +987,7 @@ class FileStore:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
             return self._from_end(
-                s, session_id, fd, lambda piece: piece_tail(piece, count, kinds, session_id)
+                s, session_id, fd, lambda piece: piece.tail(count, kinds, session_id)
             )
         finally:
             os.close(fd)
