@@ -53,6 +53,7 @@ from .base import (
     Entry,
     Leaf,
     NewEntry,
+    Piece,
     Snapshot,
     SnapshotInfo,
     StoreProblem,
@@ -68,7 +69,6 @@ from .base import (
     masked_url,
     new_id,
     parse_content,
-    piece_tail,
     snapshot_json,
     snapshot_meta,
     tail_of,
@@ -106,6 +106,16 @@ class _Cache:
     by_id: dict[str, Entry] = field(default_factory=dict)
     consumed: int = 0  # list elements read (valid or reported)
     gaps: TranscriptGaps = field(default_factory=TranscriptGaps)  # damaged elements stepped over
+
+
+@dataclass(slots=True)
+class _Tail:
+    """The newest entries of a log that this store read from its end (it has not read the
+    whole): the next read from the end goes on with the elements pushed since."""
+
+    epoch: Any
+    end: int  # the log's length when it was read
+    piece: Piece
 
 
 def _url_option_problem(client: Any) -> str | None:
@@ -146,7 +156,7 @@ class RedisStore:
         StoreError: the URL is invalid.
     """
 
-    __slots__ = ("_cache", "_keep", "_lock", "_r", "prefix", "problems", "url")
+    __slots__ = ("_cache", "_keep", "_lock", "_r", "_tails", "prefix", "problems", "url")
 
     def __init__(
         self,
@@ -169,6 +179,7 @@ class RedisStore:
         self.problems: list[StoreProblem] = []
         self._lock = threading.Lock()
         self._cache: dict[str, _Cache] = {}
+        self._tails: dict[str, _Tail] = {}  # the ends of logs this store has not read whole
         problem: str | None = None
         try:
             if client is not None:
@@ -335,6 +346,7 @@ class RedisStore:
 
     def _refresh(self, session_id: str) -> _Cache:
         """Bring the session's cached entries up to date (one MULTI read of the new ones)."""
+        self._tails.pop(session_id, None)  # read whole from now on
         cache = self._cache.setdefault(session_id, _Cache())
         pipe = self._r.pipeline(transaction=True)
         pipe.get(self._key(session_id, "epoch"))
@@ -426,14 +438,32 @@ class RedisStore:
     def _tail_cold(
         self, session_id: str, count: int, kinds: Container[str] | None
     ) -> BranchTail | None:
-        """:meth:`branch_tail` from the end of a log this store has not read; None when only a
-        read of the whole log can tell (the caller reads it). The log only grows at its end
+        """:meth:`branch_tail` from the end of a log this store has not read whole; None when
+        only a read of the whole log can tell (the caller reads it). What this store read
+        from the end before goes on with the elements pushed since (one ``LRANGE``);
+        otherwise the log is read from its end back. The log only grows at its end
         (``RPUSH``), so its elements keep their index: each page is read with the ``epoch``
-        in one transaction, and a delete (and recreate) between pages is read whole. What it
+        in one transaction, and a delete (and recreate) between pages is read afresh. What it
         cannot see: an element pushed by hand whose id an element before the pages holds
-        (no append writes one: the ``ids`` hash refuses it)."""
+        (no append writes one: the ``ids`` hash refuses it). Caller holds the lock."""
         log_key = self._key(session_id, "log")
         epoch_key = self._key(session_id, "epoch")
+        kept = self._tails.pop(session_id, None)  # given back below while it holds
+        if kept is not None:
+            pipe = self._r.pipeline(transaction=True)
+            pipe.get(epoch_key)
+            pipe.lrange(log_key, kept.end, -1)
+            epoch, raw = pipe.execute()
+            if epoch == kept.epoch:
+                new = _parsed_entries(raw)
+                if new is not None and kept.piece.add(new):
+                    kept.end += len(raw)
+                    found = kept.piece.tail(count, kinds, session_id)
+                    if isinstance(found, BranchTail):
+                        self._tails[session_id] = kept
+                        return found
+                    if found == WHOLE:
+                        return None
         pipe = self._r.pipeline(transaction=True)
         pipe.get(epoch_key)
         pipe.llen(log_key)
@@ -450,15 +480,17 @@ class RedisStore:
             pipe.get(epoch_key)
             pipe.lrange(log_key, at, start - 1)
             now, raw = pipe.execute()
-            if now != epoch:
+            older = _parsed_entries(raw)
+            if now != epoch or older is None:  # deleted since, or a damaged element
                 return None
-            try:
-                piece = [Entry.from_json(json.loads(item)) for item in raw] + piece
-            except (ValueError, StoreError):
-                return None  # a damaged element: the whole read reports and steps over it
+            piece = older + piece
             start = at
-            found = piece_tail(piece, count, kinds, session_id)
+            held = Piece()
+            if not held.add(piece):
+                return None
+            found = held.tail(count, kinds, session_id)
             if isinstance(found, BranchTail):
+                self._tails[session_id] = _Tail(epoch, int(size), held)
                 return found
             if found == WHOLE:
                 return None
@@ -764,11 +796,22 @@ class RedisStore:
             raise self._error("delete", session_id, exc) from exc
         with self._lock:
             self._cache.pop(session_id, None)
+            self._tails.pop(session_id, None)
         return removed > 0
 
     def close(self) -> None:
         """Close the connection pool."""
+        self._tails.clear()
         self._r.close()
+
+
+def _parsed_entries(raw: list[bytes]) -> list[Entry] | None:
+    """The entries of log elements; None when one is damaged (the whole read reports it and
+    steps over it)."""
+    try:
+        return [Entry.from_json(json.loads(item)) for item in raw]
+    except (ValueError, StoreError):
+        return None
 
 
 def _marked(info: SnapshotInfo, pruned: bool) -> SnapshotInfo:
