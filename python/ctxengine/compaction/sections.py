@@ -211,10 +211,13 @@ def _failures_lines(p: SummaryParts) -> tuple[list[str], int]:
 
 
 def _files_lines(p: SummaryParts) -> tuple[list[str], int]:
-    if not p.modified and not p.read:
+    # files modified the cap left out altogether are still counted ("Modified: (and 3
+    # more)"): the reader, and the next summary, know files were changed
+    modified = p.modified or p.modified_more
+    if not modified and not p.read:
         return [], -1
     out = ["", "## Files"]
-    out += [_joined("Modified", p.modified, p.modified_more)] if p.modified else []
+    out += [_joined("Modified", p.modified, p.modified_more)] if modified else []
     read_at = -1
     if p.read:
         read_at = len(out)
@@ -312,7 +315,7 @@ class _Renderer:
 
 def _joined(label: str, items: list[str], more: int) -> str:
     tail = f" (and {more} more)" if more else ""
-    return f"{label}: " + ", ".join(items) + tail
+    return f"{label}: " + (", ".join(items) + tail if items else tail.lstrip())
 
 
 def strip_sections(text: str) -> str:
@@ -336,7 +339,7 @@ def _split_list(items: list[str], label: str) -> tuple[list[str], int]:
     for item in items:
         if item.startswith(label + ": "):
             rest = item[len(label) + 2 :]
-            tail = re.search(r" \(and (\d+) more\)$", rest)
+            tail = re.search(r"(?:^| )\(and (\d+) more\)$", rest)
             if tail:
                 rest, more = rest[: tail.start()], more + int(tail.group(1))
             # entries not on an earlier line (a line's own repeats stay, as it lists them)
@@ -725,6 +728,16 @@ def _by_texts(
     return total
 
 
+#: The lists :func:`_restore` puts back, the last one the cap cuts first: the files modified
+#: (cut last, before the newest request: a step cutting that request may leave room for them
+#: again), the requests, the files read.
+_RESTORED: Final = (
+    ("modified", "modified_more"),
+    ("requests", "requests_more"),
+    ("read", "read_more"),
+)
+
+
 def _restore(
     parts: SummaryParts,
     work: SummaryParts,
@@ -734,14 +747,15 @@ def _restore(
     exact: Tokenizer | None,
     render: Callable[[SummaryParts], str] = SummaryParts.render,
 ) -> str:
-    """Put dropped requests and files back, newest first (short form), while they fit: the
-    shrink steps cut in coarse strides (``exact``: :func:`additive` of ``count``)."""
-    for name, more in (("requests", "requests_more"), ("read", "read_more")):
+    """Put dropped files modified, requests and files read back, newest first (short form),
+    while they fit: the shrink steps cut in coarse strides, and a step after them (the newest
+    request cut) may have left room (``exact``: :func:`additive` of ``count``)."""
+    for name, more in _RESTORED:
         full, kept = getattr(parts, name), getattr(work, name)
         dropped = full[: len(full) - len(kept)]  # requests: render() cuts them to the width
         if name == "read":
             dropped = [_cut(x, 79) for x in dropped]
-        if exact is not None and dropped:
+        if exact is not None and dropped and name != "modified":
             before = (list(kept), getattr(work, more))
             fast = _put_back(name, work, dropped[:], max_tokens, exact, text, render)
             if fast is not None:
