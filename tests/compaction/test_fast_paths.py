@@ -72,10 +72,24 @@ def _add(target: list[str], items: Sequence[str]) -> None:
 
 
 def _reference_files(messages: Sequence[Message]) -> tuple[list[str], list[str]]:
+    read, modified, _ = _reference_reading(messages)
+    return read, modified
+
+
+def _reference_reading(messages: Sequence[Message]) -> tuple[list[str], list[str], str | None]:
+    """Files read, files modified, and the file open at the end when the harness showed one:
+    an earlier summary's ``Open:`` line, or SWE-agent's ``(Open file: …)``."""
     read: list[str] = []
     modified: list[str] = []
     current: str | None = None
+    shown = False
     for m in messages:
+        if F.is_summary(m):
+            files = F.parse_sections(m.text).get("Files", [])
+            opened = [x.removeprefix("Open: ") for x in files if x.startswith("Open: ")]
+            if opened:
+                current, shown = opened[-1], True
+            continue
         if m.role == "assistant":
             for call in m.tool_calls:
                 r, w = F._call_files(call, current)
@@ -98,8 +112,8 @@ def _reference_files(messages: Sequence[Message]) -> tuple[list[str], list[str]]
         for result in m.tool_results:
             opened += F._OPEN_FILE.findall(result.text[-400:])
         if opened and opened[-1].strip() != "n/a":
-            current = opened[-1].strip()
-    return read, modified
+            current, shown = opened[-1].strip(), True
+    return read, modified, current if shown else None
 
 
 def _request(m: Message) -> str | None:
@@ -166,7 +180,7 @@ def _reference_facts(messages: Sequence[Message]) -> KeyFacts:
                 seen_calls.add(r.call_id)
                 name = r.name or names.get(r.call_id, "tool")
                 facts.failures.append(F._failure(name, r.call_id, r.text))
-    facts.files_read, facts.files_modified = _reference_files(plain)
+    facts.files_read, facts.files_modified, facts.open_file = _reference_reading(messages)
     _add(facts.identifiers, idents)
     facts.identifiers = facts.identifiers[-40:]
     facts.pending = _reference_pending(plain, facts.carried.get("Pending", []))

@@ -64,6 +64,9 @@ _SHELL_READ: Final = frozenset(
 _SHELL_WRITE: Final = frozenset({"tee", "touch", "rm", "mv", "cp", "truncate", "chmod"})
 _TEXT_ACTION: Final = re.compile(r"```[^\n]*\n(open|create|edit|insert)\b([^\n]*)\n", re.M)
 _OPEN_FILE: Final = re.compile(r"\(Open file: ([^)\n]+)\)")
+#: Label of the line of a summary's ``## Files`` naming the file open where it ends
+#: (:attr:`KeyFacts.open_file`).
+OPEN_LABEL: Final = "Open: "
 _PATCH_FILE: Final = re.compile(
     r"^(?:\*\*\* (?:Add|Update|Delete) File: |\+\+\+ b/|--- a/)(\S+)", re.M
 )
@@ -269,6 +272,11 @@ class KeyFacts:
     """Earlier summaries found among the messages."""
     summarized: int = 0
     """Messages those earlier summaries stood for (the count in each one's first line)."""
+    open_file: str | None = None
+    """The file open at the end, when the harness showed one (SWE-agent's ``(Open file: …)``
+    observation, or an earlier summary's ``Open:`` line): the file an edit without a path
+    (SWE-agent's ``edit``/``insert``) in the next messages changes. A summary carries it, so
+    such an edit after a compaction is still listed among the files modified."""
 
     @property
     def latest_request(self) -> str | None:
@@ -493,7 +501,8 @@ def _argument_paths(args: dict[str, Any]) -> list[str]:
 
 
 #: One step of :func:`files_touched`'s reading of a message: ``R``/``W`` add files read /
-#: modified, ``WC`` adds the current file (if any) to those modified, ``C`` sets it.
+#: modified, ``WC`` adds the current file (if any) to those modified, ``C`` sets it, and so
+#: does ``O``: the harness showing it open (SWE-agent's ``(Open file: …)``).
 _FileOp = tuple[str, Any]
 
 
@@ -564,20 +573,36 @@ def _file_ops(m: Message, text: str) -> list[_FileOp]:
         if "(Open file: " in tail:
             opened += _OPEN_FILE.findall(tail)
     if opened and opened[-1].strip() != "n/a":
-        ops.append(("C", opened[-1].strip()))
+        ops.append(("O", opened[-1].strip()))
     return ops
 
 
-def _replay(steps: Iterable[list[_FileOp]]) -> tuple[list[str], list[str]]:
+def _replay(steps: Iterable[list[_FileOp]]) -> tuple[list[str], list[str], str | None]:
+    """Files read, files modified, and the file open at the end when the harness showed one
+    (see :attr:`KeyFacts.open_file`)."""
     read: list[str] = []
     modified: list[str] = []
     read_seen: set[str] = set()
     modified_seen: set[str] = set()
     current: str | None = None
+    shown = False
     for ops in steps:
         if ops:  # most messages have none: no step changes anything
             current = _file_steps(ops, current, read, read_seen, modified, modified_seen)
-    return read, modified
+            shown = shown or _shows_open(ops)
+    return read, modified, current if shown else None
+
+
+def _shows_open(ops: Iterable[_FileOp]) -> bool:
+    """Whether ``ops`` hold the harness's own word on the open file (an ``O`` step)."""
+    return any(kind == "O" for kind, _ in ops)
+
+
+def _carried_open(carried: dict[str, list[str]]) -> list[_FileOp]:
+    """The step an earlier summary's ``Open:`` line (its ``## Files``) stands for: the file
+    open where that summary ends, which an edit without a path after it changes."""
+    opened = [x[len(OPEN_LABEL) :] for x in carried.get("Files", ()) if x.startswith(OPEN_LABEL)]
+    return [("O", opened[-1])] if opened and opened[-1] else []
 
 
 def _file_steps(
@@ -591,7 +616,7 @@ def _file_steps(
     """Apply one message's file operations to the read and modified lists (each once, oldest
     first); returns the file open after them (SWE-agent's current file)."""
     for kind, value in ops:
-        if kind == "C":
+        if kind == "C" or kind == "O":
             current = value
         elif kind == "R":
             _add(read, value, read_seen)
@@ -605,7 +630,8 @@ def _file_steps(
 def files_touched(messages: Sequence[Message]) -> tuple[list[str], list[str]]:
     """``(files read, files modified)`` by the tool calls of ``messages`` (and, for logs whose
     actions are text — SWE-agent commands, aider edit blocks — by those), oldest first."""
-    return _replay(_file_ops(m, message_text(m)) for m in messages)
+    read, modified, _ = _replay(_file_ops(m, message_text(m)) for m in messages)
+    return read, modified
 
 
 def _failure(name: str, call_id: str, text: str) -> Failure:
@@ -977,6 +1003,7 @@ def _extract_facts(
     idents: list[str] = []
     plain: list[Message] = []
     read: list[_MessageFacts] = []
+    steps: list[list[_FileOp]] = []
     memo = _SCOPE.get()
     for m in messages:
         if memo is None:
@@ -996,9 +1023,11 @@ def _extract_facts(
                 if name not in facts.carried:
                     facts.carried[name], carried_seen[name] = [], set()
                 _add(facts.carried[name], lines, carried_seen[name])
+            steps.append(_carried_open(mf.carried))
             continue
         plain.append(m)
         read.append(mf)
+        steps.append(mf.files)
         if mf.request is not None:
             facts.requests.append(mf.request)
         idents += mf.idents
@@ -1008,7 +1037,7 @@ def _extract_facts(
             if call_id not in seen_calls:
                 seen_calls.add(call_id)
                 facts.failures.append(_failure(tool or names.get(call_id, "tool"), call_id, output))
-    facts.files_read, facts.files_modified = _replay(mf.files for mf in read)
+    facts.files_read, facts.files_modified, facts.open_file = _replay(steps)
     _add(facts.identifiers, idents)
     facts.identifiers = facts.identifiers[-max_identifiers:]
     facts.pending = _pending_of(plain, read, facts.carried.get("Pending", ()))
@@ -1029,7 +1058,7 @@ MARK_EVERY: Final = 128
 @dataclass(slots=True)
 class _Mark:
     """Where a :class:`_Scan` stood before its ``n``-th message: the lengths of its lists
-    (each only grows), its counts and the current file."""
+    (each only grows), its counts, the current file and whether the harness showed one."""
 
     n: int
     requests: int
@@ -1042,6 +1071,7 @@ class _Mark:
     files_read: int
     files_modified: int
     current: str | None
+    shown: bool
 
 
 class _Scan:
@@ -1071,6 +1101,7 @@ class _Scan:
         "read_seen",
         "requests",
         "rules",
+        "shown",
         "summaries",
         "summarized",
     )  # fmt: skip
@@ -1096,6 +1127,7 @@ class _Scan:
         self.read_seen: set[str] = set()
         self.modified_seen: set[str] = set()
         self.current: str | None = None
+        self.shown = False
         self.marks: list[_Mark] = []
 
     def _mark(self) -> None:
@@ -1112,6 +1144,7 @@ class _Scan:
                 len(self.files_read),
                 len(self.files_modified),
                 self.current,
+                self.shown,
             )
         )
 
@@ -1138,7 +1171,7 @@ class _Scan:
         out.files_read = self.files_read[: mark.files_read]
         out.files_modified = self.files_modified[: mark.files_modified]
         out.read_seen, out.modified_seen = set(out.files_read), set(out.files_modified)
-        out.current = mark.current
+        out.current, out.shown = mark.current, mark.shown
         out.marks = [m for m in self.marks if m.n < mark.n]  # extend marks mark.n again
         return out
 
@@ -1150,11 +1183,11 @@ class _Scan:
         idents, ident_seen, plain, read = self.idents, self.ident_seen, self.plain, self.read
         files_read, files_modified = self.files_read, self.files_modified
         read_seen, modified_seen = self.read_seen, self.modified_seen
-        current = self.current
+        current, shown = self.current, self.shown
         n = len(done)
         for m in messages:
             if n % MARK_EVERY == 0:
-                self.current = current
+                self.current, self.shown = current, shown
                 self._mark()
             n += 1
             done.append(m)
@@ -1172,6 +1205,9 @@ class _Scan:
                     if name not in self.carried:
                         self.carried[name], self.carried_seen[name] = [], set()
                     _add(self.carried[name], lines, self.carried_seen[name])
+                opened = _carried_open(mf.carried)
+                if opened:
+                    current, shown = opened[0][1], True
                 continue
             plain.append(m)
             read.append(mf)
@@ -1191,7 +1227,8 @@ class _Scan:
                 current = _file_steps(
                     mf.files, current, files_read, read_seen, files_modified, modified_seen
                 )
-        self.current = current
+                shown = shown or _shows_open(mf.files)
+        self.current, self.shown = current, shown
 
     def facts(self, max_identifiers: int) -> KeyFacts:
         """The key facts of what was read (lists of their own)."""
@@ -1207,6 +1244,7 @@ class _Scan:
             carried={name: list(lines) for name, lines in self.carried.items()},
             summaries=self.summaries,
             summarized=self.summarized,
+            open_file=self.current if self.shown else None,
         )
 
 

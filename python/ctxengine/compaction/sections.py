@@ -22,6 +22,7 @@ from typing import Any, Final
 from ..tokens import Tokenizer
 from .facts import (
     LATEST_LINE,
+    OPEN_LABEL,
     SECTION_HEADING,
     Failure,
     KeyFacts,
@@ -166,6 +167,7 @@ class SummaryParts:
     requests_width: int = 0
     latest: str | None = None
     pending: list[str] = field(default_factory=list)
+    open_file: str | None = None
 
     def render(self) -> str:
         """The summary text."""
@@ -214,7 +216,7 @@ def _files_lines(p: SummaryParts) -> tuple[list[str], int]:
     # files modified the cap left out altogether are still counted ("Modified: (and 3
     # more)"): the reader, and the next summary, know files were changed
     modified = p.modified or p.modified_more
-    if not modified and not p.read:
+    if not modified and not p.read and not p.open_file:
         return [], -1
     out = ["", "## Files"]
     out += [_joined("Modified", p.modified, p.modified_more)] if modified else []
@@ -222,6 +224,7 @@ def _files_lines(p: SummaryParts) -> tuple[list[str], int]:
     if p.read:
         read_at = len(out)
         out.append(_joined("Read", p.read, p.read_more))
+    out += [OPEN_LABEL + p.open_file] if p.open_file else []
     return out, read_at
 
 
@@ -273,7 +276,7 @@ _SECTIONS: Final = (
     _Section(_head_lines, ("messages",)),
     _Section(_body_lines, ("body",)),
     _Section(_failures_lines, ("failures", "failures_more")),
-    _Section(_files_lines, ("modified", "modified_more", "read", "read_more")),
+    _Section(_files_lines, ("modified", "modified_more", "read", "read_more", "open_file")),
     _Section(_rules_lines, ("rules", "pinned")),
     _Section(_identifiers_lines, ("identifiers",)),
     _Section(_requests_lines, ("requests", "requests_more", "requests_width", "latest")),
@@ -450,6 +453,7 @@ def build_parts(
         requests_more=omitted + max(0, len(earlier) - MAX_REQUESTS),
         latest=latest,
         pending=facts.pending,  # the earlier summaries' asks that are still open included
+        open_file=facts.open_file,
     )
 
 
