@@ -1,0 +1,224 @@
+"""A long day of compactions: every shared real transcript replayed at a tight budget (4,000,
+8,000 and 16,000 tokens), so that it compacts again and again and the later summaries are
+summaries of summaries. Every render is checked against the messages fed so far:
+
+- the payload is valid for its provider (the official SDK types) and within the budget (an
+  independent tiktoken count);
+- a protected grain (a pinned rule) is there verbatim, and once a summary exists so are the
+  sections of the rules file (``CompactionConfig.rules_file``);
+- every file modified so far is named, every failed call is there by its id (or counted in
+  the summary's ``...and N more``) and the newest request is findable. "So far" is what one
+  reading of all the messages fed finds (:func:`~ctxengine.compaction.facts.extract_facts`):
+  the chain of summaries must hold what a single summary of the whole day would.
+
+And a session stopped in the middle of the day and taken up by a new process (``FileStore``,
+``engine.restore`` then ``engine.session``) goes on with the same summaries and the same
+payloads as one never interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from contract_count import independent_count
+from ctxengine import Budget, ContextEngine, ContextGrain
+from ctxengine.compaction import CompactionConfig
+from ctxengine.compaction.facts import extract_facts
+from ctxengine.compaction.requests import request_text
+from ctxengine.compaction.sections import request_findable
+from ctxengine.replay import _feed
+from ctxengine.transcript import Message, Transcript, load_all
+from transcript.helpers import assert_sdk_valid
+
+from .helpers import CC_MAIN, PI, all_files
+
+BUDGETS = (4_000, 8_000, 16_000)
+MODEL = "gpt-4.1"  # o200k_base: the independent count is exact
+PIN = "RULE-7: never push to main without a green CI run; ask before deleting any file."
+AGENTS = (
+    "# Agents\n\n## Session Startup\nRead README.md first.\nRun `make check` before any commit."
+    "\n\n## Style\nnot kept\n\n## Red Lines\n- Never force-push.\n"
+)
+RULE_LINES = ("Read README.md first.", "Run `make check` before any commit.", "- Never force-push.")
+SWE_REPLACE = next(p for p in all_files() if "replace_from_source" in str(p))
+SWE_PYDICOM = next(p for p in all_files() if p.name == "pydicom__pydicom-1458.traj")
+
+
+class Pinned:
+    """A plugin pinning one rule for the session (protected: never folded or summarized)."""
+
+    name = "pins"
+    version = "1"
+    priority = 10
+    enabled = True
+
+    async def collect(self, scene: Any) -> list[ContextGrain]:
+        return [ContextGrain("sys.pin.rules", content=PIN, protected=True, lifespan="session")]
+
+
+def _transcripts() -> list[tuple[str, Transcript]]:
+    out = []
+    for path in all_files():
+        for n, t in enumerate(load_all(path)):
+            if len(t) >= 2:
+                out.append((f"{path.parent.name}/{path.name[:40]}#{n}", t))
+    return out
+
+
+TRANSCRIPTS = _transcripts()
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string of a payload (keys left out), in order."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _problems(
+    payload: dict[str, Any], summary: str | None, fed: Sequence[Message], rules: bool
+) -> list[str]:
+    """What a render with ``payload`` (its session's summary ``summary``) misses of ``fed``."""
+    text = "\n".join(_strings(payload))
+    found = []
+    if PIN not in text:
+        found.append("the pinned rule")
+    if summary is None:
+        return found
+    facts = extract_facts(fed)
+    found += [f"rules line {r!r}" for r in RULE_LINES if rules and r not in text]
+    found += [f"modified file {p!r}" for p in facts.files_modified if p not in text]
+    unseen = [f.call_id for f in facts.failures if f.call_id not in text]
+    more = sum(int(m.group(1)) for m in re.finditer(r"(?m)^\.\.\.and (\d+) more", summary))
+    if len(unseen) > more:
+        found.append(f"{len(unseen)} failed calls, {more} counted: {unseen[:3]}")
+    latest = facts.latest_request
+    # a command wrapper's request is "/name arguments"; kept verbatim, it is the wrapper
+    raw = next((m.text for m in reversed(fed) if request_text(m.text, m.meta) == latest), "")
+    if latest and not (request_findable(latest, text) or request_findable(raw, text)):
+        found.append(f"newest request {latest[:60]!r}")
+    return found
+
+
+async def _day(
+    t: Transcript, budget: int, provider: str, folder: Path, rules: bool = True
+) -> tuple[int, list[tuple[int, list[str]]]]:
+    """Replay ``t``; the compactions that succeeded and each render's problems."""
+    (folder / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
+    config = CompactionConfig(rules_file=folder / "AGENTS.md" if rules else None)
+    engine = ContextEngine(MODEL, Budget(total=budget), plugins=[Pinned()], compaction=config)
+    fed: list[Message] = []
+    found: list[tuple[int, list[str]]] = []
+    compactions = 0
+    async with engine.session("day") as session:
+        previous = None
+        for at, message in enumerate([*t.messages, None]):
+            if message is None or (
+                message.role == "assistant" and previous != "assistant" and session.messages
+            ):
+                out = await session.render(provider)
+                compactions += sum(1 for c in out.report.compactions if c.get("ok"))
+                assert out.tokens <= budget
+                assert independent_count(out.payload, provider) <= budget
+                assert_sdk_valid(out.payload, provider)
+                summary = session.state.summary
+                text = None if summary is None else str(summary.content)
+                problems = _problems(out.payload, text, fed, rules)
+                if problems:
+                    found.append((at, problems))
+            if message is None:
+                break
+            await _feed(session, message)
+            fed.append(message)
+            previous = message.role
+    return compactions, found
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+@pytest.mark.parametrize(("name", "t"), TRANSCRIPTS, ids=[n for n, _ in TRANSCRIPTS])
+def test_a_long_day_keeps_every_fact_in_every_render(
+    name: str, t: Transcript, budget: int, tmp_path: Path
+) -> None:
+    compactions, found = anyio.run(_day, t, budget, "openai", tmp_path)
+    assert found == [], name
+    if len(t) > 400 and budget == 4_000:  # the long sessions: summaries of summaries
+        assert compactions >= 20
+
+
+@pytest.mark.parametrize("provider", ["openai-responses", "anthropic", "gemini"])
+@pytest.mark.parametrize("path", [PI, SWE_REPLACE], ids=["pi", "swe-agent"])
+def test_a_long_day_for_every_provider(provider: str, path: Path, tmp_path: Path) -> None:
+    compactions, found = anyio.run(_day, load_all(path)[0], 4_000, provider, tmp_path)
+    assert found == []
+    assert compactions >= 5
+
+
+@pytest.mark.parametrize("path", [SWE_REPLACE, SWE_PYDICOM], ids=["marshmallow", "pydicom"])
+def test_a_swe_agent_day_without_rules_keeps_its_files(path: Path, tmp_path: Path) -> None:
+    """Without a rules file the summaries compact at other points. The marshmallow run then
+    summarizes its ``create`` and its path-less ``insert`` apart (the ``insert`` edits the file
+    the harness showed open); in the pydicom run the cap dropped the files modified to make
+    room for the task, then cut the task, which left room for them."""
+    for budget in BUDGETS:
+        _, found = anyio.run(_day, load_all(path)[0], budget, "openai", tmp_path, False)
+        assert found == [], budget
+
+
+# -- a day interrupted: a new process takes the session up from its store --------------------------
+
+CHILD = Path(__file__).with_name("day_child.py")
+
+
+def _worker(env: dict[str, str], root: Path, path: Path, budget: int, span: range, out: Path,
+            restore: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+    args = [str(root), str(path), "0", str(budget), str(span.start), str(span.stop), str(out)]
+    subprocess.run(
+        [sys.executable, str(CHILD), *args, *(["restore"] if restore else [])],
+        env=env,
+        check=True,
+        timeout=600,
+    )
+    records: list[dict[str, Any]] = json.loads(out.read_text(encoding="utf-8"))
+    return records
+
+
+@pytest.mark.parametrize(
+    ("path", "budget"),
+    [(PI, 4_000), (SWE_REPLACE, 4_000), (CC_MAIN, 16_000)],
+    ids=["pi-4000", "swe-agent-4000", "claude-code-16000"],
+)
+def test_a_day_taken_up_by_a_new_process_goes_on_as_one_never_interrupted(
+    path: Path, budget: int, tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    messages = list(load_all(path)[0].messages)
+    n = len(messages)
+    # stop right before a model call past the middle: the uninterrupted day renders there
+    stop = next(
+        i
+        for i in range(n // 2, n)
+        if messages[i].role == "assistant" and messages[i - 1].role != "assistant"
+    )
+    whole = _worker(child_env, tmp_path / "whole", path, budget, range(n), tmp_path / "w.json")
+    split = tmp_path / "split"
+    first = _worker(child_env, split, path, budget, range(stop), tmp_path / "a.json")
+    later = _worker(child_env, split, path, budget, range(stop, n), tmp_path / "b.json", True)
+    restored, later = later[0], later[1:]
+    summaries = [r["summary"] for r in whole if r["summary"]]
+    assert len(set(summaries)) >= 3  # compacted again and again, before and after the stop
+    assert any(r["summary"] for r in first) and later[0]["summary"] != later[-1]["summary"]
+    at_stop = next(r for r in whole if r["at"] == stop)
+    assert restored["payload"] == at_stop["payload"]
+    assert [*first, *later] == whole
