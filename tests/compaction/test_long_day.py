@@ -88,6 +88,10 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
+#: A ``## `` heading the cap left without a line of its own (the next heading, or the end).
+EMPTY_SECTION = re.compile(r"^(## [^\n]+)\n(?=\n*## |\n*\Z)", re.M)
+
+
 def _problems(
     payload: dict[str, Any], summary: str | None, fed: Sequence[Message], rules: bool
 ) -> list[str]:
@@ -99,6 +103,7 @@ def _problems(
     if summary is None:
         return found
     facts = extract_facts(fed)
+    found += [f"empty section {h!r}" for h in EMPTY_SECTION.findall(summary)]
     found += [f"rules line {r!r}" for r in RULE_LINES if rules and r not in text]
     found += [f"modified file {p!r}" for p in facts.files_modified if p not in text]
     unseen = [f.call_id for f in facts.failures if f.call_id not in text]
