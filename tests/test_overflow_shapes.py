@@ -550,3 +550,19 @@ def test_a_wrapper_raised_while_handling_an_overflow_still_finds_it() -> None:
     it was handling speaks for it."""
     err = raised_while_handling(openai_error(400, TOO_LONG, URL), RuntimeError("agent step failed"))
     check(err, OVERFLOW, {"limit": 128000, "status": 400})
+
+
+def test_an_overflow_that_suggests_compacting_is_not_a_compaction_overflow() -> None:
+    """Claude Code ends an overflow of the conversation with its command hint ("Run /compact
+    to compact & continue"); any "compact" in the text made it an overflow of the compaction
+    itself, whose ladder skips the compaction retries the conversation needs."""
+    text = (
+        'API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":'
+        '"prompt is too long: 210000 tokens > 200000 maximum"}} · Run /compact to compact & '
+        "continue"
+    )
+    info = classify_provider_error(text)
+    assert info.kind == OVERFLOW and (info.tokens, info.limit) == (210000, 200000)
+    during = "Error: Error during compaction: Error: Conversation too long."
+    assert classify_provider_error(during).kind == "compaction_overflow"
+    assert classify_provider_error(text, stage="compaction").kind == "compaction_overflow"

@@ -204,7 +204,12 @@ _SERVER: Final = _rx(
     r"bad gateway",
     r"gateway timeout",
 )
-_COMPACTION: Final = _rx(r"compact(?:ion|ing)?\b", r"auto-compact", r"summari[sz]ation failed")
+#: An overflow of the compaction itself ("Error during compaction: ... Conversation too long").
+#: Not any "compact": Claude Code ends an overflow of the conversation with "Run /compact to
+#: compact & continue", which is a plain overflow.
+_COMPACTION: Final = _rx(
+    r"\bcompaction\b", r"\bcompacting\b", r"auto-compact", r"summari[sz]ation failed"
+)
 
 #: Provider codes that decide alone.
 _CODES: Final[Mapping[str, ProviderErrorKind]] = {

@@ -156,3 +156,75 @@ def test_the_summary_mark_is_the_compaction_layers() -> None:
     from ctxengine.inject import render as render_module
 
     assert render_module.SUMMARY_META == facts.SUMMARY_META
+
+
+# -- a compaction block is not text to rewrite -------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["render", "fit"])
+@pytest.mark.parametrize("content", [SUMMARY + "\n", SUMMARY + "  \n- one  \n- two  "])
+def test_a_history_ending_in_a_compaction_sends_it_back_whatever_its_summary_ends_with(
+    how: str, content: str
+) -> None:
+    """``pause_after_compaction``: Anthropic answers with an assistant message holding only
+    the compaction block, which the caller appends and sends back, so the history ends with
+    it. A summary ending in whitespace went through the prefill's whitespace strip, which
+    rebuilt the block as plain text: the compaction was lost and its summary became a
+    prefill."""
+    block = BetaCompactionBlockParam(type="compaction", content=content)
+    history = [*_turns(3), {"role": "user", "content": "go on"}]
+    history.append({"role": "assistant", "content": [block]})
+    if how == "render":
+        payload = render(load({"messages": history}, format="anthropic"), "anthropic").payload
+    else:
+        payload = fit(history, model=MODEL, budget=50_000, provider="anthropic").payload
+    _valid(payload, "anthropic")
+    assert payload["messages"][-1]["content"] == [{"type": "compaction", "content": content}]
+
+
+def test_a_compaction_blocks_own_cache_marker_is_not_a_fifth() -> None:
+    """Anthropic's compaction docs put a cache breakpoint on the compaction block; copied
+    verbatim, it came on top of the four the render places, and the API takes at most four."""
+    block = BetaCompactionBlockParam(
+        type="compaction", content=SUMMARY, cache_control={"type": "ephemeral"}
+    )
+    turn = {"role": "assistant", "content": [block, {"type": "text", "text": "Going on."}]}
+    history = [{"role": "user", "content": "go on"}, turn, *_turns(12)[1:]]
+    t = load({"system": "Be brief.", "messages": history}, format="anthropic")
+    fitted = fit(history, model=MODEL, budget=100_000, provider="anthropic", cache_breakpoints=4)
+    for payload in (render(t, "anthropic", cache_breakpoints=4).payload, fitted.payload):
+        _valid(payload, "anthropic")
+        assert json.dumps(payload).count('"cache_control"') <= 4  # the API's most
+        sent = payload["messages"][1]["content"][0]
+        assert sent["type"] == "compaction" and sent["content"] == SUMMARY
+
+
+def test_a_redactor_leaves_a_compaction_block_whole() -> None:
+    """The redaction plugin rewrites a message's text blocks; a compaction block is one (its
+    summary reads as text), so a summary naming an e-mail address went out as a plain text
+    block: the compaction was lost, and Anthropic no longer dropped what came before it. It
+    is sent back as the provider returned it, as signed thinking is."""
+    import anyio
+
+    from ctxengine import Budget, ContextEngine
+    from ctxengine.builtins import RedactionProvider
+
+    mail = "alice.smith@example.org"
+    block = BetaCompactionBlockParam(type="compaction", content=f"Summary: the owner is {mail}.")
+    turn = {"role": "assistant", "content": [block, {"type": "text", "text": "Going on."}]}
+    history = [*_turns(2), {"role": "user", "content": "go on"}, turn, *_turns(2)[1:]]
+    history.append({"role": "user", "content": "next"})
+
+    async def main() -> dict[str, Any]:
+        engine = ContextEngine(
+            MODEL, Budget(total=50_000), plugins=[RedactionProvider()], allow_dangerous=True
+        )
+        async with engine.session("s") as s:
+            s.extend(load(history, format="anthropic").messages)
+            out = await s.render("anthropic")
+        return out.payload
+
+    payload = anyio.run(main)
+    _valid(payload, "anthropic")
+    blocks = [b for m in payload["messages"] if m["role"] == "assistant" for b in m["content"]]
+    assert {"type": "compaction", "content": f"Summary: the owner is {mail}."} in blocks

@@ -143,3 +143,26 @@ def test_a_cyrillic_word_with_a_breve_finds_itself_not_its_neighbour(tmp_path: P
     store = _store(tmp_path, facts, None)
     hits = store.search("мой", k=2)
     assert [h.text for h in hits if h.bm25 > 0] == [facts[0]]
+
+
+def test_a_fact_written_again_in_other_case_or_held_by_a_better_hit_takes_no_place(
+    tmp_path: Path,
+) -> None:
+    """Hits were told apart by their exact text: the same fact written again with a capital
+    letter or other spacing took a second place, as did one a better hit holds whole."""
+    facts = [
+        "the user prefers tabs over spaces",
+        "The user prefers  tabs over spaces",
+        "the user prefers tabs",
+        "Tabs are rendered as four spaces in the CI logs",
+        "CI runs on every push",
+    ]
+    store = _store(tmp_path, facts, None)
+    texts = [h.text for h in store.search("user prefers tabs over spaces", k=5)]
+    assert texts[0] == facts[0]
+    assert facts[1] not in texts and facts[2] not in texts
+    assert facts[3] in texts  # another fact, however similar
+    # held as whole words only: "ci" is in "special", not a hit holding "CI runs ..."
+    special = "special characters are escaped"
+    store.add_long_term(special)
+    assert {special, facts[4]} <= {h.text for h in store.search("special CI", k=5)}

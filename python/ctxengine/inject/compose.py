@@ -13,7 +13,7 @@ from ..assemble.compact import SUMMARY_META
 from ..assemble.history import KIND, HistoryItem
 from ..compaction import summary_message
 from ..grain import ContextGrain
-from ..transcript.model import Message, Text, Transcript, compaction_of
+from ..transcript.model import Compaction, Message, Text, Transcript, compaction_of
 from .warm import trusted_transcript
 
 if TYPE_CHECKING:
@@ -101,6 +101,10 @@ def _message(
     if text is None:
         text = item.text
     if text is item.source_text and (item.kind != KIND["tool_result"] or len(message.blocks) == 1):
+        return message
+    if message.blocks and type(message.blocks[0]) is Compaction:
+        # a provider compaction goes back as the provider returned it (protected: never
+        # trimmed), its text not rewritten by a redactor, as signed thinking is not
         return message
     if item.composed is not None and item.composed[0] == text:
         return item.composed[1]

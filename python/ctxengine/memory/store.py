@@ -523,13 +523,16 @@ class MemoryStore:
                 semantic = np.clip(vectors @ (q / norm), 0.0, 1.0)
         hybrid = (1 - self.weight) * lexical + self.weight * semantic
         hits: list[MemoryHit] = []
-        seen: set[str] = set()
+        held: list[str] = []  # the hits' texts as compared: folded, spaces collapsed
         for i in np.argsort(-hybrid, kind="stable"):
             if len(hits) == k or not hybrid[i] > 0:
                 break
-            if entries[i][2] in seen:  # a fact written twice (or into two files) once
+            # a fact written twice (or into two files, or again in other case or spacing),
+            # or held whole by a better hit, takes no second place
+            key = f" {' '.join(fold(entries[i][2]).casefold().split())} "
+            if any(key in text for text in held):  # whole words: " ci " is not in "special"
                 continue
-            seen.add(entries[i][2])
+            held.append(key)
             hits.append(
                 MemoryHit(
                     entries[i][2],

@@ -266,6 +266,8 @@ def strip_trailing_space(blocks: Sequence[Block]) -> tuple[Block, ...] | None:
     i = len(out) - 1
     while i >= 0:
         b = out[i]
+        if type(b) is Compaction:  # sent back verbatim, as the provider returned it
+            break
         if isinstance(b, Text):
             text = b.text.rstrip()
             if text == b.text:

@@ -57,7 +57,9 @@ def _media_out(b: Text | Image) -> dict[str, Any]:
 
 def _block_out(b: Block) -> dict[str, Any]:
     if type(b) is Compaction and b.provider == "anthropic":
-        block: dict[str, Any] = copy_data(dict(b.item))  # verbatim, as the API asks
+        # verbatim, as the API asks, but for a cache marker it came with: the render places
+        # its own (the API takes at most four), as it does for every other block
+        block: dict[str, Any] = copy_data({k: v for k, v in b.item.items() if k != "cache_control"})
         return block
     if isinstance(b, (Text, Image)):
         return _media_out(b)
