@@ -216,6 +216,11 @@ class SessionState:
                     if item.guarded_from:
                         guarded[item.node_id] = item.guarded_from
                 index += 1
+        superseded = self.builder.superseded
+        if superseded:  # older provider compactions, protected no more: upserted again
+            queued = {id(i) for i in pending}
+            pending.extend(i for i in superseded if id(i) not in queued and i.node_id in live)
+            superseded.clear()
 
     def store(self, grain: ContextGrain, rank: int) -> None:
         """Carry an engine grain across renders, replacing every grain with its id (the

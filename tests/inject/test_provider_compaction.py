@@ -228,3 +228,61 @@ def test_a_redactor_leaves_a_compaction_block_whole() -> None:
     _valid(payload, "anthropic")
     blocks = [b for m in payload["messages"] if m["role"] == "assistant" for b in m["content"]]
     assert {"type": "compaction", "content": f"Summary: the owner is {mail}."} in blocks
+
+
+# -- only the newest compaction stands for what came before ------------------------------------
+
+
+def _day_of_compactions(k: int, provider: str) -> list[Any]:
+    """A history appended to turn after turn, a provider compaction every three turns."""
+    out: list[Any] = []
+    for j in range(k):
+        out += [*_turns(3)]
+        if provider == "openai-responses":
+            out.append({"type": "compaction", "id": f"cmp_{j}", "encrypted_content": ENCRYPTED})
+        else:
+            block = BetaCompactionBlockParam(type="compaction", content=f"{SUMMARY} ({j}) " * 20)
+            out += [{"role": "user", "content": "go on"}, {"role": "assistant", "content": [block]}]
+    return [*out, {"role": "user", "content": "and now?"}]
+
+
+@pytest.mark.parametrize("provider", ["openai-responses", "anthropic"])
+def test_older_compactions_are_not_protected_only_the_newest(provider: str) -> None:
+    """A caller appending each response's output collects a compaction per compaction, and
+    the provider reads nothing before the newest (Anthropic drops it; OpenAI says it may be
+    dropped). Every one of them was protected: six raised BudgetError at 4,000 tokens
+    ("protected items alone need 7273 tokens")."""
+    history = _day_of_compactions(6, provider)
+    out = fit(history, model=MODEL, budget=4_000, provider=provider)
+    _valid(out.payload, provider)
+    assert out.tokens <= 4_000
+    sent = json.dumps(out.payload)
+    newest = "cmp_5" if provider == "openai-responses" else f"{SUMMARY} (5)"
+    assert newest in sent
+    assert sent.count('"type": "compaction"') < 6
+
+
+def test_a_session_given_a_newer_compaction_lets_the_older_one_go() -> None:
+    """The same in a session fed turn by turn: the older compaction, protected when it came,
+    is upserted again without its protection when a newer one comes."""
+    import anyio
+
+    from ctxengine import Budget, ContextEngine
+
+    async def main() -> list[str]:
+        engine = ContextEngine(MODEL, Budget(total=4_000))
+        sent = []
+        async with engine.session("s") as s:
+            for j in range(6):
+                day = _day_of_compactions(1, "openai-responses")[:-1]
+                day[-1] = {**day[-1], "id": f"cmp_{j}"}
+                s.extend(load(day, format="openai-responses").messages)
+                await s.user_message(f"and now ({j})?")
+                out = await s.render("openai-responses")
+                assert out.tokens <= 4_000
+                sent.append(json.dumps(out.payload))
+        return sent
+
+    sent = anyio.run(main)
+    assert all(f"cmp_{j}" in s for j, s in enumerate(sent))
+    assert '"cmp_0"' not in sent[-1]

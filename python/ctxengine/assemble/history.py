@@ -204,6 +204,12 @@ class HistoryBuilder:
         #: How many provider compactions (:class:`~ctxengine.transcript.model.Compaction`)
         #: the session's messages held: a render looks for them only when there are some.
         self.compactions = 0
+        #: The item of the newest provider compaction: the only one protected (the provider
+        #: reads nothing before it, Anthropic drops it, OpenAI says it may be dropped).
+        self.newest_compaction: HistoryItem | None = None
+        #: Compaction items that were protected until a newer one came: the session upserts
+        #: them again with their new flags.
+        self.superseded: list[HistoryItem] = []
 
     def _node_id(self, base: str) -> str:
         node_id, n = base, 1
@@ -298,11 +304,16 @@ class HistoryBuilder:
             if signed:
                 thinking = tuple(signed)
         if first is Compaction:
-            # a provider compaction stands for all before it: never cut (as system text),
-            # sent verbatim to its provider, so what that payload reads of it is counted
+            # a provider compaction stands for all before it: never cut (as system text)
+            # while it is the newest, sent verbatim to its provider, so what that payload
+            # reads of it is counted
             flags |= _PROTECTED
             texts += compaction_texts(blocks[0])  # type: ignore[arg-type]
             self.compactions += 1
+            older = self.newest_compaction
+            if older is not None and older.flags & _PROTECTED:
+                older.flags &= ~_PROTECTED
+                self.superseded.append(older)
         if role == "user" and (len(text) > 40 or _FEEDBACK.search(text)):
             # Explicit user input: a request worth stating, or feedback on the last step.
             flags |= _FEEDBACK_FLAG
@@ -322,7 +333,7 @@ class HistoryBuilder:
             owners = self.call_items
             for call in calls:
                 owners[call.id] = node_id
-        return HistoryItem(
+        item = HistoryItem(
             node_id,
             index,
             -1,
@@ -341,6 +352,9 @@ class HistoryBuilder:
             thinking,
             family_of(message) if thinking else None,
         )
+        if first is Compaction:
+            self.newest_compaction = item
+        return item
 
     def _result(self, index: int, position: int, result: ToolResult) -> HistoryItem:
         call_id = result.call_id
