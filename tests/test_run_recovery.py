@@ -135,6 +135,21 @@ async def test_the_provider_ratio_shrinks_the_budget_whichever_count_it_states(
         assert out.report.recovery[1]["budget"] < 20_000 * 3000 / sizes[0]
 
 
+def _window(limit: int, sent: list[int], error: str) -> Any:
+    """A model whose window is ``limit`` tokens (``gpt-4o`` counts): it notes each payload's
+    count in ``sent`` and refuses one over ``limit`` with ``error`` (formatted with ``n``,
+    ``limit`` and ``excess``)."""
+
+    async def model(payload: dict[str, Any]) -> str:
+        n = count_messages(payload["messages"], model="gpt-4o")
+        sent.append(n)
+        if n > limit:
+            raise RuntimeError(error.format(n=n, limit=limit, excess=n - limit))
+        return "ok"
+
+    return model
+
+
 async def test_a_budget_above_the_real_window_shrinks_from_what_was_sent() -> None:
     """A budget above the model's real window (a local model, a proxy): each retry was planned
     from the configured budget, not from the payload the provider refused, so while that
@@ -148,18 +163,12 @@ async def test_a_budget_above_the_real_window_shrinks_from_what_was_sent() -> No
             await s.assistant_message(f"answer {i}: " + "here is a long explanation. " * 60)
         await s.user_message("and now?")
         sent: list[int] = []
-
-        async def model(payload: dict[str, Any]) -> str:
-            n = count_messages(payload["messages"], model="gpt-4o")
-            sent.append(n)
-            if n > limit:
-                raise RuntimeError(
-                    f"Error code: 400 - This model's maximum context length is {limit} tokens. "
-                    f"However, your messages resulted in {n} tokens. Please reduce the length "
-                    "of the messages."
-                )
-            return "ok"
-
+        model = _window(
+            limit,
+            sent,
+            "Error code: 400 - This model's maximum context length is {limit} tokens. However, "
+            "your messages resulted in {n} tokens. Please reduce the length of the messages.",
+        )
         answer, out = await s.run(model)
     assert answer == "ok" and sent[0] > limit and len(sent) == 2
     assert [r["step"] for r in out.report.recovery] == ["render", "compact"]
@@ -176,17 +185,11 @@ async def test_a_provider_that_says_only_the_excess_shrinks_the_budget_by_it() -
     async with engine.session("excess") as s:
         await _fill(s)
         sent: list[int] = []
-
-        async def model(payload: dict[str, Any]) -> str:
-            n = count_messages(payload["messages"], model="gpt-4o")
-            sent.append(n)
-            if n > limit:
-                raise RuntimeError(
-                    f'{{"error":"prompt too long; exceeded max context length by {n - limit} '
-                    'tokens"}'
-                )
-            return "ok"
-
+        model = _window(
+            limit,
+            sent,
+            '{{"error":"prompt too long; exceeded max context length by {excess} tokens"}}',
+        )
         answer, out = await s.run(model)
     assert answer == "ok" and sent[0] > limit >= sent[-1]
     assert [r["step"] for r in out.report.recovery] == ["render", "compact"]
