@@ -364,3 +364,42 @@ def test_damage_near_the_end_reads_as_the_whole_read_does(tmp_path: Path, damage
     pop(FileStore(tmp_path))
     assert_file_tails(tmp_path)
     assert store.leaf("s1") is not None
+
+
+@pytest.mark.parametrize("read", ["whole", "from the end"])
+@pytest.mark.parametrize("size", ["longer", "the same size"])
+def test_a_transcript_made_anew_in_its_place_is_read_anew(
+    tmp_path: Path, read: str, size: str
+) -> None:
+    """A session deleted and made again by another store object: ext4 gives the new file the
+    deleted one's inode number at once, and a store object that had read the old file (a
+    long-lived worker) took the new one for the old one grown (it read on from its old
+    offset, linking new entries to the deleted session's) or unchanged (its kept end: the
+    deleted session's items). Here the new file is written in the old one's place, so it has
+    its inode whatever the file system. A file is told by its first bytes too now."""
+    path = transcript(tmp_path)
+    worker = FileStore(tmp_path)
+    other = FileStore(tmp_path)
+    other.append("s1", items(*(f"old {k}" for k in range(12))))
+    if read == "whole":
+        worker.branch("s1")
+    else:
+        worker.branch_tail("s1", 2, kinds=KINDS)
+    old_size = path.stat().st_size
+    made = FileStore(tmp_path / "elsewhere")
+    names = [f"new {k}" for k in range(12 if size == "the same size" else 20)]
+    made.append("s1", items(*names))
+    new = transcript(tmp_path / "elsewhere").read_bytes()
+    if size == "the same size":
+        new = new[: old_size - 1].rsplit(b"\n", 1)[0] + b"\n"
+        new += b" " * (old_size - len(new) - 1) + b"\n"  # a blank line: the whole read skips it
+        assert len(new) == old_size
+    inode = path.stat().st_ino
+    with path.open("r+b") as f:  # the same inode, as a deleted file's number given again
+        f.truncate(0)
+        f.write(new)
+    assert path.stat().st_ino == inode
+    fresh = FileStore(tmp_path)
+    assert worker.branch_tail("s1", 20, kinds=KINDS) == expected(fresh, "s1", 20)
+    assert worker.branch("s1") == fresh.branch("s1")
+    assert all(e.data["item"]["n"].startswith("new") for e in worker.branch("s1"))

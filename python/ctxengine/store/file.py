@@ -117,6 +117,9 @@ STALE_TEMP_SECONDS: Final = 3600.0
 #: own last snapshot (another process wrote there), and at least every this many snapshots:
 #: a scan per write would cost the size of the folder on every render.
 SWEEP_EVERY: Final = 64
+#: Bytes of a log's start kept to tell it from another file made in its place (they hold the
+#: first entry's random id and time).
+HEAD_BYTES: Final = 256
 
 T = TypeVar("T")
 
@@ -212,11 +215,25 @@ class _Log(Generic[T]):
     offset: int = 0  # bytes consumed: everything before is parsed (or reported)
     lines: int = 0  # complete lines consumed
     ino: int | None = None
+    #: The file's first bytes as last read (its first line's id and time): with ``ino``, what
+    #: tells this file from another made in its place (a deleted file's inode number is
+    #: handed to the next new file at once on ext4).
+    head: bytes = b""
     reported: set[int] = field(default_factory=set)  # offsets of problems already reported
 
     def reset(self) -> None:
-        self.items, self.offset, self.lines, self.ino = [], 0, 0, None
+        self.items, self.offset, self.lines, self.ino, self.head = [], 0, 0, None, b""
         self.reported.clear()
+
+    def same_file(self, fd: int, st: os.stat_result) -> bool:
+        """Whether ``fd`` (``st``: its stat) is still the file read so far, grown or not (the
+        caller holds a flock); its first bytes are kept for the next call."""
+        head = os.pread(fd, min(HEAD_BYTES, st.st_size), 0)
+        same = self.ino == st.st_ino and st.st_size >= self.offset
+        same = same and head[: len(self.head)] == self.head
+        if len(head) > len(self.head) or not same:
+            self.head = head
+        return same
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,6 +399,7 @@ class _Tail:
     appended since (``end``: the size of the file then, ending with a complete line)."""
 
     ino: int
+    head: bytes  # the file's first bytes (see _Log.head)
     end: int
     last_ts: float
     piece: Piece
@@ -515,9 +533,10 @@ class FileStore:
             st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):  # a folder in its place: say so, naming the path
                 raise IsADirectoryError(errno_codes.EISDIR, os.strerror(errno_codes.EISDIR))
-            if lg.ino != st.st_ino or st.st_size < lg.offset:  # replaced or truncated: restart
+            if not lg.same_file(fd, st):  # replaced or truncated: restart
+                head = lg.head
                 self._forget(s, lg)
-                lg.ino = st.st_ino
+                lg.ino, lg.head = st.st_ino, head
             if st.st_size == lg.offset:
                 return []
             buf = os.pread(fd, st.st_size - lg.offset, lg.offset)
@@ -935,6 +954,7 @@ class FileStore:
                 kept is not None
                 and kept.ino == st.st_ino
                 and st.st_size >= kept.end
+                and os.pread(fd, len(kept.head), 0) == kept.head  # not a file made anew
                 and kept.catch_up(fd, st.st_size)
             ):
                 found = judge(kept.piece)
@@ -968,7 +988,8 @@ class FileStore:
                 if torn:
                     self._report_torn(s, session_id, st, torn)
                 elif buf.endswith(b"\n"):
-                    s.tail = _Tail(st.st_ino, st.st_size, entries[-1].ts, piece)
+                    head = os.pread(fd, min(HEAD_BYTES, st.st_size), 0)
+                    s.tail = _Tail(st.st_ino, head, st.st_size, entries[-1].ts, piece)
                 return found
             return None
         except OSError as exc:
