@@ -116,3 +116,20 @@ def test_the_open_file_is_read_alike_when_a_stretch_is_resumed(
         resumed = extract_facts(stretch)
     assert resumed == fresh
     assert "/testbed/reproduce.py" in fresh.files_modified
+
+
+@pytest.mark.parametrize("shown", ["/testbed/src/foo (copy).py", "/testbed/docs/notes(v2).md"])
+def test_an_open_file_whose_path_holds_a_parenthesis_is_read_whole(shown: str) -> None:
+    """SWE-agent's status line ``(Open file: PATH)`` was read up to the first ")": a path
+    holding one was cut ("/testbed/src/foo (copy"), and the cut path went into the files
+    modified by a path-less edit and into every later summary's ``Open:`` line."""
+    day = [
+        Message.user("Fix the copy."),
+        *_swe("c1", "open", {"path": shown}, shown),
+        *_swe("c2", "edit", {"search": "a", "replace": "b"}, shown),
+    ]
+    facts = extract_facts(day)
+    assert facts.open_file == shown
+    assert facts.files_modified == [shown]
+    summary = anyio.run(lambda: compact(day, max_tokens=600)).summary
+    assert f"Open: {shown}" in summary.splitlines()

@@ -63,7 +63,11 @@ _SHELL_READ: Final = frozenset(
 )
 _SHELL_WRITE: Final = frozenset({"tee", "touch", "rm", "mv", "cp", "truncate", "chmod"})
 _TEXT_ACTION: Final = re.compile(r"```[^\n]*\n(open|create|edit|insert)\b([^\n]*)\n", re.M)
-_OPEN_FILE: Final = re.compile(r"\(Open file: ([^)\n]+)\)")
+#: SWE-agent's status line ``(Open file: PATH)``, then the end of the line or ``(Current
+#: directory: ...)``: a path may hold ")" ("foo (copy).py").
+_OPEN_FILE: Final = re.compile(
+    r"\(Open file: ([^\n]+?)\)(?=[ \t]*(?:\n|$|\(Current directory: ))", re.MULTILINE
+)
 #: Label of the line of a summary's ``## Files`` naming the file open where it ends
 #: (:attr:`KeyFacts.open_file`).
 OPEN_LABEL: Final = "Open: "
