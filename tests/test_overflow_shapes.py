@@ -566,3 +566,16 @@ def test_an_overflow_that_suggests_compacting_is_not_a_compaction_overflow() -> 
     during = "Error: Error during compaction: Error: Conversation too long."
     assert classify_provider_error(during).kind == "compaction_overflow"
     assert classify_provider_error(text, stage="compaction").kind == "compaction_overflow"
+
+
+def test_an_openrouter_keys_spend_limit_is_billing_not_other() -> None:
+    """OpenRouter refuses a prompt that the key's remaining monthly limit cannot pay for, in
+    tokens ("Prompt tokens limit exceeded: N > M. To increase, visit .../settings/keys and
+    create a key with a higher monthly limit", anomalyco/opencode issue 12219): a matter of
+    money, which neither a retry nor a compaction settles for good."""
+    text = (
+        "Error code: 402 - Prompt tokens limit exceeded: 230799 > 91442. To increase, visit "
+        "https://openrouter.ai/settings/keys and create a key with a higher monthly limit"
+    )
+    assert classify_provider_error(text).kind == "billing"
+    assert classify_provider_error(text.replace("402", "400")).kind == "billing"

@@ -127,6 +127,7 @@ _BILLING: Final = _rx(
     r"insufficient (?:account )?balance",  # DeepSeek 402
     r"reached your specified (?:api )?usage limits?",  # Anthropic's monthly spend limit
     r"requires more credits",  # OpenRouter 402
+    r"key with a higher (?:monthly |weekly |daily )?limit",  # an OpenRouter key's spend limit
 )
 _AUTH: Final = _rx(
     r"invalid[_ ]api[_ ]key",
