@@ -286,3 +286,21 @@ def test_a_session_given_a_newer_compaction_lets_the_older_one_go() -> None:
     sent = anyio.run(main)
     assert all(f"cmp_{j}" in s for j, s in enumerate(sent))
     assert '"cmp_0"' not in sent[-1]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
+def test_an_openai_compaction_another_provider_is_not_sent_takes_no_room(provider: str) -> None:
+    """A Responses history falling back to another provider: its compaction item is not sent
+    there (only OpenAI reads it), but the plan counted its ``encrypted_content`` for every
+    provider, so a budget that fits what is sent raised BudgetError ("protected items alone
+    need 1218 tokens") and a larger one summarized far more than needed."""
+    history = responses_history(before=1, after=1)
+    roomy = fit(history, model=MODEL, budget=100_000, provider=provider)
+    assert "cmp_68a1" not in json.dumps(roomy.payload)
+    budget = int(roomy.tokens / 0.75) + 50  # what is sent, and the render's headroom
+    item = {"input": [{"type": "compaction", "encrypted_content": ENCRYPTED}]}
+    assert budget < roomy.tokens + payload_tokens(item, "openai-responses", MODEL)
+    out = fit(history, model=MODEL, budget=budget, provider=provider)
+    _valid(out.payload, provider)
+    assert out.tokens == roomy.tokens  # nothing cut: what is sent fits
+    assert out.report.compactions == []

@@ -18,7 +18,6 @@ from typing import Any, Final
 from .. import _core
 from ..collect.namespaces import node_suffix
 from ..grain import ContextGrain
-from ..inject.payload import compaction_texts
 from ..tokens import media_tokens
 from ..transcript.model import (
     Block,
@@ -137,6 +136,9 @@ class HistoryItem:
     thinking: tuple[Thinking, ...] = ()  # counted only for a provider its export sends it to
     family: str | None = None  # the provider whose signatures the message carries
     tool: str | None = None  # a tool result's tool name
+    #: A provider compaction the message opens: what its provider is sent of it besides its
+    #: text is counted only for that provider (another is sent its text, or nothing)
+    compaction: Compaction | None = None
     # :attr:`grain`, once made (not compared: an item equals itself before and after)
     made_grain: ContextGrain | None = field(default=None, compare=False, repr=False)
 
@@ -308,7 +310,6 @@ class HistoryBuilder:
             # while it is the newest, sent verbatim to its provider, so what that payload
             # reads of it is counted
             flags |= _PROTECTED
-            texts += compaction_texts(blocks[0])  # type: ignore[arg-type]
             self.compactions += 1
             older = self.newest_compaction
             if older is not None and older.flags & _PROTECTED:
@@ -353,6 +354,7 @@ class HistoryBuilder:
             family_of(message) if thinking else None,
         )
         if first is Compaction:
+            item.compaction = blocks[0]  # type: ignore[assignment]
             self.newest_compaction = item
         return item
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .. import _core
 from ..grain import ContextGrain
 from ..inject.pairing import SYNTHETIC_RESULT_TEXT
-from ..inject.payload import thinking_texts
+from ..inject.payload import compaction_texts, thinking_texts
 from ..state import bulk
 from ..tokens import count_many
 from ..transcript.providers import exportable
@@ -97,6 +97,9 @@ def _overhead_texts(state: SessionState, item: HistoryItem, provider: str) -> tu
         redacted = redaction.message(item.index, message)
         if redacted is not message:  # the same message object when no redactor changed it
             texts = call_texts(redacted.tool_calls)
+    compaction = item.compaction
+    if compaction is not None and compaction.provider == provider:
+        texts = compaction_texts(compaction) + texts  # sent to its provider verbatim
     if not item.thinking:
         return texts
     sent = tuple(
@@ -117,7 +120,10 @@ def _recount_thinking(state: SessionState, provider: str, items: list[HistoryIte
     items.extend(
         i
         for i in state.items.values()
-        if i.thinking and id(i) not in queued and i.node_id not in limited and i.node_id not in out
+        if (i.thinking or i.compaction is not None)
+        and id(i) not in queued
+        and i.node_id not in limited
+        and i.node_id not in out
     )
 
 
@@ -203,7 +209,9 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
         return
     plain = state.redaction is None  # then an item without thinking carries its calls' texts
     extras = [
-        i.overhead_texts if plain and not i.thinking else _overhead_texts(state, i, provider)
+        i.overhead_texts
+        if plain and not i.thinking and i.compaction is None
+        else _overhead_texts(state, i, provider)
         for i in items
     ]
     flat = [t for e in extras for t in e]

@@ -111,8 +111,8 @@ def compaction_texts(block: Compaction) -> tuple[str, ...]:
     """The texts :func:`payload_tokens` reads of a provider compaction sent back verbatim,
     besides its summary (the block's text, counted as text): an OpenAI item's id and
     ``encrypted_content``, an Anthropic block's ``encrypted_content`` and tool changes. The
-    plan counts them for every provider (over-counting a render that leaves them out), so a
-    render for the provider that made it fits what was planned."""
+    plan counts them for a render to the provider that made it, the one sent them
+    (:func:`~ctxengine.assemble.sync.sync_history`)."""
     return tuple(
         s for k, v in block.item.items() if k != "content" for s in _strings(v, k) if type(s) is str
     )
