@@ -35,8 +35,8 @@ from ctxengine import Budget, BudgetError, ContextEngine
 from ctxengine.assemble.pipeline import FRAMING_TOKENS
 from ctxengine.compaction.facts import SUMMARY_META
 from ctxengine.replay import _feed
-from ctxengine.transcript import Message, Transcript, load_all
-from transcript.helpers import all_files
+from ctxengine.transcript import Message, Transcript
+from transcript.helpers import named_transcripts
 
 BUDGETS = (300, 1_500, 8_000, 32_000, 200_000)
 PROVIDERS = ("openai", "openai-responses", "anthropic", "gemini")
@@ -47,16 +47,7 @@ REPORT = os.environ.get("CTXENGINE_SWEEP_REPORT")
 MIN_USE = 0.95
 
 
-def _transcripts() -> list[tuple[str, Transcript]]:
-    out = []
-    for path in all_files():
-        for n, t in enumerate(load_all(path)):
-            if len(t) >= 2:
-                out.append((f"{path.parent.name}/{path.name[:40]}#{n}", t))
-    return out
-
-
-TRANSCRIPTS = _transcripts()
+TRANSCRIPTS = named_transcripts()
 
 
 def _render_points(messages: list[Message]) -> set[int]:

@@ -37,7 +37,7 @@ from ctxengine.compaction.requests import request_text
 from ctxengine.compaction.sections import request_findable
 from ctxengine.replay import _feed
 from ctxengine.transcript import Message, Transcript, load_all
-from transcript.helpers import assert_sdk_valid
+from transcript.helpers import assert_sdk_valid, named_transcripts
 
 from .helpers import CC_MAIN, PI, all_files
 
@@ -65,16 +65,7 @@ class Pinned:
         return [ContextGrain("sys.pin.rules", content=PIN, protected=True, lifespan="session")]
 
 
-def _transcripts() -> list[tuple[str, Transcript]]:
-    out = []
-    for path in all_files():
-        for n, t in enumerate(load_all(path)):
-            if len(t) >= 2:
-                out.append((f"{path.parent.name}/{path.name[:40]}#{n}", t))
-    return out
-
-
-TRANSCRIPTS = _transcripts()
+TRANSCRIPTS = named_transcripts()
 
 
 def _strings(value: Any) -> list[str]:

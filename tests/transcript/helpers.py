@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
+from ctxengine.transcript import Transcript, load_all
+
 SHARED = Path(os.environ.get("CTXENGINE_SHARED", Path(__file__).resolve().parents[3] / "shared"))
 DATA = SHARED / "data" / "transcripts"
 PROVIDERS = ("openai", "openai-responses", "anthropic", "gemini")
@@ -38,6 +40,17 @@ SWE_CTF = SWE / "trajectories/demonstrations/ctf/web/i_got_id_demo.traj"
 def all_files() -> list[Path]:
     """Every transcript file of the shared data set (READMEs left out)."""
     return sorted(p for p in DATA.rglob("*") if p.is_file() and p.name != "README.md")
+
+
+def named_transcripts() -> list[tuple[str, Transcript]]:
+    """Every session of the shared data set holding two messages or more, each with its name
+    (``folder/file#n``, the file name cut at 40 characters): the cases of the whole-data tests."""
+    out = []
+    for path in all_files():
+        for n, t in enumerate(load_all(path)):
+            if len(t) >= 2:
+                out.append((f"{path.parent.name}/{path.name[:40]}#{n}", t))
+    return out
 
 
 def _plain(x: Any) -> Any:
