@@ -203,11 +203,10 @@ class HistoryBuilder:
         self.answers: dict[tuple[str, str], list[str]] = {}
         #: Result node id → node id of the assistant item whose call it answers.
         self.result_owner: dict[str, str] = {}
-        #: How many provider compactions (:class:`~ctxengine.transcript.model.Compaction`)
-        #: the session's messages held: a render looks for them only when there are some.
-        self.compactions = 0
-        #: The item of the newest provider compaction: the only one protected (the provider
-        #: reads nothing before it, Anthropic drops it, OpenAI says it may be dropped).
+        #: The item of the newest provider compaction
+        #: (:class:`~ctxengine.transcript.model.Compaction`): the only one protected (the
+        #: provider reads nothing before it, Anthropic drops it, OpenAI says it may be
+        #: dropped). None: the session's messages held none, and a render looks for none.
         self.newest_compaction: HistoryItem | None = None
         #: Compaction items that were protected until a newer one came: the session upserts
         #: them again with their new flags.
@@ -310,7 +309,6 @@ class HistoryBuilder:
             # while it is the newest, sent verbatim to its provider, so what that payload
             # reads of it is counted
             flags |= _PROTECTED
-            self.compactions += 1
             older = self.newest_compaction
             if older is not None and older.flags & _PROTECTED:
                 older.flags &= ~_PROTECTED

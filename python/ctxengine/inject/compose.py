@@ -243,7 +243,7 @@ def compose(state: SessionState, plan: Any, by_id: Mapping[str, ContextGrain]) -
         # after the latest provider compaction kept, if any: Anthropic drops every block
         # before a compaction block, and the summary may hold turns that came after it
         at = -1
-        if state.builder.compactions:
+        if state.builder.newest_compaction is not None:
             at = next((k for k in range(len(history) - 1, -1, -1) if compaction_of(history[k])), -1)
         messages += history[: at + 1]
         messages.append(summary)

@@ -464,7 +464,8 @@ async def inject(
             composed = compose(state, assembled.plan, assembled.by_id)
             made = len(composed.messages)
             carried: tuple[Change, ...] = ()
-            if state.builder.compactions:  # a look through every message: only when needed
+            # a look through every message: only in a session that holds a compaction
+            if state.builder.newest_compaction is not None:
                 composed, carried = carry_compactions(composed, request.provider, drop=False)
             composed = _non_blank(composed, request.provider, memo)
             composed = _no_trailing_space(composed, request.provider)
