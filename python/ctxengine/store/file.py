@@ -559,14 +559,8 @@ class FileStore:
             self._parse_line(lg, tail, pos, new, session_id, "last line", quiet=True)
             if len(new) > got:  # a complete entry that only lacks its newline
                 lg.offset = st.st_size
-            elif pos not in lg.reported:
-                lg.reported.add(pos)
-                self._report(
-                    session_id,
-                    lg.path,
-                    f"last line is torn ({len(tail)} bytes without "
-                    "a newline, an interrupted write): skipped",
-                )
+            else:
+                self._torn_once(lg, session_id, pos, len(tail))
         if lg is s.transcript:
             new = self._index_entries(s, new, session_id)
         else:
@@ -1020,13 +1014,16 @@ class FileStore:
         if lg.ino != st.st_ino:  # another file than the one reported on before
             lg.reported.clear()
             lg.ino = st.st_ino
-        pos = st.st_size - torn
+        self._torn_once(lg, session_id, st.st_size - torn, torn)
+
+    def _torn_once(self, lg: _Log[Any], session_id: str, pos: int, size: int) -> None:
+        """Report the torn last line of ``lg`` at ``pos`` (``size`` bytes), once per store."""
         if pos not in lg.reported:
             lg.reported.add(pos)
             self._report(
                 session_id,
                 lg.path,
-                f"last line is torn ({torn} bytes without a newline, an interrupted write): "
+                f"last line is torn ({size} bytes without a newline, an interrupted write): "
                 "skipped",
             )
 
