@@ -230,6 +230,42 @@ def test_a_redactor_leaves_a_compaction_block_whole() -> None:
     assert {"type": "compaction", "content": f"Summary: the owner is {mail}."} in blocks
 
 
+@pytest.mark.parametrize("provider", ["openai", "openai-responses", "gemini"])
+def test_a_redactor_redacts_a_compaction_summary_sent_to_another_provider(provider: str) -> None:
+    """Another provider is sent Anthropic's summary as text, which the redactor never saw:
+    an address (or key) in it went out as it was, and so did one in a text block beside the
+    compaction (the whole message was passed over). Both are redacted now; Anthropic still
+    gets its block verbatim (the test above)."""
+    import anyio
+
+    from ctxengine import Budget, ContextEngine
+    from ctxengine.builtins import RedactionProvider
+
+    mail, other = "alice.smith@example.org", "bob.jones@example.org"
+    block = BetaCompactionBlockParam(type="compaction", content=f"Summary: the owner is {mail}.")
+    turn = {"role": "assistant", "content": [block, {"type": "text", "text": f"Ask {other}."}]}
+    history = [*_turns(2), {"role": "user", "content": "go on"}, turn, *_turns(2)[1:]]
+    history.append({"role": "user", "content": "next"})
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        engine = ContextEngine(
+            MODEL, Budget(total=50_000), plugins=[RedactionProvider()], allow_dangerous=True
+        )
+        async with engine.session("s") as s:
+            s.extend(load(history, format="anthropic").messages)
+            out = await s.render(provider)
+            again = await s.render(provider)
+        return out.payload, again.payload
+
+    payload, again = anyio.run(main)
+    _valid(payload, provider)
+    sent = json.dumps(payload)
+    assert mail not in sent and other not in sent
+    assert "Summary: the owner is [REDACTED:email]." in sent
+    assert "Ask [REDACTED:email]." in sent
+    assert again == payload
+
+
 # -- only the newest compaction stands for what came before ------------------------------------
 
 

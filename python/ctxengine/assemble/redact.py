@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..collect.faults import WITHHELD, FaultKind, PluginFault, withheld
-from ..transcript.model import Block, Message, Text, ToolCall, ToolResult
+from ..transcript.model import Block, Compaction, Message, Text, ToolCall, ToolResult
 
 __all__ = ("WITHHELD", "Redaction")
 
@@ -82,7 +82,9 @@ class Redaction:
     def message(self, index: int, message: Message) -> Message:
         """``message`` (at ``index`` in the transcript) with its text, tool-call arguments and
         tool results redacted; the message itself when nothing in it changes. Thinking is
-        left as it is: it goes back signed, and a changed one would be refused."""
+        left as it is: it goes back signed, and a changed one would be refused. A provider
+        compaction keeps its ``item`` (sent verbatim to the provider that made it); its
+        summary text, which another provider is sent, is redacted."""
         known = self.messages.get(index)
         if known is not None and known[0] is message:
             return known[1]
@@ -93,6 +95,11 @@ class Redaction:
         return out
 
     def _block(self, block: Block) -> Block:
+        if type(block) is Compaction:
+            # its provider is sent ``item`` verbatim; another reads ``text``: redacted, the
+            # block kept (turned into plain text it would be a compaction no more)
+            text = self.text(block.text)
+            return block if text == block.text else Compaction(text, block.provider, block.item)
         if isinstance(block, Text):
             text = self.text(block.text)
             return block if text == block.text else Text(text)

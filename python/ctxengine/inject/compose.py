@@ -98,13 +98,14 @@ def _message(
     redaction = state.redaction
     if redaction is not None and message.tool_calls:  # their arguments are in no grain
         message = redaction.message(item.index, message)
+    if message.blocks and type(message.blocks[0]) is Compaction:
+        # a provider compaction goes back as the provider returned it (protected: never
+        # trimmed): not rebuilt from the grain's text. Another provider is sent its summary
+        # text, which the payload redactors see as they see tool-call arguments.
+        return redaction.message(item.index, message) if redaction is not None else message
     if text is None:
         text = item.text
     if text is item.source_text and (item.kind != KIND["tool_result"] or len(message.blocks) == 1):
-        return message
-    if message.blocks and type(message.blocks[0]) is Compaction:
-        # a provider compaction goes back as the provider returned it (protected: never
-        # trimmed), its text not rewritten by a redactor, as signed thinking is not
         return message
     if item.composed is not None and item.composed[0] == text:
         return item.composed[1]
