@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -113,28 +114,31 @@ async def test_repeated_compact_history_writes_one_block_per_compaction(tmp_path
     assert [int(n) for n in _blocks(tmp_path)] == sizes
 
 
-def test_the_block_is_one_append_then_fsync(tmp_path: Path, monkeypatch: Any) -> None:
+def test_the_block_is_written_whole_then_fsynced_file_then_folder(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
     calls: list[tuple[str, Any]] = []
     real_write, real_fsync = os.write, os.fsync
 
-    def write(fd: int, data: bytes) -> int:
-        calls.append(("write", data))
+    def write(fd: int, data: Any) -> int:
+        calls.append(("write", bytes(data)))
         return real_write(fd, data)
 
     def fsync(fd: int) -> None:
-        calls.append(("fsync", os.fstat(fd).st_mode))
+        calls.append(("fsync", stat.S_ISDIR(os.fstat(fd).st_mode)))
         real_fsync(fd)
 
     monkeypatch.setattr(os, "write", write)
     monkeypatch.setattr(os, "fsync", fsync)
     block = "## 14:05 compaction of 3 messages\n- Latest request: " + "é" * 5000
     path = append_daily(tmp_path, block, WHEN)
-    kinds = [k for k, _ in calls]
-    # a new file: one write of the whole block, fsync of the file, then of its folder
-    assert kinds == ["write", "fsync", "fsync"]
-    assert calls[0][1] == (block + "\n").encode()
+    # one write of the new file, its fsync, then its folder's (which holds its new name)
+    assert calls == [("write", (block + "\n").encode()), ("fsync", False), ("fsync", True)]
     calls.clear()
     append_daily(tmp_path, "## 14:06 compaction of 4 messages", WHEN)
-    assert [k for k, _ in calls] == ["write", "fsync"]  # the folder already held the file
-    assert calls[0][1] == b"\n## 14:06 compaction of 4 messages\n"
+    assert calls == [
+        ("write", (block + "\n\n## 14:06 compaction of 4 messages\n").encode()),
+        ("fsync", False),
+        ("fsync", True),
+    ]
     assert path.read_text(encoding="utf-8").count("compaction of") == 2

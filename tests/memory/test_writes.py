@@ -105,37 +105,132 @@ def test_an_append_is_an_entry_of_its_own_whatever_the_file_ended_with(
     )
 
 
-def test_a_long_term_fact_is_written_in_one_append_then_fsynced(
+def test_a_long_term_fact_is_written_whole_fsynced_then_renamed_over_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # MEMORY.md was written through a buffered file and never fsynced: a crash after
-    # add_long_term returned could lose the fact
+    # add_long_term returned could lose the fact; then appended in place, where a crash in
+    # the middle of the write left part of the block, read back as a fact of its own
     calls: list[tuple[str, Any]] = []
-    real_write, real_fsync = os.write, os.fsync
+    real_write, real_fsync, real_replace = os.write, os.fsync, os.replace
 
-    def write(fd: int, data: bytes) -> int:
-        calls.append(("write", data))
+    def write(fd: int, data: Any) -> int:
+        calls.append(("write", bytes(data)))
         return real_write(fd, data)
 
     def fsync(fd: int) -> None:
-        st = os.fstat(fd)
-        calls.append(("fsync", (st.st_dev, st.st_ino)))
+        calls.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
         real_fsync(fd)
+
+    def replace(src: Any, dst: Any) -> None:
+        calls.append(("replace", Path(dst).name))
+        real_replace(src, dst)
 
     monkeypatch.setattr(os, "write", write)
     monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
     store = MemoryStore(tmp_path / "mem")
     path = store.add_long_term("Deploys go through the release branch.")
-    folder = path.parent.stat()
-    file = path.stat()
+    tmp = calls[1][1]
+    assert re.fullmatch(rf"{re.escape(str(path.parent))}/\.MEMORY\.md\.\d+\.[0-9a-f]+\.tmp", tmp)
     assert calls == [
         ("write", b"Deploys go through the release branch.\n"),
-        ("fsync", (file.st_dev, file.st_ino)),
-        ("fsync", (folder.st_dev, folder.st_ino)),  # a new file: its folder too
+        ("fsync", tmp),  # the whole new file, before it takes the name
+        ("replace", "MEMORY.md"),
+        ("fsync", str(path.parent)),  # then the folder, which holds the name
     ]
     calls.clear()
     store.add_long_term("Never on Fridays.")
-    assert calls == [("write", b"\nNever on Fridays.\n"), ("fsync", (file.st_dev, file.st_ino))]
+    assert calls[0] == (
+        "write",
+        b"Deploys go through the release branch.\n\nNever on Fridays.\n",
+    )
+    assert [c[0] for c in calls] == ["write", "fsync", "replace", "fsync"]
+    assert sorted(os.listdir(path.parent)) == ["MEMORY.md"]
+
+
+@pytest.mark.parametrize("log", ["MEMORY.md", "memory/2026-03-07.md"])
+def test_a_write_that_fails_midway_leaves_the_file_as_it_was_and_nothing_else(
+    tmp_path: Path, log: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # appended in place, a write cut short (a full disk, a crash) left part of the block at
+    # the file's end, read back by every search as a fact
+    path = tmp_path / log
+    path.parent.mkdir(parents=True, exist_ok=True)
+    before = b"# Notes\n\nDeploys go through the release branch.\n"
+    path.write_bytes(before)
+    real_write = os.write
+
+    def half_then_fail(fd: int, data: Any) -> int:
+        real_write(fd, bytes(data)[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_fail)
+    store = MemoryStore(tmp_path)
+    write = _writes(store)[0 if log == "MEMORY.md" else 1]
+    with pytest.raises(OSError, match="No space left"):
+        write("The staging database is db-02, reached through the bastion host.")
+    assert path.read_bytes() == before
+    assert os.listdir(path.parent) == [path.name]
+
+
+_KILLED_WRITER = """
+import os, signal, sys
+from pathlib import Path
+from ctxengine.memory import MemoryStore
+real_fsync = os.fsync
+def fsync(fd):
+    if os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp"):
+        os.kill(os.getpid(), signal.SIGKILL)  # the new file written, not yet renamed
+    real_fsync(fd)
+os.fsync = fsync
+MemoryStore(Path(sys.argv[1])).add_long_term("A fact the crash must not half-write.")
+"""
+
+
+def test_a_writer_killed_before_its_rename_leaves_the_file_whole_and_the_next_write_cleans_up(
+    tmp_path: Path,
+) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "MEMORY.md"
+    before = b"Deploys go through the release branch.\n"
+    path.write_bytes(before)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_WRITER, str(tmp_path)], env=env, capture_output=True
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert path.read_bytes() == before
+    left = [n for n in os.listdir(tmp_path) if n != "MEMORY.md"]
+    assert len(left) == 1 and left[0].endswith(".tmp")  # what the killed writer left
+    MemoryStore(tmp_path).add_long_term("Never on Fridays.")
+    assert os.listdir(tmp_path) == ["MEMORY.md"]
+    assert split_entries(path.read_text(encoding="utf-8")) == [
+        "Deploys go through the release branch.",
+        "Never on Fridays.",
+    ]
+
+
+def test_a_memory_file_that_is_a_link_is_written_where_it_leads_and_keeps_its_mode(
+    tmp_path: Path,
+) -> None:
+    real = tmp_path / "dotfiles" / "memory-notes.md"
+    real.parent.mkdir()
+    real.write_text("Deploys go through the release branch.\n", encoding="utf-8")
+    real.chmod(0o600)
+    (tmp_path / "mem").mkdir()
+    link = tmp_path / "mem" / "MEMORY.md"
+    link.symlink_to(real)
+    MemoryStore(tmp_path / "mem").add_long_term("Never on Fridays.")
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert real.stat().st_mode & 0o777 == 0o600
+    assert split_entries(link.read_text(encoding="utf-8")) == [
+        "Deploys go through the release branch.",
+        "Never on Fridays.",
+    ]
 
 
 @pytest.mark.anyio
@@ -151,3 +246,43 @@ async def test_a_nul_in_the_conversation_does_not_reach_the_memory_file(tmp_path
     assert "\0" not in text and "parse the header \ufffd\x01 of dump_5.bin" in text
     [hit] = MemoryStore(tmp_path).search("parse the header of dump_5.bin", k=1)
     assert "dump_5.bin" in hit.text
+
+
+_ADDER = """
+import sys
+from pathlib import Path
+from ctxengine.memory import MemoryStore
+store = MemoryStore(Path(sys.argv[1]))
+for i in range(int(sys.argv[3])):
+    store.add_long_term(f"fact {sys.argv[2]}-{i}")
+"""
+
+
+def test_processes_and_threads_adding_at_once_each_keep_every_entry(tmp_path: Path) -> None:
+    """A rename takes the file's name from under a writer that opened it: each write holds
+    the folder's lock from its read to its rename, so none is written over."""
+    import subprocess
+    import sys
+    import threading
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    children = [
+        subprocess.Popen([sys.executable, "-c", _ADDER, str(tmp_path), f"p{k}", "40"], env=env)
+        for k in range(3)
+    ]
+    store = MemoryStore(tmp_path)
+
+    def add(k: int) -> None:
+        for i in range(40):
+            store.add_long_term(f"fact t{k}-{i}")
+
+    threads = [threading.Thread(target=add, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [c.wait(timeout=120) for c in children] == [0, 0, 0]
+    entries = split_entries((tmp_path / "MEMORY.md").read_text(encoding="utf-8"))
+    expected = {f"fact {w}-{i}" for w in ("p0", "p1", "p2", "t0", "t1") for i in range(40)}
+    assert len(entries) == len(expected) and set(entries) == expected
+    assert os.listdir(tmp_path) == ["MEMORY.md"]

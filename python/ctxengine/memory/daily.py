@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import secrets
+import stat
 from datetime import date, datetime
 from pathlib import Path
 from typing import Final
@@ -71,48 +74,80 @@ def check_text(text: object) -> str:
 
 
 def append_block(path: Path, block: str) -> Path:
-    """Append ``block`` to ``path`` as an entry of its own, durably, creating folders as needed.
+    """Add ``block`` at the end of ``path`` as an entry of its own, durably, creating folders
+    as needed; the file is replaced whole, so a crash or a failed write at any point leaves
+    it as it was (an append cut short by a crash left part of a block, read back as a fact).
 
-    The file is opened with ``O_APPEND`` and held under an exclusive ``flock`` while the end of
-    the file is read and the block written, so processes and threads appending at once each
-    get a whole entry, separated from the others by a blank line, whatever the file ended with
-    (a file edited by hand may end without a newline, a crash may leave part of a block). The
-    block goes out in one ``write`` (finished if the system writes it short), then ``fsync``,
-    and for a new file an ``fsync`` of its folder. What the file held before stays as it was.
+    Under an exclusive ``flock`` on the file's folder (which the rename leaves in place), the
+    file is read, written with the block after it to a temporary file in the same folder
+    (``.<name>.<pid>.<random>.tmp``, the file's permissions), ``fsync``-ed, renamed over the
+    file, and the folder ``fsync``-ed. Processes and threads adding at once each get a whole
+    entry, separated from the others by a blank line, whatever the file ended with (a file
+    edited by hand may end without a newline). A file that is a symbolic link is replaced
+    where it leads (the link stays). Temporary files a killed writer left are removed by the
+    next write (none can be in use: a writer holds the lock while its own exists). Each
+    write costs the file's size: memory files are notes, read whole by every search anyway.
+
+    Raises:
+        OSError: the folder or file cannot be read or written (the file is left as it was,
+            and no temporary file).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    folder = target.parent
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
-        created = True
-    except FileExistsError:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND)
-        created = False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size
-        tail = os.pread(fd, 2, size - 2) if size >= 2 else os.pread(fd, size, 0)
-        # a blank line between the file's last text and the block
-        head = b"" if tail in (b"", b"\n\n") else b"\n" if tail.endswith(b"\n") else b"\n\n"
-        data = head + (block + "\n").encode("utf-8")
-        written = os.write(fd, data)
-        while written < len(data):  # a short write (full disk, signal): finish the block
-            written += os.write(fd, data[written:])
-        os.fsync(fd)
-    finally:
-        os.close(fd)  # releases the flock
-    if created:
-        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(dir_fd, fcntl.LOCK_EX)
+        _remove_leftovers(folder, target.name)
         try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+            with open(target, "rb") as f:
+                old = f.read()
+                mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
+        except FileNotFoundError:
+            old, mode = b"", 0o644
+        # a blank line between the file's last text and the block
+        head = b"" if old[-2:] in (b"", b"\n\n") else b"\n" if old.endswith(b"\n") else b"\n\n"
+        data = old + head + (block + "\n").encode("utf-8")
+        tmp = folder / f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}{_TMP}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+            try:
+                view = memoryview(data)
+                while view:  # a short write (full disk, signal): finish it
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)  # releases the flock
     return path
+
+
+#: The suffix of the temporary files :func:`append_block` writes.
+_TMP: Final = ".tmp"
+
+
+def _remove_leftovers(folder: Path, name: str) -> None:
+    """Remove the temporary files of ``name`` a writer killed before its rename left in
+    ``folder`` (called under the folder's lock)."""
+    prefix = f".{name}."
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.startswith(prefix) and entry.name.endswith(_TMP):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
 
 
 def append_daily(folder: str | Path, text: str, when: datetime | date) -> Path:
     """Append ``text`` (a block; a blank line separates blocks) to the daily log of ``when``,
-    creating folders as needed, durably (:func:`append_block`): a reader sees either the whole
-    block or none of it. Returns the file's path.
+    creating folders as needed, durably (:func:`append_block`): a reader, or a crash, sees
+    either the whole block or none of it. Returns the file's path.
 
     Raises:
         OSError: the folder or file cannot be written.
