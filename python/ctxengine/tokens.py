@@ -26,7 +26,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from . import _core
-from ._core import Tokenizer, cache_info, clear_cache, set_cache_capacity
+from ._core import Tokenizer, cache_info, set_cache_capacity
 from .errors import ConfigTypeError
 
 __all__ = (
@@ -40,6 +40,26 @@ __all__ = (
     "set_cache_capacity",
     "truncate_tokens",
 )
+
+#: What :func:`clear_cache` empties besides the count cache: the caches of other readings of
+#: texts (the compaction's reading of identifiers, shell commands and failed outputs), each
+#: registered by the module that keeps it (:func:`on_clear_cache`).
+_CLEARERS: list[Callable[[], None]] = []
+
+
+def on_clear_cache(clear: Callable[[], None]) -> None:
+    """Have :func:`clear_cache` call ``clear`` too (a cache of something read from texts)."""
+    _CLEARERS.append(clear)
+
+
+def clear_cache() -> None:
+    """Empty every cache of what was read from texts, and reset the count cache's counters:
+    the count cache (``cache_info``) and the caches of the compaction's reading. Afterwards a
+    render reads and counts everything anew, as in a new process."""
+    _core.clear_cache()
+    for clear in _CLEARERS:
+        clear()
+
 
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1

@@ -9,18 +9,19 @@ from __future__ import annotations
 import gc
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import compress, count
 from operator import is_not
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from .._core import read_first_line, read_identifiers
 from ..errors import ConfigError
+from ..tokens import on_clear_cache
 from ..transcript import Message, ToolCall
 from .requests import request_text
 
@@ -39,6 +40,53 @@ __all__ = (
     "read_rules",
     "verbatim_request",
 )
+
+_V = TypeVar("_V")
+_MISS: Final = object()
+
+
+class TextMemo(Generic[_V]):
+    """``read(text)`` kept by text, for texts read again render after render (a session
+    compacts the same stretch each time it grows), while the texts kept hold at most
+    ``chars`` characters in all; the oldest go first. An ``lru_cache`` bounds how many texts
+    it keeps, not their size: 8,192 tool outputs of a megabyte each held 8 GB for the life of
+    the process. A text longer than ``chars`` is read, never kept. Emptied by
+    :func:`ctxengine.clear_cache`."""
+
+    __slots__ = ("chars", "held", "lock", "memo", "read")
+
+    def __init__(self, read: Callable[[str], _V], chars: int) -> None:
+        self.read = read
+        self.chars = chars
+        self.held = 0
+        self.memo: dict[str, _V] = {}
+        self.lock = threading.Lock()
+        on_clear_cache(self.cache_clear)
+
+    def __call__(self, text: str) -> _V:
+        got = self.memo.get(text, _MISS)
+        if got is not _MISS:
+            return got  # type: ignore[return-value]
+        value = self.read(text)
+        n = len(text)
+        if n <= self.chars:
+            with self.lock:  # sessions rendered in threads share it
+                memo = self.memo
+                if text not in memo:
+                    self.held += n
+                    while self.held > self.chars and memo:
+                        oldest = next(iter(memo))
+                        del memo[oldest]
+                        self.held -= len(oldest)
+                    memo[text] = value
+        return value
+
+    def cache_clear(self) -> None:
+        """Forget every text."""
+        with self.lock:
+            self.memo.clear()
+            self.held = 0
+
 
 MAX_LINE: Final = 240
 _PATH_KEYS: Final = ("file_path", "path", "filename", "file", "notebook_path", "target_file")
@@ -460,8 +508,7 @@ def _file_operands(cmd: str, args: Sequence[str]) -> list[str]:
     return operands if scripted else operands[1:]
 
 
-@lru_cache(maxsize=4096)
-def _shell_files(command: str) -> tuple[list[str], list[str]]:
+def _read_shell_files(command: str) -> tuple[list[str], list[str]]:
     """Files a shell command reads and modifies (a best-effort static reading). Cached: a
     compaction reads each command more than once (per chunk, then for the whole stretch); callers
     copy the lists before changing them."""
@@ -489,6 +536,11 @@ def _shell_files(command: str) -> tuple[list[str], list[str]]:
         elif cmd in _SHELL_READ:
             read.extend(paths)
     return read, modified
+
+
+#: :func:`_read_shell_files`, kept: a compaction reads each command more than once (per
+#: chunk, then for the whole stretch); callers copy the lists before changing them.
+_shell_files: Final = TextMemo(_read_shell_files, 4_000_000)
 
 
 def _argument_paths(args: dict[str, Any]) -> list[str]:
@@ -643,8 +695,7 @@ def _failure(name: str, call_id: str, text: str) -> Failure:
     return Failure(name, call_id, "error", code, line)
 
 
-@lru_cache(maxsize=4096)
-def _failure_line(text: str) -> tuple[int | None, str]:
+def _read_failure_line(text: str) -> tuple[int | None, str]:
     """The exit code a failed tool's output states, and its first error line (else its first
     line). Only lines up to the first error-looking one are collapsed, not the whole output."""
     match = _EXIT.search(text)
@@ -661,6 +712,9 @@ def _failure_line(text: str) -> tuple[int | None, str]:
     else:
         first = first or "(no output)"
     return code, first if len(first) <= MAX_LINE else first[: MAX_LINE - 1] + "…"
+
+
+_failure_line: Final = TextMemo(_read_failure_line, 4_000_000)
 
 
 def _identifiers(text: str) -> tuple[str, ...]:
@@ -714,7 +768,7 @@ def _scanned_identifiers(text: str) -> tuple[str, ...]:
     return (*found, *uuids, *hashes, *paths, *tickets)
 
 
-_cached_identifiers: Final = lru_cache(maxsize=8192)(_read_identifiers)
+_cached_identifiers: Final = TextMemo(_read_identifiers, 16_000_000)
 
 
 def _hints(text: str) -> tuple[bool, bool]:
