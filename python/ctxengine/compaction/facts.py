@@ -110,6 +110,8 @@ _SHELL_READ: Final = frozenset(
     | {"diff", "open", "view", "file", "stat"}
 )
 _SHELL_WRITE: Final = frozenset({"tee", "touch", "rm", "mv", "cp", "truncate", "chmod"})
+#: The commands whose file operands :func:`_read_shell_files` reads (perl: with ``-i``).
+_SHELL_FILE_COMMANDS: Final = _SHELL_READ | _SHELL_WRITE | {"perl"}
 _TEXT_ACTION: Final = re.compile(r"```[^\n]*\n(open|create|edit|insert)\b([^\n]*)\n", re.M)
 #: SWE-agent's status line ``(Open file: PATH)``, then the end of the line or ``(Current
 #: directory: ...)``: a path may hold ")" ("foo (copy).py").
@@ -463,9 +465,26 @@ def _shell_words(part: str) -> list[str]:
     return words
 
 
+#: What separates the simple commands of a command line: ``&&``, ``||``, ``;``, ``|``, a newline.
+_SEGMENT_BREAK: Final = re.compile(r"&&|\|\||[;|\n]")
+#: The target of an output redirection (``>``, ``>>``; not ``2>`` nor ``&>``).
+_REDIRECT: Final = re.compile(r"(?<![0-9&])>>?\s*([^\s;&|<>]+)")
+
+
+def command_name(word: str) -> str:
+    """``PurePosixPath(word).name`` (the program a command's first word runs), without building
+    a path: its last part that is neither empty nor ``.`` (a tenth of the time)."""
+    if "/" not in word:
+        return "" if word == "." else word
+    for part in reversed(word.split("/")):
+        if part and part != ".":
+            return part
+    return ""
+
+
 def _shell_segments(command: str) -> list[list[str]]:
     segments = []
-    for part in re.split(r"&&|\|\||[;|\n]", command):
+    for part in _SEGMENT_BREAK.split(command):
         try:
             words = _shell_words(part)
         except ValueError:
@@ -514,7 +533,7 @@ def _read_shell_files(command: str) -> tuple[list[str], list[str]]:
     copy the lists before changing them."""
     read: list[str] = []
     modified: list[str] = []
-    for target in re.findall(r"(?<![0-9&])>>?\s*([^\s;&|<>]+)", command):
+    for target in _REDIRECT.findall(command):
         path = _clean_path(target)
         if path:
             modified.append(path)
@@ -523,11 +542,14 @@ def _read_shell_files(command: str) -> tuple[list[str], list[str]]:
             words = words[1:]
         if not words:
             continue
-        cmd = Path(words[0]).name
+        cmd = command_name(words[0])
+        if cmd not in _SHELL_FILE_COMMANDS:
+            continue  # neither reads nor changes a file (the lines of a here-document, too)
         args = [w for w in words[1:] if not w.startswith(">")]
-        paths = [p for p in (_clean_path(a) for a in args) if p]
         if cmd in {"grep", "rg", "ag", "sed", "awk", "perl"}:
             paths = [p for p in (_clean_path(a) for a in _file_operands(cmd, args)) if p]
+        else:
+            paths = [p for p in (_clean_path(a) for a in args) if p]
         in_place = (cmd == "sed" and any(a.startswith(("-i", "--in-place")) for a in args)) or (
             cmd == "perl" and any(a[:1] == "-" and a[1:2] != "-" and "i" in a for a in args)
         )
