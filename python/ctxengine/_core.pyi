@@ -2,7 +2,7 @@
 ``.ci/run`` with ``.stubtest-allowlist``)."""
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, TypedDict, TypeVar, final
+from typing import Any, Final, Literal, TypedDict, TypeVar, final
 
 _T = TypeVar("_T")
 
@@ -38,6 +38,7 @@ __all__ = [
     "__version__",
     "bare_model",
     "bm25_tokenize",
+    "bm25_words",
     "cache_info",
     "clear_cache",
     "differing",
@@ -288,22 +289,40 @@ def fuse(
 
 @final
 class Bm25Index:
-    """Okapi BM25 over added documents (lowercase unicode word tokens)."""
+    """Okapi BM25 over added documents (lowercase unicode word tokens).
 
-    def __new__(cls, k1: float = 1.2, b: float = 0.75) -> Bm25Index:
-        """Raises ValueError for a negative or non-finite ``k1`` or ``b`` outside [0, 1]."""
+    ``cjk="chars"``: each CJK ideograph or kana is a term (:func:`bm25_tokenize`).
+    ``cjk="pairs"``: a run of CJK ideographs, kana, Hangul, Thai, Lao, Myanmar or Khmer
+    characters (:func:`bm25_words`) is cut into its overlapping character pairs, a run of one
+    character into that character (Lucene's ``CJKBigramFilter``); documents also index each
+    ideograph, kana or Hangul syllable on its own, queries only a lone one, so a query of one
+    character finds the documents holding it and a longer one is matched by its pairs."""
+
+    def __new__(
+        cls, k1: float = 1.2, b: float = 0.75, *, cjk: Literal["chars", "pairs"] = "chars"
+    ) -> Bm25Index:
+        """Raises ValueError for a negative or non-finite ``k1``, ``b`` outside [0, 1], or
+        another ``cjk``."""
     def add(self, ids: list[str], texts: list[str]) -> None:
         """Index documents; raises ValueError when the lists differ in length."""
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """The ``k`` best documents for ``query`` as ``(id, score)``, best first."""
     def coverage(self, query: str) -> tuple[int, int]:
         """``(query terms present in the index, query terms)``."""
+    def terms(self, query: str) -> list[str]:
+        """The distinct terms :meth:`search` scores for ``query``, in first-seen order."""
+    def document_terms(self, text: str) -> list[str]:
+        """The terms a document's ``text`` is indexed under, repeats included."""
     def doc_freq(self, term: str) -> int:
         """Number of documents containing ``term``."""
     def __len__(self) -> int: ...
 
 def bm25_tokenize(text: str) -> list[str]:
-    """The tokens BM25 indexes for ``text``."""
+    """The tokens BM25 indexes for ``text`` (with ``cjk="chars"``, the default)."""
+
+def bm25_words(text: str) -> list[str]:
+    """The lowercase words of ``text``, a run of CJK, Hangul, Thai, Lao, Myanmar or Khmer
+    characters one word: what a ``cjk="pairs"`` index cuts into pairs."""
 
 def read_identifiers(text: str) -> tuple[str, ...] | None:
     """The identifiers in ``text`` (URLs, UUIDs, hashes, paths and ticket ids, each kind in

@@ -21,7 +21,7 @@ mod _core {
     #[pymodule_export]
     use crate::py::assemble::{fuse, PyAssembly, PyPlan};
     #[pymodule_export]
-    use crate::py::bm25::{bm25_tokenize, PyBm25Index};
+    use crate::py::bm25::{bm25_tokenize, bm25_words, PyBm25Index};
     #[pymodule_export]
     use crate::py::reading::{read_first_line, read_identifiers, read_prose};
     #[pymodule_export]

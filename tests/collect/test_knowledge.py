@@ -22,13 +22,46 @@ CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 TOKEN = re.compile(f"[{CJK}]|[^\\W_{CJK}]+")
 
 
-def reference_scores(docs: list[str], query: str, k1: float = 1.2, b: float = 0.75) -> list[float]:
+#: ``cjk="pairs"``: runs of ideographs, kana and Hangul syllables (indexed one by one too) and
+#: runs of Thai letters (pairs only), apart from the other words
+SYLLABIC = CJK + "\uac00-\ud7af"
+LETTERS = "\u0e00-\u0eff"
+RUN = re.compile(f"([{SYLLABIC}]+)|([{LETTERS}]+)|[^\\W_{SYLLABIC}{LETTERS}]+")
+
+
+def reference_pairs(text: str, document: bool) -> list[str]:
+    """Lucene's CJKBigramFilter: a run as its overlapping pairs, a run of one as itself; a
+    document's ideographs, kana and syllables also one by one (``outputUnigrams``)."""
+    terms = []
+    for match in RUN.finditer(text.lower()):
+        run = match.group()
+        if len(run) == 1 or not (match.group(1) or match.group(2)):
+            terms.append(run)
+            continue
+        terms += [run[i : i + 2] for i in range(len(run) - 1)]
+        if document and match.group(1):
+            terms += list(run)
+    return terms
+
+
+def reference_scores(
+    docs: list[str],
+    query: str,
+    k1: float = 1.2,
+    b: float = 0.75,
+    cjk: str = "chars",
+) -> list[float]:
     """Textbook Okapi BM25 with the non-negative Lucene IDF, distinct query terms."""
-    tokenized = [TOKEN.findall(d.lower()) for d in docs]
+    if cjk == "pairs":
+        tokenized = [reference_pairs(d, document=True) for d in docs]
+        asked = reference_pairs(query, document=False)
+    else:
+        tokenized = [TOKEN.findall(d.lower()) for d in docs]
+        asked = TOKEN.findall(query.lower())
     n = len(docs)
     avg = max(sum(map(len, tokenized)) / n, 1.0)
     scores = [0.0] * n
-    for term in dict.fromkeys(TOKEN.findall(query.lower())):
+    for term in dict.fromkeys(asked):
         df = sum(term in t for t in tokenized)
         if not df:
             continue
@@ -74,6 +107,24 @@ def test_binding_matches_reference_on_random_text(docs: list[str], query: str) -
         assert got.get(str(i), 0.0) == pytest.approx(score, rel=1e-4, abs=1e-6)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.text(alphabet="ab d插件数据の집에ทด", min_size=1, max_size=30), min_size=1, max_size=8
+    ),
+    st.text(alphabet="ab d插件数据の집ทด", max_size=10),
+)
+def test_binding_with_cjk_pairs_matches_reference_on_random_text(
+    docs: list[str], query: str
+) -> None:
+    index = Bm25Index(cjk="pairs")
+    index.add([str(i) for i in range(len(docs))], docs)
+    got = dict(index.search(query, len(docs)))
+    for i, score in enumerate(reference_scores(docs, query, cjk="pairs")):
+        assert got.get(str(i), 0.0) == pytest.approx(score, rel=1e-4, abs=1e-6)
+    assert index.terms(query) == list(dict.fromkeys(reference_pairs(query, document=False)))
+
+
 def test_binding_errors_and_coverage() -> None:
     index = Bm25Index(k1=1.5, b=0.5)
     index.add(["a"], ["Fox fox den"])
@@ -85,6 +136,8 @@ def test_binding_errors_and_coverage() -> None:
         Bm25Index(b=1.5)
     with pytest.raises(ValueError, match="k1"):
         Bm25Index(k1=-1)
+    with pytest.raises(ValueError, match='cjk must be "chars" or "pairs"; got "bigrams"'):
+        Bm25Index(cjk="bigrams")  # type: ignore[arg-type]
 
 
 def test_split_passages_and_terms() -> None:

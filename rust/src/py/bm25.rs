@@ -4,7 +4,7 @@ use parking_lot::RwLock;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::bm25::Bm25Index;
+use crate::bm25::{Bm25Index, Cjk};
 
 /// Documents whose total size is at least this many bytes are indexed with the GIL released.
 const DETACH_BYTES: usize = 64 * 1024;
@@ -27,11 +27,22 @@ pub struct PyBm25Index {
 
 #[pymethods]
 impl PyBm25Index {
-    /// `Bm25Index(k1=1.2, b=0.75)`; raises `ValueError` for a negative or non-finite `k1` or a
-    /// `b` outside `[0, 1]`.
+    /// `Bm25Index(k1=1.2, b=0.75, *, cjk="chars")`; raises `ValueError` for a negative or
+    /// non-finite `k1`, a `b` outside `[0, 1]`, or a `cjk` other than `"chars"` (each CJK
+    /// ideograph or kana a term) or `"pairs"` (runs of CJK, Hangul, Thai, Lao, Myanmar or Khmer
+    /// as overlapping character pairs; see `crate::bm25::Cjk`).
     #[new]
-    #[pyo3(signature = (k1 = 1.2, b = 0.75))]
-    fn py_new(k1: f32, b: f32) -> PyResult<Self> {
+    #[pyo3(signature = (k1 = 1.2, b = 0.75, *, cjk = "chars"))]
+    fn py_new(k1: f32, b: f32, cjk: &str) -> PyResult<Self> {
+        let cjk = match cjk {
+            "chars" => Cjk::Chars,
+            "pairs" => Cjk::Pairs,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "cjk must be \"chars\" or \"pairs\"; got {other:?}"
+                )))
+            }
+        };
         if !k1.is_finite() || k1 < 0.0 {
             return Err(PyValueError::new_err(format!(
                 "k1 must be a finite number >= 0; got {k1}"
@@ -44,7 +55,7 @@ impl PyBm25Index {
         }
         Ok(Self {
             state: RwLock::new(State {
-                index: Bm25Index::with_params(k1, b),
+                index: Bm25Index::with_params(k1, b).with_cjk(cjk),
                 ids: Vec::new(),
             }),
         })
@@ -100,6 +111,16 @@ impl PyBm25Index {
         self.state.read().index.coverage(query)
     }
 
+    /// The distinct terms `search` scores for `query`, in first-seen order.
+    fn terms(&self, query: &str) -> Vec<String> {
+        self.state.read().index.terms(query)
+    }
+
+    /// The terms a document's `text` is indexed under, repeats included.
+    fn document_terms(&self, text: &str) -> Vec<String> {
+        self.state.read().index.cjk().document_terms(text)
+    }
+
     /// Number of documents containing `term` (compared lowercase).
     fn doc_freq(&self, term: &str) -> usize {
         self.state.read().index.doc_freq(&term.to_lowercase())
@@ -123,4 +144,11 @@ impl PyBm25Index {
 #[pyfunction]
 pub fn bm25_tokenize(text: &str) -> Vec<String> {
     crate::bm25::tokenize(text)
+}
+
+/// The words of `text` that an index with `cjk="pairs"` cuts into pairs: lowercase Unicode
+/// words, a run of CJK, Hangul, Thai, Lao, Myanmar or Khmer characters one word.
+#[pyfunction]
+pub fn bm25_words(text: &str) -> Vec<String> {
+    crate::bm25::words(text)
 }
