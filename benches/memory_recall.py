@@ -15,6 +15,14 @@ Every transcript (``CTXENGINE_SHARED``/data/transcripts) is read with ``load_all
   (``k=3``, the ``min_score``) returns it.
 
 Both with the hashing embedder and with BM25 alone.
+
+The same in Chinese, on the two Chinese articles ctxengine was designed from
+(``CTXENGINE_SHARED``/seeds): precision: each of their sentences of 30 to 300 characters
+(195) is given to a provider over the five memories written in Chinese; recall: 100 of those
+sentences, drawn with a fixed seed, are the memories of another folder, each asked about with
+three pieces of two to four ideographs of it (Chinese puts no space between words, so a piece
+stands for a word) set in one of five wordy Chinese templates; besides recall, how many other
+memories the provider keeps (of up to 300 hits: Chinese text shares characters everywhere).
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -35,6 +44,7 @@ from ctxengine.transcript import load_all
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CTXENGINE_SHARED", ROOT.parents[0] / "shared"))
 DATA = SHARED / "data" / "transcripts"
+SEEDS = SHARED / "seeds"
 FACTS = (
     "The staging database is db-staging-02; never run migrations on it.",
     "Deploys go through the release branch, never main.",
@@ -49,6 +59,80 @@ TEMPLATES = (
     "what did you find about {a} and {b} when {c} came up last time",
     "Hey, before I forget, could you tell me once more what happened with {a}, {b}, {c}?",
 )
+
+
+FACTS_ZH = (
+    "测试数据库是 db-staging-02，不要在上面运行迁移。",
+    "部署必须通过发布分支，绝不能用 main。",
+    "Alice 希望用法语回答。",
+    "API 密钥每 90 天轮换一次。",
+    "web/ 目录里用 pnpm，不要用 npm。",
+)
+TEMPLATES_ZH = (
+    "你还记得我们之前关于{a}、{b}和{c}是怎么决定的吗？我现在有点想不起来了。",
+    "继续之前问一下：{a}{b}{c}这件事后来怎么样了？",
+    "我在回看昨天的工作，想知道{a}和{b}、{c}之间是什么关系。",
+    "上次提到{c}的时候，你关于{a}和{b}查到了什么",
+    "在我忘记之前，能再告诉我一次{a}、{b}、{c}是怎么回事吗？",
+)
+
+
+def sentences() -> list[str]:
+    """The distinct sentences of 30 to 300 characters of the Chinese seed articles."""
+    found: list[str] = []
+    for path in sorted(SEEDS.glob("*.txt")):
+        text = path.read_text(encoding="utf-8")
+        found += [s.strip() for s in re.split(r"[。！？!?\n]+", text)]
+    return [s for s in dict.fromkeys(found) if 30 <= len(s) <= 300]
+
+
+def questions_zh(memories: list[str]) -> list[tuple[str, int]]:
+    """100 Chinese questions, each with its memory's index: three distinct pieces of two to
+    four ideographs of the memory in a template."""
+    rng = random.Random(7)
+    asked = []
+    for i in sorted(rng.sample(range(len(memories)), min(100, len(memories)))):
+        runs = re.findall("[\u4e00-\u9fff]{2,}", memories[i])
+        pieces: list[str] = []
+        for _ in range(50):
+            if len(pieces) == 3:
+                break
+            run = rng.choice(runs)
+            size = rng.randint(2, min(4, len(run)))
+            start = rng.randrange(len(run) - size + 1)
+            piece = run[start : start + size]
+            if not any(piece in p or p in piece for p in pieces):
+                pieces.append(piece)
+        a, b, c = (pieces * 3)[:3]
+        asked.append((rng.choice(TEMPLATES_ZH).format(a=a, b=b, c=c), i))
+    return asked
+
+
+def recall(
+    store: MemoryStore, provider: MemoryProvider, owner: list[int], asked: list[tuple[str, int]]
+) -> tuple[int, int, int]:
+    """How many questions have their memory as the first hit, and among the hits the provider
+    keeps (its k, its min_score); how many kept hits are other memories."""
+    first = recalled = others = 0
+    for question, i in asked:
+        hits = store.search(question, provider.k)
+        first += bool(hits) and owner[hits[0].index] == i
+        kept = [owner[h.index] for h in hits if h.score >= provider.min_score]
+        recalled += i in kept
+        others += sum(j != i for j in kept)
+    return first, recalled, others
+
+
+def folder(
+    path: Path, embedder: str | None, texts: list[str] | tuple[str, ...]
+) -> tuple[MemoryStore, list[int]]:
+    """A memory folder holding ``texts``, and the text each entry comes from (one may split)."""
+    store = MemoryStore(path, embedder=embedder)
+    owner: list[int] = []
+    for j, text in enumerate(texts):
+        store.add_long_term(text)
+        owner += [j] * len(split_entries(text.strip()))
+    return store, owner
 
 
 def messages() -> tuple[list[str], list[str]]:
@@ -111,35 +195,34 @@ def main(argv: list[str] | None = None) -> int:
     users, memories = messages()
     written, inflected = questions(memories)
     print(f"{len(users)} user messages, {len(memories)} memories, min_score {args.min_score}")
+    chinese = sentences()
+    asked_zh = questions_zh(chinese)
     with tempfile.TemporaryDirectory() as tmp:
         for embedder in ("hashing", None):
-            facts = MemoryStore(Path(tmp, f"facts-{embedder}"), embedder=embedder)
-            for fact in FACTS:
-                facts.add_long_term(fact)
+            name = "hashing" if embedder else "BM25 alone"
+            facts, _ = folder(Path(tmp, f"facts-{embedder}"), embedder, FACTS)
             provider = MemoryProvider(facts, min_score=args.min_score)
             false = [u for u in users if provider.recall(u)]
-            store = MemoryStore(Path(tmp, f"recall-{embedder}"), embedder=embedder)
-            owner: list[int] = []  # entry index -> memory index (a memory may split)
-            for j, memory in enumerate(memories):
-                store.add_long_term(memory)
-                owner += [j] * len(split_entries(memory.strip()))
+            store, owner = folder(Path(tmp, f"recall-{embedder}"), embedder, memories)
             recaller = MemoryProvider(store, min_score=args.min_score)
             parts = []
-            for name, asked in (("written", written), ("inflected", inflected)):
-                first = recalled = 0
-                for question, i in asked:
-                    # what the provider reads and keeps (its k, its min_score), and the first hit
-                    hits = store.search(question, recaller.k)
-                    first += bool(hits) and owner[hits[0].index] == i
-                    kept = (h for h in hits if h.score >= recaller.min_score)
-                    recalled += any(owner[h.index] == i for h in kept)
-                parts.append(f"{name}: at 1 {first}/100, recalled {recalled}/100")
+            for kind, asked in (("written", written), ("inflected", inflected)):
+                first, recalled, _ = recall(store, recaller, owner, asked)
+                parts.append(f"{kind}: at 1 {first}/100, recalled {recalled}/100")
+            print(f"{name:10} false recalls {len(false)}/{len(users)} | " + " | ".join(parts))
+            facts_zh, _ = folder(Path(tmp, f"facts-zh-{embedder}"), embedder, FACTS_ZH)
+            provider_zh = MemoryProvider(facts_zh, min_score=args.min_score)
+            false_zh = [s for s in chinese if provider_zh.recall(s)]
+            store_zh, owner_zh = folder(Path(tmp, f"recall-zh-{embedder}"), embedder, chinese)
+            recaller_zh = MemoryProvider(store_zh, min_score=args.min_score)
+            first, recalled, others = recall(store_zh, recaller_zh, owner_zh, asked_zh)
             print(
-                f"{'hashing' if embedder else 'BM25 alone':10} false recalls {len(false)}/"
-                f"{len(users)} | " + " | ".join(parts)
+                f"{name:10} Chinese: false recalls {len(false_zh)}/{len(chinese)} | at 1 "
+                f"{first}/{len(asked_zh)}, recalled {recalled}/{len(asked_zh)}, other memories "
+                f"recalled {others}"
             )
             if args.v:
-                for u in false:
+                for u in false + false_zh:
                     print("    ", " ".join(u.split())[:100])
     return 0
 
