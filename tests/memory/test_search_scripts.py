@@ -104,6 +104,130 @@ def test_chinese_recalls_its_memory_and_an_unrelated_message_nothing(
     assert plugin.recall("今天天气怎么样？") == []  # how is the weather today?
 
 
+#: Chinese facts: one holds the word 数据库迁移 (database migration), one each of its
+#: characters apart ("it is said the stock of the storeroom moves to the mobile store"), one a
+#: part of it (数据, data), one none of it.
+CHINESE_WORD = [
+    "据说库房的数量会迁到移动仓。",
+    "周五不要做数据库迁移，先在测试环境验证。",
+    "地图由库房数据生成，迁址后再更新。",
+    "部署必须通过发布分支，绝不能用主分支。",
+]
+#: Japanese facts of kana and kanji: the production database's migration, a fact holding
+#: 移, 行 and の apart ("the change of destination moves to next week"), the migration steps.
+JAPANESE = [
+    "本番データベースの移行は金曜日にしない。",
+    "行き先の変更は来週に移す。",
+    "データの移行手順はwikiにある。",
+]
+
+
+@EMBEDDERS
+@pytest.mark.parametrize(
+    "query",
+    [
+        pytest.param("数据库迁移", id="word"),  # database migration
+        pytest.param("迁移", id="part"),  # migration
+        pytest.param("数据库迁移要注意什么？", id="question"),  # what to watch in a migration?
+    ],
+)
+def test_a_chinese_word_finds_the_fact_holding_it_not_its_characters_apart(
+    tmp_path: Path, embedder: str | None, query: str
+) -> None:
+    # one term per character: the shorter fact holding 数, 据, 库, 迁, 移 apart matched the
+    # word as well as the fact holding it, and ranked first
+    store = _store(tmp_path, CHINESE_WORD, embedder)
+    hits = store.search(query, k=4)
+    assert hits[0].text == CHINESE_WORD[1], [h.text for h in hits]
+    apart = [h.bm25 for h in hits if h.text == CHINESE_WORD[0]]
+    assert apart in ([], [0.0]), apart
+
+
+@EMBEDDERS
+def test_japanese_kana_and_kanji_find_the_fact_holding_the_words(
+    tmp_path: Path, embedder: str | None
+) -> None:
+    store = _store(tmp_path, JAPANESE, embedder)
+    hits = store.search("データベースの移行", k=3)
+    assert [h.text for h in hits[:2]] == [JAPANESE[0], JAPANESE[2]]
+    # 移, 行 and の apart are no match (they were three of the query's eight terms)
+    assert [h.bm25 for h in hits if h.text == JAPANESE[1]] in ([], [0.0])
+
+
+@pytest.mark.parametrize(
+    ("facts", "char"),
+    [
+        pytest.param(CHINESE_WORD, "库", id="chinese"),  # storeroom, store
+        pytest.param(JAPANESE, "の", id="japanese-particle"),
+        pytest.param(JAPANESE, "移", id="japanese-kanji"),
+        # 집 (house) in 집에 (to the house) and 집중 (focus)
+        pytest.param(
+            ["집에 가고 싶어요.", "오후에는 집중 시간이에요.", "회의는 내일이에요."],
+            "집",
+            id="korean",
+        ),
+    ],
+)
+def test_a_query_of_one_character_finds_every_fact_holding_it(
+    tmp_path: Path, facts: list[str], char: str
+) -> None:
+    """A lone character of a query is searched as itself (Lucene's CJKBigramFilter outputs a
+    lone character as a unigram), and the entries index each ideograph, kana and Hangul
+    syllable on their own as well as in pairs (its ``outputUnigrams``), so it finds them. A
+    Korean syllable was found only where it stood alone: "집" met neither "집에" nor "집중"."""
+    store = _store(tmp_path, facts, None)
+    found = {h.text for h in store.search(char, k=len(facts)) if h.bm25 > 0}
+    assert found == {f for f in facts if char in f}
+    assert found
+
+
+MIXED = [
+    "我们用Redis做缓存，键在15分钟后过期。",  # we cache with Redis, keys expire after 15 minutes
+    "存档和缓冲区都保存在本地磁盘。",  # archives and buffers are kept on the local disk
+    "Redis 只在测试环境运行。",  # Redis runs only in the test environment
+    "FileStoreは書き込みごとにfsyncする。",  # FileStore fsyncs on every write
+]
+
+
+@EMBEDDERS
+def test_latin_words_written_into_cjk_text_stay_whole(tmp_path: Path, embedder: str | None) -> None:
+    store = _store(tmp_path, MIXED, embedder)
+    hits = store.search("Redis缓存多久过期？", k=4)  # how long until the Redis cache expires?
+    assert hits[0].text == MIXED[0]
+    bm25 = {h.text: h.bm25 for h in hits}
+    assert bm25.get(MIXED[2], 0) > 0  # "Redis" meets, written against Chinese or apart
+    assert bm25.get(MIXED[1], 0) == 0  # 缓 and 存 apart (in 缓冲, 存档) are no match
+    [hit] = store.search("FileStore の fsync", k=1)
+    assert hit.text == MIXED[3] and hit.bm25 > 0.5
+
+
+def test_latin_memories_score_the_same_with_cjk_pairs() -> None:
+    """For text without CJK, Hangul or Thai-like letters the index of pairs is the index of
+    words: the same terms, the same scores, bit for bit, on the Latin entries and questions of
+    these tests and of ``test_store.py``."""
+    from ctxengine._core import Bm25Index, bm25_tokenize, bm25_words
+    from ctxengine.memory.store import _lexical
+
+    from .test_store import FACTS, RECALL
+
+    entries = [_lexical(t) for t in [*LATIN, *FACTS, *RECALL]]
+    words, paired = Bm25Index(), Bm25Index(cjk="pairs")
+    for index in (words, paired):
+        index.add([str(i) for i in range(len(entries))], entries)
+    queries = [
+        "cafe zurich",
+        "résumé template",
+        "Can I deploy zephyr today? It's Friday",
+        "Which port does the Zephyr staging database use?",
+        "what color was the footer stats line using again, and what should it be instead?",
+        "userMessageText is not used it seems?",
+    ]
+    for query in map(_lexical, queries):
+        assert paired.search(query, len(entries)) == words.search(query, len(entries))
+        assert paired.terms(query) == list(dict.fromkeys(bm25_tokenize(query)))
+        assert bm25_words(query) == bm25_tokenize(query)
+
+
 @EMBEDDERS
 def test_a_fact_written_twice_takes_one_place_among_the_hits(
     tmp_path: Path, embedder: str | None

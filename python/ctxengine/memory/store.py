@@ -8,12 +8,24 @@ How a score is made (so that ``min_score`` means the same for every query):
 
 - BM25 indexes the entries' words, :func:`fold`-ed (case, accents, Unicode forms: "cafe"
   meets "Café", "strasse" "Straße"), less common English function words (:data:`STOPWORDS`),
-  each reduced by :func:`stem`, a light suffix stemmer;
-  Hangul, Thai, Lao, Myanmar and Khmer as overlapping character pairs (a Korean particle is
-  written onto its word, the others put no space between words), CJK ideographs and kana one
-  by one (as :func:`bm25_tokenize` yields them): "the" or "is" in a question says
+  each reduced by :func:`stem`, a light suffix stemmer: "the" or "is" in a question says
   nothing about which memory it is about, and a query made only of such words matches no
   entry lexically; "Can I deploy on Friday?" meets "Deploys ... never on Fridays".
+- How each script is indexed. Words of scripts that space them (Latin, Cyrillic, Greek...):
+  whole, as above. A run of CJK ideographs and kana (Chinese, Japanese), of Hangul (a Korean
+  particle is written onto its word), or of Thai, Lao, Myanmar or Khmer letters (no space
+  between words): its overlapping character pairs, as CJK search engines index them
+  (Lucene's ``CJKBigramFilter``, Elasticsearch's ``cjk`` analyzer), so "数据库迁移" is
+  searched as "数据", "据库", "库迁", "迁移", which an entry holding 数, 据, 库... apart does
+  not hold (with one term per character, every entry holding the characters anywhere, in any
+  order, matched the word, a shorter one better than the entry holding it). A Latin word or a
+  number written against such a run is a word of its own ("用Redis做缓存": "用", "redis",
+  "做缓", "缓存"); a run of one character is that character. Entries also index each
+  ideograph, kana and Hangul syllable on its own (the filter's ``outputUnigrams``), queries
+  only a lone one: a question of one character ("库", "の", "집") finds every entry holding
+  it, a longer one is matched by its pairs only. A Thai letter is no word, so those scripts
+  index pairs only. The Rust ``Bm25Index(cjk="pairs")`` cuts the runs; :func:`bm25_words`
+  hands them to the filtering above whole.
 - The BM25 part is the entry's BM25 score divided by the score of a complete match: an entry
   of average length holding each distinct query word once, i.e. the sum of the query words'
   idfs (``k1`` and ``b`` cancel out), those no entry holds counted at the highest idf. It is
@@ -51,7 +63,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from .._core import Bm25Index, bm25_tokenize
+from .._core import Bm25Index, bm25_tokenize, bm25_words
 from ..errors import ConfigError, ConfigTypeError, EmbedderError
 from ..transcript.model import valid_utf8
 from .daily import DAILY_DIR, LONG_TERM, append_block, append_daily, check_text
@@ -95,7 +107,7 @@ _VOWELS: Final = frozenset("aeiouy")
 
 
 def stem(word: str) -> str:
-    """A light English suffix stemmer for one :func:`bm25_tokenize` token, so that the forms of
+    """A light English suffix stemmer for one :func:`bm25_words` word, so that the forms of
     one word meet: "deploys", "deployed", "deploying" -> "deploy"; "Fridays" -> "friday";
     "database", "databases" -> "databas"; "query", "queries" -> "queri".
 
@@ -152,15 +164,6 @@ def _kept_mark(c: str, before: str) -> bool:
     return c in _KANA_VOICING or (c == _BREVE and "\u0400" <= before <= "\u04ff")
 
 
-#: Letters of scripts whose words BM25 cannot meet as whole tokens: Hangul (a particle is
-#: written onto its word: "데이터베이스는", "데이터베이스가") and Thai, Lao, Myanmar and Khmer
-#: (written without spaces between words, so a sentence is one token). Runs of them are
-#: indexed as overlapping character pairs, as CJK search engines index ideographs.
-_PAIRED: Final = re.compile(
-    "([\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]+)"
-)
-
-
 def fold(text: str) -> str:
     """``text`` with case, accents and compatibility forms folded away, so that the ways of
     writing one word meet: "Café", "café" (composed or not) and "cafe"; "Straße" and
@@ -181,28 +184,12 @@ def fold(text: str) -> str:
     return unicodedata.normalize("NFC", text).casefold()
 
 
-def _terms(token: str) -> list[str]:
-    """The index terms of one :func:`bm25_tokenize` token: the token :func:`stem`-med, its
-    runs of :data:`_PAIRED` letters as overlapping pairs."""
-    if token.isascii() or not _PAIRED.search(token):
-        return [stem(token)]
-    terms = []
-    for run in _PAIRED.split(token):
-        if not run:
-            continue
-        if _PAIRED.fullmatch(run):
-            terms += [run[i : i + 2] for i in range(max(1, len(run) - 1))]
-        elif run not in STOPWORDS:
-            terms.append(stem(run))
-    return terms
-
-
 def _lexical(text: str) -> str:
-    """``text`` as the BM25 index sees it: its :func:`fold`-ed tokens less :data:`STOPWORDS`,
-    each :func:`stem`-med, runs of Hangul or Thai-like letters as character pairs."""
-    return " ".join(
-        term for t in bm25_tokenize(fold(text)) if t not in STOPWORDS for term in _terms(t)
-    )
+    """``text`` as the BM25 index reads it: its :func:`fold`-ed words less :data:`STOPWORDS`,
+    each :func:`stem`-med (:func:`stem` leaves words of other scripts as they are), a run of
+    CJK, Hangul, Thai-like letters one word (:func:`bm25_words`), which the index
+    (``cjk="pairs"``) cuts into character pairs."""
+    return " ".join(stem(w) for w in bm25_words(fold(text)) if w not in STOPWORDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,7 +349,7 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._stamp: tuple[tuple[str, int, int], ...] | None = None
         self._entries: list[tuple[str, int, str]] = []
-        self._index = Bm25Index()
+        self._index = Bm25Index(cjk="pairs")
         self._vectors: npt.NDArray[np.float32] | None = None
         # unit vectors by entry text, and the embedder that made them
         self._embedded: dict[str, npt.NDArray[np.float32]] = {}
@@ -426,7 +413,7 @@ class MemoryStore:
                 logger.warning("memory file %s skipped: %s", path, exc)
                 continue
             entries += [(rel, i, e) for i, e in enumerate(split_entries(text))]
-        index = Bm25Index()
+        index = Bm25Index(cjk="pairs")
         index.add([str(i) for i in range(len(entries))], [_lexical(e[2]) for e in entries])
         vectors = None
         if self.embedder is not None and entries:
@@ -472,7 +459,7 @@ class MemoryStore:
         """Each entry's BM25 score for ``query`` (already :func:`_lexical`) over the score of a
         complete match (see the module's notes), clipped to 1."""
         lexical = np.zeros(n, dtype=np.float32)
-        terms = dict.fromkeys(bm25_tokenize(query))  # the words the index scores, once each
+        terms = index.terms(query)  # the terms the index scores, once each
         if not terms:
             return lexical
         # BM25 of an entry of average length that holds each query word once is the sum of
