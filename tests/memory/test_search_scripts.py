@@ -181,6 +181,47 @@ def test_a_query_of_one_character_finds_every_fact_holding_it(
     assert found
 
 
+#: A memory folder's notes written in Chinese.
+NOTES = [
+    "测试数据库是db-staging-02，不要在上面运行迁移。",  # the staging database is ...
+    "部署必须通过发布分支，绝不能用主分支。",  # deploys go through the release branch
+    "周五下午不要部署，周一早上再发布。",  # no deploys on Friday afternoon, release on Monday
+    "缓存用Redis，键在15分钟后过期。",  # the cache is Redis, keys expire after 15 minutes
+    "前端目录里用pnpm安装依赖，不要用npm。",  # install dependencies with pnpm in the front end
+    "数据库备份每天凌晨三点运行，保存三十天。",  # the database backup runs at 3 am, kept 30 days
+    "用户说他更喜欢简短的回答，不要写太长。",  # the user prefers short answers
+    "日志里的时间都是UTC，显示给用户时要转成北京时间。",  # log times are UTC, shown as Beijing time
+    "我们的接口文档在docs/api目录，改接口时要一起更新。",  # the API docs are in docs/api
+    "代码评审至少要有两个人同意才能合并。",  # a merge needs two approving reviews
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "note"),
+    [
+        # when does the database backup run, and how long is it kept?
+        pytest.param("数据库备份是几点运行的，要保存多久？", 5, id="backup"),
+        # what should install the front end's dependencies?
+        pytest.param("前端那边安装依赖应该用什么工具？", 4, id="pnpm"),
+        pytest.param("周五可以部署吗？", 2, id="friday"),  # can I deploy on Friday?
+        pytest.param("发布分支是哪个？", 1, id="branch"),  # which is the release branch?
+        pytest.param("合并代码之前要几个人评审？", 9, id="review"),  # reviews before a merge?
+        pytest.param("日志的时间是什么时区的？", 7, id="timezone"),  # the log times' zone?
+    ],
+)
+def test_a_chinese_question_recalls_its_note_and_only_it(
+    tmp_path: Path, question: str, note: int
+) -> None:
+    """BM25 alone, at the default ``min_score``. One term per character recalled the staging
+    database note too for the backup question (数据库, 运行 and 的 apart). Pairs of the
+    question that no note holds ("志的", "么时"...: across words, or with a particle) counted
+    at the highest idf held three of these under ``min_score``; they count at the idf of their
+    commoner character."""
+    store = _store(tmp_path, NOTES, None)
+    recalled = [g.text.split("\n", 1)[1] for g in MemoryProvider(store).recall(question)]
+    assert recalled == [NOTES[note]], recalled
+
+
 MIXED = [
     "我们用Redis做缓存，键在15分钟后过期。",  # we cache with Redis, keys expire after 15 minutes
     "存档和缓冲区都保存在本地磁盘。",  # archives and buffers are kept on the local disk

@@ -38,7 +38,9 @@ How a score is made (so that ``min_score`` means the same for every query):
   sharing two words with a short entry, or a three-word one sharing one, scores as if those
   were the whole message. Of 161 real user messages searched against five unrelated memories
   (BM25 alone, ``min_score`` 0.25), 69 then recalled one, 28 when only the three weightiest
-  query words count, none with every word counted (``benches/memory_recall.py``).
+  query words count, none with every word counted (``benches/memory_recall.py``). A pair of
+  CJK characters no entry holds counts at the idf of its commoner character (see
+  :func:`_doc_freq`): most such pairs of a question straddle two words or hold a particle.
 - The vector part is the cosine similarity of the embeddings, clipped to [0, 1] (the
   :class:`HashingEmbedder` also leaves the :data:`STOPWORDS` out; its character 3-grams
   already meet across inflections, so its words are not stemmed); the hybrid is
@@ -182,6 +184,29 @@ def fold(text: str) -> str:
         if unicodedata.category(c) not in _MARKS or _kept_mark(c, before)
     )
     return unicodedata.normalize("NFC", text).casefold()
+
+
+def _doc_freq(index: Bm25Index, term: str) -> int:
+    """How many entries hold the query ``term``, for the score of a complete match; for a pair
+    of CJK characters or Hangul syllables no entry holds, how many hold the commoner of its two
+    characters (entries index them on their own too).
+
+    Chinese and Japanese put no space between words, so most of a question's pairs no entry
+    holds are no words: they straddle two ("迁移要注意", "migration: what to watch", gives
+    "移要"), or hold a particle or a function character (的, 是, の, は), or are the question's
+    own words ("你还记得", "do you remember"). Counted at the highest idf, as a word no entry
+    holds, they kept an entry holding every word of the question that matters under
+    ``min_score``: of 100 Chinese questions, 17 recalled their memory by BM25 alone; 80 with
+    this count, and 3 other memories among their hits; 57 counting each such pair as often
+    held as its rarer character, the most entries that could hold it
+    (``benches/memory_recall.py``). A pair neither of whose characters any entry holds still
+    counts at the highest idf.
+    """
+    df = index.doc_freq(term)
+    if df:
+        return df
+    chars = [t for t in index.document_terms(term) if t != term]
+    return max((index.doc_freq(c) for c in chars), default=0)
 
 
 def _lexical(text: str) -> str:
@@ -463,8 +488,9 @@ class MemoryStore:
         if not terms:
             return lexical
         # BM25 of an entry of average length that holds each query word once is the sum of
-        # their idfs (k1 and b cancel out); a word no entry holds counts at the highest idf
-        complete = sum(_idf(n, index.doc_freq(t)) for t in terms)
+        # their idfs (k1 and b cancel out); a word no entry holds counts at the highest idf,
+        # a pair of CJK characters no entry holds at the idf of its commoner character
+        complete = sum(_idf(n, _doc_freq(index, t)) for t in terms)
         for doc, score in index.search(query, n):
             lexical[int(doc)] = min(score / complete, 1.0)
         return lexical
