@@ -3,6 +3,7 @@ without spaces or with particles attached, and the same fact written twice."""
 
 from __future__ import annotations
 
+import inspect
 import unicodedata
 from pathlib import Path
 
@@ -331,3 +332,24 @@ def test_a_fact_written_again_in_other_case_or_held_by_a_better_hit_takes_no_pla
     special = "special characters are escaped"
     store.add_long_term(special)
     assert {special, facts[4]} <= {h.text for h in store.search("special CI", k=5)}
+
+
+def test_the_default_embedder_keeps_a_fact_of_scattered_characters_under_the_threshold(
+    tmp_path: Path,
+) -> None:
+    """The hashing embedder hashed one feature per CJK character: the fact holding 数, 据, 库,
+    迁, 移 apart was as near to "数据库迁移" as the fact holding the word (vector 0.62), and the
+    default hybrid kept it over ``min_score`` (0.31): the memory plugin injected it."""
+    from ctxengine.memory.store import HashingEmbedder
+
+    store = _store(tmp_path, CHINESE_WORD, "hashing")
+    scores = {h.text: h for h in store.search("数据库迁移", k=4)}
+    apart, holding = scores[CHINESE_WORD[0]], scores[CHINESE_WORD[1]]
+    min_score = inspect.signature(MemoryProvider).parameters["min_score"].default
+    assert apart.score < min_score < holding.score
+    assert apart.vector < holding.vector
+    english = ["Deploys go through the release branch.", "Never deploy on Fridays, café or not."]
+    embed = HashingEmbedder()
+    assert [embed._features(t) for t in english] == [
+        [w for w in embed._features(t) if len(w) != 2 or w.isascii()] for t in english
+    ]

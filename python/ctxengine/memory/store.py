@@ -217,6 +217,20 @@ def _lexical(text: str) -> str:
     return " ".join(stem(w) for w in bm25_words(fold(text)) if w not in STOPWORDS)
 
 
+def _cjk_pairs(text: str) -> list[str]:
+    """The overlapping character pairs of each run of CJK ideographs and kana in ``text`` (the
+    runs :func:`bm25_tokenize` cuts into one word per character): with its characters alone
+    among its features, an entry holding 数, 据, 库, 迁, 移 apart was as near to "数据库迁移"
+    as the entry holding the word, and the hybrid score kept it over ``min_score``."""
+    pairs: list[str] = []
+    for run in bm25_words(fold(text)):
+        if len(run) > 1 and not run.isascii():
+            chars = bm25_tokenize(run)
+            if len(chars) == len(run):  # one word per character: ideographs, kana
+                pairs += [run[i : i + 2] for i in range(len(run) - 1)]
+    return pairs
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryHit:
     """One search result: the entry ``text``, its ``source`` file (relative to the folder),
@@ -232,8 +246,10 @@ class MemoryHit:
 
 class HashingEmbedder:
     """Deterministic embeddings without a model: words and character 3-grams hashed (blake2b)
-    into ``dim`` signed buckets, L2-normalized. Words of :data:`STOPWORDS` are left out, as
-    from BM25, so a text made only of them is the zero vector (similar to nothing).
+    into ``dim`` signed buckets, L2-normalized; a run of CJK ideographs and kana gives its
+    characters and its overlapping pairs (:func:`_cjk_pairs`). Words of :data:`STOPWORDS` are
+    left out, as from BM25, so a text made only of them is the zero vector (similar to
+    nothing).
 
     Raises:
         ValueError: ``dim`` is below 8.
@@ -247,7 +263,9 @@ class HashingEmbedder:
     def _features(self, text: str) -> list[str]:
         words = [w for w in bm25_tokenize(fold(text)) if w not in STOPWORDS]
         grams = [w[i : i + 3] for w in words if len(w) > 3 for i in range(len(w) - 2)]
-        return words + grams
+        if text.isascii():
+            return words + grams
+        return words + grams + _cjk_pairs(text)
 
     def __call__(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
