@@ -69,6 +69,20 @@ def test_an_unknown_model_hints_only_at_options_the_command_has(
     assert demo.count("\n") == 1
 
 
+def test_an_unknown_model_is_told_the_model_option_that_works(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``demo``/``replay`` have no ``--encoding``: their hint was dropped, leaving none; the
+    engine takes an encoding as its model, which the hint now says as this command's flag."""
+    small = str(TRANSCRIPTS / "claude-code-spotter" / "subagent.jsonl")
+    assert main(["replay", small, "--model", "llama-3-70b"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Pass --model o200k_base or --model cl100k_base for any other model" in err
+    assert "model=" not in err
+    assert main(["replay", small, "--model", "o200k_base", "--json"]) == 0  # the advice works
+    assert '"within_budget": true' in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from ctxengine import (
     ContextEngine,
     ContextGrain,
     CtxEngineError,
+    EncodingError,
     InMemoryStore,
     count_messages,
     count_tokens,
@@ -525,3 +527,25 @@ def test_fit_refuses_a_model_that_is_not_a_name() -> None:
     for model in (123, ["gpt-4o"]):  # a list was an unhashable cache key before the check
         with pytest.raises(ConfigTypeError, match=r"model is .*expected a model name"):
             fit([{"role": "user", "content": "hi"}], model=model, budget=100)  # type: ignore
+
+
+@pytest.mark.parametrize("budget", [None, 4_000])
+def test_an_unknown_model_is_refused_with_advice_the_engine_takes(budget: int | None) -> None:
+    """The tokenizer's hint (``encoding="o200k_base"``) names an argument neither
+    ``ContextEngine`` nor ``fit`` has, and without a budget the engine said only "pass
+    Budget(total=N)", which then hit that hint. The advice given must build an engine."""
+    hi = [{"role": "user", "content": "hi"}]
+    for make in (
+        lambda: ContextEngine("llama-3-70b", budget),
+        lambda: fit(hi, model="llama-3-70b", budget=budget),
+    ):
+        with pytest.raises(EncodingError) as info:
+            make()
+        message = str(info.value)
+        assert 'unknown model or encoding "llama-3-70b"' in message
+        assert "encoding=" not in message and "budget" in message
+        advised = re.findall(r'model="(\w+)"', message)
+        assert advised
+        for model in advised:  # followed (with a budget: the model's window is not known)
+            assert ContextEngine(model, 4_000).tokens_total == 4_000
+            assert fit(hi, model=model, budget=4_000).tokens <= 4_000

@@ -69,7 +69,7 @@ COMMANDS: Final = (
 )
 EXIT_USAGE: Final = 2
 EXIT_BROKEN_PIPE: Final = 141
-_OPTIONS: Final = "encoding|format"  # keyword arguments of the library that are flags here
+_OPTIONS: Final = "encoding|format|model"  # keyword arguments of the library that are flags here
 
 
 class UsageError(CtxEngineError):

@@ -52,6 +52,7 @@ from .errors import (
     ConfigTypeError,
     ContextOverflowError,
     CtxEngineError,
+    EncodingError,
     GrainError,
     SessionIdError,
     StoreConflictError,
@@ -76,6 +77,7 @@ from .store.session_io import (
 from .store.snapshot import core_memory, memory_texts
 from .store.writer import SnapshotWriter
 from .summarize import ExtractiveSummarizer, Summarizer
+from .tokens import get_tokenizer
 from .transcript.coerce import to_messages
 from .transcript.model import Image, Message, Text, ToolCall, ToolResult, Transcript
 from .transcript.providers import check_provider
@@ -109,6 +111,33 @@ def check_model(model: object) -> None:
     """
     if not isinstance(model, str):
         raise ConfigTypeError(f"model is {_kind(model)}; expected a model name such as 'gpt-4o'")
+
+
+#: The tokenizer's hint for an unknown model names its own keyword (``encoding=``); the engine
+#: and ``fit`` take the encoding as the model, and then need a budget (no window is known).
+_TOKENIZER_HINT: Final = " Pass encoding="
+_ENGINE_HINT: Final = (
+    ' Pass model="o200k_base" or model="cl100k_base" for any other model, with its budget in'
+    " tokens (its window is not known)"
+)
+
+
+def check_tokenizer(model: str) -> None:
+    """Refuse a model the tokenizer does not know before its budget is looked up, with advice
+    the engine takes (``ContextEngine("llama-3", 8000)`` said to pass ``encoding=``, which it
+    has no argument for; without a budget it said to pass one, which then met that hint).
+
+    Raises:
+        EncodingError: ``model`` is neither a known model family nor an encoding.
+    """
+    try:
+        get_tokenizer(model)
+    except EncodingError as exc:
+        text = str(exc)
+        cut = text.find(_TOKENIZER_HINT)
+        if cut < 0:
+            raise
+        raise EncodingError(text[:cut] + _ENGINE_HINT) from None
 
 
 def _is_number(value: object) -> bool:
@@ -252,6 +281,7 @@ class ContextEngine:
         compaction: CompactionConfig | None = None,
     ) -> None:
         check_model(model)
+        check_tokenizer(model)
         weights = _check_settings(
             plugins=plugins,
             summarizer=summarizer,
