@@ -66,6 +66,20 @@ def test_docs_cli_tells_what_the_demo_prints(demo_json: dict[str, Any]) -> None:
     assert summary["within_budget"]
 
 
+def test_readme_tells_what_the_demo_prints(demo_json: dict[str, Any]) -> None:
+    # README said "about 45" prefix breaks and a peak of "about 14,100" while the demo
+    # printed 43 and 14,065 (docs/cli.md, checked above, had the demo's own figures)
+    text = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    summary = demo_json["summary"]
+    said = (
+        f"a summary: the {summary['calls']} calls, the peak ({summary['peak_tokens']:,} "
+        f"tokens), the {summary['compactions']} compactions and the "
+        f"{summary['prefix_breaks']} prefix breaks (at this budget, each at a compaction"
+    )
+    assert said in text
+    assert summary["prefix_breaks"] == summary["prefix_breaks_at_compaction"]
+
+
 def test_demo_json_holds_every_call_and_the_last_report(demo_json: dict[str, Any]) -> None:
     assert [c["call"] for c in demo_json["calls"]] == list(range(len(demo_json["calls"])))
     messages = [c["messages"] for c in demo_json["calls"]]
