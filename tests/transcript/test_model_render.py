@@ -39,6 +39,30 @@ T = Transcript(
 # -- model -------------------------------------------------------------------------------------
 
 
+def _one_call(arguments: dict | str) -> Transcript:
+    call = ToolCall("c1", "bash", arguments)
+    return Transcript(
+        (Message.user("list"), Message.assistant("", [call]), Message.tool("c1", "a.py"))
+    )
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_arguments_given_as_json_text_render_as_the_object(provider: str) -> None:
+    """OpenAI hands a call's arguments as JSON text (``function.arguments``); a ``ToolCall``
+    built from that text sent Anthropic and Gemini ``{"arguments": "<the text>"}`` instead of
+    the object the model wrote (the importers decode it; the constructor did not)."""
+    decoded = {"cmd": "ls -l", "paths": ["a.py", "b.py"], "deep": {"n": 1}}
+    as_text = render(_one_call(json.dumps(decoded)), provider).payload
+    assert as_text == render(_one_call(decoded), provider).payload
+    assert_sdk_valid(as_text, provider)
+    assert ToolCall("c1", "bash", " {} ").arguments == {}
+
+
+@pytest.mark.parametrize("text", ["not json", '{"cut": ', "[1, 2]", '"a string"', "", "  "])
+def test_arguments_that_are_no_json_object_stay_text(text: str) -> None:
+    assert ToolCall("c1", "bash", text).arguments == text
+
+
 def test_constructors_and_properties() -> None:
     m = Message.assistant("hi", [CALL])
     assert m.blocks == (Text("hi"), CALL) and m.text == "hi" and m.tool_calls == (CALL,)

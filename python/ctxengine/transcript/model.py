@@ -94,13 +94,26 @@ class ToolCall:
     """A tool call made by the assistant.
 
     ``arguments`` is the decoded JSON object; it is a ``str`` only when the source arguments are
-    not a JSON object (invalid or partial JSON, or another JSON value).
+    not a JSON object (invalid or partial JSON, or another JSON value). A ``str`` given that
+    holds a JSON object (OpenAI's ``function.arguments`` passed as it came) is decoded here, as
+    the importers decode it: Anthropic and Gemini take an object, and were sent
+    ``{"arguments": "<the JSON text>"}`` for it.
     """
 
     id: str
     name: str
     arguments: dict[str, Any] | str = field(hash=False)
     _json: str | None = field(default=None, init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        args = self.arguments
+        if type(args) is str and args.lstrip()[:1] == "{":
+            try:
+                value = json.loads(args)
+            except (ValueError, RecursionError):  # invalid or partial: kept as it came
+                return
+            if type(value) is dict:
+                object.__setattr__(self, "arguments", value)
 
     @property
     def arguments_json(self) -> str:
