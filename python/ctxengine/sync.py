@@ -9,6 +9,7 @@ itself inside a running event loop.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
+from .compaction import CompactionResult
 from .errors import CtxEngineError
 from .grain import ContextGrain
 from .inject.turn import RenderedContext
@@ -146,6 +148,16 @@ class AsyncSession(Protocol):
     async def save(self) -> None: ...
     async def rebase(self) -> int: ...
     async def checkpoint(self, timeout: float | None = ...) -> SnapshotInfo | None: ...
+    async def compact(self) -> CompactionResult: ...
+    async def run(
+        self,
+        call_model: Callable[[dict[str, Any]], Awaitable[Any]],
+        *,
+        provider: str = ...,
+        max_compactions: int = ...,
+        shrink: float = ...,
+        **options: Any,
+    ) -> tuple[Any, RenderedContext]: ...
 
 
 class SessionOpener(Protocol):
@@ -281,3 +293,35 @@ class SyncSession:
     def checkpoint(self, timeout: float | None = None) -> SnapshotInfo | None:
         """See :meth:`Session.checkpoint`."""
         return self._runner.run(self.session.checkpoint, timeout)
+
+    def compact(self) -> CompactionResult:
+        """See :meth:`Session.compact`."""
+        return self._runner.run(self.session.compact)
+
+    def run(
+        self,
+        call_model: Callable[[dict[str, Any]], Any],
+        *,
+        provider: str = "openai",
+        max_compactions: int = 3,
+        shrink: float = 0.75,
+        **options: Any,
+    ) -> tuple[Any, RenderedContext]:
+        """See :meth:`Session.run`: render, ``call_model(payload)``, recover from an overflow.
+
+        ``call_model`` may be a plain function (a sync SDK client's ``create``) or return an
+        awaitable; a plain one runs on the session's loop, which has nothing else to do then.
+        """
+
+        async def call(payload: dict[str, Any]) -> Any:
+            answer = call_model(payload)
+            return await answer if inspect.isawaitable(answer) else answer
+
+        return self._runner.run(
+            self.session.run,
+            call,
+            provider=provider,
+            max_compactions=max_compactions,
+            shrink=shrink,
+            **options,
+        )

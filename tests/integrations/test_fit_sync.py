@@ -102,6 +102,36 @@ def test_session_sync_mirrors_the_async_api() -> None:
         s.render()
 
 
+def test_session_sync_has_run_and_compact() -> None:
+    """DESIGN.md §2: the sync facade mirrors the async API; it had no ``run`` (render, call,
+    recover from an overflow) nor ``compact``. A script's model client is sync: ``run`` takes
+    a plain function as well as a coroutine function."""
+    engine = ContextEngine("gpt-4o", 4_000)
+    sent: list[int] = []
+
+    def call_model(payload: dict) -> str:  # a sync client: too long once, then an answer
+        sent.append(len(payload["messages"]))
+        if len(sent) == 1:
+            raise RuntimeError("This model's maximum context length is 128 tokens")
+        return "answer"
+
+    async def acall_model(payload: dict) -> str:
+        return "async answer"
+
+    with engine.session_sync("script-run") as s:
+        for i in range(12):
+            s.user_message(f"step {i}: what does module m{i} do?")
+            s.assistant_message(f"Module m{i} parses the part {i} of the config file. " * 20)
+        answer, out = s.run(call_model)
+        assert answer == "answer" and out.tokens <= 4_000
+        assert [r["step"] for r in out.report.recovery][-1] == "compact"
+        assert sent[1] < sent[0]  # the retry sent the compacted history
+        assert s.run(acall_model)[0] == "async answer"
+        result = s.compact()
+        assert result.ok, result.error
+        assert s.render().payload["messages"][0]["content"].startswith("[Summary")
+
+
 class _GatedSetup:
     """A plugin whose setup goes on until the test lets it finish."""
 
