@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [
     ROOT / "README.md",
+    ROOT / "docs" / "engine.md",
     ROOT / "docs" / "plugins.md",
     ROOT / "docs" / "transcripts.md",
     ROOT / "docs" / "store.md",
