@@ -98,3 +98,23 @@ def test_a_dropped_engine_stops_its_plugins_loop() -> None:
     # none per engine is left: before, all four were (the last one's runner can still be held
     # by the frames of what ran it, depending on the tests run before this one)
     assert len([t for t in threading.enumerate() if t.name == name]) <= 1
+
+
+async def test_an_engine_calls_its_own_plugins_not_the_default_registrys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/plugins.md: each engine has its own registry; the module-level default one is a
+    registry apart (the page said registering there at import time registered with the
+    engine, and such a plugin was never called)."""
+    import ctxengine.collect.registry as registry_module
+
+    monkeypatch.setattr(registry_module, "default_registry", registry_module.Registry())
+    registry_module.register(Simple("module_level"))
+    for engine, called in (
+        (ContextEngine("gpt-4o", 2_000), False),
+        (ContextEngine("gpt-4o", 2_000, plugins=[Simple("module_level")]), True),
+    ):
+        async with engine.session("s") as s:
+            await s.user_message("hi")
+            out = await s.render()
+        assert any(g.node_id == "task.module_level.0" for g in out.report) is called
