@@ -741,3 +741,21 @@ def test_json_with_an_output_naming_stdout_is_refused(
     assert done.stdout.lstrip().startswith("{")
     key = "messages" if option == "--out" else "budget"
     assert f'"{key}"' in done.stdout
+
+
+@pytest.mark.parametrize("path", ["/dev/stdout", "/proc/self/fd/1"])
+def test_json_with_stdout_on_the_null_device_writes_an_output_naming_stdout_there(
+    child_env: dict[str, str], path: str
+) -> None:
+    """With stdout on the null device an option naming stdout is not refused (the device
+    takes both), but it was opened while descriptor 1 pointed at stderr: the payload went
+    to stderr (``ctxengine replay F --json --out /dev/stdout > /dev/null``)."""
+    source = str(TRANSCRIPTS / "openhands" / "output.jsonl")
+    replay = [sys.executable, "-m", "ctxengine", "replay", source, "--budget", "4000"]
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$0" "$@" > /dev/null', *replay, "--out", path, "--json"],
+        capture_output=True,
+        text=True,
+        env=child_env,
+    )
+    assert (done.returncode, done.stderr) == (0, "")

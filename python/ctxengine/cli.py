@@ -323,18 +323,21 @@ def _refuse_files_on_stdout(args: argparse.Namespace) -> None:
     """Refuse a file option (:func:`writes_files`) of a ``--json`` command naming the same file
     as stdout: written while descriptor 1 points at stderr, ``/dev/stdout`` would be stderr,
     and a file stdout is redirected to would get the data and the file in one. The null device
-    takes both."""
+    takes both: an option naming it through stdout (``/dev/stdout`` with stdout on
+    ``/dev/null``) is made to name it directly, or it would be opened as stderr."""
     try:
         stdout = os.fstat(1)
     except OSError:  # closed: there is no such file
         return
     for option in getattr(args, _WRITES, ()):
-        value = getattr(args, option.lstrip("-").replace("-", "_"), None)
+        name = option.lstrip("-").replace("-", "_")
+        value = getattr(args, name, None)
         if not value:
             continue
         try:
             same = os.path.samestat(os.stat(value), stdout)
             if same and os.path.samestat(os.stat(os.devnull), stdout):
+                setattr(args, name, os.devnull)
                 same = False
         except (OSError, ValueError):  # no such file yet (or a bad path): not stdout's
             continue
