@@ -549,3 +549,23 @@ def test_an_unknown_model_is_refused_with_advice_the_engine_takes(budget: int | 
         for model in advised:  # followed (with a budget: the model's window is not known)
             assert ContextEngine(model, 4_000).tokens_total == 4_000
             assert fit(hi, model=model, budget=4_000).tokens <= 4_000
+
+
+@pytest.mark.anyio
+async def test_a_result_for_no_call_is_kept_with_a_warning_naming_the_nearest_id() -> None:
+    """A typo in a call id ("call_l" for "call_1") was taken in silence: every render left the
+    result out, and the call got a synthetic error result, which only the report said."""
+    engine = ContextEngine("gpt-4o", Budget(total=4_000))
+    async with engine.session("s") as s:
+        await s.user_message("What is in config.toml?")
+        s.extend([Message.assistant("Reading it.", [ToolCall("call_1", "read", {"path": "a"})])])
+        with pytest.warns(
+            RuntimeWarning,
+            match=r"tool_result\('call_l'\) answers no tool call .*did you mean 'call_1'\?",
+        ):
+            await s.tool_result("call_l", "x = 1")
+        assert s.messages[-1].tool_results[0].call_id == "call_l"  # kept, as given
+        await s.tool_result("call_1", "x = 1")  # the call's own: no warning
+        out = await s.render()
+    sent = [m for m in out.payload["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in sent] == ["call_1"]

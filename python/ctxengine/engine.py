@@ -778,6 +778,11 @@ class Session:
     ) -> None:
         """Record a tool result and fire ``on_tool_result``.
 
+        A ``call_id`` no tool call of the session has (a typo, a result for another session)
+        is recorded all the same, with a ``RuntimeWarning`` naming it and the nearest id the
+        session knows: every render leaves it out (a result without its call is refused by
+        every provider) and the call it was meant for gets a synthetic error result.
+
         Raises:
             TranscriptError: ``call_id`` is not a ``str``, ``output`` not a ``str``
                 (or a sequence of ``Text``/``Image``), ``name`` not a ``str`` or None, or
@@ -800,7 +805,10 @@ class Session:
                 f"{is_error!r:.60}"
             )
         is_error = bool(is_error)
-        name = name or self._state.builder.tool_names.get(call_id)
+        calls = self._state.builder.tool_names
+        if call_id not in calls:
+            _warn_orphan(self.id, call_id, calls)
+        name = name or calls.get(call_id)
         self._append(Message.tool(call_id, output, name=name, is_error=is_error))
         await self._fire(ToolResultEvent(self.id, call_id, name or "", output, is_error))
         await self._autosave()
@@ -1328,6 +1336,21 @@ def _record_truncation(
 def _as_stored(message: Message) -> Any:
     """``message`` as a store holds it in an entry's ``data["message"]``."""
     return json.loads(compact_json(message_to_json(message)))
+
+
+def _warn_orphan(session_id: str, call_id: str, calls: Mapping[str, str]) -> None:
+    """Warn that ``call_id`` answers no tool call of session ``session_id`` (``calls``: its
+    calls' ids), naming the nearest id it has."""
+    import difflib  # rarely needed: not at import time
+
+    near = difflib.get_close_matches(call_id, list(calls)[-256:], n=1, cutoff=0.6)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    warnings.warn(
+        f"ctxengine session {session_id!r}: tool_result({call_id!r}) answers no tool call of "
+        f"the session{hint}; renders leave it out as an orphan result",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def _check_str(what: str, value: object) -> None:
