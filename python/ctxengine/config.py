@@ -32,6 +32,8 @@ class RenderConfig:
         max_result_chars: Largest tool result the window guard lets through.
         prune: Trim-ladder settings for old tool results (soft trim, allow/deny, TTL).
         compaction: How the compaction pipeline runs (memory folder, rules file, timeout).
+        max_images: The most image parts a render sends (None: the provider's limit); a
+            render's own ``max_images`` option wins over it.
     """
 
     model: str
@@ -45,11 +47,12 @@ class RenderConfig:
     max_result_chars: int
     prune: PruneSettings
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
+    max_images: int | None = None
 
     @classmethod
     def build(cls, model: str, budget: Budget, summarizer: Summarizer, **kw: Any) -> RenderConfig:
         """A config for ``model`` and ``budget`` (``kw``: weights, prune,
-        max_result_chars, compaction)."""
+        max_result_chars, compaction, max_images)."""
         windows = tuple(budget.windows)
         return cls(
             model=model,

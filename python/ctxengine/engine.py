@@ -171,6 +171,7 @@ def _check_settings(
     prune: object,
     store: object,
     compaction: object,
+    max_images: object = None,
 ) -> tuple[float, float, float, float]:
     """Check :class:`ContextEngine`'s settings where they are given: most are only read at
     the first render (or never, for ``summarizer`` until a compaction), where a wrong one
@@ -219,6 +220,12 @@ def _check_settings(
     ):
         if value is not None and not isinstance(value, kind):
             raise ConfigTypeError(f"{name} is {_kind(value)}; expected a {kind.__name__} or None")
+    if max_images is not None:
+        expected = "expected None (the provider's limit) or an int >= 0"
+        if not isinstance(max_images, int) or isinstance(max_images, bool):
+            raise ConfigTypeError(f"max_images is {_kind(max_images)}; {expected}")
+        if max_images < 0:
+            raise ConfigError(f"max_images is {max_images!r}; {expected}")
     if store is not None and not all(callable(getattr(store, m, None)) for m in _STORE_METHODS):
         raise ConfigTypeError(
             f"store is {_kind(store)}; expected a Store (FileStore(path), RedisStore(url), "
@@ -256,6 +263,11 @@ class ContextEngine:
         compaction: How compaction runs (:class:`~ctxengine.compaction.CompactionConfig`:
             memory folder, rules file, timeout, protected tail); the ladder's step 3 and
             :meth:`Session.compact` use it.
+        max_images: The most image parts a render sends; the newest are kept, older ones
+            become a text placeholder (reported in the render's hygiene report). None: the
+            provider's documented limit (:data:`ctxengine.transcript.providers.IMAGE_LIMITS`:
+            500 for OpenAI, 100 for Anthropic, 3,000 for Gemini). A render's ``max_images``
+            option wins over it. See docs/engine.md, "Images per request".
 
     Raises:
         EncodingError: unknown model. BudgetError: invalid budget. ConfigError: another
@@ -279,6 +291,7 @@ class ContextEngine:
         prune: PruneSettings | None = None,
         store: Store | None = None,
         compaction: CompactionConfig | None = None,
+        max_images: int | None = None,
     ) -> None:
         check_model(model)
         check_tokenizer(model)
@@ -292,6 +305,7 @@ class ContextEngine:
             prune=prune,
             store=store,
             compaction=compaction,
+            max_images=max_images,
         )
         self.model = model
         self.budget = budget if isinstance(budget, Budget) else Budget(total=budget)
@@ -304,6 +318,7 @@ class ContextEngine:
             max_result_chars=max_tool_result_chars(self.budget.resolve(model)),
             prune=prune or PruneSettings(),
             compaction=compaction or CompactionConfig(),
+            max_images=max_images,
         )
         self.compaction = self.config.compaction
         self.tokens_total = self.config.tokens_total

@@ -148,7 +148,8 @@ def fit(
         budget: Input tokens the payload may use (a :class:`Budget`, an int, or ``None`` for
             the model's window minus the output reserve).
         provider: ``"openai"``, ``"openai-responses"``, ``"anthropic"`` or ``"gemini"``.
-        **options: Render options (``hygiene``, ``cache_breakpoints``, ``id_mode``...).
+        **options: Render options (``hygiene``, ``cache_breakpoints``, ``id_mode``,
+            ``max_images``: at most that many images, the newest, see docs/engine.md).
 
     Returns:
         The :class:`RenderedContext`: ``payload``, ``tokens`` (≤ the budget), ``report``.

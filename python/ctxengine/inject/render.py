@@ -24,13 +24,14 @@ from .adapters.openai import export_openai, message_dicts
 from .adapters.responses import export_responses
 from .cache import Breakpoint, check_breakpoints, plan_cache_breakpoints
 from .hygiene import clean, validate
+from .images import check_max_images, limit_images
 from .memo import RenderMemo
 from .warm import pieces as _pieces
 
 __all__ = ("OPTIONS", "Rendered", "render")
 
 #: Keyword options accepted by :func:`render` and :meth:`Transcript.to`.
-OPTIONS: Final = ("hygiene", "cache_breakpoints", "cache_ttl", "id_mode")
+OPTIONS: Final = ("hygiene", "cache_breakpoints", "cache_ttl", "id_mode", "max_images")
 
 _EXPORTERS: Final[dict[str, Callable[[Transcript], dict[str, Any]]]] = {
     "openai": export_openai,
@@ -75,6 +76,7 @@ def render(
     cache_breakpoints: int = 0,
     cache_ttl: str | None = None,
     id_mode: str | None = None,
+    max_images: int | None = None,
     memo: RenderMemo | None = None,
 ) -> Rendered:
     """Render ``t`` for ``provider``.
@@ -89,6 +91,11 @@ def render(
             other providers, whose prompt caching is automatic.
         cache_ttl: Anthropic only: ``"5m"`` or ``"1h"`` for the markers (default: the API's).
         id_mode: Force tool-call id sanitizing (``"strict"`` or ``"strict9"``).
+        max_images: With hygiene, the most image parts the payload carries (None: the
+            provider's limit, :data:`~ctxengine.transcript.providers.IMAGE_LIMITS`); the
+            newest are kept, older ones become a text placeholder, each reported
+            (:func:`~ctxengine.inject.images.limit_images`). It replaces the provider's limit:
+            lower it for a gateway that takes fewer, raise it for a model that takes more.
         memo: A session's per-message memo: checks and exported dicts of messages rendered
             before are reused (the payload is the same as without it).
 
@@ -101,9 +108,13 @@ def render(
         raise AdapterError(f"cache_ttl is {cache_ttl!r}; expected None, '5m' or '1h'")
     if id_mode not in (None, "strict", "strict9"):
         raise AdapterError(f"id_mode is {id_mode!r}; expected None, 'strict' or 'strict9'")
+    check_max_images(max_images)
     # a session's render (``memo`` given) carried its compactions already, when it had any
     # (:func:`~ctxengine.inject.turn.inject`): no look through every message on every turn
     t, carried = carry_compactions(t, provider) if memo is None else (t, ())
+    if hygiene:  # before the rest: what it changes is a message of the same shape
+        t, cut = limit_images(t, provider, max_images, memo)
+        carried += cut
     report = Report()
     marks = cache_breakpoints if provider == "anthropic" else 0
     if hygiene and memo is not None:
@@ -244,10 +255,12 @@ def _recheck(cleaned: Transcript, original: Transcript, report: Report) -> bool:
 
 
 def check_options(options: dict[str, Any]) -> None:
-    """Raise :class:`AdapterError` for an option :func:`render` does not know."""
+    """Raise :class:`AdapterError` for an option :func:`render` does not know (or a
+    ``max_images`` that is not None or an int >= 0)."""
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise AdapterError(f"unknown option(s) {unknown}; expected any of {list(OPTIONS)}")
+    check_max_images(options.get("max_images"))
 
 
 def _payload(t: Transcript, provider: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -379,16 +379,23 @@ def _no_runs(m: Message) -> list[tuple[tuple[Message, ...], Message]]:
     return []
 
 
+#: The changes a render of the merged turns may make and still stand for the render of the
+#: turns as composed: the bootstrap turn, and images sent as placeholders (the same images
+#: either way: merging moves none).
+_KEPT_AFTER_MERGE: Final = frozenset({"bootstrap_user", "image_omitted"})
+
+
 def _render_merged(
     composed: Transcript, provider: str, memo: RenderMemo, options: dict[str, Any]
 ) -> Rendered:
     """:func:`render` of ``composed``, its same-role runs merged first (see :func:`_merged`)
-    when hygiene then has nothing else to change but the bootstrap turn."""
+    when hygiene then has nothing else to change but the bootstrap turn (images sent as
+    placeholders aside)."""
     merged, changes = _merged(composed, provider, memo)
     if merged is not composed:
         rendered = render(merged, provider, memo=memo, **options)
         report = rendered.report
-        if all(c.action == "bootstrap_user" for c in report.changes) and not report.id_map:
+        if all(c.action in _KEPT_AFTER_MERGE for c in report.changes) and not report.id_map:
             return dataclasses.replace(rendered, report=Report((*changes, *report.changes)))
     return render(composed, provider, memo=memo, **options)
 
@@ -459,6 +466,9 @@ async def inject(
     request.timings.update({f"core.{k}": v for k, v in assembled.plan.timings.items()})
     memo = state.token_cache.memo
     cut, budget = 0, config.tokens_total
+    options = request.options
+    if config.max_images is not None and "max_images" not in options:
+        options = {**options, "max_images": config.max_images}
     with paused_collector():
         for attempt in range(MAX_REPLANS + 1):
             composed = compose(state, assembled.plan, assembled.by_id)
@@ -471,7 +481,7 @@ async def inject(
             composed = _no_trailing_space(composed, request.provider)
             composed, dropped = _non_empty(composed, request.provider, memo)
             composed, stripped = _failed_calls_stripped(composed, memo)
-            rendered = _render_merged(composed, request.provider, memo, request.options)
+            rendered = _render_merged(composed, request.provider, memo, options)
             if stripped:
                 rendered = _with_stripped(rendered, stripped)
             if carried:

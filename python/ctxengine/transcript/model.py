@@ -413,7 +413,8 @@ class Transcript:
 
         Args:
             provider: ``"openai"``, ``"openai-responses"``, ``"anthropic"`` or ``"gemini"``.
-            **options: ``hygiene``, ``cache_breakpoints``, ``cache_ttl``, ``id_mode``.
+            **options: ``hygiene``, ``cache_breakpoints``, ``cache_ttl``, ``id_mode``,
+                ``max_images``.
 
         Raises:
             AdapterError: unknown provider or option, or a transcript that hygiene could not

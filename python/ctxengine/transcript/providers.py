@@ -26,6 +26,7 @@ from .model import (
 )
 
 __all__ = (
+    "IMAGE_LIMITS",
     "PROVIDERS",
     "STRICT_ALTERNATION",
     "Provider",
@@ -34,6 +35,7 @@ __all__ = (
     "exportable",
     "family_of",
     "id_ok",
+    "image_slots",
     "strip_trailing_space",
 )
 
@@ -240,6 +242,57 @@ def sent_as_image(image: Image) -> bool:
     if image.data is not None:
         return image.media_type in IMAGE_TYPES
     return image.url is not None and image.media_type.startswith("image/")
+
+
+#: The most images one request may carry, per provider: each API's documented limit.
+#:
+#: - OpenAI Chat Completions and Responses: 500 ("Up to 500 individual image inputs per
+#:   request", the image input requirements of the images and vision guide,
+#:   platform.openai.com/docs/guides/images-vision).
+#: - Anthropic: 100 (docs.claude.com, vision, "General limits": 100 images per request for
+#:   models with a 200k-token context window, 600 for the others; a model of the larger kind
+#:   takes ``max_images=600``). Every image block counts, "including images from earlier
+#:   conversation turns that you resend and images nested inside ``tool_result`` content".
+#: - Gemini: 3,000 (Vertex AI, image understanding: "Maximum images per prompt: 3,000" for
+#:   Gemini 2.5 Pro and Flash; image generation models take far fewer, 3 to 14).
+IMAGE_LIMITS: Final[dict[str, int]] = {
+    "openai": 500,
+    "openai-responses": 500,
+    "anthropic": 100,
+    "gemini": 3000,
+}
+
+
+def _image_part(b: Image, provider: str) -> bool:
+    """Whether media ``b`` goes out as an image part of ``provider``'s request, at a place
+    that takes one (see :func:`image_slots`)."""
+    if provider == "gemini":  # any media type goes inline or by URL: the images are image/*
+        return b.media_type.startswith("image/") and bool(b.data or b.url)
+    return sent_as_image(b)
+
+
+def image_slots(message: Message, provider: str) -> list[tuple[int, int]]:
+    """Where ``message`` holds what ``provider``'s exporter sends as an image part, in block
+    order: ``(block index, -1)`` for an image block, ``(block index, content index)`` for an
+    image in a tool result's content. What an exporter sends as a text placeholder (images in
+    assistant turns; in OpenAI Chat tool results, which take text only) is not an image part,
+    and neither is a PDF (a document part) or other media (Gemini takes them inline, but they
+    are not images).
+
+    These are the images a provider's per-request limit counts (:data:`IMAGE_LIMITS`)."""
+    if provider != "gemini" and message.role == "assistant":
+        return []
+    tool_results = provider != "openai"  # OpenAI Chat tool messages take text only
+    out: list[tuple[int, int]] = []
+    for i, b in enumerate(message.blocks):
+        if isinstance(b, Image):
+            if _image_part(b, provider):
+                out.append((i, -1))
+        elif isinstance(b, ToolResult) and tool_results:
+            for k, c in enumerate(b.content):
+                if isinstance(c, Image) and _image_part(c, provider):
+                    out.append((i, k))
+    return out
 
 
 def image_placeholder(image: Image) -> Text:

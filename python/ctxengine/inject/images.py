@@ -1,0 +1,156 @@
+"""Keep a request within the provider's per-request image limit: the newest images are sent,
+the older ones become the text placeholder other media get where a provider takes none.
+
+Every provider caps the images of one request (:data:`~ctxengine.transcript.providers.
+IMAGE_LIMITS`) and rejects a request over the cap with a 400, on every turn after (the images
+are history, sent again each time): Anthropic "too many images and documents: 120 + 0 > 100"
+(anthropics/claude-code issue 24541), "Too much media: 0 document pages + 102 images > 100"
+(issue 19822); an OpenAI-compatible gateway "request contains 52 images, exceeding the maximum
+of 50 allowed per request" (anomalyco/opencode issue 47721). An agent that reads screenshots
+(computer use, a browser agent) passes the cap in one long session.
+
+:func:`limit_images` counts the image parts a render sends
+(:func:`~ctxengine.transcript.providers.image_slots`: user turns and, but for OpenAI Chat, tool
+results) from the newest message back, and turns every image past the limit into its
+placeholder (:func:`~ctxengine.transcript.providers.image_placeholder`), one
+``limit_images``/``image_omitted`` change each in the render's hygiene report. A screenshot
+grows stale as the agent acts: the newest are what the model needs (the choice of Anthropic's
+computer-use reference loop, ``_maybe_filter_to_n_most_recent_images`` in
+anthropics/anthropic-quickstarts ``computer-use-demo/computer_use_demo/loop.py``). A transcript
+within the limit is returned as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..errors import AdapterError
+from ..transcript.changes import Change
+from ..transcript.model import Image, Message, ToolResult, Transcript
+from ..transcript.providers import IMAGE_LIMITS, image_placeholder, image_slots
+from .warm import trusted_transcript
+
+if TYPE_CHECKING:
+    from .memo import RenderMemo
+
+__all__ = ("RULE", "check_max_images", "count_images", "image_limit", "limit_images")
+
+#: The ``rule`` of the changes :func:`limit_images` reports (their ``action``: ``image_omitted``).
+RULE = "limit_images"
+
+
+def check_max_images(max_images: object) -> None:
+    """Refuse a ``max_images`` that is neither None nor an int >= 0.
+
+    Raises:
+        AdapterError: naming the value and what was expected.
+    """
+    if max_images is None:
+        return
+    if not isinstance(max_images, int) or isinstance(max_images, bool) or max_images < 0:
+        raise AdapterError(
+            f"max_images is {max_images!r} ({type(max_images).__name__}); expected None "
+            "(the provider's limit) or an int >= 0"
+        )
+
+
+def image_limit(provider: str, max_images: int | None) -> int:
+    """The images a render for ``provider`` may send: ``max_images``, else the provider's
+    documented limit."""
+    return IMAGE_LIMITS[provider] if max_images is None else max_images
+
+
+def count_images(t: Transcript, provider: str) -> int:
+    """The image parts ``provider``'s payload of ``t`` carries (as rendered, without hygiene,
+    which only removes)."""
+    return sum(len(image_slots(m, provider)) for m in t.messages)
+
+
+def limit_images(
+    t: Transcript, provider: str, max_images: int | None = None, memo: RenderMemo | None = None
+) -> tuple[Transcript, tuple[Change, ...]]:
+    """``t`` with at most :func:`image_limit` image parts for ``provider``: the newest are
+    kept, each older one becomes its text placeholder (one change each, at its message's
+    index). ``t`` itself, and no change, when it holds no more than that.
+
+    With ``memo`` (a session's renders), the image count of a message and the message standing
+    for one with images cut are made once while the message is kept, so the renders after
+    reuse the work of the one before (the stand-in is the same object each time)."""
+    limit = image_limit(provider, max_images)
+    messages = t.messages
+    if memo is None:
+        counts = [len(image_slots(m, provider)) for m in messages]
+    else:
+
+        def count(m: Message) -> int:
+            return len(image_slots(m, provider))
+
+        key = ("images", provider)
+        table = memo.table(*key)
+        counts = memo.aligned(*key).many(messages, count, lambda: table.many(messages, count))
+    total = sum(counts)
+    if total <= limit:
+        return t, ()
+    why = (
+        f"{provider} takes at most {limit} images per request"
+        if max_images is None
+        else f"max_images={limit}"
+    )
+    detail = f"the request holds {total} images and {why}; the newest are kept"
+    out = list(messages)
+    changes: list[list[Change]] = []  # per message, newest first
+    room = limit
+    for i in range(len(messages) - 1, -1, -1):
+        n = counts[i]
+        if not n:
+            continue
+        cut = n - min(n, room)  # the message's first ``cut`` images, its oldest
+        room -= n - cut
+        if not cut:
+            continue
+        m = messages[i]
+        if memo is None:
+            out[i] = _without_images(m, provider, cut)
+        else:
+            out[i] = memo.table("images-cut", provider, cut).get(m, _cutter(provider, cut))
+        changes.append(
+            [
+                Change(
+                    RULE,
+                    "image_omitted",
+                    i,
+                    f"image {k + 1} of {n} in this message sent as a text placeholder: {detail}",
+                )
+                for k in range(cut)
+            ]
+        )
+    ordered = tuple(c for per in reversed(changes) for c in per)  # transcript order
+    # a session's render: the messages are known (no re-check); else its metadata goes along
+    known = memo is not None
+    limited = trusted_transcript(tuple(out), t.source_format) if known else t.replace(out)
+    return limited, ordered
+
+
+def _cutter(provider: str, cut: int) -> Callable[[Message], Message]:
+    def make(m: Message) -> Message:
+        return _without_images(m, provider, cut)
+
+    return make
+
+
+def _without_images(m: Message, provider: str, cut: int) -> Message:
+    """``m`` with its first ``cut`` image parts (block order) replaced by their placeholder."""
+    blocks = list(m.blocks)
+    for i, k in image_slots(m, provider)[:cut]:
+        b = blocks[i]
+        if k < 0 and isinstance(b, Image):
+            blocks[i] = image_placeholder(b)
+        elif isinstance(b, ToolResult):
+            content = list(b.content)
+            image = content[k]
+            if isinstance(image, Image):
+                content[k] = image_placeholder(image)
+            blocks[i] = dataclasses.replace(b, content=tuple(content))
+    return dataclasses.replace(m, blocks=tuple(blocks))

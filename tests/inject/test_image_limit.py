@@ -1,0 +1,277 @@
+"""A payload never carries more images than its provider takes in one request.
+
+A screenshot agent (computer use, a browser agent) sends every screenshot of the session again
+on every turn; past the provider's per-request limit each request is refused with a 400
+(Anthropic "too many images and documents: 120 + 0 > 100", anthropics/claude-code issue
+24541). Renders keep the newest images, send the older ones as the text placeholder, report
+each, and count the payload as sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ctxengine import Budget, ContextEngine, fit
+from ctxengine.errors import AdapterError, ConfigError, ConfigTypeError
+from ctxengine.inject.images import count_images
+from ctxengine.inject.payload import payload_tokens
+from ctxengine.transcript import Image, Message, Text, ToolCall, ToolResult, Transcript, render
+from ctxengine.transcript.providers import IMAGE_LIMITS
+from transcript.helpers import assert_sdk_valid
+
+pytestmark = pytest.mark.anyio
+
+PROVIDERS = ("openai", "openai-responses", "anthropic", "gemini")
+MODEL = "gpt-4.1"  # a 1M-token window: budgets that hold every screenshot are accepted
+
+
+def data(i: int) -> str:
+    """Base64 of screenshot ``i``: distinct, in the base64 alphabet without ``+`` and ``/``
+    (the Gemini SDK's check writes bytes back URL-safe), a length divisible by four."""
+    return f"iVBORw0KGgo{i:09d}"
+
+
+def shot(i: int) -> Image:
+    return Image("image/png", data(i), name=f"shot{i}.png")
+
+
+def screenshots(n: int, where: str, start: int = 0) -> list[Message]:
+    """``n`` agent steps, each taking a screenshot: in the tool result (Anthropic
+    ``tool_result`` content, a Responses ``function_call_output``, a Gemini
+    ``functionResponse``'s parts) or, as agents on OpenAI Chat send it (its tool messages take
+    text only), in a user message after a text result."""
+    out: list[Message] = []
+    for i in range(start, start + n):
+        call = ToolCall(f"call{i}", "screenshot", {"step": i})
+        out.append(Message("assistant", (Text(f"Step {i}: taking a screenshot."), call)))
+        if where == "tool":
+            result = ToolResult(f"call{i}", (Text(f"screenshot {i}"), shot(i)))
+            out.append(Message("tool", (result,)))
+        else:
+            out.append(Message("tool", (ToolResult(f"call{i}", (Text("taken"),)),)))
+            out.append(Message("user", (Text(f"screenshot {i}"), shot(i))))
+    return out
+
+
+def session(n: int, where: str) -> list[Message]:
+    return [Message.user("Click through the settings page."), *screenshots(n, where)]
+
+
+def where_for(provider: str) -> Iterator[str]:
+    yield "user"
+    if provider != "openai":
+        yield "tool"
+
+
+CASES = [(p, w) for p in PROVIDERS for w in where_for(p)]
+
+
+def sent(payload: dict[str, Any], n: int) -> list[int]:
+    """The screenshots (of ``0 .. n-1``) whose data the payload carries."""
+    text = json.dumps(payload)
+    return [i for i in range(n) if data(i) in text]
+
+
+def image_parts(value: Any) -> int:
+    """Image parts of a payload, in every provider's shape (nested tool results included)."""
+    if isinstance(value, list):
+        return sum(image_parts(v) for v in value)
+    if not isinstance(value, dict):
+        return 0
+    if value.get("type") in ("image", "image_url", "input_image"):
+        return 1
+    for key in ("inlineData", "fileData"):
+        media = value.get(key)
+        if isinstance(media, dict) and str(media.get("mimeType", "")).startswith("image/"):
+            return 1
+    return sum(image_parts(v) for v in value.values())
+
+
+def names(m: Message) -> list[str | None]:
+    """The names of the images ``m`` holds, in its blocks and its tool results."""
+    blocks = [c for b in m.blocks for c in (b.content if isinstance(b, ToolResult) else (b,))]
+    return [b.name for b in blocks if isinstance(b, Image)]
+
+
+def omitted(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in report.get("changes", []) if c["action"] == "image_omitted"]
+
+
+def test_the_default_limits_are_the_documented_ones() -> None:
+    # OpenAI images and vision guide: "Up to 500 individual image inputs per request";
+    # Anthropic vision docs: 100 per request (200k-window models); Vertex AI image
+    # understanding: "Maximum images per prompt: 3,000" (Gemini 2.5 Pro and Flash).
+    assert IMAGE_LIMITS == {
+        "openai": 500,
+        "openai-responses": 500,
+        "anthropic": 100,
+        "gemini": 3000,
+    }
+
+
+@pytest.mark.parametrize(("provider", "where"), CASES)
+def test_a_transcript_render_sends_the_newest_images_up_to_the_provider_limit(
+    provider: str, where: str
+) -> None:
+    limit = IMAGE_LIMITS[provider]
+    n = limit + 7
+    t = Transcript(tuple(session(n, where)))
+    out = render(t, provider)
+    assert_sdk_valid(out.payload, provider)
+    assert sent(out.payload, n) == list(range(7, n))  # the newest, every one of them
+    assert image_parts(out.payload) == limit
+    # the older ones are there as their placeholder, each reported at its message
+    text = json.dumps(out.payload)
+    assert all(f"[image/png attachment 'shot{i}.png' omitted]" in text for i in range(7))
+    changes = out.report.of("image_omitted")
+    assert len(changes) == 7 and {c.rule for c in changes} == {"limit_images"}
+    assert [names(t.messages[c.index]) for c in changes] == [[f"shot{i}.png"] for i in range(7)]
+    assert t.to(provider) == out.payload  # Transcript.to renders the same
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_transcript_within_the_limit_is_rendered_as_it_is(provider: str) -> None:
+    t = Transcript(tuple(session(6, "user")))
+    out = render(t, provider, max_images=6)
+    assert sent(out.payload, 6) == list(range(6))
+    assert not out.report.of("image_omitted")
+    assert out.payload == render(t, provider).payload
+
+
+@pytest.mark.parametrize(("provider", "where"), CASES)
+async def test_session_renders_keep_the_newest_images_count_them_and_report_them(
+    provider: str, where: str
+) -> None:
+    engine = ContextEngine(MODEL, Budget(total=200_000), max_images=4)
+    async with engine.session("shots") as s:
+        s.extend(session(12, where))
+        await s.user_message("What changed on the last screen?")
+        cold = await s.render(provider)
+        s.extend(screenshots(3, where, start=12))
+        await s.user_message("And now?")
+        warm = await s.render(provider)
+    for out, n in ((cold, 12), (warm, 15)):
+        assert_sdk_valid(out.payload, provider)
+        assert sent(out.payload, n) == list(range(n - 4, n))
+        assert image_parts(out.payload) == 4
+        assert out.tokens == payload_tokens(out.payload, provider, MODEL)  # counted as sent
+        assert out.tokens <= 200_000 and out.report.fits
+        changes = omitted(out.report.hygiene)
+        assert len(changes) == n - 4 and {c["rule"] for c in changes} == {"limit_images"}
+        assert out.report.hygiene["counts"]["image_omitted"] == n - 4
+
+
+async def test_an_anthropic_session_keeps_its_newest_hundred_images() -> None:
+    """The error of anthropics/claude-code issue 3397 ("Too much media: 0 document pages + 103
+    images > 100"): a session past 100 images is sent its newest 100."""
+    engine = ContextEngine(MODEL, Budget(total=300_000))
+    async with engine.session("computer-use") as s:
+        s.extend(session(130, "tool"))
+        await s.user_message("Is the form submitted?")
+        out = await s.render("anthropic")
+    assert_sdk_valid(out.payload, "anthropic")
+    assert sent(out.payload, 130) == list(range(30, 130))
+    assert out.tokens == payload_tokens(out.payload, "anthropic", MODEL)
+    assert len(omitted(out.report.hygiene)) == 30
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_fit_keeps_the_newest_images_and_takes_a_lower_limit(provider: str) -> None:
+    messages = [*session(9, "user"), Message.user("Summarize the screens.")]
+    out = fit(messages, model=MODEL, budget=100_000, provider=provider, max_images=2)
+    assert_sdk_valid(out.payload, provider)
+    assert sent(out.payload, 9) == [7, 8]
+    assert out.tokens == payload_tokens(out.payload, provider, MODEL)
+
+
+async def test_the_render_option_wins_over_the_engine_setting() -> None:
+    engine = ContextEngine(MODEL, Budget(total=100_000), max_images=5)
+    async with engine.session("both") as s:
+        s.extend(session(8, "tool"))
+        await s.user_message("Next?")
+        by_engine = await s.render("anthropic")
+        by_option = await s.render("anthropic", max_images=1)
+        none = await s.render("anthropic", max_images=0)
+    assert sent(by_engine.payload, 8) == [3, 4, 5, 6, 7]
+    assert sent(by_option.payload, 8) == [7]
+    assert sent(none.payload, 8) == [] and len(omitted(none.report.hygiene)) == 8
+    assert_sdk_valid(none.payload, "anthropic")
+
+
+async def test_images_the_provider_gets_as_placeholders_do_not_count() -> None:
+    """OpenAI Chat tool messages take text only: their images are placeholders already, so
+    the user messages' images (the ones sent) all fit a limit of their number."""
+    messages = [Message.user("Compare the screens.")]
+    for i in range(5):
+        call = ToolCall(f"c{i}", "screenshot", {})
+        messages += [
+            Message("assistant", (Text("shot"), call)),
+            Message("tool", (ToolResult(f"c{i}", (Text("taken"), shot(100 + i))),)),
+        ]
+    messages += screenshots(3, "user")
+    engine = ContextEngine(MODEL, Budget(total=100_000), max_images=3)
+    async with engine.session("chat") as s:
+        s.extend(messages)
+        out = await s.render("openai")
+    assert sent(out.payload, 3) == [0, 1, 2]
+    assert not omitted(out.report.hygiene)
+    assert count_images(out.transcript, "openai") == image_parts(out.payload) == 3
+
+
+def _mixed() -> Transcript:
+    """Images everywhere a transcript holds them: user, assistant and tool messages, by data
+    and by URL, beside a PDF, audio and a video."""
+    pdf = Image("application/pdf", "JVBERi0xLjQK", name="spec.pdf")
+    audio = Image("audio/wav", "UklGRgAAAABXQVZF")
+    video = Image("video/mp4", url="https://example.com/clip.mp4")
+    url = Image("image/jpeg", url="https://example.com/screen.jpg")
+    call = ToolCall("c1", "look", {})
+    return Transcript(
+        (
+            Message.system("You see screens."),
+            Message("user", (Text("Here:"), shot(2), url, pdf, audio, video)),
+            Message("assistant", (Text("I drew this:"), shot(3), call)),
+            Message("tool", (ToolResult("c1", (Text("seen"), shot(4), url, pdf)),)),
+            Message("user", (shot(5),)),
+        )
+    )
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_the_images_counted_are_the_image_parts_of_the_payload(provider: str) -> None:
+    t = _mixed()
+    payload = t.to(provider, max_images=100)
+    assert count_images(t, provider) == image_parts(payload)
+    fewer = t.to(provider, max_images=1)
+    assert image_parts(fewer) == 1 and data(5) in json.dumps(fewer)  # the newest
+
+
+@pytest.mark.parametrize("value", ["3", 2.5, True, None])
+def test_a_bad_engine_max_images_is_refused_naming_it(value: Any) -> None:
+    if value is None:  # the default: the provider's limit
+        assert ContextEngine(MODEL, max_images=value).config.max_images is None
+        return
+    with pytest.raises(ConfigTypeError, match=f"max_images is {value!r}"):
+        ContextEngine(MODEL, max_images=value)
+
+
+def test_a_negative_engine_max_images_is_refused() -> None:
+    with pytest.raises(ConfigError, match="max_images is -1; expected None"):
+        ContextEngine(MODEL, max_images=-1)
+
+
+@pytest.mark.parametrize("value", ["3", -2, 1.5, False])
+async def test_a_bad_render_max_images_is_refused_before_the_render(value: Any) -> None:
+    t = Transcript(tuple(session(2, "user")))
+    with pytest.raises(AdapterError, match=f"max_images is {value!r}"):
+        t.to("anthropic", max_images=value)
+    engine = ContextEngine(MODEL, Budget(total=10_000))
+    async with engine.session("bad") as s:
+        s.extend(list(t.messages))
+        with pytest.raises(AdapterError, match="expected None"):
+            await s.render("openai", max_images=value)
+        assert s.turn == 0  # refused before the render ran
