@@ -464,34 +464,13 @@ NOT_OVERFLOW_ROWS: list[tuple[str, Any, str, int | None]] = [
         "rate_limit",
         429,
     ),
-    (  # anthropics/claude-code issue 3397: too many images, even while compacting
-        "too much media",
-        'Error: Error during compaction: Error: API Error: 400 {"type":"error","error":{"type":'
-        '"invalid_request_error","message":"Too much media: 0 document pages + 103 images > '
-        '100"}}',
-        "other",
-        400,
-    ),
-    (  # anthropics/claude-code issue 24541
-        "too many images and documents",
-        'Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"too '
-        'many images and documents: 120 + 0 > 100"}}',
-        "other",
-        400,
-    ),
-    (  # CommandCodeAI/desktop issue 64
-        "images per request",
-        "Error: 400 request contains 54 images, exceeding the maximum of 50 allowed per request",
-        "other",
-        400,
-    ),
 ]
 
 
 @pytest.mark.parametrize(
     ("name", "error", "kind", "status"), NOT_OVERFLOW_ROWS, ids=[r[0] for r in NOT_OVERFLOW_ROWS]
 )
-def test_billing_quota_and_media_limits(name: str, error: Any, kind: str, status: int) -> None:
+def test_billing_and_quota_limits(name: str, error: Any, kind: str, status: int) -> None:
     check(error, kind, {"status": status})
 
 

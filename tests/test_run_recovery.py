@@ -8,7 +8,7 @@ import pytest
 
 from ctxengine import Budget, ContextEngine, count_messages
 from ctxengine.errors import ConfigError, ConfigTypeError, ContextOverflowError
-from ctxengine.transcript import ToolCall
+from ctxengine.transcript import Image, Message, Text, ToolCall, ToolResult
 
 pytestmark = pytest.mark.anyio
 
@@ -194,3 +194,128 @@ async def test_a_provider_that_says_only_the_excess_shrinks_the_budget_by_it() -
     assert answer == "ok" and sent[0] > limit >= sent[-1]
     assert [r["step"] for r in out.report.recovery] == ["render", "compact"]
     assert out.report.recovery[1]["budget"] <= limit
+
+
+# -- too many images ---------------------------------------------------------------------------
+
+
+def _screenshots(n: int, start: int = 0) -> list[Message]:
+    """``n`` computer-use steps, each returning a screenshot in its tool result."""
+    out: list[Message] = []
+    for i in range(start, start + n):
+        call = ToolCall(f"shot{i}", "screenshot", {})
+        shot = Image("image/png", f"iVBORw0KGgo{i:09d}", name=f"s{i}.png")
+        out += [
+            Message("assistant", (Text(f"step {i}"), call)),
+            Message("tool", (ToolResult(f"shot{i}", (Text(f"screen {i}"), shot)),)),
+        ]
+    return out
+
+
+def _images(value: Any) -> int:
+    """Anthropic image blocks of a payload, tool results' content included."""
+    if isinstance(value, list):
+        return sum(map(_images, value))
+    if isinstance(value, dict):
+        return 1 if value.get("type") == "image" else sum(map(_images, value.values()))
+    return 0
+
+
+def _gateway(limit: int, sent: list[int], error: str) -> Any:
+    """An Anthropic model behind a gateway that takes ``limit`` images per request: it notes
+    the images of each payload in ``sent`` and refuses more with ``error`` (formatted with
+    ``n`` and ``limit``)."""
+
+    async def model(payload: dict[str, Any]) -> str:
+        n = _images(payload["messages"])
+        sent.append(n)
+        if n > limit:
+            raise RuntimeError(error.format(n=n, limit=limit))
+        return "ok"
+
+    return model
+
+
+@pytest.mark.parametrize(
+    ("error", "limit"),
+    [
+        # Anthropic, anthropics/claude-code issue 24541: the excess is taken off
+        (
+            'Error: 400 {{"type":"error","error":{{"type":"invalid_request_error","message":'
+            '"too many images and documents: {n} + 0 > {limit}"}}}}',
+            50,
+        ),
+        # an OpenAI-compatible gateway, anomalyco/opencode issue 47721
+        (
+            "Error: 400 request contains {n} images, exceeding the maximum of {limit} allowed "
+            "per request",
+            50,
+        ),
+        # Azure OpenAI, the-open-agent/openagent issue 874: the maximum alone
+        ("Error: 400 Too many images in request. Max is {limit}.", 10),
+    ],
+    ids=["anthropic", "gateway", "azure-openai"],
+)
+async def test_too_many_images_renders_again_with_the_newest_images(error: str, limit: int) -> None:
+    engine = ContextEngine("gpt-4.1", Budget(total=200_000))
+    async with engine.session("shots") as s:
+        await s.user_message("Fill in the form.")
+        s.extend(_screenshots(70))
+        await s.user_message("Is it submitted?")
+        sent: list[int] = []
+        answer, out = await s.run(_gateway(limit, sent, error), provider="anthropic")
+        assert answer == "ok" and sent == [70, limit]  # one retry, at the limit
+        steps = out.report.recovery
+        assert [r["step"] for r in steps] == ["render", "fewer_images"] and steps[-1]["ok"]
+        assert steps[0]["error"] == "too_many_images"
+        assert (steps[0]["images"], steps[0]["max_images"]) == (70, limit)
+        kept = [i for i in range(70) if f"iVBORw0KGgo{i:09d}" in str(out.payload)]
+        assert kept == list(range(70 - limit, 70))  # the newest
+        # the next turn goes out within the limit at once: the images are still history
+        s.extend(_screenshots(2, start=70))
+        await s.user_message("And now?")
+        answer, out = await s.run(_gateway(limit, sent, error), provider="anthropic")
+        assert answer == "ok" and sent[2:] == [limit]
+        assert [r["step"] for r in out.report.recovery] == ["render"]
+
+
+async def test_the_many_image_dimension_error_keeps_twenty_images() -> None:
+    """Anthropic, anthropics/claude-code issue 24630: over 20 images in a request, each must be
+    within 2000 px; a large screenshot in a long session made every later request fail."""
+    error = (  # a template for _gateway: its braces doubled
+        'Error: 400 {{"type":"error","error":{{"type":"invalid_request_error","message":'
+        '"messages.19.content.27.image.source.base64.data: At least one of the image '
+        'dimensions exceed max allowed size for many-image requests: 2000 pixels"}}}}'
+    )
+    engine = ContextEngine("gpt-4.1", Budget(total=200_000))
+    async with engine.session("large") as s:
+        await s.user_message("Check the dashboard.")
+        s.extend(_screenshots(30))
+        await s.user_message("Done?")
+        sent: list[int] = []
+        answer, out = await s.run(_gateway(20, sent, error), provider="anthropic")
+    assert answer == "ok" and sent == [30, 20]
+    assert out.report.recovery[0]["limit"] == 20
+
+
+async def test_a_gateway_that_keeps_refusing_gets_its_error_back() -> None:
+    error = "Error: 400 request contains {n} images, exceeding the maximum of {limit} allowed"
+    engine = ContextEngine("gpt-4.1", Budget(total=200_000))
+    async with engine.session("stuck") as s:
+        await s.user_message("Look.")
+        s.extend(_screenshots(8))
+        await s.user_message("Well?")
+        sent: list[int] = []
+
+        async def refuses(payload: dict[str, Any]) -> str:
+            sent.append(_images(payload["messages"]))
+            raise RuntimeError(error.format(n=8, limit=7))  # whatever it is sent
+
+        with pytest.raises(RuntimeError, match="exceeding the maximum of 7"):
+            await s.run(refuses, provider="anthropic")
+        assert sent == [8, 7, 6, 5]  # three renders with fewer images, then the error itself
+
+        sent.clear()
+        with pytest.raises(RuntimeError, match="exceeding the maximum of 7"):
+            await s.run(refuses, provider="openai")  # OpenAI Chat: no image part to take out
+        assert sent == [0]

@@ -60,9 +60,10 @@ from .errors import (
     TranscriptError,
 )
 from .grain import ContextGrain
+from .inject.images import count_images
 from .inject.render import check_options
 from .inject.turn import RenderedContext, Request, inject
-from .overflow import classify_provider_error
+from .overflow import ProviderErrorInfo, classify_provider_error
 from .state import SessionState, TurnLog, entering
 from .store.base import Entry, SnapshotInfo, Store, compact_json, conflict_error
 from .store.codec import message_to_json
@@ -576,6 +577,9 @@ class Session:
         self._save_lock = CrossLoopLock()
         self._closing = False
         self._config: RenderConfig | None = None  # a smaller budget while run() recovers
+        #: Provider -> the image limit a "too many images" error taught run() (kept for the
+        #: session's later run() calls: the images are history, sent again every turn).
+        self._image_limits: dict[str, int] = {}
         #: The snapshot of the last render, queued on the engine's writer (None: not taken).
         self._last_snapshot: Future[SnapshotInfo] | None = None
         # Snapshot writes that failed in the writer thread, waiting for the next render's report.
@@ -1078,13 +1082,23 @@ class Session:
         "compactions"}]``; ``compactions`` lists each compaction of that render as ``{"ok",
         "stage", "error"}``: a failed or timed-out one wrote nothing and names why).
 
+        On ``too_many_images`` (a provider or gateway that takes fewer images than the render
+        sent): render again with fewer images, up to :data:`MAX_IMAGE_STEPS` times (step
+        ``fewer_images``, its error entry adding ``"images"``, what was sent, and
+        ``"max_images"``, the new limit). Nothing needs compacting: the newest images stay,
+        older ones become their text placeholder. The new limit is what the error says
+        (sent less the excess it names, else its maximum, else half of what was sent) and is
+        kept for this session's later :meth:`run` calls to ``provider``. When no image is
+        left to take out, the error is raised unchanged.
+
         Returns:
             ``(the model's answer, the render it accepted)``.
 
         Raises:
             ContextOverflowError: still too long after every step; ``.tried`` lists them,
                 ``.tokens``/``.limit`` are the provider's last numbers (None when not said).
-            Exception: any non-overflow error of ``call_model``, unchanged.
+            Exception: any non-overflow error of ``call_model`` (a ``too_many_images`` one
+                no fewer images can fix among them), unchanged.
             ConfigTypeError / ConfigError: ``max_compactions`` is not an int >= 0 or
                 ``shrink`` not a number between 0 and 1 (both excluded).
         """
@@ -1100,9 +1114,10 @@ class Session:
             raise ConfigError(f"shrink is {shrink!r}; expected a number in (0, 1)")
         steps: list[dict[str, Any]] = []
         total = self.engine.config.tokens_total
-        compactions, truncated = 0, False
+        compactions, truncated, image_steps = 0, False, 0
         step = "render"
         last: Any = None
+        options = self._learned_images(provider, options)
         try:
             while True:
                 out = await self.render(provider, **options)
@@ -1117,6 +1132,28 @@ class Session:
                     answer = await call_model(out.payload)
                 except Exception as exc:
                     info = classify_provider_error(exc)
+                    if info.kind == "too_many_images":
+                        sent = count_images(out.transcript, provider)
+                        fewer = fewer_images(sent, info)
+                        if fewer is None or image_steps >= MAX_IMAGE_STEPS:
+                            raise
+                        image_steps += 1
+                        steps.append(
+                            {
+                                "step": step,
+                                "error": info.kind,
+                                "tokens": info.tokens,
+                                "limit": info.limit,
+                                "budget": out.report.budget,
+                                "compactions": done,
+                                "images": sent,
+                                "max_images": fewer,
+                            }
+                        )
+                        self._image_limits[provider] = fewer
+                        options = {**options, "max_images": fewer}
+                        step = "fewer_images"
+                        continue
                     if info.kind not in ("context_overflow", "compaction_overflow"):
                         raise
                     last = info
@@ -1177,6 +1214,17 @@ class Session:
                 return answer, out
         finally:
             self._config = None
+
+    def _learned_images(self, provider: str, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` with the image limit an earlier :meth:`run` learned for ``provider``,
+        when it is below the one they (or the engine) set."""
+        learned = self._image_limits.get(provider)
+        if learned is None:
+            return options
+        given = options.get("max_images", self.engine.config.max_images)
+        if given is not None and given <= learned:
+            return options
+        return {**options, "max_images": learned}
 
     async def _truncate_results(self, total: int, steps: list[dict[str, Any]]) -> bool:
         """Persistently cut every tool result above the share of ``total``; False if none.
@@ -1303,6 +1351,29 @@ class Session:
         assembled = await assemble(state, config, plugins, grains, log, provider)
         request = Request(provider, options, started, timings, self.engine.setup_faults)
         return await inject(state, config, plugins, assembled, request, log)
+
+
+#: Re-renders with fewer images :meth:`Session.run` makes on ``too_many_images`` errors.
+MAX_IMAGE_STEPS: Final = 3
+
+
+def fewer_images(sent: int, info: ProviderErrorInfo) -> int | None:
+    """The image limit of the render after one that sent ``sent`` images was refused with
+    ``info`` (a ``too_many_images`` error), below ``sent``; None when no image was sent.
+
+    What the error says: ``sent`` less the excess it names (``requested - limit``: Anthropic
+    counts documents or their pages too, "0 document pages + 102 images > 100"), else its
+    maximum ("Max is 10"), else half of ``sent``."""
+    if sent <= 0:
+        return None
+    limit, requested = info.limit, info.requested
+    if limit is not None and requested is not None and requested > limit:
+        n = sent - (requested - limit)
+    elif limit is not None:
+        n = limit
+    else:
+        n = sent // 2
+    return max(0, min(n, sent - 1))
 
 
 def _record_truncation(

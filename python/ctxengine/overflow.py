@@ -16,6 +16,7 @@ never an overflow):
 ``billing``            credit balance, ``insufficient_quota``, payment required (402)
 ``auth``               401/403, invalid API key, permission denied
 ``not_found``          404, unknown model ("model not found", "try pulling it first")
+``too_many_images``    more images in the request than the provider takes (below)
 ``window_too_small``   the model's window is below what the client needs
 ``upload_too_large``   a file or image over an upload size limit
 ``compaction_overflow``  an overflow raised while compacting (do not compact again)
@@ -27,6 +28,32 @@ never an overflow):
 A plain string counts only if it looks like an error (an HTTP status, an ``Error``/exception
 prefix, a JSON error body, a provider code, or the token numbers of an overflow message):
 chat text that merely mentions "maximum context length" is ``other``.
+
+``too_many_images`` (added after the others; before it these errors were ``other``): the
+request holds more images than the provider takes per request. It is not an overflow
+(``is_overflow`` is False, :func:`is_context_overflow` says no): compacting or truncating
+text does not take an image out, and a summary of the turns holding them loses far more than
+their images. What fixes it is a render with fewer images, the newest kept
+(:meth:`ctxengine.Session.run` does that; a render sends at most the provider's documented
+number, ``max_images``, so the error comes from a gateway or model that takes fewer). Its
+``limit`` is the most images the message says the request may hold and ``requested`` how
+many it counted (documents or their pages included, as Anthropic counts them), when it says.
+The texts, as reported:
+
+- Anthropic: "too many images and documents: 120 + 0 > 100" (anthropics/claude-code issue
+  24541), "Too much media: 0 document pages + 102 images > 100" (issue 19822, also raised
+  while compacting: issue 3397), and "messages.19.content.27.image.source.base64.data: At least
+  one of the image dimensions exceed max allowed size for many-image requests: 2000 pixels"
+  (issue 24630): over 20 images, every image must be within 2000 x 2000 px (vision docs,
+  "General limits"), so 20 images (its ``limit``) or fewer are accepted.
+- OpenAI-compatible servers and gateways: "Too many images in request. Max is 10."
+  (the-open-agent/openagent issue 874, from Azure OpenAI), vLLM "At most 5 image(s) may be
+  provided in one request." (vllm-project/vllm issue 17092), "Image count 5 exceeds limit 4 per
+  request." (vLLM through LiteLLM, AgnesAI-Labs/AgnesCode issue 50), "request contains 52
+  images, exceeding the maximum of 50 allowed per request" (anomalyco/opencode issue 47721).
+- Gemini through gateways: "Too many images in request: 11 images provided, but the model
+  supports a maximum of 10 images." (GitHub Copilot, microsoft/vscode issue 306919), "too many
+  images in the message, max allowed is 16" (a 500 of QuantumNous/new-api, issue 1233).
 """
 
 from __future__ import annotations
@@ -55,6 +82,7 @@ ProviderErrorKind = Literal[
     "upload_too_large",
     "server",
     "other",
+    "too_many_images",
 ]
 
 
@@ -69,8 +97,10 @@ class ProviderErrorInfo:
         code: The provider's error code or type (``context_length_exceeded``,
             ``request_too_large``, ``ThrottlingException``...), when known.
         tokens: Input tokens of the rejected request, when the message says.
-        limit: The model's limit (context window or maximum), when the message says.
-        requested: Total tokens requested (input + output reserve), when the message says.
+        limit: The model's limit (context window or maximum), when the message says; for
+            ``too_many_images``, the most images a request may hold.
+        requested: Total tokens requested (input + output reserve), when the message says;
+            for ``too_many_images``, the images (and documents) the request held.
         excess: Tokens over the limit, when the message says only that (Ollama's "exceeded
             max context length by 1254 tokens").
     """
@@ -145,6 +175,15 @@ _NOT_FOUND: Final = _rx(
     r"try pulling it first",
     r"does not exist or you do not have access",
     r"unknown model",
+)
+#: More images than the provider takes per request (the texts: the module docstring).
+_IMAGES: Final = _rx(
+    r"too many images",
+    r"too much media:",
+    r"exceed max allowed size for many-image requests",
+    r"at most \d+ image\(s\) may be provided",
+    r"image count \d+ exceeds limit",
+    r"contains \d[\d,]* images?, exceeding the maximum",
 )
 _WINDOW_SMALL: Final = _rx(
     r"context window (?:is )?too small",
@@ -344,6 +383,51 @@ _NUMBERS: Final = [
 ]
 
 
+#: (pattern, names of its numbers) of the images a request held and the most it may hold.
+_IMAGE_NUMBERS: Final = [
+    (  # Anthropic: "too many images and documents: 120 + 0 > 100"
+        re.compile(rf"images and documents:\s*{_NUM}\s*\+\s*{_NUM}\s*>\s*{_NUM}", re.I),
+        ("requested", "requested", "limit"),
+    ),
+    (  # Anthropic: "Too much media: 0 document pages + 102 images > 100"
+        re.compile(rf"{_NUM} document pages?\s*\+\s*{_NUM} images?\s*>\s*{_NUM}", re.I),
+        ("requested", "requested", "limit"),
+    ),
+    (
+        re.compile(
+            rf"{_NUM} images?(?: were)? provided, but the model supports a maximum of {_NUM}",
+            re.I,
+        ),
+        ("requested", "limit"),
+    ),
+    (
+        re.compile(rf"contains {_NUM} images?, exceeding the maximum of {_NUM}", re.I),
+        ("requested", "limit"),
+    ),
+    (re.compile(rf"image count {_NUM} exceeds limit {_NUM}", re.I), ("requested", "limit")),
+    (re.compile(rf"at most {_NUM} image\(s\)", re.I), ("limit",)),
+    (re.compile(rf"\bmax(?:imum)? (?:is|allowed is) {_NUM}", re.I), ("limit",)),
+]
+#: Anthropic's many-image request: more than this many images (each then within 2000 px).
+MANY_IMAGES: Final = 20
+
+
+def _image_numbers(text: str) -> dict[str, int]:
+    """``requested`` (images, documents included) and ``limit`` of a ``too_many_images``
+    message; the many-image dimension error's limit is :data:`MANY_IMAGES`."""
+    if re.search(r"many-image requests", text, re.I):
+        return {"limit": MANY_IMAGES}
+    for pattern, names in _IMAGE_NUMBERS:
+        m = pattern.search(text)
+        if not m:
+            continue
+        found: dict[str, int] = {}
+        for name, value in zip(names, m.groups(), strict=True):
+            found[name] = found.get(name, 0) + (_int(value) or 0)
+        return found
+    return {}
+
+
 def _numbers(text: str) -> dict[str, int]:
     """``tokens``, ``limit``, ``requested``, ``output`` (the output reserve) and ``excess``."""
     found: dict[str, int] = {}
@@ -540,7 +624,10 @@ def classify_provider_error(error: object, *, stage: str | None = None) -> Provi
     code = next((c for c, low in zip(codes, lowered, strict=True) if low in _CODES), None)
     code = code or next((c for c in codes if "_" in c or c.endswith("Exception")), None)
     kind = _kind(text, status, lowered, is_exc)
-    nums = _numbers(text) if kind == "context_overflow" else {}
+    if kind == "too_many_images":
+        nums = _image_numbers(text)
+    else:
+        nums = _numbers(text) if kind == "context_overflow" else {}
     output, limit = nums.get("output"), nums.get("limit")
     if output is not None and limit is not None and output >= limit:
         # the output reserve (max_tokens) alone fills the window: no shorter input fits
@@ -574,6 +661,8 @@ def _kind(text: str, status: int | None, codes: list[str], is_exc: bool) -> Prov
         return "rate_limit"
     if status in (401, 403) or "auth" in by_code or _AUTH.search(text):
         return "auth"
+    if _IMAGES.search(text):
+        return "too_many_images"
     if _WINDOW_SMALL.search(text):
         return "window_too_small"
     if _UPLOAD.search(text):
