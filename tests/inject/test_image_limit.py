@@ -9,6 +9,7 @@ each, and count the payload as sent.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -119,18 +120,59 @@ def test_a_transcript_render_sends_the_newest_images_up_to_the_provider_limit(
 ) -> None:
     limit = IMAGE_LIMITS[provider]
     n = limit + 7
+    step = limit // 10  # the oldest go a tenth of the limit at a time
     t = Transcript(tuple(session(n, where)))
     out = render(t, provider)
     assert_sdk_valid(out.payload, provider)
-    assert sent(out.payload, n) == list(range(7, n))  # the newest, every one of them
-    assert image_parts(out.payload) == limit
+    assert sent(out.payload, n) == list(range(step, n))  # the newest, every one of them
+    assert image_parts(out.payload) == n - step <= limit
     # the older ones are there as their placeholder, each reported at its message
     text = json.dumps(out.payload)
-    assert all(f"[image/png attachment 'shot{i}.png' omitted]" in text for i in range(7))
+    assert all(f"[image/png attachment 'shot{i}.png' omitted]" in text for i in range(step))
     changes = out.report.of("image_omitted")
-    assert len(changes) == 7 and {c.rule for c in changes} == {"limit_images"}
-    assert [names(t.messages[c.index]) for c in changes] == [[f"shot{i}.png"] for i in range(7)]
+    assert len(changes) == step and {c.rule for c in changes} == {"limit_images"}
+    assert [names(t.messages[c.index]) for c in changes] == [[f"shot{i}.png"] for i in range(step)]
     assert t.to(provider) == out.payload  # Transcript.to renders the same
+
+
+@pytest.mark.parametrize(
+    ("total", "limit", "kept"),
+    [
+        (101, 100, 91),
+        (110, 100, 100),
+        (111, 100, 91),
+        (125, 100, 95),
+        (8, 5, 5),
+        (6, 5, 5),
+        (40, 0, 0),
+        (3, 100, 3),
+    ],
+)
+def test_the_oldest_images_go_a_tenth_of_the_limit_at_a_time(
+    total: int, limit: int, kept: int
+) -> None:
+    from ctxengine.inject.images import kept_images
+
+    assert kept_images(total, limit) == kept if total > limit else total == kept
+
+
+async def test_a_screenshot_session_past_the_limit_keeps_its_prefix_from_turn_to_turn() -> None:
+    """Cut to the limit exactly, each new screenshot past Anthropic's 100 turned the oldest
+    one kept into its placeholder: the payload changed near its start on every turn, and the
+    prompt cache missed the whole history each time. The oldest go ten at a time now: the
+    payload before the new turn is the start of the next one but once per ten screenshots."""
+    engine = ContextEngine(MODEL, Budget(total=400_000))
+    payloads: list[list[Any]] = []
+    async with engine.session("computer-use") as s:
+        s.extend(session(95, "tool"))
+        for step in range(95, 130):
+            s.extend(screenshots(1, "tool", start=step))
+            out = await s.render("anthropic")
+            assert image_parts(out.payload) <= 100
+            payloads.append(out.payload["messages"])
+    kept_prefix = [new[: len(old) - 1] == old[:-1] for old, new in itertools.pairwise(payloads)]
+    breaks = [96 + k + 1 for k, same in enumerate(kept_prefix) if not same]
+    assert breaks == [101, 111, 121], breaks  # ten cut at 101, 111 and 121 screenshots
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -35,7 +35,15 @@ from .warm import trusted_transcript
 if TYPE_CHECKING:
     from .memo import RenderMemo
 
-__all__ = ("RULE", "check_max_images", "count_images", "image_limit", "limit_images")
+__all__ = (
+    "RULE",
+    "check_max_images",
+    "count_images",
+    "cut_step",
+    "image_limit",
+    "kept_images",
+    "limit_images",
+)
 
 #: The ``rule`` of the changes :func:`limit_images` reports (their ``action``: ``image_omitted``).
 RULE = "limit_images"
@@ -72,8 +80,10 @@ def limit_images(
     t: Transcript, provider: str, max_images: int | None = None, memo: RenderMemo | None = None
 ) -> tuple[Transcript, tuple[Change, ...]]:
     """``t`` with at most :func:`image_limit` image parts for ``provider``: the newest are
-    kept, each older one becomes its text placeholder (one change each, at its message's
-    index). ``t`` itself, and no change, when it holds no more than that.
+    kept (:func:`kept_images`: the oldest cut by steps of a tenth of the limit, so the
+    prefix stays the same from one request to the next), each older one becomes its text
+    placeholder (one change each, at its message's index). ``t`` itself, and no change, when
+    it holds no more than that.
 
     With ``memo`` (a session's renders), the image count of a message and the message standing
     for one with images cut are made once while the message is kept, so the renders after
@@ -98,10 +108,13 @@ def limit_images(
         if max_images is None
         else f"max_images={limit}"
     )
-    detail = f"the request holds {total} images and {why}; the newest are kept"
+    room = kept_images(total, limit)
+    detail = (
+        f"the request holds {total} images and {why}; the newest {room} are kept (the oldest "
+        f"go {cut_step(limit)} at a time, so the next requests' prefix stays the same)"
+    )
     out = list(messages)
     changes: list[list[Change]] = []  # per message, newest first
-    room = limit
     for i in range(len(messages) - 1, -1, -1):
         n = counts[i]
         if not n:
@@ -131,6 +144,27 @@ def limit_images(
     known = memo is not None
     limited = trusted_transcript(tuple(out), t.source_format) if known else t.replace(out)
     return limited, ordered
+
+
+def cut_step(limit: int) -> int:
+    """How many images go at a time past ``limit``: a tenth of it (one for a limit under 20)."""
+    return max(1, limit // 10)
+
+
+def kept_images(total: int, limit: int) -> int:
+    """The newest images kept of ``total`` over ``limit``: the oldest are cut by whole steps
+    (:func:`cut_step`), as few steps as bring them within the limit.
+
+    Cut to the limit exactly, each new image past it turned the oldest one kept into its
+    placeholder: the payload changed near its start on every turn, and a provider's prompt
+    cache missed everything after that point, on every turn (a screenshot agent resends
+    its whole history). Cut by steps, the oldest image kept stays the same for the next
+    ``step`` images: the prefix breaks once per step, for at most ``step - 1`` images fewer
+    than the limit (Anthropic's computer-use loop removes its old screenshots by a
+    ``min_removal_threshold`` chunk for this reason, ``_maybe_filter_to_n_most_recent_images``
+    in anthropics/anthropic-quickstarts)."""
+    step = cut_step(limit)
+    return total - min(total, -(-(total - limit) // step) * step)
 
 
 def _cutter(provider: str, cut: int) -> Callable[[Message], Message]:
