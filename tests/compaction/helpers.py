@@ -8,7 +8,8 @@ from pathlib import Path
 
 import anyio
 
-from ctxengine.transcript import Message
+from ctxengine.compaction import facts as F
+from ctxengine.transcript import Message, ToolCall
 
 SHARED = Path(os.environ.get("CTXENGINE_SHARED", Path(__file__).resolve().parents[3] / "shared"))
 DATA = SHARED / "data" / "transcripts"
@@ -42,6 +43,61 @@ def oracle_files(messages: Sequence[Message]) -> set[str]:
                 if len(words) == 2 and words[0] == "cat":
                     files.add(words[1])
     return files
+
+
+def failed_calls(messages: Sequence[Message]) -> list[tuple[str, str | None]]:
+    """The failed calls of ``messages`` by the definition of "fixed later" (docs/compaction.md),
+    read call by call: each call's newest failure, oldest first, as its call id and the id of
+    the newest later call that fixed it (None: not fixed later). A failure is dropped when a
+    later failure of the same call follows it (the same tool, case folded, and the same
+    arguments; a shell tool's command with its whitespace collapsed; a write without a path
+    argument is never the same as another call); it is fixed by a later call whose result
+    succeeded and that is the same call or, for a file tool's failed write, a file tool's
+    write of each file it wrote (a shell command is no file tool)."""
+    made = {c.id: (i, c) for i, m in enumerate(messages) for c in m.tool_calls}
+    results = [r for m in messages for r in m.tool_results]
+    failed = list(dict.fromkeys(r.call_id for r in results if r.is_error))
+    ok = [
+        (*made[r.call_id], n) for n, r in enumerate(results) if not r.is_error and r.call_id in made
+    ]
+
+    def command(c: ToolCall) -> str:
+        args = c.arguments
+        value = args.get("command", args.get("cmd", "")) if isinstance(args, dict) else args
+        text = " ".join(map(str, value)) if isinstance(value, list) else str(value)
+        return " ".join(text.split())
+
+    def writes(c: ToolCall) -> list[str] | None:  # None: a write without a path
+        if c.name.lower() in F._SHELL_TOOLS:
+            return []
+        ops = F._call_ops(c)
+        if any(kind == "WC" for kind, _ in ops):
+            return None
+        return [p for kind, paths in ops if kind == "W" for p in paths]
+
+    def same(a: ToolCall, b: ToolCall) -> bool:
+        if a.name.lower() != b.name.lower() or writes(a) is None or writes(b) is None:
+            return False
+        if a.name.lower() in F._SHELL_TOOLS:
+            return command(a) == command(b)
+        return a.arguments == b.arguments
+
+    out: list[tuple[str, str | None]] = []
+    for i, call_id in enumerate(failed):
+        if call_id not in made:
+            out.append((call_id, None))
+            continue
+        at, call = made[call_id]
+        if any(g in made and same(made[g][1], call) for g in failed[i + 1 :]):
+            continue
+        later = [(q, c, n) for q, c, n in ok if q > at]
+        fixes = [x for x in later if same(x[1], call)]
+        paths = writes(call) or []
+        if paths and all(any(p in (writes(c) or []) for _, c, _ in later) for p in paths):
+            fixes += [x for x in later if set(writes(x[1]) or []) & set(paths)]
+        fix = max(fixes, key=lambda x: (x[0], x[2]), default=None)
+        out.append((call_id, None if fix is None else fix[1].id))
+    return out
 
 
 def payload_text(messages: Sequence[Message]) -> str:

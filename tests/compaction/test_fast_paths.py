@@ -45,7 +45,7 @@ from ctxengine.grain import ContextGrain
 from ctxengine.tokens import get_tokenizer
 from ctxengine.transcript import Message, Text, ToolCall, ToolResult, load_all
 
-from .helpers import all_files
+from .helpers import all_files, failed_calls
 
 ENCODINGS = ("o200k_base", "cl100k_base")
 
@@ -180,11 +180,21 @@ def _reference_facts(messages: Sequence[Message]) -> KeyFacts:
                 seen_calls.add(r.call_id)
                 name = r.name or names.get(r.call_id, "tool")
                 facts.failures.append(F._failure(name, r.call_id, r.text))
+    facts.failures = _reference_settled(plain, facts.failures)
     facts.files_read, facts.files_modified, facts.open_file = _reference_reading(messages)
     _add(facts.identifiers, idents)
     facts.identifiers = facts.identifiers[-40:]
     facts.pending = _reference_pending(plain, facts.carried.get("Pending", []))
     return facts
+
+
+def _reference_settled(plain: Sequence[Message], failures: list[F.Failure]) -> list[F.Failure]:
+    """``settle_failures`` by its definition, call by call (:func:`failed_calls`)."""
+    by_id = {f.call_id: f for f in failures}
+    return [
+        dataclasses.replace(by_id[c], fixed_by=fix) if fix else by_id[c]
+        for c, fix in failed_calls(plain)
+    ]
 
 
 def _stretches(messages: list[Message]) -> Iterator[list[Message]]:

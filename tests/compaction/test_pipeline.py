@@ -18,8 +18,10 @@ from ctxengine.compaction import (
     parse_sections,
     should_compact,
 )
+from ctxengine.compaction.facts import extract_facts
 from ctxengine.compaction.pipeline import EXCERPTS_HEADING, _excerpt_lines
 from ctxengine.compaction.requests import request_text
+from ctxengine.compaction.sections import MAX_FAILURE_LINES, MAX_UNFIXED_LINES
 from ctxengine.tokens import get_tokenizer
 from ctxengine.transcript import Message, ToolCall, Transcript, load_all, render
 
@@ -106,12 +108,14 @@ async def test_every_real_session_compacts_to_a_tenth_keeping_what_matters(
     assert not result.ok or PINNED in summary
     # the latest user request verbatim (summary or tail)
     assert " ".join(latest.split())[:1900] in " ".join(text.split())
-    # every tool failure up to the cap, with its status (the newest 8; then "...and N more")
-    failures = [r for m in msgs for r in m.tool_results if r.is_error]
-    for r in failures[-8:]:
-        assert f"[{r.call_id}] status=error" in text or r.call_id in payload_text(history[1:])
-    if len(failures) > 8:
-        assert f"...and {len(failures) - 8} more" in summary
+    # every failure not fixed later up to the cap, with its status (the newest of each call;
+    # past the cap "...and N more"); the newest MAX_FAILURE_LINES of them always
+    unfixed = [f.call_id for f in extract_facts(msgs).failures if f.fixed_by is None]
+    tail = payload_text(history[1:])
+    listed = [c for c in unfixed if f"[{c}] status=error" in text or c in tail]
+    assert set(unfixed[-MAX_FAILURE_LINES:]) <= set(listed)
+    if len(listed) < len(unfixed):
+        assert f"...and {len(unfixed) - len(listed)} more\n" in summary
     # files read or modified: ≥ 95 %
     files = oracle_files(msgs)
     if files:
@@ -155,7 +159,10 @@ async def test_the_pi_session_summary_lists_every_file_request_and_failure() -> 
         or "Rules" not in sections
     )
     lines = [ln for ln in sections["Tool Failures"] if ln.startswith(("bash", "edit", "read"))]
-    assert len(lines) == 8 and all(len(ln) <= 242 for ln in lines)
+    unfixed = [f for f in extract_facts(t.messages[:-2]).failures if f.fixed_by is None]
+    assert len(unfixed) > MAX_FAILURE_LINES  # the section holds more than the cap of fixed ones
+    assert len(lines) == min(len(unfixed), MAX_UNFIXED_LINES)
+    assert all(len(ln) <= 242 for ln in lines)
     assert any("exit=1" in ln for ln in lines)
 
 

@@ -7,13 +7,14 @@ whichever summarizer wrote its prose, so a summarizer cannot lose them.
 from __future__ import annotations
 
 import gc
+import json
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress, count
 from operator import is_not
 from pathlib import Path
@@ -38,6 +39,7 @@ __all__ = (
     "message_text",
     "newest_request",
     "read_rules",
+    "settle_failures",
     "verbatim_request",
 )
 
@@ -297,13 +299,17 @@ def message_text(m: Message) -> str:
 @dataclass(frozen=True, slots=True)
 class Failure:
     """One failed tool call: tool ``name``, ``call_id``, ``status``, ``exit_code`` (when the
-    output states one) and the first error ``line`` of its output (tool text: quote it)."""
+    output states one) and the first error ``line`` of its output (tool text: quote it).
+
+    ``fixed_by``: the id of a later call that fixed it (:func:`settle_failures`), None while
+    nothing did."""
 
     name: str
     call_id: str
     status: str
     exit_code: int | None
     line: str
+    fixed_by: str | None = None
 
 
 @dataclass(slots=True)
@@ -314,6 +320,8 @@ class KeyFacts:
     files_read: list[str] = field(default_factory=list)
     files_modified: list[str] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
+    """One per call (:func:`settle_failures`): the newest failure of each, in the order of
+    those, ``fixed_by`` set on the ones a later call fixed."""
     identifiers: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
     """The open asks: of the messages, else those of the earlier summaries among them that
@@ -739,6 +747,102 @@ def _read_failure_line(text: str) -> tuple[int | None, str]:
 _failure_line: Final = TextMemo(_read_failure_line, 4_000_000)
 
 
+def _call_identity(call: ToolCall) -> tuple[str | None, tuple[str, ...]]:
+    """What makes a later call the same as ``call`` (:func:`settle_failures`): its key — the
+    tool's name (case folded) and its arguments, a shell tool's command alone with its
+    whitespace collapsed (``bash`` with ``pytest  -x`` is ``bash`` with ``pytest -x``, whatever
+    its other arguments, such as Claude Code's ``description`` or a ``timeout``); None for a
+    write without a path argument, which edits the current file, unnamed in its arguments —
+    and the files it writes when it is a file tool that writes (an edit, a write, an editor's
+    command other than ``view``, a patch: the paths :func:`_call_ops` finds), not a shell
+    command."""
+    name = call.name.lower()
+    args = call.arguments
+    if name in _SHELL_TOOLS:
+        command = args.get("command", args.get("cmd", "")) if isinstance(args, dict) else args
+        if isinstance(command, list):
+            command = " ".join(str(c) for c in command)
+        return f"{name}\0{' '.join(str(command).split())}", ()
+    writes: list[str] = []
+    for kind, value in _call_ops(call):
+        if kind == "WC":
+            return None, ()
+        if kind == "W":
+            writes += value
+    if isinstance(args, dict):
+        text = json.dumps(args, ensure_ascii=False, sort_keys=True, default=str)
+    else:
+        text = args
+    return f"{name}\0{text}", tuple(writes)
+
+
+def settle_failures(
+    failures: Sequence[Failure], calls: Mapping[str, tuple[int, ToolCall]], succeeded: Iterable[str]
+) -> list[Failure]:
+    """``failures`` (each call's first failed result, in the order they came), one per call,
+    marked where a later call fixed them.
+
+    A failure is **fixed later** by a call made after it (at a later position of ``calls``:
+    call id → the position of the message that made it, and the call) whose result succeeded
+    (its id in ``succeeded``, in the order the results came) and that is either the same call
+    — the same tool with the same arguments, for a shell tool the same command with its
+    whitespace collapsed (:func:`_call_identity`) — or, when the failed call is a file tool
+    that writes (an edit or a write of a path, not a shell command), a file tool's write of
+    each path it wrote (another edit of the same file). Nothing else fixes a failure: a
+    different command, a later read, a shell command touching the file, a call whose result
+    is missing. ``fixed_by`` names the newest call that fixed it (the newest position, then
+    the newest result).
+
+    A later failure of the same call replaces the earlier one: one failure per call, the
+    newest, at its place. A call not among ``calls`` (its message not in the stretch) or a
+    write without a path argument is its own: never the same as another call."""
+    if not failures:
+        return []
+    read: list[tuple[Failure, int, str | None, tuple[str, ...]]] = []
+    names: set[str] = set()
+    writes = False
+    for f in failures:
+        made = calls.get(f.call_id)
+        if made is None:
+            read.append((f, -1, None, ()))
+            continue
+        key, paths = _call_identity(made[1])
+        read.append((f, made[0], key, paths))
+        names.add(made[1].name.lower())
+        writes = writes or bool(paths)
+    # the newest success of each key, and the newest file tool's write of each path, as
+    # (position of the call, order of the result, call id)
+    done: dict[str, tuple[int, int, str]] = {}
+    written: dict[str, tuple[int, int, str]] = {}
+    for n, call_id in enumerate(succeeded):
+        made = calls.get(call_id)
+        if made is None or (made[1].name.lower() not in names and not writes):
+            continue
+        key, paths = _call_identity(made[1])
+        step = (made[0], n, call_id)
+        if key is not None and step > done.get(key, _NEVER):
+            done[key] = step
+        for path in paths:
+            if step > written.get(path, _NEVER):
+                written[path] = step
+    newest = {key: i for i, (_, _, key, _) in enumerate(read) if key is not None}
+    out: list[Failure] = []
+    for i, (f, at, key, paths) in enumerate(read):
+        if key is not None and newest[key] != i:
+            continue  # a later failure of the same call stands for it
+        fixes = [done.get(key, _NEVER)] if key is not None else []
+        later = [written.get(p, _NEVER) for p in paths]
+        if later and min(later)[0] > at:
+            fixes += later
+        fix = max(fixes, default=_NEVER)
+        out.append(replace(f, fixed_by=fix[2]) if fix[0] > at else f)
+    return out
+
+
+#: No success at all (before every position).
+_NEVER: Final = (-1, -1, "")
+
+
 def _identifiers(text: str) -> tuple[str, ...]:
     """:func:`_read_identifiers` of ``text``; a long text's kept in a cache (a short one is
     read again faster than a cache, missed by nearly every message of a long stretch, takes
@@ -977,8 +1081,8 @@ def parse_sections(text: str) -> dict[str, list[str]]:
 class _MessageFacts:
     """What one message gives :func:`extract_facts`, whatever its neighbours: an earlier
     summary gives its sections (``carried``) and nothing else; otherwise its request, its
-    identifiers, its tool calls (id → name), its failed results (call id, name, text) and its
-    file steps (see :data:`_FileOp`)."""
+    identifiers, its tool calls (id → name), its failed results (call id, name, text), the
+    ids of its results that succeeded and its file steps (see :data:`_FileOp`)."""
 
     text: str
     carried: dict[str, list[str]] | None
@@ -986,6 +1090,7 @@ class _MessageFacts:
     idents: tuple[str, ...]
     calls: tuple[tuple[str, str], ...]
     errors: tuple[tuple[str, str | None, str], ...]
+    succeeded: tuple[str, ...]
     files: list[_FileOp]
 
     def __init__(
@@ -999,7 +1104,7 @@ class _MessageFacts:
         self.text = text
         self.carried = carried
         self.request = None
-        self.idents = self.calls = self.errors = ()
+        self.idents = self.calls = self.errors = self.succeeded = ()
         self.files = [] if files is None else files
 
 
@@ -1022,6 +1127,7 @@ def _read(m: Message, text: str) -> _MessageFacts:
     facts = _MessageFacts(text, files=files)
     if role == "tool":
         facts.errors = tuple([(r.call_id, r.name, r.text) for r in results if r.is_error])
+        facts.succeeded = tuple([r.call_id for r in results if not r.is_error])
         return facts
     if role == "system" or (role == "user" and not text.strip()):
         return facts
@@ -1078,6 +1184,8 @@ def _extract_facts(
 ) -> KeyFacts:
     facts = KeyFacts(rules=list(rules), pinned=[p for p in pinned if p.strip()])
     names: dict[str, str] = {}
+    calls: dict[str, tuple[int, ToolCall]] = {}
+    succeeded: list[str] = []
     seen_calls: set[str] = set()
     carried_seen: dict[str, set[str]] = {}
     idents: list[str] = []
@@ -1105,18 +1213,21 @@ def _extract_facts(
                 _add(facts.carried[name], lines, carried_seen[name])
             steps.append(_carried_open(mf.carried))
             continue
+        if mf.calls:
+            names.update(mf.calls)
+            calls.update((c.id, (len(plain), c)) for c in m.tool_calls)
         plain.append(m)
         read.append(mf)
         steps.append(mf.files)
         if mf.request is not None:
             facts.requests.append(mf.request)
         idents += mf.idents
-        if mf.calls:
-            names.update(mf.calls)
         for call_id, tool, output in mf.errors:
             if call_id not in seen_calls:
                 seen_calls.add(call_id)
                 facts.failures.append(_failure(tool or names.get(call_id, "tool"), call_id, output))
+        succeeded += mf.succeeded
+    facts.failures = settle_failures(facts.failures, calls, succeeded)
     facts.files_read, facts.files_modified, facts.open_file = _replay(steps)
     _add(facts.identifiers, idents)
     facts.identifiers = facts.identifiers[-max_identifiers:]
@@ -1143,6 +1254,7 @@ class _Mark:
     n: int
     requests: int
     failures: int
+    succeeded: int
     idents: int
     plain: int
     summaries: int
@@ -1162,6 +1274,7 @@ class _Scan:
     lists' prefixes, so this one stays what it read."""
 
     __slots__ = (
+        "calls",
         "carried",
         "carried_seen",
         "current",
@@ -1182,6 +1295,7 @@ class _Scan:
         "requests",
         "rules",
         "shown",
+        "succeeded",
         "summaries",
         "summarized",
     )  # fmt: skip
@@ -1194,6 +1308,8 @@ class _Scan:
         self.failures: list[Failure] = []
         self.failed: set[str] = set()
         self.names: dict[str, str] = {}
+        self.calls: dict[str, tuple[int, ToolCall]] = {}  # id → (position in plain, call)
+        self.succeeded: list[str] = []  # the ids of the results that succeeded, in order
         self.carried: dict[str, list[str]] = {}
         self.carried_seen: dict[str, set[str]] = {}
         self.summaries = 0
@@ -1216,6 +1332,7 @@ class _Scan:
                 len(self.messages),
                 len(self.requests),
                 len(self.failures),
+                len(self.succeeded),
                 len(self.idents),
                 len(self.plain),
                 self.summaries,
@@ -1237,12 +1354,14 @@ class _Scan:
         out.requests = self.requests[: mark.requests]
         out.failures = self.failures[: mark.failures]
         out.failed = {f.call_id for f in out.failures}
+        out.succeeded = self.succeeded[: mark.succeeded]
         out.plain = self.plain[: mark.plain]
         out.read = self.read[: mark.plain]
-        names = out.names
-        for mf in out.read:
+        names, calls = out.names, out.calls
+        for at, mf in enumerate(out.read):
             if mf.calls:
                 names.update(mf.calls)
+                calls.update((c.id, (at, c)) for c in out.plain[at].tool_calls)
         out.carried = {name: self.carried[name][:n] for name, n in mark.carried.items()}
         out.carried_seen = {name: set(lines) for name, lines in out.carried.items()}
         out.summaries, out.summarized = mark.summaries, mark.summarized
@@ -1260,6 +1379,7 @@ class _Scan:
         :func:`_replay`'s and the identifiers' steps of each message as it comes)."""
         done = self.messages
         requests, failures, failed, names = self.requests, self.failures, self.failed, self.names
+        calls, succeeded = self.calls, self.succeeded
         idents, ident_seen, plain, read = self.idents, self.ident_seen, self.plain, self.read
         files_read, files_modified = self.files_read, self.files_modified
         read_seen, modified_seen = self.read_seen, self.modified_seen
@@ -1289,6 +1409,9 @@ class _Scan:
                 if opened:
                     current, shown = opened[0][1], True
                 continue
+            if mf.calls:
+                names.update(mf.calls)
+                calls.update((c.id, (len(plain), c)) for c in m.tool_calls)
             plain.append(m)
             read.append(mf)
             if mf.request is not None:
@@ -1297,12 +1420,12 @@ class _Scan:
                 if item and item not in ident_seen:
                     ident_seen.add(item)
                     idents.append(item)
-            if mf.calls:
-                names.update(mf.calls)
             for call_id, tool, output in mf.errors:
                 if call_id not in failed:
                     failed.add(call_id)
                     failures.append(_failure(tool or names.get(call_id, "tool"), call_id, output))
+            if mf.succeeded:
+                succeeded += mf.succeeded
             if mf.files:
                 current = _file_steps(
                     mf.files, current, files_read, read_seen, files_modified, modified_seen
@@ -1316,7 +1439,7 @@ class _Scan:
             requests=list(self.requests),
             files_read=list(self.files_read),
             files_modified=list(self.files_modified),
-            failures=list(self.failures),
+            failures=settle_failures(self.failures, self.calls, self.succeeded),
             identifiers=self.idents[-max_identifiers:],
             pending=_pending_of(self.plain, self.read, self.carried.get("Pending", ())),
             rules=list(self.rules),
