@@ -9,7 +9,14 @@ summaries of summaries. Every render is checked against the messages fed so far:
 - every file modified so far is named, every failed call is there by its id (or counted in
   the summary's ``...and N more``) and the newest request is findable. "So far" is what one
   reading of all the messages fed finds (:func:`~ctxengine.compaction.facts.extract_facts`):
-  the chain of summaries must hold what a single summary of the whole day would.
+  the chain of summaries must hold what a single summary of the whole day would;
+- every failed call not fixed later (:func:`~.helpers.failed_calls`, read from all the
+  messages fed) is there by its id or counted among the failures not fixed later (the
+  ``...and N more`` before those fixed later), and none of the newest
+  :data:`~ctxengine.compaction.sections.MAX_FAILURE_LINES` of them is only counted: those
+  only counted are at most the rest, none where they all fit in those lines. At 8,000 tokens
+  and more every summary has the room for all of those of a shared session (the pi session's
+  19 at most, under ``MAX_UNFIXED_LINES``): at the last render none is only counted.
 
 And a session stopped in the middle of the day and taken up by a new process (``FileStore``,
 ``engine.restore`` then ``engine.session``) goes on with the same summaries and the same
@@ -34,12 +41,12 @@ from ctxengine import Budget, ContextEngine, ContextGrain
 from ctxengine.compaction import CompactionConfig
 from ctxengine.compaction.facts import extract_facts
 from ctxengine.compaction.requests import request_text
-from ctxengine.compaction.sections import request_findable
+from ctxengine.compaction.sections import MAX_FAILURE_LINES, request_findable
 from ctxengine.replay import _feed
 from ctxengine.transcript import Message, Transcript, load_all
 from transcript.helpers import assert_sdk_valid, named_transcripts
 
-from .helpers import CC_MAIN, PI, all_files
+from .helpers import CC_MAIN, PI, all_files, failed_calls
 
 BUDGETS = (4_000, 8_000, 16_000)
 MODEL = "gpt-4.1"  # o200k_base: the independent count is exact
@@ -97,10 +104,19 @@ def _problems(
     found += [f"empty section {h!r}" for h in EMPTY_SECTION.findall(summary)]
     found += [f"rules line {r!r}" for r in RULE_LINES if rules and r not in text]
     found += [f"modified file {p!r}" for p in facts.files_modified if p not in text]
-    unseen = [f.call_id for f in facts.failures if f.call_id not in text]
+    failed = failed_calls(fed)
+    unseen = [c for c, _ in failed if c not in text]
     more = sum(int(m.group(1)) for m in re.finditer(r"(?m)^\.\.\.and (\d+) more", summary))
     if len(unseen) > more:
         found.append(f"{len(unseen)} failed calls, {more} counted: {unseen[:3]}")
+    unfixed = [c for c, fix in failed if fix is None]
+    only_counted = [c for c in unfixed if c not in text]
+    counted = sum(int(n) for n in re.findall(r"(?m)^\.\.\.and (\d+) more$", summary))
+    if len(only_counted) > counted:
+        found.append(f"{len(only_counted)} unfixed failed calls, {counted} counted")
+    newest = [c for c in unfixed[-MAX_FAILURE_LINES:] if c not in text]
+    if newest:  # then more than the rest are only counted
+        found.append(f"{len(only_counted)} of {len(unfixed)} unfixed only counted: {newest[:3]}")
     latest = facts.latest_request
     # a command wrapper's request is "/name arguments"; kept verbatim, it is the wrapper
     raw = next((m.text for m in reversed(fed) if request_text(m.text, m.meta) == latest), "")
@@ -109,10 +125,22 @@ def _problems(
     return found
 
 
+def _only_counted(payload: dict[str, Any], fed: Sequence[Message]) -> list[str]:
+    """The failed calls of ``fed`` not fixed later that ``payload`` holds nowhere."""
+    text = "\n".join(_strings(payload))
+    return [c for c, fix in failed_calls(fed) if fix is None and c not in text]
+
+
 async def _day(
-    t: Transcript, budget: int, provider: str, folder: Path, rules: bool = True
+    t: Transcript,
+    budget: int,
+    provider: str,
+    folder: Path,
+    rules: bool = True,
+    all_listed: bool = False,
 ) -> tuple[int, list[tuple[int, list[str]]]]:
-    """Replay ``t``; the compactions that succeeded and each render's problems."""
+    """Replay ``t``; the compactions that succeeded and each render's problems (``all_listed``:
+    also a failed call not fixed later that the last render only counts)."""
     (folder / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
     config = CompactionConfig(rules_file=folder / "AGENTS.md" if rules else None)
     engine = ContextEngine(MODEL, Budget(total=budget), plugins=[Pinned()], compaction=config)
@@ -133,6 +161,8 @@ async def _day(
                 summary = session.state.summary
                 text = None if summary is None else str(summary.content)
                 problems = _problems(out.payload, text, fed, rules)
+                if message is None and all_listed and _only_counted(out.payload, fed):
+                    problems.append(f"only counted at the end: {_only_counted(out.payload, fed)}")
                 if problems:
                     found.append((at, problems))
             if message is None:
@@ -148,7 +178,7 @@ async def _day(
 def test_a_long_day_keeps_every_fact_in_every_render(
     name: str, t: Transcript, budget: int, tmp_path: Path
 ) -> None:
-    compactions, found = anyio.run(_day, t, budget, "openai", tmp_path)
+    compactions, found = anyio.run(_day, t, budget, "openai", tmp_path, True, budget >= 8_000)
     assert found == [], name
     if len(t) > 400 and budget == 4_000:  # the long sessions: summaries of summaries
         assert compactions >= 20
