@@ -50,10 +50,10 @@ def failed_calls(messages: Sequence[Message]) -> list[tuple[str, str | None]]:
     read call by call: each call's newest failure, oldest first, as its call id and the id of
     the newest later call that fixed it (None: not fixed later). A failure is dropped when a
     later failure of the same call follows it (the same tool, case folded, and the same
-    arguments; a shell tool's command with its whitespace collapsed; a write without a path
-    argument is never the same as another call); it is fixed by a later call whose result
-    succeeded and that is the same call or, for a file tool's failed write, a file tool's
-    write of each file it wrote (a shell command is no file tool)."""
+    arguments as sent, their JSON text; a shell tool's command with its whitespace collapsed;
+    a write without a path argument is never the same as another call); it is fixed by a
+    later call whose result succeeded and that is the same call or, for a file tool's failed
+    write, a file tool's write of each file it wrote (a shell command is no file tool)."""
     made = {c.id: (i, c) for i, m in enumerate(messages) for c in m.tool_calls}
     results = [r for m in messages for r in m.tool_results]
     failed = list(dict.fromkeys(r.call_id for r in results if r.is_error))
@@ -80,7 +80,7 @@ def failed_calls(messages: Sequence[Message]) -> list[tuple[str, str | None]]:
             return False
         if a.name.lower() in F._SHELL_TOOLS:
             return command(a) == command(b)
-        return a.arguments == b.arguments
+        return a.arguments_json == b.arguments_json
 
     out: list[tuple[str, str | None]] = []
     for i, call_id in enumerate(failed):

@@ -7,10 +7,10 @@ whichever summarizer wrote its prose, so a summarizer cannot lose them.
 from __future__ import annotations
 
 import gc
-import json
 import re
 import sys
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -747,15 +747,34 @@ def _read_failure_line(text: str) -> tuple[int | None, str]:
 _failure_line: Final = TextMemo(_read_failure_line, 4_000_000)
 
 
+def _identity(call: ToolCall) -> tuple[str | None, tuple[str, ...]]:
+    """:func:`_call_identity`, each call's once per message scope (the trials of a landing
+    settle the failures of overlapping stretches, most of their calls the same objects)."""
+    memo = _STRETCH.get()
+    if memo is None:
+        return _call_identity(call)
+    known: dict[int, tuple[ToolCall, tuple[str | None, tuple[str, ...]]]] | None = memo.get(
+        "call identities"
+    )
+    if known is None:
+        known = memo["call identities"] = {}
+    hit = known.get(id(call))
+    if hit is not None and hit[0] is call:
+        return hit[1]
+    value = _call_identity(call)
+    known[id(call)] = (call, value)
+    return value
+
+
 def _call_identity(call: ToolCall) -> tuple[str | None, tuple[str, ...]]:
     """What makes a later call the same as ``call`` (:func:`settle_failures`): its key — the
-    tool's name (case folded) and its arguments, a shell tool's command alone with its
-    whitespace collapsed (``bash`` with ``pytest  -x`` is ``bash`` with ``pytest -x``, whatever
-    its other arguments, such as Claude Code's ``description`` or a ``timeout``); None for a
-    write without a path argument, which edits the current file, unnamed in its arguments —
-    and the files it writes when it is a file tool that writes (an edit, a write, an editor's
-    command other than ``view``, a patch: the paths :func:`_call_ops` finds), not a shell
-    command."""
+    tool's name (case folded) and its arguments as the call sent them (their JSON text), a
+    shell tool's command alone with its whitespace collapsed (``bash`` with ``pytest  -x`` is
+    ``bash`` with ``pytest -x``, whatever its other arguments, such as Claude Code's
+    ``description`` or a ``timeout``); None for a write without a path argument, which edits
+    the current file, unnamed in its arguments — and the files it writes when it is a file
+    tool that writes (an edit, a write, an editor's command other than ``view``, a patch: the
+    paths :func:`_call_ops` finds), not a shell command."""
     name = call.name.lower()
     args = call.arguments
     if name in _SHELL_TOOLS:
@@ -764,16 +783,13 @@ def _call_identity(call: ToolCall) -> tuple[str | None, tuple[str, ...]]:
             command = " ".join(str(c) for c in command)
         return f"{name}\0{' '.join(str(command).split())}", ()
     writes: list[str] = []
-    for kind, value in _call_ops(call):
-        if kind == "WC":
-            return None, ()
-        if kind == "W":
-            writes += value
-    if isinstance(args, dict):
-        text = json.dumps(args, ensure_ascii=False, sort_keys=True, default=str)
-    else:
-        text = args
-    return f"{name}\0{text}", tuple(writes)
+    if _writes(call):
+        for kind, value in _call_ops(call):
+            if kind == "WC":
+                return None, ()
+            if kind == "W":
+                writes += value
+    return f"{name}\0{call.arguments_json}", tuple(writes)
 
 
 def settle_failures(
@@ -785,13 +801,13 @@ def settle_failures(
     A failure is **fixed later** by a call made after it (at a later position of ``calls``:
     call id → the position of the message that made it, and the call) whose result succeeded
     (its id in ``succeeded``, in the order the results came) and that is either the same call
-    — the same tool with the same arguments, for a shell tool the same command with its
-    whitespace collapsed (:func:`_call_identity`) — or, when the failed call is a file tool
-    that writes (an edit or a write of a path, not a shell command), a file tool's write of
-    each path it wrote (another edit of the same file). Nothing else fixes a failure: a
-    different command, a later read, a shell command touching the file, a call whose result
-    is missing. ``fixed_by`` names the newest call that fixed it (the newest position, then
-    the newest result).
+    — the same tool with the same arguments (their JSON text), for a shell tool the same
+    command with its whitespace collapsed (:func:`_call_identity`) — or, when the failed call
+    is a file tool that writes (an edit or a write of a path, not a shell command), a file
+    tool's write of each path it wrote (another edit of the same file). Nothing else fixes a
+    failure: a different command, a later read, a shell command touching the file, a call
+    whose result is missing. ``fixed_by`` names the newest call that fixed it (the newest
+    position, then the newest result).
 
     A later failure of the same call replaces the earlier one: one failure per call, the
     newest, at its place. A call not among ``calls`` (its message not in the stretch) or a
@@ -806,7 +822,7 @@ def settle_failures(
         if made is None:
             read.append((f, -1, None, ()))
             continue
-        key, paths = _call_identity(made[1])
+        key, paths = _identity(made[1])
         read.append((f, made[0], key, paths))
         names.add(made[1].name.lower())
         writes = writes or bool(paths)
@@ -816,9 +832,9 @@ def settle_failures(
     written: dict[str, tuple[int, int, str]] = {}
     for n, call_id in enumerate(succeeded):
         made = calls.get(call_id)
-        if made is None or (made[1].name.lower() not in names and not writes):
+        if made is None or not (made[1].name.lower() in names or (writes and _writes(made[1]))):
             continue
-        key, paths = _call_identity(made[1])
+        key, paths = _identity(made[1])
         step = (made[0], n, call_id)
         if key is not None and step > done.get(key, _NEVER):
             done[key] = step
@@ -837,6 +853,24 @@ def settle_failures(
         fix = max(fixes, default=_NEVER)
         out.append(replace(f, fixed_by=fix[2]) if fix[0] > at else f)
     return out
+
+
+def _writes(call: ToolCall) -> bool:
+    """Whether ``call`` may be a file tool's write (:func:`_call_ops` finds its written files
+    only for these: a write tool, an editor, a patch)."""
+    name = call.name.lower()
+    args = call.arguments
+    return (
+        name in _WRITE_TOOLS
+        or name in _EDITOR_TOOLS
+        or (isinstance(args, str) and "*** Begin Patch" in args)
+    )
+
+
+def _calls_at(plain: Sequence[Message], at: Iterable[int]) -> dict[str, tuple[int, ToolCall]]:
+    """Call id → the position of the message of ``plain`` that made it (one of ``at``), and
+    the call: what :func:`settle_failures` reads, made only when there are failures."""
+    return {c.id: (i, c) for i in at for c in plain[i].tool_calls}
 
 
 #: No success at all (before every position).
@@ -1184,7 +1218,7 @@ def _extract_facts(
 ) -> KeyFacts:
     facts = KeyFacts(rules=list(rules), pinned=[p for p in pinned if p.strip()])
     names: dict[str, str] = {}
-    calls: dict[str, tuple[int, ToolCall]] = {}
+    with_calls: list[int] = []
     succeeded: list[str] = []
     seen_calls: set[str] = set()
     carried_seen: dict[str, set[str]] = {}
@@ -1215,7 +1249,7 @@ def _extract_facts(
             continue
         if mf.calls:
             names.update(mf.calls)
-            calls.update((c.id, (len(plain), c)) for c in m.tool_calls)
+            with_calls.append(len(plain))
         plain.append(m)
         read.append(mf)
         steps.append(mf.files)
@@ -1227,7 +1261,8 @@ def _extract_facts(
                 seen_calls.add(call_id)
                 facts.failures.append(_failure(tool or names.get(call_id, "tool"), call_id, output))
         succeeded += mf.succeeded
-    facts.failures = settle_failures(facts.failures, calls, succeeded)
+    if facts.failures:
+        facts.failures = settle_failures(facts.failures, _calls_at(plain, with_calls), succeeded)
     facts.files_read, facts.files_modified, facts.open_file = _replay(steps)
     _add(facts.identifiers, idents)
     facts.identifiers = facts.identifiers[-max_identifiers:]
@@ -1274,7 +1309,6 @@ class _Scan:
     lists' prefixes, so this one stays what it read."""
 
     __slots__ = (
-        "calls",
         "carried",
         "carried_seen",
         "current",
@@ -1298,6 +1332,7 @@ class _Scan:
         "succeeded",
         "summaries",
         "summarized",
+        "with_calls",
     )  # fmt: skip
 
     def __init__(self, rules: Sequence[str], pinned: Sequence[str]) -> None:
@@ -1308,7 +1343,7 @@ class _Scan:
         self.failures: list[Failure] = []
         self.failed: set[str] = set()
         self.names: dict[str, str] = {}
-        self.calls: dict[str, tuple[int, ToolCall]] = {}  # id → (position in plain, call)
+        self.with_calls: list[int] = []  # the positions in plain of the messages with calls
         self.succeeded: list[str] = []  # the ids of the results that succeeded, in order
         self.carried: dict[str, list[str]] = {}
         self.carried_seen: dict[str, set[str]] = {}
@@ -1357,11 +1392,11 @@ class _Scan:
         out.succeeded = self.succeeded[: mark.succeeded]
         out.plain = self.plain[: mark.plain]
         out.read = self.read[: mark.plain]
-        names, calls = out.names, out.calls
-        for at, mf in enumerate(out.read):
+        out.with_calls = self.with_calls[: bisect_left(self.with_calls, mark.plain)]
+        names = out.names
+        for mf in out.read:
             if mf.calls:
                 names.update(mf.calls)
-                calls.update((c.id, (at, c)) for c in out.plain[at].tool_calls)
         out.carried = {name: self.carried[name][:n] for name, n in mark.carried.items()}
         out.carried_seen = {name: set(lines) for name, lines in out.carried.items()}
         out.summaries, out.summarized = mark.summaries, mark.summarized
@@ -1379,7 +1414,7 @@ class _Scan:
         :func:`_replay`'s and the identifiers' steps of each message as it comes)."""
         done = self.messages
         requests, failures, failed, names = self.requests, self.failures, self.failed, self.names
-        calls, succeeded = self.calls, self.succeeded
+        with_calls, succeeded = self.with_calls, self.succeeded
         idents, ident_seen, plain, read = self.idents, self.ident_seen, self.plain, self.read
         files_read, files_modified = self.files_read, self.files_modified
         read_seen, modified_seen = self.read_seen, self.modified_seen
@@ -1411,7 +1446,7 @@ class _Scan:
                 continue
             if mf.calls:
                 names.update(mf.calls)
-                calls.update((c.id, (len(plain), c)) for c in m.tool_calls)
+                with_calls.append(len(plain))
             plain.append(m)
             read.append(mf)
             if mf.request is not None:
@@ -1439,7 +1474,11 @@ class _Scan:
             requests=list(self.requests),
             files_read=list(self.files_read),
             files_modified=list(self.files_modified),
-            failures=settle_failures(self.failures, self.calls, self.succeeded),
+            failures=settle_failures(
+                self.failures, _calls_at(self.plain, self.with_calls), self.succeeded
+            )
+            if self.failures
+            else [],
             identifiers=self.idents[-max_identifiers:],
             pending=_pending_of(self.plain, self.read, self.carried.get("Pending", ())),
             rules=list(self.rules),
