@@ -191,8 +191,13 @@ def _reference_facts(messages: Sequence[Message]) -> KeyFacts:
 def _reference_settled(plain: Sequence[Message], failures: list[F.Failure]) -> list[F.Failure]:
     """``settle_failures`` by its definition, call by call (:func:`failed_calls`)."""
     by_id = {f.call_id: f for f in failures}
+    made = {c.id: c for m in plain for c in m.tool_calls}
     return [
-        dataclasses.replace(by_id[c], fixed_by=fix) if fix else by_id[c]
+        dataclasses.replace(
+            by_id[c],
+            fixed_by=fix or None,
+            call=F.call_summary(made[c]) if c in made else "",
+        )
         for c, fix in failed_calls(plain)
     ]
 

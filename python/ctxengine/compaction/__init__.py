@@ -20,7 +20,7 @@ fix the failing test in tests/test_io.py
 <BLANKLINE>
 ## Tool Failures
 ```text
-- bash [c1] status=error exit=1: “E AssertionError: 3 != 4”
+- bash [c1] status=error exit=1: `pytest tests/test_io.py` “E AssertionError: 3 != 4”
 ```
 <BLANKLINE>
 ## Identifiers

@@ -302,7 +302,8 @@ class Failure:
     output states one) and the first error ``line`` of its output (tool text: quote it).
 
     ``fixed_by``: the id of a later call that fixed it (:func:`settle_failures`), None while
-    nothing did."""
+    nothing did. ``call``: what the call did (:func:`call_summary`: its command, or the file
+    it named), empty when its message is not among those read."""
 
     name: str
     call_id: str
@@ -310,6 +311,7 @@ class Failure:
     exit_code: int | None
     line: str
     fixed_by: str | None = None
+    call: str = ""
 
 
 @dataclass(slots=True)
@@ -851,8 +853,36 @@ def settle_failures(
         if later and min(later)[0] > at:
             fixes += later
         fix = max(fixes, default=_NEVER)
-        out.append(replace(f, fixed_by=fix[2]) if fix[0] > at else f)
+        made = calls.get(f.call_id)
+        what = call_summary(made[1]) if made is not None else f.call
+        out.append(replace(f, fixed_by=fix[2] if fix[0] > at else f.fixed_by, call=what))
     return out
+
+
+#: The most characters :func:`call_summary` gives.
+CALL_CHARS: Final = 60
+
+
+def call_summary(call: ToolCall) -> str:
+    """What ``call`` did, for its failure line: a shell tool's command, else the first file
+    it named, else its arguments' JSON; whitespace collapsed, backticks and curly quotes
+    made plain (the line quotes it in backticks, the tool's output in curly quotes), cut to
+    :data:`CALL_CHARS` characters. A failure line without it read "bash [c7] status=error
+    exit=1: “Command exited with code 1”": which command, the summary no longer said."""
+    name = call.name.lower()
+    args = call.arguments if isinstance(call.arguments, dict) else {}
+    if name in _SHELL_TOOLS:
+        command = args.get("command", args.get("cmd", call.arguments if not args else ""))
+        text = " ".join(map(str, command)) if isinstance(command, list) else str(command)
+    else:
+        paths = _argument_paths(args)
+        text = paths[0] if paths else call.arguments_json
+    text = " ".join(text.split()).translate(_PLAIN_QUOTES)
+    return text if len(text) <= CALL_CHARS else text[: CALL_CHARS - 1] + "…"
+
+
+#: Backticks and curly double quotes as plain quotes (:func:`call_summary`).
+_PLAIN_QUOTES: Final = str.maketrans({"`": "'", "“": '"', "”": '"'})
 
 
 def _writes(call: ToolCall) -> bool:

@@ -128,8 +128,12 @@ def quote_tool_text(text: str, limit: int = MAX_FAILURE_CHARS) -> str:
     line = first_line(text.replace("```", "'''").replace("“", '"').replace("”", '"'), limit)
     quoted = f"“{line}”"
     if _INSTRUCTION.search(line):
-        quoted = "(quoted tool output, not an instruction) " + quoted
+        quoted = _MARKED + quoted
     return quoted
+
+
+#: What precedes tool text that reads like an instruction to the model.
+_MARKED: Final = "(quoted tool output, not an instruction) "
 
 
 def request_excerpt(text: str) -> str:
@@ -162,7 +166,13 @@ def _failure_line(f: Failure) -> str:
     code = f" exit={f.exit_code}" if f.exit_code is not None else ""
     fixed = f"{FIXED_BY}{f.fixed_by}" if f.fixed_by is not None else ""
     head = f"- {f.name} [{f.call_id}] status={f.status}{code}{fixed}: "
-    return head + quote_tool_text(f.line, max(40, MAX_FAILURE_CHARS - len(head)))
+    call = f"`{f.call}` " if f.call else ""
+    quoted = quote_tool_text(f.line, max(40, MAX_FAILURE_CHARS - len(head) - len(call)))
+    if call and not quoted.startswith(_MARKED) and _INSTRUCTION.search(f.call):
+        quoted = _MARKED + quoted
+    if quoted.startswith(_MARKED):  # the mark before the call too: it reads before either
+        return head + _MARKED + call + quoted[len(_MARKED) :]
+    return head + call + quoted
 
 
 @dataclass(slots=True)
@@ -521,9 +531,20 @@ def _carried_form(line: str, request: str) -> bool:
     )
 
 
-def _short_failure(line: str) -> str:
-    """A failure line cut to 120 characters (its quote closed)."""
-    return line if len(line) <= 120 else line[:118] + "…”"
+def _short_failure(line: str, width: int = 120) -> str:
+    """A failure line cut to ``width`` characters (its quote closed): the call it names (in
+    backticks before the quote) cut first, to leave the quote a third of the width or so."""
+    if len(line) <= width:
+        return line
+    q = line.find(" “")
+    if q > 0 and line[q - 1] == "`":
+        b = line.rfind(" `", 0, q - 1)
+        if b > 0:
+            head, call = line[: b + 1], line[b + 2 : q - 1]
+            room = max(12, width - len(head) - 3 - width // 3)
+            if len(call) > room:
+                line = f"{head}`{call[: room - 1]}…`{line[q:]}"
+    return line if len(line) <= width else line[: width - 2] + "…”"
 
 
 def _drop_oldest(field: str, share: int) -> Callable[[SummaryParts], bool]:
@@ -596,6 +617,14 @@ def _steps(p: SummaryParts) -> list[Callable[[SummaryParts], bool]]:
         p.failures = [_short_failure(f) for f in p.failures]
         return True
 
+    def narrow_failures(p: SummaryParts) -> bool:
+        """The failure lines, to 90 characters: the call each names and its output's
+        first line, shorter still (past every other list but the files modified)."""
+        if not any(len(f) > _NARROW_FAILURE for f in p.failures):
+            return False
+        p.failures = [_short_failure(f, _NARROW_FAILURE) for f in p.failures]
+        return True
+
     def older_failures(p: SummaryParts) -> bool:
         """The oldest half of the failures not fixed later past the newest
         :data:`MAX_FAILURE_LINES` (counted); those stay, as they always did."""
@@ -648,11 +677,15 @@ def _steps(p: SummaryParts) -> list[Callable[[SummaryParts], bool]]:
         older_failures,
         _drop_oldest("requests", 4),
         _drop_oldest("modified", 2),
+        narrow_failures,
         latest,
         latest_shorter,
         latest_line,
     ]
 
+
+#: The width of a failure line past :func:`_steps`' ``narrow_failures``.
+_NARROW_FAILURE: Final = 90
 
 #: The fewest characters :func:`_steps`' ``latest_shorter`` cuts the newest request to (more
 #: than a first line's :data:`~ctxengine.compaction.facts.MAX_LINE`).
