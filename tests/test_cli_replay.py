@@ -759,3 +759,91 @@ def test_json_with_stdout_on_the_null_device_writes_an_output_naming_stdout_ther
         env=child_env,
     )
     assert (done.returncode, done.stderr) == (0, "")
+
+
+def _link(tmp_path: Path, target: str) -> str:
+    link = tmp_path / "out.json"
+    link.symlink_to(target)
+    return str(link)
+
+
+@pytest.mark.parametrize(
+    "spell",
+    [
+        lambda tmp: "/dev/stdout",
+        lambda tmp: "/proc/self/fd/1",
+        lambda tmp: "/dev/fd/1",
+        lambda tmp: _link(tmp, "/dev/stdout"),
+        lambda tmp: _link(tmp, "/proc/self/fd/1"),
+    ],
+    ids=["dev-stdout", "proc-self-fd", "dev-fd", "link-to-dev-stdout", "link-to-proc-fd"],
+)
+def test_an_output_naming_stdout_redirected_to_a_file_keeps_the_table(
+    tmp_path: Path, child_env: dict[str, str], spell: Any
+) -> None:
+    """``ctxengine replay F --out /dev/stdout > log.txt``: /dev/stdout leads to the regular
+    file log.txt, which the atomic write replaced by a new file holding the payload; the
+    table, printed after it to the old file, was lost. A path naming a descriptor is written
+    through that descriptor (at its offset, as a shell's ``>&1``): the file holds the payload,
+    then the table."""
+    log = tmp_path / "log.txt"
+    log.write_text("")
+    inode = log.stat().st_ino
+    source = str(TRANSCRIPTS / "openhands" / "output.jsonl")
+    replay = [sys.executable, "-m", "ctxengine", "replay", source, "--budget", "4000"]
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$0" "$@" > "$FILE"', *replay, "--out", spell(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**child_env, "FILE": str(log)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert log.stat().st_ino == inode  # written into, not replaced
+    text = log.read_text()
+    payload, end = json.JSONDecoder().raw_decode(text)
+    assert payload["messages"]
+    assert "prefix breaks" in text[end:] and "every call within budget" in text[end:]
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_an_output_naming_stdout_appended_to_a_file_keeps_what_it_held(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """``--report /dev/stdout >> log.txt`` adds the report to the log, after what it held:
+    opened anew (or replaced), the file lost its earlier lines."""
+    log = tmp_path / "log.txt"
+    log.write_text("earlier run\n")
+    source = str(TRANSCRIPTS / "openhands" / "output.jsonl")
+    replay = [sys.executable, "-m", "ctxengine", "replay", source, "--budget", "4000"]
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$0" "$@" >> "$FILE"', *replay, "--report", "/dev/stdout"],
+        capture_output=True,
+        text=True,
+        env={**child_env, "FILE": str(log)},
+    )
+    assert done.returncode == 0, done.stderr
+    text = log.read_text()
+    assert text.startswith("earlier run\n{")
+    report, end = json.JSONDecoder().raw_decode(text, len("earlier run\n"))
+    assert report["budget"] == 4000 and "every call within budget" in text[end:]
+
+
+@pytest.mark.parametrize("path", ["/dev/fd/9", "/dev/stdout"])
+def test_an_output_naming_a_closed_descriptor_is_refused_before_the_replay(
+    child_env: dict[str, str], path: str
+) -> None:
+    """No replay for an output that cannot be written: the descriptor is named."""
+    source = str(TRANSCRIPTS / "openhands" / "output.jsonl")
+    replay = [sys.executable, "-m", "ctxengine", "replay", source, "--budget", "4000"]
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$0" "$@" >&- 9>&-', *replay, "--out", path],
+        capture_output=True,
+        text=True,
+        env=child_env,
+    )
+    assert done.returncode == 2
+    number = path.rsplit("/", 1)[-1].replace("stdout", "1")
+    assert done.stderr == (
+        f"error: --out {path}: file descriptor {number} is not open; expected a path to a "
+        "file, or to an open descriptor\n"
+    )

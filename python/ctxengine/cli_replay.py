@@ -10,7 +10,9 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import secrets
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +51,12 @@ REPLAY_BUDGET: Final = 32_000
 PROVIDERS: Final = ("openai", "openai-responses", "anthropic", "gemini")
 SHOWN_CUTS: Final = 8
 NODE_WIDTH: Final = 26
+#: The standard streams by path, and the folders whose entries are file descriptors by number
+#: (Linux's ``/proc/<pid>/fd``, which ``/proc/self/fd``, ``/proc/thread-self/fd`` and
+#: ``/dev/fd`` lead to; the BSDs' and macOS's ``/dev/fd``).
+_STREAMS: Final = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+_DESCRIPTORS: Final = re.compile(r"/dev/fd|/proc/(?P<pid>\d+)(?:/task/\d+)?/fd")
+_MAX_LINKS: Final = 40  # as Linux's limit of links followed in one path
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,7 +419,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise UsageError(
                 f"{flag} {path}: the folder {folder} {what}; expected a path in an existing folder"
             )
-        target = _regular_target(path)
+        through, descriptor = _descriptor_path(path)
+        if descriptor is not None:
+            _check_descriptor(flag, path, descriptor)
+        target = None if through else _regular_target(path)
         if target is not None:  # it is replaced by a file created beside it: try one now
             _probe(flag, path, target)
             regular.add(flag)
@@ -487,15 +498,68 @@ def _write_outputs(args: argparse.Namespace, run: Run) -> None:
                 with contextlib.suppress(FileNotFoundError):
                     tmp.unlink()
     for flag, path in through:
+        _write_through(path, texts[flag])
+
+
+def _write_through(path: Path, text: str) -> None:
+    """Write ``text`` to an output that is not replaced: one of this process's descriptors
+    (``/dev/stdout``...) as the descriptor itself, at its offset, as a shell's ``>&1`` does
+    (opening ``/dev/stdout`` anew, when stdout is redirected to a file, would empty that file
+    and write over it from its start); anything else (a device, a pipe) opened as given."""
+    descriptor = _descriptor_path(path)[1]
+    if descriptor is None:
         with open(path, "w", encoding="utf-8") as f:
-            f.write(texts[flag])
+            f.write(text)
+        return
+    for stream in (sys.stdout, sys.stderr):  # what they hold goes first, as it came first
+        if stream is not None:
+            stream.flush()
+    with open(os.dup(descriptor), "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _descriptor_path(path: Path) -> tuple[bool, int | None]:
+    """Whether ``path``, or a link on the way from it, names a file descriptor: a standard
+    stream (``/dev/stdout``), ``/dev/fd/N`` or ``/proc/.../fd/N``, whatever file it leads to;
+    and its number when it is one of this process's own (None for another process's)."""
+    current = os.path.abspath(path)
+    for _ in range(_MAX_LINKS):
+        head, name = os.path.split(current)
+        folder = os.path.realpath(head)
+        hop = os.path.join(folder, name)
+        if hop in _STREAMS:
+            return True, _STREAMS[hop]
+        found = _DESCRIPTORS.fullmatch(folder)
+        if found and name.isdigit():
+            pid = found.group("pid")
+            return True, int(name) if pid is None or int(pid) == os.getpid() else None
+        try:
+            current = os.path.join(folder, os.readlink(hop))
+        except OSError:  # no link (or none that can be read): the path ends here
+            return False, None
+    return False, None
+
+
+def _check_descriptor(flag: str, path: Path, descriptor: int) -> None:
+    """Refuse, before the replay, an output naming one of this process's descriptors that
+    is not open (``/dev/fd/5`` with no descriptor 5, ``/dev/stdout`` with stdout closed)."""
+    try:
+        os.fstat(descriptor)
+    except OSError:
+        raise UsageError(
+            f"{flag} {path}: file descriptor {descriptor} is not open; expected a path to a "
+            "file, or to an open descriptor"
+        ) from None
 
 
 def _regular_target(path: Path) -> Path | None:
     """Where an output file is replaced atomically: ``path`` when nothing is there yet, the
     file a link leads to (the link stays), or None when it is not a regular file (a device
-    such as ``/dev/null``, a pipe, ``/dev/stdout``), which is written through instead of
-    being replaced by a new file."""
+    such as ``/dev/null``, a pipe) or names a file descriptor (``/dev/stdout``, even when
+    stdout is redirected to a regular file), which is written through instead of being
+    replaced by a new file."""
+    if _descriptor_path(path)[0]:
+        return None
     if path.is_symlink():
         real = path.resolve()
         return real if real.is_file() else None
