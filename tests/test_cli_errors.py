@@ -178,3 +178,23 @@ def test_an_unknown_option_names_the_command_it_was_given_to(
     err = capsys.readouterr().err
     assert err.startswith(f"error: {prog}: unrecognized arguments: {argv[-1]} ")
     assert err.endswith(f"(see '{prog} --help')\n")
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["aider", "claude-code", "openai", "openai-responses", "anthropic", "gemini", "swe-agent"],
+)
+def test_replay_with_a_format_the_file_plainly_is_not_names_the_option_to_use(
+    capsys: pytest.CaptureFixture[str], given: str
+) -> None:
+    """``replay pi.jsonl --format aider`` replayed the pi session as one aider reply of 308k
+    tokens (status 0); ``--format claude-code`` said ``format='auto'``, a keyword argument
+    of the library, and ``--format openai`` named a missing key with no word of the format."""
+    pi = TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl"
+    assert main(["replay", str(pi), "--format", given, "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {pi}: "), captured.err
+    assert f"format {given!r}" in lines[0] and "format=" not in lines[0]
+    assert lines[0].endswith("; it looks like 'pi' (pass --format pi, or --format auto)")

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from ctxengine.errors import TranscriptError
-from ctxengine.transcript import Message, Text, ToolCall, Transcript, load
+from ctxengine.transcript import FORMATS, Message, Text, ToolCall, Transcript, load
 from deep_values import nested_dict, recursion_limit
 
-from .helpers import CC_MAIN, DATA, PI
+from .helpers import AIDER, CC_MAIN, DATA, OPENHANDS, PI, SWE_FC
 
 OPENAI_LINES = [
     {"role": "user", "content": "hi"},
@@ -81,6 +81,60 @@ def test_a_log_format_matching_no_line_says_what_the_file_looks_like(
     assert f"0 messages matched format {fmt!r} in 2 JSONL entries" in message
     assert "it looks like 'openai'" in message
     assert len(load(path)) == 2  # auto-detection reads it
+
+
+REAL_BY_FORMAT = {
+    "pi": PI,
+    "claude-code": CC_MAIN,
+    "openhands": OPENHANDS,
+    "aider": AIDER,
+    "swe-agent": SWE_FC,
+}
+
+
+@pytest.mark.parametrize("given", FORMATS)
+@pytest.mark.parametrize("real", sorted(REAL_BY_FORMAT))
+def test_a_format_given_that_a_real_file_plainly_is_not_says_what_it_looks_like(
+    real: str, given: str
+) -> None:
+    """``load(pi_log, format="aider")`` read the pi session as one aider reply of the whole
+    file, and the other formats named a missing key with no word of the format the file is.
+    Each refuses it the same way: the file, the format given, the one it looks like and the
+    arguments that read it."""
+    path = REAL_BY_FORMAT[real]
+    if given == real:
+        assert len(load(path, format=given)) > 0
+        return
+    with pytest.raises(TranscriptError) as info:
+        load(path, format=given)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ")
+    assert f"format {given!r}" in message
+    hint = f'; it looks like {real!r} (pass format="{real}", or format="auto")'
+    assert message.endswith(hint), message
+    assert message.count(str(path)) == 1
+
+
+def test_a_format_given_for_a_file_of_no_known_format_keeps_its_reason(tmp_path: Path) -> None:
+    """Forced on text that is no aider log (no session header, no input line), aider read it
+    as one reply; a reader's own error on such a file is left as it was."""
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\n\nnothing an agent wrote\n", encoding="utf-8")
+    with pytest.raises(TranscriptError) as info:
+        load(notes, format="aider")
+    assert str(info.value) == (
+        f"{notes}: format 'aider' does not read it (no '# aider chat started at' line and no "
+        "'#### ' input line); its format was not recognized; expected a 'aider' file"
+    )
+    with pytest.raises(TranscriptError, match=r"notes\.md: invalid JSON|line 1: invalid JSON"):
+        load(notes, format="openai")
+
+
+def test_an_aider_log_without_its_session_header_still_loads_as_aider(tmp_path: Path) -> None:
+    """A log cut out of a longer one (its header left behind) keeps aider's input lines."""
+    part = tmp_path / "part.md"
+    part.write_text("#### list the files  \n\nHere they are.\n", encoding="utf-8")
+    assert [m.role for m in load(part, format="aider")] == ["user", "assistant"]
 
 
 def test_the_real_pi_and_claude_code_logs_still_load_with_their_format() -> None:

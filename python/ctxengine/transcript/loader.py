@@ -14,7 +14,7 @@ from .importers.agents import (
     load_swe_agent_history,
     swe_agent_steps,
 )
-from .importers.aider import is_aider_log, load_aider
+from .importers.aider import has_aider_markers, is_aider_log, load_aider
 from .importers.anthropic import load_anthropic, system_messages
 from .importers.claude_code import load_claude_code
 from .importers.common import (
@@ -98,8 +98,9 @@ def load(
 
     Raises:
         TranscriptError: unknown format, undetectable or broken input (the message names the
-            file, the line or index, the value and what was expected), ``session`` is not an
-            int (nor None), or no such session.
+            file, the line or index, the value and what was expected), a ``format`` given for a
+            file that detection reads as another format (the message names that one),
+            ``session`` is not an int (nor None), or no such session.
     """
     if session is not None and (isinstance(session, bool) or not isinstance(session, int)):
         raise TranscriptError(
@@ -383,14 +384,62 @@ def _load_path(path: Path, fmt: str, view: str) -> list[Transcript]:
     if not path.is_file():
         what = "not a regular file" if path.exists() else "no such file"
         raise TranscriptError(f"{path}: {what}; expected a transcript file")
-    fmt = fmt if fmt != "auto" else _detect_path(path)
+    given = fmt != "auto"
+    if not given:
+        fmt = _detect_path(path)
+    elif fmt == "aider" and not has_aider_markers(path):  # any text reads as one reply
+        lacks = "no '# aider chat started at' line and no '#### ' input line"
+        raise _not_read_as(path, fmt, TranscriptError(lacks), force=True)
+    try:
+        out = _load_file(path, fmt, view)
+    except TranscriptError as exc:
+        refused = _not_read_as(path, fmt, exc) if given else exc
+        if refused is exc:
+            raise
+        raise refused from None
+    if fmt in ("pi", "claude-code") and not out[0].messages:
+        _check_matched(path, fmt)
+    return out
+
+
+def _not_read_as(
+    path: Path, fmt: str, why: TranscriptError, *, force: bool = False
+) -> TranscriptError:
+    """The error for a file that format ``fmt``, given by the caller, does not read: ``why``
+    (the error of that format's reader, or what the file lacks) with the format the file
+    looks like and the option that reads it. Without ``force``, ``why`` itself when the file
+    looks like ``fmt`` (it is that format, broken) or like no format at all (there is no
+    better one to name)."""
+    looks = _looks_like(path)
+    if not force and looks in (None, fmt):
+        return why
+    text, name = str(why), str(path)
+    reason = text[len(name) :].lstrip(".: ") if text.startswith(name) else text
+    hint = _hint(looks, fmt)
+    return TranscriptError(f"{path}: format {fmt!r} does not read it ({reason}); {hint}")
+
+
+def _looks_like(path: Path) -> str | None:
+    """The format auto-detection gives ``path``, or None when it recognizes none."""
+    try:
+        return _detect_path(path)
+    except TranscriptError:
+        return None
+
+
+def _hint(looks: str | None, fmt: str) -> str:
+    """What a file that format ``fmt`` does not read looks like, and the option to pass."""
+    if looks is None:
+        return f"its format was not recognized; expected a {fmt!r} file"
+    return f'it looks like {looks!r} (pass format="{looks}", or format="auto")'
+
+
+def _load_file(path: Path, fmt: str, view: str) -> list[Transcript]:
     meta: dict[str, Any] = {"path": str(path)}
     if fmt in ("pi", "claude-code"):
         load_log = load_pi if fmt == "pi" else load_claude_code
         with counting_skips() as skipped:
             messages, extra = load_log(path, view=view)
-        if not messages:
-            _check_matched(path, fmt)
         return [_finish(messages, fmt, {**meta, **extra}, skipped)]
     if fmt == "aider":
         return [_finish(m, fmt, {**meta, **extra}) for m, extra in load_aider(path, view=view)]
@@ -405,8 +454,8 @@ def _load_path(path: Path, fmt: str, view: str) -> list[Transcript]:
 
 
 def _check_matched(path: Path, fmt: str) -> None:
-    """A log that loaded no message under an explicit ``fmt``: fine when it holds no entry,
-    an error naming the format it looks like otherwise.
+    """A pi or Claude Code log that loaded no message as ``fmt``: fine when it holds no
+    entry, an error naming the format it looks like otherwise.
 
     Raises:
         TranscriptError: entries are there but none matched ``fmt``.
@@ -414,13 +463,10 @@ def _check_matched(path: Path, fmt: str) -> None:
     lines = sum(1 for _ in read_jsonl(path))
     if not lines:
         return
-    try:
-        looks = f"it looks like {_detect_path(path)!r}"
-    except TranscriptError:
-        looks = "its format was not recognized"
+    looks = _looks_like(path)
     raise TranscriptError(
-        f"{path}: 0 messages matched format {fmt!r} in {lines:,} JSONL entries; {looks} "
-        "(pass that format, or format='auto')"
+        f"{path}: 0 messages matched format {fmt!r} in {lines:,} JSONL entries; "
+        + ("expected at least one message entry" if looks == fmt else _hint(looks, fmt))
     )
 
 

@@ -55,7 +55,7 @@ from typing import Any, Final
 from ..model import Block, Message, Text, Thinking
 from .common import read_text
 
-__all__ = ("COMMANDS", "REQUEST_COMMANDS", "is_aider_log", "load_aider")
+__all__ = ("COMMANDS", "REQUEST_COMMANDS", "has_aider_markers", "is_aider_log", "load_aider")
 
 _SESSION = re.compile(r"# aider chat started at (?P<when>.+)")
 _PROMPT_ANSWER = re.compile(r".*\(Y\)es/\(N\)o.*\[(Yes|No)\]: ?\S*\s*")
@@ -341,6 +341,19 @@ def is_aider_log(path: Path) -> bool:
         TranscriptError: the file is not UTF-8.
     """
     return any(_SESSION.fullmatch(_strip_md_break(line)) for line in _lines(path))
+
+
+def has_aider_markers(path: Path) -> bool:
+    """Whether the file holds a line only aider writes: a session header or a user input
+    (``#### ...``). Any other text would read as a single reply of the model.
+
+    Raises:
+        TranscriptError: the file is not UTF-8.
+    """
+    return any(
+        _SESSION.fullmatch(line := _strip_md_break(raw)) or line.startswith("####")
+        for raw in _lines(path)
+    )
 
 
 def _lines(path: Path) -> list[str]:
