@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -157,3 +158,50 @@ def test_empty_file_counts_zero(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     empty.write_text("")
     assert main(["count", str(empty), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["tokens"] == 0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--model", "gpt-4o", "--encoding", "cl100k_base"],
+        ["--encoding", "cl100k_base", "--model", "gpt-4o"],
+    ],
+)
+def test_a_model_and_an_encoding_together_are_refused(
+    capsys: pytest.CaptureFixture[str], options: list[str]
+) -> None:
+    """The usage is ``[--model M | --encoding E]``, yet both were taken and the encoding
+    silently won: the count was not the model's."""
+    assert main(["count", str(AIDER), *options, "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), captured.err
+    assert "--model gpt-4o" in lines[0] and "--encoding cl100k_base" in lines[0]
+
+
+def test_the_model_is_still_gpt_4o_when_neither_is_given(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["count", str(AIDER), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["model"], summary["encoding"]) == ("gpt-4o", "o200k_base")
+    assert summary["tokens"] == _tiktoken_count(AIDER, "o200k_base")
+    assert main(["count", str(AIDER), "--encoding", "cl100k_base", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["model"], summary["encoding"]) == (None, "cl100k_base")
+
+
+def test_standard_input_given_twice_is_refused_before_it_is_read(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``count - -`` read standard input twice: the second read found it drained and
+    counted 0 tokens, a row that looked like an empty input."""
+    stdin = io.TextIOWrapper(io.BytesIO(b"some text to count"), encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", stdin)
+    assert main(["count", "-", str(AIDER), "-"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: - (standard input) is given 2 times")
+    assert captured.err.count("\n") == 1
+    assert stdin.read() == "some text to count"  # nothing read

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from rich.table import Table
 from rich.text import Text
@@ -14,6 +14,8 @@ from .cli import Parser, UsageError, add_common, given, print_json, stdout_conso
 from .tokens import cache_info, get_tokenizer
 
 __all__ = ("add_to", "read_text")
+
+DEFAULT_MODEL: Final = "gpt-4o"
 
 
 def read_text(name: str) -> str:
@@ -46,7 +48,19 @@ def read_text(name: str) -> str:
 
 
 def _count(args: argparse.Namespace) -> int:
-    tokenizer = get_tokenizer(args.encoding or args.model)
+    if args.model is not None and args.encoding is not None:  # which one counts? neither said
+        raise UsageError(
+            f"--model {args.model} and --encoding {args.encoding} are both given; expected one "
+            "of them (--model M | --encoding E)"
+        )
+    stdin = args.files.count("-")
+    if stdin > 1:  # the second would read what the first left: nothing
+        raise UsageError(
+            f"- (standard input) is given {stdin} times; it can be read once; expected - at "
+            "most once"
+        )
+    model = DEFAULT_MODEL if args.model is None else args.model
+    tokenizer = get_tokenizer(args.encoding or model)
     rows: list[dict[str, Any]] = []
     for name in args.files:
         text = read_text(name)
@@ -57,7 +71,7 @@ def _count(args: argparse.Namespace) -> int:
             {
                 "tokens": total,
                 "files": rows,
-                "model": None if args.encoding else args.model,
+                "model": None if args.encoding else model,
                 "encoding": tokenizer.name,
                 "exact": tokenizer.exact,
                 "cache": cache_info(),
@@ -93,7 +107,7 @@ def add_to(commands: Any) -> None:
         type=given("a file name, or -"),
         help="a text file, or - for stdin",
     )
-    count.add_argument("--model", default="gpt-4o", help="model name (default: gpt-4o)")
+    count.add_argument("--model", help=f"model name (default: {DEFAULT_MODEL})")
     count.add_argument(
         "--encoding",
         type=given("an encoding such as o200k_base"),
