@@ -109,6 +109,27 @@ def test_text_tables_fit_80_columns_and_keep_brackets() -> None:
     assert "\nevery call within budget\n" in text
 
 
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_the_demo_table_title_breaks_only_between_its_parts(
+    monkeypatch: pytest.MonkeyPatch, width: int
+) -> None:
+    """At 80 columns the title of the demo's table (as wide as the table, 74) broke between
+    "budget" and "16,000". It is one line where it fits, else a line for what is replayed
+    and one for how, broken between parts only."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stdout", out)
+    assert main(["demo"]) == 0
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= width
+    header = next(i for i, line in enumerate(lines) if line.split()[:1] in (["call"], ["ca…"]))
+    title = [line.strip() for line in lines[:header] if line.strip()]
+    parts = ["demo session (Claude Code, MIT): 465 messages", "gpt-4o", "openai", "budget 16,000"]
+    for part in parts:  # each part whole on one line of the title
+        assert any(part in line for line in title), (part, title)
+    assert " · ".join(title).split(" · ") == parts  # in order, nothing else
+
+
 def test_the_demo_counts_prefix_breaks_and_each_is_at_a_compaction(
     demo_json: dict[str, Any],
 ) -> None:

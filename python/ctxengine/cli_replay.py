@@ -20,7 +20,9 @@ from typing import Any, Final
 
 import anyio
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -211,11 +213,9 @@ def middle_ellipsis(text: str, width: int) -> str:
 # -- tables ------------------------------------------------------------------------------------
 
 
-def _calls_table(run: Run) -> Table:
+def _calls_table(run: Run, console: Console) -> Table:
     cleared = any(r.after_clear for r in run.rows)
     table = Table(
-        title=f"{run.name}: {len(run.transcript)} messages · {run.model} · {run.provider} · "
-        f"budget {run.budget:,}",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         caption="kept/fold/drop: grains; hist, tool: tokens of those windows; "
@@ -247,7 +247,32 @@ def _calls_table(run: Run) -> Table:
             cmp,
             f"{r.ms:.0f}" if r.ms >= 10 else f"{r.ms:.1f}",
         )
+    # the title is wrapped to the table's width, which is often narrower than the terminal
+    width = min(console.width, Measurement.get(console, console.options, table).maximum)
+    what = [f"{run.name}: {len(run.transcript)} messages"]
+    how = [run.model, run.provider, f"budget {run.budget:,}"]
+    table.title = _title([what, how], width)
     return table
+
+
+def _title(groups: list[list[str]], width: int) -> str:
+    """The parts of a title joined by `` · ``: one line if it fits ``width``, else a line per
+    group (what was replayed, then how), broken between parts where a group is still too wide,
+    so that no part (``budget 16,000``) is split between two lines unless it alone is wider."""
+    whole = " · ".join(part for group in groups for part in group)
+    if cell_len(whole) <= width:
+        return whole
+    lines: list[str] = []
+    for group in groups:
+        line = ""
+        for part in group:
+            joined = f"{line} · {part}" if line else part
+            if line and cell_len(joined) > width:
+                lines.append(line)
+                joined = part
+            line = joined
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def _cuts_table(run: Run) -> Table:
@@ -323,7 +348,7 @@ def _print(run: Run, console: Console) -> None:
             f"replaying session {run.session} of {run.sessions} in the file; "
             "--session N picks another"
         )
-    console.print(_calls_table(run))
+    console.print(_calls_table(run, console))
     if run.cuts:
         console.print(_cuts_table(run))
     if run.compactions():
