@@ -221,6 +221,21 @@ class RedisStore:
         self.problems.append(problem)
         log.warning("ctxengine store: %s", problem)
 
+    def _list(self, session_id: str) -> None:
+        """Add the session to the ``sessions`` listing, after a write it acknowledged. That
+        write is durable whatever happens here: a server that fails now (killed, out of
+        memory) is reported in :attr:`problems`, and the next write lists the session."""
+        listing = f"{self.prefix}:sessions"
+        try:
+            self._r.sadd(listing, session_id)
+        except RedisError as exc:
+            self._report(
+                session_id,
+                listing,
+                f"session {session_id!r} not added to the listing ({exc}); what "
+                "was written is stored, and the next write that works lists it",
+            )
+
     # -- transcript ---------------------------------------------------------------------------
 
     def append(
@@ -279,7 +294,7 @@ class RedisStore:
                 continue
             except RedisError as exc:
                 raise self._error("append to", session_id, exc) from exc
-            self._r.sadd(f"{self.prefix}:sessions", session_id)
+            self._list(session_id)
             return result
         raise StoreError(
             f"cannot append to session {session_id!r}: lost the race {MAX_ATTEMPTS} times",
@@ -540,7 +555,7 @@ class RedisStore:
                 except WatchError:
                     time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
                     continue
-                self._r.sadd(f"{self.prefix}:sessions", session_id)
+                self._list(session_id)
                 return info
         except RedisError as exc:
             raise self._error("write a snapshot to", session_id, exc) from exc
