@@ -65,13 +65,16 @@ class RedisServer:
     persist: bool = False
     port: int = field(default_factory=lambda: _free_port())
     proc: subprocess.Popen[bytes] | None = None
+    clients: list[redis.Redis] = field(default_factory=list)
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def client(self, password: str | None = None) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, password=password)
+        """A client of the test's own (closed with the server)."""
+        self.clients.append(redis.Redis(host="127.0.0.1", port=self.port, password=password))
+        return self.clients[-1]
 
     def start(self) -> None:
         """Start it (again: the same port and folder), and wait until it answers."""
@@ -103,10 +106,11 @@ class RedisServer:
             time.sleep(0.02)
 
     def _loading(self) -> bool:
-        try:
-            self.client().ping()
-        except redis.BusyLoadingError:
-            return True
+        with redis.Redis(host="127.0.0.1", port=self.port) as client:
+            try:
+                client.ping()
+            except redis.BusyLoadingError:
+                return True
         return False
 
     def kill(self) -> None:
@@ -116,6 +120,8 @@ class RedisServer:
         self.proc.wait(10)
 
     def stop(self) -> None:
+        for client in self.clients:
+            client.close()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)

@@ -20,8 +20,10 @@ from typing import Any
 
 import anyio
 import pytest
+import redis
 
 from ctxengine import Budget, ContextEngine, RenderedContext, Session
+from ctxengine.errors import ConfigError, ConfigTypeError, StoreError
 from ctxengine.store import RedisStore
 from ctxengine.store.codec import message_from_json
 
@@ -117,8 +119,8 @@ class Relay:
                     swallow.set()
                     server.sendall(data)
                     assert replied.wait(10), "the server did not answer the transaction"
-                action()
                 self.fired.set()
+                action()
                 break
         except OSError:
             pass
@@ -139,12 +141,25 @@ def relay() -> Iterator[Callable[[RedisServer], Relay]]:
         r.close()
 
 
-def _engine(url: str, **options: Any) -> ContextEngine:
-    return ContextEngine("gpt-4o", Budget(total=BUDGET), store=RedisStore(url, **options))
+@pytest.fixture
+def engine_on() -> Iterator[Callable[..., ContextEngine]]:
+    """``engine_on(url, **store_options)``: an engine on a ``RedisStore`` of that URL (each
+    closed, with its store, when the test ends)."""
+    made: list[tuple[ContextEngine, RedisStore]] = []
+
+    def make(url: str, **options: Any) -> ContextEngine:
+        store = RedisStore(url, **options)
+        made.append((ContextEngine("gpt-4o", Budget(total=BUDGET), store=store), store))
+        return made[-1][0]
+
+    yield make
+    for engine, store in made:
+        engine.close()
+        store.close()
 
 
 def _texts(url: str, session_id: str) -> list[str]:
-    """The texts of the stored branch's messages, read by a store of another process's kind."""
+    """The texts of the stored branch's messages, read by another store (a fresh process)."""
     store = RedisStore(url)
     try:
         return [message_from_json(e.data["message"]).text for e in store.branch(session_id)]
@@ -165,7 +180,9 @@ def _store_faults(out: RenderedContext) -> list[str]:
 
 
 async def test_a_server_killed_between_an_append_and_its_listing_loses_nothing(
-    redis_server: Callable[..., RedisServer], relay: Callable[[RedisServer], Relay]
+    redis_server: Callable[..., RedisServer],
+    relay: Callable[[RedisServer], Relay],
+    engine_on: Callable[..., ContextEngine],
 ) -> None:
     """The append is acknowledged (its transaction's reply came back), then the server dies
     before the session is added to the ``sessions`` listing: the append is durable, so it
@@ -174,7 +191,7 @@ async def test_a_server_killed_between_an_append_and_its_listing_loses_nothing(
     message was stored."""
     server = redis_server(persist=True)
     cut = relay(server)
-    engine = _engine(cut.url)
+    engine = engine_on(cut.url)
     sid = f"s{uuid.uuid4().hex[:8]}"
     async with engine.session(sid) as s:
         await _chat(s, 0, 5)
@@ -190,8 +207,152 @@ async def test_a_server_killed_between_an_append_and_its_listing_loses_nothing(
         assert said and all(m.startswith("snapshot not written") for m in said), said
         assert s.unsaved == 0
         await s.checkpoint()
-    engine.close()
     held = [m.text for m in s.messages]
     assert _texts(server.url, sid) == held and len(set(held)) == len(held)
-    back = await _engine(server.url).restore(sid)
+    back = await engine_on(server.url).restore(sid)
+    assert back.payload == out.payload
+
+
+# -- refusals: each a StoreError naming the URL (never its password) and what was expected ----
+
+PASSWORD = "s3cret-Pw-7f1"
+
+
+@pytest.mark.parametrize("path", ["sessions", "-1", "0/1"])
+def test_a_database_that_is_not_a_number_is_refused_when_the_store_opens(path: str) -> None:
+    """``redis://host/sessions`` was taken as database 0 (redis-py drops a path it cannot
+    read as a number), so the store wrote where no one expected; ``/-1`` was refused by the
+    server at the first command only."""
+    url = f"redis://:{PASSWORD}@127.0.0.1:6379/{path}"
+    with pytest.raises(StoreError) as got:
+        RedisStore(url)
+    said = str(got.value)
+    assert f"the database is {path!r}" in said and "expected" in said, said
+    assert PASSWORD not in said and "redis://:***@127.0.0.1:6379/" in said
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error"),
+    [
+        ("5", ConfigTypeError),
+        (True, ConfigTypeError),
+        (0, ConfigError),
+        (-1.0, ConfigError),
+        (float("nan"), ConfigError),
+        (float("inf"), ConfigError),
+    ],
+)
+def test_a_timeout_that_is_not_seconds_is_refused(timeout: object, error: type) -> None:
+    with pytest.raises(error, match=r"timeout is .*; expected a number of seconds above 0"):
+        RedisStore("redis://127.0.0.1:6379/0", timeout=timeout)  # type: ignore[arg-type]
+
+
+def _refusing(kind: str, make: Callable[..., RedisServer]) -> tuple[str, str]:
+    """A server refusing the store the way ``kind`` says, the URL the store is given, and
+    what the store's errors must say it expected."""
+    if kind == "no password":
+        return make("--requirepass", PASSWORD).url, "expected the URL to carry the password"
+    if kind == "wrong password":
+        server = make("--requirepass", PASSWORD)
+        url = server.url.replace("redis://", "redis://:not-the-Pw-9c2@")
+        return url, "expected the URL to carry the password"
+    if kind == "database out of range":
+        server = make("--databases", "4")
+        return server.url[: -len("/0")] + "/7", "expected a number below its 'databases'"
+    if kind == "read-only replica":
+        primary = make()
+        replica = make("--replicaof", "127.0.0.1", str(primary.port))
+        return replica.url, "expected the URL of the primary"
+    if kind == "min-replicas-to-write":
+        server = make("--min-replicas-to-write", "1", "--min-replicas-max-lag", "10")
+        return server.url, "expected enough replicas"
+    assert kind == "out of memory"
+    server = make("--maxmemory", "1mb", "--maxmemory-policy", "noeviction")
+    _fill(server.client())
+    return server.url, "expected room for the session"
+
+
+def _fill(client: redis.Redis) -> None:
+    """Write until the server refuses a write for want of memory."""
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        for i in range(100_000):
+            client.set(f"filler:{i}", "f" * 4096)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "no password",
+        "wrong password",
+        "database out of range",
+        "read-only replica",
+        "min-replicas-to-write",
+        "out of memory",
+    ],
+)
+async def test_a_server_refusing_the_store_is_a_fault_naming_the_url_and_what_was_expected(
+    kind: str,
+    redis_server: Callable[..., RedisServer],
+    engine_on: Callable[..., ContextEngine],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The server's own texts ("DB index is out of range", "NOREPLICAS Not enough good
+    replicas to write", "HELLO must be called with the client already authenticated...") say
+    what it refused but neither the setting behind it nor what the store needed. Each is now a
+    fault of the render (and ``save()`` raises a ``StoreError``) naming the URL, password
+    masked, with what was expected; no redis-py exception escapes a call."""
+    url, expected = _refusing(kind, redis_server)
+    engine = engine_on(url)
+    sid = f"s{uuid.uuid4().hex[:8]}"
+    with pytest.warns(RuntimeWarning) as warned:
+        async with engine.session(sid) as s:
+            out = await _chat(s, 0, 2)
+            with pytest.raises(StoreError) as raised:
+                await s.save()
+    said = _store_faults(out)
+    assert said, out.report.faults
+    shown = url.replace(PASSWORD, "***").replace("not-the-Pw-9c2", "***")
+    for message in [*said, str(raised.value)]:
+        assert f"on {shown}" in message and expected in message, message
+    everything = [*said, str(raised.value), *(str(w.message) for w in warned), caplog.text]
+    assert not any(PASSWORD in t or "not-the-Pw-9c2" in t for t in everything)
+    assert s.unsaved == 4  # every message still queued, none lost
+
+
+# -- latency --------------------------------------------------------------------------------
+
+
+async def test_a_server_that_stalls_writes_holds_a_save_for_one_timeout(
+    redis_server: Callable[..., RedisServer], engine_on: Callable[..., ContextEngine]
+) -> None:
+    """``CLIENT PAUSE ... WRITE`` (what a failover or a stuck fsync does to writers): reads
+    are answered, the ``EXEC`` waits. redis-py reports a connection that times out while a key
+    is watched as a ``WatchError``, which the store took for a lost race and ran again, up to
+    1,000 times, each waiting for the timeout: a render waited as long as the pause lasted. A
+    timed-out save is now a fault at once: one attempt (one ``WATCH``) per save."""
+    server = redis_server()
+    engine = engine_on(server.url, timeout=0.5)
+    sid = f"s{uuid.uuid4().hex[:8]}"
+    control = server.client()
+    async with engine.session(sid) as s:
+        await _chat(s, 0, 2)
+        await s.checkpoint()
+        control.config_resetstat()
+        control.execute_command("CLIENT", "PAUSE", "60000", "WRITE")
+        try:
+            with pytest.warns(RuntimeWarning, match="did not answer within 0.5 s"):
+                await s.user_message("asked while the server holds every write")
+                out = await s.render()
+            watches = control.info("commandstats")["cmdstat_watch"]["calls"]
+        finally:
+            control.execute_command("CLIENT", "UNPAUSE")
+        said = _store_faults(out)
+        assert len(said) == 2, said  # the message's save, then the render's
+        assert all("did not answer within 0.5 s; expected an answer" in m for m in said), said
+        assert watches == 2 and s.unsaved == 1
+        out = await s.render()  # the server takes writes again: the message goes first
+        assert _store_faults(out) == [] and s.unsaved == 0
+        await s.checkpoint()
+    assert _texts(server.url, sid) == [m.text for m in s.messages]
+    back = await engine_on(server.url).restore(sid)
     assert back.payload == out.payload

@@ -39,13 +39,24 @@ import time
 from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
+from urllib.parse import urlsplit
 
 import redis
+from redis.exceptions import (
+    AuthenticationError,
+    AuthenticationWrongNumberOfArgsError,
+    BusyLoadingError,
+    NoPermissionError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    WatchError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException, RedisError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..errors import ConfigTypeError, StoreError
+from ..errors import ConfigError, ConfigTypeError, StoreError
 from .base import (
     LEAF,
     WHOLE,
@@ -97,6 +108,9 @@ PAGE = 32
 #: Log elements :meth:`RedisStore.branch_tail` reads first from the end of a log it has not
 #: read; it doubles each time the walk needs entries before them.
 TAIL_PAGE = 64
+#: Seconds a command waits for its reply, and a connection to be made, unless the URL sets
+#: ``socket_timeout`` / ``socket_connect_timeout`` (redis-py before 8 waited forever).
+DEFAULT_TIMEOUT = 5.0
 
 
 @dataclass(slots=True)
@@ -118,11 +132,19 @@ class _Tail:
     piece: Piece
 
 
-def _url_option_problem(client: Any) -> str | None:
+def _url_option_problem(client: Any, url: str) -> str | None:
     """What is wrong with a URL query option the connection does not take (``?timeout=5``),
     found now rather than as a ``TypeError`` at the first command (redis-py passes such options
-    through to the connection, which is only made then); None when they are all taken."""
+    through to the connection, which is only made then), or with its database: a path that is
+    no number (``/sessions``) was read as database 0 and the store wrote there, a negative one
+    was refused by the server at the first command. None when all is well."""
+    path = urlsplit(url).path.strip("/") if url.startswith(("redis:", "rediss:")) else ""
+    if path and not (path.isascii() and path.isdigit()):
+        return f"the database is {path!r}; expected its number, as in redis://host:6379/0"
     pool = client.connection_pool
+    db = pool.connection_kwargs.get("db", 0)
+    if not isinstance(db, int) or db < 0:
+        return f"the database is {db!r}; expected a number >= 0"
     try:
         pool.connection_class(**pool.connection_kwargs)  # only stores them: nothing connects
     except TypeError as exc:
@@ -133,6 +155,74 @@ def _url_option_problem(client: Any) -> str | None:
             "(socket_timeout, client_name, ...)"
         )
     return None
+
+
+def _checked_timeout(value: object) -> float | None:
+    """The ``timeout`` of a :class:`RedisStore`, checked.
+
+    Raises:
+        ConfigTypeError: neither a number nor None. ConfigError: not above 0, or not finite.
+    """
+    expected = "expected a number of seconds above 0, or None to wait forever"
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigTypeError(f"timeout is {value!r} ({type(value).__name__}); {expected}")
+    if not 0 < value < float("inf"):
+        raise ConfigError(f"timeout is {value!r}; {expected}")
+    return float(value)
+
+
+#: What a refusal of the server means for the store, and what it expected instead: by the
+#: redis-py error class, then by the server's error code in the message (redis-py keeps the
+#: code of the errors it has no class for).
+_MEANING: tuple[tuple[tuple[type[Exception], ...] | str, str], ...] = (
+    (
+        (AuthenticationError, AuthenticationWrongNumberOfArgsError),
+        "the server refused the connection's credentials; expected the URL to carry the "
+        "password the server requires, as in redis://:PASSWORD@host:port/db or, for an ACL "
+        "user, redis://USER:PASSWORD@host:port/db, and none when it requires none",
+    ),
+    (
+        (ReadOnlyError,),
+        "the server is a read-only replica; expected the URL of the primary, which takes writes",
+    ),
+    (
+        (OutOfMemoryError,),
+        "the server reached its maxmemory and its maxmemory-policy evicts nothing; expected "
+        "room for the session: raise maxmemory or free memory; an allkeys-* policy would "
+        "evict the keys of stored sessions instead",
+    ),
+    (
+        (NoPermissionError,),
+        "the URL's user lacks an ACL permission; expected a user allowed the store's commands "
+        "on its keys",
+    ),
+    (
+        (BusyLoadingError,),
+        "the server is loading its data set after a restart; expected it to answer once loaded",
+    ),
+    (
+        "NOREPLICAS",
+        "the server has fewer replicas in sync than its min-replicas-to-write; expected "
+        "enough replicas for it to take writes",
+    ),
+    (
+        "MISCONF",
+        "the server refuses writes because its last save to disk failed; expected its "
+        "persistence to work again: see the server's log",
+    ),
+    (
+        "DB index is out of range",
+        "the URL's database is not one the server has; expected a number below its "
+        "'databases' setting (16 by default)",
+    ),
+    ("max number of clients", "the server has as many clients as its maxclients allows"),
+    (
+        "MASTERDOWN",
+        "the replica lost its link to the primary; expected the primary to be reachable",
+    ),
+)
 
 
 @final
@@ -148,15 +238,32 @@ class RedisStore:
             :class:`~ctxengine.FileStore` (None keeps every one).
         keep_compactions: Besides those, the first snapshots after this many of the latest
             compactions (None: after every one).
+        timeout: Seconds a command waits for the server's reply, and a connection for the
+            server to accept it (redis-py's ``socket_timeout`` and ``socket_connect_timeout``,
+            unless the URL sets them: ``?socket_timeout=2``); None waits forever. A call that
+            times out raises :class:`~ctxengine.StoreError` at once (a render has it as a
+            fault): it is not tried again, so a stalled server holds a store call, and a
+            render's save, for about this long. Not used with ``client``, which has its own.
 
     Raises:
-        ConfigTypeError: ``url`` is not a ``str`` (and no ``client`` is given), or a ``keep_``
-            argument is not an int or None.
-        ConfigError: ``keep_snapshots`` below 1 or ``keep_compactions`` below 0.
-        StoreError: the URL is invalid.
+        ConfigTypeError: ``url`` is not a ``str`` (and no ``client`` is given), a ``keep_``
+            argument is not an int or None, or ``timeout`` not a number or None.
+        ConfigError: ``keep_snapshots`` below 1, ``keep_compactions`` below 0, or
+            ``timeout`` not above 0 (or not finite).
+        StoreError: the URL is invalid (its database not a number >= 0 included).
     """
 
-    __slots__ = ("_cache", "_keep", "_lock", "_r", "_tails", "prefix", "problems", "url")
+    __slots__ = (
+        "_cache",
+        "_keep",
+        "_lock",
+        "_r",
+        "_tails",
+        "prefix",
+        "problems",
+        "timeout",
+        "url",
+    )
 
     def __init__(
         self,
@@ -167,8 +274,10 @@ class RedisStore:
         cluster: bool = False,
         keep_snapshots: int | None = DEFAULT_KEEP_SNAPSHOTS,
         keep_compactions: int | None = DEFAULT_KEEP_COMPACTIONS,
+        timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         self._keep = check_retention(keep_snapshots, keep_compactions)
+        self.timeout = _checked_timeout(timeout)
         if client is None and not isinstance(url, str):
             raise ConfigTypeError(
                 f"url is {url!r} ({type(url).__name__}); expected a Redis URL such as "
@@ -181,16 +290,17 @@ class RedisStore:
         self._cache: dict[str, _Cache] = {}
         self._tails: dict[str, _Tail] = {}  # the ends of logs this store has not read whole
         problem: str | None = None
+        waits = {"socket_timeout": self.timeout, "socket_connect_timeout": self.timeout}
         try:
             if client is not None:
                 self._r = client
             elif cluster:
                 from redis.cluster import RedisCluster
 
-                self._r = RedisCluster.from_url(url)
+                self._r = RedisCluster.from_url(url, **waits)
             else:
-                self._r = redis.Redis.from_url(url)
-                problem = _url_option_problem(self._r)
+                self._r = redis.Redis.from_url(url, **waits)  # the URL's own options win
+                problem = _url_option_problem(self._r, url)
         except (ValueError, RedisError) as exc:
             problem = str(exc)
         except RedisClusterException as exc:  # not a RedisError: no node, or an option
@@ -214,7 +324,42 @@ class RedisStore:
 
     def _error(self, action: str, session_id: str, exc: Exception) -> StoreError:
         where = self._key(session_id, "*")
-        return StoreError(f"cannot {action} {where} on {masked_url(self.url)}: {exc}", path=where)
+        return StoreError(
+            f"cannot {action} {where} on {masked_url(self.url)}: {self._why(exc)}", path=where
+        )
+
+    def _why(self, exc: Exception) -> str:
+        """redis-py's message of ``exc``, followed by what it means for the store and what
+        was expected instead (the server's texts say what it refused, rarely why)."""
+        text = str(exc)
+        meaning = next(
+            (
+                said
+                for cause, said in _MEANING
+                if (cause in text if isinstance(cause, str) else isinstance(exc, cause))
+            ),
+            None,
+        )
+        if meaning is None and isinstance(exc, RedisTimeoutError):
+            waited = self._waited()
+            within = f"within {waited:g} s" if waited is not None else "in time"
+            meaning = (
+                f"the server did not answer {within}; expected an answer within the store's "
+                "timeout: the server is stalled or overloaded, or the network drops packets"
+            )
+        elif meaning is None and isinstance(exc, RedisConnectionError):
+            meaning = "expected a Redis server answering at that address"
+        return f"{text} ({meaning})" if meaning is not None else text
+
+    def _waited(self) -> float | None:
+        """The seconds a command waits for a reply (the URL's ``socket_timeout`` or the
+        store's ``timeout``); None when unknown (a client of one's own) or unbounded."""
+        pool = getattr(self._r, "connection_pool", None)
+        kwargs = getattr(pool, "connection_kwargs", None)
+        if isinstance(kwargs, dict):
+            waited = kwargs.get("socket_timeout")
+            return float(waited) if isinstance(waited, (int, float)) else None
+        return self.timeout
 
     def _report(self, session_id: str, where: str, message: str) -> None:
         problem = StoreProblem(session_id, where, message)
@@ -232,7 +377,7 @@ class RedisStore:
             self._report(
                 session_id,
                 listing,
-                f"session {session_id!r} not added to the listing ({exc}); what "
+                f"session {session_id!r} not added to the listing: {self._why(exc)}; what "
                 "was written is stored, and the next write that works lists it",
             )
 
@@ -281,13 +426,29 @@ class RedisStore:
         reconnects = 0
         for attempt in range(MAX_ATTEMPTS):
             try:
-                result = self._try_append(
-                    session_id, log_key, fixed, ids, parent_id, (check, expected), reconnects > 0
-                )
-            except WatchError:
-                time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
-                continue
-            except (RedisConnectionError, RedisTimeoutError) as exc:
+                try:
+                    result = self._try_append(
+                        session_id,
+                        log_key,
+                        fixed,
+                        ids,
+                        parent_id,
+                        (check, expected),
+                        reconnects > 0,
+                    )
+                except WatchError as exc:
+                    lost = _connection_lost(exc)
+                    if lost is None:  # another append came first: retried on its leaf
+                        time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
+                        continue
+                    raise lost from exc
+            except RedisTimeoutError as exc:
+                # Not tried again: the server did not answer within the timeout, and would
+                # make a retry wait as long (the render waiting on this call with it). The
+                # push may have been applied all the same: a save of the same messages
+                # finds it (Session._save looks for them on the next refusal).
+                raise self._error("append to", session_id, exc) from exc
+            except RedisConnectionError as exc:
                 reconnects += 1
                 if reconnects > MAX_RECONNECTS:
                     raise self._error("append to", session_id, exc) from exc
@@ -552,7 +713,10 @@ class RedisStore:
             for attempt in range(MAX_ATTEMPTS):
                 try:
                     info = self._try_snapshot(session_id, log_key, text, digest, clean, leaf_id)
-                except WatchError:
+                except WatchError as exc:
+                    lost = _connection_lost(exc)
+                    if lost is not None:  # not a race: the server failed (the next one retries)
+                        raise lost from exc
                     time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
                     continue
                 self._list(session_id)
@@ -786,7 +950,9 @@ class RedisStore:
             names = sorted(m.decode() for m in self._r.smembers(f"{self.prefix}:sessions"))
             return [n for n in names if self._exists(n)]
         except RedisError as exc:
-            raise StoreError(f"cannot list sessions on {masked_url(self.url)}: {exc}") from exc
+            raise StoreError(
+                f"cannot list sessions on {masked_url(self.url)}: {self._why(exc)}"
+            ) from exc
 
     def _exists(self, session_id: str) -> bool:
         return bool(self._r.exists(self._key(session_id, "log"), self._key(session_id, "snaps")))
@@ -818,6 +984,18 @@ class RedisStore:
         """Close the connection pool."""
         self._tails.clear()
         self._r.close()
+
+
+def _connection_lost(exc: WatchError) -> RedisError | None:
+    """The connection error or timeout that redis-py reported as ``exc``; None when ``exc``
+    is a real one (a watched key changed before the ``EXEC``).
+
+    redis-py raises a ``WatchError`` when the connection fails (or times out) while a key is
+    watched, for the caller to run the transaction again: a retry loop took a dead or stalled
+    server for lost races, and asked it again up to :data:`MAX_ATTEMPTS` times, each waiting
+    for the timeout (a render held for minutes by a server paused for writes)."""
+    lost = exc.__cause__ or exc.__context__
+    return lost if isinstance(lost, (RedisConnectionError, RedisTimeoutError)) else None
 
 
 def _parsed_entries(raw: list[bytes]) -> list[Entry] | None:
