@@ -574,6 +574,10 @@ class Session:
         #: Whether messages and snapshots go to the engine's store (False for a restore).
         self.persist = True
         self._unsaved: list[Message] = []
+        #: The messages of the last save that failed otherwise than refused (a timeout, a
+        #: dropped connection, a server that died): the store may have applied it before its
+        #: reply was lost, so the next refused save looks for them after :attr:`leaf_id`.
+        self._doubtful: list[Message] = []
         self._save_lock = CrossLoopLock()
         self._closing = False
         self._config: RenderConfig | None = None  # a smaller budget while run() recovers
@@ -865,6 +869,12 @@ class Session:
         store never holds a branch that interleaves two writers. :meth:`rebase` goes on from
         what the store holds with them appended after the other writer's.
 
+        A save that failed otherwise (a timeout, a dropped connection, a server that died)
+        may have been applied before its reply was lost: the next save then finds the store's
+        leaf moved, and looks for that save's messages after :attr:`leaf_id`; found, in order,
+        they are saved (once) and the save goes on after them. A store that holds no entry of
+        the session any more is refused with a message saying so.
+
         Raises:
             StoreConflictError: another writer appended to this session id since
                 :attr:`leaf_id`; nothing was written (``.unsaved``: the messages refused).
@@ -891,8 +901,16 @@ class Session:
                 lambda: record_messages(store, self.id, batch, expected_leaf=expected)
             )
         except StoreConflictError as exc:
+            if self._doubtful and await self._found_applied(store, expected):
+                return await self._save(store)  # the rest, after them
             exc.unsaved = tuple(batch)  # still queued as well: nothing of them is lost
+            if exc.actual is None and expected is not None:
+                raise self._lost(exc, batch) from exc
             raise
+        except StoreError:
+            self._doubtful = batch  # applied or not: the next refused save finds out
+            raise
+        self._doubtful = []
         del self._unsaved[: len(batch)]
         if entries:
             # A store without an atomic append_if is checked before the append, not with it:
@@ -900,6 +918,58 @@ class Session:
             if entries[0].parent_id != expected:
                 self._conflict(entries[0].parent_id)
             self.leaf_id = entries[-1].id
+
+    async def _found_applied(self, store: Store, expected: str | None) -> bool:
+        """Whether the save that failed last was applied all the same (its reply lost): the
+        store's branch goes on after ``expected`` with its messages, in order. They are then
+        taken as saved (the session's leaf moves to the last of them) and True is returned;
+        only the first of them may be there when a later writer appended after them."""
+        doubtful, self._doubtful = self._doubtful, []
+
+        def read() -> list[Entry]:
+            branch = store.branch(self.id)
+            ids = [e.id for e in branch]
+            if expected is not None and expected not in ids:
+                return []
+            after = branch[ids.index(expected) + 1 :] if expected is not None else branch
+            found: list[Entry] = []
+            for entry, message in zip(after, doubtful, strict=False):
+                if entry.kind != MESSAGE or entry.data.get("message") != _as_stored(message):
+                    break
+                found.append(entry)
+            return found
+
+        found = await anyio.to_thread.run_sync(read)
+        held = self._unsaved[: len(found)]  # still queued as they were (no rewrite since)
+        if not found or not all(a is b for a, b in zip(held, doubtful, strict=False)):
+            return False
+        del self._unsaved[: len(found)]
+        self.leaf_id = found[-1].id
+        _log.info(
+            "ctxengine store: session %r: the save that failed before was applied (its reply "
+            "was lost): %d messages, up to entry %r",
+            self.id,
+            len(found),
+            self.leaf_id,
+        )
+        return True
+
+    def _lost(self, refused: StoreConflictError, batch: list[Message]) -> StoreConflictError:
+        """The refusal of a save to a store that holds nothing of the session any more,
+        though it held the entry the session saved or loaded last (``refused.expected``)."""
+        stored = len(self._state.messages) - len(self._unsaved)
+        return StoreConflictError(
+            f"the store no longer holds session {self.id!r}: it has no entry of it, though "
+            f"this session saved or loaded entry {refused.expected!r} there (deleted, "
+            "flushed, evicted, or a server restarted without its data); nothing of this "
+            f"append was written, and the {stored} messages this session had stored are now "
+            "only in its memory: Session.rebase() writes them all to the store again",
+            session_id=self.id,
+            expected=refused.expected,
+            actual=None,
+            path=refused.path,
+            unsaved=tuple(batch),
+        )
 
     async def rebase(self) -> int:
         """Go on from what the store holds after another writer appended to this session id:
@@ -918,6 +988,11 @@ class Session:
         snapshot of the rebased session as usual. A closed session can be rebased too (e.g.
         after its ``close()`` was refused at the end of an ``async with`` block): it stays
         closed, its messages are stored.
+
+        When the store holds no entry of the session any more though this session saved
+        there (deleted, flushed, evicted, a server restarted without its data), there is no
+        other writer's branch to go on from: every message of the session is appended again,
+        from the first, and the session keeps its state.
 
         Returns:
             How many messages were appended (0: nothing was unsaved).
@@ -942,8 +1017,15 @@ class Session:
 
     async def _rebase(self, store: Store) -> int:
         """:meth:`rebase`, under the session's save lock."""
-        count = len(self._unsaved)
         stored_leaf = await anyio.to_thread.run_sync(lambda: store.leaf(self.id))
+        if stored_leaf is None and self.leaf_id is not None:
+            # The store lost the session (deleted, flushed, a server restarted empty): what it
+            # held is only here now. Re-reading it would give nothing and drop all of it.
+            self._unsaved = list(self._state.messages)
+            self._doubtful = []
+            self.leaf_id = None
+            self._last_snapshot = None
+        count = len(self._unsaved)
         if stored_leaf != self.leaf_id:
             loaded = await self.engine.load(self.id)
             old = self._state

@@ -22,7 +22,7 @@ import anyio
 import pytest
 import redis
 
-from ctxengine import Budget, ContextEngine, RenderedContext, Session
+from ctxengine import Budget, ContextEngine, ContextGrain, RenderedContext, Session
 from ctxengine.errors import ConfigError, ConfigTypeError, StoreError
 from ctxengine.store import RedisStore
 from ctxengine.store.codec import message_from_json
@@ -36,18 +36,19 @@ BUDGET = 6000
 
 class Relay:
     """A TCP relay between a store and its server that kills the server at a chosen command,
-    the way a host dies (or a network drops) at the worst moment. ``arm(b"EXEC", server.kill)``
-    forwards the next transaction, waits for the server's reply to it (the transaction was
-    applied, and with ``appendfsync always`` written to the append-only file before that
-    reply), then kills the server and closes the client's connection without the reply;
-    ``arm(b"SADD", server.kill)`` kills the server before the command reaches it. While the
+    the way a host dies (or a network drops) at the worst moment. ``arm(b"RPUSH", b"EXEC",
+    then=server.kill)`` forwards the next transaction that pushes, waits for the server's reply
+    to it (the transaction was applied, and with ``appendfsync always`` written to the
+    append-only file before that reply), then kills the server and closes the client's
+    connection without the reply; ``arm(b"SADD", then=server.kill)`` kills the server before
+    the command reaches it. While the
     server is down, every connection is closed at once, as one to a dead host fails."""
 
     def __init__(self, upstream: int) -> None:
         self.upstream = upstream
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._listener.getsockname()[1])
-        self._trigger: tuple[bytes, Callable[[], None]] | None = None
+        self._trigger: tuple[tuple[bytes, ...], Callable[[], None]] | None = None
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self.fired = threading.Event()
@@ -57,10 +58,12 @@ class Relay:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def arm(self, command: bytes, then: Callable[[], None]) -> None:
+    def arm(self, *commands: bytes, then: Callable[[], None]) -> None:
+        """Run ``then`` at the next request holding all of ``commands`` (``b"RPUSH",
+        b"EXEC"``: an append's transaction, not the ``MULTI`` of a read)."""
         self.fired.clear()
         with self._lock:
-            self._trigger = (command, then)
+            self._trigger = (commands, then)
 
     def close(self) -> None:
         self._listener.close()
@@ -84,7 +87,9 @@ class Relay:
     def _take(self, data: bytes) -> Callable[[], None] | None:
         """The action armed for a command in ``data`` (it fires once)."""
         with self._lock:
-            if self._trigger is None or b"\r\n" + self._trigger[0] + b"\r\n" not in data:
+            if self._trigger is None or any(
+                b"\r\n" + command + b"\r\n" not in data for command in self._trigger[0]
+            ):
                 return None
             action, self._trigger = self._trigger[1], None
             return action
@@ -196,7 +201,7 @@ async def test_a_server_killed_between_an_append_and_its_listing_loses_nothing(
     async with engine.session(sid) as s:
         await _chat(s, 0, 5)
         await s.checkpoint()
-        cut.arm(b"SADD", server.kill)
+        cut.arm(b"SADD", then=server.kill)
         await s.user_message("the question whose append is acknowledged before the server dies")
         assert cut.fired.is_set() and s.unsaved == 0
         await s.render()  # its snapshot fails in the writer thread: the server is down
@@ -209,6 +214,75 @@ async def test_a_server_killed_between_an_append_and_its_listing_loses_nothing(
         await s.checkpoint()
     held = [m.text for m in s.messages]
     assert _texts(server.url, sid) == held and len(set(held)) == len(held)
+    back = await engine_on(server.url).restore(sid)
+    assert back.payload == out.payload
+
+
+async def test_an_append_applied_before_the_server_died_is_found_not_refused_nor_doubled(
+    redis_server: Callable[..., RedisServer],
+    relay: Callable[[RedisServer], Relay],
+    engine_on: Callable[..., ContextEngine],
+) -> None:
+    """The server applies the append (and writes it to its append-only file), then dies before
+    its reply reaches the store: the call fails, the message stays queued, and it is stored.
+    At the next save the store's leaf was no longer the session's, so every save after the
+    restart was refused as another writer's (the session never saved again, no snapshot), and
+    ``rebase()`` would have stored the message twice. The next save now finds the failed
+    one's messages after the session's leaf and goes on from them."""
+    server = redis_server(persist=True)
+    cut = relay(server)
+    engine = engine_on(cut.url)
+    sid = f"s{uuid.uuid4().hex[:8]}"
+    async with engine.session(sid) as s:
+        await _chat(s, 0, 5)
+        await s.checkpoint()
+        cut.arm(b"RPUSH", b"EXEC", then=server.kill)
+        with pytest.warns(RuntimeWarning, match="cannot append"):
+            await s.user_message("the question the server stored just before it died")
+        assert cut.fired.is_set() and s.unsaved == 1
+        server.start()  # from its append-only file: the message is there
+        out = await _chat(s, 5, 7)  # it is found, and the new messages go after it
+        said = _store_faults(out)  # the failure of the outage, no refusal after it
+        assert len(said) == 1 and said[0].startswith("cannot append"), said
+        assert s.unsaved == 0
+        await s.checkpoint()
+    held = [m.text for m in s.messages]
+    assert _texts(server.url, sid) == held and len(set(held)) == len(held)
+    back = await engine_on(server.url).restore(sid)
+    assert back.payload == out.payload
+
+
+async def test_a_server_restarted_empty_is_reported_as_such_and_rebase_stores_it_all_again(
+    redis_server: Callable[..., RedisServer], engine_on: Callable[..., ContextEngine]
+) -> None:
+    """A server without persistence restarts empty under a session of 100 messages. Its saves
+    are refused (the store must not take the session's new messages as the whole session),
+    but the fault said the session "was appended to by another writer" and ``rebase()``
+    replaced the session with what the store holds, nothing: the 100 messages were dropped
+    from the only place that still had them. The fault now says the store lost the session,
+    and ``rebase()`` writes every message of it again."""
+    server = redis_server()
+    engine = engine_on(server.url)
+    sid = f"s{uuid.uuid4().hex[:8]}"
+    async with engine.session(sid) as s:
+        s.add(ContextGrain("note.plan", content="Ship the build fix first.", lifespan="session"))
+        await _chat(s, 0, 50)
+        await s.checkpoint()
+        server.kill()
+        server.start()  # empty
+        with pytest.warns(RuntimeWarning, match="no longer holds session"):
+            out = await _chat(s, 50, 51)
+        said = _store_faults(out)
+        assert said and all(
+            f"the store no longer holds session {sid!r}" in m and "100 messages" in m for m in said
+        ), said
+        assert len(s.messages) == 102 and s.unsaved == 2
+        assert await s.rebase() == 102
+        assert s.unsaved == 0 and len(s.messages) == 102
+        out = await s.render()
+        assert _store_faults(out) == []
+        await s.checkpoint()
+    assert _texts(server.url, sid) == [m.text for m in s.messages]
     back = await engine_on(server.url).restore(sid)
     assert back.payload == out.payload
 
