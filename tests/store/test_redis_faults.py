@@ -393,6 +393,33 @@ async def test_a_server_refusing_the_store_is_a_fault_naming_the_url_and_what_wa
     assert s.unsaved == 4  # every message still queued, none lost
 
 
+async def test_a_server_out_of_memory_still_serves_the_sessions_it_holds(
+    redis_server: Callable[..., RedisServer], engine_on: Callable[..., ContextEngine]
+) -> None:
+    """At ``maxmemory`` with ``noeviction`` a server refuses every command queued in a
+    ``MULTI``, reads included, and the store read a session in a ``MULTI`` (the log with its
+    epoch): a worker opening a stored session got a ``resume`` fault and an empty session, so
+    it rendered without any of the history it was there to serve. Reads now go without one:
+    the session opens whole, and only its saves fail, naming the cause."""
+    server = redis_server("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+    sid = f"s{uuid.uuid4().hex[:8]}"
+    async with engine_on(server.url).session(sid) as s:
+        s.add(ContextGrain("note.plan", content="Ship the build fix first.", lifespan="session"))
+        first = await _chat(s, 0, 10)
+        await s.checkpoint()
+    _fill(server.client())
+    with pytest.warns(RuntimeWarning, match="maxmemory"):
+        async with engine_on(server.url).session(sid) as s:
+            assert len(s.messages) == 20
+            await s.user_message("asked while the server is full")
+            out = await s.render()
+    said = [f for f in out.report.faults if f["plugin"] == "store"]
+    assert said and all(f["hook"] == "append" for f in said), said
+    assert all("expected room for the session" in f["message"] for f in said), said
+    back = await engine_on(server.url).restore(sid)  # the question was never stored
+    assert back.payload == first.payload
+
+
 # -- latency --------------------------------------------------------------------------------
 
 

@@ -521,13 +521,12 @@ class RedisStore:
             return new
 
     def _refresh(self, session_id: str) -> _Cache:
-        """Bring the session's cached entries up to date (one MULTI read of the new ones)."""
+        """Bring the session's cached entries up to date (one read of the new ones, with the
+        epoch: see :meth:`_with_epoch`)."""
         self._tails.pop(session_id, None)  # read whole from now on
         cache = self._cache.setdefault(session_id, _Cache())
-        pipe = self._r.pipeline(transaction=True)
-        pipe.get(self._key(session_id, "epoch"))
-        pipe.lrange(self._key(session_id, "log"), cache.consumed, -1)
-        epoch_raw, raw = pipe.execute()
+        log_key = self._key(session_id, "log")
+        epoch_raw, raw = self._with_epoch(session_id, "lrange", log_key, cache.consumed, -1)
         epoch = epoch_raw.decode() if epoch_raw is not None else None
         if epoch != cache.epoch:  # first read, or deleted (and maybe recreated) since
             stale = cache.consumed > 0
@@ -560,6 +559,28 @@ class RedisStore:
             cache.entries.append(entry)
             cache.by_id[entry.id] = entry
         return cache
+
+    def _with_epoch(self, session_id: str, command: str, *args: Any) -> tuple[Any, Any]:
+        """The session's epoch and the reply of the read ``command`` (a pipeline method:
+        ``"lrange"``, ``"llen"``) with ``args``, read in one round trip between two reads of
+        the epoch, again until both agree: what
+        a ``MULTI`` gave (nothing deleted and written again in between: a new epoch), without
+        one, which a server at its ``maxmemory`` with ``noeviction`` refuses, reads included
+        (the log only grows at its end otherwise, so any read of it is a whole prefix)."""
+        epoch_key = self._key(session_id, "epoch")
+        for _ in range(MAX_ATTEMPTS):
+            pipe = self._r.pipeline(transaction=False)
+            pipe.get(epoch_key)
+            getattr(pipe, command)(*args)
+            pipe.get(epoch_key)
+            before, reply, after = pipe.execute()
+            if before == after:
+                return before, reply
+        raise StoreError(
+            f"cannot read session {session_id!r}: it was deleted and written again during "
+            f"each of {MAX_ATTEMPTS} reads",
+            path=epoch_key,
+        )
 
     def _read(self, session_id: str) -> _Cache:
         validate_session_id(session_id)
@@ -618,18 +639,15 @@ class RedisStore:
         only a read of the whole log can tell (the caller reads it). What this store read
         from the end before goes on with the elements pushed since (one ``LRANGE``);
         otherwise the log is read from its end back. The log only grows at its end
-        (``RPUSH``), so its elements keep their index: each page is read with the ``epoch``
-        in one transaction, and a delete (and recreate) between pages is read afresh. What it
+        (``RPUSH``), so its elements keep their index: each page is read between two reads of
+        the ``epoch`` (:meth:`_with_epoch`), and a delete (and recreate) between pages is read
+        afresh. What it
         cannot see: an element pushed by hand whose id an element before the pages holds
         (no append writes one: the ``ids`` hash refuses it). Caller holds the lock."""
         log_key = self._key(session_id, "log")
-        epoch_key = self._key(session_id, "epoch")
         kept = self._tails.pop(session_id, None)  # given back below while it holds
         if kept is not None:
-            pipe = self._r.pipeline(transaction=True)
-            pipe.get(epoch_key)
-            pipe.lrange(log_key, kept.end, -1)
-            epoch, raw = pipe.execute()
+            epoch, raw = self._with_epoch(session_id, "lrange", log_key, kept.end, -1)
             if epoch == kept.epoch:
                 new = _parsed_entries(raw)
                 if new is not None and kept.piece.add(new):
@@ -640,10 +658,7 @@ class RedisStore:
                         return found
                     if found == WHOLE:
                         return None
-        pipe = self._r.pipeline(transaction=True)
-        pipe.get(epoch_key)
-        pipe.llen(log_key)
-        epoch, size = pipe.execute()
+        epoch, size = self._with_epoch(session_id, "llen", log_key)
         if size <= TAIL_PAGE:  # small: read as a whole (and kept, for the next call)
             return None
         start, want = int(size), TAIL_PAGE
@@ -652,10 +667,7 @@ class RedisStore:
             at = max(0, start - want)
             if at == 0:  # the whole log: read as a whole
                 return None
-            pipe = self._r.pipeline(transaction=True)
-            pipe.get(epoch_key)
-            pipe.lrange(log_key, at, start - 1)
-            now, raw = pipe.execute()
+            now, raw = self._with_epoch(session_id, "lrange", log_key, at, start - 1)
             older = _parsed_entries(raw)
             if now != epoch or older is None:  # deleted since, or a damaged element
                 return None
@@ -812,7 +824,7 @@ class RedisStore:
         ``pruned=True``."""
         key = self._key(session_id, "snaps")
         try:
-            pipe = self._r.pipeline(transaction=True)
+            pipe = self._r.pipeline(transaction=False)  # lines and pruned ids only grow
             pipe.lrange(key, 0, -1)
             pipe.smembers(self._key(session_id, "pruned"))
             raw, pruned_raw = pipe.execute()
@@ -859,7 +871,7 @@ class RedisStore:
     def _info(self, session_id: str, snapshot_id: str) -> SnapshotInfo:
         """The index line of snapshot ``snapshot_id``, marked pruned when it was."""
         try:
-            pipe = self._r.pipeline(transaction=True)
+            pipe = self._r.pipeline(transaction=False)
             pipe.hget(self._key(session_id, "snapid"), snapshot_id)
             pipe.sismember(self._key(session_id, "pruned"), snapshot_id)
             raw, pruned = pipe.execute()
