@@ -420,6 +420,99 @@ async def test_a_server_out_of_memory_still_serves_the_sessions_it_holds(
     assert back.payload == first.payload
 
 
+# -- evictions ------------------------------------------------------------------------------
+
+
+def _session_keys(client: redis.Redis, sid: str) -> set[str]:
+    return {k.decode() for k in client.keys(f"ctxengine:{{{sid}}}:*")}
+
+
+@pytest.mark.parametrize(
+    "evicted", ["snaps", "snaps+snapid", "log+ids", "log", "latest-content", "epoch"]
+)
+async def test_a_key_an_eviction_took_is_noticed_never_restored_over_silently(
+    evicted: str,
+    redis_server: Callable[..., RedisServer],
+    engine_on: Callable[..., ContextEngine],
+) -> None:
+    """An allkeys-* ``maxmemory-policy`` evicts any key, so a session can lose one of its
+    keys and keep the others (which one the approximated LRU takes cannot be chosen: the key
+    is deleted here, as the eviction does). Without its snapshot index a restore rebuilt the
+    state from the messages and said nothing (the session's standing note gone); a stale
+    epoch (evicted alone) made a store that had read the session read it as empty, and the
+    live session's next save was refused. Now: the index lines are read from the id hash,
+    a lost index or log is a fault naming the key, and an evicted epoch changes nothing."""
+    server = redis_server()
+    client = server.client()
+    sid = f"s{uuid.uuid4().hex[:8]}"
+    async with engine_on(server.url).session(sid) as s:
+        s.add(ContextGrain("note.plan", content="Ship the build fix first.", lifespan="session"))
+        last = await _chat(s, 0, 10)
+        await s.checkpoint()
+        latest = RedisStore(server.url).snapshots(sid)[-1]
+        names = {"latest-content": f"obj:{latest.hash}"}
+        gone = [f"ctxengine:{{{sid}}}:{names.get(n, n)}" for n in evicted.split("+")]
+        assert set(gone) <= _session_keys(client, sid)
+        client.delete(*gone)
+        back = await engine_on(server.url).restore(sid)  # another worker
+        said = _store_faults(back)
+        if evicted == "epoch":
+            assert said == [] and back.payload == last.payload
+        elif evicted == "log+ids":  # nothing left names the log: the snapshot's leaf is lost
+            assert any("which the transcript no longer holds" in m for m in said), said
+        else:
+            assert any(gone[0] in m for m in said), said
+        if evicted == "snaps":  # its lines were still in the id hash: the same state
+            assert back.payload == last.payload
+        if evicted.startswith("log"):
+            with pytest.warns(RuntimeWarning, match="no longer holds session"):
+                out = await _chat(s, 10, 11)
+            assert any("no longer holds session" in m for m in _store_faults(out))
+            assert await s.rebase() == 22
+            out = await s.render()  # its snapshot: the first of the stored session again
+        else:  # the live session goes on
+            out = await _chat(s, 10, 11)
+            assert _store_faults(out) == []
+        await s.checkpoint()
+    again = await engine_on(server.url).restore(sid)
+    assert again.payload == out.payload
+
+
+async def test_a_session_under_real_evictions_restores_the_same_or_says_what_it_lost(
+    redis_server: Callable[..., RedisServer], engine_on: Callable[..., ContextEngine]
+) -> None:
+    """allkeys-lru on a real server: filler keys push a stored session's keys out a few at a
+    time (the oldest first: early snapshot contents, then the rest), and after each round a
+    restore from another worker gives the last render, or a fault says what is missing, or
+    it refuses (the store holds nothing of the session): never another state in silence."""
+    server = redis_server(
+        "--maxmemory", "3mb", "--maxmemory-policy", "allkeys-lru", "--maxmemory-samples", "10"
+    )
+    client = server.client()
+    sid = f"s{uuid.uuid4().hex[:8]}"
+    async with engine_on(server.url).session(sid) as s:
+        s.add(ContextGrain("note.plan", content="Ship the build fix first.", lifespan="session"))
+        last = await _chat(s, 0, 12)
+        await s.checkpoint()
+    held = _session_keys(client, sid)
+    rounds = 0
+    for i in range(200_000):
+        client.set(f"filler:{i}", "f" * 128)
+        if client.exists(*held) == len(held):
+            continue
+        held = {k for k in held if client.exists(k)}
+        rounds += 1
+        try:
+            back = await engine_on(server.url).restore(sid)
+        except StoreError as exc:
+            assert f"holds no session {sid!r}" in str(exc)
+            break
+        assert back.payload == last.payload or _store_faults(back), sorted(held)
+        if not held:
+            break
+    assert rounds >= 3  # the session was evicted in steps, each one restored
+
+
 # -- latency --------------------------------------------------------------------------------
 
 

@@ -120,6 +120,7 @@ class _Cache:
     by_id: dict[str, Entry] = field(default_factory=dict)
     consumed: int = 0  # list elements read (valid or reported)
     gaps: TranscriptGaps = field(default_factory=TranscriptGaps)  # damaged elements stepped over
+    checked: bool = False  # an empty log was checked for the ids of a log that is gone
 
 
 @dataclass(slots=True)
@@ -526,13 +527,23 @@ class RedisStore:
         self._tails.pop(session_id, None)  # read whole from now on
         cache = self._cache.setdefault(session_id, _Cache())
         log_key = self._key(session_id, "log")
-        epoch_raw, raw = self._with_epoch(session_id, "lrange", log_key, cache.consumed, -1)
+        epoch_raw, (raw, size) = self._with_epoch(
+            session_id, ("lrange", log_key, cache.consumed, -1), ("llen", log_key)
+        )
         epoch = epoch_raw.decode() if epoch_raw is not None else None
-        if epoch != cache.epoch:  # first read, or deleted (and maybe recreated) since
+        if size < cache.consumed:  # the log lost elements read before: gone, then pushed to
+            self._report(
+                session_id,
+                log_key,
+                f"the log {log_key} holds {size} elements, fewer than the {cache.consumed} "
+                "read before: it was evicted (by the server's maxmemory-policy) or cut by "
+                "hand since; it is read again as it is",
+            )
+        if epoch != cache.epoch or size < cache.consumed:  # first read, or deleted since
             stale = cache.consumed > 0
             cache = self._cache[session_id] = _Cache(epoch)
-            if stale:
-                raw = self._r.lrange(self._key(session_id, "log"), 0, -1) if epoch else []
+            if stale:  # read whole (an epoch evicted alone leaves the log: not empty then)
+                raw = self._r.lrange(log_key, 0, -1)
         for item in raw:
             cache.consumed += 1
             previous = cache.entries[-1].id if cache.entries else None  # the last intact entry
@@ -558,12 +569,30 @@ class RedisStore:
                 self._report(session_id, self._key(session_id, "log"), bridged)
             cache.entries.append(entry)
             cache.by_id[entry.id] = entry
+        if cache.consumed == 0 and not cache.checked:
+            cache.checked = True
+            self._check_log_gone(session_id)
         return cache
 
-    def _with_epoch(self, session_id: str, command: str, *args: Any) -> tuple[Any, Any]:
-        """The session's epoch and the reply of the read ``command`` (a pipeline method:
-        ``"lrange"``, ``"llen"``) with ``args``, read in one round trip between two reads of
-        the epoch, again until both agree: what
+    def _check_log_gone(self, session_id: str) -> None:
+        """Report an empty log whose ids remain (each append writes both in one ``MULTI``,
+        a delete removes both): the log is gone, evicted by an allkeys-* ``maxmemory-policy``
+        or deleted by hand, and the session reads as empty."""
+        log_key, ids = self._key(session_id, "log"), self._key(session_id, "ids")
+        held = int(self._r.hlen(ids))
+        if held:
+            self._report(
+                session_id,
+                log_key,
+                f"the log {log_key} is gone (evicted by the server's maxmemory-policy, or "
+                f"deleted by hand), though {ids} lists {held} of its entries: their messages "
+                "are lost, the session reads without them",
+            )
+
+    def _with_epoch(self, session_id: str, *reads: tuple[Any, ...]) -> tuple[Any, list[Any]]:
+        """The session's epoch and the replies of ``reads`` (each a pipeline method and its
+        arguments: ``("llen", key)``), read in one round trip between two reads of the
+        epoch, again until both agree: what
         a ``MULTI`` gave (nothing deleted and written again in between: a new epoch), without
         one, which a server at its ``maxmemory`` with ``noeviction`` refuses, reads included
         (the log only grows at its end otherwise, so any read of it is a whole prefix)."""
@@ -571,11 +600,12 @@ class RedisStore:
         for _ in range(MAX_ATTEMPTS):
             pipe = self._r.pipeline(transaction=False)
             pipe.get(epoch_key)
-            getattr(pipe, command)(*args)
+            for command, *args in reads:
+                getattr(pipe, command)(*args)
             pipe.get(epoch_key)
-            before, reply, after = pipe.execute()
+            before, *replies, after = pipe.execute()
             if before == after:
-                return before, reply
+                return before, replies
         raise StoreError(
             f"cannot read session {session_id!r}: it was deleted and written again during "
             f"each of {MAX_ATTEMPTS} reads",
@@ -647,7 +677,7 @@ class RedisStore:
         log_key = self._key(session_id, "log")
         kept = self._tails.pop(session_id, None)  # given back below while it holds
         if kept is not None:
-            epoch, raw = self._with_epoch(session_id, "lrange", log_key, kept.end, -1)
+            epoch, (raw,) = self._with_epoch(session_id, ("lrange", log_key, kept.end, -1))
             if epoch == kept.epoch:
                 new = _parsed_entries(raw)
                 if new is not None and kept.piece.add(new):
@@ -658,7 +688,7 @@ class RedisStore:
                         return found
                     if found == WHOLE:
                         return None
-        epoch, size = self._with_epoch(session_id, "llen", log_key)
+        epoch, (size,) = self._with_epoch(session_id, ("llen", log_key))
         if size <= TAIL_PAGE:  # small: read as a whole (and kept, for the next call)
             return None
         start, want = int(size), TAIL_PAGE
@@ -667,7 +697,7 @@ class RedisStore:
             at = max(0, start - want)
             if at == 0:  # the whole log: read as a whole
                 return None
-            now, raw = self._with_epoch(session_id, "lrange", log_key, at, start - 1)
+            now, (raw,) = self._with_epoch(session_id, ("lrange", log_key, at, start - 1))
             older = _parsed_entries(raw)
             if now != epoch or older is None:  # deleted since, or a damaged element
                 return None
@@ -830,6 +860,8 @@ class RedisStore:
             raw, pruned_raw = pipe.execute()
         except RedisError as exc:
             raise self._error("read", session_id, exc) from exc
+        if not raw:
+            return self._without_index(session_id)
         pruned = {m.decode() for m in pruned_raw}
         out = []
         for i, item in enumerate(raw):
@@ -837,6 +869,48 @@ class RedisStore:
             if info is not None:
                 out.append(_marked(info, info.id in pruned))
         return out
+
+    def _without_index(self, session_id: str) -> list[SnapshotInfo]:
+        """The snapshots of a session whose index list is empty, oldest first: none, unless
+        the index is gone and other keys of its snapshots remain (a server's allkeys-*
+        ``maxmemory-policy`` evicts any key, or one was deleted by hand). Then the index
+        lines still held by the id hash (each written with its line, in the same ``MULTI``)
+        are used, in the order they were written; either way it is reported, as a restore
+        without them would silently rebuild another state from the messages."""
+        snaps, snapid = self._key(session_id, "snaps"), self._key(session_id, "snapid")
+        objs = self._key(session_id, "objs")
+        try:
+            pipe = self._r.pipeline(transaction=False)
+            pipe.hvals(snapid)
+            pipe.scard(objs)
+            pipe.smembers(self._key(session_id, "pruned"))
+            lines, contents, pruned_raw = pipe.execute()
+        except RedisError as exc:
+            raise self._error("read", session_id, exc) from exc
+        infos = [
+            info
+            for item in lines
+            if (info := self._parsed(session_id, snapid, "a line", item)) is not None
+        ]
+        gone = "evicted by the server's maxmemory-policy, or deleted by hand"
+        if infos:
+            self._report(
+                session_id,
+                snaps,
+                f"the snapshot index {snaps} is gone ({gone}), though {snapid} holds "
+                f"{len(infos)} of its lines: the snapshots are read from those",
+            )
+        elif contents:
+            self._report(
+                session_id,
+                snaps,
+                f"the snapshot index {snaps} and {snapid} are gone ({gone}), though {objs} "
+                f"lists {contents} snapshot contents: no snapshot can be found, the session "
+                "is rebuilt from its messages",
+            )
+        pruned = {m.decode() for m in pruned_raw}
+        infos.sort(key=lambda i: (i.created_at, i.id))
+        return [_marked(info, info.id in pruned) for info in infos]
 
     def _parsed(self, session_id: str, key: str, name: str, raw: bytes) -> SnapshotInfo | None:
         """The index line ``raw`` (``name`` of ``key``), or None when it is damaged (reported
@@ -897,6 +971,8 @@ class RedisStore:
             end = int(self._r.llen(key))
         except RedisError as exc:
             raise self._error("read", session_id, exc) from exc
+        if end == 0:
+            yield from reversed(self._without_index(session_id))
         while end > 0:
             start = max(0, end - PAGE)
             try:
