@@ -15,6 +15,7 @@ import contextlib
 import socket
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -250,6 +251,83 @@ async def test_an_append_applied_before_the_server_died_is_found_not_refused_nor
     assert _texts(server.url, sid) == held and len(set(held)) == len(held)
     back = await engine_on(server.url).restore(sid)
     assert back.payload == out.payload
+
+
+async def _play(s: Session, engine: ContextEngine, at: Callable[[str], None]) -> RenderedContext:
+    """One session's calls, compacting once; ``at(stage)`` is where a test kills or restarts
+    its server: ``"between"`` renders, ``"snapshot"`` before a render whose snapshot (written
+    in the writer thread) is to be cut, ``"append"`` before a message whose save is to be
+    cut, ``"restart"`` after each of those."""
+    s.add(ContextGrain("note.plan", content="Ship the build fix first.", lifespan="session"))
+    await _chat(s, 0, 40)
+    await s.checkpoint()
+    assert (await s.compact()).ok
+    await _chat(s, 40, 42)
+    await s.checkpoint()
+    at("between")
+    await _chat(s, 42, 43)
+    await s.checkpoint()
+    at("snapshot")
+    await _chat(s, 43, 44)
+    await anyio.to_thread.run_sync(engine.flush)
+    at("restart")
+    at("append")
+    await s.user_message("the question saved as the server died")
+    at("restart")
+    await _chat(s, 44, 46)
+    out = await s.render()
+    await s.checkpoint()
+    return out
+
+
+async def test_a_session_whose_server_is_killed_three_ways_restores_as_if_never_interrupted(
+    redis_server: Callable[..., RedisServer],
+    relay: Callable[[RedisServer], Relay],
+    engine_on: Callable[..., ContextEngine],
+) -> None:
+    """The server (with an append-only file) is killed between renders, while a render's
+    snapshot is in flight, and while a message's append is in flight (both applied, their
+    replies lost), and restarted each time. Every message is stored once, in order, and a
+    restore from another process equals the same session played on a server never
+    interrupted: the payload, and the compaction summary of the latest snapshot."""
+    server = redis_server(persist=True)
+    cut = relay(server)
+    twin, sid = f"t{uuid.uuid4().hex[:8]}", f"s{uuid.uuid4().hex[:8]}"
+    quiet = engine_on(server.url)
+    async with quiet.session(twin) as s:
+        expected = await _play(s, quiet, lambda stage: None)
+    engine = engine_on(cut.url)
+
+    def at(stage: str) -> None:
+        if stage == "between":
+            server.kill()
+            server.start()
+        elif stage == "snapshot":  # the snapshot's transaction: the only one with an SADD
+            cut.arm(b"SADD", b"EXEC", then=server.kill)
+        elif stage == "append":
+            cut.arm(b"RPUSH", f"ctxengine:{{{sid}}}:log".encode(), b"EXEC", then=server.kill)
+        else:
+            assert cut.fired.is_set(), f"nothing was cut before the {stage}"
+            server.start()
+
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        async with engine.session(sid) as s:
+            out = await _play(s, engine, at)
+    said = {str(w.message).split(":")[0] for w in warned}
+    assert said == {"ctxengine store (append)"}, said  # the cut append, once; no refusal
+    assert out.payload == expected.payload
+    held = [m.text for m in s.messages]
+    assert _texts(server.url, sid) == held and len(set(held)) == len(held)
+    back = await engine_on(server.url).restore(sid)
+    assert back.payload == expected.payload
+    store = RedisStore(server.url)
+    try:
+        summaries = [store.load_snapshot(i) for i in (twin, sid)]
+    finally:
+        store.close()
+    texts = [x.content["core_memory"].get("mem.summary") if x else None for x in summaries]
+    assert texts[0] and texts[0] == texts[1]
 
 
 async def test_a_server_restarted_empty_is_reported_as_such_and_rebase_stores_it_all_again(
