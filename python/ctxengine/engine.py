@@ -921,9 +921,9 @@ class Session:
 
     async def _found_applied(self, store: Store, expected: str | None) -> bool:
         """Whether the save that failed last was applied all the same (its reply lost): the
-        store's branch goes on after ``expected`` with its messages, in order. They are then
-        taken as saved (the session's leaf moves to the last of them) and True is returned;
-        only the first of them may be there when a later writer appended after them."""
+        store's branch goes on after ``expected`` with its messages, in order (a store writes
+        an append whole or not at all; another writer's entries may follow them). They are
+        then taken as saved, the session's leaf moving to the last of them."""
         doubtful, self._doubtful = self._doubtful, []
 
         def read() -> list[Entry]:
@@ -939,7 +939,11 @@ class Session:
                 found.append(entry)
             return found
 
-        found = await anyio.to_thread.run_sync(read)
+        try:
+            found = await anyio.to_thread.run_sync(read)
+        except StoreError:
+            self._doubtful = doubtful  # still to be found out, at the next refusal
+            raise
         held = self._unsaved[: len(found)]  # still queued as they were (no rewrite since)
         if not found or not all(a is b for a, b in zip(held, doubtful, strict=False)):
             return False
