@@ -218,7 +218,11 @@ _MEANING: tuple[tuple[tuple[type[Exception], ...] | str, str], ...] = (
         "the URL's database is not one the server has; expected a number below its "
         "'databases' setting (16 by default)",
     ),
-    ("max number of clients", "the server has as many clients as its maxclients allows"),
+    (
+        "max number of clients",
+        "the server has as many clients as its maxclients allows; expected a free connection: "
+        "raise maxclients or close idle clients",
+    ),
     (
         "MASTERDOWN",
         "the replica lost its link to the primary; expected the primary to be reachable",
