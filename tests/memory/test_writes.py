@@ -233,6 +233,23 @@ def test_a_memory_file_that_is_a_link_is_written_where_it_leads_and_keeps_its_mo
     ]
 
 
+@pytest.mark.parametrize("mode", [0o664, 0o640, 0o600], ids=oct)
+def test_a_rewrite_keeps_the_file_mode_whatever_the_umask(tmp_path: Path, mode: int) -> None:
+    """The new file is created with ``os.open(..., mode)``, which the umask takes bits off: a
+    group-writable MEMORY.md (a team's shared notes) lost its group write at the first fact
+    added under the usual umask 022, and the next writer of the group was refused."""
+    path = tmp_path / "MEMORY.md"
+    path.write_text("Deploys go through the release branch.\n", encoding="utf-8")
+    path.chmod(mode)
+    umask = os.umask(0o022)
+    try:
+        MemoryStore(tmp_path).add_long_term("Never on Fridays.")
+    finally:
+        os.umask(umask)
+    assert path.stat().st_mode & 0o777 == mode
+    assert split_entries(path.read_text(encoding="utf-8"))[-1] == "Never on Fridays."
+
+
 @pytest.mark.anyio
 async def test_a_nul_in_the_conversation_does_not_reach_the_memory_file(tmp_path: Path) -> None:
     # the flush wrote the NUL of a request (from pasted binary output) into the daily log

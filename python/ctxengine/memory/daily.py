@@ -102,16 +102,18 @@ def append_block(path: Path, block: str) -> Path:
         try:
             with open(target, "rb") as f:
                 old = f.read()
-                mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
+                mode: int | None = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
         except FileNotFoundError:
-            old, mode = b"", 0o644
+            old, mode = b"", None  # a new file: 0o644 less the umask, as open() makes it
         # a blank line between the file's last text and the block
         head = b"" if old[-2:] in (b"", b"\n\n") else b"\n" if old.endswith(b"\n") else b"\n\n"
         data = old + head + (block + "\n").encode("utf-8")
         tmp = folder / f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}{_TMP}"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
             try:
+                if mode is not None:  # the umask takes bits off os.open's mode, not fchmod's
+                    os.fchmod(fd, mode)
                 view = memoryview(data)
                 while view:  # a short write (full disk, signal): finish it
                     view = view[os.write(fd, view) :]
