@@ -6,7 +6,9 @@
   ``trim_messages`` of the grown list with the exact counter memoized per message;
 - scaling: cold and warm renders of synthetic sessions of 1k, 10k and 100k grains; the warm
   ones also in one group per size with the memoized ``trim_messages`` peer on the same session
-  (``render-warm-synthetic-<n>``: the ratio of that run).
+  (``render-warm-synthetic-<n>``: the ratio of that run);
+- images: warm renders of a screenshot session past Anthropic's 100 images, beside the same
+  session sent whole (``render-warm-images``).
 
 Each warm round adds an exchange, so a session grows with the rounds run: the two sides of a
 warm comparison run the same number of rounds (:data:`WARM_ROUNDS`, not the benchmark's own
@@ -309,3 +311,54 @@ def test_langchain_cold_scaling(benchmark, n: int) -> None:  # type: ignore[no-u
     )
     assert 0 < len(kept) <= len(lc_messages)
     assert len(kept) < len(lc_messages) or n < 10_000  # 1,000 grains fit in 32k whole
+
+
+#: A computer-use session past Anthropic's 100 images: screenshots in tool results, at a budget
+#: whose window holds about 500 of them (an image counts 765 tokens).
+SCREENSHOTS = 600
+IMAGES_BUDGET = 400_000
+IMAGES_ROUNDS = 60
+
+
+def _screenshot_steps(n: int, start: int = 0) -> list[Message]:
+    from ctxengine.transcript import Image, Text, ToolResult
+
+    out: list[Message] = []
+    for i in range(start, start + n):
+        shot = Image("image/png", f"iVBORw0KGgo{i:09d}", name=f"shot{i}.png")
+        out.append(Message("assistant", (Text(f"step {i}"), ToolCall(f"s{i}", "screenshot", {}))))
+        out.append(Message("tool", (ToolResult(f"s{i}", (Text(f"screen {i}"), shot)),)))
+    return out
+
+
+def _bench_warm_images(benchmark, runner, max_images: int | None) -> None:  # type: ignore[no-untyped-def]
+    """Render once, then measure rounds of one more screenshot step, then render again."""
+    engine = ContextEngine("gpt-4.1", Budget(total=IMAGES_BUDGET), max_images=max_images)
+    cm, session = runner.call(_open, engine, _screenshot_steps(SCREENSHOTS))
+    runner.call(session.render, "anthropic")
+    step = [SCREENSHOTS]
+
+    async def warm():  # type: ignore[no-untyped-def]
+        session.extend(_screenshot_steps(1, step[0]))
+        step[0] += 1
+        return await session.render("anthropic")
+
+    out = _rounds(benchmark, runner.call, IMAGES_ROUNDS, warm)
+    omitted = out.report.hygiene["counts"].get("image_omitted", 0)
+    assert (omitted >= 100) == (max_images is None)  # past the limit: hundreds cut
+    runner.call(cm.__aexit__, None, None, None)
+
+
+@pytest.mark.benchmark(group="render-warm-images")
+def test_ctxengine_warm_past_the_image_limit(benchmark, runner) -> None:  # type: ignore[no-untyped-def]
+    """A warm render that sends the newest 100 screenshots and the older ones as placeholders,
+    beside the same session sent whole (its baseline): the cost of the cut, which follows the
+    steps of the cut, not the images cut."""
+    benchmark.extra_info.update(impl="ctxengine render (warm, past the image limit)")
+    _bench_warm_images(benchmark, runner, None)
+
+
+@pytest.mark.benchmark(group="render-warm-images")
+def test_ctxengine_warm_within_the_image_limit(benchmark, runner) -> None:  # type: ignore[no-untyped-def]
+    benchmark.extra_info.update(impl="ctxengine render (warm, no image cut)", baseline=True)
+    _bench_warm_images(benchmark, runner, 100_000)

@@ -21,6 +21,7 @@ from ctxengine.errors import AdapterError, ConfigError, ConfigTypeError
 from ctxengine.inject.images import count_images
 from ctxengine.inject.payload import payload_tokens
 from ctxengine.transcript import Image, Message, Text, ToolCall, ToolResult, Transcript, render
+from ctxengine.transcript.changes import Change
 from ctxengine.transcript.providers import IMAGE_LIMITS
 from transcript.helpers import assert_sdk_valid
 
@@ -219,6 +220,73 @@ async def test_an_anthropic_session_keeps_its_newest_hundred_images() -> None:
     assert sent(out.payload, 130) == list(range(30, 130))
     assert out.tokens == payload_tokens(out.payload, "anthropic", MODEL)
     assert len(omitted(out.report.hygiene)) == 30
+
+
+async def test_a_warm_render_that_cuts_as_many_images_makes_no_change_per_image(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A screenshot session past the limit cuts the same oldest images on the turns between
+    two steps of the cut: its renders then reuse the messages and changes of the render
+    before, instead of walking the whole window and making one change per image cut on
+    every turn (which took more than half of the warm render of 600 screenshots at a
+    400,000-token budget: benches/test_bench_engine.py, group ``render-warm-images``)."""
+    from ctxengine.inject import images
+
+    made: list[Any] = []
+
+    def counted(*args: Any) -> Any:
+        made.append(args)
+        return Change(*args)
+
+    engine = ContextEngine(MODEL, Budget(total=400_000))
+    async with engine.session("computer-use") as s:
+        s.extend(session(125, "tool"))  # past 100: 30 cut, 95 kept
+        await s.user_message("Go on.")
+        before = await s.render("anthropic")
+        monkeypatch.setattr(images, "Change", counted)
+        s.extend(screenshots(3, "tool", start=125))  # 128 images: still 30 cut
+        after = await s.render("anthropic")
+    assert made == []
+    assert omitted(after.report.hygiene) == omitted(before.report.hygiene)
+    assert len(omitted(after.report.hygiene)) == 30
+    assert sent(after.payload, 128) == list(range(30, 128))
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_warm_renders_past_the_limit_are_those_made_without_the_session_memo(
+    provider: str,
+) -> None:
+    """Turn after turn, across steps of the cut and compactions (which drop the leading
+    turns), a session's render past the limit sends what its twin sends, whose image cuts are
+    made anew each turn (without the memo), with the same changes."""
+    import ctxengine.inject.render as render_module
+    from ctxengine.inject.images import limit_images
+
+    def anew(t: Transcript, provider: str, max_images: Any, memo: Any) -> Any:
+        return limit_images(t, provider, max_images, None)
+
+    where = "user" if provider == "openai" else "tool"
+    ours = ContextEngine(MODEL, Budget(total=40_000), max_images=30).session("ours")
+    twin = ContextEngine(MODEL, Budget(total=40_000), max_images=30).session("twin")
+    compacted, cuts = [], set()
+    async with ours as a, twin as b:
+        for s in (a, b):
+            s.extend(session(30, where))
+        for turn in range(24):
+            for s in (a, b):
+                s.extend(screenshots(1, where, start=100 + turn))
+                await s.user_message(f"And now? ({turn})")
+            got = await a.render(provider)
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(render_module, "limit_images", anew)
+                want = await b.render(provider)
+            assert got.payload == want.payload, turn
+            assert got.report.hygiene == want.report.hygiene, turn
+            assert 0 < image_parts(got.payload) <= 30
+            compacted += got.report.compactions
+            cuts.add(got.report.hygiene["counts"]["image_omitted"])
+    assert compacted and all(c["ok"] for c in compacted)
+    assert len(cuts) > 2  # the cut went by steps (three turns each: 30 // 10 images)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from itertools import compress
 from typing import TYPE_CHECKING
 
 from ..errors import AdapterError
@@ -87,7 +88,10 @@ def limit_images(
 
     With ``memo`` (a session's renders), the image count of a message and the message standing
     for one with images cut are made once while the message is kept, so the renders after
-    reuse the work of the one before (the stand-in is the same object each time)."""
+    reuse the work of the one before (the stand-in is the same object each time); a render
+    that only adds messages after those of the render before and cuts as many images as it
+    did reuses its messages and changes whole (:class:`_Cut`), so a screenshot session past
+    the limit does no work per image cut on the turns between two steps of the cut."""
     limit = image_limit(provider, max_images)
     messages = t.messages
     if memo is None:
@@ -103,47 +107,89 @@ def limit_images(
     total = sum(counts)
     if total <= limit:
         return t, ()
+    cut = total - kept_images(total, limit)
+    if memo is None:
+        out, ordered = _limited(messages, counts, cut, provider, max_images, limit, None)
+        return t.replace(out), ordered
+    cuts: list[_Cut] = memo.image_cuts.setdefault((provider, max_images), [])
+    done = next((c.after(messages, memo) for c in cuts if c.cut == cut), None)
+    if done is None:
+        made, ordered = _limited(messages, counts, cut, provider, max_images, limit, memo)
+        done = _Cut(messages, tuple(made), ordered, cut)
+    # the last two: a render may render the turns merged, then as they are
+    cuts[:] = [*(c for c in cuts[-1:] if c is not done), done]
+    # a session's render: the messages are known (no re-check)
+    return trusted_transcript(done.out, t.source_format), done.changes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Cut:
+    """What :func:`limit_images` made of a session's ``messages``: the messages sent
+    (``out``), the changes, and how many images it cut."""
+
+    messages: tuple[Message, ...]
+    out: tuple[Message, ...]
+    changes: tuple[Change, ...]
+    cut: int
+
+    def after(self, messages: tuple[Message, ...], memo: RenderMemo) -> _Cut | None:
+        """This cut for ``messages`` when they are this one's messages with others after them
+        (the same objects, none replaced) and the same number of images is cut: the images
+        cut are then the same, in the same messages at the same indices. None otherwise."""
+        old = self.messages
+        if messages is old:
+            return self
+        found = memo.align(messages, old)
+        if found is None or found[0] or found[1] or found[2]:
+            return None
+        return _Cut(messages, self.out + messages[len(old) :], self.changes, self.cut)
+
+
+def _limited(
+    messages: tuple[Message, ...],
+    counts: list[int],
+    cut: int,
+    provider: str,
+    max_images: int | None,
+    limit: int,
+    memo: RenderMemo | None,
+) -> tuple[list[Message], tuple[Change, ...]]:
+    """``messages`` with their ``cut`` oldest image parts as placeholders, and the changes."""
     why = (
         f"{provider} takes at most {limit} images per request"
         if max_images is None
         else f"max_images={limit}"
     )
-    room = kept_images(total, limit)
+    # the same for every render that cuts as many images (its changes are then reused)
     detail = (
-        f"the request holds {total} images and {why}; the newest {room} are kept (the oldest "
-        f"go {cut_step(limit)} at a time, so the next requests' prefix stays the same)"
+        f"the request holds more images than the limit ({why}); its oldest {cut} are sent as "
+        f"placeholders, {cut_step(limit)} more at a time, so the next requests' prefix stays "
+        "the same"
     )
     out = list(messages)
-    changes: list[list[Change]] = []  # per message, newest first
-    for i in range(len(messages) - 1, -1, -1):
+    changes: list[Change] = []
+    left = cut
+    for i in compress(range(len(counts)), counts):  # the messages holding images, oldest first
         n = counts[i]
-        if not n:
-            continue
-        cut = n - min(n, room)  # the message's first ``cut`` images, its oldest
-        room -= n - cut
-        if not cut:
-            continue
+        here = min(n, left)  # the message's first images, its oldest
+        left -= here
         m = messages[i]
         if memo is None:
-            out[i] = _without_images(m, provider, cut)
+            out[i] = _without_images(m, provider, here)
         else:
-            out[i] = memo.table("images-cut", provider, cut).get(m, _cutter(provider, cut))
-        changes.append(
-            [
-                Change(
-                    RULE,
-                    "image_omitted",
-                    i,
-                    f"image {k + 1} of {n} in this message sent as a text placeholder: {detail}",
-                )
-                for k in range(cut)
-            ]
-        )
-    ordered = tuple(c for per in reversed(changes) for c in per)  # transcript order
-    # a session's render: the messages are known (no re-check); else its metadata goes along
-    known = memo is not None
-    limited = trusted_transcript(tuple(out), t.source_format) if known else t.replace(out)
-    return limited, ordered
+            out[i] = memo.table("images-cut", provider, here).get(m, _cutter(provider, here))
+        changes += [
+            Change(
+                RULE,
+                "image_omitted",
+                i,
+                f"image {k + 1} of {n} in this message sent as a text placeholder: {detail}",
+            )
+            for k in range(here)
+        ]
+        if not left:
+            break
+    return out, tuple(changes)
 
 
 def cut_step(limit: int) -> int:

@@ -90,6 +90,9 @@ class RenderMemo:
         self._made_old: dict[tuple[Any, ...], Message] = {}
         #: The history compose made last (see :func:`ctxengine.inject.compose.compose`).
         self.composed: Any = None
+        #: (provider, max_images) -> the last image cuts made
+        #: (:func:`~ctxengine.inject.images.limit_images`).
+        self.image_cuts: dict[tuple[str, int | None], list[Any]] = {}
 
     def table(self, *key: Any) -> _Table[Any]:
         """The table for ``key`` (kind of work and everything besides the message it reads)."""
