@@ -298,6 +298,32 @@ def test_fit_keeps_the_newest_images_and_takes_a_lower_limit(provider: str) -> N
     assert out.tokens == payload_tokens(out.payload, provider, MODEL)
 
 
+@pytest.mark.parametrize("in_run", [False, True], ids=["after-a-run", "in-a-run"])
+async def test_an_image_cut_is_reported_at_its_index_when_turns_are_merged(in_run: bool) -> None:
+    """Anthropic takes no two user turns in a row: a session renders them merged, and reports
+    each merge at the index of the message merged away, in the turns as composed. An image
+    cut was reported at its index in the merged turns, one message early per merge before it
+    (the message of the call, not of its result): the indices are those of the turns as
+    composed, as a render of those turns reports them."""
+    first = [Message.user("Open the form."), Message.user("Then fill it in.")]
+    if in_run:  # the images cut are in the merged turns themselves
+        first = [
+            Message("user", (Text("Before:"), shot(90))),
+            Message("user", (Text("After:"), shot(91))),
+        ]
+    engine = ContextEngine(MODEL, Budget(total=100_000), max_images=1)
+    async with engine.session("merged") as s:
+        s.extend([*first, *screenshots(3, "tool")])
+        await s.user_message("Is it filled in?")
+        out = await s.render("anthropic")
+        composed = s.transcript()
+    alone = render(composed, "anthropic", max_images=1).report.to_dict()
+    assert omitted(out.report.hygiene) == omitted(alone)
+    assert len(omitted(alone)) == (4 if in_run else 2)
+    for change in omitted(out.report.hygiene):
+        assert names(composed.messages[change["index"]])  # the message holding the image
+
+
 async def test_the_render_option_wins_over_the_engine_setting() -> None:
     engine = ContextEngine(MODEL, Budget(total=100_000), max_images=5)
     async with engine.session("both") as s:

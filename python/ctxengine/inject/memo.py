@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
+from ..transcript.changes import Change
 from ..transcript.model import Message, Text, Transcript
 from ..transcript.providers import exported_blocks, family_of
 from .align import Aligned, Aligner
@@ -93,6 +94,11 @@ class RenderMemo:
         #: (provider, max_images) -> the last image cuts made
         #: (:func:`~ctxengine.inject.images.limit_images`).
         self.image_cuts: dict[tuple[str, int | None], list[Any]] = {}
+        #: The last changes of a render of merged turns put at the indices of the turns as
+        #: composed: (changes, merged positions, the answer) (see ``inject.turn``).
+        self.as_composed: tuple[tuple[Change, ...], list[int], tuple[Change, ...] | None] | None = (
+            None
+        )
 
     def table(self, *key: Any) -> _Table[Any]:
         """The table for ``key`` (kind of work and everything besides the message it reads)."""

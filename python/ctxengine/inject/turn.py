@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import compress, islice
@@ -396,8 +397,54 @@ def _render_merged(
         rendered = render(merged, provider, memo=memo, **options)
         report = rendered.report
         if all(c.action in _KEPT_AFTER_MERGE for c in report.changes) and not report.id_map:
-            return dataclasses.replace(rendered, report=Report((*changes, *report.changes)))
+            kept = _as_composed(report.changes, changes, memo)
+            if kept is not None:
+                return dataclasses.replace(rendered, report=Report((*changes, *kept)))
     return render(composed, provider, memo=memo, **options)
+
+
+def _as_composed(
+    made: tuple[Change, ...], merges: list[Change], memo: RenderMemo
+) -> tuple[Change, ...] | None:
+    """``made``, the changes of a render of the merged turns (indices in those), at the
+    indices of the turns as composed, where ``merges`` (:func:`_merged`'s changes: indices of
+    the messages merged into the one before, ascending, in the turns as composed) lie between
+    them. None when an image was cut in a merged message: its images came from several
+    messages, and the render of the turns as composed reports each at its own.
+
+    The answer for the same changes (the same objects: a render cutting the images the one
+    before cut reuses its changes) and merges is the one before, found in one C-level pass."""
+    if not any(c.action == "image_omitted" for c in made):
+        return made  # the bootstrap turn: before every merged run, at the same index
+    absorbed = [c.index for c in merges if c.index is not None]
+    last = memo.as_composed
+    if (
+        last is not None
+        and last[1] == absorbed
+        and len(last[0]) == len(made)
+        and all(map(is_, last[0], made))
+    ):
+        return last[2]
+    answer = _at_composed(made, absorbed)
+    memo.as_composed = (made, absorbed, answer)
+    return answer
+
+
+def _at_composed(made: tuple[Change, ...], absorbed: list[int]) -> tuple[Change, ...] | None:
+    """:func:`_as_composed`, made (``absorbed``: the indices of the messages merged away)."""
+    out: list[Change] = []
+    for c in made:
+        if c.action != "image_omitted" or c.index is None:
+            out.append(c)
+            continue
+        i = c.index  # the merged message's index, then its first message's as composed
+        while (moved := c.index + bisect_right(absorbed, i)) != i:
+            i = moved
+        after = bisect_right(absorbed, i)
+        if after < len(absorbed) and absorbed[after] == i + 1:  # the head of a merged run
+            return None
+        out.append(c if i == c.index else dataclasses.replace(c, index=i))
+    return tuple(out)
 
 
 def _with_changes(hygiene: dict[str, Any], changes: list[dict[str, Any]]) -> dict[str, Any]:
