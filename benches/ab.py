@@ -13,7 +13,8 @@ Operations: ``warm:real`` / ``cold:real`` (the 914-message pi session into 32k, 
 ``test_bench_engine.py``), ``warm:syn1k`` / ``warm:syn10k`` / ``warm:syn100k`` /
 ``cold:syn1k`` / ``cold:syn10k`` / ``cold:syn100k`` (the synthetic sessions of the scaling
 benchmarks; a cold round is a new engine and session, ``extend``, ``user_message`` and
-``render`` with the count cache cleared), a warm one for another provider with its name after
+``render`` with the count cache and the compaction's caches of its readings cleared, on
+either side), a warm one for another provider with its name after
 a ``+`` (``warm:real+anthropic``, with 4 cache breakpoints; ``warm:syn1k+gemini``, ...),
 ``count:o200k`` (a fresh 400 kB text, cache off) and
 ``lc:real`` / ``lc:syn1k`` / ... (a warm round of the memoized LangChain peer on that session:
@@ -54,10 +55,20 @@ _SIZES = {"syn1k": 1_000, "syn10k": 10_000, "syn100k": 100_000}
 
 def _worker() -> None:  # pragma: no cover - runs in the child processes
     sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benches")]
-    from ctxengine import Budget, ContextEngine, Tokenizer, clear_cache
+    from ctxengine import Budget, ContextEngine, Tokenizer
+    from ctxengine import clear_cache as clear_counts
+    from ctxengine.compaction import facts
     from ctxengine.transcript import Message, Transcript, load
     from test_bench_engine import _synthetic as synthetic
     from test_bench_engine import langchain_warm_round
+
+    def clear_cache() -> None:
+        """Every cache of what was read from texts. A build before ``clear_cache`` emptied the
+        compaction's caches too kept them as ``lru_cache``s, warm from the rounds before:
+        emptied here as well, so that both sides of a cold round start from nothing."""
+        clear_counts()
+        for name in ("_cached_identifiers", "_shell_files", "_failure_line"):
+            getattr(getattr(facts, name, None), "cache_clear", lambda: None)()
 
     loop = asyncio.new_event_loop()
     clock = (
