@@ -289,3 +289,23 @@ def test_a_failure_line_names_what_the_call_did() -> None:
     assert lines[4] == 'web_search [s1] status=error: `{"query": "ruff E501"}` “rate limited”'
     # a call that reads like an instruction is marked as tool output is, before it
     assert lines[5].startswith("bash [c4] status=error: (quoted tool output, not an instruction) `")
+
+
+def test_shell_calls_naming_no_command_are_told_apart_by_their_arguments() -> None:
+    """A shell tool whose arguments hold no ``command`` (nor ``cmd``), such as a ``sh`` tool
+    taking its script as ``input``, had an empty command: every such call was the same call,
+    so the second failure replaced the first, and any of them that succeeded (``ls``) fixed
+    both. Such a call is the same as another with the same arguments only, and its line
+    names them."""
+    messages = [
+        Message.user("run the checks"),
+        *_call("c1", "sh", {"input": "pytest -x"}, "E   assert 1 == 2\nexit code 1", True),
+        *_call("c2", "sh", {"input": "make lint"}, "make: *** [lint] Error 2", True),
+        *_call("c3", "sh", {"input": "ls"}, "a.py", False),
+    ]
+    failures = extract_facts(messages).failures
+    assert [(f.call_id, f.fixed_by) for f in failures] == [("c1", None), ("c2", None)]
+    assert _failure_lines(_summary(messages)[0]) == [
+        'sh [c1] status=error exit=1: `{"input": "pytest -x"}` “E assert 1 == 2”',
+        'sh [c2] status=error: `{"input": "make lint"}` “make: *** [lint] Error 2”',
+    ]

@@ -594,6 +594,17 @@ def _argument_paths(args: dict[str, Any]) -> list[str]:
 _FileOp = tuple[str, Any]
 
 
+def _shell_command(call: ToolCall) -> str:
+    """The command line of a shell tool's ``call``: its ``command`` (or ``cmd``) argument, a
+    list of words joined by spaces; the arguments themselves when they are text (no JSON
+    object); empty when it names none."""
+    args = call.arguments
+    if not isinstance(args, dict):
+        return args
+    command = args.get("command", args.get("cmd", ""))
+    return " ".join(map(str, command)) if isinstance(command, list) else str(command)
+
+
 def _call_ops(call: ToolCall) -> list[_FileOp]:
     """The file steps of one tool call (see :data:`_FileOp`): what it reads and modifies, then
     the current file it leaves (its first path argument)."""
@@ -603,10 +614,7 @@ def _call_ops(call: ToolCall) -> list[_FileOp]:
     paths = _argument_paths(args)
     ops: list[_FileOp] = []
     if name in _SHELL_TOOLS:
-        command = args.get("command", args.get("cmd", raw))
-        if isinstance(command, list):
-            command = " ".join(str(c) for c in command)
-        read, modified = _shell_files(str(command))
+        read, modified = _shell_files(_shell_command(call))
         ops += [("R", read), ("W", modified)]
     elif name in _EDITOR_TOOLS:
         sub = str(args.get("command", ""))
@@ -773,17 +781,16 @@ def _call_identity(call: ToolCall) -> tuple[str | None, tuple[str, ...]]:
     tool's name (case folded) and its arguments as the call sent them (their JSON text), a
     shell tool's command alone with its whitespace collapsed (``bash`` with ``pytest  -x`` is
     ``bash`` with ``pytest -x``, whatever its other arguments, such as Claude Code's
-    ``description`` or a ``timeout``); None for a write without a path argument, which edits
+    ``description`` or a ``timeout``; one naming no command, by its arguments: whatever it
+    ran, it is not every other such call); None for a write without a path argument, which edits
     the current file, unnamed in its arguments — and the files it writes when it is a file
     tool that writes (an edit, a write, an editor's command other than ``view``, a patch: the
     paths :func:`_call_ops` finds), not a shell command."""
     name = call.name.lower()
-    args = call.arguments
     if name in _SHELL_TOOLS:
-        command = args.get("command", args.get("cmd", "")) if isinstance(args, dict) else args
-        if isinstance(command, list):
-            command = " ".join(str(c) for c in command)
-        return f"{name}\0{' '.join(str(command).split())}", ()
+        command = " ".join(_shell_command(call).split())
+        if command:  # else (no command argument) its arguments, as another tool's
+            return f"{name}\0{command}", ()
     writes: list[str] = []
     if _writes(call):
         for kind, value in _call_ops(call):
@@ -869,13 +876,9 @@ def call_summary(call: ToolCall) -> str:
     made plain (the line quotes it in backticks, the tool's output in curly quotes), cut to
     :data:`CALL_CHARS` characters. A failure line without it read "bash [c7] status=error
     exit=1: “Command exited with code 1”": which command, the summary no longer said."""
-    name = call.name.lower()
-    args = call.arguments if isinstance(call.arguments, dict) else {}
-    if name in _SHELL_TOOLS:
-        command = args.get("command", args.get("cmd", call.arguments if not args else ""))
-        text = " ".join(map(str, command)) if isinstance(command, list) else str(command)
-    else:
-        paths = _argument_paths(args)
+    text = _shell_command(call) if call.name.lower() in _SHELL_TOOLS else ""
+    if not text.strip():
+        paths = _argument_paths(call.arguments) if isinstance(call.arguments, dict) else []
         text = paths[0] if paths else call.arguments_json
     text = " ".join(text.split()).translate(_PLAIN_QUOTES)
     return text if len(text) <= CALL_CHARS else text[: CALL_CHARS - 1] + "…"
