@@ -414,8 +414,9 @@ async def test_a_summary_larger_than_the_split_size_is_sent_whole_by_every_later
     of 80,000 characters (one 116,000-character answer summarized with its excerpts) was split
     by the guard into ``mem.summary.<i>`` chunks on the next render, which compose never sends:
     the payload lost it (2,685 tokens of a 25,590 target). The summary is never split."""
-    answer = "\n".join(
-        f"Step {n}: checked the handler of hotkey {n}; it is fine." for n in range(2500)
+    answer = "\n".join(  # lines in a row differ by a word: no run of lines alike
+        f"Step {n}: checked the {('key-up', 'key-down')[n % 2]} handler of hotkey {n}; it is fine."
+        for n in range(2500)
     )
     engine = ContextEngine("gpt-4.1", Budget(total=40_000))
     async with engine.session("big") as s:

@@ -173,24 +173,26 @@ def test_the_render_low_water_mark_is_a_fraction(low: float) -> None:
         CompactionConfig(render_low_water=low)
 
 
+_DEVICES = ("tablet", "phone", "laptop")
+
+
+def _diagnosis(n: int) -> str:
+    return f"Diagnosis {n}: the listener of {_DEVICES[n % 3]} window {n} keeps the key."
+
+
 def _big_tail_session() -> list[Message]:
     """An aider-like session: small early turns, then a request far larger than the budget's
     room and its long answer, both in the protected tail, then a short latest request."""
     out = [Message.user("Let us work on the dictation hotkey.")]
     for i in range(4):
         out.append(Message.assistant(f"Step {i}: I looked at module_{i}.ts; it is fine."))
+    # lines in a row differ by a word (a run of lines alike would be quoted as one line)
     big = "Read about the hotkey and push-to-talk, almost everything is ready.\n" + "\n".join(
-        f"Log line {n}: the key-up event of push-to-talk arrives late on device {n}."
+        f"Log line {n}: the key-up event of push-to-talk arrives late on {_DEVICES[n % 3]} {n}."
         for n in range(200)
     )
     out.append(Message.user(big))
-    out.append(
-        Message.assistant(
-            "\n".join(
-                f"Diagnosis {n}: the listener of window {n} keeps the key." for n in range(90)
-            )
-        )
-    )
+    out.append(Message.assistant("\n".join(_diagnosis(n) for n in range(90))))
     out.append(Message.user("where did you create the file?"))
     return out
 
@@ -218,7 +220,7 @@ def test_a_protected_tail_turn_larger_than_the_room_is_summarized_not_dropped() 
     assert request_findable(messages[5].text, text)
     assert out.payload["messages"][-1]["content"] == "where did you create the file?"
     assert EXCERPTS_HEADING in text
-    assert "Diagnosis 89: the listener of window 89 keeps the key." in text  # the newest line
+    assert _diagnosis(89) in text  # the newest line
 
 
 async def _late_result_session(provider: str) -> Any:

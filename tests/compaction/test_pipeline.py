@@ -390,15 +390,19 @@ async def test_a_filling_summary_excerpts_the_newest_lines_and_carries_the_earli
     later merge keeps the earlier summary's excerpts after the new ones, so a summary that had
     filled its room does not shrink to its sections when one more small turn joins it."""
     count = get_tokenizer("o200k_base").count
+
+    def checked(n: int) -> str:  # lines in a row differ by a word: no run of lines alike
+        return f"Checked exporter {n}: it writes {('csv', 'json', 'xml')[n % 3]} rows."
+
     old = [
         Message.user("Find why the export fails."),
-        Message.assistant("\n".join(f"Checked exporter {n}: it writes rows." for n in range(60))),
+        Message.assistant("\n".join(checked(n) for n in range(60))),
     ]
     first = await compact(old, max_tokens=400, fill=True)
     assert first.ok and first.message is not None
     assert EXCERPTS_HEADING in first.summary
-    assert "Checked exporter 59: it writes rows." in first.summary  # the newest line is kept
-    assert "Checked exporter 1: it writes rows." not in first.summary  # the room ran out
+    assert checked(59) in first.summary  # the newest line is kept
+    assert checked(1) not in first.summary  # the room ran out
     assert 0.95 * 400 <= count(first.summary) <= 400
     plain = await compact(old, max_tokens=400)
     assert EXCERPTS_HEADING not in plain.summary and count(plain.summary) < count(first.summary)
@@ -409,7 +413,7 @@ async def test_a_filling_summary_excerpts_the_newest_lines_and_carries_the_earli
     assert merged.ok
     text = merged.summary
     body = text[text.index(EXCERPTS_HEADING) :]
-    assert body.index("OK”") < body.index("Checked exporter 59: it writes rows.")  # newest first
+    assert body.index("OK”") < body.index(checked(59))  # newest first
     assert "x" * 150 in body  # the 454-character result in 200-character chunks, not cut
     # the earlier summary's newest request, which the merge lists by its first line only
     assert "- earlier request: “Find why the export fails.”" in body
@@ -422,7 +426,11 @@ async def test_a_filling_summary_excerpts_what_a_tool_call_wrote() -> None:
     result: such a turn summarized alone left the fill with nothing to quote, and a render
     at 0.65 of its target (the shared Claude Code session at 8,000 tokens)."""
     count = get_tokenizer("o200k_base").count
-    content = "\n".join(f"def handler_{n}(event): return route(event, {n})" for n in range(80))
+
+    def handler(n: int) -> str:  # lines in a row differ by a word: no run of lines alike
+        return f"def handler_{n}(event): return route(event, {('get', 'put', 'post')[n % 3]!r})"
+
+    content = "\n".join(handler(n) for n in range(80))
     call = ToolCall("w1", "Write", {"file_path": "src/handlers.py", "content": content})
     turn = [
         Message.user("Write the handlers."),
@@ -433,7 +441,7 @@ async def test_a_filling_summary_excerpts_what_a_tool_call_wrote() -> None:
     assert filled.ok
     body = filled.summary[filled.summary.index(EXCERPTS_HEADING) :]
     assert "- call Write: " in body
-    assert "def handler_79(event): return route(event, 79)" in body  # its newest lines first
+    assert handler(79) in body  # its newest lines first
     assert 0.95 * 500 <= count(filled.summary) <= 500
 
 

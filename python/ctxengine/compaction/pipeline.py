@@ -791,9 +791,13 @@ def _excerpt_lines(
     left out and costs nothing, so the room goes to lines not yet shown. ``latest``: the
     newest request the summary holds in its Requests (an earlier summary's, carried whole,
     is not excerpted again). ``once=False`` writes every copy (the fill's last resort, when
-    the lines written once leave its room short)."""
+    the lines written once leave its room short). A run of lines alike (a line repeated, a
+    log's lines differing only in their counters) is one line with its count
+    (:func:`_excerpt_units`), written once even then: its copies say nothing more, and the
+    room they would take is left to the lines that do, or unused."""
     out: list[str] = []
     seen: set[str] = set() if once else _Repeats()
+    runs: set[str] = set()  # the runs written (each once, every copy written or not)
     left = tokens - count(EXCERPTS_HEADING) - 2
     for m in reversed(messages):
         if left <= 0:
@@ -822,31 +826,30 @@ def _excerpt_lines(
             if m.role == "assistant":  # what a call wrote (a file's content) is the turn too
                 pieces += [(f"call {c.name}", _call_text(c.arguments)) for c in m.tool_calls]
         for label, text in reversed(pieces):
-            lines = [
-                flat[k : k + EXCERPT_LINE_CHARS]
-                for ln in text.splitlines()
-                if (flat := " ".join(ln.split()))
-                for k in range(0, len(flat), EXCERPT_LINE_CHARS)
-            ]
             kept: list[str] = []
-            oldest = len(lines)  # index of the oldest line kept
-            for i in range(len(lines) - 1, -1, -1):
-                line = lines[i]
-                quoted = quote_tool_text(line, EXCERPT_LINE_CHARS)
-                if quoted in seen:  # written already, for a newer message or line
-                    continue
-                cost = count(quoted) + 2
-                if cost > left:  # the end of the line that still fits, then no more
-                    tail = _tail_within(line, left, count)
-                    if tail and tail not in seen:
-                        kept.append(tail)
-                        seen.add(tail)
-                        oldest = i
+            oldest = 0  # index of the oldest line kept (a long line counts by its chunks)
+            for unit in _excerpt_units(text):
+                key = unit.key
+                if key in seen or (unit.run and key in runs):
+                    continue  # written already, for a newer message or line
+                cost = count(unit.quoted) + 2
+                if cost > left:  # a run's shorter line, or the end of the line, then no more
+                    at, last = unit.at, unit.shorter
+                    if last is None or count(last) + 2 > left:  # a run's last line, or its end
+                        at, last = unit.end_at, quote_tool_text(unit.end, EXCERPT_LINE_CHARS)
+                        if not unit.run or count(last) + 2 > left:
+                            last = _tail_within(unit.end, left, count)
+                    if last and last not in seen:
+                        kept.append(last)
+                        seen.add(last)
+                        oldest = at
                     left = 0
                     break
-                kept.append(quoted)
-                seen.add(quoted)
-                oldest = i
+                kept.append(unit.quoted)
+                seen.add(key)
+                if unit.run:
+                    runs.add(key)
+                oldest = unit.at
                 left -= cost
             if not kept:
                 if left > 0:
@@ -856,6 +859,132 @@ def _excerpt_lines(
             head = f"- {label}: " + (f"(…{oldest} earlier lines) " if oldest else "")
             out += [head + kept[0], *(f"  {q}" for q in kept[1:])]
     return ["", EXCERPTS_HEADING, *out] if out else []
+
+
+#: Fewest lines in a row, alike but for their digits, an excerpt writes as one (a run).
+MIN_RUN: Final = 4
+_DIGITS: Final = re.compile(r"\d+")
+
+
+class _Unit(NamedTuple):
+    """What :func:`_excerpt_lines` may write for a line of a text, or for a run of lines
+    alike (:func:`_excerpt_units`)."""
+
+    #: Index of its first chunk among the text's chunks (a long line is several).
+    at: int
+    #: The line written.
+    quoted: str
+    #: What a copy of it written already is known by.
+    key: str
+    #: Whether it stands for a run (written once, even when every copy is).
+    run: bool
+    #: What is written when the unit does not fit, or its end: its chunk (a run's last
+    #: chunk), and that chunk's index.
+    end: str
+    end_at: int
+    #: A run's shorter line, tried first when it does not fit (its last line and its count).
+    shorter: str | None = None
+
+
+def _excerpt_units(text: str) -> Iterator[_Unit]:
+    """What :func:`_excerpt_lines` may write of ``text``, newest first: each line (whitespace
+    collapsed; a long one by its :data:`EXCERPT_LINE_CHARS`-character chunks, the last first)
+    quoted. A run of at least :data:`MIN_RUN` lines in a row that are alike
+    (:func:`_run_start`: a line repeated, a log line with its counter or timestamp, a table's
+    rows) is one line: the line and its count, ``“x = 1” (× 400 lines)``, known by the quoted
+    line alone (a copy of it written already, alone or as a run, says what it says), or the
+    first and the last of the run when they differ, ``“step 1 ok” … “step 400 ok” (× 400
+    lines, alike but for their numbers)``, the last alone when that does not fit. Read from
+    the end: only the lines an excerpt gets to are compared."""
+    flats = [flat for ln in text.splitlines() if (flat := " ".join(ln.split()))]
+    width = EXCERPT_LINE_CHARS
+    at = sum(-(-len(flat) // width) for flat in flats)  # the chunks before line ``end``
+    end = len(flats)
+    while end:
+        start = _run_start(flats, end)
+        run = flats[start:end]
+        if len(run) >= MIN_RUN:
+            last_at = at - 1
+            at -= sum(-(-len(flat) // width) for flat in run)
+            first, last = (quote_tool_text(x, width) for x in (run[0], run[-1]))
+            chunk = run[-1][(len(run[-1]) - 1) // width * width :]
+            if all(x == run[0] for x in run):
+                yield _Unit(at, f"{first} {_counted(len(run))}", first, True, chunk, last_at)
+            else:
+                counted = _counted(len(run), alike=True)
+                line = f"{first} … {last} {counted}"
+                yield _Unit(at, line, line, True, chunk, last_at, f"{last} {counted}")
+        else:
+            for flat in reversed(run):
+                pieces = [flat[k : k + width] for k in range(0, len(flat), width)]
+                for piece in reversed(pieces):
+                    at -= 1
+                    quoted = quote_tool_text(piece, width)
+                    yield _Unit(at, quoted, quoted, False, piece, at)
+        end = start
+
+
+def _run_start(lines: Sequence[str], end: int) -> int:
+    """Where the run of ``lines`` alike that ends at ``end`` starts: lines in a row that are
+    the same, or the same once each run of digits is read as one digit."""
+    last = lines[end - 1]
+    key: str | None = None
+    start = end - 1
+    while start:
+        line = lines[start - 1]
+        if line != last:
+            key = key if key is not None else _DIGITS.sub("0", last)
+            if _DIGITS.sub("0", line) != key:
+                break
+        start -= 1
+    return start
+
+
+def _counted(lines: int, alike: bool = False) -> str:
+    """What a run's excerpt line says of it after its quoted line (:func:`_excerpt_units`)."""
+    return f"(× {lines} lines, alike but for their numbers)" if alike else f"(× {lines} lines)"
+
+
+def _run_line(run: list[str]) -> str:
+    """The excerpt line of a ``run`` of quoted lines alike, as :func:`_excerpt_units` writes
+    it."""
+    if all(x == run[0] for x in run):
+        return f"{run[0]} {_counted(len(run))}"
+    return f"{run[0]} … {run[-1]} {_counted(len(run), alike=True)}"
+
+
+def _carried_runs(lines: list[str]) -> list[str]:
+    """Carried excerpt ``lines`` (each message a ``- label: …`` line and its ``  `` lines)
+    with each run of at least :data:`MIN_RUN` quoted lines of a message alike written as one
+    line (:func:`_run_line`), as the excerpts of a message are now: an earlier version wrote
+    every line of a log (or every copy, to fill its room)."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        j = i + 1
+        while j < len(lines) and lines[j].startswith("  "):
+            j += 1
+        head = _EXCERPT_HEAD.fullmatch(lines[i])
+        if head is None or j - i < MIN_RUN:
+            out += lines[i:j]
+            i = j
+            continue
+        texts = [head.group(3), *(line[2:] for line in lines[i + 1 : j])]
+        kept: list[str] = []
+        end = len(texts)
+        while end:
+            start = _run_start(texts, end)
+            run = texts[start:end]
+            kept += [_run_line(run)] if len(run) >= MIN_RUN else run[::-1]
+            end = start
+        if len(kept) == len(texts):
+            out += lines[i:j]
+        else:
+            kept.reverse()
+            prefix = lines[i][: len(lines[i]) - len(head.group(3))]
+            out += [prefix + kept[0], *(f"  {x}" for x in kept[1:])]
+        i = j
+    return out
 
 
 def _call_text(arguments: dict[str, Any] | str) -> str:
@@ -921,12 +1050,12 @@ def _carried_excerpts(summary: str, kept: str | None = None) -> list[str]:
     try:
         start = lines.index(EXCERPTS_HEADING) + 1
     except ValueError:
-        return out
+        return _carried_runs(out)
     for line in lines[start:]:
         if not line.startswith(("- ", "  ")):
             break
         out.append(line)
-    return out
+    return _carried_runs(out)
 
 
 def _tail_within(line: str, tokens: int, count: Count) -> str | None:
