@@ -1225,16 +1225,7 @@ class Session:
                             raise
                         image_steps += 1
                         steps.append(
-                            {
-                                "step": step,
-                                "error": info.kind,
-                                "tokens": info.tokens,
-                                "limit": info.limit,
-                                "budget": out.report.budget,
-                                "compactions": done,
-                                "images": sent,
-                                "max_images": fewer,
-                            }
+                            _recovery_step(step, info, out, done, images=sent, max_images=fewer)
                         )
                         self._image_limits[provider] = fewer
                         options = {**options, "max_images": fewer}
@@ -1243,16 +1234,7 @@ class Session:
                     if info.kind not in ("context_overflow", "compaction_overflow"):
                         raise
                     last = info
-                    steps.append(
-                        {
-                            "step": step,
-                            "error": info.kind,
-                            "tokens": info.tokens,
-                            "limit": info.limit,
-                            "budget": out.report.budget,
-                            "compactions": done,
-                        }
-                    )
+                    steps.append(_recovery_step(step, info, out, done))
                     if info.kind == "context_overflow" and compactions < max_compactions:
                         compactions += 1
                         scale = shrink
@@ -1508,6 +1490,22 @@ def _record_truncation(
 def _as_stored(message: Message) -> Any:
     """``message`` as a store holds it in an entry's ``data["message"]``."""
     return json.loads(compact_json(message_to_json(message)))
+
+
+def _recovery_step(
+    step: str, info: ProviderErrorInfo, out: RenderedContext, done: list[Any], **more: Any
+) -> dict[str, Any]:
+    """The entry of ``report.recovery`` for a model call that failed with ``info`` after the
+    render ``out`` (``done``: its compactions; ``more``: what the step's answer adds)."""
+    return {
+        "step": step,
+        "error": info.kind,
+        "tokens": info.tokens,
+        "limit": info.limit,
+        "budget": out.report.budget,
+        "compactions": done,
+        **more,
+    }
 
 
 def _warn_orphan(session_id: str, call_id: str, calls: Mapping[str, str]) -> None:
