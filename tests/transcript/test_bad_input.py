@@ -288,3 +288,15 @@ def test_a_torn_last_line_cut_inside_a_character_is_torn_too(tmp_path: Path) -> 
     torn.write_bytes(b'{"x": "\xe6\x97"}\n' + head)
     with pytest.raises(TranscriptError, match="not UTF-8 text at byte offset 7"):
         load(torn, format="pi")
+
+
+def test_a_pi_session_with_no_message_yet_loads_as_an_empty_transcript(tmp_path: Path) -> None:
+    """pi writes its session header when a session starts: a file holding it alone was refused
+    ("0 messages matched format 'pi' ... expected at least one message entry"), though a
+    source holding no message loads as an empty transcript (docs/transcripts.md)."""
+    header = PI.read_text(encoding="utf-8").splitlines()[0]
+    path = tmp_path / "new-session.jsonl"
+    path.write_text(header + "\n", encoding="utf-8")
+    for fmt in ("auto", "pi"):
+        t = load(path, format=fmt)
+        assert t.messages == () and t.source_format == "pi"

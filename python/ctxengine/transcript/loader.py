@@ -455,18 +455,23 @@ def _load_file(path: Path, fmt: str, view: str) -> list[Transcript]:
 
 def _check_matched(path: Path, fmt: str) -> None:
     """A pi or Claude Code log that loaded no message as ``fmt``: fine when it holds no
-    entry, an error naming the format it looks like otherwise.
+    entry, or when it is a log of that format with no message yet (a pi session's header
+    alone, written when the session starts: an empty transcript, as any source holding no
+    message); an error naming the format it looks like otherwise.
 
     Raises:
-        TranscriptError: entries are there but none matched ``fmt``.
+        TranscriptError: entries are there, none matched ``fmt``, and the file looks like
+            another format.
     """
     lines = sum(1 for _ in read_jsonl(path))
     if not lines:
         return
     looks = _looks_like(path)
+    if looks == fmt:
+        return
     raise TranscriptError(
         f"{path}: 0 messages matched format {fmt!r} in {lines:,} JSONL entries; "
-        + ("expected at least one message entry" if looks == fmt else _hint(looks, fmt))
+        + _hint(looks, fmt)
     )
 
 
