@@ -94,13 +94,13 @@ def limit_images(
     the limit does no work per image cut on the turns between two steps of the cut."""
     limit = image_limit(provider, max_images)
     messages = t.messages
+
+    def count(m: Message) -> int:
+        return len(image_slots(m, provider))
+
     if memo is None:
-        counts = [len(image_slots(m, provider)) for m in messages]
+        counts = list(map(count, messages))
     else:
-
-        def count(m: Message) -> int:
-            return len(image_slots(m, provider))
-
         key = ("images", provider)
         table = memo.table(*key)
         counts = memo.aligned(*key).many(messages, count, lambda: table.many(messages, count))
