@@ -908,12 +908,13 @@ def _excerpt_units(text: str) -> Iterator[_Unit]:
             at -= sum(-(-len(flat) // width) for flat in run)
             first, last = (quote_tool_text(x, width) for x in (run[0], run[-1]))
             chunk = run[-1][(len(run[-1]) - 1) // width * width :]
-            if all(x == run[0] for x in run):
-                yield _Unit(at, f"{first} {_counted(len(run))}", first, True, chunk, last_at)
+            same = all(x == run[0] for x in run)
+            line = _run_line(first, last, len(run), same)
+            if same:
+                yield _Unit(at, line, first, True, chunk, last_at)
             else:
-                counted = _counted(len(run), alike=True)
-                line = f"{first} … {last} {counted}"
-                yield _Unit(at, line, line, True, chunk, last_at, f"{last} {counted}")
+                shorter = f"{last} {_counted(len(run), alike=True)}"
+                yield _Unit(at, line, line, True, chunk, last_at, shorter)
         else:
             for flat in reversed(run):
                 pieces = [flat[k : k + width] for k in range(0, len(flat), width)]
@@ -945,12 +946,12 @@ def _counted(lines: int, alike: bool = False) -> str:
     return f"(× {lines} lines, alike but for their numbers)" if alike else f"(× {lines} lines)"
 
 
-def _run_line(run: list[str]) -> str:
-    """The excerpt line of a ``run`` of quoted lines alike, as :func:`_excerpt_units` writes
-    it."""
-    if all(x == run[0] for x in run):
-        return f"{run[0]} {_counted(len(run))}"
-    return f"{run[0]} … {run[-1]} {_counted(len(run), alike=True)}"
+def _run_line(first: str, last: str, lines: int, same: bool) -> str:
+    """The excerpt line of a run of ``lines`` quoted lines alike (``same``: all the same),
+    from ``first`` to ``last``."""
+    if same:
+        return f"{first} {_counted(lines)}"
+    return f"{first} … {last} {_counted(lines, alike=True)}"
 
 
 def _carried_runs(lines: list[str]) -> list[str]:
@@ -975,7 +976,10 @@ def _carried_runs(lines: list[str]) -> list[str]:
         while end:
             start = _run_start(texts, end)
             run = texts[start:end]
-            kept += [_run_line(run)] if len(run) >= MIN_RUN else run[::-1]
+            if len(run) >= MIN_RUN:
+                kept.append(_run_line(run[0], run[-1], len(run), all(x == run[0] for x in run)))
+            else:
+                kept += run[::-1]
             end = start
         if len(kept) == len(texts):
             out += lines[i:j]
