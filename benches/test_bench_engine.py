@@ -29,6 +29,7 @@ from langchain_core.messages import convert_to_messages, trim_messages
 from ctxengine import Budget, ContextEngine, clear_cache
 from ctxengine.transcript import Message, ToolCall, Transcript, load
 from offline_tiktoken import TRANSCRIPTS, encoding
+from screenshots import screenshots
 
 SESSION = TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl"
 BUDGET = 32_000
@@ -320,26 +321,15 @@ IMAGES_BUDGET = 400_000
 IMAGES_ROUNDS = 60
 
 
-def _screenshot_steps(n: int, start: int = 0) -> list[Message]:
-    from ctxengine.transcript import Image, Text, ToolResult
-
-    out: list[Message] = []
-    for i in range(start, start + n):
-        shot = Image("image/png", f"iVBORw0KGgo{i:09d}", name=f"shot{i}.png")
-        out.append(Message("assistant", (Text(f"step {i}"), ToolCall(f"s{i}", "screenshot", {}))))
-        out.append(Message("tool", (ToolResult(f"s{i}", (Text(f"screen {i}"), shot)),)))
-    return out
-
-
 def _bench_warm_images(benchmark, runner, max_images: int | None) -> None:  # type: ignore[no-untyped-def]
     """Render once, then measure rounds of one more screenshot step, then render again."""
     engine = ContextEngine("gpt-4.1", Budget(total=IMAGES_BUDGET), max_images=max_images)
-    cm, session = runner.call(_open, engine, _screenshot_steps(SCREENSHOTS))
+    cm, session = runner.call(_open, engine, screenshots(SCREENSHOTS, "tool"))
     runner.call(session.render, "anthropic")
     step = [SCREENSHOTS]
 
     async def warm():  # type: ignore[no-untyped-def]
-        session.extend(_screenshot_steps(1, step[0]))
+        session.extend(screenshots(1, "tool", start=step[0]))
         step[0] += 1
         return await session.render("anthropic")
 

@@ -9,7 +9,8 @@ import pytest
 from ctxengine import Budget, ContextEngine, count_messages
 from ctxengine.errors import ConfigError, ConfigTypeError, ContextOverflowError
 from ctxengine.inject.images import kept_images
-from ctxengine.transcript import Image, Message, Text, ToolCall, ToolResult
+from ctxengine.transcript import ToolCall
+from screenshots import data, image_parts, screenshots
 
 pytestmark = pytest.mark.anyio
 
@@ -200,35 +201,13 @@ async def test_a_provider_that_says_only_the_excess_shrinks_the_budget_by_it() -
 # -- too many images ---------------------------------------------------------------------------
 
 
-def _screenshots(n: int, start: int = 0) -> list[Message]:
-    """``n`` computer-use steps, each returning a screenshot in its tool result."""
-    out: list[Message] = []
-    for i in range(start, start + n):
-        call = ToolCall(f"shot{i}", "screenshot", {})
-        shot = Image("image/png", f"iVBORw0KGgo{i:09d}", name=f"s{i}.png")
-        out += [
-            Message("assistant", (Text(f"step {i}"), call)),
-            Message("tool", (ToolResult(f"shot{i}", (Text(f"screen {i}"), shot)),)),
-        ]
-    return out
-
-
-def _images(value: Any) -> int:
-    """Anthropic image blocks of a payload, tool results' content included."""
-    if isinstance(value, list):
-        return sum(map(_images, value))
-    if isinstance(value, dict):
-        return 1 if value.get("type") == "image" else sum(map(_images, value.values()))
-    return 0
-
-
 def _gateway(limit: int, sent: list[int], error: str) -> Any:
     """An Anthropic model behind a gateway that takes ``limit`` images per request: it notes
     the images of each payload in ``sent`` and refuses more with ``error`` (formatted with
     ``n`` and ``limit``)."""
 
     async def model(payload: dict[str, Any]) -> str:
-        n = _images(payload["messages"])
+        n = image_parts(payload["messages"])
         sent.append(n)
         if n > limit:
             raise RuntimeError(error.format(n=n, limit=limit))
@@ -261,7 +240,7 @@ async def test_too_many_images_renders_again_with_the_newest_images(error: str, 
     engine = ContextEngine("gpt-4.1", Budget(total=200_000))
     async with engine.session("shots") as s:
         await s.user_message("Fill in the form.")
-        s.extend(_screenshots(70))
+        s.extend(screenshots(70, "tool"))
         await s.user_message("Is it submitted?")
         sent: list[int] = []
         answer, out = await s.run(_gateway(limit, sent, error), provider="anthropic")
@@ -270,10 +249,10 @@ async def test_too_many_images_renders_again_with_the_newest_images(error: str, 
         assert [r["step"] for r in steps] == ["render", "fewer_images"] and steps[-1]["ok"]
         assert steps[0]["error"] == "too_many_images"
         assert (steps[0]["images"], steps[0]["max_images"]) == (70, limit)
-        kept = [i for i in range(70) if f"iVBORw0KGgo{i:09d}" in str(out.payload)]
+        kept = [i for i in range(70) if data(i) in str(out.payload)]
         assert kept == list(range(70 - limit, 70))  # the newest
         # the next turn goes out within the limit at once: the images are still history
-        s.extend(_screenshots(2, start=70))
+        s.extend(screenshots(2, "tool", start=70))
         await s.user_message("And now?")
         answer, out = await s.run(_gateway(limit, sent, error), provider="anthropic")
         # the oldest go a tenth of the limit at a time (the prefix stays the same meanwhile)
@@ -292,7 +271,7 @@ async def test_the_many_image_dimension_error_keeps_twenty_images() -> None:
     engine = ContextEngine("gpt-4.1", Budget(total=200_000))
     async with engine.session("large") as s:
         await s.user_message("Check the dashboard.")
-        s.extend(_screenshots(30))
+        s.extend(screenshots(30, "tool"))
         await s.user_message("Done?")
         sent: list[int] = []
         answer, out = await s.run(_gateway(20, sent, error), provider="anthropic")
@@ -305,12 +284,12 @@ async def test_a_gateway_that_keeps_refusing_gets_its_error_back() -> None:
     engine = ContextEngine("gpt-4.1", Budget(total=200_000))
     async with engine.session("stuck") as s:
         await s.user_message("Look.")
-        s.extend(_screenshots(8))
+        s.extend(screenshots(8, "tool"))
         await s.user_message("Well?")
         sent: list[int] = []
 
         async def refuses(payload: dict[str, Any]) -> str:
-            sent.append(_images(payload["messages"]))
+            sent.append(image_parts(payload["messages"]))
             raise RuntimeError(error.format(n=8, limit=7))  # whatever it is sent
 
         with pytest.raises(RuntimeError, match="exceeding the maximum of 7"):
