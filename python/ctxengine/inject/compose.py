@@ -13,7 +13,7 @@ from ..assemble.compact import SUMMARY_META
 from ..assemble.history import KIND, HistoryItem
 from ..compaction import summary_message
 from ..grain import ContextGrain
-from ..transcript.model import Compaction, Message, Text, Transcript, compaction_of
+from ..transcript.model import Message, Text, Transcript, compaction_of
 from .warm import trusted_transcript
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def _message(
     redaction = state.redaction
     if redaction is not None and message.tool_calls:  # their arguments are in no grain
         message = redaction.message(item.index, message)
-    if message.blocks and type(message.blocks[0]) is Compaction:
+    if item.compaction is not None:
         # a provider compaction goes back as the provider returned it (protected: never
         # trimmed): not rebuilt from the grain's text. Another provider is sent its summary
         # text, which the payload redactors see as they see tool-call arguments.
