@@ -444,10 +444,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise UsageError(
                 f"{flag} {path}: the folder {folder} {what}; expected a path in an existing folder"
             )
-        through, descriptor = _descriptor_path(path)
+        descriptor = _descriptor_path(path)[1]
         if descriptor is not None:
             _check_descriptor(flag, path, descriptor)
-        target = None if through else _regular_target(path)
+        target = _regular_target(path)
         if target is not None:  # it is replaced by a file created beside it: try one now
             _probe(flag, path, target)
             regular.add(flag)
