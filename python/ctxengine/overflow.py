@@ -626,8 +626,10 @@ def classify_provider_error(error: object, *, stage: str | None = None) -> Provi
     kind = _kind(text, status, lowered, is_exc)
     if kind == "too_many_images":
         nums = _image_numbers(text)
+    elif kind == "context_overflow":
+        nums = _numbers(text)
     else:
-        nums = _numbers(text) if kind == "context_overflow" else {}
+        nums = {}
     output, limit = nums.get("output"), nums.get("limit")
     if output is not None and limit is not None and output >= limit:
         # the output reserve (max_tokens) alone fills the window: no shorter input fits
