@@ -224,8 +224,10 @@ def _cjk_pairs(text: str) -> list[str]:
     as the entry holding the word, and the hybrid score kept it over ``min_score``."""
     pairs: list[str] = []
     for run in bm25_words(fold(text)):
-        if len(bm25_tokenize(run)) == len(run):  # one word per character: ideographs, kana
-            pairs += [run[i : i + 2] for i in range(len(run) - 1)]
+        if len(run) > 1 and not run.isascii():
+            chars = bm25_tokenize(run)
+            if len(chars) == len(run):  # one word per character: ideographs, kana
+                pairs += [run[i : i + 2] for i in range(len(run) - 1)]
     return pairs
 
 
@@ -261,6 +263,8 @@ class HashingEmbedder:
     def _features(self, text: str) -> list[str]:
         words = [w for w in bm25_tokenize(fold(text)) if w not in STOPWORDS]
         grams = [w[i : i + 3] for w in words if len(w) > 3 for i in range(len(w) - 2)]
+        if text.isascii():
+            return words + grams
         return words + grams + _cjk_pairs(text)
 
     def __call__(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
