@@ -414,8 +414,9 @@ def branch_tail(
 #: What :func:`tail_of` returns when the entries it was given do not reach far enough back.
 NEED_MORE: Final = None
 
-#: :func:`piece_tail`'s answers besides a tail: the piece does not reach far enough back (read
-#: more of the session), or it holds what only a read of the whole session can tell.
+#: The answers of a read from a session's end besides a tail: the piece does not reach far
+#: enough back (read more of the session), or it holds what only a read of the whole session
+#: can tell.
 MORE: Final = "more"
 WHOLE: Final = "whole"
 
@@ -461,18 +462,6 @@ class Piece:
             partial=True,
         )
         return MORE if found is NEED_MORE else BranchTail(found, self.leaf)
-
-
-def piece_tail(
-    piece: list[Entry], count: int, kinds: Container[str] | None, session_id: str
-) -> BranchTail | str:
-    """:func:`branch_tail` from ``piece``, the newest intact entries of a session in append
-    order (see :class:`Piece`): :data:`MORE` when the walk from the leaf needs an entry before
-    the piece, :data:`WHOLE` when an id is there twice."""
-    held = Piece()
-    if not held.add(piece):
-        return WHOLE
-    return held.tail(count, kinds, session_id)
 
 
 def tail_of(

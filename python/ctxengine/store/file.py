@@ -304,8 +304,8 @@ TAIL_CHUNK: Final = 16 * 1024
 def _tail_piece(buf: bytes) -> tuple[list[Entry], int] | str:
     """The entries of ``buf``, the end of a transcript from an offset past its start, as the
     whole read (``FileStore._refresh``) takes them, and the length of its torn last line (0:
-    none); else ``MORE`` (read further back) or ``WHOLE`` (only the whole read can tell), the
-    answers of :func:`~ctxengine.store.base.piece_tail`, which then walks the piece.
+    none); else ``MORE`` (read further back) or ``WHOLE`` (only the whole read can tell). The
+    caller then walks the piece (:class:`~ctxengine.store.base.Piece`).
 
     The piece is what the whole read finds there, from these lines alone:
 
@@ -323,7 +323,7 @@ def _tail_piece(buf: bytes) -> tuple[list[Entry], int] | str:
       piece (``WHOLE``) or all before it.
 
     An entry's parent counts only when it is an entry before it in the piece
-    (:func:`~ctxengine.store.base.piece_tail`).
+    (:class:`~ctxengine.store.base.Piece`).
     """
     first = buf.find(b"\n")
     if first < 0:
