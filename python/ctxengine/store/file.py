@@ -958,10 +958,7 @@ class FileStore:
                 if found == WHOLE:
                     return None
             start, want, buf = st.st_size, TAIL_CHUNK, b""
-            while start > 0:
-                at = max(0, start - want)
-                if at == 0:  # the whole file: read as a whole
-                    return None
+            while (at := start - want) > 0:  # else the whole file: read as a whole
                 buf = os.pread(fd, start - at, at) + buf
                 start = at
                 want *= 2

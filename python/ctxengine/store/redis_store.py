@@ -697,10 +697,7 @@ class RedisStore:
             return None
         start, want = int(size), TAIL_PAGE
         piece: list[Entry] = []
-        while start > 0:
-            at = max(0, start - want)
-            if at == 0:  # the whole log: read as a whole
-                return None
+        while (at := start - want) > 0:  # else the whole log: read as a whole
             now, (raw,) = self._with_epoch(session_id, ("lrange", log_key, at, start - 1))
             older = _parsed_entries(raw)
             if now != epoch or older is None:  # deleted since, or a damaged element
