@@ -186,6 +186,29 @@ def _store_faults(out: RenderedContext) -> list[str]:
     return [f["message"] for f in out.report.faults if f["plugin"] == "store"]
 
 
+def _cut_server(
+    redis_server: Callable[..., RedisServer],
+    relay: Callable[[RedisServer], Relay],
+    engine_on: Callable[..., ContextEngine],
+) -> tuple[RedisServer, Relay, ContextEngine]:
+    """A server with an append-only file, a relay to it that can kill it, and an engine whose
+    store goes through the relay."""
+    server = redis_server(persist=True)
+    cut = relay(server)
+    return server, cut, engine_on(cut.url)
+
+
+async def _assert_stored_once(
+    engine_on: Callable[..., ContextEngine], url: str, sid: str, s: Session, payload: Any
+) -> None:
+    """Every message of ``s`` is stored once, in order, and a restore of ``sid`` from another
+    process gives ``payload``."""
+    held = [m.text for m in s.messages]
+    assert _texts(url, sid) == held and len(set(held)) == len(held)
+    back = await engine_on(url).restore(sid)
+    assert back.payload == payload
+
+
 async def test_a_server_killed_between_an_append_and_its_listing_loses_nothing(
     redis_server: Callable[..., RedisServer],
     relay: Callable[[RedisServer], Relay],
@@ -196,9 +219,7 @@ async def test_a_server_killed_between_an_append_and_its_listing_loses_nothing(
     returns; it used to raise redis-py's own ``ConnectionError`` out of ``user_message`` (not
     a ``StoreError``: no fault, no queued message, the caller's turn broken) though the
     message was stored."""
-    server = redis_server(persist=True)
-    cut = relay(server)
-    engine = engine_on(cut.url)
+    server, cut, engine = _cut_server(redis_server, relay, engine_on)
     sid = f"s{uuid.uuid4().hex[:8]}"
     async with engine.session(sid) as s:
         await _chat(s, 0, 5)
@@ -214,10 +235,7 @@ async def test_a_server_killed_between_an_append_and_its_listing_loses_nothing(
         assert said and all(m.startswith("snapshot not written") for m in said), said
         assert s.unsaved == 0
         await s.checkpoint()
-    held = [m.text for m in s.messages]
-    assert _texts(server.url, sid) == held and len(set(held)) == len(held)
-    back = await engine_on(server.url).restore(sid)
-    assert back.payload == out.payload
+    await _assert_stored_once(engine_on, server.url, sid, s, out.payload)
 
 
 async def test_an_append_applied_before_the_server_died_is_found_not_refused_nor_doubled(
@@ -231,9 +249,7 @@ async def test_an_append_applied_before_the_server_died_is_found_not_refused_nor
     restart was refused as another writer's (the session never saved again, no snapshot), and
     ``rebase()`` would have stored the message twice. The next save now finds the failed
     one's messages after the session's leaf and goes on from them."""
-    server = redis_server(persist=True)
-    cut = relay(server)
-    engine = engine_on(cut.url)
+    server, cut, engine = _cut_server(redis_server, relay, engine_on)
     sid = f"s{uuid.uuid4().hex[:8]}"
     async with engine.session(sid) as s:
         await _chat(s, 0, 5)
@@ -248,10 +264,7 @@ async def test_an_append_applied_before_the_server_died_is_found_not_refused_nor
         assert len(said) == 1 and said[0].startswith("cannot append"), said
         assert s.unsaved == 0
         await s.checkpoint()
-    held = [m.text for m in s.messages]
-    assert _texts(server.url, sid) == held and len(set(held)) == len(held)
-    back = await engine_on(server.url).restore(sid)
-    assert back.payload == out.payload
+    await _assert_stored_once(engine_on, server.url, sid, s, out.payload)
 
 
 async def _play(s: Session, engine: ContextEngine, at: Callable[[str], None]) -> RenderedContext:
@@ -291,13 +304,11 @@ async def test_a_session_whose_server_is_killed_three_ways_restores_as_if_never_
     replies lost), and restarted each time. Every message is stored once, in order, and a
     restore from another process equals the same session played on a server never
     interrupted: the payload, and the compaction summary of the latest snapshot."""
-    server = redis_server(persist=True)
-    cut = relay(server)
+    server, cut, engine = _cut_server(redis_server, relay, engine_on)
     twin, sid = f"t{uuid.uuid4().hex[:8]}", f"s{uuid.uuid4().hex[:8]}"
     quiet = engine_on(server.url)
     async with quiet.session(twin) as s:
         expected = await _play(s, quiet, lambda stage: None)
-    engine = engine_on(cut.url)
 
     def at(stage: str) -> None:
         if stage == "between":
@@ -318,10 +329,7 @@ async def test_a_session_whose_server_is_killed_three_ways_restores_as_if_never_
     said = {str(w.message).split(":")[0] for w in warned}
     assert said == {"ctxengine store (append)"}, said  # the cut append, once; no refusal
     assert out.payload == expected.payload
-    held = [m.text for m in s.messages]
-    assert _texts(server.url, sid) == held and len(set(held)) == len(held)
-    back = await engine_on(server.url).restore(sid)
-    assert back.payload == expected.payload
+    await _assert_stored_once(engine_on, server.url, sid, s, expected.payload)
     store = RedisStore(server.url)
     try:
         summaries = [store.load_snapshot(i) for i in (twin, sid)]
