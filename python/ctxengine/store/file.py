@@ -296,6 +296,19 @@ def _batch_complete(new: list[Any], i: int) -> bool:
     return isinstance(last, Entry) and last.ts == start.entry.ts
 
 
+def _whole_appends(parsed: list[Entry | _BatchStart]) -> list[Entry] | None:
+    """The entries of ``parsed`` (lines read from a transcript's end); None when an append of
+    several entries is cut short there (:func:`_batch_complete`)."""
+    out: list[Entry] = []
+    for i, item in enumerate(parsed):
+        if isinstance(item, _BatchStart):
+            if not _batch_complete(parsed, i):
+                return None
+            item = item.entry
+        out.append(item)
+    return out
+
+
 #: Bytes a read from the end of a transcript takes first (:meth:`FileStore.branch_tail`); it
 #: doubles each time the walk needs entries before them.
 TAIL_CHUNK: Final = 16 * 1024
@@ -362,15 +375,8 @@ def _tail_piece(buf: bytes) -> tuple[list[Entry], int] | str:
     start = next((i for i in range(len(parsed)) if stamps[i + 1] != stamps[i]), None)
     if start is None:
         return MORE
-    parsed = parsed[start:]
-    kept: list[Entry] = []
-    for i, item in enumerate(parsed):
-        if isinstance(item, _BatchStart):
-            if not _batch_complete(parsed, i):
-                return WHOLE
-            item = item.entry
-        kept.append(item)
-    return kept, len(torn)
+    kept = _whole_appends(parsed[start:])
+    return WHOLE if kept is None else (kept, len(torn))
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,20 +427,13 @@ class _Tail:
                 parsed.append(_transcript_line(json.loads(raw)))
             except (ValueError, StoreError):
                 return False
-        entries: list[Entry] = []
-        last = self.last_ts
-        for i, item in enumerate(parsed):
-            if isinstance(item, _BatchStart):
-                if not _batch_complete(parsed, i):
-                    return False
-                item = item.entry
-            if item.ts < last:
-                return False
-            last = item.ts
-            entries.append(item)
-        if not self.piece.add(entries):
+        entries = _whole_appends(parsed)
+        if entries is None:
             return False
-        self.end, self.last_ts = size, last
+        stamps = [self.last_ts, *(e.ts for e in entries)]
+        if any(b < a for a, b in itertools.pairwise(stamps)) or not self.piece.add(entries):
+            return False
+        self.end, self.last_ts = size, stamps[-1]
         return True
 
 
