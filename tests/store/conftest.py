@@ -78,7 +78,13 @@ class RedisServer:
 
     def start(self) -> None:
         """Start it (again: the same port and folder), and wait until it answers."""
-        assert self.proc is None or self.proc.poll() is not None, "already running"
+        if self.proc is not None:  # stopped, or stopping: a kill in another thread may be
+            # reaping it (``poll()`` answers "running" while that thread holds the wait lock)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                running = f"redis-server on port {self.port} is already running"
+                raise AssertionError(running) from None
         binary = shutil.which("redis-server")
         assert binary, "redis-server is not installed (apt-get install redis-server)"
         persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.persist else []
