@@ -26,7 +26,7 @@ from ctxengine.transcript import (
     render,
 )
 
-from .helpers import assert_sdk_valid
+from .helpers import AIDER, CC_MAIN, OPENHANDS, PI, assert_sdk_valid
 
 Write = Callable[[str, str], Path]
 
@@ -626,3 +626,25 @@ def test_jsonl_of_chat_messages_and_explicit_format(write: Write) -> None:
     )
     assert load(path) == load(path, format="openai")
     assert [m.text for m in load(path)] == ["hi", "yo"]
+
+
+def test_detect_format_of_a_path_is_what_load_reads_it_as(tmp_path: Path) -> None:
+    """``detect_format`` takes a path as ``load`` does (a ``str`` or a ``Path``): the shared
+    sessions' files and an OpenHands event folder give the format ``load`` reads them as; a
+    missing file is named, not read as data."""
+    for path, fmt in (
+        (PI, "pi"),
+        (AIDER, "aider"),
+        (OPENHANDS, "openhands"),
+        (CC_MAIN, "claude-code"),
+    ):
+        assert detect_format(path) == detect_format(str(path)) == fmt
+        assert load(path, format=fmt) == load(path)
+    events = tmp_path / "conv" / "events"
+    events.mkdir(parents=True)
+    (events / "event-00000-a.json").write_text("{}")  # detection reads the file names
+    assert detect_format(tmp_path / "conv") == "openhands"
+    with pytest.raises(TranscriptError, match="no such file"):
+        detect_format(str(tmp_path / "missing.jsonl"))
+    with pytest.raises(TranscriptError, match="is a folder"):
+        detect_format(tmp_path)

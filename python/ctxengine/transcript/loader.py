@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Final, Literal, get_args
 
 from ..errors import TranscriptError
@@ -293,14 +293,18 @@ def _detect_list(data: list[Any]) -> str | None:
 
 
 def detect_format(data: object) -> str:
-    """The format of already-decoded data (a list of items or a payload/log dict).
+    """The format :func:`load` reads ``data`` as: already-decoded data (a list of items or a
+    payload/log dict), or a file or folder named by a :class:`~pathlib.Path` or a ``str``
+    (by its extension and content, as ``load(path)`` detects it).
 
     Plain text-only chat messages fit several formats and are reported as ``"openai"``
     (they load to the same transcript either way).
 
     Raises:
-        TranscriptError: the data matches no supported format.
+        TranscriptError: the data matches no supported format; a path that names no file.
     """
+    if isinstance(data, (str, PurePath)):
+        return _detect_named(Path(data))
     if isinstance(data, Mapping):
         return _detect_dict(data)
     fmt = _detect_list(data) if isinstance(data, list) else None
@@ -310,6 +314,32 @@ def detect_format(data: object) -> str:
             f"or a payload dict, or pass format= one of {list(FORMATS)}"
         )
     return fmt
+
+
+def _detect_named(path: Path) -> str:
+    """The format of the file or folder at ``path``, as :func:`load` detects it."""
+    if path.is_dir():
+        _events_of(path)
+        return "openhands"
+    _check_file(path)
+    return _detect_path(path)
+
+
+def _events_of(path: Path, fmt: str = "auto") -> Path:
+    """The OpenHands event folder of the folder ``path`` (which ``fmt`` allows)."""
+    folder = event_folder(path) if fmt in ("auto", "openhands") else None
+    if folder is None:
+        raise TranscriptError(
+            f"{path}: is a folder; expected a transcript file (or an OpenHands conversation "
+            "folder with events/event-*.json files)"
+        )
+    return folder
+
+
+def _check_file(path: Path) -> None:
+    if not path.is_file():
+        what = "not a regular file" if path.exists() else "no such file"
+        raise TranscriptError(f"{path}: {what}; expected a transcript file")
 
 
 def _detect_jsonl(path: Path) -> str:
@@ -373,17 +403,10 @@ def _read_json(path: Path) -> Any:
 
 def _load_path(path: Path, fmt: str, view: str) -> list[Transcript]:
     if path.is_dir():
-        folder = event_folder(path) if fmt in ("auto", "openhands") else None
-        if folder is None:
-            raise TranscriptError(
-                f"{path}: is a folder; expected a transcript file (or an OpenHands conversation "
-                "folder with events/event-*.json files)"
-            )
+        folder = _events_of(path, fmt)
         events = read_event_folder(folder)
         return _load_data(events, "openhands", Loc(str(folder)), {"path": str(path)}, view)
-    if not path.is_file():
-        what = "not a regular file" if path.exists() else "no such file"
-        raise TranscriptError(f"{path}: {what}; expected a transcript file")
+    _check_file(path)
     given = fmt != "auto"
     if not given:
         fmt = _detect_path(path)
