@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import socket
@@ -20,15 +21,20 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def _spawn(args: str, *, shell: str = "") -> pexpect.spawn:
-    """``python -m ctxengine ARGS`` in an 80x24 terminal (``shell`` wraps it in /bin/sh)."""
+def _spawn(args: str, *, shell: str = "", columns: int = COLUMNS) -> pexpect.spawn:
+    """``python -m ctxengine ARGS`` in a terminal of 24 lines and ``columns`` (80) columns
+    (``shell`` wraps it in /bin/sh)."""
     command = f"{shlex.quote(sys.executable)} -m ctxengine {args}"
+    # COLUMNS as the terminal says (under pytest the children were given COLUMNS=80, which
+    # rich reads before the terminal's own size)
+    env = {**os.environ, "COLUMNS": str(columns), "LINES": "24"}
+    size = (24, columns)
     if shell:
         return pexpect.spawn(
-            "/bin/sh", ["-c", f"exec {command} {shell}"], dimensions=(24, COLUMNS), timeout=600
+            "/bin/sh", ["-c", f"exec {command} {shell}"], dimensions=size, timeout=600, env=env
         )
     argv = shlex.split(command)
-    return pexpect.spawn(argv[0], argv[1:], dimensions=(24, COLUMNS), timeout=600)
+    return pexpect.spawn(argv[0], argv[1:], dimensions=size, timeout=600, env=env)
 
 
 def _finish(child: pexpect.spawn) -> tuple[int, list[str]]:
@@ -46,8 +52,8 @@ def _printed(lines: list[str]) -> list[str]:
     return [line.replace("^C", "").strip() for line in lines if line.replace("^C", "").strip()]
 
 
-def _assert_fits(lines: list[str]) -> None:
-    too_long = [line for line in lines if len(line) > COLUMNS]
+def _assert_fits(lines: list[str], columns: int = COLUMNS) -> None:
+    too_long = [line for line in lines if len(line) > columns]
     assert not too_long, too_long[:3]
 
 
@@ -64,6 +70,34 @@ def test_demo_fits_80_columns_shows_compactions_and_stays_within_budget() -> Non
         r"\d+ calls · peak [\d,]+ tokens \(\d+% of 16,000\) · [1-9]\d* compactions", summary
     )
     assert "every call within budget" in text
+
+
+@pytest.mark.parametrize("columns", [60, 44])
+def test_demo_on_a_narrow_terminal_leaves_columns_out_instead_of_cutting_numbers(
+    columns: int,
+) -> None:
+    """On a terminal narrower than the calls table (80 columns show all eleven), columns go,
+    the least telling first, and the caption names them: every number shown is whole. It
+    used to squeeze all eleven into 60 columns, each number cut to ``1,…`` or ``12,4…``."""
+    status, lines = _finish(_spawn("demo", columns=columns))
+    text = "\n".join(lines)
+    assert status == 0, text[-2000:]
+    _assert_fits(lines, columns)
+    head = next(i for i, line in enumerate(lines) if line.split()[:1] == ["call"])
+    header = lines[head].split()
+    assert header[:4] == ["call", "msgs", "tokens", "%"] and "cmp" in header
+    assert len(header) < 11 and "fold" not in header
+    rows = []
+    for line in lines[head + 2 :]:
+        if not line.strip() or not line.split()[0].isdigit():
+            break
+        rows.append(line)
+    assert len(rows) > 100 and not any("…" in row for row in rows), rows[:3]
+    budget = 16_000
+    for row in rows:  # the tokens and their share of the budget agree, so neither was cut
+        tokens, share = int(row.split()[2].replace(",", "")), int(row.split()[3])
+        assert tokens <= budget and share == round(100 * tokens / budget), row
+    assert "not shown (terminal too narrow): fold, drop" in " ".join(text.split())
 
 
 @pytest.fixture(scope="module")

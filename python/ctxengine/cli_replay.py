@@ -213,45 +213,83 @@ def middle_ellipsis(text: str, width: int) -> str:
 # -- tables ------------------------------------------------------------------------------------
 
 
+#: The calls table's columns, in order.
+_CALL_COLUMNS: Final = (
+    "call",
+    "msgs",
+    "tokens",
+    "%",
+    "kept",
+    "fold",
+    "drop",
+    "hist",
+    "tool",
+    "cmp",
+    "ms",
+)
+#: The calls table's columns a narrow terminal goes without, the first first (the call, its
+#: tokens and share of the budget, and the compactions always stay).
+_NARROW_DROPS: Final = ("fold", "drop", "hist", "tool", "kept", "ms", "msgs")
+
+
 def _calls_table(run: Run, console: Console) -> Table:
-    cleared = any(r.after_clear for r in run.rows)
-    table = Table(
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        caption="kept/fold/drop: grains; hist, tool: tokens of those windows; "
-        "cmp: messages compacted into mem.summary"
-        + (
-            "; clear: the recording emptied its conversation, a new session starts"
-            if cleared
-            else ""
-        ),
-    )
-    for col in ("call", "msgs", "tokens", "%", "kept", "fold", "drop", "hist", "tool", "cmp"):
-        table.add_column(col, justify="right", no_wrap=True)
-    table.add_column("ms", justify="right", no_wrap=True)
-    for r in run.rows:
-        compacted = sum(c["messages"] for c in r.compactions)
-        cmp: Text | str = Text(f"{compacted:,}", style="bold magenta") if compacted else ""
-        if r.after_clear:
-            cmp = Text("clear", style="bold cyan")
-        table.add_row(
-            str(r.call),
-            str(r.messages),
-            f"{r.tokens:,}",
-            f"{100 * r.tokens / run.budget:.0f}",
-            str(r.kept),
-            str(r.folded),
-            str(r.dropped),
-            f"{r.windows.get('history', 0):,}",
-            f"{r.windows.get('tool', 0):,}",
-            cmp,
-            f"{r.ms:.0f}" if r.ms >= 10 else f"{r.ms:.1f}",
-        )
+    """One row per model call; on a terminal too narrow for every column, the columns of
+    :data:`_NARROW_DROPS` go (the caption names them) rather than every number being cut."""
+    rows = [_call_cells(run, r) for r in run.rows]
+    left_out: list[str] = []
+    table = _calls_columns(run, rows, left_out)
+    unbounded = console.options.update_width(1_000_000)  # the table's own width, uncut
+    for name in _NARROW_DROPS:
+        if Measurement.get(console, unbounded, table).maximum <= console.width:
+            break
+        left_out.append(name)
+        table = _calls_columns(run, rows, left_out)
     # the title is wrapped to the table's width, which is often narrower than the terminal
     width = min(console.width, Measurement.get(console, console.options, table).maximum)
     what = [f"{run.name}: {len(run.transcript)} messages"]
     how = [run.model, run.provider, f"budget {run.budget:,}"]
     table.title = _title([what, how], width)
+    return table
+
+
+def _call_cells(run: Run, r: CallRow) -> dict[str, Text | str]:
+    compacted = sum(c["messages"] for c in r.compactions)
+    cmp: Text | str = Text(f"{compacted:,}", style="bold magenta") if compacted else ""
+    if r.after_clear:
+        cmp = Text("clear", style="bold cyan")
+    return {
+        "call": str(r.call),
+        "msgs": str(r.messages),
+        "tokens": f"{r.tokens:,}",
+        "%": f"{100 * r.tokens / run.budget:.0f}",
+        "kept": str(r.kept),
+        "fold": str(r.folded),
+        "drop": str(r.dropped),
+        "hist": f"{r.windows.get('history', 0):,}",
+        "tool": f"{r.windows.get('tool', 0):,}",
+        "cmp": cmp,
+        "ms": f"{r.ms:.0f}" if r.ms >= 10 else f"{r.ms:.1f}",
+    }
+
+
+def _calls_columns(run: Run, rows: list[dict[str, Text | str]], left_out: list[str]) -> Table:
+    cleared = any(r.after_clear for r in run.rows)
+    caption = (
+        "kept/fold/drop: grains; hist, tool: tokens of those windows; "
+        "cmp: messages compacted into mem.summary"
+        + (
+            "; clear: the recording emptied its conversation, a new session starts"
+            if cleared
+            else ""
+        )
+        + (f"; not shown (terminal too narrow): {', '.join(left_out)}" if left_out else "")
+    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, caption=caption)
+    names = [name for name in _CALL_COLUMNS if name not in left_out]
+    for name in names:
+        table.add_column(name, justify="right", no_wrap=True)
+    for cells in rows:
+        table.add_row(*(cells[name] for name in names))
     return table
 
 
@@ -275,14 +313,17 @@ def _title(groups: list[list[str]], width: int) -> str:
     return "\n".join(lines)
 
 
-def _cuts_table(run: Run) -> Table:
+def _cuts_table(run: Run, width: int) -> Table:
+    """The largest cuts; on a terminal of ``width`` columns below 80, node ids are cut to a
+    quarter of it (at least 12), so that the reasons keep room to be read."""
+    node_width = NODE_WIDTH if width >= 80 else max(12, min(NODE_WIDTH, width // 4))
     table = Table(
         title="largest cuts (each grain at the call where it lost the most)",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
     table.add_column("call", justify="right", no_wrap=True)
-    table.add_column("node", no_wrap=True, max_width=NODE_WIDTH)
+    table.add_column("node", no_wrap=True, max_width=node_width)
     table.add_column("tokens", justify="right", no_wrap=True)
     table.add_column("stage: reason [origin]", ratio=1)
     for call, g in run.largest_cuts():
@@ -292,7 +333,7 @@ def _cuts_table(run: Run) -> Table:
             reason.append(f" [{g.origin}]", style="dim")
         table.add_row(
             str(call),
-            Text(middle_ellipsis(g.node_id, NODE_WIDTH)),
+            Text(middle_ellipsis(g.node_id, node_width)),
             f"{g.tokens_before:,}→{g.tokens_after:,}",
             reason,
         )
@@ -350,7 +391,7 @@ def _print(run: Run, console: Console) -> None:
         )
     console.print(_calls_table(run, console))
     if run.cuts:
-        console.print(_cuts_table(run))
+        console.print(_cuts_table(run, console.width))
     if run.compactions():
         console.print(_compactions_table(run))
     console.print(_summary_line(run))
