@@ -315,7 +315,7 @@ def test_langchain_cold_scaling(benchmark, n: int) -> None:  # type: ignore[no-u
 
 
 #: A computer-use session past Anthropic's 100 images: screenshots in tool results, at a budget
-#: whose window holds about 500 of them (an image counts 765 tokens).
+#: whose window holds about 500 of them (an image whose data gives no size counts 765 tokens).
 SCREENSHOTS = 600
 IMAGES_BUDGET = 400_000
 IMAGES_ROUNDS = 60

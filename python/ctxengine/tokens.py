@@ -21,6 +21,7 @@ from __future__ import annotations
 import binascii
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Final
@@ -28,6 +29,7 @@ from typing import Any, Final
 from . import _core
 from ._core import Tokenizer, cache_info, set_cache_capacity
 from .errors import ConfigTypeError
+from .imagesize import image_size
 
 __all__ = (
     "Tokenizer",
@@ -64,9 +66,11 @@ def clear_cache() -> None:
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMING = 3
-#: Tokens charged per image part: OpenAI's documented tile rule for a high-detail image that
-#: fills 2 × 2 tiles of 512 px (85 + 4 × 170). The plan charges every image this much too, for
-#: every provider (the image's size is not known before it is sent).
+#: Tokens charged for an image whose size is not known: one given by URL (the provider fetches
+#: it), or whose header could not be read (:func:`~ctxengine.imagesize.image_size`). It is
+#: OpenAI's tile rule for a high-detail image that fills 2 x 2 tiles of 512 px (85 + 4 x 170),
+#: a 1024 x 1024 image, and not a bound: a larger image costs more (see :func:`image_tokens`).
+#: A PDF part counts as much (a floor for a document of many pages).
 IMAGE_TOKENS = 765
 #: Tokens charged per second of audio: Gemini's documented rate for audio input (32 per
 #: second), the highest of the providers that take audio (gpt-4o audio input costs about 10).
@@ -99,12 +103,235 @@ def audio_tokens(data: str) -> int:
 
 
 def media_tokens(media_type: str, data: str | None) -> int:
-    """Tokens charged for one media item, by every counter (the plan and the payload's): audio
-    given inline by :func:`audio_tokens`, anything else (an image, a PDF, media by URL) as
-    :data:`IMAGE_TOKENS`."""
+    """Tokens charged for one media item whose count does not depend on the provider: audio
+    given inline by :func:`audio_tokens`, anything else (a PDF, media by URL, an image of
+    unknown size) as :data:`IMAGE_TOKENS`. An inline image of a known size counts by
+    :func:`image_tokens` instead."""
     if data is not None and media_type.startswith("audio/"):
         return audio_tokens(data)
     return IMAGE_TOKENS
+
+
+# --- Images, by their size -------------------------------------------------------------------
+#
+# Each provider bills an image by its size in pixels, read from the header of an inline image
+# (:func:`~ctxengine.imagesize.image_size`). The rules below are the providers' documented ones;
+# where a provider's documentation leaves a choice open (the model family is not known, a
+# detail the request does not fix), the larger count is taken, so that a render counted within
+# its budget is within it as the provider counts it too.
+
+#: OpenAI's tile rule (OpenAI "Images and vision" guide, "Calculating costs", GPT-4o, GPT-4.1,
+#: GPT-4.5, o-series...): the image is scaled to fit in 2048 x 2048, then down so that its
+#: shortest side is 768 px; it costs a base plus a count per 512 px tile covering it. ``detail:
+#: low`` costs the base alone. The guide's examples: 1024 x 1024 high detail is 765 tokens,
+#: 2048 x 4096 is 1105, any size at low detail 85.
+OPENAI_TILE_BASE = 85
+OPENAI_TILE_TOKENS = 170
+#: gpt-4o-mini bills the same tiles at 2833 + 5667 per tile (the same guide's table).
+_OPENAI_MINI_TILES: Final = (2833, 5667)
+#: OpenAI's patch rule (the same guide): the image is covered by 32 x 32 px patches, scaled
+#: down when more than 1536 are needed until they fit, and the patches are multiplied by the
+#: model's factor (gpt-4.1-mini 1.62, gpt-4.1-nano 2.46, o4-mini 1.72; gpt-5-mini and
+#: gpt-5-nano the guide's 1.62 and 2.46, which the API was measured billing less). ``detail``
+#: does not change it. Its example: 1800 x 2400 is 1452 patches.
+OPENAI_PATCH_CAP = 1536
+_OPENAI_PATCH_MODELS: Final = (
+    ("gpt-4.1-mini", 1.62),
+    ("gpt-4.1-nano", 2.46),
+    ("o4-mini", 1.72),
+    ("codex-mini", 1.72),
+    ("gpt-5-mini", 1.62),
+    ("gpt-5-nano", 2.46),
+)
+_GPT5_SMALL = re.compile(r"gpt-5(?:\.\d+)?-(mini|nano)")
+#: Anthropic (Claude "Vision" docs, "Evaluate image size" and "Calculate image costs"): an
+#: image costs about width x height / 750 tokens, after Claude scaled it down (aspect ratio
+#: kept) so that its long edge is at most 1568 px and it is at most about 1,600 tokens. The
+#: docs' table: 200 x 200 is ~54 tokens, 1000 x 1000 ~1334, 1092 x 1092 ~1590.
+ANTHROPIC_PIXELS_PER_TOKEN = 750
+_ANTHROPIC_TIERS: Final = {"standard": (1568, 1600), "high": (2576, 5000)}
+#: Claude Opus 4.7 and the models after it take images up to 2576 px on the long edge, about
+#: 3.75 megapixels (Anthropic's Opus 4.7 release notes): up to 5,000 tokens at 750 pixels a
+#: token. Claude models before 4.7 scale to the standard tier; any other model name (the
+#: engine counting for Anthropic with an OpenAI model's name) is charged the high tier.
+_CLAUDE_VERSION = re.compile(r"claude-(?:opus|sonnet|haiku)-(\d+)(?:[-.](\d{1,2})(?!\d))?")
+#: Gemini 2.x and before (Gemini API "Understand and count tokens", images): an image with
+#: both sides at most 384 px is 258 tokens; a larger one is cropped and scaled into tiles of
+#: 768 x 768 px, 258 tokens each.
+GEMINI_TILE_TOKENS = 258
+#: Gemini 3 and after (Gemini API "Media resolution", token counts): an image costs at most
+#: its ``media_resolution``'s tokens, 1120 at the default for images (high; low 280, medium
+#: 560). A model name that is not a Gemini one is charged the larger of both rules.
+GEMINI_3_IMAGE_TOKENS = 1120
+_GEMINI_VERSION = re.compile(r"gemini-(\d+)")
+
+
+def openai_image_tokens(
+    width: int, height: int, *, model: str | None = None, detail: str | None = None
+) -> int:
+    """Tokens OpenAI bills for a ``width`` x ``height`` image sent to ``model`` with
+    ``detail`` (None or ``auto`` count as ``high``, the most ``auto`` may pick).
+
+    >>> openai_image_tokens(1920, 1080)  # a screenshot: 3 x 2 tiles after scaling to 1365 x 768
+    1105
+    """
+    name = model or ""
+    for prefix, factor in _OPENAI_PATCH_MODELS:
+        if name.startswith(prefix):
+            return math.ceil(_patches(width, height) * factor)
+    small = _GPT5_SMALL.match(name)
+    if small is not None:
+        return math.ceil(_patches(width, height) * (1.62 if small[1] == "mini" else 2.46))
+    base, per_tile = (
+        _OPENAI_MINI_TILES
+        if name.startswith("gpt-4o-mini")
+        else (
+            OPENAI_TILE_BASE,
+            OPENAI_TILE_TOKENS,
+        )
+    )
+    if detail == "low":
+        return base
+    w, h = float(width), float(height)
+    if max(w, h) > 2048:
+        scale = 2048 / max(w, h)
+        w, h = w * scale, h * scale
+    if min(w, h) > 768:
+        scale = 768 / min(w, h)
+        w, h = w * scale, h * scale
+    tiles = math.ceil(w / 512) * math.ceil(h / 512)
+    return base + per_tile * tiles
+
+
+def _patches(width: int, height: int) -> int:
+    """OpenAI's 32 px patches of an image, by the guide's steps: past the cap, the image is
+    shrunk by ``sqrt(cap x 32^2 / (w x h))``, then again so that a whole number of patches fits
+    its width or height (whichever needs the larger cut)."""
+    patches = -(-width // 32) * -(-height // 32)
+    if patches <= OPENAI_PATCH_CAP:
+        return patches
+    shrink = math.sqrt(OPENAI_PATCH_CAP * 32 * 32 / (width * height))
+    w, h = width * shrink, height * shrink
+    shrink = min(math.floor(w / 32) / (w / 32), math.floor(h / 32) / (h / 32))
+    w, h = w * shrink, h * shrink
+    return min(OPENAI_PATCH_CAP, math.ceil(w / 32) * math.ceil(h / 32))
+
+
+def anthropic_image_tokens(width: int, height: int, *, model: str | None = None) -> int:
+    """Tokens Anthropic bills for a ``width`` x ``height`` image sent to ``model``: the
+    image's pixels / 750 once scaled to the model's tier (long edge and tokens).
+
+    >>> anthropic_image_tokens(1000, 1000, model="claude-sonnet-4-5")  # the docs: ~1334
+    1334
+    """
+    edge, most = _ANTHROPIC_TIERS[_claude_tier(model)]
+    w, h = float(width), float(height)
+    if max(w, h) > edge:
+        scale = edge / max(w, h)
+        w, h = w * scale, h * scale
+    return min(most, math.ceil(w * h / ANTHROPIC_PIXELS_PER_TOKEN))
+
+
+def _claude_tier(model: str | None) -> str:
+    """``standard`` for a Claude model before 4.7, ``high`` for any other model name."""
+    name = model or ""
+    if name.startswith(("claude-3", "claude-2", "claude-instant")):
+        return "standard"
+    found = _CLAUDE_VERSION.search(name)
+    if found is None:
+        return "high"
+    version = (int(found[1]), int(found[2] or 0))
+    return "standard" if version < (4, 7) else "high"
+
+
+def gemini_image_tokens(width: int, height: int, *, model: str | None = None) -> int:
+    """Tokens Gemini bills for a ``width`` x ``height`` image sent to ``model``: 258 per
+    768 px tile (258 in all with both sides at most 384 px) up to Gemini 2, the default media
+    resolution's 1120 from Gemini 3 on, the larger of both for another model name.
+
+    >>> gemini_image_tokens(1920, 1080, model="gemini-2.5-flash")  # 3 x 2 tiles
+    1548
+    """
+    if width <= 384 and height <= 384:
+        tiles = GEMINI_TILE_TOKENS
+    else:
+        tiles = -(-width // 768) * -(-height // 768) * GEMINI_TILE_TOKENS
+    found = _GEMINI_VERSION.search(model or "")
+    if found is None:
+        return max(tiles, GEMINI_3_IMAGE_TOKENS)
+    return GEMINI_3_IMAGE_TOKENS if int(found[1]) >= 3 else tiles
+
+
+def provider_image_tokens(
+    width: int, height: int, provider: str, *, model: str | None = None, detail: str | None = None
+) -> int:
+    """Tokens ``provider`` (``openai``, ``openai-responses``, ``anthropic``, ``gemini``) bills
+    for a ``width`` x ``height`` image; ``detail`` is OpenAI's, which only OpenAI reads."""
+    if provider == "anthropic":
+        return anthropic_image_tokens(width, height, model=model)
+    if provider == "gemini":
+        return gemini_image_tokens(width, height, model=model)
+    return openai_image_tokens(width, height, model=model, detail=detail)
+
+
+def image_tokens(
+    data: str | None, provider: str, *, model: str | None = None, detail: str | None = None
+) -> int:
+    """Tokens ``provider`` bills for an image given as base64 ``data`` (or a ``data:`` URL):
+    by its size (:func:`provider_image_tokens`) when its header gives it, else
+    :data:`IMAGE_TOKENS` (an image by URL, data that is not a PNG, JPEG, GIF or WebP image)."""
+    size = image_size(data) if isinstance(data, str) else None
+    if size is None:
+        return IMAGE_TOKENS
+    return provider_image_tokens(*size, provider, model=model, detail=detail)
+
+
+def part_image_tokens(part: Mapping[str, Any], provider: str, model: str | None) -> int:
+    """Tokens of an exported image part (Anthropic ``image``, Chat ``image_url``, Responses
+    ``input_image``) by :func:`image_tokens`, for ``provider``: its inline data is read (a
+    ``base64`` source, a ``data:`` URL), a URL or file id counts :data:`IMAGE_TOKENS`."""
+    kind = part.get("type")
+    data: Any = None
+    detail: Any = part.get("detail")
+    if kind == "image":
+        source = part.get("source")
+        if isinstance(source, Mapping) and source.get("type") == "base64":
+            data = source.get("data")
+    elif kind == "image_url":
+        url = part.get("image_url")
+        if isinstance(url, Mapping):
+            data, detail = url.get("url"), url.get("detail")
+        else:
+            data = url
+    elif kind == "input_image":
+        data = part.get("image_url")
+    if not isinstance(data, str) or (kind != "image" and not data.startswith("data:")):
+        return IMAGE_TOKENS
+    return image_tokens(
+        data, provider, model=model, detail=detail if isinstance(detail, str) else None
+    )
+
+
+def chat_image_delta(message: Mapping[str, Any], model: str | None) -> int:
+    """What OpenAI's rule adds to the flat :data:`IMAGE_TOKENS` the chat counters charge an
+    image part of ``message`` (the native walk and :func:`message_strings`): for each image
+    part with inline data, :func:`part_image_tokens` less :data:`IMAGE_TOKENS` (less than 0
+    for a small or ``detail: low`` image)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return 0
+    delta = 0
+    for p in content:
+        if (
+            isinstance(p, Mapping)
+            and p.get("type") in _CHAT_IMAGE_PARTS
+            and not isinstance(p.get("text"), str)
+        ):
+            delta += part_image_tokens(p, "openai", model) - IMAGE_TOKENS
+    return delta
+
+
+_CHAT_IMAGE_PARTS: Final = frozenset({"image_url", "input_image", "image"})
 
 
 @lru_cache(maxsize=256)
@@ -285,8 +512,9 @@ def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
     Follows OpenAI's documented rule for current chat models: every message costs 3 tokens of
     framing plus the tokens of each of its string values (role, content, name...); a ``name``
     costs 1 more; the reply is primed with 3 tokens. Tool calls are counted from their function
-    name and JSON arguments; content parts from their text, an image part as
-    :data:`IMAGE_TOKENS`. Non-OpenAI models get the same rule
+    name and JSON arguments; content parts from their text, an image part by OpenAI's rule
+    for its size and ``detail`` (:func:`openai_image_tokens`) when its inline data gives the
+    size, else as :data:`IMAGE_TOKENS` (an image by URL). Non-OpenAI models get the same rule
     over their estimator (``exact=False``).
 
     Raises:
@@ -310,7 +538,7 @@ def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
     messages = messages if isinstance(messages, list) else list(messages)
     fast = tokenizer.count_chat([messages])[0]  # the exported shapes, walked natively
     if fast is not None:
-        return REPLY_PRIMING + fast + sum(map(file_part_tokens, messages))
+        return REPLY_PRIMING + fast + sum(file_part_tokens(m, model) for m in messages)
     strings: list[str] = []
     total = REPLY_PRIMING
     for i, message in enumerate(messages):
@@ -321,14 +549,15 @@ def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
             )
         parts, overhead = _message_strings(message)
         strings += parts
-        total += overhead
+        total += overhead + chat_image_delta(message, model)
     return total + sum(tokenizer.count_many(strings))
 
 
-def file_part_tokens(message: Mapping[str, Any]) -> int:
+def file_part_tokens(message: Mapping[str, Any], model: str | None = None) -> int:
     """What the native chat counter leaves out of ``message``: its ``file`` parts (a PDF),
-    each counted as :data:`IMAGE_TOKENS`, as an image part is and as the plan counts it, and
-    its ``input_audio`` parts, by :func:`audio_tokens`."""
+    each counted as :data:`IMAGE_TOKENS`, as an image part is and as the plan counts it, its
+    ``input_audio`` parts, by :func:`audio_tokens`, and, given ``model``, what OpenAI's rule
+    for the size of its inline images adds to their flat count (:func:`chat_image_delta`)."""
     content = (
         message.get("content")
         if type(message) is dict or isinstance(message, Mapping)  # a dict: no ABC check
@@ -344,6 +573,8 @@ def file_part_tokens(message: Mapping[str, Any]) -> int:
                 total += IMAGE_TOKENS
             elif kind == "input_audio":
                 total += input_audio_tokens(p)
+    if model is not None:
+        total += chat_image_delta(message, model)
     return total
 
 

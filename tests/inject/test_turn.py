@@ -8,8 +8,9 @@ from ctxengine import Budget, BudgetError, ContextEngine, ContextGrain
 from ctxengine.collect.events import AfterRender
 from ctxengine.hygiene import BOOTSTRAP_TEXT, validate
 from ctxengine.inject.payload import payload_tokens
-from ctxengine.tokens import IMAGE_TOKENS, count_messages
+from ctxengine.tokens import count_messages, openai_image_tokens, provider_image_tokens
 from ctxengine.transcript import Image, Message, Text, Thinking, ToolCall
+from image_bytes import png
 from transcript.helpers import assert_sdk_valid
 
 pytestmark = pytest.mark.anyio
@@ -163,10 +164,16 @@ async def test_fold_stand_ins_never_overrun_a_tiny_budget(budget: int, provider:
     assert "dropped" in decisions.values()  # at these budgets something has to go, reported
 
 
+#: A 1024 x 1024 PNG: 2 x 2 tiles of 512 px, 765 tokens by OpenAI's tile rule.
+_SQUARE = png(1024, 1024)
+#: A 1024 x 768 screenshot (XGA), its size in its header.
+_SHOT = png(1024, 768)
+
+
 async def test_openai_tokens_count_image_parts() -> None:
     engine = ContextEngine("gpt-4o", Budget(total=2_000))
     async with engine.session("img") as s:
-        s.extend([Message("user", (Text("what is in this?"), Image("image/png", _PIXEL)))])
+        s.extend([Message("user", (Text("what is in this?"), Image("image/png", _SQUARE)))])
         await s.assistant_message("a pixel " * 100)
         await s.user_message("and now?")
         out = await s.render("openai")
@@ -185,11 +192,11 @@ async def test_openai_tokens_count_image_parts() -> None:
         for m in messages
     ]
     assert images == 1  # the plan counted it (765 tokens) and kept it within the budget
-    assert out.tokens == count_messages(stripped, model="gpt-4o") + IMAGE_TOKENS
+    assert out.tokens == count_messages(stripped, model="gpt-4o") + openai_image_tokens(1024, 1024)
     assert out.tokens <= 2_000 and out.report.fits
     engine = ContextEngine("gpt-4o", Budget(total=700))  # the image alone is over the target
     async with engine.session("img") as s:
-        s.extend([Message("user", (Text("what is in this?"), Image("image/png", _PIXEL)))])
+        s.extend([Message("user", (Text("what is in this?"), Image("image/png", _SQUARE)))])
         await s.assistant_message("a pixel")
         await s.user_message("and now?")
         out = await s.render("openai")
@@ -199,14 +206,14 @@ async def test_openai_tokens_count_image_parts() -> None:
 
 @pytest.mark.parametrize("provider", ["openai", "openai-responses", "anthropic", "gemini"])
 async def test_out_tokens_count_an_image_by_the_rule_for_every_provider(provider: str) -> None:
-    """``out.tokens`` charges each image part :data:`IMAGE_TOKENS` for every provider, as the
+    """``out.tokens`` charges each image part by the provider's rule for its size, as the
     plan does (the warm render's counter used to count the image's marker as text: 2-3
     tokens), on the first render and on a warm one that reuses the first one's counts."""
 
     async def render(image: bool) -> tuple[int, int, dict[str, object]]:
         engine = ContextEngine("gpt-4o", Budget(total=20_000))
         async with engine.session("img") as s:
-            blocks = (Text("what is in this?"), *([Image("image/png", _PIXEL)] if image else []))
+            blocks = (Text("what is in this?"), *([Image("image/png", _SHOT)] if image else []))
             s.extend([Message("user", blocks)])
             first = await s.render(provider)
             await s.assistant_message("a red pixel")
@@ -218,9 +225,10 @@ async def test_out_tokens_count_an_image_by_the_rule_for_every_provider(provider
 
     with_image, warm_with, payload = await render(True)
     without, warm_without, _ = await render(False)
-    assert _PIXEL in str(payload)
-    assert with_image - without == IMAGE_TOKENS
-    assert warm_with - warm_without == IMAGE_TOKENS
+    assert _SHOT in str(payload)
+    cost = provider_image_tokens(1024, 768, provider, model="gpt-4o")
+    assert with_image - without == cost
+    assert warm_with - warm_without == cost
 
 
 @pytest.mark.parametrize("provider", ["openai", "openai-responses", "anthropic", "gemini"])
@@ -231,15 +239,16 @@ async def test_images_stay_within_the_budget_for_every_provider(provider: str) -
     async with engine.session("shots") as s:
         for i in range(10):
             shot = Message(
-                "user", (Text(f"screenshot {i}: what changed?"), Image("image/png", _PIXEL))
+                "user", (Text(f"screenshot {i}: what changed?"), Image("image/png", _SHOT))
             )
             s.extend([shot, Message.assistant(f"In screenshot {i} the button moved.")])
         await s.user_message("summarize all the changes")
         out = await s.render(provider)
-    images = str(out.payload).count(_PIXEL)
+    images = str(out.payload).count(_SHOT)
     assert 3 <= images < 10  # some fit, not all: the images were counted
     assert out.tokens == payload_tokens(out.payload, provider, "gpt-4o")
-    assert images * IMAGE_TOKENS < out.tokens <= 8_000 and out.report.fits
+    cost = provider_image_tokens(1024, 768, provider, model="gpt-4o")
+    assert images * cost < out.tokens <= 8_000 and out.report.fits
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

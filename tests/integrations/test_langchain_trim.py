@@ -706,7 +706,10 @@ def test_exact_counter_charges_media_as_count_messages_does(shape: str) -> None:
 def test_exact_counter_keeps_screenshots_within_the_budget() -> None:
     from langchain_core.messages.utils import convert_to_openai_messages
 
-    shot = MEDIA_BLOCKS["image_url"]
+    from image_bytes import png
+
+    # a 1024 x 1024 screenshot: 765 tokens by OpenAI's tile rule
+    shot = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png(1024, 1024)}"}}
     history: list[BaseMessage] = [SystemMessage("You operate a browser.")]
     for i in range(10):
         history += [

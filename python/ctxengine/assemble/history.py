@@ -18,7 +18,8 @@ from typing import Any, Final
 from .. import _core
 from ..collect.namespaces import node_suffix
 from ..grain import ContextGrain
-from ..tokens import media_tokens
+from ..imagesize import image_size
+from ..tokens import IMAGE_TOKENS, media_tokens
 from ..transcript.model import (
     Block,
     Compaction,
@@ -114,6 +115,35 @@ def _structural(tool_name: str) -> bool:
     return _STRUCTURAL.search(tool_name) is not None
 
 
+#: An inline image's size and OpenAI detail: ``(width, height, detail)``.
+ImageSize = tuple[int, int, "str | None"]
+
+
+def sized_image(b: Image) -> ImageSize | None:
+    """The size of inline image ``b`` (:func:`~ctxengine.imagesize.image_size`) with its
+    detail; None for an image by URL, other media, or data whose header does not give it."""
+    data = b.data
+    if data is None or not b.media_type.startswith("image/"):
+        return None
+    size = image_size(data)
+    return None if size is None else (size[0], size[1], b.detail)
+
+
+def _media(blocks: Sequence[Block], sizes: list[ImageSize]) -> int:
+    """The tokens of the media among ``blocks``, the sizes of its sized images added to
+    ``sizes`` (each counted as :data:`~ctxengine.tokens.IMAGE_TOKENS` here)."""
+    media = 0
+    for b in blocks:
+        if isinstance(b, Image):
+            size = sized_image(b)
+            if size is None:
+                media += media_tokens(b.media_type, b.data)
+            else:
+                sizes.append(size)
+                media += IMAGE_TOKENS
+    return media
+
+
 @dataclass(slots=True)
 class HistoryItem:
     """One assembly item derived from the transcript."""
@@ -139,6 +169,10 @@ class HistoryItem:
     #: A provider compaction the message opens: what its provider is sent of it besides its
     #: text is counted only for that provider (another is sent its text, or nothing)
     compaction: Compaction | None = None
+    #: The inline images of a size their header gives, ``(width, height, OpenAI detail)``:
+    #: :attr:`overhead` counts each as :data:`~ctxengine.tokens.IMAGE_TOKENS`, and a render
+    #: counts them by its provider's rule (:func:`~ctxengine.assemble.sync.image_overhead`)
+    images: tuple[ImageSize, ...] = ()
     # :attr:`grain`, once made (not compared: an item equals itself before and after)
     made_grain: ContextGrain | None = field(default=None, compare=False, repr=False)
 
@@ -275,6 +309,7 @@ class HistoryBuilder:
             if structural:
                 flags |= _STRUCTURAL_FLAG
         media = 0
+        sizes: list[ImageSize] = []
         thinking: tuple[Thinking, ...] = ()
         n = len(blocks)
         first = type(blocks[0]) if n else None
@@ -292,7 +327,7 @@ class HistoryBuilder:
                     strings.append(b.text)
                 elif isinstance(b, Image):
                     images += 1
-                    media += media_tokens(b.media_type, b.data)
+                    media += _media((b,), sizes)
                 elif isinstance(b, Thinking) and (b.text or b.signature):
                     # Thinking goes back only to the provider that signed it (``exportable``):
                     # counted for the renders that send it (never trimmed alone: the turn's
@@ -351,6 +386,8 @@ class HistoryBuilder:
             thinking,
             family_of(message) if thinking else None,
         )
+        if sizes:
+            item.images = tuple(sizes)
         if first is Compaction:
             item.compaction = blocks[0]  # type: ignore[assignment]
             self.newest_compaction = item
@@ -360,11 +397,12 @@ class HistoryBuilder:
         call_id = result.call_id
         name = result.name or self.tool_names.get(call_id, "tool")
         content = result.content
+        sizes: list[ImageSize] = []
         if len(content) == 1 and type(content[0]) is Text:
             images, media, source = 0, 0, content[0].text
         else:
             images = sum(isinstance(b, Image) for b in content)
-            media = sum(media_tokens(b.media_type, b.data) for b in content if isinstance(b, Image))
+            media = _media(content, sizes)
             source = "\n".join(b.text for b in content if isinstance(b, Text))
         base = tool_result_node_id(call_id) or f"act.tool_result.m{index}"
         used = self.used_ids
@@ -397,4 +435,5 @@ class HistoryBuilder:
             source,
             len(source) if text is not source else 0,
             tool=name,
+            images=tuple(sizes),
         )

@@ -10,7 +10,7 @@ from ..grain import ContextGrain
 from ..inject.pairing import SYNTHETIC_RESULT_TEXT
 from ..inject.payload import compaction_texts, thinking_texts
 from ..state import bulk
-from ..tokens import count_many
+from ..tokens import IMAGE_TOKENS, count_many, provider_image_tokens
 from ..transcript.providers import exportable
 from .core import upsert
 from .history import FLAG, KIND, MESSAGE_OVERHEAD, HistoryItem, call_texts, tool_result_node_id
@@ -111,8 +111,20 @@ def _overhead_texts(state: SessionState, item: HistoryItem, provider: str) -> tu
     return sent + texts
 
 
+def image_overhead(item: HistoryItem, provider: str, model: str) -> int:
+    """What ``provider`` bills for the sized images of ``item`` (each by its rule for the
+    image's size, :func:`~ctxengine.tokens.provider_image_tokens`) over the flat count its
+    :attr:`~HistoryItem.overhead` holds for them: the plan counts each image as the payload
+    sent to ``provider`` does."""
+    return sum(
+        provider_image_tokens(w, h, provider, model=model, detail=d) - IMAGE_TOKENS
+        for w, h, d in item.images
+    )
+
+
 def _recount_thinking(state: SessionState, provider: str, items: list[HistoryItem]) -> None:
-    """A render for another provider than the last one re-counts the items with thinking."""
+    """A render for another provider than the last one re-counts the items with thinking,
+    a provider compaction, or sized images (each provider bills an image by its own rule)."""
     if state.counted_for in (None, provider):
         return
     queued = {id(i) for i in items}
@@ -120,7 +132,7 @@ def _recount_thinking(state: SessionState, provider: str, items: list[HistoryIte
     items.extend(
         i
         for i in state.items.values()
-        if (i.thinking or i.compaction is not None)
+        if (i.thinking or i.compaction is not None or i.images)
         and id(i) not in queued
         and i.node_id not in limited
         and i.node_id not in out
@@ -228,6 +240,8 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
             overhead = item.overhead + extra[k] + extra[k + 1]
         else:
             overhead = item.overhead + sum(extra[k : k + n])
+        if item.images:
+            overhead += image_overhead(item, provider, config.model)
         waits = _unanswered(state, item) if item.flags & tool_call else []
         if waits:
             if not synthetic:

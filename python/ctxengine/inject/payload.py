@@ -3,24 +3,34 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import lru_cache
 from typing import Any, Final
 
 from ..tokens import (
     IMAGE_TOKENS,
+    chat_image_delta,
     count_messages,
     file_part_tokens,
     get_tokenizer,
+    image_tokens,
     input_audio_tokens,
     media_tokens,
     message_strings,
+    part_image_tokens,
 )
 from ..transcript.importers.gemini import response_text
 from ..transcript.model import Compaction, Message, Thinking, Transcript
 from ..transcript.providers import responses_reasoning_item
 from .memo import RenderMemo
 
-__all__ = ("MessageTokenCache", "compaction_texts", "payload_tokens", "thinking_texts")
+__all__ = (
+    "MessageTokenCache",
+    "compaction_texts",
+    "payload_leaves",
+    "payload_tokens",
+    "thinking_texts",
+)
 
 #: Keys whose values are never text the model reads: a part's kind and role, cache markers,
 #: media types, inline data (counted by its own rule) and the opaque signatures of thinking
@@ -42,27 +52,66 @@ _SKIP_KEYS: Final = frozenset(
 )
 _MESSAGE_OVERHEAD: Final = 4
 _REPLY_PRIMING: Final = 3
-#: Part types (Anthropic, Responses, Chat) and Gemini part keys that carry an image: counted as
-#: :data:`~ctxengine.tokens.IMAGE_TOKENS`, not by the text of their data or URL.
-#: A PDF part (``document``, ``file``, ``input_file``) counts as an image does, as the plan
-#: counts it; audio (a Chat ``input_audio`` part, Gemini inline audio) by
-#: :func:`~ctxengine.tokens.audio_tokens`, as the plan counts it too.
-_IMAGE_TYPES: Final = frozenset(
-    {"image", "input_image", "image_url", "document", "file", "input_file"}
-)
+#: Part types (Anthropic, Responses, Chat) and Gemini part keys that carry an image: counted by
+#: the provider's rule for the image's size (:func:`~ctxengine.tokens.part_image_tokens`), not
+#: by the text of their data or URL. A PDF part (``document``, ``file``, ``input_file``) counts
+#: :data:`~ctxengine.tokens.IMAGE_TOKENS`, as the plan counts it; audio (a Chat
+#: ``input_audio`` part, Gemini inline audio) by :func:`~ctxengine.tokens.audio_tokens`, as the
+#: plan counts it too.
+_IMAGE_TYPES: Final = frozenset({"image", "input_image", "image_url"})
+_FILE_TYPES: Final = frozenset({"document", "file", "input_file"})
 _MEDIA_KEYS: Final = frozenset({"inline_data", "file_data", "inlineData", "fileData"})
 _FUNCTION_RESPONSE: Final = frozenset({"functionResponse", "function_response"})
 
 
-def _strings(value: Any, key: str = "") -> Iterator[str | int]:
+#: How an image part is counted: (the part or Gemini media value, Gemini or not) → tokens.
+ImageRule = Callable[[Mapping[str, Any], bool], int]
+
+
+def _flat(part: Mapping[str, Any], gemini: bool) -> int:
+    """The rule of the leaves read without a provider (texts only are wanted there)."""
+    return IMAGE_TOKENS
+
+
+@lru_cache(maxsize=64)
+def _image_rule(provider: str, model: str) -> ImageRule:
+    """Images counted for ``provider`` and ``model`` (:func:`~ctxengine.tokens.image_tokens`)."""
+
+    def rule(part: Mapping[str, Any], gemini: bool) -> int:
+        if not gemini:
+            return part_image_tokens(part, provider, model)
+        mime = part.get("mimeType", part.get("mime_type"))
+        data = part.get("data")
+        if isinstance(mime, str) and isinstance(data, str):
+            if mime.startswith("image/"):
+                return image_tokens(data, provider, model=model)
+            return media_tokens(mime, data)
+        return IMAGE_TOKENS
+
+    return rule
+
+
+@lru_cache(maxsize=64)
+def payload_leaves(provider: str, model: str) -> Callable[[Any], Iterable[str | int]]:
+    """The leaves a payload rendered for ``provider`` counts with ``model`` (:func:`_strings`
+    with that provider's image rule): what a warm render's record counts."""
+    rule = _image_rule(provider, model)
+
+    def leaves(value: Any) -> Iterator[str | int]:
+        return _strings(value, "", rule)
+
+    return leaves
+
+
+def _strings(value: Any, key: str = "", images: ImageRule = _flat) -> Iterator[str | int]:
     """The leaves of a payload value that count: a text to tokenize, or a count fixed by a
-    rule (an image part: :data:`~ctxengine.tokens.IMAGE_TOKENS`, as the plan counts it; its
-    data or URL is never text). Both counters of a payload (:func:`payload_tokens` and a warm
-    render's record) read these, so ``out.tokens`` counts images for every provider."""
+    rule (an image part: ``images``, the provider's rule for its size, as the plan counts it;
+    its data or URL is never text). Both counters of a payload (:func:`payload_tokens` and a
+    warm render's record) read these, so ``out.tokens`` counts images for every provider."""
     if key in _SKIP_KEYS:
         return
     if key in _MEDIA_KEYS:
-        yield _gemini_media_tokens(value)
+        yield images(value, True) if isinstance(value, Mapping) else IMAGE_TOKENS
     elif isinstance(value, str):
         yield value
     elif isinstance(value, Mapping):
@@ -70,21 +119,24 @@ def _strings(value: Any, key: str = "") -> Iterator[str | int]:
             yield json.dumps(value, ensure_ascii=False)
             return
         if key in _FUNCTION_RESPONSE:
-            yield from _function_response(value)
+            yield from _function_response(value, images)
             return
         kind = value.get("type")
         if isinstance(kind, str):  # else a part passed through as it came: all of it is read
             if kind in _IMAGE_TYPES:
+                yield images(value, False)
+                return
+            if kind in _FILE_TYPES:
                 yield IMAGE_TOKENS
                 return
             if kind == "input_audio":
                 yield input_audio_tokens(value)
                 return
         for k, v in value.items():
-            yield from _strings(v, k)
+            yield from _strings(v, k, images)
     elif isinstance(value, (list, tuple)):
         for v in value:
-            yield from _strings(v, key)
+            yield from _strings(v, key, images)
     elif value is not None and not isinstance(value, bool):
         yield str(value)
 
@@ -118,7 +170,7 @@ def compaction_texts(block: Compaction) -> tuple[str, ...]:
     )
 
 
-def _function_response(fr: Mapping[str, Any]) -> Iterator[str | int]:
+def _function_response(fr: Mapping[str, Any], images: ImageRule) -> Iterator[str | int]:
     """The leaves of a Gemini ``functionResponse``: its ``response`` object is the result's
     text (:func:`~ctxengine.transcript.importers.gemini.response_text`: the text the plan
     counted, also for an object sent back as it came, whose keys the model reads too)."""
@@ -126,18 +178,7 @@ def _function_response(fr: Mapping[str, Any]) -> Iterator[str | int]:
         if k == "response" and isinstance(v, Mapping):
             yield response_text(v)
         else:
-            yield from _strings(v, k)
-
-
-def _gemini_media_tokens(value: Any) -> int:
-    """Tokens of a Gemini ``inlineData``/``fileData`` value, by its media type and data."""
-    if not isinstance(value, Mapping):
-        return IMAGE_TOKENS
-    mime = value.get("mimeType", value.get("mime_type"))
-    data = value.get("data")
-    if isinstance(mime, str) and isinstance(data, str):
-        return media_tokens(mime, data)
-    return IMAGE_TOKENS
+            yield from _strings(v, k, images)
 
 
 class MessageTokenCache:
@@ -161,7 +202,7 @@ class MessageTokenCache:
         work are reused with it, only its new messages are counted."""
         record = self.memo.warm.record_of(payload)
         if record is not None:
-            return record.tokens(model, _strings)
+            return record.tokens(model, payload_leaves(provider, model))
         if provider == "openai":
             return self.openai_tokens(transcript, payload, model)
         return payload_tokens(payload, provider, model)
@@ -180,9 +221,10 @@ class MessageTokenCache:
             for i, n in zip(missing, got, strict=True):
                 if n is None:  # another shape: the rule in Python
                     texts, overhead = message_strings(dicts[i])
-                    n = overhead + sum(tokenizer.count_many(texts))
+                    n = overhead + chat_image_delta(dicts[i], model)
+                    n += sum(tokenizer.count_many(texts))
                 else:
-                    n += file_part_tokens(dicts[i])
+                    n += file_part_tokens(dicts[i], model)
                 m = transcript.messages[i]
                 fresh[id(m)] = (m, n)
         total = _REPLY_PRIMING
@@ -199,19 +241,20 @@ def payload_tokens(payload: Mapping[str, Any], provider: str, model: str) -> int
 
     OpenAI Chat Completions: exact, by OpenAI's documented per-message rule
     (:func:`~ctxengine.count_messages`). Other shapes: every text leaf counted (ids, types and
-    binary data excluded), an image part as :data:`~ctxengine.tokens.IMAGE_TOKENS`, plus 4
-    tokens per message and 3 for the reply.
+    binary data excluded), an image part by ``provider``'s rule for its size
+    (:func:`~ctxengine.tokens.image_tokens`), plus 4 tokens per message and 3 for the reply.
     """
     if provider == "openai":
         return count_messages(payload.get("messages", []), model=model)
     items = payload.get("messages") or payload.get("input") or payload.get("contents") or []
+    rule = _image_rule(provider, model)
     texts = [
         s
         for k, v in payload.items()
         if k not in {"messages", "input", "contents"}
-        for s in _strings(v, k)
+        for s in _strings(v, k, rule)
     ]
-    texts += [s for item in items for s in _strings(item)]
+    texts += [s for item in items for s in _strings(item, "", rule)]
     fixed = sum(t for t in texts if type(t) is int)
     counts = get_tokenizer(model).count_many([t for t in texts if type(t) is str])
     overhead = _MESSAGE_OVERHEAD * (len(items) + 1) + _REPLY_PRIMING

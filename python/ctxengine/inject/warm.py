@@ -27,7 +27,7 @@ from operator import is_not
 from typing import Any, Final
 
 from .._core import fresh_items, fresh_tree
-from ..tokens import file_part_tokens, get_tokenizer, message_strings
+from ..tokens import chat_image_delta, file_part_tokens, get_tokenizer, message_strings
 from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, Transcript
 from ..transcript.providers import (
@@ -180,7 +180,7 @@ class Record:
                 # a list of parts can hold one
                 for d in pieces[i]:
                     if type(d) is not dict or isinstance(d.get("content"), list):
-                        c += file_part_tokens(d)
+                        c += file_part_tokens(d, model)
                 got[i] = c
             if odd:
                 again = self._count_chat(model, [pieces[i] for i in odd])
@@ -200,7 +200,7 @@ class Record:
             for d in ps:
                 texts, extra = message_strings(d)
                 strings += texts
-                overhead += extra
+                overhead += extra + chat_image_delta(d, model)
             per.append(strings)
             out.append(overhead)
         counts = self._count_strings(model, per)

@@ -30,7 +30,14 @@ from langchain_core.messages import (
 from langchain_core.messages.utils import count_tokens_approximately
 
 from ..errors import ConfigError, EncodingError, TranscriptError
-from ..tokens import IMAGE_TOKENS, audio_tokens, get_tokenizer, input_audio_tokens
+from ..tokens import (
+    IMAGE_TOKENS,
+    audio_tokens,
+    get_tokenizer,
+    image_tokens,
+    input_audio_tokens,
+    part_image_tokens,
+)
 from ..transcript.importers.anthropic import document_block
 from ..transcript.importers.common import Loc
 from ..transcript.model import Text, copy_data
@@ -51,13 +58,15 @@ _PER_MESSAGE: Final = 3
 _MAX_CACHE: Final = 200_000
 _ROLE: Final = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 
-#: Content blocks charged :data:`~ctxengine.tokens.IMAGE_TOKENS` each, as
-#: ``ctxengine.count_messages`` and the engine charge an image or a PDF part: OpenAI's
-#: ``image_url`` / ``file`` (and the Responses names), LangChain's standard ``image`` / ``file``
-#: blocks (url, base64 or id), Anthropic's ``image`` / ``document`` (any source).
+#: Content blocks charged as ``ctxengine.count_messages`` and the engine charge an image or a
+#: PDF part: OpenAI's ``image_url`` / ``file`` (and the Responses names), LangChain's standard
+#: ``image`` / ``file`` blocks (url, base64 or id), Anthropic's ``image`` / ``document`` (any
+#: source). An image with inline data counts by OpenAI's rule for its size
+#: (:func:`~ctxengine.tokens.image_tokens`), any other :data:`~ctxengine.tokens.IMAGE_TOKENS`.
 _MEDIA_BLOCKS: Final = frozenset(
     {"image", "image_url", "input_image", "file", "input_file", "document"}
 )
+_IMAGE_BLOCKS: Final = frozenset({"image", "image_url", "input_image"})
 
 MessageType = str | type[BaseMessage] | Sequence[str | type[BaseMessage]]
 
@@ -138,8 +147,9 @@ def _approximate(message: BaseMessage) -> int:
     return count_tokens_approximately([message])
 
 
-def _exact_strings(m: BaseMessage) -> tuple[list[str], int]:
-    """Strings ctxengine counts for ``m`` as an OpenAI chat message, and its fixed overhead."""
+def _exact_strings(m: BaseMessage, model: str | None = None) -> tuple[list[str], int]:
+    """Strings ctxengine counts for ``m`` as an OpenAI chat message sent to ``model``, and its
+    fixed overhead."""
     role = m.role if isinstance(m, ChatMessage) else _ROLE.get(m.type, m.type)
     strings = [role]
     overhead = _PER_MESSAGE
@@ -155,7 +165,7 @@ def _exact_strings(m: BaseMessage) -> tuple[list[str], int]:
             elif (text := _document_text(block)) is not None:
                 strings.append(text)
             else:
-                overhead += _media_tokens(block)
+                overhead += _media_tokens(block, model)
     if m.name:
         strings.append(m.name)
         overhead += 1
@@ -184,13 +194,21 @@ def _document_text(block: dict[str, Any]) -> str | None:
     return read.text if isinstance(read, Text) else None
 
 
-def _media_tokens(block: dict[str, Any]) -> int:
-    """What ``ctxengine.count_messages`` charges for a media block of LangChain content: an
-    image or a file (PDF) :data:`~ctxengine.tokens.IMAGE_TOKENS`, audio by its duration (OpenAI's
+def _media_tokens(block: dict[str, Any], model: str | None = None) -> int:
+    """What ``ctxengine.count_messages`` charges for a media block of LangChain content sent
+    to ``model``: an image with inline data by OpenAI's rule for its size, another image or a
+    file (PDF) :data:`~ctxengine.tokens.IMAGE_TOKENS`, audio by its duration (OpenAI's
     ``input_audio``, LangChain's ``audio`` with base64 data; audio by url or id as an image);
     0 for any other block (a tool call in the content, reasoning: counted elsewhere or not at
     all)."""
     kind = block.get("type")
+    if kind in _IMAGE_BLOCKS:
+        data = block.get("base64")  # LangChain's v1 block; v0: ``source_type`` base64
+        if not isinstance(data, str) and block.get("source_type") == "base64":
+            data = block.get("data")
+        if isinstance(data, str):
+            return image_tokens(data, "openai", model=model)
+        return part_image_tokens(block, "openai", model)
     if kind in _MEDIA_BLOCKS:
         return IMAGE_TOKENS
     if kind == "input_audio":
@@ -240,10 +258,11 @@ def _exact(name: str) -> Counter:
     tokenizer = get_tokenizer(name)  # EncodingError: unknown
 
     def one(m: BaseMessage) -> int:
-        strings, overhead = _exact_strings(m)
+        strings, overhead = _exact_strings(m, name)
         return overhead + sum(tokenizer.count_many(strings))
 
-    cache = _EXACT_CACHES.setdefault(tokenizer.name, _Cache())
+    # by model, not encoding: an image's count depends on the model (OpenAI's rule for it)
+    cache = _EXACT_CACHES.setdefault(name, _Cache())
     return Counter(one=one, cache=cache, base=_REPLY_PRIMING)
 
 
