@@ -18,8 +18,9 @@ with two documented differences:
 2. **Counts can be exact.** ``token_counter`` also takes a model or encoding name (``"gpt-4o"``,
    ``"o200k_base"``) or a tiktoken ``Encoding``: messages are counted by ctxengine's exact
    tokenizer with OpenAI's chat framing (3 tokens per message, 1 per name, 3 for the reply),
-   an image or a file (PDF) block as 765 tokens and audio by its duration (as
-   ``ctxengine.count_messages`` counts them), cached between calls. ``"approximate"`` and
+   an image with inline data by OpenAI's rule for its size, another image or a file (PDF)
+   block as 765 tokens and audio by its duration (as ``ctxengine.count_messages`` counts
+   them), cached between calls. ``"approximate"`` and
    ``count_tokens_approximately`` give LangChain's numbers, also cached.
 
 ``ContextMiddleware`` fits every model call of a LangChain v1 agent through a ctxengine session:
