@@ -105,12 +105,14 @@ class Aligned(Generic[V]):
     that continues it (see :func:`align`) reuses the values of the messages they share, only
     the new ones are made."""
 
-    __slots__ = ("align", "msgs", "values")
+    __slots__ = ("align", "msgs", "total", "values")
 
     def __init__(self, aligner: Aligner | None = None) -> None:
         self.align = aligner or Aligner()
         self.msgs: Sequence[Message] = ()
         self.values: list[V] = []
+        #: ``sum(values)`` when :meth:`counted` made them, else None.
+        self.total: int | None = None
 
     def many(
         self, ms: Sequence[Message], make: Callable[[Message], V], fallback: Callable[[], list[V]]
@@ -126,5 +128,34 @@ class Aligned(Generic[V]):
             values = [*map(make, ms[:cut]), *self.values[start:], *map(make, ms[end:])]
             for i in replaced:
                 values[i] = make(ms[i])
-        self.msgs, self.values = ms, values
+        self.msgs, self.values, self.total = ms, values, None
         return values
+
+    def counted(
+        self,
+        ms: Sequence[Message],
+        make: Callable[[Message], int],
+        fallback: Callable[[], list[int]],
+    ) -> tuple[list[int], int]:
+        """:meth:`many` of int (or bool) values, and their sum: the sum before, less the values
+        of the messages dropped, plus those of the new ones, so that a caller asking whether any
+        value is set (or how many) looks at what changed, not at every message."""
+        got = self.align(ms, self.msgs)
+        total = self.total
+        if got is None or total is None:
+            values = fallback()
+            total = sum(values)
+        else:
+            cut, start, replaced = got
+            old: list[int] = self.values  # type: ignore[assignment]
+            end = cut + len(old) - start
+            head = list(map(make, ms[:cut]))
+            tail = list(map(make, ms[end:]))
+            total += sum(head) + sum(tail) - sum(islice(old, start))
+            values = [*head, *old[start:], *tail]
+            for i in replaced:
+                v = make(ms[i])
+                total += v - values[i]
+                values[i] = v
+        self.msgs, self.values, self.total = ms, values, total  # type: ignore[assignment]
+        return values, total

@@ -6,8 +6,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from functools import partial
+from itertools import islice
 from operator import attrgetter, ne
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..assemble.compact import SUMMARY_META
 from ..assemble.history import KIND, HistoryItem
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from .memo import RenderMemo
 
 __all__ = ("compose", "history_grains", "is_summary_grain")
+
+T = TypeVar("T")
 
 SEPARATOR: Final = "\n\n"
 _SKIP_KEYS: Final = frozenset(
@@ -124,6 +127,8 @@ class Composed:
     messages: list[Message]
     grains: list[ContextGrain | None]  # the items' grains (None: a placeholder)
     plan: Any = None  # the plan composed
+    holes: int = 0  # placeholders: the Nones of ``grains``
+    replaced: bool = False  # whether ``replacements`` holds any text
 
 
 #: New history nodes looked for in front of the kept ones (placeholders, the summary).
@@ -177,27 +182,50 @@ def _history(state: SessionState, plan: Any) -> list[Message]:
         items = list(map(state.items.get, order))
         messages = list(map(partial(_message, state), order, items, replacements))
         grains = [i.grain if i is not None else None for i in items]
+        holes = sum(1 for i in items if i is None)
     else:
         head, k, end = kept
         get = state.items.get
-        items = [*map(get, order[:head]), *prev.items[k:], *map(get, order[end:])]
         fresh = [*range(head), *range(end, len(order))]
-        make = [_message(state, order[j], items[j], replacements[j]) for j in fresh]
-        messages = make[:head] + prev.messages[k:] + make[head:]
-        new_grains = [items[j].grain if items[j] is not None else None for j in fresh]
-        grains = new_grains[:head] + prev.grains[k:] + new_grains[head:]
+        new_items = [get(order[j]) for j in fresh]
+        make = [
+            _message(state, order[j], i, replacements[j])
+            for j, i in zip(fresh, new_items, strict=True)
+        ]
+        new_grains = [i.grain if i is not None else None for i in new_items]
+        holes = prev.holes - sum(1 for g in islice(prev.grains, k) if g is None)
+        holes += sum(1 for g in new_grains if g is None)
+        # the previous lists are taken over, their dropped head cut and the new nodes put at
+        # either end in place (no copy of the window): the previous history is forgotten
+        # first, so that a failure below leaves none half changed for the next render
+        memo.composed = None
+        items = _spliced(prev.items, k, new_items, head)
+        messages = _spliced(prev.messages, k, make, head)
+        grains = _spliced(prev.grains, k, new_grains, head)
         # kept nodes whose text a sync changed (a prune) or the plan replaced (a soft trim):
         # composed again. Only those are looked up: each item looked at again is a cache miss
         # on every render, most of a warm render's compose.
-        again = _changed(replacements[head:end], prev.replacements[k:])
+        again = (
+            _changed(replacements[head:end], prev.replacements[k:])
+            if rep or prev.replaced
+            else set()
+        )
         if retexted:
             again |= {j - head for j in _positions(order, retexted, head, end)}
         for j in again:
             j += head
             messages[j] = _message(state, order[j], items[j], replacements[j])
     retexted.clear()
-    memo.composed = Composed(order, items, replacements, messages, grains, plan)
+    memo.composed = Composed(order, items, replacements, messages, grains, plan, holes, bool(rep))
     return messages
+
+
+def _spliced(column: list[T], k: int, new: list[T], head: int) -> list[T]:
+    """``column`` (changed in place) less its first ``k`` values, between the first ``head``
+    values of ``new`` and the rest of them."""
+    column[:k] = new[:head]
+    column += new[head:]
+    return column
 
 
 def _positions(order: list[str], nodes: set[str], start: int, end: int) -> list[int]:
@@ -218,6 +246,8 @@ def history_grains(state: SessionState, plan: Any) -> list[ContextGrain]:
     :func:`compose` made for that plan (one C-level pass), else looked up again."""
     composed: Composed | None = state.token_cache.memo.composed
     if composed is not None and composed.plan is plan:
+        if not composed.holes:
+            return composed.grains.copy()  # type: ignore[return-value]
         return list(filter(None, composed.grains))
     return list(map(_GRAIN, filter(None, map(state.items.get, plan.history_order))))
 

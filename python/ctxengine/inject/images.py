@@ -100,11 +100,13 @@ def limit_images(
 
     if memo is None:
         counts = list(map(count, messages))
+        total = sum(counts)
     else:
         key = ("images", provider)
         table = memo.table(*key)
-        counts = memo.aligned(*key).many(messages, count, lambda: table.many(messages, count))
-    total = sum(counts)
+        counts, total = memo.aligned(*key).counted(
+            messages, count, lambda: table.many(messages, count)
+        )
     if total <= limit:
         return t, ()
     cut = total - kept_images(total, limit)

@@ -117,13 +117,20 @@ class RenderMemo:
     def nonempty(self, t: Transcript, provider: str) -> list[bool]:
         """For each message of ``t``: whether ``provider``'s exporter sends any of its blocks
         (a list kept for the next call: not to be changed)."""
+        return self.nonempty_counted(t, provider)[0]
+
+    def nonempty_counted(self, t: Transcript, provider: str) -> tuple[list[bool], int]:
+        """:meth:`nonempty`, and how many of the messages are sent (kept along the renders:
+        a render that sends every message finds it out without a look at each)."""
 
         def make(m: Message) -> bool:
             return bool(exported_blocks(m, provider, family_of(m, t)))
 
         key = ("nonempty", provider, t.source_format)
         table = self.table(*key)
-        return self.aligned(*key).many(t.messages, make, lambda: table.many(t.messages, make))
+        return self.aligned(*key).counted(  # type: ignore[return-value]
+            t.messages, make, lambda: table.many(t.messages, make)
+        )
 
     def message(self, role: str, text: str) -> Message:
         """A one-text message made by compose, the same object as in the render before when

@@ -221,9 +221,11 @@ def _failed_calls_stripped(t: Transcript, memo: RenderMemo) -> tuple[Transcript,
     turn holding only calls (dropped whole) and a failed last message (a prefill whose
     trailing whitespace is stripped after its calls)."""
     messages = t.messages
-    failed = memo.aligned("failed").many(
+    failed, n_failed = memo.aligned("failed").counted(
         messages, _stripped_failed, lambda: list(map(_stripped_failed, messages))
     )
+    if not n_failed:
+        return t, []
     last = len(messages) - 1
     try:
         i = failed.index(True, 0, last)
@@ -263,8 +265,8 @@ def _non_empty(
     (an aborted turn's empty message), and the hygiene changes saying so. Hygiene would drop
     them itself, on every render: a render whose hygiene changed something cannot be reused by
     the next one, so one empty message in the kept history made every warm render a full one."""
-    sent = memo.nonempty(t, provider)
-    if all(sent):
+    sent, n_sent = memo.nonempty_counted(t, provider)
+    if n_sent == len(sent):
         return t, []
     messages = t.messages
     drop: list[int] = []

@@ -146,9 +146,12 @@ class Record:
             head, first, n = self.reused
             new = list(range(head)) + list(range(head + n, len(self.src.messages) - self.lead))
             counted = self._count_pieces(model, [self.pieces[i] for i in new])
-            per = counted[:head] + pc[1][first : first + n] + counted[head:]
-            # the parent's history from ``first`` on is kept, to its end
-            hist = pc[2] - sum(pc[1][:first]) + sum(counted)
+            # the parent's history from ``first`` on is kept, to its end: its list is taken
+            # over (the parent is let go below), its dropped head cut in place
+            per = pc[1]
+            hist = pc[2] - sum(islice(per, first)) + sum(counted)
+            per[:first] = counted[:head]
+            per += counted[head:]
             if self.replaced:
                 again = self._count_pieces(model, [self.pieces[h] for h in self.replaced])
                 for h, c in zip(self.replaced, again, strict=True):
@@ -373,7 +376,9 @@ class Warm:
             and strip_trailing_space(final.blocks) is not None
         ):
             return None  # hygiene strips a prefill's trailing whitespace
-        # every check passed: from here on the previous record is superseded
+        # every check passed: from here on the previous record is superseded (and its lists
+        # taken over: it is no record to reuse any more, should this one not be made)
+        del self.records[key]
         prev.payload = {}  # freed before the next one is made (when the caller let it go)
         calls = prev.calls  # a superset of the calls: dropped ones stay (a reuse is refused)
         calls.update(head_ids)
@@ -396,7 +401,10 @@ class Warm:
             lead_pieces = lead_pieces[:lead]
             if boot is not None:
                 lead_pieces = [*lead_pieces, pieces(provider, boot, None, names)]
-        hist_pieces = new_pieces[:head] + prev.pieces[first:] + new_pieces[head:]
+        dropped = sum(map(len, islice(prev.pieces, first)))
+        hist_pieces = prev.pieces  # taken over: its dropped head cut, the new ones added
+        hist_pieces[:first] = new_pieces[:head]
+        hist_pieces += new_pieces[head:]
         hist = msgs[lead:]
         for h in replaced:
             m = hist[h]
@@ -407,7 +415,6 @@ class Warm:
         if prev.flat is not None and not replaced and not head and lead_pieces is prev.lead_pieces:
             # the previous flat dicts less those of the dropped messages, plus the new ones
             flat, deep = prev.flat, prev.deep
-            dropped = sum(map(len, prev.pieces[:first]))
             if dropped:
                 nlead = sum(map(len, lead_pieces))
                 flat = flat[:nlead] + flat[nlead + dropped :]
@@ -418,8 +425,10 @@ class Warm:
             prev.flat = None  # taken over (extended in place)
         if replaced:
             ids = list(map(id, msgs))
-        else:  # the ids of the kept part are the previous ones
-            ids = [*map(id, msgs[:cut]), *prev.ids[start:], *map(id, tail)]
+        else:  # the ids of the kept part are the previous ones (the list taken over)
+            ids = prev.ids
+            ids[:start] = map(id, msgs[:cut])
+            ids += map(id, tail)
         rec = Record(
             key=key,
             src=t,
