@@ -435,3 +435,27 @@ def test_budget_property(items: list[Item], budget: int) -> None:
     assert Counter(plan.changed()) == Counter(
         n for n, s in zip(ids, status, strict=True) if s != KEPT
     )
+
+
+def test_a_held_plan_keeps_its_node_ids_while_the_assembly_changes() -> None:
+    """A plan names its items as they were when it was made: a render's report reads the plan
+    after later renders upserted new items (the node ids are shared with the assembly in
+    chunks, a write copying only the chunk a held plan shares), reused the slots of removed
+    ones, or compacted the slots."""
+    asm = assembly()
+    upsert(asm, session(150, 1))  # 450 items: several chunks of ids
+    held = asm.plan(1_000_000)
+    ids = held.decisions()[0]
+    order = held.history_order
+    assert ids == order == [f"hist.{s}" for s in range(1, 451)]
+    upsert(asm, session(3, 1, start_seq=451))  # appended in the last chunk, and a new one
+    removed = [f"hist.{s}" for s in range(1, 401)]
+    assert asm.remove(removed[:2]) == 2
+    upsert(asm, session(1, 1, start_seq=500))  # two into the freed slots, one appended
+    assert asm.remove(removed[2:]) == len(removed) - 2  # most slots free: compacted
+    upsert(asm, session(2, 1, start_seq=600))
+    assert held.decisions()[0] == ids
+    assert held.history_order == order
+    now = asm.plan(1_000_000).history_order
+    kept = [f"hist.{s}" for s in [*range(401, 460), *range(500, 503), *range(600, 606)]]
+    assert now == kept

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
+use super::ids::Ids;
 use super::plan::{Reason, PLACEHOLDER_ID};
 use super::{codes, kind, role, AssemblyConfig, ItemSpec};
 use crate::errors::{CoreError, CoreResult};
@@ -21,7 +22,7 @@ pub(crate) struct Derived {
 /// Item fields by slot.
 #[derive(Debug, Default)]
 pub(crate) struct Columns {
-    pub node_ids: Arc<Vec<Arc<str>>>,
+    pub node_ids: Ids,
     pub texts: Vec<String>,
     pub labels: Vec<String>,
     pub summaries: Vec<Option<String>>,
@@ -252,9 +253,7 @@ impl Assembly {
         let id: Arc<str> = Arc::from(node_id);
         let slot = match self.free.pop() {
             Some(s) => {
-                if let Some(x) = Arc::make_mut(&mut self.cols.node_ids).get_mut(s as usize) {
-                    *x = id.clone();
-                }
+                self.cols.node_ids.set(s as usize, id.clone());
                 s
             }
             None => {
@@ -352,9 +351,7 @@ impl Assembly {
             });
         }
         let alive = std::mem::take(&mut c.alive);
-        let mut ids = std::mem::take(Arc::make_mut(&mut c.node_ids));
-        keep(&mut ids, &alive);
-        c.node_ids = Arc::new(ids);
+        c.node_ids = c.node_ids.kept(&alive);
         keep(&mut c.texts, &alive);
         keep(&mut c.labels, &alive);
         keep(&mut c.summaries, &alive);
@@ -484,7 +481,7 @@ impl Columns {
     }
 
     fn grow(&mut self, id: Arc<str>) {
-        Arc::make_mut(&mut self.node_ids).push(id);
+        self.node_ids.push(id);
         self.texts.push(String::new());
         self.labels.push(String::new());
         self.summaries.push(None);

@@ -12,13 +12,15 @@
 //! - Slots are stable: a removed item leaves a tombstone that the next insert reuses, so cached
 //!   orders (context by `(priority, rank, seq)`, history by `seq` and by `(turn, seq)`) stay valid
 //!   until an item of that kind changes; an item appended after the last one extends them in place.
-//! - A [`Plan`] shares the node ids (`Arc<Vec<Arc<str>>>`) instead of copying strings, carries
+//! - A [`Plan`] shares the node ids ([`Ids`]: chunks, one shared reference each) instead of
+//!   copying strings, carries
 //!   reasons as small enums formatted on demand, and holds orders as slot indices.
 //! - Trimmed texts, clear placeholders and fold stand-ins are built and counted once per item
 //!   version and cached beside it.
 
 pub mod budget;
 pub mod fuse;
+pub mod ids;
 pub mod items;
 pub mod ladder;
 pub mod plan;
@@ -26,6 +28,7 @@ pub mod score;
 pub mod text;
 
 pub use fuse::{fuse, Fused};
+pub use ids::Ids;
 pub use items::Assembly;
 pub use plan::{Plan, Reason, Stage, Status, Timings, WindowUse, PLACEHOLDER_ID, PLACEHOLDER_SLOT};
 

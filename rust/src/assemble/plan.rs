@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use super::ids::Ids;
+
 /// node_id of the one placeholder that stands for the turns removed by hard trim.
 pub const PLACEHOLDER_ID: &str = "hist.removed";
 /// Slot value that stands for the placeholder in [`Plan::history_order`].
@@ -156,7 +158,7 @@ pub struct Plan {
     /// `total_after <= target`, or `<= high` when the total was held under the mark.
     pub fits: bool,
     /// Node ids by slot (shared with the assembly; dead slots hold an empty id).
-    pub node_ids: Arc<Vec<Arc<str>>>,
+    pub node_ids: Ids,
     /// Live slots, in slot order: the order of [`Plan::decisions`] rows.
     pub live: Vec<u32>,
     /// Status by slot.
@@ -259,7 +261,7 @@ mod tests {
     #[test]
     fn formats_reasons() {
         let plan = Plan {
-            node_ids: Arc::new(vec!["rag.docs.1".into(), "hist.1".into()]),
+            node_ids: Ids::from(vec!["rag.docs.1".into(), "hist.1".into()]),
             reasons: vec![
                 Reason::Branch,
                 Reason::Removed {

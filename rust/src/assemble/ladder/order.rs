@@ -33,7 +33,7 @@ impl Run<'_> {
             total_before,
             total_after,
             fits: total_after <= limit,
-            node_ids: Arc::clone(&c.node_ids),
+            node_ids: c.node_ids.clone(),
             live: (0..c.alive.len())
                 .filter(|&s| c.alive[s])
                 .map(|s| s as u32)
