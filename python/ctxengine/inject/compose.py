@@ -276,9 +276,7 @@ def compose(state: SessionState, plan: Any, by_id: Mapping[str, ContextGrain]) -
         at = -1
         if state.builder.newest_compaction is not None:
             at = next((k for k in range(len(history) - 1, -1, -1) if compaction_of(history[k])), -1)
-        messages += history[: at + 1]
-        messages.append(summary)
-        messages += history[at + 1 :]
-    else:
-        messages += history
-    return trusted_transcript(tuple(messages), "render")
+        before, after = islice(history, at + 1), islice(history, at + 1, None)
+        # one copy of the window, into the transcript's tuple
+        return trusted_transcript((*messages, *before, summary, *after), "render")
+    return trusted_transcript((*messages, *history), "render")

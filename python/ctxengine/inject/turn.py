@@ -480,7 +480,11 @@ def _no_trailing_space(t: Transcript, provider: str) -> Transcript:
 def _tree(state: SessionState, a: Assembled) -> list[ContextGrain]:
     by_id = a.by_id
     context = [by_id[n] for n in a.plan.context_order if n in by_id]
-    return context + history_grains(state, a.plan)
+    history = history_grains(state, a.plan)  # a new list: the tree when there is no context
+    if not context:
+        return history
+    context += history
+    return context
 
 
 def _replan_cut(state: SessionState, config: RenderConfig, plan: Any, cut: int, tokens: int) -> int:
