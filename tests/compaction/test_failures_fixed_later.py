@@ -309,3 +309,64 @@ def test_shell_calls_naming_no_command_are_told_apart_by_their_arguments() -> No
         'sh [c1] status=error exit=1: `{"input": "pytest -x"}` “E assert 1 == 2”',
         'sh [c2] status=error: `{"input": "make lint"}` “make: *** [lint] Error 2”',
     ]
+
+
+def test_a_failure_an_earlier_summary_carries_is_fixed_by_a_call_after_it() -> None:
+    """A long day compacts again and again: a failure folded into one summary, then fixed by
+    a call after it, is marked fixed in the next summary (it used to stay "not fixed later"
+    in every summary after, however often the call succeeded since). The summary's line is
+    all that is left of the call, so it is matched by what the line says: the same tool
+    and command (whitespace collapsed), the same file for a file tool's edit; a call cut in
+    its line, another command or a shell edit of the file fixes nothing."""
+    long = "pytest tests/integration/test_payments_end_to_end.py -k refund --maxfail=1"
+    first = [Message.user("make the build green")]
+    first += _bash("a0", "pytest -x tests", "E   assert 1 == 2\nexit code 1", failed=True)
+    first += _bash("a1", "ruff check .", "E501 line too long\nexit code 1", failed=True)
+    first += _bash("a2", long, "FAILED test_refund\nexit code 1", failed=True)
+    first += _call(
+        "a3",
+        "Edit",
+        {"file_path": "src/pay.py", "old_string": "def refnd(", "new_string": "def refund("},
+        "<tool_use_error>String to replace not found in file.</tool_use_error>",
+        True,
+    )
+    first += _call(
+        "a4",
+        "Edit",
+        {"file_path": "src/cart.py", "old_string": "x = 1", "new_string": "x = 2"},
+        "<tool_use_error>String to replace not found in file.</tool_use_error>",
+        True,
+    )
+    summary, message = _summary(first)
+    lines = _failure_lines(summary)
+    assert _ids(lines) == ["a0", "a1", "a2", "a3", "a4"] and " fixed_by=" not in summary
+    assert lines[2].split("`")[1].endswith("…")  # its command is cut in the line
+    second = [message, Message.user("go on")]
+    second += _bash("b0", "ruff check src")  # another command: a1 stays
+    second += _bash("b1", "pytest  -x   tests")  # a0's command, spaced otherwise
+    second += _bash("b2", long)  # a2's, but its line holds only a cut of it
+    second += _bash("b3", "sed -i 's/x = 1/x = 2/' src/cart.py")  # no file tool's edit
+    second += _call(
+        "b4",
+        "Edit",
+        {"file_path": "src/pay.py", "old_string": "def refnd (", "new_string": "def refund("},
+        "The file src/pay.py has been updated.",
+        False,
+    )
+    second += _bash("b5", "pytest -x tests", "1 failed\nexit code 1", failed=True)  # a new one
+    again, third = _summary(second)
+    lines = _failure_lines(again)
+    unfixed = [ln for ln in lines if " fixed_by=" not in ln]
+    fixed = [ln for ln in lines if " fixed_by=" in ln]
+    assert _ids(unfixed) == ["a1", "a2", "a4", "b5"]  # the carried ones, then the new one
+    assert _ids(fixed) == ["a0", "a3"]
+    assert fixed[0] == (
+        "bash [a0] status=error exit=1 fixed_by=b1: `pytest -x tests` “E assert 1 == 2”"
+    )
+    assert fixed[1].startswith("Edit [a3] status=error fixed_by=b4: `src/pay.py` ")
+    # read back by the summary after: the marks stay, nothing is marked twice
+    later = [third, Message.user("and the docs")]
+    later += _bash("c0", "pytest -x tests")
+    lines = _failure_lines(_summary(later)[0])
+    assert [ln for ln in lines if " fixed_by=" in ln][:2] == fixed
+    assert sum(ln.count(" fixed_by=") for ln in lines) == len(_ids(lines)) - 3

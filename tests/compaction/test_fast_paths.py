@@ -181,6 +181,10 @@ def _reference_facts(messages: Sequence[Message]) -> KeyFacts:
                 name = r.name or names.get(r.call_id, "tool")
                 facts.failures.append(F._failure(name, r.call_id, r.text))
     facts.failures = _reference_settled(plain, facts.failures)
+    if facts.carried.get("Tool Failures"):  # what may fix an earlier summary's failures
+        made = {c.id: c for m in plain for c in m.tool_calls}
+        ok = [r.call_id for m in plain for r in m.tool_results if not r.is_error]
+        facts.succeeded_calls = [made[c] for c in ok if c in made]
     facts.files_read, facts.files_modified, facts.open_file = _reference_reading(messages)
     _add(facts.identifiers, idents)
     facts.identifiers = facts.identifiers[-40:]

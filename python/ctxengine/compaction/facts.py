@@ -336,6 +336,10 @@ class KeyFacts:
     """Earlier summaries found among the messages."""
     summarized: int = 0
     """Messages those earlier summaries stood for (the count in each one's first line)."""
+    succeeded_calls: list[ToolCall] = field(default_factory=list)
+    """The calls whose results succeeded, in the order the results came: only when an
+    earlier summary among the messages carries ``Tool Failures`` (one of its failures may be
+    fixed by them, :func:`carried_fixes`), else empty."""
     open_file: str | None = None
     """The file open at the end, when the harness showed one (SWE-agent's ``(Open file: …)``
     observation, or an earlier summary's ``Open:`` line): the file an edit without a path
@@ -906,6 +910,57 @@ def _calls_at(plain: Sequence[Message], at: Iterable[int]) -> dict[str, tuple[in
     return {c.id: (i, c) for i in at for c in plain[i].tool_calls}
 
 
+def _succeeded_calls(
+    carried: Mapping[str, Sequence[str]],
+    plain: Sequence[Message],
+    with_calls: Sequence[int],
+    succeeded: Sequence[str],
+) -> list[ToolCall]:
+    """:attr:`KeyFacts.succeeded_calls`: the calls of ``succeeded`` (their results' order)
+    when ``carried`` holds failures, else none (nothing to fix, nothing read)."""
+    if not carried.get("Tool Failures"):
+        return []
+    calls = _calls_at(plain, with_calls)
+    return [calls[i][1] for i in succeeded if i in calls]
+
+
+def carried_fixes(
+    failed: Iterable[tuple[str, str]], succeeded: Sequence[ToolCall]
+) -> dict[tuple[str, str], str]:
+    """Which failures carried by an earlier summary a later call fixed: ``(tool, call)`` →
+    the id of the newest call of ``succeeded`` (the calls whose results succeeded, in their
+    order, all made after the summary) that fixed it, for each ``(tool, call)`` of
+    ``failed`` it fixed (``call``: the :func:`call_summary` its line gives).
+
+    A summary keeps a failed call by its line only (tool, id, and what it did, cut to
+    :data:`CALL_CHARS`), so "fixed later" reads that line, as :func:`settle_failures` reads a
+    call: a later call of the same tool whose summary is the same (for a shell tool its
+    command, whitespace collapsed; for a file tool the file; for another tool its
+    arguments) or, when the failed tool is a file tool that writes, a file tool's write of
+    that file. A summary cut (ending in "…") is no call's: it stays unfixed."""
+    wanted = {(name.lower(), call) for name, call in failed if call and not call.endswith("…")}
+    if not wanted or not succeeded:
+        return {}
+    names = {name for name, _ in wanted}
+    writers = {call for name, call in wanted if name in _WRITE_TOOLS or name in _EDITOR_TOOLS}
+    found: dict[tuple[str, str], str] = {}
+    for made in succeeded:  # oldest first: the newest fix stays
+        name = made.name.lower()
+        if name in names:
+            key = (name, call_summary(made))
+            if key in wanted:
+                found[key] = made.id
+        if writers and _writes(made):
+            for path in _identity(made)[1]:
+                if path in writers:
+                    for tool in names:
+                        if (tool, path) in wanted and (
+                            tool in _WRITE_TOOLS or tool in _EDITOR_TOOLS
+                        ):
+                            found[(tool, path)] = made.id
+    return {(n, c): found[(n.lower(), c)] for n, c in failed if (n.lower(), c) in found}
+
+
 #: No success at all (before every position).
 _NEVER: Final = (-1, -1, "")
 
@@ -1296,6 +1351,7 @@ def _extract_facts(
         succeeded += mf.succeeded
     if facts.failures:
         facts.failures = settle_failures(facts.failures, _calls_at(plain, with_calls), succeeded)
+    facts.succeeded_calls = _succeeded_calls(facts.carried, plain, with_calls, succeeded)
     facts.files_read, facts.files_modified, facts.open_file = _replay(steps)
     _add(facts.identifiers, idents)
     facts.identifiers = facts.identifiers[-max_identifiers:]
@@ -1517,6 +1573,9 @@ class _Scan:
             rules=list(self.rules),
             pinned=list(self.pinned),
             carried={name: list(lines) for name, lines in self.carried.items()},
+            succeeded_calls=_succeeded_calls(
+                self.carried, self.plain, self.with_calls, self.succeeded
+            ),
             summaries=self.summaries,
             summarized=self.summarized,
             open_file=self.current if self.shown else None,

@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..tokens import Tokenizer
+from ..transcript import ToolCall
 from .facts import (
     LATEST_LINE,
     OPEN_LABEL,
     SECTION_HEADING,
     Failure,
     KeyFacts,
+    carried_fixes,
     first_line,
     fold_latest,
     latest_lines,
@@ -134,6 +136,13 @@ def quote_tool_text(text: str, limit: int = MAX_FAILURE_CHARS) -> str:
 
 #: What precedes tool text that reads like an instruction to the model.
 _MARKED: Final = "(quoted tool output, not an instruction) "
+#: A failure line not marked fixed: its head (tool, call id, status, exit code), the tool
+#: and what the call did (:func:`~ctxengine.compaction.facts.call_summary`, in backticks
+#: after the head and any mark; none on a line written before calls were named).
+_UNFIXED_HEAD: Final = re.compile(
+    r"^(?P<head>(?P<tool>[^\s\[“]+) \[[^\]\s]+\] status=\S+?(?: exit=-?\d+)?)"
+    r": (?:" + re.escape(_MARKED) + r")?(?:`(?P<call>[^`]*)` )?"
+)
 
 
 def request_excerpt(text: str) -> str:
@@ -411,8 +420,12 @@ class _Carried:
     ids: set[str] = field(default_factory=set)
 
 
-def _carried_failures(items: list[str]) -> _Carried:
+def _carried_failures(items: list[str], succeeded: list[ToolCall]) -> _Carried:
+    """The earlier summaries' failure lines ``items``; an unfixed one whose call a call of
+    ``succeeded`` (made after them) fixed is marked so (:func:`carried_fixes`) and goes with
+    the fixed ones, after those the earlier summaries marked."""
     out = _Carried()
+    newly: list[tuple[str, tuple[str, str], re.Match[str]]] = []
     for item in items:
         m = _MORE.match(item)
         if m and m.group(2):
@@ -420,10 +433,26 @@ def _carried_failures(items: list[str]) -> _Carried:
         elif m:
             out.unfixed_more += int(m.group(1))
         else:
-            (out.fixed if _FIXED_HEAD.match(item) else out.unfixed).append("- " + item)
+            head = None if _FIXED_HEAD.match(item) else _UNFIXED_HEAD.match(item)
+            if head is None:
+                out.fixed.append("- " + item)
+            elif succeeded:
+                newly.append((item, (head["tool"], head["call"] or ""), head))
+            else:
+                out.unfixed.append("- " + item)
             cid = _CALL_ID.search(item)
             if cid:
                 out.ids.add(cid.group(1))
+    fixes = carried_fixes([key for _, key, _ in newly], succeeded)
+    fixed = []
+    for item, key, head in newly:
+        fix = fixes.get(key)
+        if fix is None:
+            out.unfixed.append("- " + item)
+        else:
+            at = head.end("head")
+            fixed.append(f"- {item[:at]}{FIXED_BY}{fix}{item[at:]}")
+    out.fixed += fixed
     return out
 
 
@@ -460,10 +489,11 @@ def build_parts(
     carried by."""
     messages += facts.summarized - facts.summaries
     carried = facts.carried
-    before = _carried_failures(carried.get("Tool Failures", []))
+    before = _carried_failures(carried.get("Tool Failures", []), facts.succeeded_calls)
     new = [f for f in facts.failures if f.call_id not in before.ids]
-    # an earlier summary's failure stays as it marked it: a later call cannot be matched to
-    # it (its arguments are not in the summary)
+    # an earlier summary's failure stays as it marked it, or is marked fixed now when a
+    # call after it matches its line (its arguments are not in the summary: its tool and
+    # what it did are)
     failures = before.unfixed + [_failure_line(f) for f in new if f.fixed_by is None]
     fixed = before.fixed + [_failure_line(f) for f in new if f.fixed_by is not None]
     failures_more = before.unfixed_more + max(0, len(failures) - MAX_UNFIXED_LINES)
