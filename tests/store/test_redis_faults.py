@@ -14,10 +14,13 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import tempfile
 import threading
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -427,6 +430,21 @@ def _refusing(kind: str, make: Callable[..., RedisServer]) -> tuple[str, str]:
     if kind == "min-replicas-to-write":
         server = make("--min-replicas-to-write", "1", "--min-replicas-max-lag", "10")
         return server.url, "expected enough replicas"
+    if kind == "failed save to disk":
+        # a save point set and its folder gone: the save fails, and with
+        # stop-writes-on-bgsave-error (Redis's default) every write is refused with MISCONF
+        folder = Path(tempfile.mkdtemp(prefix="rdb"))
+        server = make(
+            "--save", "3600 1", "--stop-writes-on-bgsave-error", "yes", "--dir", str(folder)
+        )
+        folder.rmdir()  # ``dir`` cannot be set while it runs (a protected setting)
+        client = server.client()
+        client.bgsave()
+        with pytest.raises(redis.exceptions.ResponseError, match=r"^MISCONF"):
+            for _ in range(500):  # until the failed save is reported
+                client.set("probe", "1")
+                time.sleep(0.01)
+        return server.url, "expected its persistence to work again"
     assert kind == "out of memory"
     server = make("--maxmemory", "1mb", "--maxmemory-policy", "noeviction")
     _fill(server.client())
@@ -449,6 +467,7 @@ def _fill(client: redis.Redis) -> None:
         "read-only replica",
         "min-replicas-to-write",
         "out of memory",
+        "failed save to disk",
     ],
 )
 async def test_a_server_refusing_the_store_is_a_fault_naming_the_url_and_what_was_expected(
