@@ -25,9 +25,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from itertools import compress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ..errors import AdapterError
+from ..imagesize import image_size
 from ..transcript.changes import Change
 from ..transcript.model import Image, Message, ToolResult, Transcript
 from ..transcript.providers import IMAGE_LIMITS, image_placeholder, image_slots
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from .memo import RenderMemo
 
 __all__ = (
+    "MANY_IMAGES",
+    "MANY_IMAGES_PX",
     "RULE",
     "check_max_images",
     "count_images",
@@ -48,6 +51,18 @@ __all__ = (
 
 #: The ``rule`` of the changes :func:`limit_images` reports (their ``action``: ``image_omitted``).
 RULE = "limit_images"
+#: Anthropic's many-image rule: a request of more than this many images is refused when one
+#: of them is larger than :data:`MANY_IMAGES_PX` on a side ("At least one of the image
+#: dimensions exceed max allowed size for many-image requests: 2000 pixels"; 20 images or
+#: fewer are held to 8,000 px instead). Anthropic's vision guide: "If you submit more than 20
+#: images in one API request, this limit is 2000x2000 px."
+MANY_IMAGES: Final = 20
+MANY_IMAGES_PX: Final = 2000
+#: Why a render for Anthropic keeps 20 images (its changes say it).
+MANY_IMAGES_WHY: Final = (
+    f"anthropic takes more than {MANY_IMAGES} images per request only when each is at most "
+    f"{MANY_IMAGES_PX} px on a side, and one is larger"
+)
 
 
 def check_max_images(max_images: object) -> None:
@@ -107,16 +122,21 @@ def limit_images(
         counts, total = memo.aligned(*key).counted(
             messages, count, lambda: table.many(messages, count)
         )
+    why = None
+    if provider == "anthropic" and total > MANY_IMAGES and limit > MANY_IMAGES:
+        keep = total if total <= limit else kept_images(total, limit)
+        if keep > MANY_IMAGES and _too_large(messages, counts, keep, memo):
+            limit, why = MANY_IMAGES, MANY_IMAGES_WHY
     if total <= limit:
         return t, ()
     cut = total - kept_images(total, limit)
     if memo is None:
-        out, ordered = _limited(messages, counts, cut, provider, max_images, limit, None)
+        out, ordered = _limited(messages, counts, cut, provider, max_images, limit, None, why)
         return t.replace(out), ordered
     cuts: list[_Cut] = memo.image_cuts.setdefault((provider, max_images), [])
     done = next((c.after(messages, memo) for c in cuts if c.cut == cut), None)
     if done is None:
-        made, ordered = _limited(messages, counts, cut, provider, max_images, limit, memo)
+        made, ordered = _limited(messages, counts, cut, provider, max_images, limit, memo, why)
         done = _Cut(messages, tuple(made), ordered, cut)
     # the last two: a render may render the turns merged, then as they are
     cuts[:] = [*(c for c in cuts[-1:] if c is not done), done]
@@ -147,6 +167,37 @@ class _Cut:
         return _Cut(messages, self.out + messages[len(old) :], self.changes, self.cut)
 
 
+def _too_large(
+    messages: tuple[Message, ...], counts: list[int], keep: int, memo: RenderMemo | None
+) -> bool:
+    """Whether one of the newest ``keep`` images of ``messages`` (``counts``: each message's
+    images for Anthropic) is larger than :data:`MANY_IMAGES_PX` on a side, by its header
+    (an image whose size cannot be read, or given by URL, is not known to be)."""
+    held = list(compress(range(len(counts)), counts))
+    for i in reversed(held):  # the newest first
+        m = messages[i]
+        sides = _sides(m) if memo is None else memo.table("image sides").get(m, _sides)
+        newest = sides[-keep:]
+        if any(side > MANY_IMAGES_PX for side in newest):
+            return True
+        keep -= len(newest)
+        if keep <= 0:
+            return False
+    return False
+
+
+def _sides(m: Message) -> tuple[int, ...]:
+    """The longer side of each image part Anthropic's payload of ``m`` holds, in block order
+    (0 where its size is unknown)."""
+    out = []
+    for i, k in image_slots(m, "anthropic"):
+        b = m.blocks[i]
+        image = b.content[k] if isinstance(b, ToolResult) else b
+        size = image_size(image.data) if isinstance(image, Image) and image.data else None
+        out.append(max(size) if size else 0)
+    return tuple(out)
+
+
 def _limited(
     messages: tuple[Message, ...],
     counts: list[int],
@@ -155,13 +206,16 @@ def _limited(
     max_images: int | None,
     limit: int,
     memo: RenderMemo | None,
+    why: str | None = None,
 ) -> tuple[list[Message], tuple[Change, ...]]:
-    """``messages`` with their ``cut`` oldest image parts as placeholders, and the changes."""
-    why = (
-        f"{provider} takes at most {limit} images per request"
-        if max_images is None
-        else f"max_images={limit}"
-    )
+    """``messages`` with their ``cut`` oldest image parts as placeholders, and the changes
+    (``why``: the limit's reason, when not the provider's count or ``max_images``)."""
+    if why is None:
+        why = (
+            f"{provider} takes at most {limit} images per request"
+            if max_images is None
+            else f"max_images={limit}"
+        )
     # the same for every render that cuts as many images (its changes are then reused)
     detail = (
         f"the request holds more images than the limit ({why}); its oldest {cut} are sent as "

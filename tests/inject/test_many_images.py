@@ -1,0 +1,109 @@
+"""Anthropic's many-image rule: a request of more than 20 images is refused when one of them is
+larger than 2000 px on a side ("At least one of the image dimensions exceed max allowed size
+for many-image requests: 2000 pixels"; Anthropic's vision guide: "If you submit more than 20
+images in one API request, this limit is 2000x2000 px"). A computer-use agent on a 2560 x 1440
+screen passes it at its 21st screenshot, and every request after is refused. Renders for
+Anthropic read each image's size from its header and, when the rule would refuse the request,
+send the newest 20 (the older ones as placeholders, reported); other providers, smaller
+screenshots and requests of 20 images or fewer are sent as before.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+
+from ctxengine import Budget, ContextEngine
+from ctxengine.inject.images import MANY_IMAGES, MANY_IMAGES_PX
+from ctxengine.transcript import Image, Message, Text, ToolCall, ToolResult, Transcript, render
+from image_bytes import png
+from screenshots import image_parts
+from transcript.helpers import assert_sdk_valid
+
+pytestmark = pytest.mark.anyio
+
+MODEL = "claude-sonnet-4-5"
+
+
+def shots(n: int, width: int, height: int, start: int = 0) -> list[Message]:
+    """``n`` computer-use steps, each a screenshot of ``width`` x ``height`` in its tool
+    result (distinct images: the size differs by a pixel of height each)."""
+    out: list[Message] = []
+    for i in range(start, start + n):
+        call = ToolCall(f"call{i}", "computer", {"action": "screenshot"})
+        out.append(Message("assistant", (Text(f"Step {i}."), call)))
+        image = Image("image/png", png(width, height + i % 7), name=f"shot{i}.png")
+        out.append(Message("tool", (ToolResult(f"call{i}", (Text(f"step {i}"), image)),)))
+    return out
+
+
+def names_sent(payload: dict[str, Any], n: int) -> list[int]:
+    """The screenshots of ``0 .. n-1`` whose placeholder the payload does not carry."""
+    text = json.dumps(payload)
+    return [i for i in range(n) if f"'shot{i}.png' omitted" not in text]
+
+
+@pytest.mark.parametrize(("n", "width", "kept"), [(25, 2560, 19), (23, 2001, 19), (40, 3000, 20)])
+def test_more_than_twenty_large_images_are_cut_to_the_newest_twenty(
+    n: int, width: int, kept: int
+) -> None:
+    """The oldest go by the usual steps (a tenth of the limit: two at a time, as few steps as
+    bring them within 20), so the prefix stays the same between two steps."""
+    t = Transcript(tuple([Message.user("Fill in the form."), *shots(n, width, 1440)]))
+    out = render(t, "anthropic")
+    assert_sdk_valid(out.payload, "anthropic")
+    assert image_parts(out.payload) == kept <= MANY_IMAGES
+    assert names_sent(out.payload, n) == list(range(n - kept, n))  # the newest
+    changes = out.report.of("image_omitted")
+    assert len(changes) == n - kept
+    assert all(f"at most {MANY_IMAGES_PX} px" in c.detail for c in changes)
+
+
+@pytest.mark.parametrize(
+    ("provider", "n", "width"),
+    [
+        ("anthropic", 25, 1920),  # every one within 2000 px: the rule takes 100 of them
+        ("anthropic", 20, 4000),  # 20 or fewer: held to 8,000 px only
+        ("openai-responses", 25, 2560),  # Anthropic's rule only
+        ("gemini", 25, 2560),
+    ],
+)
+def test_the_rule_leaves_other_requests_as_they_were(provider: str, n: int, width: int) -> None:
+    t = Transcript(tuple([Message.user("Fill in the form."), *shots(n, width, 1080)]))
+    out = render(t, provider)
+    assert image_parts(out.payload) == n and not out.report.of("image_omitted")
+
+
+def test_only_the_images_that_would_be_sent_decide() -> None:
+    """An old large screenshot the provider's own limit already cuts does not count: 100 small
+    ones after it fill Anthropic's 100, and no image sent is larger than 2000 px."""
+    large = shots(10, 2560, 1440)
+    small = shots(100, 1280, 800, start=10)
+    t = Transcript(tuple([Message.user("Go on."), *large, *small]))
+    out = render(t, "anthropic")
+    assert image_parts(out.payload) == 100
+    assert names_sent(out.payload, 110) == list(range(10, 110))
+    text = json.dumps(out.payload)
+    assert f"at most {MANY_IMAGES_PX} px" not in text
+
+
+async def test_a_session_renders_its_newest_twenty_and_keeps_its_prefix_by_steps() -> None:
+    """Turn by turn past 20 large screenshots, renders send at most 20, and the oldest go two
+    at a time: the payload before a turn is the start of the next one but at those steps."""
+    engine = ContextEngine(MODEL, Budget(total=150_000))
+    payloads: list[list[Any]] = []
+    async with engine.session("computer-use") as s:
+        s.extend([Message.user("Book the flight."), *shots(15, 2560, 1440)])
+        for step in range(15, 31):
+            s.extend(shots(1, 2560, 1440, start=step))
+            out = await s.render("anthropic")
+            assert_sdk_valid(out.payload, "anthropic")
+            assert image_parts(out.payload) <= MANY_IMAGES
+            assert out.tokens <= 150_000
+            payloads.append(out.payload["messages"])
+    kept_prefix = [new[: len(old) - 1] == old[:-1] for old, new in itertools.pairwise(payloads)]
+    breaks = [16 + k + 1 for k, same in enumerate(kept_prefix) if not same]
+    assert breaks == [21, 23, 25, 27, 29, 31], breaks
