@@ -10,6 +10,7 @@ screenshots and requests of 20 images or fewer are sent as before.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 from typing import Any
@@ -17,9 +18,9 @@ from typing import Any
 import pytest
 
 from ctxengine import Budget, ContextEngine
-from ctxengine.inject.images import MANY_IMAGES, MANY_IMAGES_PX
+from ctxengine.inject.images import MANY_IMAGES, MANY_IMAGES_PX, MEDIA_BYTES
 from ctxengine.transcript import Image, Message, Text, ToolCall, ToolResult, Transcript, render
-from image_bytes import png
+from image_bytes import png, png_bytes
 from screenshots import image_parts
 from transcript.helpers import assert_sdk_valid
 
@@ -107,3 +108,77 @@ async def test_a_session_renders_its_newest_twenty_and_keeps_its_prefix_by_steps
     kept_prefix = [new[: len(old) - 1] == old[:-1] for old, new in itertools.pairwise(payloads)]
     breaks = [16 + k + 1 for k, same in enumerate(kept_prefix) if not same]
     assert breaks == [21, 23, 25, 27, 29, 31], breaks
+
+
+def big_shots(n: int, size: int, start: int = 0) -> list[Message]:
+    """``n`` steps, each a screenshot whose base64 text is ``size`` characters (a multiple of
+    4): a real PNG (1280 x 802) with bytes after its end, as large as a photo-like one."""
+    out: list[Message] = []
+    for i in range(start, start + n):
+        data = _padded(i, size)
+        call = ToolCall(f"call{i}", "computer", {"action": "screenshot"})
+        out.append(Message("assistant", (Text(f"Step {i}."), call)))
+        if i % 2:  # in a user turn after the result, as OpenAI Chat agents send them
+            out.append(Message("tool", (ToolResult(f"call{i}", (Text("taken"),)),)))
+            out.append(Message("user", (Image("image/png", data, name=f"shot{i}.png"),)))
+        else:
+            out.append(Message("user", (Image("image/png", data, name=f"shot{i}.png"),)))
+    return out
+
+
+def _padded(i: int, size: int) -> str:
+    """Screenshot ``i``: a PNG of 1280 x 802 and bytes after its end, as ``size`` characters
+    of base64 (a multiple of 4) without ``+`` or ``/`` (the Gemini SDK's check writes bytes
+    back URL-safe), told apart by ``i`` written in the characters after the PNG's."""
+    head = png_bytes(1280, 802)
+    start = base64.b64encode(head + bytes(-len(head) % 3)).decode()
+    assert "+" not in start and "/" not in start
+    tail = f"{i:08d}"
+    return start + tail + "A" * (size - len(start) - len(tail))
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai", "openai-responses", "gemini"])
+def test_a_request_never_carries_more_image_data_than_the_provider_takes(provider: str) -> None:
+    """100 screenshots of 600 KB of base64 are 60 MB: past Anthropic's 32 MB request limit (a
+    413 ``request_too_large`` on every turn), OpenAI's 50 MB and Gemini's 20 MB, though within
+    every count limit. Renders keep the newest that fit, by the usual steps, and say why."""
+    size = 600_000
+    t = Transcript(tuple([Message.user("Check every page."), *big_shots(100, size)]))
+    out = render(t, provider)
+    assert_sdk_valid(out.payload, provider)
+    kept = image_parts(out.payload)
+    carried = sum(len(x) for x in _image_data(out.payload))
+    assert carried == kept * size <= MEDIA_BYTES[provider]
+    # the newest that fit, less at most one step of a tenth of them
+    fit = MEDIA_BYTES[provider] // size
+    assert fit - max(1, fit // 10) < kept <= fit
+    assert names_sent(out.payload, 100) == list(range(100 - kept, 100))
+    changes = out.report.of("image_omitted")
+    assert len(changes) == 100 - kept
+    assert all("characters of inline images" in c.detail for c in changes)
+    assert len(json.dumps(out.payload)) < MEDIA_BYTES[provider] + 2**20
+
+
+def _image_data(value: Any) -> list[str]:
+    """The base64 data of every image part of a payload, in every provider's shape."""
+    if isinstance(value, list):
+        return [d for v in value for d in _image_data(v)]
+    if not isinstance(value, dict):
+        return []
+    for key in ("data", "url", "image_url"):
+        v = value.get(key)
+        if isinstance(v, str) and len(v) > 100_000:
+            return [v.partition(",")[2] if v.startswith("data:") else v]
+    return [d for v in value.values() for d in _image_data(v)]
+
+
+async def test_a_session_of_large_screenshots_stays_within_the_request_size_turn_by_turn() -> None:
+    engine = ContextEngine(MODEL, Budget(total=190_000))
+    async with engine.session("computer-use") as s:
+        s.extend([Message.user("Check every page."), *big_shots(40, 700_000)])
+        for step in range(40, 60):
+            s.extend(big_shots(1, 700_000, start=step))
+            out = await s.render("anthropic")
+            assert sum(len(x) for x in _image_data(out.payload)) <= MEDIA_BYTES["anthropic"]
+            assert image_parts(out.payload) >= 40  # the newest that fit: 44 less a step
+            assert out.tokens <= 190_000

@@ -23,7 +23,8 @@ within the limit is returned as it is.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 from itertools import compress
 from typing import TYPE_CHECKING, Final
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = (
     "MANY_IMAGES",
     "MANY_IMAGES_PX",
+    "MEDIA_BYTES",
     "RULE",
     "check_max_images",
     "count_images",
@@ -58,6 +60,20 @@ RULE = "limit_images"
 #: images in one API request, this limit is 2000x2000 px."
 MANY_IMAGES: Final = 20
 MANY_IMAGES_PX: Final = 2000
+#: The most characters of inline image data (their base64 text, as the request carries it)
+#: one request may hold, by provider: the request's own size limit less 1 MiB for the rest of
+#: it (its text, a tool's definitions). Anthropic: "a maximum request size of 32 MB for
+#: standard endpoints, including the Messages API" (API overview, request size limits; past
+#: it a 413 ``request_too_large`` from Cloudflare); OpenAI: "up to 50 MB total payload size
+#: per request" (images and vision guide); Gemini: inline data while "the total request size"
+#: stays under 20 MB (image understanding; larger files go by the File API). A screenshot
+#: agent passes these long before the count limits: 100 screenshots of 400 KB are 53 MB.
+MEDIA_BYTES: Final[dict[str, int]] = {
+    "openai": 50_000_000 - 2**20,
+    "openai-responses": 50_000_000 - 2**20,
+    "anthropic": 32_000_000 - 2**20,
+    "gemini": 20_000_000 - 2**20,
+}
 #: Why a render for Anthropic keeps 20 images (its changes say it).
 MANY_IMAGES_WHY: Final = (
     f"anthropic takes more than {MANY_IMAGES} images per request only when each is at most "
@@ -123,6 +139,10 @@ def limit_images(
             messages, count, lambda: table.many(messages, count)
         )
     why = None
+    fit = _fitting(messages, counts, provider, min(total, limit), memo) if total else 0
+    if fit < min(total, limit):
+        limit = fit
+        why = f"{provider} takes at most {MEDIA_BYTES[provider]:,} characters of inline images"
     if provider == "anthropic" and total > MANY_IMAGES and limit > MANY_IMAGES:
         keep = total if total <= limit else kept_images(total, limit)
         if keep > MANY_IMAGES and _too_large(messages, counts, keep, memo):
@@ -134,10 +154,10 @@ def limit_images(
         out, ordered = _limited(messages, counts, cut, provider, max_images, limit, None, why)
         return t.replace(out), ordered
     cuts: list[_Cut] = memo.image_cuts.setdefault((provider, max_images), [])
-    done = next((c.after(messages, memo) for c in cuts if c.cut == cut), None)
+    done = next((c.after(messages, memo) for c in cuts if (c.cut, c.why) == (cut, why)), None)
     if done is None:
         made, ordered = _limited(messages, counts, cut, provider, max_images, limit, memo, why)
-        done = _Cut(messages, tuple(made), ordered, cut)
+        done = _Cut(messages, tuple(made), ordered, cut, why)
     # the last two: a render may render the turns merged, then as they are
     cuts[:] = [*(c for c in cuts[-1:] if c is not done), done]
     # a session's render: the messages are known (no re-check)
@@ -153,6 +173,7 @@ class _Cut:
     out: tuple[Message, ...]
     changes: tuple[Change, ...]
     cut: int
+    why: str | None = None  # the limit's reason, when not the count (see :func:`_limited`)
 
     def after(self, messages: tuple[Message, ...], memo: RenderMemo) -> _Cut | None:
         """This cut for ``messages`` when they are this one's messages with others after them
@@ -164,7 +185,58 @@ class _Cut:
         found = memo.align(messages, old)
         if found is None or found[0] or found[1] or found[2]:
             return None
-        return _Cut(messages, self.out + messages[len(old) :], self.changes, self.cut)
+        return _Cut(messages, self.out + messages[len(old) :], self.changes, self.cut, self.why)
+
+
+def _newest(
+    messages: tuple[Message, ...],
+    counts: list[int],
+    read: Callable[[Message], tuple[int, ...]],
+    memo: RenderMemo | None,
+    key: str,
+) -> Iterator[int]:
+    """``read`` of each image part of ``messages`` (``counts``: each message's image
+    parts), the newest first; with ``memo``, each message's read once while it is kept."""
+    for i in reversed(list(compress(range(len(counts)), counts))):
+        m = messages[i]
+        yield from reversed(read(m) if memo is None else memo.table(key).get(m, read))
+
+
+def _fitting(
+    messages: tuple[Message, ...],
+    counts: list[int],
+    provider: str,
+    most: int,
+    memo: RenderMemo | None,
+) -> int:
+    """How many of the newest image parts (``most`` at most) fit in :data:`MEDIA_BYTES`."""
+    room = MEDIA_BYTES[provider]
+    n = 0
+    for size in _newest(messages, counts, _data_sizes(provider), memo, f"image data {provider}"):
+        room -= size
+        if room < 0 or n == most:
+            break
+        n += 1
+    return n
+
+
+def _data_sizes(provider: str) -> Callable[[Message], tuple[int, ...]]:
+    def read(m: Message) -> tuple[int, ...]:
+        """The characters of inline data of each image part ``provider``'s payload of ``m``
+        holds, in block order (0 for an image by URL)."""
+        return tuple(len(image.data or "") for image in _images(m, provider))
+
+    return read
+
+
+def _images(m: Message, provider: str) -> list[Image]:
+    out = []
+    for i, k in image_slots(m, provider):
+        b = m.blocks[i]
+        image = b.content[k] if isinstance(b, ToolResult) else b
+        if isinstance(image, Image):
+            out.append(image)
+    return out
 
 
 def _too_large(
@@ -173,27 +245,16 @@ def _too_large(
     """Whether one of the newest ``keep`` images of ``messages`` (``counts``: each message's
     images for Anthropic) is larger than :data:`MANY_IMAGES_PX` on a side, by its header
     (an image whose size cannot be read, or given by URL, is not known to be)."""
-    held = list(compress(range(len(counts)), counts))
-    for i in reversed(held):  # the newest first
-        m = messages[i]
-        sides = _sides(m) if memo is None else memo.table("image sides").get(m, _sides)
-        newest = sides[-keep:]
-        if any(side > MANY_IMAGES_PX for side in newest):
-            return True
-        keep -= len(newest)
-        if keep <= 0:
-            return False
-    return False
+    sides = _newest(messages, counts, _sides, memo, "image sides")
+    return any(side > MANY_IMAGES_PX for side in itertools.islice(sides, keep))
 
 
 def _sides(m: Message) -> tuple[int, ...]:
     """The longer side of each image part Anthropic's payload of ``m`` holds, in block order
     (0 where its size is unknown)."""
     out = []
-    for i, k in image_slots(m, "anthropic"):
-        b = m.blocks[i]
-        image = b.content[k] if isinstance(b, ToolResult) else b
-        size = image_size(image.data) if isinstance(image, Image) and image.data else None
+    for image in _images(m, "anthropic"):
+        size = image_size(image.data) if image.data else None
         out.append(max(size) if size else 0)
     return tuple(out)
 
