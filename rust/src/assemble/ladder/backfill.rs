@@ -20,6 +20,13 @@ use super::placeholder::Removed;
 use super::{Groups, Reason, Run, Stage, Status};
 use crate::assemble::{text, PLACEHOLDER_OVERHEAD};
 
+/// The use of its target under which backfill cuts a soft-trimmed item to the room left.
+const MIN_USE_PERCENT: usize = 95;
+/// Tokens the head + tail marker (`[... N chars trimmed ...]`) takes, about.
+const HEAD_TAIL_MARKER: usize = 12;
+/// Counts tried when fitting a head + tail to the room left.
+const FIT_TRIES: usize = 6;
+
 /// What an item can render as, most valuable first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Form {
@@ -72,10 +79,73 @@ impl Run<'_> {
             .filter(|&s| self.stage[s as usize] == Stage::Soft)
             .collect();
         soft.sort_unstable_by_key(|&s| std::cmp::Reverse(c.history_key(s)));
-        for s in soft {
+        for &s in &soft {
             self.upgrade(s);
         }
+        self.fit_to_room(&soft);
         self.reallocate();
+    }
+
+    /// Last resort, while the plan uses less than [`MIN_USE_PERCENT`] of its target: the
+    /// soft-cut items (newest first) whose fixed forms all missed the room left get a head +
+    /// tail cut to that room. The fixed head + tail keeps `soft_keep_chars` at each end and
+    /// exists only past `soft_trim_chars`, so a result of dense tokens under that length (400
+    /// lines of `x = 1`: 2,400 chars, 2,000 tokens) had only its one-line placeholder, and a
+    /// long one only its 3,000-char cut, however much room was left. A plan at 95 % or more
+    /// is left as it was, and so is a plan with turns to summarize: the compaction measures
+    /// its landing with the summary in place.
+    fn fit_to_room(&mut self, soft: &[u32]) {
+        if !self.compaction.0.is_empty() {
+            return; // the compaction's landing sizes this plan (assemble.compact)
+        }
+        for &s in soft {
+            if self.total() * 100 >= self.target * MIN_USE_PERCENT {
+                return;
+            }
+            let i = s as usize;
+            if !matches!(self.status[i], Status::Trimmed | Status::Cleared) {
+                continue;
+            }
+            let limit = self.after[i] as usize + self.room();
+            if let Some((text, tokens, reason)) = self.head_tail_within(i, limit) {
+                if tokens > self.after[i] {
+                    self.repl[i] = Some(text);
+                    self.decide(s, Status::Trimmed, Stage::Soft, reason, tokens);
+                }
+            }
+        }
+    }
+
+    /// The largest head + tail of item `i` found within `limit` tokens (its overhead
+    /// included), with its tokens: the kept length starts from the item's own chars per
+    /// token and shrinks by the overshoot, a few counts at most.
+    fn head_tail_within(&self, i: usize, limit: usize) -> Option<(Arc<str>, u32, Reason)> {
+        let c = self.c;
+        let overhead = c.overhead[i] as usize;
+        let room = limit.checked_sub(overhead + HEAD_TAIL_MARKER)?;
+        let chars = c.chars[i] as usize;
+        let body = (c.tokens[i] as usize).saturating_sub(overhead).max(1);
+        let mut keep = (room * chars / body / 2).min(chars.saturating_sub(1) / 2);
+        for _ in 0..FIT_TRIES {
+            if keep == 0 {
+                return None;
+            }
+            let (text, removed) = text::head_tail(&c.texts[i], keep)?;
+            let tokens = self.count(&text).saturating_add(c.overhead[i]);
+            if tokens as usize <= limit {
+                let chars = c.chars[i];
+                let removed = u32::try_from(removed).unwrap_or(u32::MAX);
+                return Some((
+                    Arc::from(text.as_str()),
+                    tokens,
+                    Reason::HeadTail { chars, removed },
+                ));
+            }
+            // shrink by the overshoot, and at least by a tenth
+            let scaled = keep * limit.saturating_sub(overhead) / (tokens as usize).max(1);
+            keep = scaled.min(keep - keep / 10 - 1);
+        }
+        None
     }
 
     /// Tokens left below the target.
@@ -575,6 +645,43 @@ mod tests {
         r.insert(6);
         let ranges: Vec<(u32, u32)> = r.ranges.iter().map(|(&a, &b)| (a, b)).collect();
         assert_eq!(ranges, vec![(4, 8)]);
+    }
+
+    /// A result of dense tokens under `soft_trim_chars` (no fixed head + tail) and too large
+    /// for the room, then a question and its answer (the protected tail).
+    fn dense_result(lines: usize) -> Vec<ItemSpec> {
+        let mut call = message(2, 0, role::ASSISTANT, "let me read it");
+        call.flags = flags::HAS_TOOL_CALL;
+        vec![
+            message(1, 0, role::USER, "show me gen.py"),
+            call,
+            message(3, 0, role::TOOL, &"x = 1\n".repeat(lines)),
+            message(4, 1, role::USER, "what is in it?"),
+            message(5, 1, role::ASSISTANT, "x = 1, again and again."),
+        ]
+    }
+
+    #[test]
+    fn a_cut_result_takes_the_room_its_fixed_forms_miss() {
+        let (mut a, full) = loaded(dense_result(60)); // 360 chars: no fixed head + tail
+        for budget in [full * 3 / 4, full, full * 5 / 4] {
+            let plan = a.plan(budget).expect("fits");
+            let s = by_id(&plan, "hist.3") as usize;
+            assert_ne!(plan.status[s], Status::Kept, "{budget}: nothing cut");
+            assert!(plan.total_after <= plan.target, "{budget}: over its target");
+            assert!(
+                plan.total_after * 100 >= plan.target * 95,
+                "{budget}: {} of {} ({:?})",
+                plan.total_after,
+                plan.target,
+                plan.status[s]
+            );
+            let text = plan.replacement(s as u32).expect("a replacement");
+            assert!(
+                text.starts_with("x = 1\n") && text.contains("chars trimmed ...]"),
+                "{text}"
+            );
+        }
     }
 
     #[test]
