@@ -9,11 +9,15 @@ its fixed 3,000-char head + tail, however much room was left.
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
-from ctxengine import Budget, ContextEngine
+from ctxengine import Budget, BudgetError, ContextEngine
+from ctxengine.replay import _feed
 from ctxengine.transcript import Message, ToolCall
+from transcript.helpers import named_transcripts
 
 MIN_USE = 0.95
 
@@ -60,3 +64,45 @@ def test_a_cut_tool_result_takes_the_room_left(
         assert sent.startswith(outputs[0][:40]) and sent.endswith(outputs[0][-40:])
 
     anyio.run(main)
+
+
+def _soft_only(out: Any) -> bool:
+    """Whether the render cut something and every cut is a soft trim (no compaction, guard
+    cap or hygiene drop, whose landing backfill does not choose)."""
+    stages = {g.stage for g in out.report if g.status != "kept"}
+    return stages == {"soft"}
+
+
+@pytest.mark.parametrize("budget", [2_000, 4_000, 8_000])
+def test_shared_sessions_that_soft_trim_use_their_target(budget: int) -> None:
+    """Every shared real transcript replayed as ``ctxengine replay`` does (a render before each
+    assistant turn): a render whose cuts are soft trims alone uses 95 % of its target. Before,
+    renders of the Claude Code, OpenHands and subagent sessions at 2k-8k cleared or trimmed
+    one result to its fixed form and stopped at 73 % to 94 %."""
+
+    async def main() -> list[tuple[str, int, float]]:
+        low = []
+        for name, t in named_transcripts():
+            messages = list(t)
+            engine = ContextEngine("gpt-4.1", Budget(total=budget))
+            async with engine.session("use") as s:
+                for i, m in enumerate(messages):
+                    if m.role == "assistant" and i and messages[i - 1].role != "assistant":
+                        out = await _render(s)
+                        if out is not None and _soft_only(out):
+                            assert out.tokens <= budget
+                            use = out.tokens / out.report.target
+                            if use < MIN_USE:
+                                low.append((name, i, round(use, 3)))
+                    await _feed(s, m)
+        return low
+
+    assert anyio.run(main) == []
+
+
+async def _render(s: Any) -> Any:
+    """The session's render for OpenAI, or None when protected content alone is over."""
+    try:
+        return await s.render("openai")
+    except BudgetError:
+        return None

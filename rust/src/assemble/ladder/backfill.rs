@@ -25,7 +25,9 @@ const MIN_USE_PERCENT: usize = 95;
 /// Tokens the head + tail marker (`[... N chars trimmed ...]`) takes, about.
 const HEAD_TAIL_MARKER: usize = 12;
 /// Counts tried when fitting a head + tail to the room left.
-const FIT_TRIES: usize = 6;
+const FIT_TRIES: usize = 8;
+/// A head + tail within this share of the room left is close enough.
+const FIT_PERCENT: usize = 98;
 
 /// What an item can render as, most valuable first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -118,34 +120,48 @@ impl Run<'_> {
 
     /// The largest head + tail of item `i` found within `limit` tokens (its overhead
     /// included), with its tokens: the kept length starts from the item's own chars per
-    /// token and shrinks by the overshoot, a few counts at most.
+    /// token, then is scaled by each count's miss, within the lengths known to fit and not
+    /// to, a few counts at most (the cut snaps to lines, so the count is a step function).
     fn head_tail_within(&self, i: usize, limit: usize) -> Option<(Arc<str>, u32, Reason)> {
         let c = self.c;
         let overhead = c.overhead[i] as usize;
         let room = limit.checked_sub(overhead + HEAD_TAIL_MARKER)?;
         let chars = c.chars[i] as usize;
         let body = (c.tokens[i] as usize).saturating_sub(overhead).max(1);
-        let mut keep = (room * chars / body / 2).min(chars.saturating_sub(1) / 2);
+        // keep lengths known to fit (`lo`, or nothing) and known not to (`hi`)
+        let (mut lo, mut hi) = (0usize, chars.saturating_sub(1) / 2 + 1);
+        let mut keep = room * chars / body / 2;
+        let mut best = None;
         for _ in 0..FIT_TRIES {
-            if keep == 0 {
-                return None;
+            if keep <= lo || keep >= hi {
+                keep = lo + (hi - lo) / 2;
+                if keep <= lo {
+                    break;
+                }
             }
-            let (text, removed) = text::head_tail(&c.texts[i], keep)?;
+            let Some((text, removed)) = text::head_tail(&c.texts[i], keep) else {
+                hi = keep;
+                continue;
+            };
             let tokens = self.count(&text).saturating_add(c.overhead[i]);
+            let got = (tokens as usize).saturating_sub(overhead).max(1);
             if tokens as usize <= limit {
-                let chars = c.chars[i];
+                lo = keep;
                 let removed = u32::try_from(removed).unwrap_or(u32::MAX);
-                return Some((
-                    Arc::from(text.as_str()),
-                    tokens,
-                    Reason::HeadTail { chars, removed },
-                ));
+                let reason = Reason::HeadTail {
+                    chars: c.chars[i],
+                    removed,
+                };
+                best = Some((Arc::from(text.as_str()), tokens, reason));
+                if tokens as usize * 100 >= limit * FIT_PERCENT {
+                    break;
+                }
+            } else {
+                hi = keep;
             }
-            // shrink by the overshoot, and at least by a tenth
-            let scaled = keep * limit.saturating_sub(overhead) / (tokens as usize).max(1);
-            keep = scaled.min(keep - keep / 10 - 1);
+            keep = keep * limit.saturating_sub(overhead) / got;
         }
-        None
+        best
     }
 
     /// Tokens left below the target.
