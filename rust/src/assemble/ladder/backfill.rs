@@ -9,7 +9,9 @@
 //!    recounted for each (a restored compaction pick is no longer to be summarized);
 //! 3. folded branches back to one stand-in per grain, then folded grains to their text, most
 //!    important first;
-//! 4. soft-trimmed and cleared tool results, newest first, to their text or their head + tail.
+//! 4. soft-trimmed and cleared tool results, newest first, to their text or their head + tail;
+//!    then, while the plan uses less than 95 % of its target (and has no turns to summarize),
+//!    to a head + tail cut to the room left.
 //!
 //! Each pass is one walk over the items it concerns: linear in the session.
 
