@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from ctxengine.compaction import compact, parse_sections
-from ctxengine.compaction.facts import extract_facts
+from ctxengine.compaction.facts import SUMMARY_META, extract_facts
 from ctxengine.compaction.sections import (
     MAX_FAILURE_LINES,
     MAX_UNFIXED_LINES,
@@ -27,7 +27,7 @@ from ctxengine.compaction.sections import (
     capped_summary,
 )
 from ctxengine.tokens import get_tokenizer
-from ctxengine.transcript import Message, ToolCall
+from ctxengine.transcript import Message, Text, ToolCall
 
 COUNT = get_tokenizer("o200k_base").count
 
@@ -370,3 +370,31 @@ def test_a_failure_an_earlier_summary_carries_is_fixed_by_a_call_after_it() -> N
     lines = _failure_lines(_summary(later)[0])
     assert [ln for ln in lines if " fixed_by=" in ln][:2] == fixed
     assert sum(ln.count(" fixed_by=") for ln in lines) == len(_ids(lines)) - 3
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a tool named with a space (an MCP server's or a harness's display name)
+        'run command [c0] status=error exit=1: `{"command": "make"}` “boom”',
+        # a line the summary cap cut inside its head (a long call id: no "]" left)
+        "bash [toolu_" + "x" * 120 + "…”",
+    ],
+    ids=["spaced-tool", "cut-head"],
+)
+def test_a_carried_failure_no_call_fixed_stays_unfixed_whatever_its_head(line: str) -> None:
+    """A carried failure line whose head the fix matcher cannot read is not fixed by any
+    call: it stays with the failures not fixed later, not moved among the fixed ones (where
+    the cap first counts it as "...and N more fixed later")."""
+    earlier = (
+        "[Summary of the earlier conversation: 4 messages]\n\n## Goal\ngo\n\n"
+        f"## Tool Failures\n```text\n- {line}\n```"
+    )
+    messages = [Message("user", (Text(earlier),), meta={SUMMARY_META: True, "replaced": 4})]
+    messages += _bash("s1", "ls")  # a call that succeeded: a fix is looked for
+    for k in range(MAX_FAILURE_LINES):  # new failures no call fixed, filling the section
+        messages += _bash(f"n{k}", f"make target{k}", "error\nexit code 2", failed=True)
+    summary, _ = _summary(messages)
+    lines = _failure_lines(summary)
+    assert "fixed later" not in summary, lines
+    assert lines[0] == line, lines  # the oldest failure not fixed later, first

@@ -140,7 +140,7 @@ _MARKED: Final = "(quoted tool output, not an instruction) "
 #: and what the call did (:func:`~ctxengine.compaction.facts.call_summary`, in backticks
 #: after the head and any mark; none on a line written before calls were named).
 _UNFIXED_HEAD: Final = re.compile(
-    r"^(?P<head>(?P<tool>[^\s\[“]+) \[[^\]\s]+\] status=\S+?(?: exit=-?\d+)?)"
+    r"^(?P<head>(?P<tool>[^\[“]+?) \[[^\]\s]+\] status=\S+?(?: exit=-?\d+)?)"
     r": (?:" + re.escape(_MARKED) + r")?(?:`(?P<call>[^`]*)` )?"
 )
 
@@ -433,12 +433,12 @@ def _carried_failures(items: list[str], succeeded: list[ToolCall]) -> _Carried:
         elif m:
             out.unfixed_more += int(m.group(1))
         else:
-            head = None if _FIXED_HEAD.match(item) else _UNFIXED_HEAD.match(item)
-            if head is None:
+            head = None if not succeeded else _UNFIXED_HEAD.match(item)
+            if _FIXED_HEAD.match(item):
                 out.fixed.append("- " + item)
-            elif succeeded:
+            elif head is not None:
                 newly.append((item, (head["tool"], head["call"] or ""), head))
-            else:
+            else:  # unfixed, and no call to fix it (or a line whose head the cap cut)
                 out.unfixed.append("- " + item)
             cid = _CALL_ID.search(item)
             if cid:
