@@ -48,6 +48,7 @@ __all__ = [
     "read_first_line",
     "read_identifiers",
     "read_prose",
+    "read_shell_files",
     "set_cache_capacity",
 ]
 
@@ -333,6 +334,10 @@ def read_prose(text: str, max_line: int) -> tuple[tuple[str, ...], str] | None:
     """The decision lines and the first line (cut to ``max_line``) of an assistant message's
     text, as the extractive summary's Python reading finds them; None when ``text`` is not
     ASCII."""
+
+def read_shell_files(command: str) -> tuple[list[str], list[str]] | None:
+    """``(files read, files modified)`` by the shell command line ``command``, as the
+    compaction's Python reading finds them; None when ``command`` is not ASCII."""
 
 def read_first_line(text: str, limit: int) -> str | None:
     """The first non-blank line of ``text``, whitespace collapsed, cut to ``limit`` characters

@@ -7,6 +7,7 @@ pub mod assemble;
 pub mod bm25;
 pub mod errors;
 pub mod reading;
+pub mod shell;
 pub mod tokens;
 
 #[cfg(feature = "python")]
@@ -23,7 +24,7 @@ mod _core {
     #[pymodule_export]
     use crate::py::bm25::{bm25_tokenize, bm25_words, PyBm25Index};
     #[pymodule_export]
-    use crate::py::reading::{read_first_line, read_identifiers, read_prose};
+    use crate::py::reading::{read_first_line, read_identifiers, read_prose, read_shell_files};
     #[pymodule_export]
     use crate::py::seq::differing;
     #[pymodule_export]

@@ -160,3 +160,72 @@ def _outcome(read: Any, text: str, limit: Any) -> Any:
 @pytest.mark.parametrize("text", ["abc", "  a first line that is long enough\nsecond"])
 def test_any_limit_is_taken_as_the_python_reading_takes_it(text: str, limit: Any) -> None:
     assert _outcome(F.first_line, text, limit) == _outcome(F._first_line, text, limit)
+
+
+def _commands() -> Iterator[str]:
+    """The command line of every call of the shared transcripts (a shell tool's or not)."""
+    for path in all_files():
+        for transcript in load_all(path):
+            for m in transcript:
+                for call in m.tool_calls:
+                    yield F._shell_command(call)
+
+
+COMMANDS = sorted({c for c in _commands() if isinstance(c, str)})
+
+
+def _same_shell_files(command: str) -> None:
+    assert _core.read_shell_files(command) == F._scanned_shell_files(command), command
+
+
+def test_the_shared_transcripts_hold_shell_commands() -> None:
+    assert sum(1 for c in COMMANDS if c.isascii() and ("|" in c or "&&" in c)) > 100
+
+
+def test_every_command_of_the_transcripts_reads_the_same_files() -> None:
+    differ = []
+    # each command, and each text taken as one (code, quotes and redirections of every kind)
+    for command in [*COMMANDS, *ASCII]:
+        if command.isascii():
+            try:
+                _same_shell_files(command)
+            except AssertionError:
+                differ.append(command[:80])
+    assert differ == []
+
+
+def test_other_commands_are_left_to_python() -> None:
+    for command in ["cat café.py", "rm \ud800.txt", "sed -i s/a/b/ ٣.txt"]:
+        assert _core.read_shell_files(command) is None
+        assert F._read_shell_files(command) == F._scanned_shell_files(command)
+
+
+#: Pieces of shell command lines: commands, options, operands, quoting, breaks, redirections.
+_SHELL_PIECES = st.sampled_from(
+    [
+        *" \t\r\n\x0b\x0c\x1c\x1f'\"\\#;|&<>=-./*?$`,:()[]{}",
+        *("cat ", "grep ", "rg ", "sed ", "awk ", "perl ", "cp ", "rm ", "tee ", "head "),
+        *("sudo ", "env ", "time ", "command ", "X=1 ", "/usr/bin/cat ", "./", "echo "),
+        *("-e ", "-f ", "-F ", "-v ", "-i ", "-i.bak ", "-pi ", "-pe ", "-ne ", "-n ", "--"),
+        *("--in-place ", "--regexp=", "--file ", "-A 3 ", "-- ", "''", '""', "'a b'"),
+        *('"x\\"y"', '"\\\\"', "\\ ", "&&", "||", " 2>", ">>", "&>", "2>&1", "> ", ">>>"),
+        *("src/a.py", "a.py", "b.rs", "/dev/null", "x.toolongext", "http://h/a.py", "dir/"),
+        *("file.tar.gz", "@scope/p.js", "~/n.md", "../up.txt", ".", "..", "Makefile"),
+        "p" * 301 + ".py",
+    ]
+)
+
+
+@settings(max_examples=800)
+@given(st.lists(_SHELL_PIECES, max_size=40).map("".join))
+@example("cat src/a.py | grep -n foo lib/b.rs > out.txt && rm old.log")
+@example("sed -i '' -e 's/a/b/' x.txt; perl -pi -e 's/x/y/' a.pl; cp a.py b.py c.py")
+@example("awk -F: -f prog.awk data.csv 2>>err.log >> all.log")
+def test_generated_commands_read_the_same_files(command: str) -> None:
+    _same_shell_files(command)
+
+
+@settings(max_examples=300)
+@given(st.text(st.characters(max_codepoint=127), max_size=200))
+def test_any_ascii_command_reads_the_same_files(command: str) -> None:
+    _same_shell_files(command)

@@ -20,7 +20,7 @@ from operator import is_not
 from pathlib import Path
 from typing import Any, Final, Generic, Protocol, TypeVar
 
-from .._core import read_first_line, read_identifiers
+from .._core import read_first_line, read_identifiers, read_shell_files
 from ..errors import ConfigError
 from ..tokens import on_clear_cache
 from ..transcript import Message, ToolCall
@@ -544,7 +544,16 @@ def _file_operands(cmd: str, args: Sequence[str]) -> list[str]:
 def _read_shell_files(command: str) -> tuple[list[str], list[str]]:
     """Files a shell command reads and modifies (a best-effort static reading). Cached: a
     compaction reads each command more than once (per chunk, then for the whole stretch); callers
-    copy the lists before changing them."""
+    copy the lists before changing them. An ASCII command is read natively
+    (``_core.read_shell_files``, about 20 times faster: a cold render of a session of a few
+    hundred shell calls spent 2 ms splitting their words here), any other by
+    :func:`_scanned_shell_files`, the reference the native reading is tested against."""
+    native = read_shell_files(command) if command.isascii() else None
+    return native if native is not None else _scanned_shell_files(command)
+
+
+def _scanned_shell_files(command: str) -> tuple[list[str], list[str]]:
+    """:func:`_read_shell_files` in Python (any text)."""
     read: list[str] = []
     modified: list[str] = []
     for target in _REDIRECT.findall(command):

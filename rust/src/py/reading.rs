@@ -1,11 +1,11 @@
-//! `read_identifiers`, `read_prose` and `read_first_line` of `ctxengine._core`: the bindings
-//! of [`crate::reading`] (ASCII text only; `None` for any other, which the caller reads in
+//! `read_identifiers`, `read_prose`, `read_first_line` and `read_shell_files` of
+//! `ctxengine._core`: the bindings of [`crate::reading`] and [`crate::shell`] (ASCII text only; `None` for any other, which the caller reads in
 //! Python).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
-use crate::reading;
+use crate::{reading, shell};
 
 /// The text of `text`; `None` for one UTF-8 cannot hold (a lone surrogate: not ASCII either,
 /// so the caller's Python reading takes it, as any other text that is not ASCII).
@@ -45,4 +45,11 @@ pub fn read_prose<'py>(
 #[pyfunction]
 pub fn read_first_line(text: &Bound<'_, PyString>, limit: usize) -> Option<String> {
     ascii_or_none(text).and_then(|t| reading::first_line(t, limit))
+}
+
+/// `(files read, files modified)` by the shell command line `command` (`_read_shell_files`),
+/// `None` when `command` is not ASCII.
+#[pyfunction]
+pub fn read_shell_files(command: &Bound<'_, PyString>) -> Option<(Vec<String>, Vec<String>)> {
+    ascii_or_none(command).and_then(shell::files)
 }
