@@ -62,9 +62,6 @@ static PATH: LazyLock<Option<Regex>> = LazyLock::new(|| {
 static TICKET: LazyLock<Option<Regex>> = LazyLock::new(|| {
     pattern(r"(?-u)(?:^|[^\w#])((?:[A-Z][A-Z0-9]+-[0-9]+|#[0-9]{2,})\b)".to_string())
 });
-/// `_TICKET_HINT`: what a ticket id needs somewhere in the text.
-static TICKET_HINT: LazyLock<Option<Regex>> =
-    LazyLock::new(|| pattern(r"(?-u)[A-Z0-9]-[0-9]|#[0-9][0-9]".to_string()));
 /// The decision phrases (`_DECISION`), each space a run of whitespace (`_MAY_DECIDE`).
 static MAY_DECIDE: LazyLock<Option<Regex>> =
     LazyLock::new(|| pattern(decision(&format!("[{SPACE}]+"))));
@@ -122,7 +119,7 @@ pub fn identifiers(text: &str) -> Option<Vec<&str>> {
         return None;
     }
     let (url, uuid, hash) = (URL.as_ref()?, UUID.as_ref()?, HASH.as_ref()?);
-    let (path, ticket, hint) = (PATH.as_ref()?, TICKET.as_ref()?, TICKET_HINT.as_ref()?);
+    let (path, ticket) = (PATH.as_ref()?, TICKET.as_ref()?);
     let bytes = text.as_bytes();
     let mut found: Vec<&str> = Vec::new();
     // the text outside its URLs (Python blanks each URL with a space: the words and the hints
@@ -139,40 +136,37 @@ pub fn identifiers(text: &str) -> Option<Vec<&str>> {
     } else {
         pieces.push(text);
     }
-    let hexes = pieces.iter().any(|p| {
-        p.as_bytes()
-            .split(|b| !b.is_ascii_hexdigit())
-            .any(|run| run.len() >= 7)
-    });
-    let ticketed = pieces.iter().any(|p| hint.is_match(p.as_bytes()));
+    let hexes = pieces.iter().any(|p| hex_runs(p.as_bytes()).1 >= 7);
+    let ticketed = pieces.iter().any(|p| ticket_hint(p.as_bytes()));
     if !hexes && !ticketed && !pieces.iter().any(|p| p.contains('/')) {
         return Some(found);
     }
     let (mut uuids, mut hashes, mut paths, mut tickets) = (vec![], vec![], vec![], vec![]);
-    let words = pieces
-        .iter()
-        .flat_map(|p| p.split(space_char))
-        .filter(|w| !w.is_empty());
-    for word in words {
+    for word in pieces.iter().flat_map(|p| words(p)) {
         let raw = word.as_bytes();
         if hexes && raw.len() >= 7 && !raw.iter().all(u8::is_ascii_alphabetic) {
-            if raw.len() >= 36 && word.contains('-') {
+            // most such words (code, JSON) hold no run of hex digits long enough for either
+            // pattern: they are not searched (each search has a cost of its own)
+            let (lower, any) = hex_runs(raw);
+            if any >= 8 && raw.len() >= 36 && word.contains('-') {
                 uuids.extend(uuid.find_iter(raw).map(|m| piece(word, m.start(), m.end())));
             }
-            hashes.extend(
-                hash.find_iter(raw)
-                    .map(|m| piece(word, m.start(), m.end()))
-                    .filter(|h| {
-                        h.bytes().any(|b| b.is_ascii_digit())
-                            && h.bytes().any(|b| matches!(b, b'a'..=b'f'))
-                    }),
-            );
+            if lower >= 7 {
+                hashes.extend(
+                    hash.find_iter(raw)
+                        .map(|m| piece(word, m.start(), m.end()))
+                        .filter(|h| {
+                            h.bytes().any(|b| b.is_ascii_digit())
+                                && h.bytes().any(|b| matches!(b, b'a'..=b'f'))
+                        }),
+                );
+            }
         }
         if word.contains('/') && word.contains('.') {
-            paths.extend(captured(path, word));
+            paths.extend(captured(path, word, path_starts));
         }
-        if ticketed && (word.contains('-') || word.contains('#')) {
-            tickets.extend(captured(ticket, word));
+        if ticketed && ticket_hint(raw) {
+            tickets.extend(captured(ticket, word, ticket_starts));
         }
     }
     for kind in [uuids, hashes, paths, tickets] {
@@ -181,15 +175,110 @@ pub fn identifiers(text: &str) -> Option<Vec<&str>> {
     Some(found)
 }
 
+/// The words of an ASCII `text` (`str.split()`), found a byte at a time (splitting at
+/// characters took a third of the reading of code-heavy text).
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while bytes.get(at).is_some_and(|&b| is_space(b)) {
+            at += 1;
+        }
+        if at >= bytes.len() {
+            return None;
+        }
+        let start = at;
+        while bytes.get(at).is_some_and(|&b| !is_space(b)) {
+            at += 1;
+        }
+        Some(piece(text, start, at))
+    })
+}
+
+/// The longest runs in `word` of lowercase hex digits (what a hash is made of) and of hex
+/// digits of either case (a UUID's, read case-insensitively).
+fn hex_runs(word: &[u8]) -> (usize, usize) {
+    let (mut lower, mut any, mut lower_run, mut any_run) = (0, 0, 0, 0);
+    for &b in word {
+        lower_run = if matches!(b, b'0'..=b'9' | b'a'..=b'f') {
+            lower_run + 1
+        } else {
+            0
+        };
+        any_run = if b.is_ascii_hexdigit() {
+            any_run + 1
+        } else {
+            0
+        };
+        lower = lower.max(lower_run);
+        any = any.max(any_run);
+    }
+    (lower, any)
+}
+
+/// Whether `text` holds `[A-Z0-9]-[0-9]` or `#[0-9][0-9]` (`_TICKET_HINT`): what a ticket id
+/// needs (in the text, and in its word).
+fn ticket_hint(word: &[u8]) -> bool {
+    word.windows(3).any(|w| match w {
+        [a, b'-', d] => (a.is_ascii_uppercase() || a.is_ascii_digit()) && d.is_ascii_digit(),
+        [b'#', d, e] => d.is_ascii_digit() && e.is_ascii_digit(),
+        _ => false,
+    })
+}
+
 /// What Python strips from the end of a URL (`u.rstrip(".,;:!?")`).
 const URL_TAIL: [char; 6] = ['.', ',', ';', ':', '!', '?'];
 
 /// Group 1 of each match of `re` in `word`.
-fn captured<'w>(re: &Regex, word: &'w str) -> Vec<&'w str> {
-    re.captures_iter(word.as_bytes())
-        .filter_map(|c| c.get(1))
-        .map(|m| piece(word, m.start(), m.end()))
-        .collect()
+///
+/// `re` is `(?:^|[^…])(…)`: its group is the match less the one character consumed in place
+/// of Python's lookbehind, or the whole match at the start of `word` when `re` took the `^`.
+/// So the matches are found (a few times faster than their groups), and the group derived:
+/// after a match's first character, unless it starts `word`, when `at_start` of that character
+/// says whether the group starts there too (`Some(true)`), after it (`Some(false)`), or cannot
+/// tell (`None`, a character both the group and the lookbehind's class may start with: the
+/// groups are then asked of the pattern).
+fn captured<'w>(re: &Regex, word: &'w str, at_start: fn(u8) -> Option<bool>) -> Vec<&'w str> {
+    let bytes = word.as_bytes();
+    let mut found = Vec::new();
+    for m in re.find_iter(bytes) {
+        let from = match m.start() {
+            0 => match bytes.first().copied().and_then(at_start) {
+                Some(whole) => usize::from(!whole),
+                None => {
+                    return re
+                        .captures_iter(bytes)
+                        .filter_map(|c| c.get(1))
+                        .map(|g| piece(word, g.start(), g.end()))
+                        .collect();
+                }
+            },
+            start => start + 1,
+        };
+        found.push(piece(word, from, m.end()));
+    }
+    found
+}
+
+/// Where a path match at the start of a word starts its group ([`captured`]): a path starts
+/// with `~`, `.`, `/` or `[\w.@+-]`; the lookbehind's class `[^\w/.:-]` holds `~`, `@`, `+`.
+fn path_starts(first: u8) -> Option<bool> {
+    match first {
+        b'~' | b'@' | b'+' => None,
+        b'/' | b'.' | b'-' => Some(true),
+        b => Some(is_word(b)),
+    }
+}
+
+/// Where a ticket match at the start of a word starts its group ([`captured`]): a ticket id
+/// starts with `[A-Z]` or `#`, neither in the lookbehind's class `[^\w#]`.
+fn ticket_starts(first: u8) -> Option<bool> {
+    Some(first.is_ascii_uppercase() || first == b'#')
+}
+
+/// Python's `\w` of one ASCII byte.
+fn is_word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
 }
 
 /// `" ".join(s.split())`: the words of `s`, one space between them.
@@ -332,7 +421,6 @@ mod tests {
             &HASH,
             &PATH,
             &TICKET,
-            &TICKET_HINT,
             &MAY_DECIDE,
             &DECISION,
             &LIST_MARKER,
@@ -383,6 +471,36 @@ mod tests {
         );
         assert_eq!(identifiers("x:a/b.py ./c/d.rs"), Some(vec!["./c/d.rs"]));
         assert_eq!(identifiers("abc#12 X#34"), Some(vec![]));
+    }
+
+    #[test]
+    fn the_hints_of_a_word_are_what_its_patterns_need() {
+        assert_eq!(hex_runs(b"x3f2a9c1Zdead"), (7, 7));
+        assert_eq!(hex_runs(b"ABCDEF12-ab"), (2, 8));
+        assert_eq!(hex_runs(b"helloworld"), (1, 1));
+        for word in ["PROJ-12", "X1-9", "#45", "(#12)"] {
+            assert!(ticket_hint(word.as_bytes()), "{word}");
+        }
+        for word in ["proj-12", "#4", "A-b", "-1", "#"] {
+            assert!(!ticket_hint(word.as_bytes()), "{word}");
+        }
+        // `_TICKET_HINT` itself, on every text of 1 to 4 bytes of the classes it tells apart
+        let Some(hint) = pattern(r"(?-u)[A-Z0-9]-[0-9]|#[0-9][0-9]".to_string()) else {
+            panic!("the ticket hint does not build");
+        };
+        let alphabet = b"Aa0-# ";
+        let (mut all, mut texts): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (vec![], vec![vec![]]);
+        for _ in 0..4 {
+            texts = texts
+                .iter()
+                .flat_map(|t| alphabet.iter().map(move |&b| [t.as_slice(), &[b]].concat()))
+                .collect();
+            all.extend(texts.iter().cloned());
+        }
+        assert_eq!(all.len(), 6 + 36 + 216 + 1296);
+        for text in all {
+            assert_eq!(ticket_hint(&text), hint.is_match(&text), "{text:?}");
+        }
     }
 
     #[test]
