@@ -46,6 +46,7 @@ __all__ = [
     "fresh_tree",
     "fuse",
     "read_first_line",
+    "read_identifier_kinds",
     "read_identifiers",
     "read_prose",
     "read_shell_files",
@@ -329,6 +330,15 @@ def read_identifiers(text: str) -> tuple[str, ...] | None:
     """The identifiers in ``text`` (URLs, UUIDs, hashes, paths and ticket ids, each kind in
     text order), as the compaction's Python reading finds them; None when ``text`` is not
     ASCII (read it in Python then)."""
+
+def read_identifier_kinds(
+    text: str,
+) -> (
+    tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+    | None
+):
+    """:func:`read_identifiers` by kind: ``(urls, uuids, hashes, paths, tickets)``, each in
+    text order; None when ``text`` is not ASCII."""
 
 def read_prose(text: str, max_line: int) -> tuple[tuple[str, ...], str] | None:
     """The decision lines and the first line (cut to ``max_line``) of an assistant message's

@@ -24,7 +24,9 @@ mod _core {
     #[pymodule_export]
     use crate::py::bm25::{bm25_tokenize, bm25_words, PyBm25Index};
     #[pymodule_export]
-    use crate::py::reading::{read_first_line, read_identifiers, read_prose, read_shell_files};
+    use crate::py::reading::{
+        read_first_line, read_identifier_kinds, read_identifiers, read_prose, read_shell_files,
+    };
     #[pymodule_export]
     use crate::py::seq::differing;
     #[pymodule_export]

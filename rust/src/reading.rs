@@ -115,6 +115,11 @@ fn piece(text: &str, start: usize, end: usize) -> &str {
 /// UUIDs, hashes, paths and ticket ids, each kind in text order. `None` when `text` is not
 /// ASCII, or a pattern failed to build (the caller reads it the Python way then).
 pub fn identifiers(text: &str) -> Option<Vec<&str>> {
+    Some(identifier_kinds(text)?.concat())
+}
+
+/// [`identifiers`] by kind: URLs, UUIDs, hashes, paths, ticket ids (`_scanned_kinds`).
+pub fn identifier_kinds(text: &str) -> Option<[Vec<&str>; 5]> {
     if !text.is_ascii() {
         return None;
     }
@@ -139,7 +144,7 @@ pub fn identifiers(text: &str) -> Option<Vec<&str>> {
     let hexes = pieces.iter().any(|p| hex_runs(p.as_bytes()).1 >= 7);
     let ticketed = pieces.iter().any(|p| ticket_hint(p.as_bytes()));
     if !hexes && !ticketed && !pieces.iter().any(|p| p.contains('/')) {
-        return Some(found);
+        return Some([found, vec![], vec![], vec![], vec![]]);
     }
     let (mut uuids, mut hashes, mut paths, mut tickets) = (vec![], vec![], vec![], vec![]);
     for word in pieces.iter().flat_map(|p| words(p)) {
@@ -169,10 +174,7 @@ pub fn identifiers(text: &str) -> Option<Vec<&str>> {
             tickets.extend(captured(ticket, word, ticket_starts));
         }
     }
-    for kind in [uuids, hashes, paths, tickets] {
-        found.extend(kind);
-    }
-    Some(found)
+    Some([found, uuids, hashes, paths, tickets])
 }
 
 /// The words of an ASCII `text` (`str.split()`), found a byte at a time (splitting at

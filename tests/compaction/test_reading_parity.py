@@ -138,6 +138,45 @@ def test_empty_and_blank_texts_are_read_alike(text: str) -> None:
     _same(text)
 
 
+def test_other_text_is_read_as_python_reads_it() -> None:
+    # its ASCII words natively, the others in Python (F._mixed_identifiers): every text of the
+    # transcripts that is not ASCII, each of its lines, and each with its ASCII words alone
+    other = [t for t in TEXTS if not t.isascii()]
+    lines = sorted({ln for t in other for ln in t.splitlines() if ln.strip()})
+    assert len(other) > 10 and len(lines) > 100
+    for text in [*other, *lines]:
+        assert F._read_identifiers(text) == F._scanned_identifiers(text), text[:80]
+
+
+#: Pieces of texts that are not ASCII: Unicode word characters next to what the patterns look
+#: for (Python's ``\w`` and ``\b`` hold them), Unicode whitespace (``\s`` and ``str.split``),
+#: arrows and marks between words.
+_OTHER_PIECES = st.sampled_from(
+    [
+        *("é", "→", "✓", "ß", "٣", "\u00a0", "\u2003", "\u3000", "\u2028", "\x85", "😀"),
+        *("é/a.py", "src/é.py", "3f2a9c1é", "é3f2a9c1d", "PROJ-12é", "éPROJ-12", "#45é"),
+        *("https://é.io/a", "http://x.io/é.", "a→b/c.py", "deadbeef→"),
+    ]
+)
+
+
+@settings(max_examples=600)
+@given(st.lists(st.one_of(_PIECES, _OTHER_PIECES), max_size=50).map("".join))
+@example("see https://x.io/é and PROJ-12 at src/app/main.py → 3f2a9c1d #45")
+@example("é\u00a0src/a.py\u2003deadbeef1\u3000X-12")
+def test_generated_other_text_is_read_as_python_reads_it(text: str) -> None:
+    assert F._read_identifiers(text) == F._scanned_identifiers(text)
+
+
+def test_identifier_kinds_are_the_identifiers_by_kind() -> None:
+    for text in ASCII[:2_000]:
+        kinds = _core.read_identifier_kinds(text)
+        assert kinds is not None
+        assert kinds == tuple(map(tuple, F._scanned_kinds(text))), text[:80]
+        assert sum(kinds, ()) == _core.read_identifiers(text)
+    assert _core.read_identifier_kinds("é") is None
+
+
 def test_other_text_is_not_encoded_by_the_native_reading() -> None:
     # asking a str for its UTF-8 keeps a copy inside it for as long as it lives: a message's
     # text read by a compaction must not grow (only ASCII text, whose UTF-8 is itself, goes in)

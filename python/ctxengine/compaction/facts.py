@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from itertools import compress, count
+from itertools import chain, compress, count
 from operator import is_not
 from pathlib import Path
 from typing import Any, Final, Generic, Protocol, TypeVar
 
-from .._core import read_first_line, read_identifiers, read_shell_files
+from .._core import read_first_line, read_identifier_kinds, read_identifiers, read_shell_files
 from ..errors import ConfigError
 from ..tokens import on_clear_cache
 from ..transcript import Message, ToolCall
@@ -991,12 +991,66 @@ def _read_identifiers(text: str) -> tuple[str, ...]:
     by :func:`_scanned_identifiers`, the reference the native reading is tested against."""
     # only an ASCII text goes to the native reading (``isascii`` is a flag: asking for the UTF-8
     # of any other str would keep a copy of it inside the str for as long as it lives)
-    native = read_identifiers(text) if text.isascii() else None
+    if not text.isascii():
+        return _mixed_identifiers(text)
+    native = read_identifiers(text)
     return native if native is not None else _scanned_identifiers(text)
 
 
+def _mixed_identifiers(text: str) -> tuple[str, ...]:
+    """:func:`_read_identifiers` of a text that is not ASCII: the words around its characters
+    that are not ASCII (:data:`_OTHER_RUN`) in Python, the ASCII text between them natively,
+    each kind in text order.
+
+    No identifier spans whitespace (no pattern matches it, nor does a lookbehind look past
+    it), and what :func:`_hints` finds in a text is only what a match needs: so each word
+    holds the identifiers it holds in the text, whichever words are read with it, and the
+    text can be read in pieces cut at whitespace. Such texts (code with an arrow or a check
+    mark in a comment: a few words of hundreds) took as long in Python as all the ASCII ones
+    natively; a text in another script is still read in Python, in one piece."""
+    kinds: tuple[list[str], ...] = ([], [], [], [], [])
+    done = 0  # the text before it is read
+    for m in _OTHER_RUN.finditer(text):
+        if m.end() <= done:
+            continue  # in the piece just read
+        at = max(m.start(), done)
+        # from after the space or newline before it (else from ``done``: a few ASCII words
+        # more are read in Python, alike) to the whitespace after its last word
+        start = max(text.rfind(" ", done, at), text.rfind("\n", done, at), done - 1) + 1
+        end = _WORD_TAIL.match(text, m.end()).end()  # type: ignore[union-attr]
+        if start > done:
+            _add_kinds(kinds, text[done:start])  # ASCII: read natively
+        _add_kinds(kinds, text[start:end])
+        done = end
+    if done < len(text):
+        _add_kinds(kinds, text[done:])
+    return tuple(chain.from_iterable(kinds))
+
+
+#: The characters of a text that are not ASCII, with the ASCII stretches shorter than 128
+#: characters between them (those are read in Python with them: a text in another script
+#: is read in one piece, not word by word). Each stretch is scanned once (possessive).
+_OTHER_RUN: Final = re.compile(r"[^\x00-\x7f](?:[\x00-\x7f]{0,127}+[^\x00-\x7f])*+")
+#: The rest of a word (to the whitespace after it; ``\S`` as the identifiers' patterns read it).
+_WORD_TAIL: Final = re.compile(r"\S*")
+
+
+def _add_kinds(kinds: tuple[list[str], ...], text: str) -> None:
+    """Extend each of ``kinds`` with the identifiers of that kind in ``text``."""
+    native = read_identifier_kinds(text) if text.isascii() else None
+    read = native if native is not None else _scanned_kinds(text)
+    for kind, found in zip(kinds, read, strict=True):
+        kind += found
+
+
 def _scanned_identifiers(text: str) -> tuple[str, ...]:
-    """:func:`_read_identifiers` in Python (any text).
+    """:func:`_read_identifiers` in Python (any text)."""
+    return tuple(chain.from_iterable(_scanned_kinds(text)))
+
+
+def _scanned_kinds(text: str) -> tuple[list[str], ...]:
+    """The identifiers of ``text`` by kind, each in text order: URLs, UUIDs, hashes, paths,
+    ticket ids.
 
     No identifier spans whitespace, so each pattern runs only on the words that can hold one
     (a cheap test per word) instead of at every position of the text: the same matches, found
@@ -1012,7 +1066,7 @@ def _scanned_identifiers(text: str) -> tuple[str, ...]:
     # holds one, and the per-word patterns are not run.
     hexes, ticketed = _hints(stripped)
     if not hexes and not ticketed and "/" not in stripped:
-        return tuple(found)  # no word can hold a UUID, a hash, a path or a ticket id
+        return found, uuids, hashes, paths, tickets  # no word can hold any other kind
     for word in stripped.split():
         if hexes and len(word) >= 7 and not word.isalpha():
             if len(word) >= 36 and "-" in word:
@@ -1022,7 +1076,7 @@ def _scanned_identifiers(text: str) -> tuple[str, ...]:
             paths += _PATHLIKE.findall(word)
         if ticketed and ("-" in word or "#" in word):
             tickets += _TICKET.findall(word)
-    return (*found, *uuids, *hashes, *paths, *tickets)
+    return found, uuids, hashes, paths, tickets
 
 
 _cached_identifiers: Final = TextMemo(_read_identifiers, 16_000_000)

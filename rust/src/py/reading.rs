@@ -1,6 +1,6 @@
-//! `read_identifiers`, `read_prose`, `read_first_line` and `read_shell_files` of
-//! `ctxengine._core`: the bindings of [`crate::reading`] and [`crate::shell`] (ASCII text only; `None` for any other, which the caller reads in
-//! Python).
+//! `read_identifiers`, `read_identifier_kinds`, `read_prose`, `read_first_line` and
+//! `read_shell_files` of `ctxengine._core`: the bindings of [`crate::reading`] and
+//! [`crate::shell`] (ASCII text only; `None` for any other, which the caller reads in Python).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
@@ -24,6 +24,23 @@ pub fn read_identifiers<'py>(
         .and_then(reading::identifiers)
         .map(|found| PyTuple::new(py, found))
         .transpose()
+}
+
+/// [`read_identifiers`] by kind: `(urls, uuids, hashes, paths, tickets)`, each in text
+/// order; `None` when `text` is not ASCII.
+#[pyfunction]
+pub fn read_identifier_kinds<'py>(
+    py: Python<'py>,
+    text: &Bound<'py, PyString>,
+) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let Some(kinds) = ascii_or_none(text).and_then(reading::identifier_kinds) else {
+        return Ok(None);
+    };
+    let tuples = kinds
+        .into_iter()
+        .map(|kind| PyTuple::new(py, kind))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyTuple::new(py, tuples).map(Some)
 }
 
 /// `(decision lines, first line)` of an assistant message's text (`_prose`), `None` when
