@@ -8,6 +8,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from ctxengine.compaction import (
     CompactionConfig,
@@ -18,10 +20,10 @@ from ctxengine.compaction import (
     parse_sections,
     should_compact,
 )
-from ctxengine.compaction.facts import extract_facts
-from ctxengine.compaction.pipeline import EXCERPTS_HEADING, _excerpt_lines
+from ctxengine.compaction.facts import KeyFacts, extract_facts, first_line
+from ctxengine.compaction.pipeline import EXCERPTS_HEADING, MAX_LATEST_CHARS, _excerpt_lines, _gate
 from ctxengine.compaction.requests import request_text
-from ctxengine.compaction.sections import MAX_FAILURE_LINES, MAX_UNFIXED_LINES
+from ctxengine.compaction.sections import MAX_FAILURE_LINES, MAX_UNFIXED_LINES, carries_latest
 from ctxengine.tokens import get_tokenizer
 from ctxengine.transcript import Message, ToolCall, Transcript, load_all, render
 
@@ -461,3 +463,44 @@ def test_an_excerpt_of_a_turn_goes_past_a_call_with_nothing_to_quote() -> None:
     assert "Listing the files first" in lines
     assert '- call Read: “paths: ["日本.py"]”' in lines
     assert "- user: " in lines
+
+
+def _gate_reference(summary: str, facts: KeyFacts, latest: str | None) -> list[str]:
+    """The gate's reading of what the summary misses, on the summary collapsed whole."""
+    flat = " ".join(summary.split())
+    pinned = facts.pinned
+    missing = [
+        f"pinned fact {first_line(p, 60)!r}" for p in pinned if " ".join(p.split()) not in flat
+    ]
+    if latest and not carries_latest(summary, latest):
+        cut = len(latest) > MAX_LATEST_CHARS and " ".join(latest.split())[:MAX_LATEST_CHARS] in flat
+        if not cut:
+            missing.append(f"latest request {first_line(latest, 60)!r}")
+    newest = facts.latest_request
+    if newest and first_line(newest).removesuffix("…") not in flat:
+        missing.append("the newest summarized request")
+    return missing
+
+
+_GATE_PIECES = st.sampled_from(
+    ["fix", "the", "parser", "a", " ", "  ", "\n", "\t", "\u00a0", " \n ", "…", "x" * 120]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(_GATE_PIECES, max_size=30).map("".join),
+    st.lists(st.lists(_GATE_PIECES, min_size=1, max_size=8).map("".join), max_size=3),
+    st.lists(_GATE_PIECES, min_size=1, max_size=60).map("".join),
+)
+@example("a fix the\n", [], "a fix the " + "x" * 240)
+@example("fix  the parser", ["fix the"], "the parser")
+@example("x" * 238 + " ", [], "x" * 238 + " cut after its space")  # found, but not collapsed
+def test_the_gate_finds_what_the_collapsed_summary_holds(
+    summary: str, pinned: list[str], request: str
+) -> None:
+    # the gate looks for a fact as it is in the summary before collapsing the summary's
+    # whitespace: the same findings as in the summary collapsed whole
+    facts = KeyFacts(requests=[request], pinned=pinned)
+    for latest in (None, request, "fix " * 600):
+        assert _gate(summary, facts, latest, 10**6, len) == _gate_reference(summary, facts, latest)

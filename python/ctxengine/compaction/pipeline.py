@@ -1132,17 +1132,30 @@ def _gate(
     summary: str, facts: KeyFacts, latest: str | None, max_tokens: int, count: Count
 ) -> list[str]:
     """What the summary misses: protected facts, the latest request, room."""
-    flat = _normalized(summary)
+    flat: str | None = None
+
+    def holds(words: str) -> bool:
+        """Whether ``words`` (one space between them) are in the summary, whitespace collapsed.
+        Found as they are in the summary, they are in it collapsed too (each space of theirs
+        is one there, between two of their characters; nothing collapses around them), unless
+        they end in a space: the summary is collapsed only when they are not."""
+        nonlocal flat
+        if words[-1:] != " " and words in summary:
+            return True
+        if flat is None:
+            flat = _normalized(summary)
+        return words in flat
+
     missing = [
-        f"pinned fact {first_line(p, 60)!r}" for p in facts.pinned if _normalized(p) not in flat
+        f"pinned fact {first_line(p, 60)!r}" for p in facts.pinned if not holds(_normalized(p))
     ]
     if latest and not carries_latest(summary, latest):
         # verbatim; only a request the cap had to cut (its last resort) by its first part
-        cut = len(latest) > MAX_LATEST_CHARS and _normalized(latest)[:MAX_LATEST_CHARS] in flat
+        cut = len(latest) > MAX_LATEST_CHARS and holds(_normalized(latest)[:MAX_LATEST_CHARS])
         if not cut:
             missing.append(f"latest request {first_line(latest, 60)!r}")
     # its first line (to MAX_LINE characters: a longer one is cut there, without the mark)
-    if facts.latest_request and first_line(facts.latest_request).removesuffix("…") not in flat:
+    if facts.latest_request and not holds(first_line(facts.latest_request).removesuffix("…")):
         missing.append("the newest summarized request")
     if count(summary) > max_tokens:
         missing.append(f"size: {count(summary)} tokens over the cap of {max_tokens}")
