@@ -219,3 +219,51 @@ async def test_an_image_whose_size_cannot_be_read_counts_the_flat_rate() -> None
             s.extend([Message("user", (Text("what is this?"),))])
             without = await s.render(provider)
         assert with_image.tokens - without.tokens == IMAGE_TOKENS, provider
+
+
+# -- a model named through a gateway or a cloud -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("routed", "bare"),
+    [
+        ("openai/gpt-4.1-mini", "gpt-4.1-mini"),  # LiteLLM's provider path: patches x 1.62
+        ("azure/gpt-4o-mini", "gpt-4o-mini"),  # gpt-4o-mini's own tile constants
+        ("openai/o4-mini", "o4-mini"),
+        ("ft:gpt-4.1-nano-2025-04-14:acme::abc123", "gpt-4.1-nano"),  # a fine-tune
+        ("GPT-4.1-mini", "gpt-4.1-mini"),
+    ],
+)
+def test_a_routed_openai_model_is_billed_as_the_model_it_names(routed: str, bare: str) -> None:
+    """The tokenizer counts ``openai/gpt-4.1-mini`` as gpt-4.1-mini (``bare_model``); so is its
+    image billed: counted by the tile rule of gpt-4o instead, a 1024 x 1024 image was 765
+    tokens where the patch rule bills 1659, and gpt-4o-mini's 25,501 counted 765."""
+    for size in ((1024, 1024), (1920, 1080), (1800, 2400)):
+        assert openai_image_tokens(*size, model=routed) == openai_image_tokens(*size, model=bare)
+    assert openai_image_tokens(1024, 1024, model=routed) > IMAGE_TOKENS
+
+
+@pytest.mark.parametrize(
+    ("routed", "bare"),
+    [
+        ("anthropic/claude-3-5-sonnet", "claude-3-5-sonnet"),  # OpenRouter, LiteLLM
+        ("us.anthropic.claude-3-5-sonnet-20240620-v1:0", "claude-3-5-sonnet"),  # Bedrock
+    ],
+)
+def test_a_routed_claude_model_is_counted_by_its_tier(routed: str, bare: str) -> None:
+    assert anthropic_image_tokens(1920, 1080, model=routed) == anthropic_image_tokens(
+        1920, 1080, model=bare
+    )
+
+
+@pytest.mark.anyio
+async def test_a_render_for_a_routed_model_keeps_what_the_bare_model_keeps() -> None:
+    """A screenshot session for ``openai/gpt-4.1-mini`` (a gateway's name) is planned and
+    counted as one for ``gpt-4.1-mini``: the same images kept, the same ``out.tokens``,
+    within the budget as gpt-4.1-mini bills the images."""
+    routed = await _screenshots("openai", 12_000, model="openai/gpt-4.1-mini")
+    bare = await _screenshots("openai", 12_000, model="gpt-4.1-mini")
+    kept = str(routed.payload).count(SHOT)
+    assert kept == str(bare.payload).count(SHOT)
+    assert routed.tokens == bare.tokens <= 12_000
+    assert kept * openai_image_tokens(1920, 1080, model="gpt-4.1-mini") < routed.tokens

@@ -166,6 +166,16 @@ GEMINI_3_IMAGE_TOKENS = 1120
 _GEMINI_VERSION = re.compile(r"gemini-(\d+)")
 
 
+@lru_cache(maxsize=256)
+def _bare(model: str | None) -> str:
+    """``model`` as its image rule is looked up: the tokenizer's bare name
+    (:func:`ctxengine._core.bare_model`: lower case, without a provider path such as
+    ``openai/`` or ``azure/``, a fine-tune's ``ft:``, a Bedrock vendor prefix and region).
+    A name routed through a gateway (LiteLLM's ``openai/gpt-4.1-mini``, OpenRouter's
+    ``anthropic/claude-3.5-sonnet``) is billed as the model it names."""
+    return _core.bare_model(model) if model else ""
+
+
 def openai_image_tokens(
     width: int, height: int, *, model: str | None = None, detail: str | None = None
 ) -> int:
@@ -175,7 +185,7 @@ def openai_image_tokens(
     >>> openai_image_tokens(1920, 1080)  # a screenshot: 3 x 2 tiles after scaling to 1365 x 768
     1105
     """
-    name = model or ""
+    name = _bare(model)
     for prefix, factor in _OPENAI_PATCH_MODELS:
         if name.startswith(prefix):
             return math.ceil(_patches(width, height) * factor)
@@ -234,7 +244,7 @@ def anthropic_image_tokens(width: int, height: int, *, model: str | None = None)
 
 def _claude_tier(model: str | None) -> str:
     """``standard`` for a Claude model before 4.7, ``high`` for any other model name."""
-    name = model or ""
+    name = _bare(model)
     if name.startswith(("claude-3", "claude-2", "claude-instant")):
         return "standard"
     found = _CLAUDE_VERSION.search(name)
@@ -256,7 +266,7 @@ def gemini_image_tokens(width: int, height: int, *, model: str | None = None) ->
         tiles = GEMINI_TILE_TOKENS
     else:
         tiles = -(-width // 768) * -(-height // 768) * GEMINI_TILE_TOKENS
-    found = _GEMINI_VERSION.search(model or "")
+    found = _GEMINI_VERSION.search(_bare(model))
     if found is None:
         return max(tiles, GEMINI_3_IMAGE_TOKENS)
     return GEMINI_3_IMAGE_TOKENS if int(found[1]) >= 3 else tiles
