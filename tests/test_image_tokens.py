@@ -5,6 +5,8 @@ screenshots pass its budget)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from contract_count import independent_count
@@ -267,3 +269,40 @@ async def test_a_render_for_a_routed_model_keeps_what_the_bare_model_keeps() -> 
     assert kept == str(bare.payload).count(SHOT)
     assert routed.tokens == bare.tokens <= 12_000
     assert kept * openai_image_tokens(1920, 1080, model="gpt-4.1-mini") < routed.tokens
+
+
+@pytest.mark.parametrize(
+    ("model", "vendor"),
+    [
+        ("claude-sonnet-4-5", anthropic_image_tokens),  # Anthropic's OpenAI-compatible endpoint
+        ("anthropic/claude-opus-4-7", anthropic_image_tokens),  # OpenRouter's name
+        ("gemini-2.5-flash", gemini_image_tokens),  # Gemini's OpenAI-compatible endpoint
+    ],
+)
+@pytest.mark.parametrize("detail", [None, "low"])
+def test_an_openai_shaped_request_to_another_vendors_model_counts_as_it_bills(
+    model: str, vendor: Callable[..., int], detail: str | None
+) -> None:
+    """Claude and Gemini take OpenAI Chat requests (their OpenAI compatibility endpoints, a
+    gateway) and bill an image by their own rule, which ignores ``detail``: a 1920 x 1080
+    screenshot counted 1105 by OpenAI's tiles (85 at ``detail: low``) where Claude Sonnet 4.5
+    bills 1600 and Gemini 2.5 1548."""
+    data = png(1920, 1080)
+    for provider in ("openai", "openai-responses"):
+        got = image_tokens(data, provider, model=model, detail=detail)
+        assert got >= vendor(1920, 1080, model=model)
+        assert got >= openai_image_tokens(1920, 1080, model=model, detail=detail)
+
+
+@pytest.mark.anyio
+async def test_a_chat_render_for_a_claude_model_fits_its_budget_as_claude_bills() -> None:
+    """Screenshots rendered in OpenAI's shape for ``claude-sonnet-4-5`` (Anthropic's OpenAI
+    SDK compatibility): the plan and ``out.tokens`` count each as Claude bills it, so the
+    images kept fit the budget at Claude's count."""
+    model = "claude-sonnet-4-5"
+    out = await _screenshots("openai", 10_000, model=model)
+    kept = str(out.payload).count(SHOT)
+    assert kept >= 1
+    assert out.tokens == payload_tokens(out.payload, "openai", model) <= 10_000
+    assert kept * anthropic_image_tokens(1920, 1080, model=model) < out.tokens
+    assert abs(out.report.tokens_estimated - out.tokens) <= 20

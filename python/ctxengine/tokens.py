@@ -276,12 +276,24 @@ def provider_image_tokens(
     width: int, height: int, provider: str, *, model: str | None = None, detail: str | None = None
 ) -> int:
     """Tokens ``provider`` (``openai``, ``openai-responses``, ``anthropic``, ``gemini``) bills
-    for a ``width`` x ``height`` image; ``detail`` is OpenAI's, which only OpenAI reads."""
+    for a ``width`` x ``height`` image; ``detail`` is OpenAI's, which only OpenAI reads.
+
+    An OpenAI-shaped request to a Claude or Gemini model (Anthropic's "OpenAI SDK
+    compatibility" endpoint, Gemini's "OpenAI compatibility" one, a gateway such as LiteLLM
+    or OpenRouter) is billed by the model's own vendor: such an image counts the larger of
+    OpenAI's rule and that vendor's (a 1920 x 1080 screenshot is 1105 by OpenAI's tiles, 1600
+    for Claude Sonnet 4.5)."""
     if provider == "anthropic":
         return anthropic_image_tokens(width, height, model=model)
     if provider == "gemini":
         return gemini_image_tokens(width, height, model=model)
-    return openai_image_tokens(width, height, model=model, detail=detail)
+    tokens = openai_image_tokens(width, height, model=model, detail=detail)
+    name = _bare(model)
+    if name.startswith("claude"):
+        return max(tokens, anthropic_image_tokens(width, height, model=model))
+    if name.startswith("gemini"):
+        return max(tokens, gemini_image_tokens(width, height, model=model))
+    return tokens
 
 
 def image_tokens(
