@@ -182,3 +182,44 @@ async def test_a_session_of_large_screenshots_stays_within_the_request_size_turn
             assert sum(len(x) for x in _image_data(out.payload)) <= MEDIA_BYTES["anthropic"]
             assert image_parts(out.payload) >= 40  # the newest that fit: 44 less a step
             assert out.tokens <= 190_000
+
+
+def varied_shots(n: int) -> list[Message]:
+    """``n`` steps of :func:`big_shots`, each screenshot of its own size between 300 and 900 KB
+    of base64 (a page of text compresses less than a blank one)."""
+    out: list[Message] = []
+    for i in range(n):
+        size = (300_000 + (i * 7_919 * 37) % 600_000) // 4 * 4
+        out += big_shots(1, size, start=i)
+    return out
+
+
+async def test_an_image_cut_for_the_request_size_stays_cut_as_screenshots_come() -> None:
+    """Screenshots of varied sizes past Anthropic's 32 MB: turn by turn, the oldest images go
+    by steps and an image cut is never sent again (cut by a tenth of the images that fit,
+    whose number changes with their sizes, a request sent 10 placeholders and the next 8: it
+    sent two images again and broke the prefix of both requests). Each payload holds the one
+    before it as its start except where more images are cut, and renders through a session
+    are those of a fresh engine."""
+    history = [Message.user("Check every page."), *varied_shots(90)]
+    omitted: list[int] = []
+    payloads: list[list[Any]] = []
+    engine = ContextEngine(MODEL, Budget(total=190_000))  # every turn fits: images decide
+    async with engine.session("computer-use") as s:
+        s.extend(history[:61])
+        for end in range(61, len(history) + 1, 2):
+            if end > 61:
+                s.extend(history[end - 2 : end])
+            out = await s.render("anthropic")
+            fresh = ContextEngine(MODEL, Budget(total=190_000))
+            async with fresh.session("computer-use") as again:
+                again.extend(history[:end])
+                assert out.payload == (await again.render("anthropic")).payload
+            assert sum(len(x) for x in _image_data(out.payload)) <= MEDIA_BYTES["anthropic"]
+            assert not out.report.compactions
+            omitted.append(out.report.hygiene["counts"].get("image_omitted", 0))
+            payloads.append(out.payload["messages"])
+    assert omitted[-1] > 0 and omitted == sorted(omitted), omitted
+    for (n, old), (m, new) in itertools.pairwise(zip(omitted, payloads, strict=True)):
+        if n == m:
+            assert new[: len(old) - 1] == old[:-1]

@@ -139,17 +139,23 @@ def limit_images(
             messages, count, lambda: table.many(messages, count)
         )
     why = None
-    fit = _fitting(messages, counts, provider, min(total, limit), memo) if total else 0
-    if fit < min(total, limit):
-        limit = fit
-        why = f"{provider} takes at most {MEDIA_BYTES[provider]:,} characters of inline images"
-    if provider == "anthropic" and total > MANY_IMAGES and limit > MANY_IMAGES:
-        keep = total if total <= limit else kept_images(total, limit)
-        if keep > MANY_IMAGES and _too_large(messages, counts, keep, memo):
-            limit, why = MANY_IMAGES, MANY_IMAGES_WHY
-    if total <= limit:
+    cut = total - kept_images(total, limit) if total > limit else 0
+    most = min(total, limit)
+    if total and _fitting(messages, counts, provider, most, memo) < most:
+        over = _bytes_cut(messages, counts, provider, memo)
+        if over > cut:
+            cut, limit = over, total - over
+            why = f"{provider} takes at most {MEDIA_BYTES[provider]:,} characters of inline images"
+    if (
+        provider == "anthropic"
+        and total - cut > MANY_IMAGES
+        and limit > MANY_IMAGES
+        and _too_large(messages, counts, total - cut, memo)
+    ):
+        limit, why = MANY_IMAGES, MANY_IMAGES_WHY
+        cut = total - kept_images(total, limit)
+    if not cut:
         return t, ()
-    cut = total - kept_images(total, limit)
     if memo is None:
         out, ordered = _limited(messages, counts, cut, provider, max_images, limit, None, why)
         return t.replace(out), ordered
@@ -218,6 +224,34 @@ def _fitting(
             break
         n += 1
     return n
+
+
+def _bytes_cut(
+    messages: tuple[Message, ...], counts: list[int], provider: str, memo: RenderMemo | None
+) -> int:
+    """How many of the oldest image parts of ``messages`` are cut so that the others fit in
+    :data:`MEDIA_BYTES`: the images are taken oldest first, as the turns added them, and each
+    time those held pass the size, the oldest go by a step (:func:`cut_step` of the images
+    held). The cut of a request is then the cut of the request before it, or more by whole
+    steps: an image cut stays cut as screenshots of other sizes come (cut by a step of the
+    images that fit, which changes with their sizes, a request could send again an image the
+    one before cut, and change its prefix twice)."""
+    read = _data_sizes(provider)
+    key = f"image data {provider}"
+    sizes = [
+        size
+        for i in compress(range(len(counts)), counts)
+        for size in (read(messages[i]) if memo is None else memo.table(key).get(messages[i], read))
+    ]
+    room = MEDIA_BYTES[provider]
+    cut = held = 0
+    for k, size in enumerate(sizes, 1):
+        held += size
+        while held > room:
+            end = min(k, cut + cut_step(k - cut))
+            held -= sum(sizes[cut:end])
+            cut = end
+    return cut
 
 
 def _data_sizes(provider: str) -> Callable[[Message], tuple[int, ...]]:
