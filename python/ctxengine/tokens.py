@@ -535,9 +535,10 @@ def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
     framing plus the tokens of each of its string values (role, content, name...); a ``name``
     costs 1 more; the reply is primed with 3 tokens. Tool calls are counted from their function
     name and JSON arguments; content parts from their text, an image part by OpenAI's rule
-    for its size and ``detail`` (:func:`openai_image_tokens`) when its inline data gives the
-    size, else as :data:`IMAGE_TOKENS` (an image by URL). Non-OpenAI models get the same rule
-    over their estimator (``exact=False``).
+    for its size and ``detail`` (:func:`openai_image_tokens`; for a Claude or Gemini model,
+    which bills it by its own rule, the larger of both: :func:`provider_image_tokens`) when its
+    inline data gives the size, else as :data:`IMAGE_TOKENS` (an image by URL). Non-OpenAI
+    models get the same rule over their estimator (``exact=False``).
 
     Raises:
         EncodingError: ``model`` is unknown.
