@@ -223,3 +223,20 @@ async def test_an_image_cut_for_the_request_size_stays_cut_as_screenshots_come()
     for (n, old), (m, new) in itertools.pairwise(zip(omitted, payloads, strict=True)):
         if n == m:
             assert new[: len(old) - 1] == old[:-1]
+
+
+def test_the_size_cut_holds_when_the_newest_within_max_images_fit_again() -> None:
+    """``max_images=30`` and screenshots of 0.8 to 1.3 MB: the newest 30 pass 32 MB on some
+    turns and fit on others (the one leaving the window was larger than the one coming).
+    Cut for the size by steps, the request still cut the images of the turn before when
+    the newest 30 fit again, not fewer by the count limit's own steps (an image sent again,
+    the prefix changed twice)."""
+    messages = [Message.user("Check every page.")]
+    omitted: list[int] = []
+    for i in range(60):
+        messages += big_shots(1, (800_000 + i * 7_919 * 3 % 500_000) // 4 * 4, start=i)
+        out = render(Transcript(tuple(messages)), "anthropic", max_images=30)
+        assert sum(len(x) for x in _image_data(out.payload)) <= MEDIA_BYTES["anthropic"]
+        assert image_parts(out.payload) <= 30
+        omitted.append(len(out.report.of("image_omitted")))
+    assert omitted[-1] > 0 and omitted == sorted(omitted), omitted

@@ -140,8 +140,9 @@ def limit_images(
         )
     why = None
     cut = total - kept_images(total, limit) if total > limit else 0
-    most = min(total, limit)
-    if total and _fitting(messages, counts, provider, most, memo) < most:
+    # the images that must go for the request size, whenever they do not all fit (not only
+    # when the newest within the count limit do not: the cut must not fall back to the count's)
+    if total and _fitting(messages, counts, provider, total, memo) < total:
         over = _bytes_cut(messages, counts, provider, memo)
         if over > cut:
             cut, limit = over, total - over
