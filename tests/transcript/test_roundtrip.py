@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from ctxengine.transcript import Transcript, load
+from ctxengine.transcript import Image, Message, Text, Transcript, load
 
-from .helpers import PROVIDERS
+from .helpers import PROVIDERS, assert_sdk_valid
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -221,3 +221,25 @@ def test_image_detail_and_the_participant_name_come_back() -> None:
     ]
     assert load(items, format="openai-responses").to("openai-responses") == {"input": items}
     assert t.to("openai-responses")["input"][0]["content"][1]["detail"] == "low"
+
+
+def test_an_image_given_a_data_url_as_data_is_sent_as_base64_by_every_provider() -> None:
+    """``Image("image/png", "data:image/png;base64,...")`` (a data URL where the base64 goes,
+    as a canvas's ``toDataURL`` or an OpenAI ``image_url`` gives it) was sent with the prefix
+    twice to OpenAI (``data:image/png;base64,data:image/png;base64,...``) and inside the base64
+    field of Anthropic and Gemini: every request refused. It is read as its base64 and its
+    media type; the payloads are those of the image given as base64, and valid."""
+    b64 = (
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5E"
+        "rkJggg=="
+    )
+    given = Image("image/jpeg", f"data:image/png;base64,{b64}", name="shot.png")
+    assert (given.media_type, given.data) == ("image/png", b64)
+    plain = Image("image/png", b64, name="shot.png")
+    for provider in PROVIDERS:
+        with_url = Transcript((Message("user", (Text("see"), given)),)).to(provider)
+        assert with_url == Transcript((Message("user", (Text("see"), plain)),)).to(provider)
+        assert_sdk_valid(with_url, provider)
+        assert "base64,data:" not in str(with_url)
+    svg = "data:image/svg+xml,%3Csvg%3E"  # not base64: left as it was given
+    assert Image("image/svg+xml", svg).data == svg

@@ -88,6 +88,20 @@ class Image:
     name: str | None = None
     detail: str | None = None
 
+    def __post_init__(self) -> None:
+        # a data URL given as ``data`` (``"data:image/png;base64,iVBOR..."``, as a browser's
+        # canvas or an OpenAI ``image_url`` holds it) is its base64 and its media type: each
+        # exporter writes ``data`` as base64 (OpenAI behind its own ``data:`` prefix), and
+        # sent the prefix twice, or inside Anthropic's and Gemini's base64, which they refuse
+        data = self.data
+        if data is not None and data[:5] == "data:":
+            head, comma, rest = data.partition(",")
+            if comma and head.endswith(";base64"):
+                object.__setattr__(self, "data", rest)
+                kind = head[5:-7].split(";", 1)[0]
+                if kind:
+                    object.__setattr__(self, "media_type", kind)
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
