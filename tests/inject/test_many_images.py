@@ -240,3 +240,40 @@ def test_the_size_cut_holds_when_the_newest_within_max_images_fit_again() -> Non
         assert image_parts(out.payload) <= 30
         omitted.append(len(out.report.of("image_omitted")))
     assert omitted[-1] > 0 and omitted == sorted(omitted), omitted
+
+
+@pytest.mark.parametrize("in_session", [False, True])
+async def test_an_image_larger_than_8000_px_is_never_sent_to_anthropic(in_session: bool) -> None:
+    """Anthropic refuses any image larger than 8,000 px on a side, whatever the count ("image
+    dimensions exceed max allowed size: 8000 pixels"), on every turn after, as the image is
+    history: a full-page screenshot of a long web page (1280 x 12000) is one. It is sent as
+    its placeholder, reported, and the images around it are sent; other providers get it."""
+    page = Image("image/png", png(1280, 12_000), name="page.png")
+    messages = [
+        Message.user("Read this page."),
+        *shots(2, 1280, 800),
+        Message("user", (Text("the whole page"), page)),
+        *shots(2, 1280, 800, start=2),
+        Message.user("What does it say?"),
+    ]
+    if in_session:
+        engine = ContextEngine(MODEL, Budget(total=100_000))
+        async with engine.session("page") as s:
+            s.extend(messages)
+            await s.render("anthropic")
+            s.extend(shots(1, 1280, 800, start=4))  # a warm render after it
+            out = await s.render("anthropic")
+        t = Transcript(tuple([*messages, *shots(1, 1280, 800, start=4)]))
+        assert out.payload == render(t, "anthropic").payload  # as a fresh render
+        changes = [c for c in out.report.hygiene["changes"] if c["action"] == "image_omitted"]
+        details = [c["detail"] for c in changes]
+    else:
+        out = render(Transcript(tuple(messages)), "anthropic")
+        details = [c.detail for c in out.report.of("image_omitted")]
+    assert_sdk_valid(out.payload, "anthropic")
+    text = json.dumps(out.payload)
+    assert "'page.png' omitted" in text and page.data not in text
+    assert image_parts(out.payload) == (5 if in_session else 4)
+    assert len(details) == 1 and "larger than 8000 px" in details[0]
+    for provider in ("openai", "openai-responses", "gemini"):
+        assert page.data in json.dumps(render(Transcript(tuple(messages)), provider).payload)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = (
     "MANY_IMAGES",
     "MANY_IMAGES_PX",
+    "MAX_PX",
     "MEDIA_BYTES",
     "RULE",
     "check_max_images",
@@ -138,6 +139,10 @@ def limit_images(
         counts, total = memo.aligned(*key).counted(
             messages, count, lambda: table.many(messages, count)
         )
+    refused: tuple[Change, ...] = ()
+    if provider == "anthropic" and total:
+        messages, counts, refused = _without_refused(messages, counts, memo)
+        total = sum(counts)
     why = None
     cut = total - kept_images(total, limit) if total > limit else 0
     # the images that must go for the request size, whenever they do not all fit (not only
@@ -156,10 +161,12 @@ def limit_images(
         limit, why = MANY_IMAGES, MANY_IMAGES_WHY
         cut = total - kept_images(total, limit)
     if not cut:
+        if refused:
+            return _sent(t, messages, memo), refused
         return t, ()
     if memo is None:
         out, ordered = _limited(messages, counts, cut, provider, max_images, limit, None, why)
-        return t.replace(out), ordered
+        return t.replace(out), _in_order(refused, ordered)
     cuts: list[_Cut] = memo.image_cuts.setdefault((provider, max_images), [])
     done = next((c.after(messages, memo) for c in cuts if (c.cut, c.why) == (cut, why)), None)
     if done is None:
@@ -168,7 +175,83 @@ def limit_images(
     # the last two: a render may render the turns merged, then as they are
     cuts[:] = [*(c for c in cuts[-1:] if c is not done), done]
     # a session's render: the messages are known (no re-check)
-    return trusted_transcript(done.out, t.source_format), done.changes
+    return trusted_transcript(done.out, t.source_format), _in_order(refused, done.changes)
+
+
+def _sent(t: Transcript, messages: tuple[Message, ...], memo: RenderMemo | None) -> Transcript:
+    return t.replace(messages) if memo is None else trusted_transcript(messages, t.source_format)
+
+
+def _in_order(first: tuple[Change, ...], then: tuple[Change, ...]) -> tuple[Change, ...]:
+    """The changes of both, by message index (each kind's own order kept within a message)."""
+    if not first:
+        return then
+    return tuple(sorted((*first, *then), key=lambda c: -1 if c.index is None else c.index))
+
+
+#: The longest side of an image Anthropic takes, whatever the count: "Images larger than
+#: 8000x8000 px will be rejected" (vision guide); the API answers "image dimensions exceed
+#: max allowed size: 8000 pixels", on every turn after, as the image is history.
+MAX_PX: Final = 8000
+#: Why an image larger than that is sent as its placeholder (its change says it).
+MAX_PX_WHY: Final = f"anthropic refuses an image larger than {MAX_PX} px on a side"
+
+
+def _without_refused(
+    messages: tuple[Message, ...], counts: list[int], memo: RenderMemo | None
+) -> tuple[tuple[Message, ...], list[int], tuple[Change, ...]]:
+    """``messages`` with each image Anthropic refuses whatever the count (larger than
+    :data:`MAX_PX` on a side, by its header) as its placeholder, their image counts, and one
+    change per image; ``messages`` itself when there is none (the messages holding images
+    are read once each with ``memo``: their sides are kept)."""
+    out: list[Message] | None = None
+    changes: list[Change] = []
+    for i in compress(range(len(counts)), counts):
+        m = messages[i]
+        sides = _sides(m) if memo is None else memo.table("image sides").get(m, _sides)
+        over = tuple(k for k, side in enumerate(sides) if side > MAX_PX)
+        if not over:
+            continue
+        if out is None:
+            out, counts = list(messages), list(counts)
+        cut = _refused_cutter(over)
+        out[i] = cut(m) if memo is None else memo.table("images-refused", over).get(m, cut)
+        counts[i] -= len(over)
+        changes += [
+            Change(
+                RULE,
+                "image_omitted",
+                i,
+                f"image {k + 1} of {len(sides)} in this message sent as a text placeholder: "
+                f"{MAX_PX_WHY}",
+            )
+            for k in over
+        ]
+    if out is None:
+        return messages, counts, ()
+    return tuple(out), counts, tuple(changes)
+
+
+def _refused_cutter(over: tuple[int, ...]) -> Callable[[Message], Message]:
+    def make(m: Message) -> Message:
+        """``m`` with its image parts ``over`` (their order among its Anthropic image parts)
+        replaced by their placeholder."""
+        blocks = list(m.blocks)
+        slots = image_slots(m, "anthropic")
+        for n in over:
+            i, k = slots[n]
+            b = blocks[i]
+            if k < 0 and isinstance(b, Image):
+                blocks[i] = image_placeholder(b)
+            elif isinstance(b, ToolResult):
+                content = list(b.content)
+                image = content[k]
+                if isinstance(image, Image):
+                    content[k] = image_placeholder(image)
+                blocks[i] = dataclasses.replace(b, content=tuple(content))
+        return dataclasses.replace(m, blocks=tuple(blocks))
+
+    return make
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
