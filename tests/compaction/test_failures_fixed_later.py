@@ -41,6 +41,13 @@ def _call(
     ]
 
 
+def _failed_edit(call_id: str, path: str, old: str, new: str) -> list[Message]:
+    """Claude Code's ``Edit`` of ``path`` whose ``old_string`` is not in the file."""
+    args = {"file_path": path, "old_string": old, "new_string": new}
+    error = "<tool_use_error>String to replace not found in file.</tool_use_error>"
+    return _call(call_id, "Edit", args, error, True)
+
+
 def _bash(call_id: str, command: str, output: str = "ok", failed: bool = False) -> list[Message]:
     return _call(call_id, "bash", {"command": command}, output, failed)
 
@@ -103,20 +110,8 @@ def test_an_edit_of_the_same_file_fixes_a_failed_edit_and_nothing_else_does() ->
     edits the same file with the right one. A ``sed -i`` of a file or a read of it is no
     file tool's write: the failed edit of that file stays unfixed."""
     messages = [Message.user("rename the helper")]
-    messages += _call(
-        "e0",
-        "Edit",
-        {"file_path": "src/a.py", "old_string": "def helpr(", "new_string": "def helper("},
-        "<tool_use_error>String to replace not found in file.</tool_use_error>",
-        True,
-    )
-    messages += _call(
-        "e1",
-        "Edit",
-        {"file_path": "src/b.py", "old_string": "x = 1", "new_string": "x = 2"},
-        "<tool_use_error>String to replace not found in file.</tool_use_error>",
-        True,
-    )
+    messages += _failed_edit("e0", "src/a.py", "def helpr(", "def helper(")
+    messages += _failed_edit("e1", "src/b.py", "x = 1", "x = 2")
     messages += _call("r1", "Read", {"file_path": "src/b.py"}, "x = 3", False)
     messages += _bash("s1", "sed -i 's/x = 3/x = 2/' src/b.py")
     messages += _call(
@@ -323,20 +318,8 @@ def test_a_failure_an_earlier_summary_carries_is_fixed_by_a_call_after_it() -> N
     first += _bash("a0", "pytest -x tests", "E   assert 1 == 2\nexit code 1", failed=True)
     first += _bash("a1", "ruff check .", "E501 line too long\nexit code 1", failed=True)
     first += _bash("a2", long, "FAILED test_refund\nexit code 1", failed=True)
-    first += _call(
-        "a3",
-        "Edit",
-        {"file_path": "src/pay.py", "old_string": "def refnd(", "new_string": "def refund("},
-        "<tool_use_error>String to replace not found in file.</tool_use_error>",
-        True,
-    )
-    first += _call(
-        "a4",
-        "Edit",
-        {"file_path": "src/cart.py", "old_string": "x = 1", "new_string": "x = 2"},
-        "<tool_use_error>String to replace not found in file.</tool_use_error>",
-        True,
-    )
+    first += _failed_edit("a3", "src/pay.py", "def refnd(", "def refund(")
+    first += _failed_edit("a4", "src/cart.py", "x = 1", "x = 2")
     summary, message = _summary(first)
     lines = _failure_lines(summary)
     assert _ids(lines) == ["a0", "a1", "a2", "a3", "a4"] and " fixed_by=" not in summary

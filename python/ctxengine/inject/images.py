@@ -236,20 +236,8 @@ def _refused_cutter(over: tuple[int, ...]) -> Callable[[Message], Message]:
     def make(m: Message) -> Message:
         """``m`` with its image parts ``over`` (their order among its Anthropic image parts)
         replaced by their placeholder."""
-        blocks = list(m.blocks)
         slots = image_slots(m, "anthropic")
-        for n in over:
-            i, k = slots[n]
-            b = blocks[i]
-            if k < 0 and isinstance(b, Image):
-                blocks[i] = image_placeholder(b)
-            elif isinstance(b, ToolResult):
-                content = list(b.content)
-                image = content[k]
-                if isinstance(image, Image):
-                    content[k] = image_placeholder(image)
-                blocks[i] = dataclasses.replace(b, content=tuple(content))
-        return dataclasses.replace(m, blocks=tuple(blocks))
+        return _placeholders(m, [slots[n] for n in over])
 
     return make
 
@@ -457,8 +445,14 @@ def _cutter(provider: str, cut: int) -> Callable[[Message], Message]:
 
 def _without_images(m: Message, provider: str, cut: int) -> Message:
     """``m`` with its first ``cut`` image parts (block order) replaced by their placeholder."""
+    return _placeholders(m, image_slots(m, provider)[:cut])
+
+
+def _placeholders(m: Message, slots: list[tuple[int, int]]) -> Message:
+    """``m`` with the images at ``slots`` (:func:`image_slots`' places) replaced by their
+    placeholder."""
     blocks = list(m.blocks)
-    for i, k in image_slots(m, provider)[:cut]:
+    for i, k in slots:
         b = blocks[i]
         if k < 0 and isinstance(b, Image):
             blocks[i] = image_placeholder(b)
