@@ -1029,8 +1029,10 @@ def _mixed_identifiers(text: str) -> tuple[str, ...]:
 
 #: The characters of a text that are not ASCII, with the ASCII stretches shorter than 128
 #: characters between them (those are read in Python with them: a text in another script
-#: is read in one piece, not word by word). Each stretch is scanned once (possessive).
-_OTHER_RUN: Final = re.compile(r"[^\x00-\x7f](?:[\x00-\x7f]{0,127}+[^\x00-\x7f])*+")
+#: is read in one piece, not word by word). No possessive quantifier (Python 3.11 has them,
+#: 3.10 refuses the pattern): the two classes are disjoint, so giving back ASCII characters
+#: never lets a match go on, and a stretch that ends a run is read at most twice.
+_OTHER_RUN: Final = re.compile(r"[^\x00-\x7f](?:[\x00-\x7f]{0,127}[^\x00-\x7f])*")
 #: The rest of a word (to the whitespace after it; ``\S`` as the identifiers' patterns read it).
 _WORD_TAIL: Final = re.compile(r"\S*")
 
