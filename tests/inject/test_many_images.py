@@ -277,3 +277,28 @@ async def test_an_image_larger_than_8000_px_is_never_sent_to_anthropic(in_sessio
     assert len(details) == 1 and "larger than 8000 px" in details[0]
     for provider in ("openai", "openai-responses", "gemini"):
         assert page.data in json.dumps(render(Transcript(tuple(messages)), provider).payload)
+
+
+@pytest.mark.parametrize("budget", [8_000, 16_000])
+async def test_screenshots_openai_chat_gets_as_placeholders_are_counted_as_placeholders(
+    budget: int,
+) -> None:
+    """OpenAI Chat tool messages take text only: a screenshot in a tool result (how an
+    Anthropic computer-use transcript holds them) is sent as its placeholder, a dozen tokens.
+    The plan charged it as an image (1,105 tokens at 1280 x 800) and cut the session to about
+    half its target; it counts the placeholder now, and the render fills its target. Sent to
+    Anthropic, the same session still counts the images."""
+    steps: list[Message] = [Message.user("Test the checkout flow.")]
+    for i in range(150):
+        steps += shots(1, 1280, 800, start=i)
+        steps.append(Message.assistant(f"The page after step {i} shows the form. " * 6))
+    steps.append(Message.user("Did it work?"))
+    engine = ContextEngine("gpt-4o", Budget(total=budget))
+    async with engine.session("cu") as s:
+        s.extend(steps)
+        out = await s.render("openai")
+        anthropic = await s.render("anthropic")
+    assert_sdk_valid(out.payload, "openai")
+    assert any(g.status != "kept" for g in out.report)  # the session is cut
+    assert out.tokens <= budget and out.tokens >= 0.95 * out.report.target
+    assert anthropic.tokens <= budget and image_parts(anthropic.payload) > 0

@@ -120,6 +120,7 @@ class RefBuilder(HistoryBuilder):
             node_id, index, -1, text, kind, ROLE[role], self.turn, flags, texts, overhead,
             f"{role} message {index}", text, text, thinking=thinking,
             family=family_of(message) if thinking else None, made_grain=grain,
+            media=images * IMAGE_TOKENS, placeholders=_placeholders(blocks) if images else (),
         )  # fmt: skip
 
     def _result(self, index: int, position: int, result: ToolResult) -> HistoryItem:
@@ -142,7 +143,13 @@ class RefBuilder(HistoryBuilder):
             self.call_group.get(result.call_id, self.turn), flags, (result.call_id,),
             MESSAGE_OVERHEAD + images * IMAGE_TOKENS, f"tool result: {name}", text, source,
             len(source) if text is not source else 0, tool=name, made_grain=grain,
+            media=images * IMAGE_TOKENS, placeholders=_placeholders(content) if images else (),
         )  # fmt: skip
+
+
+def _placeholders(blocks: Sequence[Any]) -> tuple[str, ...]:
+    """What each media item of ``blocks`` is sent as where a provider takes none there."""
+    return tuple(image_placeholder(b).text for b in blocks if isinstance(b, Image))
 
 
 def ref_clean(message: Message) -> bool:

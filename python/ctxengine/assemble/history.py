@@ -30,7 +30,7 @@ from ..transcript.model import (
     ToolCall,
     ToolResult,
 )
-from ..transcript.providers import family_of
+from ..transcript.providers import family_of, image_placeholder
 from .guard import truncate_tool_result
 
 __all__ = (
@@ -129,6 +129,11 @@ def sized_image(b: Image) -> ImageSize | None:
     return None if size is None else (size[0], size[1], b.detail)
 
 
+def _placeholder_texts(blocks: Sequence[Block]) -> tuple[str, ...]:
+    """The text placeholder of each media item among ``blocks``."""
+    return tuple(image_placeholder(b).text for b in blocks if isinstance(b, Image))
+
+
 def _media(blocks: Sequence[Block], sizes: list[ImageSize]) -> int:
     """The tokens of the media among ``blocks``, the sizes of its sized images added to
     ``sizes`` (each counted as :data:`~ctxengine.tokens.IMAGE_TOKENS` here)."""
@@ -173,6 +178,13 @@ class HistoryItem:
     #: :attr:`overhead` counts each as :data:`~ctxengine.tokens.IMAGE_TOKENS`, and a render
     #: counts them by its provider's rule (:func:`~ctxengine.assemble.sync.image_overhead`)
     images: tuple[ImageSize, ...] = ()
+    #: The tokens :attr:`overhead` counts for the item's media (images, PDFs, audio), and
+    #: the text placeholder each one is sent as where a provider takes no media at the
+    #: item's place (an assistant turn but for Gemini, an OpenAI Chat tool result): a render
+    #: for such a provider counts those texts instead
+    #: (:func:`~ctxengine.assemble.sync.media_overhead`)
+    media: int = 0
+    placeholders: tuple[str, ...] = ()
     # :attr:`grain`, once made (not compared: an item equals itself before and after)
     made_grain: ContextGrain | None = field(default=None, compare=False, repr=False)
 
@@ -388,6 +400,9 @@ class HistoryBuilder:
         )
         if sizes:
             item.images = tuple(sizes)
+        if media:
+            item.media = media
+            item.placeholders = _placeholder_texts(blocks)
         if first is Compaction:
             item.compaction = blocks[0]  # type: ignore[assignment]
             self.newest_compaction = item
@@ -436,4 +451,6 @@ class HistoryBuilder:
             len(source) if text is not source else 0,
             tool=name,
             images=tuple(sizes),
+            media=media,
+            placeholders=_placeholder_texts(content) if media else (),
         )

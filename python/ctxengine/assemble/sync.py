@@ -13,7 +13,15 @@ from ..state import bulk
 from ..tokens import IMAGE_TOKENS, count_many, provider_image_tokens
 from ..transcript.providers import exportable
 from .core import upsert
-from .history import FLAG, KIND, MESSAGE_OVERHEAD, HistoryItem, call_texts, tool_result_node_id
+from .history import (
+    FLAG,
+    KIND,
+    MESSAGE_OVERHEAD,
+    ROLE,
+    HistoryItem,
+    call_texts,
+    tool_result_node_id,
+)
 from .redact import Redaction
 
 if TYPE_CHECKING:
@@ -122,6 +130,25 @@ def image_overhead(item: HistoryItem, provider: str, model: str) -> int:
     )
 
 
+def media_overhead(item: HistoryItem, provider: str, model: str) -> int:
+    """What a render for ``provider`` counts for the media of ``item`` over what its
+    :attr:`~HistoryItem.overhead` holds for them: where ``provider`` takes no media at the
+    item's place (an assistant turn but for Gemini; a tool result for OpenAI Chat, whose tool
+    messages take text only) each is sent as its text placeholder, counted as that text (and
+    a token for the part); else each sized image by the provider's rule
+    (:func:`image_overhead`)."""
+    if (item.kind == _TOOL_RESULT and provider == "openai") or (
+        item.role == _ASSISTANT and provider != "gemini"
+    ):
+        sent = sum(count_many(list(item.placeholders), model=model)) + len(item.placeholders)
+        return sent - item.media
+    return image_overhead(item, provider, model) if item.images else 0
+
+
+_TOOL_RESULT: Final = KIND["tool_result"]
+_ASSISTANT: Final = ROLE["assistant"]
+
+
 def _recount_thinking(state: SessionState, provider: str, items: list[HistoryItem]) -> None:
     """A render for another provider than the last one re-counts the items with thinking,
     a provider compaction, or sized images (each provider bills an image by its own rule)."""
@@ -132,7 +159,7 @@ def _recount_thinking(state: SessionState, provider: str, items: list[HistoryIte
     items.extend(
         i
         for i in state.items.values()
-        if (i.thinking or i.compaction is not None or i.images)
+        if (i.thinking or i.compaction is not None or i.media)
         and id(i) not in queued
         and i.node_id not in limited
         and i.node_id not in out
@@ -240,8 +267,8 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
             overhead = item.overhead + extra[k] + extra[k + 1]
         else:
             overhead = item.overhead + sum(extra[k : k + n])
-        if item.images:
-            overhead += image_overhead(item, provider, config.model)
+        if item.media:
+            overhead += media_overhead(item, provider, config.model)
         waits = _unanswered(state, item) if item.flags & tool_call else []
         if waits:
             if not synthetic:
