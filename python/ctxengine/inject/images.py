@@ -147,11 +147,10 @@ def limit_images(
     cut = total - kept_images(total, limit) if total > limit else 0
     # the images that must go for the request size, whenever they do not all fit (not only
     # when the newest within the count limit do not: the cut must not fall back to the count's)
-    if total and _fitting(messages, counts, provider, total, memo) < total:
-        over = _bytes_cut(messages, counts, provider, memo)
-        if over > cut:
-            cut, limit = over, total - over
-            why = f"{provider} takes at most {MEDIA_BYTES[provider]:,} characters of inline images"
+    over = _bytes_cut(messages, counts, provider, memo) if total else 0
+    if over > cut:
+        cut, limit = over, total - over
+        why = f"{provider} takes at most {MEDIA_BYTES[provider]:,} characters of inline images"
     if (
         provider == "anthropic"
         and total - cut > MANY_IMAGES
@@ -208,7 +207,7 @@ def _without_refused(
     changes: list[Change] = []
     for i in compress(range(len(counts)), counts):
         m = messages[i]
-        sides = _sides(m) if memo is None else memo.table("image sides").get(m, _sides)
+        sides = _read(m, _sides, memo, "image sides")
         over = tuple(k for k, side in enumerate(sides) if side > MAX_PX)
         if not over:
             continue
@@ -266,6 +265,13 @@ class _Cut:
         return _Cut(messages, self.out + messages[len(old) :], self.changes, self.cut, self.why)
 
 
+def _read(
+    m: Message, read: Callable[[Message], tuple[int, ...]], memo: RenderMemo | None, key: str
+) -> tuple[int, ...]:
+    """``read(m)``; with ``memo``, once while the message is kept (the table ``key``)."""
+    return read(m) if memo is None else memo.table(key).get(m, read)
+
+
 def _newest(
     messages: tuple[Message, ...],
     counts: list[int],
@@ -274,28 +280,9 @@ def _newest(
     key: str,
 ) -> Iterator[int]:
     """``read`` of each image part of ``messages`` (``counts``: each message's image
-    parts), the newest first; with ``memo``, each message's read once while it is kept."""
+    parts), the newest first."""
     for i in reversed(list(compress(range(len(counts)), counts))):
-        m = messages[i]
-        yield from reversed(read(m) if memo is None else memo.table(key).get(m, read))
-
-
-def _fitting(
-    messages: tuple[Message, ...],
-    counts: list[int],
-    provider: str,
-    most: int,
-    memo: RenderMemo | None,
-) -> int:
-    """How many of the newest image parts (``most`` at most) fit in :data:`MEDIA_BYTES`."""
-    room = MEDIA_BYTES[provider]
-    n = 0
-    for size in _newest(messages, counts, _data_sizes(provider), memo, f"image data {provider}"):
-        room -= size
-        if room < 0 or n == most:
-            break
-        n += 1
-    return n
+        yield from reversed(_read(messages[i], read, memo, key))
 
 
 def _bytes_cut(
@@ -313,7 +300,7 @@ def _bytes_cut(
     sizes = [
         size
         for i in compress(range(len(counts)), counts)
-        for size in (read(messages[i]) if memo is None else memo.table(key).get(messages[i], read))
+        for size in _read(messages[i], read, memo, key)
     ]
     room = MEDIA_BYTES[provider]
     cut = held = 0
