@@ -570,9 +570,9 @@ def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
                 f"messages[{i}] is {type(message).__name__} {_preview(message)}; "
                 "expected a message dict such as {'role': 'user', 'content': '...'}"
             )
-        parts, overhead = _message_strings(message)
+        parts, overhead = message_strings(message, model)
         strings += parts
-        total += overhead + chat_image_delta(message, model)
+        total += overhead
     return total + sum(tokenizer.count_many(strings))
 
 
@@ -609,5 +609,11 @@ def input_audio_tokens(part: Mapping[str, Any]) -> int:
     return audio_tokens(data) if isinstance(data, str) else 0
 
 
-#: Public name of the per-message string split (the payload counter shares it).
-message_strings = _message_strings
+def message_strings(message: Mapping[str, Any], model: str | None = None) -> tuple[list[str], int]:
+    """The strings counted for one chat message and the fixed tokens it adds (the per-message
+    split every chat counter shares); given ``model``, those add what OpenAI's rule for the
+    size of its inline images adds to their flat count (:func:`chat_image_delta`)."""
+    strings, overhead = _message_strings(message)
+    if model is not None:
+        overhead += chat_image_delta(message, model)
+    return strings, overhead

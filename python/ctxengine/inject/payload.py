@@ -9,7 +9,6 @@ from typing import Any, Final
 
 from ..tokens import (
     IMAGE_TOKENS,
-    chat_image_delta,
     count_messages,
     file_part_tokens,
     get_tokenizer,
@@ -220,8 +219,7 @@ class MessageTokenCache:
             got = tokenizer.count_chat([[dicts[i]] for i in missing])  # the exported shapes
             for i, n in zip(missing, got, strict=True):
                 if n is None:  # another shape: the rule in Python
-                    texts, overhead = message_strings(dicts[i])
-                    n = overhead + chat_image_delta(dicts[i], model)
+                    texts, n = message_strings(dicts[i], model)
                     n += sum(tokenizer.count_many(texts))
                 else:
                     n += file_part_tokens(dicts[i], model)

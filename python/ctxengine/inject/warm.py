@@ -27,7 +27,7 @@ from operator import is_not
 from typing import Any, Final
 
 from .._core import fresh_items, fresh_tree
-from ..tokens import chat_image_delta, file_part_tokens, get_tokenizer, message_strings
+from ..tokens import file_part_tokens, get_tokenizer, message_strings
 from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, Transcript
 from ..transcript.providers import (
@@ -201,9 +201,9 @@ class Record:
             strings: list[str] = []
             overhead = 0
             for d in ps:
-                texts, extra = message_strings(d)
+                texts, extra = message_strings(d, model)
                 strings += texts
-                overhead += extra + chat_image_delta(d, model)
+                overhead += extra
             per.append(strings)
             out.append(overhead)
         counts = self._count_strings(model, per)
