@@ -119,17 +119,7 @@ class Aligned(Generic[V]):
     ) -> list[V]:
         """``[make(m) for m in ms]``, reusing the values of the sequence before when ``ms``
         continues it, else ``fallback()``. The list is kept: callers must not change it."""
-        got = self.align(ms, self.msgs)
-        if got is None:
-            values = fallback()
-        else:
-            cut, start, replaced = got
-            end = cut + len(self.msgs) - start
-            values = [*map(make, ms[:cut]), *self.values[start:], *map(make, ms[end:])]
-            for i in replaced:
-                values[i] = make(ms[i])
-        self.msgs, self.values, self.total = ms, values, None
-        return values
+        return self._spliced(ms, make, fallback, False)
 
     def counted(
         self,
@@ -140,22 +130,36 @@ class Aligned(Generic[V]):
         """:meth:`many` of int (or bool) values, and their sum: the sum before, less the values
         of the messages dropped, plus those of the new ones, so that a caller asking whether any
         value is set (or how many) looks at what changed, not at every message."""
+        values = self._spliced(ms, make, fallback, True)  # type: ignore[arg-type]
+        return values, self.total  # type: ignore[return-value]
+
+    def _spliced(
+        self,
+        ms: Sequence[Message],
+        make: Callable[[Message], V],
+        fallback: Callable[[], list[V]],
+        counting: bool,
+    ) -> list[V]:
+        """The values of ``ms``: the previous ones with those of the dropped messages cut and
+        the new ones made; with ``counting``, :attr:`total` kept along (else None)."""
         got = self.align(ms, self.msgs)
-        total = self.total
-        if got is None or total is None:
+        total = self.total if counting else None
+        if got is None or (counting and total is None):
             values = fallback()
-            total = sum(values)
+            total = sum(values) if counting else None  # type: ignore[arg-type]
         else:
             cut, start, replaced = got
-            old: list[int] = self.values  # type: ignore[assignment]
+            old = self.values
             end = cut + len(old) - start
             head = list(map(make, ms[:cut]))
             tail = list(map(make, ms[end:]))
-            total += sum(head) + sum(tail) - sum(islice(old, start))
             values = [*head, *old[start:], *tail]
+            if total is not None:
+                total += sum(head) + sum(tail) - sum(islice(old, start))  # type: ignore[arg-type]
             for i in replaced:
                 v = make(ms[i])
-                total += v - values[i]
+                if total is not None:
+                    total += v - values[i]  # type: ignore[operator]
                 values[i] = v
-        self.msgs, self.values, self.total = ms, values, total  # type: ignore[assignment]
-        return values, total
+        self.msgs, self.values, self.total = ms, values, total
+        return values
