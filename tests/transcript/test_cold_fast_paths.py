@@ -120,7 +120,8 @@ class RefBuilder(HistoryBuilder):
             node_id, index, -1, text, kind, ROLE[role], self.turn, flags, texts, overhead,
             f"{role} message {index}", text, text, thinking=thinking,
             family=family_of(message) if thinking else None, made_grain=grain,
-            media=images * IMAGE_TOKENS, placeholders=_placeholders(blocks) if images else (),
+            media=images * IMAGE_TOKENS,
+            placeholders=_placeholders(blocks) if images and role == "assistant" else (),
         )  # fmt: skip
 
     def _result(self, index: int, position: int, result: ToolResult) -> HistoryItem:

@@ -402,7 +402,8 @@ class HistoryBuilder:
             item.images = tuple(sizes)
         if media:
             item.media = media
-            item.placeholders = _placeholder_texts(blocks)
+            if role == "assistant":  # the only message a provider gets its media as text in
+                item.placeholders = _placeholder_texts(blocks)
         if first is Compaction:
             item.compaction = blocks[0]  # type: ignore[assignment]
             self.newest_compaction = item
