@@ -17,7 +17,7 @@ from typing import Final, Generic, TypeVar
 from .._core import differing
 from ..transcript.model import Message
 
-__all__ = ("Aligned", "Aligner", "Alignment", "align")
+__all__ = ("Aligned", "Aligner", "Alignment", "align", "splice")
 
 V = TypeVar("V")
 
@@ -163,3 +163,12 @@ class Aligned(Generic[V]):
                 values[i] = v
         self.msgs, self.values, self.total = ms, values, total
         return values
+
+
+def splice(column: list[V], k: int, new: list[V], head: int) -> list[V]:
+    """``column`` (changed in place: a render takes over the previous one's list, no copy of
+    the window) less its first ``k`` values, between the first ``head`` values of ``new`` and
+    the rest of them."""
+    column[:k] = new[:head]
+    column += new[head:]
+    return column

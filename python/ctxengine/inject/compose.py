@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from functools import partial
 from itertools import islice
 from operator import attrgetter, ne
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
 from ..assemble.compact import SUMMARY_META
 from ..assemble.history import KIND, HistoryItem
 from ..compaction import summary_message
 from ..grain import ContextGrain
 from ..transcript.model import Message, Text, Transcript, compaction_of
+from .align import splice
 from .warm import trusted_transcript
 
 if TYPE_CHECKING:
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
     from .memo import RenderMemo
 
 __all__ = ("compose", "history_grains", "is_summary_grain")
-
-T = TypeVar("T")
 
 SEPARATOR: Final = "\n\n"
 _SKIP_KEYS: Final = frozenset(
@@ -199,9 +198,9 @@ def _history(state: SessionState, plan: Any) -> list[Message]:
         # either end in place (no copy of the window): the previous history is forgotten
         # first, so that a failure below leaves none half changed for the next render
         memo.composed = None
-        items = _spliced(prev.items, k, new_items, head)
-        messages = _spliced(prev.messages, k, make, head)
-        grains = _spliced(prev.grains, k, new_grains, head)
+        items = splice(prev.items, k, new_items, head)
+        messages = splice(prev.messages, k, make, head)
+        grains = splice(prev.grains, k, new_grains, head)
         # kept nodes whose text a sync changed (a prune) or the plan replaced (a soft trim):
         # composed again. Only those are looked up: each item looked at again is a cache miss
         # on every render, most of a warm render's compose.
@@ -218,14 +217,6 @@ def _history(state: SessionState, plan: Any) -> list[Message]:
     retexted.clear()
     memo.composed = Composed(order, items, replacements, messages, grains, plan, holes, bool(rep))
     return messages
-
-
-def _spliced(column: list[T], k: int, new: list[T], head: int) -> list[T]:
-    """``column`` (changed in place) less its first ``k`` values, between the first ``head``
-    values of ``new`` and the rest of them."""
-    column[:k] = new[:head]
-    column += new[head:]
-    return column
 
 
 def _positions(order: list[str], nodes: set[str], start: int, end: int) -> list[int]:

@@ -41,7 +41,7 @@ from .adapters.anthropic import cache_marker, marked, message_blocks
 from .adapters.gemini import in_call_order, message_parts
 from .adapters.openai import message_dicts
 from .adapters.responses import instructions_of, message_items
-from .align import Aligner, Alignment
+from .align import Aligner, Alignment, splice
 from .cache import Breakpoint, candidates_at, choose
 from .ids import fits
 
@@ -148,10 +148,8 @@ class Record:
             counted = self._count_pieces(model, [self.pieces[i] for i in new])
             # the parent's history from ``first`` on is kept, to its end: its list is taken
             # over (the parent is let go below), its dropped head cut in place
-            per = pc[1]
-            hist = pc[2] - sum(islice(per, first)) + sum(counted)
-            per[:first] = counted[:head]
-            per += counted[head:]
+            hist = pc[2] - sum(islice(pc[1], first)) + sum(counted)
+            per = splice(pc[1], first, counted, head)
             if self.replaced:
                 again = self._count_pieces(model, [self.pieces[h] for h in self.replaced])
                 for h, c in zip(self.replaced, again, strict=True):
@@ -402,9 +400,7 @@ class Warm:
             if boot is not None:
                 lead_pieces = [*lead_pieces, pieces(provider, boot, None, names)]
         dropped = sum(map(len, islice(prev.pieces, first)))
-        hist_pieces = prev.pieces  # taken over: its dropped head cut, the new ones added
-        hist_pieces[:first] = new_pieces[:head]
-        hist_pieces += new_pieces[head:]
+        hist_pieces = splice(prev.pieces, first, new_pieces, head)  # taken over
         hist = msgs[lead:]
         for h in replaced:
             m = hist[h]
