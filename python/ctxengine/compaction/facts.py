@@ -951,7 +951,10 @@ def carried_fixes(
     if not wanted or not succeeded:
         return {}
     names = {name for name, _ in wanted}
-    writers = {call for name, call in wanted if name in _WRITE_TOOLS or name in _EDITOR_TOOLS}
+    writers: dict[str, list[str]] = {}  # a file → the file tools whose write of it failed
+    for name, call in wanted:
+        if name in _WRITE_TOOLS or name in _EDITOR_TOOLS:
+            writers.setdefault(call, []).append(name)
     found: dict[tuple[str, str], str] = {}
     for made in succeeded:  # oldest first: the newest fix stays
         name = made.name.lower()
@@ -961,12 +964,8 @@ def carried_fixes(
                 found[key] = made.id
         if writers and _writes(made):
             for path in _identity(made)[1]:
-                if path in writers:
-                    for tool in names:
-                        if (tool, path) in wanted and (
-                            tool in _WRITE_TOOLS or tool in _EDITOR_TOOLS
-                        ):
-                            found[(tool, path)] = made.id
+                for tool in writers.get(path, ()):
+                    found[(tool, path)] = made.id
     return {(n, c): found[(n.lower(), c)] for n, c in failed if (n.lower(), c) in found}
 
 

@@ -444,15 +444,13 @@ def _carried_failures(items: list[str], succeeded: list[ToolCall]) -> _Carried:
             if cid:
                 out.ids.add(cid.group(1))
     fixes = carried_fixes([key for _, key, _ in newly], succeeded)
-    fixed = []
     for item, key, head in newly:
         fix = fixes.get(key)
         if fix is None:
             out.unfixed.append("- " + item)
-        else:
+        else:  # after every line the earlier summaries marked (all appended above)
             at = head.end("head")
-            fixed.append(f"- {item[:at]}{FIXED_BY}{fix}{item[at:]}")
-    out.fixed += fixed
+            out.fixed.append(f"- {item[:at]}{FIXED_BY}{fix}{item[at:]}")
     return out
 
 
