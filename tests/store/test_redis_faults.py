@@ -185,6 +185,14 @@ async def _chat(s: Session, first: int, last: int) -> RenderedContext:
     return await s.render()
 
 
+async def _noted_chat(s: Session, turns: int) -> RenderedContext:
+    """A standing note of the session, ``turns`` turns and a render, then a checkpoint."""
+    s.add(ContextGrain("note.plan", content="Ship the build fix first.", lifespan="session"))
+    out = await _chat(s, 0, turns)
+    await s.checkpoint()
+    return out
+
+
 def _store_faults(out: RenderedContext) -> list[str]:
     return [f["message"] for f in out.report.faults if f["plugin"] == "store"]
 
@@ -275,9 +283,7 @@ async def _play(s: Session, engine: ContextEngine, at: Callable[[str], None]) ->
     its server: ``"between"`` renders, ``"snapshot"`` before a render whose snapshot (written
     in the writer thread) is to be cut, ``"append"`` before a message whose save is to be
     cut, ``"restart"`` after each of those."""
-    s.add(ContextGrain("note.plan", content="Ship the build fix first.", lifespan="session"))
-    await _chat(s, 0, 40)
-    await s.checkpoint()
+    await _noted_chat(s, 40)
     assert (await s.compact()).ok
     await _chat(s, 40, 42)
     await s.checkpoint()
@@ -355,9 +361,7 @@ async def test_a_server_restarted_empty_is_reported_as_such_and_rebase_stores_it
     engine = engine_on(server.url)
     sid = f"s{uuid.uuid4().hex[:8]}"
     async with engine.session(sid) as s:
-        s.add(ContextGrain("note.plan", content="Ship the build fix first.", lifespan="session"))
-        await _chat(s, 0, 50)
-        await s.checkpoint()
+        await _noted_chat(s, 50)
         server.kill()
         server.start()  # empty
         with pytest.warns(RuntimeWarning, match="no longer holds session"):
@@ -510,9 +514,7 @@ async def test_a_server_out_of_memory_still_serves_the_sessions_it_holds(
     server = redis_server("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
     sid = f"s{uuid.uuid4().hex[:8]}"
     async with engine_on(server.url).session(sid) as s:
-        s.add(ContextGrain("note.plan", content="Ship the build fix first.", lifespan="session"))
-        first = await _chat(s, 0, 10)
-        await s.checkpoint()
+        first = await _noted_chat(s, 10)
     _fill(server.client())
     with pytest.warns(RuntimeWarning, match="maxmemory"):
         async with engine_on(server.url).session(sid) as s:
@@ -552,9 +554,7 @@ async def test_a_key_an_eviction_took_is_noticed_never_restored_over_silently(
     client = server.client()
     sid = f"s{uuid.uuid4().hex[:8]}"
     async with engine_on(server.url).session(sid) as s:
-        s.add(ContextGrain("note.plan", content="Ship the build fix first.", lifespan="session"))
-        last = await _chat(s, 0, 10)
-        await s.checkpoint()
+        last = await _noted_chat(s, 10)
         latest = RedisStore(server.url).snapshots(sid)[-1]
         names = {"latest-content": f"obj:{latest.hash}"}
         gone = [f"ctxengine:{{{sid}}}:{names.get(n, n)}" for n in evicted.split("+")]
@@ -597,9 +597,7 @@ async def test_a_session_under_real_evictions_restores_the_same_or_says_what_it_
     client = server.client()
     sid = f"s{uuid.uuid4().hex[:8]}"
     async with engine_on(server.url).session(sid) as s:
-        s.add(ContextGrain("note.plan", content="Ship the build fix first.", lifespan="session"))
-        last = await _chat(s, 0, 12)
-        await s.checkpoint()
+        last = await _noted_chat(s, 12)
     held = _session_keys(client, sid)
     rounds = 0
     for i in range(200_000):
