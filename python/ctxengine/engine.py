@@ -69,6 +69,7 @@ from .store.base import Entry, SnapshotInfo, Store, compact_json, conflict_error
 from .store.codec import message_to_json
 from .store.session_io import (
     MESSAGE,
+    REWRITE,
     Resumed,
     record_messages,
     record_rewrite,
@@ -574,10 +575,10 @@ class Session:
         #: Whether messages and snapshots go to the engine's store (False for a restore).
         self.persist = True
         self._unsaved: list[Message] = []
-        #: The messages of the last save that failed otherwise than refused (a timeout, a
-        #: dropped connection, a server that died): the store may have applied it before its
-        #: reply was lost, so the next refused save looks for them after :attr:`leaf_id`.
-        self._doubtful: list[Message] = []
+        #: The last append (a save or a truncation's rewrite) that failed otherwise than
+        #: refused (a timeout, a dropped connection, a server that died): the store may have
+        #: applied it before its reply was lost, so the next refused save looks for it.
+        self._doubtful: _Doubtful | None = None
         self._save_lock = CrossLoopLock()
         self._closing = False
         self._config: RenderConfig | None = None  # a smaller budget while run() recovers
@@ -872,8 +873,9 @@ class Session:
         A save that failed otherwise (a timeout, a dropped connection, a server that died)
         may have been applied before its reply was lost: the next save then finds the store's
         leaf moved, and looks for that save's messages after :attr:`leaf_id`; found, in order,
-        they are saved (once) and the save goes on after them. A store that holds no entry of
-        the session any more is refused with a message saying so.
+        they are saved (once) and the save goes on after them. So with the rewrite of a
+        truncation (:meth:`run`), found whole after the entry it branched from. A store that
+        holds no entry of the session any more is refused with a message saying so.
 
         Raises:
             StoreConflictError: another writer appended to this session id since
@@ -901,16 +903,17 @@ class Session:
                 lambda: record_messages(store, self.id, batch, expected_leaf=expected)
             )
         except StoreConflictError as exc:
-            if self._doubtful and await self._found_applied(store, expected):
+            if self._doubtful is not None and await self._found_applied(store):
                 return await self._save(store)  # the rest, after them
             exc.unsaved = tuple(batch)  # still queued as well: nothing of them is lost
             if exc.actual is None and expected is not None:
                 raise self._lost(exc, batch) from exc
             raise
         except StoreError:
-            self._doubtful = batch  # applied or not: the next refused save finds out
+            # applied or not: the next refused save finds out
+            self._doubtful = _Doubtful(expected, None, batch, len(batch))
             raise
-        self._doubtful = []
+        self._doubtful = None
         del self._unsaved[: len(batch)]
         if entries:
             # A store without an atomic append_if is checked before the append, not with it:
@@ -919,21 +922,31 @@ class Session:
                 self._conflict(entries[0].parent_id)
             self.leaf_id = entries[-1].id
 
-    async def _found_applied(self, store: Store, expected: str | None) -> bool:
-        """Whether the save that failed last was applied all the same (its reply lost): the
-        store's branch goes on after ``expected`` with its messages, in order (a store writes
-        an append whole or not at all; another writer's entries may follow them). They are
-        then taken as saved, the session's leaf moving to the last of them."""
-        doubtful, self._doubtful = self._doubtful, []
+    async def _found_applied(self, store: Store) -> bool:
+        """Whether the append that failed last (:attr:`_doubtful`) was applied all the same
+        (its reply lost): the store's branch goes on after its parent with its entries, in
+        order (a store writes an append whole or not at all; another writer's entries may
+        follow them). Its queued messages are then taken as saved, and the session's leaf
+        moves to the last of its entries. A rewrite counts only when found whole: its
+        marker, then every message it wrote."""
+        doubtful, self._doubtful = self._doubtful, None
+        if doubtful is None:
+            return False
 
         def read() -> list[Entry]:
             branch = store.branch(self.id)
             ids = [e.id for e in branch]
-            if expected is not None and expected not in ids:
+            parent = doubtful.parent
+            if parent is not None and parent not in ids:
                 return []
-            after = branch[ids.index(expected) + 1 :] if expected is not None else branch
+            after = branch[ids.index(parent) + 1 :] if parent is not None else branch
             found: list[Entry] = []
-            for entry, message in zip(after, doubtful, strict=False):
+            if doubtful.marker is not None:
+                if not after or after[0].kind != REWRITE or after[0].data != doubtful.marker:
+                    return []
+                found.append(after[0])
+            rest = after[len(found) :]
+            for entry, message in zip(rest, doubtful.messages, strict=False):
                 if entry.kind != MESSAGE or entry.data.get("message") != _as_stored(message):
                     break
                 found.append(entry)
@@ -944,15 +957,21 @@ class Session:
         except StoreError:
             self._doubtful = doubtful  # still to be found out, at the next refusal
             raise
-        held = self._unsaved[: len(found)]  # still queued as they were (no rewrite since)
-        if not found or not all(a is b for a, b in zip(held, doubtful, strict=False)):
+        written = len(found) - (doubtful.marker is not None)
+        if written <= 0 or (doubtful.marker is not None and written < len(doubtful.messages)):
             return False
-        del self._unsaved[: len(found)]
+        # the queued ones are its last messages, still queued as they were (no rewrite since)
+        taken = doubtful.messages[len(doubtful.messages) - doubtful.queued : written]
+        held = self._unsaved[: len(taken)]
+        if len(held) != len(taken) or not all(a is b for a, b in zip(held, taken, strict=True)):
+            return False
+        del self._unsaved[: len(taken)]
         self.leaf_id = found[-1].id
         _log.info(
-            "ctxengine store: session %r: the save that failed before was applied (its reply "
-            "was lost): %d messages, up to entry %r",
+            "ctxengine store: session %r: the %s that failed before was applied (its reply "
+            "was lost): %d entries, up to entry %r",
             self.id,
+            "save" if doubtful.marker is None else "rewrite",
             len(found),
             self.leaf_id,
         )
@@ -1026,9 +1045,13 @@ class Session:
             # The store lost the session (deleted, flushed, a server restarted empty): what it
             # held is only here now. Re-reading it would give nothing and drop all of it.
             self._unsaved = list(self._state.messages)
-            self._doubtful = []
+            self._doubtful = None
             self.leaf_id = None
             self._last_snapshot = None
+        elif stored_leaf != self.leaf_id and self._doubtful is not None:
+            # the append that failed last may be what moved the leaf (its reply lost):
+            # re-reading the branch with it and appending its messages again stores them twice
+            await self._found_applied(store)
         count = len(self._unsaved)
         if stored_leaf != self.leaf_id:
             loaded = await self.engine.load(self.id)
@@ -1339,16 +1362,31 @@ class Session:
         unsaved = len(self._unsaved)
         details = {"max_chars": limit, "messages": cut}
         expected = self.leaf_id
-        try:
-            entries = await anyio.to_thread.run_sync(
-                lambda: _record_truncation(
-                    store, self.id, old.messages, messages, first, unsaved, expected, details
-                )
+        planned: list[_Doubtful] = []
+
+        def write() -> list[Entry]:
+            parent, kept = _truncation_start(store, self.id, old.messages, first, unsaved, expected)
+            marker = json.loads(compact_json({"reason": TRUNCATION, **details}))
+            planned.append(_Doubtful(parent, marker, messages[kept:], unsaved))
+            return record_rewrite(
+                store,
+                self.id,
+                messages[kept:],
+                parent_id=parent,
+                reason=TRUNCATION,
+                details=details,
+                expected_leaf=expected,
             )
+
+        try:
+            entries = await anyio.to_thread.run_sync(write)
         except StoreError as exc:
             # The unsaved messages go later as the session now holds them (cut).
             if unsaved:
                 self._unsaved[:unsaved] = messages[len(messages) - unsaved :]
+            if planned and not isinstance(exc, StoreConflictError):
+                # applied or not (its reply lost): the next refused save finds out
+                self._doubtful = planned[0]
             self._store_fault("rewrite", exc)
         else:
             del self._unsaved[:unsaved]  # the rewrite holds them
@@ -1444,24 +1482,29 @@ def fewer_images(sent: int, info: ProviderErrorInfo) -> int | None:
     return max(0, min(n, sent - 1))
 
 
-def _record_truncation(
+#: The ``reason`` of the rewrite marker of a truncation.
+TRUNCATION: Final = "truncate_tool_results"
+
+
+def _truncation_start(
     store: Store,
     session_id: str,
     before: Sequence[Message],
-    after: Sequence[Message],
     first: int,
     unsaved: int,
     expected: str | None,
-    details: dict[str, Any],
-) -> list[Entry]:
-    """Persist a truncation as a ``rewrite`` branch, so a reopened session holds ``after``.
+) -> tuple[str | None, int]:
+    """Where a truncation's ``rewrite`` branch starts, so a reopened session holds the
+    messages as they are now: the entry it goes on after (None: from the start) and how many
+    messages that keeps as stored.
 
     The branch starts after the longest run of stored messages equal to ``before`` (the
     messages as they were) that ends before ``first``, the first message cut; everything after
     it, the ``unsaved`` last messages included, is written again as it is now. So a stored
     branch that holds a message the session does not (one left out on resume as malformed)
-    or lacks ones it holds (unsaved) is rewritten from where they part. A compare-and-append on
-    ``expected``, the session's leaf: another writer's entries are never dropped off the branch.
+    or lacks ones it holds (unsaved) is rewritten from where they part. The rewrite is a
+    compare-and-append on ``expected``, the session's leaf: another writer's entries are never
+    dropped off the branch.
 
     Raises:
         StoreConflictError: the store's leaf is not ``expected``; nothing was written.
@@ -1476,15 +1519,21 @@ def _record_truncation(
     kept = 0
     while kept < end and stored[kept].data.get("message") == _as_stored(before[kept]):
         kept += 1
-    return record_rewrite(
-        store,
-        session_id,
-        after[kept:],
-        parent_id=stored[kept - 1].id if kept else None,
-        reason="truncate_tool_results",
-        details=details,
-        expected_leaf=expected,
-    )
+    return (stored[kept - 1].id if kept else None), kept
+
+
+@dataclasses.dataclass
+class _Doubtful:
+    """An append that failed otherwise than refused: the store may hold it all the same."""
+
+    #: The entry it went on after (None: the start of the session).
+    parent: str | None
+    #: A rewrite's marker data as stored (None for a save of queued messages).
+    marker: dict[str, Any] | None
+    #: The messages it wrote, in order.
+    messages: list[Message]
+    #: How many of them, the last ones, were queued unsaved when it failed.
+    queued: int
 
 
 def _as_stored(message: Message) -> Any:

@@ -31,6 +31,7 @@ from ctxengine import Budget, ContextEngine, ContextGrain, RenderedContext, Sess
 from ctxengine.errors import ConfigError, ConfigTypeError, StoreError
 from ctxengine.store import RedisStore
 from ctxengine.store.codec import message_from_json
+from ctxengine.transcript import Message, ToolCall
 
 from .conftest import RedisServer
 
@@ -119,11 +120,16 @@ class Relay:
                 client.shutdown(socket.SHUT_RDWR)
 
         threading.Thread(target=back, daemon=True).start()
+        seen = b""  # a transaction's requests up to its EXEC (redis-py sends a value over
+        # 6,000 bytes as a buffer of its own, so one transaction may take several reads)
         try:
             while data := client.recv(65536):
-                action = self._take(data)
+                seen += data
+                action = self._take(seen)
                 if action is None:
                     server.sendall(data)
+                    if b"\r\nMULTI\r\n" not in seen or b"\r\nEXEC\r\n" in seen:
+                        seen = b""
                     continue
                 if b"\r\nEXEC\r\n" in data:
                     swallow.set()
@@ -172,7 +178,8 @@ def _texts(url: str, session_id: str) -> list[str]:
     """The texts of the stored branch's messages, read by another store (a fresh process)."""
     store = RedisStore(url)
     try:
-        return [message_from_json(e.data["message"]).text for e in store.branch(session_id)]
+        branch = store.branch(session_id)
+        return [message_from_json(e.data["message"]).text for e in branch if e.kind == "message"]
     finally:
         store.close()
 
@@ -274,6 +281,35 @@ async def test_an_append_applied_before_the_server_died_is_found_not_refused_nor
         said = _store_faults(out)  # the failure of the outage, no refusal after it
         assert len(said) == 1 and said[0].startswith("cannot append"), said
         assert s.unsaved == 0
+        await s.checkpoint()
+    await _assert_stored_once(engine_on, server.url, sid, s, out.payload)
+
+
+async def test_a_rewrite_applied_before_the_server_died_is_found_not_refused_nor_doubled(
+    redis_server: Callable[..., RedisServer],
+    relay: Callable[[RedisServer], Relay],
+    engine_on: Callable[..., ContextEngine],
+) -> None:
+    """The same for the rewrite of a truncation (``Session.run``'s overflow recovery), which
+    also holds a queued request: applied, its reply lost. The session kept its leaf before
+    the rewrite, so every save after the restart was refused as another writer's. The next
+    save now finds the rewrite whole after its parent and goes on after it."""
+    server, cut, engine = _cut_server(redis_server, relay, engine_on)
+    sid = f"s{uuid.uuid4().hex[:8]}"
+    async with engine.session(sid) as s:
+        await _chat(s, 0, 3)
+        await s.assistant_message("reading the log", [ToolCall("big", "read", {"path": "big.log"})])
+        await s.tool_result("big", "line\n" * 9000, name="read")
+        await s.checkpoint()
+        s.extend([Message.user("the request the rewrite holds")])
+        cut.arm(b"RPUSH", b"EXEC", then=server.kill)
+        with pytest.warns(RuntimeWarning, match="rewrite"):
+            assert await s._truncate_results(BUDGET, [])
+        assert cut.fired.wait(10) and s.unsaved == 1
+        server.start()  # from its append-only file: the rewrite is there
+        out = await _chat(s, 3, 5)
+        assert [f["hook"] for f in out.report.faults if f["plugin"] == "store"] == ["rewrite"]
+        assert s.unsaved == 0 and len(s.messages[-5].text) < 9000 * 5
         await s.checkpoint()
     await _assert_stored_once(engine_on, server.url, sid, s, out.payload)
 

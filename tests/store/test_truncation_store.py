@@ -256,3 +256,56 @@ async def test_a_truncation_cut_short_on_disk_reopens_on_the_branch_before_it(
     again = await _engine(FileStore(tmp_path)).load("k")
     assert again is not None
     assert _json(again.messages) == _json([*before, Message.user("one more")])
+
+
+class LostReply(Flaky):
+    """A FileStore whose next append, once ``armed``, is written and then fails as a dropped
+    connection does when the server applied the write before its reply was lost."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.armed = False
+
+    def append_if(self, *args: Any, **kwargs: Any) -> Any:
+        written = self.inner.append_if(*args, **kwargs)
+        if self.armed:
+            self.armed = False
+            raise StoreError("cannot append: connection lost while reading the reply")
+        return written
+
+
+@pytest.mark.parametrize("then", ["save", "rebase"])
+async def test_a_rewrite_applied_before_its_reply_was_lost_is_found_not_refused(
+    tmp_path: Path, then: str
+) -> None:
+    """The store writes the truncation's rewrite and the reply never comes back: the session
+    kept the leaf before it, so every later save was refused as another writer's (the
+    session never saved again), and ``rebase()`` stored the queued request a second time.
+    The next save, or a rebase, now finds the rewrite whole after its parent and goes on from
+    its last entry."""
+    store = LostReply(tmp_path)
+    engine = _engine(store)
+    async with engine.session("r") as s:
+        await _fill(s)
+        s.extend([Message.user("FINAL REQUEST: sum up file_4.py")])  # queued: the rewrite holds it
+        store.armed = True
+        with pytest.warns(RuntimeWarning, match="connection lost"):
+            assert await s._truncate_results(BUDGET, [])
+        assert s.unsaved == 1 and not store.armed  # written, its reply lost
+        if then == "rebase":
+            await s.rebase()
+        else:
+            await s.user_message("after the outage")
+        assert s.unsaved == 0
+        live = list(s.messages)
+        assert _longest_result(live) < len(BIG)
+        assert [m.text for m in live].count("FINAL REQUEST: sum up file_4.py") == 1
+        out = await s.render()
+        said = [f["hook"] for f in out.report.faults if f["plugin"] == "store"]
+        assert said == ["rewrite"], out.report.faults  # the lost reply, no refusal after it
+    engine.close()
+    reopened = FileStore(tmp_path)
+    again = await _engine(reopened).load("r")
+    assert again is not None and _json(again.messages) == _json(live)
+    assert again.leaf_id == s.leaf_id
+    assert [e.kind for e in reopened.branch("r")].count("rewrite") == 1
