@@ -4,7 +4,8 @@ definitions give (the definitions below are the code as it was before the fast p
 - the history builder's items (every field, the grain included, and the builder's bookkeeping);
 - ``repair_text``'s clean check (the message itself when clean, the same repair otherwise);
 - the OpenAI Chat dicts of a message, the strings and overhead counted for a dict;
-- ``exported_blocks`` and ``family_of`` for every provider;
+- ``exported_blocks`` and ``family_of`` for every provider, and what hygiene and the image
+  limit read of them (``sends_any``, ``image_count``, the id check ``fits``);
 - ``to_messages`` on neutral lists, ``sync_history``'s texts, ``SessionState.extend``.
 
 On every message of the shared sessions and on hand-made edge cases (images, thinking,
@@ -36,6 +37,7 @@ from ctxengine.assemble.history import (
 )
 from ctxengine.assemble.sync import _texts, item_text
 from ctxengine.inject.adapters.openai import message_dicts
+from ctxengine.inject.ids import fits
 from ctxengine.state import _clean, _clean_blocks, repair_text
 from ctxengine.tokens import IMAGE_TOKENS, message_strings
 from ctxengine.transcript import Message, ToolCall, load_all
@@ -47,7 +49,10 @@ from ctxengine.transcript.providers import (
     exportable,
     exported_blocks,
     family_of,
+    image_count,
     image_placeholder,
+    image_slots,
+    sends_any,
     thinking_first,
 )
 
@@ -446,6 +451,30 @@ def test_exported_blocks_and_family_equal_the_reference(
                     want = thinking_first(want)  # thinking first, never last
                 got = exported_blocks(m, provider, family)
                 assert len(got) == len(want) and all(a is b for a, b in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize(("name", "msgs", "fmt"), SESSIONS, ids=_ids())
+def test_sends_any_and_image_count_equal_the_definitions(
+    name: str, msgs: tuple[Message, ...], fmt: str | None
+) -> None:
+    t = Transcript(msgs, source_format=fmt)
+    blank = Message("assistant", (Text(" "), Thinking("r", "sig")))
+    for m in (*msgs, blank):
+        for provider in PROVIDERS:
+            assert sends_any(m, provider, t) is bool(exported_blocks(m, provider, family_of(m, t)))
+            assert image_count(m, provider) == len(image_slots(m, provider))
+    assert sends_any(blank, "openai") and not sends_any(blank, "anthropic")  # thinking alone
+
+
+def test_id_fit_equals_the_pattern() -> None:
+    pattern = re.compile(r"[A-Za-z0-9]+")
+    ids = ["", "a", "call_1", "toolu_01ABC", "x" * 40, "x" * 41, "abc123def", "ab-12", "١٢٣", "é1"]
+    ids += [c.id for _, msgs, _ in SESSIONS for m in msgs for c in m.tool_calls]
+    for cid in ids:
+        for mode in ("strict", "strict9"):
+            want = cid.isascii() and pattern.fullmatch(cid) is not None
+            want = want and (len(cid) == 9 if mode == "strict9" else len(cid) <= 40)
+            assert fits(cid, mode) is want, (cid, mode)
 
 
 def test_to_messages_returns_neutral_lists_as_they_are_and_still_checks_others() -> None:

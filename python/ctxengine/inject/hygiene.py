@@ -42,10 +42,10 @@ from ..transcript.providers import (
     STRICT_ALTERNATION,
     check_provider,
     exportable,
-    exported_blocks,
     family_of,
     id_ok,
     id_rule,
+    sends_any,
     strip_trailing_space,
 )
 from .ids import IdRewriter, fits
@@ -126,7 +126,7 @@ def merge_turns(a: Message, b: Message, provider: str, t: Transcript) -> Message
 def _nonempty(t: Transcript, provider: str, memo: RenderMemo | None) -> list[bool]:
     """Whether ``provider`` receives anything of each message of ``t`` (``memo`` reused)."""
     if memo is None:
-        return [bool(exported_blocks(m, provider, family_of(m, t))) for m in t.messages]
+        return [sends_any(m, provider, t) for m in t.messages]
     return memo.nonempty(t, provider)
 
 
@@ -308,7 +308,7 @@ def validate(t: Transcript, provider: str) -> list[Problem]:
     _check_ids(t, provider, problems)
     check_pairing(t, problems)
     for i, m in enumerate(t.messages):
-        if not exported_blocks(m, provider, family_of(m, t)):
+        if not sends_any(m, provider, t):
             why = f"{m.role} message has nothing {provider} accepts"
             problems.append(Problem("empty_message", i, why))
     if provider in STRICT_ALTERNATION:

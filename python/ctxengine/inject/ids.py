@@ -16,13 +16,12 @@ from ..transcript.model import Block, Message, ToolCall, ToolResult, Transcript
 __all__ = ("IdRewriter", "fits")
 
 _NON_ALNUM = re.compile(r"[^A-Za-z0-9]")
-_ALNUM = re.compile(r"[A-Za-z0-9]+")
 RULE = "sanitize_tool_ids"
 
 
 def fits(call_id: str, mode: str) -> bool:
     """True when ``call_id`` already satisfies ``mode`` (``strict`` or ``strict9``)."""
-    if not call_id.isascii() or not _ALNUM.fullmatch(call_id):
+    if not call_id.isascii() or not call_id.isalnum():  # ASCII letters and digits, one at least
         return False
     return len(call_id) == 9 if mode == "strict9" else len(call_id) <= 40
 

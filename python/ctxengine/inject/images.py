@@ -32,7 +32,7 @@ from ..errors import AdapterError
 from ..imagesize import image_size
 from ..transcript.changes import Change
 from ..transcript.model import Image, Message, ToolResult, Transcript
-from ..transcript.providers import IMAGE_LIMITS, image_placeholder, image_slots
+from ..transcript.providers import IMAGE_LIMITS, image_count, image_placeholder, image_slots
 from .warm import trusted_transcript
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def image_limit(provider: str, max_images: int | None) -> int:
 def count_images(t: Transcript, provider: str) -> int:
     """The image parts ``provider``'s payload of ``t`` carries (as rendered, without hygiene,
     which only removes)."""
-    return sum(len(image_slots(m, provider)) for m in t.messages)
+    return sum(image_count(m, provider) for m in t.messages)
 
 
 def limit_images(
@@ -128,7 +128,7 @@ def limit_images(
     messages = t.messages
 
     def count(m: Message) -> int:
-        return len(image_slots(m, provider))
+        return image_count(m, provider)
 
     if memo is None:
         counts = list(map(count, messages))

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from ..transcript.changes import Change
 from ..transcript.model import Message, Text, Transcript
-from ..transcript.providers import exported_blocks, family_of
+from ..transcript.providers import sends_any
 from .align import Aligned, Aligner
 from .warm import Warm
 
@@ -124,7 +124,7 @@ class RenderMemo:
         a render that sends every message finds it out without a look at each)."""
 
         def make(m: Message) -> bool:
-            return bool(exported_blocks(m, provider, family_of(m, t)))
+            return sends_any(m, provider, t)
 
         key = ("nonempty", provider, t.source_format)
         table = self.table(*key)

@@ -57,21 +57,24 @@ class Pairing:
         self.changes.append(Change("repair_pairing", action, index, detail, call_id))
 
     def run(self) -> list[Message]:
+        src, out = self.src, self.out
+        n = len(src)
         i = 0
-        while i < len(self.src):
-            m = self.src[i]
-            if m.role == "tool":  # not right after an assistant turn with calls
+        while i < n:
+            m = src[i]
+            role = m.role
+            if role == "tool":  # not right after an assistant turn with calls
                 for r in m.tool_results:
                     self.note("dropped_orphan", i, _ORPHAN, r.call_id)
-            elif m.role == "assistant" and m.tool_calls and m.failed:
+            elif role != "assistant" or not m.tool_calls:
+                out.append(m)
+            elif m.failed:
                 self.strip_failed(i, m)
-            elif m.role == "assistant" and m.tool_calls:
+            else:
                 i = self.span(i, m)
                 continue
-            else:
-                self.out.append(m)
             i += 1
-        return self.out
+        return out
 
     def strip_failed(self, i: int, m: Message) -> None:
         self.changes.extend(dropped_calls(i, m))
@@ -111,16 +114,27 @@ class Pairing:
         tool message comes before the next assistant. Then return the index of that assistant
         (or the end); else 0."""
         src = self.src
+        end = len(src)
         n = i + 1
-        if n >= len(src) or src[n].role != "tool":
+        if n >= end or src[n].role != "tool":
             return 0
-        ids = [c.id for c in m.tool_calls]
-        if [r.call_id for r in src[n].tool_results] != ids or len(set(ids)) != len(ids):
-            return 0
+        calls, results = m.tool_calls, src[n].tool_results
+        if len(calls) == 1:  # the common case: one call, one result with its id
+            if len(results) != 1 or results[0].call_id != calls[0].id:
+                return 0
+        else:
+            ids = [c.id for c in calls]
+            if [r.call_id for r in results] != ids or len(set(ids)) != len(ids):
+                return 0
         j = n + 1
-        while j < len(src) and src[j].role not in ("assistant", "tool"):
+        while j < end:
+            role = src[j].role
+            if role == "assistant":
+                return j
+            if role == "tool":
+                return 0
             j += 1
-        return j if j == len(src) or src[j].role == "assistant" else 0
+        return j
 
     def visit(self, i: int, j: int, mj: Message, span: _Span) -> None:
         if mj.role != "tool":

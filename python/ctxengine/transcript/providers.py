@@ -35,7 +35,9 @@ __all__ = (
     "exportable",
     "family_of",
     "id_ok",
+    "image_count",
     "image_slots",
+    "sends_any",
     "strip_trailing_space",
 )
 
@@ -216,6 +218,23 @@ def exported_blocks(message: Message, provider: str, family: str | None) -> list
     return out
 
 
+def sends_any(message: Message, provider: str, transcript: Transcript | None = None) -> bool:
+    """``bool(exported_blocks(message, provider, family_of(message, transcript)))``, found at
+    the first block that every export keeps whatever else the message holds (a text, unless
+    blank for a strict provider; a tool call, a result, an image): neither the Responses cut
+    of trailing thinking nor Anthropic's :func:`thinking_first` removes it. Only a message
+    with none of them is exported to find out."""
+    strict = provider in STRICT_ALTERNATION
+    for b in message.blocks:
+        kind = type(b)
+        if kind is Text:
+            if not strict or b.text.strip():  # type: ignore[union-attr]
+                return True
+        elif kind in _ALWAYS_SENT:
+            return True
+    return bool(exported_blocks(message, provider, family_of(message, transcript)))
+
+
 def thinking_first(blocks: list[Block]) -> list[Block]:
     """``blocks`` of an assistant message as Anthropic takes them: when it holds thinking, its
     first blocks must be thinking ("the first block must be thinking or redacted_thinking"),
@@ -293,6 +312,23 @@ def image_slots(message: Message, provider: str) -> list[tuple[int, int]]:
                 if isinstance(c, Image) and _image_part(c, provider):
                     out.append((i, k))
     return out
+
+
+def image_count(message: Message, provider: str) -> int:
+    """``len(image_slots(message, provider))``, told by the role alone where it can be (a
+    system message holds text only; an assistant turn but Gemini's, and an OpenAI Chat tool
+    message, take no image part) and for a message of one text."""
+    role = message.role
+    if (
+        role == "system"
+        or (role == "assistant" and provider != "gemini")
+        or (role == "tool" and provider == "openai")
+    ):
+        return 0
+    blocks = message.blocks
+    if len(blocks) == 1 and type(blocks[0]) is Text:
+        return 0
+    return len(image_slots(message, provider))
 
 
 def image_placeholder(image: Image) -> Text:
