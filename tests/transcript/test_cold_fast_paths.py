@@ -32,10 +32,12 @@ from ctxengine.assemble.history import (
     ROLE,
     HistoryBuilder,
     HistoryItem,
+    item_grains,
     tool_result_node_id,
     transcript_grain,
 )
 from ctxengine.assemble.sync import _texts, item_text
+from ctxengine.grain import ContextGrain
 from ctxengine.inject.adapters.openai import message_dicts
 from ctxengine.inject.ids import fits
 from ctxengine.state import _clean, _clean_blocks, repair_text
@@ -475,6 +477,21 @@ def test_id_fit_equals_the_pattern() -> None:
             want = cid.isascii() and pattern.fullmatch(cid) is not None
             want = want and (len(cid) == 9 if mode == "strict9" else len(cid) <= 40)
             assert fits(cid, mode) is want, (cid, mode)
+
+
+@pytest.mark.parametrize(("name", "msgs", "fmt"), SESSIONS, ids=_ids())
+def test_item_grains_equal_each_items_grain(
+    name: str, msgs: tuple[Message, ...], fmt: str | None
+) -> None:
+    fast, ref = HistoryBuilder(), HistoryBuilder()
+    a = [x for i, m in enumerate(msgs) for x in fast.items(i, repair_text(m))]
+    b = [x for i, m in enumerate(msgs) for x in ref.items(i, repair_text(m))]
+    made = a[0].grain if a else None  # one made before: given back as it is
+    got = item_grains([*a, None])
+    assert got[-1] is None and (made is None or got[0] is made)
+    for x, y, g in zip(a, b, got, strict=False):
+        assert g is x.grain and g == y.grain and g.meta == y.grain.meta
+        assert type(g) is ContextGrain and repr(g) == repr(y.grain)
 
 
 def test_to_messages_returns_neutral_lists_as_they_are_and_still_checks_others() -> None:

@@ -40,6 +40,7 @@ __all__ = (
     "HistoryBuilder",
     "HistoryItem",
     "call_texts",
+    "item_grains",
     "tool_result_node_id",
     "transcript_grain",
 )
@@ -209,6 +210,36 @@ class HistoryItem:
         self.made_grain = grain
 
 
+def item_grains(items: Sequence[HistoryItem | None]) -> list[ContextGrain | None]:
+    """``[i.grain if i is not None else None for i in items]``, the grains not made yet made
+    in the loop (:attr:`HistoryItem.grain` written out: a cold render makes the grain of every
+    item it keeps here)."""
+    out: list[ContextGrain | None] = []
+    append = out.append
+    new = object.__new__
+    for item in items:
+        if item is None:
+            append(None)
+            continue
+        grain = item.made_grain
+        if grain is None:
+            kind, text = item.kind, item.grain_text
+            context = kind == _KIND_CONTEXT
+            meta: dict[str, Any] = {"message_index": item.index, "role": _ROLE_NAME[item.role]}
+            if kind == _KIND_TOOL_RESULT:
+                meta["tool"] = item.tool
+            if text.isascii():  # as :func:`transcript_grain` makes it
+                grain = new(ContextGrain)
+                grain.node_id, grain.origin, grain.content = item.node_id, "transcript", text
+                grain.priority, grain.lifespan = (0 if context else 100), "session"
+                grain.window, grain.protected, grain.meta = None, context, meta
+            else:
+                grain = transcript_grain(item.node_id, text, 0 if context else 100, context, meta)
+            item.made_grain = grain
+        append(grain)
+    return out
+
+
 def call_texts(calls: Sequence[ToolCall]) -> tuple[str, ...]:
     """What a message's tool calls add to its count: each name and its JSON arguments
     (:meth:`HistoryBuilder.message_item` writes the same out inline, in its one pass)."""
@@ -321,7 +352,7 @@ class HistoryBuilder:
             if structural:
                 flags |= _STRUCTURAL_FLAG
         media = 0
-        sizes: list[ImageSize] = []
+        sizes: list[ImageSize] | None = None  # made only for blocks of more kinds
         thinking: tuple[Thinking, ...] = ()
         n = len(blocks)
         first = type(blocks[0]) if n else None
@@ -331,6 +362,7 @@ class HistoryBuilder:
             # text then one call (what ``Message.assistant`` builds): the join of one string
             text = blocks[0].text  # type: ignore[union-attr]
         else:
+            sizes = []
             strings: list[str] = []
             signed: list[Thinking] = []
             images = 0
@@ -413,12 +445,14 @@ class HistoryBuilder:
         call_id = result.call_id
         name = result.name or self.tool_names.get(call_id, "tool")
         content = result.content
-        sizes: list[ImageSize] = []
+        sizes: tuple[ImageSize, ...] = ()
         if len(content) == 1 and type(content[0]) is Text:
             images, media, source = 0, 0, content[0].text
         else:
             images = sum(isinstance(b, Image) for b in content)
-            media = _media(content, sizes)
+            sized: list[ImageSize] = []
+            media = _media(content, sized)
+            sizes = tuple(sized)
             source = "\n".join(b.text for b in content if isinstance(b, Text))
         base = tool_result_node_id(call_id) or f"act.tool_result.m{index}"
         used = self.used_ids
@@ -435,7 +469,7 @@ class HistoryBuilder:
         limit = self.max_result_chars
         if limit is not None and len(source) > limit:
             text = truncate_tool_result(source, limit)
-        return HistoryItem(
+        return HistoryItem(  # every field by position (faster than by keyword)
             node_id,
             index,
             position,
@@ -450,8 +484,12 @@ class HistoryBuilder:
             text,
             source,
             len(source) if text is not source else 0,
-            tool=name,
-            images=tuple(sizes),
-            media=media,
-            placeholders=_placeholder_texts(content) if media else (),
+            None,
+            (),
+            None,
+            name,
+            None,
+            sizes,
+            media,
+            _placeholder_texts(content) if media else (),
         )

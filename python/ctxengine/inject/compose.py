@@ -11,7 +11,7 @@ from operator import attrgetter, ne
 from typing import TYPE_CHECKING, Any, Final
 
 from ..assemble.compact import SUMMARY_META
-from ..assemble.history import KIND, HistoryItem
+from ..assemble.history import KIND, HistoryItem, item_grains
 from ..compaction import summary_message
 from ..grain import ContextGrain
 from ..transcript.model import Message, Text, Transcript, compaction_of
@@ -116,6 +116,38 @@ def _message(
     return composed
 
 
+def _messages(
+    state: SessionState,
+    order: list[str],
+    items: list[HistoryItem | None],
+    replacements: list[str | None],
+) -> list[Message]:
+    """``[_message(state, *node) for node in zip(order, items, replacements)]``, the message
+    itself taken in the loop where :func:`_message` returns it (an item sent as the session
+    holds it: no redaction, replacement or provider compaction, its text its source's)."""
+    if state.redaction is not None:
+        return list(map(partial(_message, state), order, items, replacements))
+    held = state.messages
+    out: list[Message] = []
+    append = out.append
+    for node_id, item, text in zip(order, items, replacements, strict=True):
+        if (
+            item is not None
+            and text is None
+            and item.compaction is None
+            and item.text is item.source_text
+        ):
+            message = held[item.index]
+            if item.kind != _TOOL_RESULT or len(message.blocks) == 1:
+                append(message)
+                continue
+        append(_message(state, node_id, item, text))
+    return out
+
+
+_TOOL_RESULT: Final = KIND["tool_result"]
+
+
 @dataclasses.dataclass(slots=True)
 class Composed:
     """The history of the last composed transcript, and what each message was made from."""
@@ -179,8 +211,8 @@ def _history(state: SessionState, plan: Any) -> list[Message]:
     retexted = state.retexted
     if prev is None or kept is None:
         items = list(map(state.items.get, order))
-        messages = list(map(partial(_message, state), order, items, replacements))
-        grains = [i.grain if i is not None else None for i in items]
+        messages = _messages(state, order, items, replacements)
+        grains = item_grains(items)
         holes = sum(1 for i in items if i is None)
     else:
         head, k, end = kept
@@ -191,7 +223,7 @@ def _history(state: SessionState, plan: Any) -> list[Message]:
             _message(state, order[j], i, replacements[j])
             for j, i in zip(fresh, new_items, strict=True)
         ]
-        new_grains = [i.grain if i is not None else None for i in new_items]
+        new_grains = item_grains(new_items)
         holes = prev.holes - sum(1 for g in islice(prev.grains, k) if g is None)
         holes += sum(1 for g in new_grains if g is None)
         # the previous lists are taken over, their dropped head cut and the new nodes put at

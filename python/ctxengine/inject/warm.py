@@ -527,7 +527,8 @@ class Warm:
         elif cleaned is not t:
             return None  # pragma: no cover - clean returns its input when nothing changed
         hist = msgs[lead:]
-        names = {c.id: c.name for m in hist for c in m.tool_calls}
+        # the tool names of the history's calls: only a Gemini result is exported with one
+        names = {c.id: c.name for m in hist for c in m.tool_calls} if provider == "gemini" else {}
 
         def make(m: Message) -> Pieces:
             return pieces(provider, m, family_of(m, t), names)
