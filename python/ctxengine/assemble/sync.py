@@ -269,7 +269,7 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
             overhead = item.overhead + sum(extra[k : k + n])
         if item.media:
             overhead += media_overhead(item, provider, config.model)
-        waits = _unanswered(state, item) if item.flags & tool_call else []
+        waits = _unanswered(state, item) if item.flags & tool_call else None
         if waits:
             if not synthetic:
                 synthetic = config.tokenizer.count(SYNTHETIC_RESULT_TEXT) + MESSAGE_OVERHEAD
@@ -290,7 +290,7 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
     win = list(map(by_kind.__getitem__, kinds))
     context = KIND["context"]
     pri = [0 if kind == context else HISTORY_PRIORITY for kind in kinds]
-    seqs = [i.index * 1024 + max(i.result, 0) for i in items]
+    seqs = [i.index * 1024 + (i.result if i.result > 0 else 0) for i in items]  # result -1: 0
     count = len(items)
     upsert(
         state.asm,

@@ -69,7 +69,25 @@ def _media_part(b: Image) -> dict[str, Any]:
     return {"type": "text", "text": image_placeholder(b).text}
 
 
+def _call(c: ToolCall) -> dict[str, Any]:
+    """The Chat Completions ``tool_calls`` entry of one call."""
+    return {
+        "id": c.id,
+        "type": "function",
+        "function": {
+            "name": OPENAI_NAMES.get(c.name) or wire_name(c.name, "openai"),
+            "arguments": c.arguments_json,
+        },
+    }
+
+
 def _assistant_out(m: Message) -> dict[str, Any]:
+    blocks = m.blocks
+    if len(blocks) == 2 and type(blocks[0]) is Text and type(blocks[1]) is ToolCall:
+        # a text and one call (what ``Message.assistant`` builds): the loop below, unrolled
+        return {"role": "assistant", "content": blocks[0].text, "tool_calls": [_call(blocks[1])]}
+    if len(blocks) == 1 and type(blocks[0]) is Text:
+        return {"role": "assistant", "content": blocks[0].text}
     # One pass: text (media as placeholders) and tool calls, thinking left out.
     texts: list[Text] = []
     for b in m.blocks:
@@ -91,18 +109,7 @@ def _assistant_out(m: Message) -> dict[str, Any]:
     out: dict[str, Any] = {"role": "assistant", "content": content}
     calls = m.tool_calls
     if calls:
-        known = OPENAI_NAMES.get
-        out["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {
-                    "name": known(c.name) or wire_name(c.name, "openai"),
-                    "arguments": c.arguments_json,
-                },
-            }
-            for c in calls
-        ]
+        out["tool_calls"] = list(map(_call, calls))
     return out
 
 
