@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import _core
@@ -38,6 +39,7 @@ __all__ = (
 )
 
 _TOOL_CALL: Final[int] = _core.FLAG_HAS_TOOL_CALL
+_TEXT: Final = attrgetter("text")
 _KIND_MESSAGE: Final[int] = _core.KIND_MESSAGE
 
 CONTEXT_OVERHEAD = 2  # separator between grains in the system message
@@ -66,7 +68,7 @@ def _texts(state: SessionState, items: list[HistoryItem]) -> list[str]:
     overridden."""
     if state.pruned or state.overrides:
         return [item_text(state, i) for i in items]
-    return list(map(_own_text, items))
+    return [i.grain_text if i.made_grain is None else i.made_grain.text for i in items]
 
 
 def _changed_items(state: SessionState, scan: bool) -> tuple[list[HistoryItem], list[str]]:
@@ -311,6 +313,8 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
     state.pending.clear()
     state.dirty.clear()
     state.counted_for = provider
+    if all(map(is_, map(_TEXT, items), texts)):  # at C speed: no text changed (a cold render)
+        return
     retexted = state.retexted
     for item, text in zip(items, texts, strict=True):
         if item.text is not text:

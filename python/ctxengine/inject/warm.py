@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from gc import is_tracked
 from itertools import chain, islice
-from operator import is_not
+from operator import attrgetter, is_not
 from typing import Any, Final
 
 from .._core import fresh_items, fresh_tree
@@ -49,6 +49,7 @@ __all__ = ("BOOTSTRAP_TEXT", "Record", "Warm", "pieces", "trusted_transcript")
 
 #: The text of the user turn hygiene puts first when a history does not start with one.
 BOOTSTRAP_TEXT: Final = "(session bootstrap)"
+_ROLE: Final = attrgetter("role")
 _TURNS: Final = frozenset({"anthropic", "gemini"})
 _MESSAGE_OVERHEAD: Final = 4
 _REPLY_PRIMING: Final = 3
@@ -550,7 +551,7 @@ class Warm:
             cleaned=cleaned,
             report=report,
             calls={c.id for m in hist for c in m.tool_calls},
-            hist_system=any(m.role == "system" for m in hist),
+            hist_system="system" in map(_ROLE, hist),  # at C speed
             lead_pieces=[pieces(provider, m, family_of(m, t), names) for m in lead_msgs],
             pieces=hist_pieces,
             hoff=0,
