@@ -112,6 +112,7 @@ async def test_memo_holds_only_the_last_renders() -> None:
         assert memo.warm.reused > 0
         # per-message tables hold at most one render's window, not the session's 120 messages
         for table in memo._tables.values():
+            table.settle()  # the first render's values, if the table was not read since
             assert table.new == {}
             assert 0 < len(table.old) <= widest < 120
 
@@ -160,4 +161,31 @@ def test_a_first_render_gives_a_message_object_met_twice_one_value() -> None:
     fresh: _Table[list[str]] = _Table()
     distinct = [Message.user("a"), Message.assistant("b")]
     assert fresh.many(distinct, make) == [["a"], ["b"]]
+    fresh.settle()  # put in the table on its first lookup
     assert [id(m) for m, _ in fresh.new.values()] == [id(m) for m in distinct]
+
+
+def test_a_first_render_values_outlive_changes_to_its_lists_and_roll_as_entries() -> None:
+    """The values of a table's first use are put in it only when it is looked up again: as
+    they were made (the caller may change both lists after), and as entries of the render
+    that made them (kept through one more render, dropped after one that does not use them)."""
+    from ctxengine.inject.memo import _Table
+
+    made: list[Message] = []
+
+    def make(m: Message) -> list[str]:
+        made.append(m)
+        return [m.text]
+
+    a, b, c = Message.user("a"), Message.user("b"), Message.user("c")
+    table: _Table[list[str]] = _Table()
+    messages = [a, b]
+    out = table.many(messages, make)
+    messages[0], out[0] = c, ["changed"]
+    table.roll()  # the first render ends
+    table.roll()  # a render that did not use the table keeps it as it is
+    made.clear()
+    assert table.get(b, make) == ["b"] and made == []  # the second render uses b only
+    table.roll()
+    assert table.get(a, make) == ["a"] and table.get(b, make) == ["b"] and made == [a]
+    assert table.get(c, make) == ["c"] and made == [a, c]

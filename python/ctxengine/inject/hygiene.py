@@ -137,6 +137,8 @@ def _order(
     strict = provider in STRICT_ALTERNATION
     nonempty = _nonempty(t, provider, memo)
     messages = t.messages
+    if not strict and all(nonempty):  # the loop below would take every message as it is
+        return list(messages)
     out: list[Message] = []
     started = False
     carried: Message | None = None  # thinking alone, merged into the assistant turn after it

@@ -29,14 +29,31 @@ V = TypeVar("V")
 class _Table(Generic[V]):
     """``message -> value`` for the messages of this render and of the one before."""
 
-    __slots__ = ("new", "old")
+    __slots__ = ("first", "first_old", "new", "old")
 
     def __init__(self) -> None:
         self.new: dict[int, tuple[Message, V]] = {}
         self.old: dict[int, tuple[Message, V]] = {}
+        #: The messages and values of the table's first :meth:`many`, put in the table only
+        #: once it is looked up (:meth:`settle`): a session's first render fills several
+        #: tables, a value per message, that the renders after it mostly do not read (they
+        #: take the values by position, :class:`~ctxengine.inject.align.Aligned`).
+        self.first: tuple[Sequence[Message], list[V]] | None = None
+        self.first_old = False  # whether those are entries of :attr:`old` (else of :attr:`new`)
+
+    def settle(self) -> None:
+        """Put the values of the first :meth:`many` in the table, if they are not yet."""
+        first = self.first
+        if first is not None:
+            self.first = None
+            ms, made = first
+            table = self.old if self.first_old else self.new
+            table.update(zip(map(id, ms), zip(ms, made, strict=True), strict=True))
 
     def get(self, m: Message, make: Callable[[Message], V]) -> V:
         """The value of ``m``, made by ``make(m)`` when no render before this one made it."""
+        if self.first is not None:
+            self.settle()
         key = id(m)  # valid: every entry holds its message
         entry = self.new.get(key)
         if entry is None:
@@ -48,13 +65,16 @@ class _Table(Generic[V]):
 
     def many(self, ms: Sequence[Message], make: Callable[[Message], V]) -> list[V]:
         """``[self.get(m, make) for m in ms]``, in one loop."""
+        if self.first is not None:
+            self.settle()
         new, old = self.new, self.old
         if not new and not old:  # the session's first render: nothing to look up
             made = list(map(make, ms))
-            new.update(zip(map(id, ms), zip(ms, made, strict=True), strict=True))
-            if len(new) == len(ms):
+            if len(set(map(id, ms))) == len(ms):
+                # copies: a caller may change either list after (values are spliced in place)
+                self.first, self.first_old = (tuple(ms), made.copy()), False
                 return made
-            new.clear()  # a message given twice: one value for both, as below
+            # a message given twice: one value for both, as below
         out: list[V] = []
         for m in ms:
             key = id(m)
@@ -70,7 +90,9 @@ class _Table(Generic[V]):
     def roll(self) -> None:
         """End a render: what it did not use is dropped (a table it did not use at all, as
         when the render reused the previous one's work, is kept as it is)."""
-        if self.new:
+        if self.first is not None and not self.first_old:
+            self.old, self.new, self.first_old = self.new, {}, True  # ``new`` is empty
+        elif self.new:
             self.old, self.new = self.new, {}
 
 
