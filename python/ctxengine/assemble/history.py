@@ -454,7 +454,10 @@ class HistoryBuilder:
             media = _media(content, sized)
             sizes = tuple(sized)
             source = "\n".join(b.text for b in content if isinstance(b, Text))
-        base = tool_result_node_id(call_id) or f"act.tool_result.m{index}"
+        if call_id.isascii() and call_id.isalnum():  # safe as it is (:func:`node_suffix`)
+            base = "act.tool_result." + call_id
+        else:
+            base = tool_result_node_id(call_id) or f"act.tool_result.m{index}"
         used = self.used_ids
         if base in used:
             node_id = self._node_id(base)
