@@ -316,6 +316,8 @@ class HistoryBuilder:
         # work is written out (see tests/transcript/test_cold_fast_paths.py for the reference).
         role = message.role
         blocks = message.blocks
+        if len(blocks) == 1 and type(blocks[0]) is Text and role != "system":
+            return self._text_item(index, role, blocks[0].text)
         if self.leads and role == "assistant":
             turn = self.turn  # the thinking before it is this turn's start
         else:
@@ -440,6 +442,44 @@ class HistoryBuilder:
             item.compaction = blocks[0]  # type: ignore[assignment]
             self.newest_compaction = item
         return item
+
+    def _text_item(self, index: int, role: str, text: str) -> HistoryItem:
+        """:meth:`message_item` of a user or assistant message of one text (an exact
+        :class:`Text`), the most common: no call, thinking, media or compaction to look at."""
+        if self.leads and role == "assistant":
+            turn = self.turn  # the thinking before it is this turn's start
+        else:
+            self.turn = turn = self.turn + 1
+        self.leads = False
+        flags = 0
+        if role == "user" and (len(text) > 40 or _FEEDBACK.search(text)):
+            flags = _FEEDBACK_FLAG  # explicit user input, as :meth:`message_item` says
+        base = f"hist.{index}"
+        used = self.used_ids
+        if base in used:
+            node_id = self._node_id(base)
+        else:
+            used.add(base)
+            node_id = base
+        return HistoryItem(
+            node_id,
+            index,
+            -1,
+            text,
+            _KIND_MESSAGE,
+            ROLE[role],
+            turn,
+            flags,
+            (),
+            MESSAGE_OVERHEAD,
+            f"{role} message {index}",
+            text,
+            text,
+            0,
+            None,
+            (),
+            None,
+        )
 
     def _result(self, index: int, position: int, result: ToolResult) -> HistoryItem:
         call_id = result.call_id
