@@ -152,6 +152,32 @@ def test_objects_made_while_paused_are_old_when_the_collector_resumes() -> None:
         assert gc.get_count()[0] < 100
 
 
+def test_a_step_past_the_young_threshold_runs_no_young_collection_on_resume() -> None:
+    """A step that made more objects than the collector's first threshold (loading the
+    history of a 1,000-message session makes about 1,300) would have run a young collection
+    on them, had the collector been on: they count as old, and none runs when it resumes."""
+    gc.collect()
+    frozen = gc.get_freeze_count()
+    runs: list[int] = []
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            runs.append(info["generation"])
+
+    gc.callbacks.append(watch)
+    try:
+        with paused_collector():
+            made = [[i] for i in range(gc.get_threshold()[0] + 300)]
+        after = [[i] for i in range(100)]  # allocations that would start a young collection
+    finally:
+        gc.callbacks.remove(watch)
+    old = {id(o) for o in gc.get_objects(generation=2)}
+    if frozen:  # a process's own frozen objects stay frozen: the step's stay young
+        assert id(made[0]) not in old
+    else:
+        assert runs == [] and id(made[0]) in old and id(after[0]) not in old
+
+
 def test_a_short_step_leaves_its_objects_young() -> None:
     """A step that made few objects resumes the collector as it was: they stay young and are
     collected the usual way (a long-lived process doing many small compactions)."""

@@ -241,13 +241,16 @@ def resume_collector() -> None:
 
 
 #: The objects a paused step must have made for :func:`resume_collector` to count them old:
-#: a few young collections' worth (the collector's first threshold is 700). A cold render of
-#: a 1,000-message session makes about 3,000 while it loads the history, the real 914-message
-#: session as many again in its compaction; left young, their scans in the young and middle
-#: generations (and the full collections their promotion through them triggered) took about
-#: 1 ms of a 10 ms cold render of the first, 5 ms of a 40 ms one of the second, 18 ms of a
-#: 10,000-message one, all finding nothing to free.
-PROMOTE_AT: Final = 2_048
+#: the collector's first threshold (CPython's default, 700), past which a running collector
+#: would have scanned them in a young collection during the step. A cold render of a
+#: 1,000-message session makes about 1,300 while it loads the history, the real
+#: 914-message session as many again in its compaction; left young, their scans in the young
+#: and middle generations (and the full collections their promotion through them triggered)
+#: took about 1 ms of a 10 ms cold render of the first, 5 ms of a 40 ms one of the second,
+#: 18 ms of a 10,000-message one, all finding nothing to free (at 2,048, the 1,300 of the
+#: first still cost a young collection, 0.2 ms, on every cold render). A warm render's steps
+#: make a few dozen: they stay young.
+PROMOTE_AT: Final = 700
 
 
 def scope_memo() -> dict[int, Seen] | None:
