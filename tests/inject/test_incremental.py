@@ -189,3 +189,29 @@ def test_a_first_render_values_outlive_changes_to_its_lists_and_roll_as_entries(
     table.roll()
     assert table.get(a, make) == ["a"] and table.get(b, make) == ["b"] and made == [a]
     assert table.get(c, make) == ["c"] and made == [a, c]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("path", SESSIONS, ids=lambda p: p.parent.name)
+async def test_composed_messages_equal_one_lookup_per_node(path: Path) -> None:
+    """Compose takes a kept item's message in its loop where ``_message`` gives the message
+    itself: the list is one ``_message`` per node, replaced texts and a placeholder among the
+    nodes."""
+    from ctxengine.inject.compose import _message, _messages
+
+    engine = ContextEngine("gpt-4o", Budget(total=120_000))
+    async with engine.session("compose") as session:
+        session.extend(load(path))
+        await session.render()
+        state = session._state
+        order = [*state.items, "hist.gone"]
+        items = [state.items.get(n) for n in order]
+        replacements = [f"replaced {k}" if k % 7 == 3 else None for k in range(len(order))]
+        got = _messages(state, order, items, replacements)
+        want = [_message(state, *node) for node in zip(order, items, replacements, strict=True)]
+        # the same objects: a message composed anew is kept by its item and given back again
+        assert len(got) == len(order) and all(g is w for g, w in zip(got, want, strict=True))
+        assert (
+            sum(g is state.messages[i.index] for g, i in zip(got, items, strict=True) if i)
+            > len(got) // 2
+        )

@@ -312,6 +312,7 @@ def _edge_messages() -> list[Message]:
         Message("assistant", (Thinking("why", "sig-a"), Text("so"))),
         Message("assistant", (Thinking("", "sig"), Thinking("r", None, True), Text("x"))),
         Message("assistant", (Thinking("r", sig),), meta={"provider_family": "openai-responses"}),
+        Message.assistant("the text of the turn its thinking began"),
         Message("assistant", (Thinking("g"), Text("y")), meta={"provider_family": "google"}),
         Message("assistant", (Thinking(lone, "s"), Text(lone)), meta={"provider_family": 3}),
         Message("assistant", (Text("a"), img, Text("b"), MyCall("c4", "write", {"x": 1}))),
