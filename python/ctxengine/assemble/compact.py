@@ -983,7 +983,9 @@ async def _choose_with(
             k = more
             continue
         nxt = land.first(low - (at - land.rest(k)), smallest)
-        if nxt == k or nxt in tried:
+        if nxt == k or nxt in tried or (nxt > k and land.rest(k) + tried[k].summary_tokens <= low):
+            # settled; or this choice already lands at the mark (as the choice below reads a
+            # landing) and the next would only summarize more turns
             break
         k = nxt
     fits = {n: r for n, r in tried.items() if r.ok}
