@@ -62,3 +62,14 @@ def test_no_trial_summarizes_more_turns_than_one_that_landed(
     for n, (k, fits) in enumerate(trials):
         if fits:
             assert all(later <= k for later, _ in trials[n + 1 :]), trials
+
+
+def test_a_first_summary_lands_in_two_trials(
+    monkeypatch: pytest.MonkeyPatch, pi: list[Message]
+) -> None:
+    """The first trial is chosen for a summary of at least the sections of the stretch it
+    summarizes (requests, failures, files), not a 128-token guess: the cut then lands after
+    one move, not two (turns 371, 384, 387: the first summary alone is 3,500 tokens)."""
+    trials = _trials(monkeypatch, pi)
+    assert len(trials) <= 2, trials
+    assert trials[-1][1]

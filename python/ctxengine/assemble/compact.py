@@ -28,7 +28,12 @@ from ..compaction import (
 )
 from ..compaction import compact as compact_messages
 from ..compaction.facts import message_scope, newest_request, paused_collector
-from ..compaction.pipeline import MAX_LATEST_CHARS, fill_repeats, steady_collector
+from ..compaction.pipeline import (
+    MAX_LATEST_CHARS,
+    fill_repeats,
+    sections_tokens,
+    steady_collector,
+)
 from ..compaction.requests import request_text
 from ..compaction.sections import shorten_latest
 from ..grain import ContextGrain
@@ -763,6 +768,42 @@ def _estimate(state: SessionState) -> int:
     return max(previous + previous // 8, 128)
 
 
+def _first_estimate(
+    state: SessionState,
+    config: RenderConfig,
+    land: _Landing,
+    plan: Any,
+    protected: Sequence[ContextGrain],
+    room: int,
+    smallest: int,
+) -> int:
+    """The summary size a landing's first trial is chosen for (the fewest turns that bring the
+    rest to ``room`` besides it): :func:`_estimate`, or, for a session's first summary, at
+    least the sections (requests, failures, files...) of the stretch the fewest turns that
+    :func:`_estimate` leaves room for would summarize, when they fit the summary's cap (a
+    summary cut to its cap may be much smaller). The trials then go on from a stretch whose
+    summary is not smaller than its sections: the real 914-message session's first summary
+    holds 3,100 tokens of sections among 3,500, and from 128 its landing measured three
+    summaries (turns 371, 384, 387), from its sections two (381, 387). Its reading of the
+    stretch is the one the trials go on from (the same message scope)."""
+    guess = _estimate(state)
+    if state.summary is not None:
+        return guess
+    k = land.first(room - guess, smallest)
+    messages, pinned = _stretch(state, land, k, protected)
+    if not messages:
+        return guess
+    settings = replace(config.compaction, memory_dir=None)
+    sections = sections_tokens(
+        messages, count=config.tokenizer.count, protected=pinned, config=settings
+    )
+    cap, _ = _cap(state, config, land.held(k, plan), plan)
+    if sections > cap:  # the summary is cut to its cap, by how much its sections do not say
+        return guess
+    # beside the rest, as the trials measure a landing: the summary and its grain's framing
+    return max(guess, sections + SUMMARY_FRAMING)
+
+
 def _cap(
     state: SessionState, config: RenderConfig, held: tuple[int, int], plan: Any
 ) -> tuple[int, int | None]:
@@ -844,13 +885,7 @@ async def _summarize(
     passes the room whole) runs once more inside :func:`shorten_latest`: else no summary was
     written and the render dropped that request without a trace."""
     indices = land.indices(k)
-    if land.inputs is None:  # the same for every trial; one message object, read once
-        land.inputs = (_previous(state), _protected(state, protected))
-    previous, pinned = land.inputs
-    if state.redaction is None:  # _read of each, at C level (a list of a long history)
-        messages = previous + list(map(state.messages.__getitem__, indices))
-    else:
-        messages = previous + [_read(state, i) for i in indices]
+    messages, pinned = _stretch(state, land, k, protected)
     cap, room = _cap(state, config, land.held(k, plan), plan)
     latest = _latest_request(state, indices)
     continued = None if latest else _continued_request(state, indices, land.live(state))
@@ -881,6 +916,20 @@ async def _summarize(
         with shorten_latest():
             return await run(None, again)
     return result
+
+
+def _stretch(
+    state: SessionState, land: _Landing, k: int, protected: Sequence[ContextGrain]
+) -> tuple[list[Message], list[str]]:
+    """What a summary of choice ``k`` of ``land`` reads: the earlier summary and the messages
+    of its items (as :func:`_read` gives them), and the texts of the ``protected`` grains."""
+    if land.inputs is None:  # the same for every trial; one message object, read once
+        land.inputs = (_previous(state), _protected(state, protected))
+    previous, pinned = land.inputs
+    indices = land.indices(k)
+    if state.redaction is None:  # _read of each, at C level (a list of a long history)
+        return previous + list(map(state.messages.__getitem__, indices)), pinned
+    return previous + [_read(state, i) for i in indices], pinned
 
 
 def _too_big(error: str | None) -> bool:
@@ -968,7 +1017,8 @@ async def _choose_with(
         result = tried[k]
         return land.rest(k) + result.summary_tokens + SUMMARY_FRAMING if result.ok else None
 
-    k = land.first(low - _estimate(state), smallest)
+    guess = _first_estimate(state, config, land, plan, protected, low, smallest)
+    k = land.first(low - guess, smallest)
     trials = MAX_TRIALS if len(land.order) <= LARGE_TURNS else LARGE_TRIALS
     for _ in range(trials):
         at = await landing(k)

@@ -1190,6 +1190,31 @@ def _pinned(protected: Sequence[str | ContextGrain]) -> list[str]:
     return out
 
 
+def _stretch_facts(
+    messages: Sequence[Message], protected: Sequence[str | ContextGrain], config: CompactionConfig
+) -> KeyFacts:
+    """The key facts a summary of ``messages`` keeps (:func:`compact`'s reading of them)."""
+    rules = read_rules(config.rules_file, config.rules_sections) if config.rules_file else []
+    return extract_facts(
+        messages, rules=rules, pinned=_pinned(protected), max_identifiers=config.max_identifiers
+    )
+
+
+def sections_tokens(
+    messages: Sequence[Message],
+    *,
+    count: Count,
+    protected: Sequence[str | ContextGrain] = (),
+    config: CompactionConfig | None = None,
+) -> int:
+    """Tokens of what a summary of ``messages`` holds besides its prose: its sections, built
+    from their key facts as :func:`compact` builds them, before any cap. Inside a message
+    scope the reading of ``messages`` is the one a compaction of them (or of a stretch
+    sharing their start) in the same scope goes on from."""
+    facts = _stretch_facts(messages, protected, config or CompactionConfig())
+    return count(build_parts(facts, "", len(messages)).render())
+
+
 async def compact(
     messages: Sequence[Message],
     *,
@@ -1258,10 +1283,7 @@ async def _compact(
     summarizer = summarizer if summarizer is not None else ExtractiveSummarizer(tokenizer=count)
     msgs = tuple(messages)
     counts = message_tokens(msgs, count)
-    rules = read_rules(config.rules_file, config.rules_sections) if config.rules_file else []
-    facts = extract_facts(
-        msgs, rules=rules, pinned=_pinned(protected), max_identifiers=config.max_identifiers
-    )
+    facts = _stretch_facts(msgs, protected, config)
     base = {"replaced": msgs, "tokens_before": sum(counts), "facts": facts}
     if not msgs:
         return CompactionResult(False, "nothing", "", None, summary_tokens=0, **base)  # type: ignore[arg-type]
