@@ -290,11 +290,13 @@ class HistoryBuilder:
         self.superseded: list[HistoryItem] = []
 
     def _node_id(self, base: str) -> str:
+        """``base``, or ``base-2``, ``base-3``... when an earlier item took it."""
+        used = self.used_ids
         node_id, n = base, 1
-        while node_id in self.used_ids:
+        while node_id in used:
             n += 1
             node_id = f"{base}-{n}"
-        self.used_ids.add(node_id)
+        used.add(node_id)
         return node_id
 
     def items(self, index: int, message: Message) -> list[HistoryItem]:
@@ -397,18 +399,13 @@ class HistoryBuilder:
         if role == "user" and (len(text) > 40 or _FEEDBACK.search(text)):
             # Explicit user input: a request worth stating, or feedback on the last step.
             flags |= _FEEDBACK_FLAG
-        used = self.used_ids
         if role == "system":
             kind, flags = _KIND_CONTEXT, flags | _PROTECTED
             base = f"sys.transcript.{index}"
         else:
             kind = _KIND_MESSAGE
             base = f"hist.{index}"
-        if base in used:
-            node_id = self._node_id(base)
-        else:
-            used.add(base)
-            node_id = base
+        node_id = self._node_id(base)
         if calls:
             owners = self.call_items
             for call in calls:
@@ -454,13 +451,7 @@ class HistoryBuilder:
         flags = 0
         if role == "user" and (len(text) > 40 or _FEEDBACK.search(text)):
             flags = _FEEDBACK_FLAG  # explicit user input, as :meth:`message_item` says
-        base = f"hist.{index}"
-        used = self.used_ids
-        if base in used:
-            node_id = self._node_id(base)
-        else:
-            used.add(base)
-            node_id = base
+        node_id = self._node_id(f"hist.{index}")
         return HistoryItem(
             node_id,
             index,
@@ -498,12 +489,7 @@ class HistoryBuilder:
             base = "act.tool_result." + call_id
         else:
             base = tool_result_node_id(call_id) or f"act.tool_result.m{index}"
-        used = self.used_ids
-        if base in used:
-            node_id = self._node_id(base)
-        else:
-            used.add(base)
-            node_id = base
+        node_id = self._node_id(base)
         owner = self.call_items.get(call_id)
         if owner is not None:
             self.answers.setdefault((owner, call_id), []).append(node_id)
