@@ -155,6 +155,26 @@ def test_aligned_values_are_those_made_from_scratch() -> None:
     assert [m.text for m in made] == ["m35", "x", "m36"]  # only the new ones were made
 
 
+def test_aligned_values_take_the_previous_list_over_and_keep_it_when_make_raises() -> None:
+    """A continuation splices the previous list in place (no copy of the window on every warm
+    render); a ``make`` that raises leaves the values of the last sequence as they were."""
+    values: Aligned[int] = Aligned()
+    first = tuple(POOL[:30])
+    kept, _ = values.counted(first, lambda m: len(m.text), lambda: [len(m.text) for m in first])
+    second = (*POOL[3:30], Message.user("new one"))
+    got, got_total = values.counted(second, lambda m: len(m.text), lambda: [])
+    assert got is kept
+    assert got == [len(m.text) for m in second] and got_total == sum(got)
+
+    def broken(m: Message) -> int:
+        raise RuntimeError(m.text)
+
+    before = list(got)
+    with pytest.raises(RuntimeError):
+        values.counted((*second[2:], Message.user("next")), broken, lambda: [])
+    assert values.values == before and values.total == got_total and values.msgs is second
+
+
 # -- the inject phase, stage by stage ----------------------------------------------------------
 
 

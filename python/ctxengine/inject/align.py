@@ -118,7 +118,8 @@ class Aligned(Generic[V]):
         self, ms: Sequence[Message], make: Callable[[Message], V], fallback: Callable[[], list[V]]
     ) -> list[V]:
         """``[make(m) for m in ms]``, reusing the values of the sequence before when ``ms``
-        continues it, else ``fallback()``. The list is kept: callers must not change it."""
+        continues it, else ``fallback()``. The list is kept, and changed in place by the next
+        call: callers must neither change it nor hold it past that call."""
         return self._spliced(ms, make, fallback, False)
 
     def counted(
@@ -140,8 +141,9 @@ class Aligned(Generic[V]):
         fallback: Callable[[], list[V]],
         counting: bool,
     ) -> list[V]:
-        """The values of ``ms``: the previous ones with those of the dropped messages cut and
-        the new ones made; with ``counting``, :attr:`total` kept along (else None)."""
+        """The values of ``ms``: the previous list with the values of the dropped messages cut
+        and those of the new ones made, in place; with ``counting``, :attr:`total` kept along
+        (else None)."""
         got = self.align(ms, self.msgs)
         total = self.total if counting else None
         if got is None or (counting and total is None):
@@ -153,11 +155,14 @@ class Aligned(Generic[V]):
             end = cut + len(old) - start
             head = list(map(make, ms[:cut]))
             tail = list(map(make, ms[end:]))
-            values = [*head, *old[start:], *tail]
+            again = [make(ms[i]) for i in replaced]
+            # everything made: the previous list is taken over (its dropped head cut and the
+            # new values put at either end in place, no copy of the window) only now, so that
+            # a ``make`` that raises leaves the values of the last sequence as they were
             if total is not None:
                 total += sum(head) + sum(tail) - sum(islice(old, start))  # type: ignore[arg-type]
-            for i in replaced:
-                v = make(ms[i])
+            values = splice(old, start, [*head, *tail], cut)
+            for i, v in zip(replaced, again, strict=True):
                 if total is not None:
                     total += v - values[i]  # type: ignore[operator]
                 values[i] = v
