@@ -33,6 +33,7 @@ __all__ = [
     "STATUS_TRIMMED",
     "Assembly",
     "Bm25Index",
+    "Handout",
     "Plan",
     "Tokenizer",
     "__version__",
@@ -45,6 +46,7 @@ __all__ = [
     "fresh_items",
     "fresh_tree",
     "fuse",
+    "hand_out",
     "read_first_line",
     "read_identifier_kinds",
     "read_identifiers",
@@ -369,6 +371,28 @@ def fresh_tree(value: _T) -> _T:
     """``value`` with every ``dict`` and ``list`` in it copied, at any depth (an instance of a
     subclass as a plain ``dict`` or ``list``; every other value shared): a payload a caller may
     edit anywhere without touching the dicts it was made from."""
+
+class Handout:
+    """What one call of :func:`hand_out` handed out, for a later call to hand out again: the
+    items (held: their addresses name them), their copies (a list of its own) and the shape of
+    each item when copied."""
+
+    @property
+    def items(self) -> list[dict[str, Any]]: ...
+    @property
+    def copies(self) -> list[dict[str, Any]]: ...
+    def __len__(self) -> int: ...
+
+def hand_out(
+    items: list[dict[str, Any]],
+    deep: list[bool],
+    earlier: Handout | None = None,
+) -> tuple[list[dict[str, Any]], Handout]:
+    """:func:`fresh_items`, handing out again the copies of the ``earlier`` call that only its
+    :class:`Handout` holds now and that still have the shape their item had when copied (same
+    keys, order and objects at every depth: the copy is walked, the item is not, so an item
+    must not be changed once handed out). Returns the copies and what this call handed out.
+    Raises ``ValueError`` unless one flag per item."""
 
 def fresh_items(
     items: list[dict[str, Any]],

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ctxengine import Budget, ContextEngine
-from ctxengine._core import fresh_items, fresh_tree
+from ctxengine._core import fresh_items, fresh_tree, hand_out
 from ctxengine.inject.memo import RenderMemo
 from ctxengine.inject.render import render
 from ctxengine.transcript import Message, Text, ToolCall, ToolResult, Transcript
@@ -294,6 +294,105 @@ def test_fresh_items_names_a_mismatched_earlier_call() -> None:
         fresh_items(items, deep, (items, [{}]))
 
 
+# -- hand_out: the copies checked against the shapes their items had -------------------------
+
+
+def test_hand_out_hands_a_copy_out_again_only_when_let_go_and_unchanged() -> None:
+    items, deep = _items()
+    first, made = hand_out(items, deep)
+    assert first == items and len(made) == 3
+    assert all(a is b for a, b in zip(first, made.copies, strict=True))
+    assert not {id(c) for c in _walk(first)} & {id(c) for c in _walk(items)}
+    del first  # the receiver let the copies go, unchanged
+    again, remade = hand_out(items, deep, made)
+    assert again == items
+    assert all(a is b for a, b in zip(again, made.copies, strict=True))
+    # a copy still held by its receiver is never handed out again
+    third, _ = hand_out(items, deep, remade)
+    assert third == items
+    assert not {id(c) for c in _walk(third)} & {id(c) for c in _walk(again)}
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["value", "key", "order", "equal-object", "deep-value", "deep-append", "part", "part-add"],
+)
+def test_hand_out_copies_again_what_its_receiver_edited(how: str) -> None:
+    items, deep = _items()
+    before = json.dumps(items)
+    first, made = hand_out(items, deep)
+    edited = _edit(first, how)
+    del first
+    again, _ = hand_out(items, deep, made)
+    assert json.dumps(again) == before  # key order included
+    assert again[edited] is not made.copies[edited]
+    assert all(again[i] is made.copies[i] for i in range(3) if i != edited)
+
+
+def test_hand_out_copies_again_a_copy_whose_part_is_still_held() -> None:
+    items, deep = _items()
+    first, made = hand_out(items, deep)
+    calls = first[1]["tool_calls"]  # the receiver keeps a part of one copy
+    text_part = first[2]["content"][0]
+    del first
+    again, _ = hand_out(items, deep, made)
+    assert again[0] is made.copies[0]
+    assert again[1] is not made.copies[1] and again[1]["tool_calls"] is not calls
+    assert again[2] is not made.copies[2] and again[2]["content"][0] is not text_part
+    calls.append("later edit")
+    text_part["text"] = "later edit"
+    assert again == items
+
+
+def test_hand_out_never_hands_one_copy_out_twice() -> None:
+    plain = {"role": "user", "content": "same"}
+    items = [plain, plain]
+    for deep in ([False, False], [True, True]):
+        first, made = hand_out(items, deep)
+        del first
+        again, _ = hand_out(items, deep, made)
+        assert again[0] is not again[1]
+        assert any(a is b for a in again for b in made.copies)
+        assert again == items
+
+
+def test_hand_out_copies_the_items_appended_since_and_what_moved_safely() -> None:
+    items, deep = _items()
+    first, made = hand_out(items[:2], deep[:2])
+    del first
+    again, made = hand_out(items, deep, made)
+    assert again == items
+    assert again[0] is made.copies[0] and again[2] is not items[2]
+    # the same items rotated: each copy equal to its item, none in two payloads held
+    rotated, flags = [items[2], items[0], items[1]], [deep[2], deep[0], deep[1]]
+    turned, _ = hand_out(rotated, flags, made)
+    assert turned == rotated
+    assert not {id(c) for c in _walk(turned)} & {id(c) for c in _walk(again)}
+    del again, turned
+    turned, _ = hand_out(rotated, flags, made)
+    assert turned == rotated and turned[0] is made.copies[2]
+
+
+def test_hand_out_copies_an_ordered_dict_as_a_plain_one_and_never_shares_it() -> None:
+    item = {"role": "assistant", "args": OrderedDict(path="a.py")}
+    first, made = hand_out([item], [True])
+    assert type(first[0]["args"]) is dict and first[0] == item
+    first[0]["args"]["path"] = "b.py"  # an edit of the copy: made again, the item untouched
+    del first
+    again, made = hand_out([item], [True], made)
+    assert again == [item] and item["args"]["path"] == "a.py"
+    assert type(again[0]["args"]) is dict and again[0]["args"] is not item["args"]
+    del again  # let go unchanged: the plain copy is handed out again
+    third, _ = hand_out([item], [True], made)
+    assert third[0] is made.copies[0] and third == [item]
+
+
+def test_hand_out_names_mismatched_flags() -> None:
+    items, _ = _items()
+    with pytest.raises(ValueError, match="deep has 1 flags for 3 items"):
+        hand_out(items, [True])
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("rehand", [True, False], ids=["counts-exact", "free-threaded"])
 async def test_warm_renders_hand_out_again_the_dicts_of_the_payload_two_renders_back(
@@ -315,7 +414,7 @@ async def test_warm_renders_hand_out_again_the_dicts_of_the_payload_two_renders_
             session.extend([Message.user(f"next {k}"), Message.assistant(f"ok {k}")])
             warm = session._state.token_cache.memo.warm
             gens = next(iter(warm.handed.values()))
-            older = gens[0][1] if len(gens) == 2 else []  # the copies of two renders back
+            older = gens[0].copies if len(gens) == 2 else []  # the copies of two renders back
             older_seen += len(older)
             previous = out.payload
             out = await session.render()

@@ -26,7 +26,7 @@ from itertools import chain, islice
 from operator import attrgetter, is_not
 from typing import Any, Final
 
-from .._core import fresh_items, fresh_tree
+from .._core import Handout, fresh_tree, hand_out
 from ..tokens import file_part_tokens, get_tokenizer, message_strings
 from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, Transcript
@@ -289,9 +289,9 @@ class Warm:
         self.align = aligner or Aligner()
         self.records: dict[tuple[Any, ...], Record] = {}
         self.by_payload: tuple[int, Record] | None = None  # the last render's
-        #: The message (or turn) dicts ``fresh_items`` handed out by the last two renders of
-        #: each record, with the dicts each copied (see :meth:`_handed`).
-        self.handed: dict[tuple[Any, ...], tuple[Handed, ...]] = {}
+        #: What ``hand_out`` handed out in the last two renders of each record: the message
+        #: (or turn) dicts copied, their copies and shapes (see :meth:`_handed`).
+        self.handed: dict[tuple[Any, ...], tuple[Handout, ...]] = {}
         #: Renders that reused the previous one's work, and full renders recorded for reuse.
         self.reused = 0
         self.built = 0
@@ -607,14 +607,16 @@ class Warm:
         which dicts may hold a container, all when not given).
 
         The copies handed out two renders ago are handed out again where their receiver let
-        them go unchanged (``fresh_items`` checks both): a caller keeping the last payload,
-        as ``out = await session.render()`` does during the next render, never holds them.
-        Those of the last render are not, so no dict is in two payloads anyone holds."""
+        them go unchanged (``hand_out`` checks each against the shape its dict had when
+        copied: the dicts of ``flat`` are never changed once handed out): a caller keeping
+        the last payload, as ``out = await session.render()`` does during the next render,
+        never holds them. Those of the last render are not, so no dict is in two payloads
+        anyone holds."""
         gens = self.handed.get(key, ())
         if deep is None:
             deep = [True] * len(flat)
-        items = fresh_items(flat, deep, gens[0] if len(gens) == 2 and _REHAND else None)
-        self.handed[key] = (*gens[-1:], (list(flat), list(items)))
+        items, made = hand_out(flat, deep, gens[0] if len(gens) == 2 and _REHAND else None)
+        self.handed[key] = (*gens[-1:], made)
         return items
 
     def _anthropic(self, rec: Record, n_marks: int, cache_ttl: str | None) -> None:
@@ -661,9 +663,6 @@ class Warm:
             payload["system"] = fresh_tree(system)
         rec.payload = payload
 
-
-#: What ``fresh_items`` handed out: the dicts it copied, and their copies (same order).
-Handed = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 
 #: Kept messages that may be replaced (a soft trim) before a render takes the full path.
 _MAX_REPLACED: Final = 8

@@ -316,3 +316,257 @@ pub fn fresh_items<'py>(
     }
     PyList::new(items.py(), out)
 }
+
+/// Tag bits of a word of a [`Handout`]'s shapes. An object's address (a leaf, or a dict key)
+/// has them clear: Python objects are aligned to at least 8 bytes.
+const TAG: usize = 3;
+/// A `dict` of `word >> 2` keys, each key's address followed by its value's shape.
+const DICT: usize = 1;
+/// A `list` of `word >> 2` items, each item's shape in turn.
+const LIST: usize = 2;
+/// A value whose copy is never handed out again: an instance of a `dict` or `list` subclass
+/// (its copy is a plain one), or one deeper than [`RECURSION`] levels.
+const OPAQUE: usize = 3;
+
+/// Push the shape of `value` to `out`: the addresses of its keys and leaves and the lengths of
+/// its containers, which a copy of it must have to be handed out again.
+fn shape(value: &Bound<'_, PyAny>, depth: usize, out: &mut Vec<usize>) -> PyResult<()> {
+    if value.is_exact_instance_of::<PyDict>() {
+        if depth >= RECURSION {
+            out.push(OPAQUE);
+            return Ok(());
+        }
+        let dict = value.cast::<PyDict>()?;
+        out.push((dict.len() << 2) | DICT);
+        for (k, v) in dict.iter() {
+            out.push(leaf(&k));
+            shape(&v, depth + 1, out)?;
+        }
+    } else if value.is_exact_instance_of::<PyList>() {
+        if depth >= RECURSION {
+            out.push(OPAQUE);
+            return Ok(());
+        }
+        let list = value.cast::<PyList>()?;
+        out.push((list.len() << 2) | LIST);
+        for v in list.iter() {
+            shape(&v, depth + 1, out)?;
+        }
+    } else if value.is_instance_of::<PyDict>() || value.is_instance_of::<PyList>() {
+        out.push(OPAQUE);
+    } else {
+        out.push(leaf(value));
+    }
+    Ok(())
+}
+
+/// The word of a leaf: its address ([`OPAQUE`] should one ever have a tag bit set).
+fn leaf(value: &Bound<'_, PyAny>) -> usize {
+    let address = value.as_ptr() as usize;
+    if address & TAG == 0 {
+        address
+    } else {
+        OPAQUE
+    }
+}
+
+/// Whether `copy` has the shape `words[*at..]` begins with, each container in it referred to
+/// by nobody but its parent (or the list of copies) and this walk ([`UNSHARED`]); `*at` moves
+/// past the words read. The same keys in the same order bound to the same objects: an edit
+/// at any depth, a container kept by the receiver or one of another type makes it False.
+fn fits(copy: &Bound<'_, PyAny>, words: &[usize], at: &mut usize) -> PyResult<bool> {
+    let Some(&word) = words.get(*at) else {
+        return Ok(false);
+    };
+    *at += 1;
+    match word & TAG {
+        DICT => {
+            if references(copy) != UNSHARED || !copy.is_exact_instance_of::<PyDict>() {
+                return Ok(false);
+            }
+            let dict = copy.cast::<PyDict>()?;
+            if dict.len() != word >> 2 {
+                return Ok(false);
+            }
+            for (k, v) in dict.iter() {
+                if words.get(*at) != Some(&(k.as_ptr() as usize)) {
+                    return Ok(false);
+                }
+                *at += 1;
+                if !fits(&v, words, at)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        LIST => {
+            if references(copy) != UNSHARED || !copy.is_exact_instance_of::<PyList>() {
+                return Ok(false);
+            }
+            let list = copy.cast::<PyList>()?;
+            if list.len() != word >> 2 {
+                return Ok(false);
+            }
+            for v in list.iter() {
+                if !fits(&v, words, at)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        OPAQUE => Ok(false),
+        _ => Ok(copy.as_ptr() as usize == word),
+    }
+}
+
+/// What one call of [`hand_out`] handed out, for a later call to hand out again: the items
+/// (held, so that their addresses name them, and the keys and leaves of the shapes live), the
+/// copies (in a list of its own: the one returned is its receiver's), and the shape of each
+/// copy as it was handed out.
+///
+/// The shapes stand for the items: an item must not be changed once handed out (the warm
+/// renders' exported dicts never are), or a copy equal to it as it was could be handed out
+/// again for it.
+#[pyclass(frozen, name = "Handout", module = "ctxengine._core")]
+pub struct Handout {
+    items: Py<PyList>,
+    copies: Py<PyList>,
+    addresses: Vec<usize>,
+    words: Vec<usize>,
+    /// Item `i`'s shape is `words[starts[i]..starts[i + 1]]`.
+    starts: Vec<usize>,
+}
+
+#[pymethods]
+impl Handout {
+    /// The items handed out, in order.
+    #[getter]
+    fn items<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
+        self.items.bind(py).clone()
+    }
+
+    /// Their copies, in the same order (a list of its own, not the one returned).
+    #[getter]
+    fn copies<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
+        self.copies.bind(py).clone()
+    }
+
+    fn __len__(&self) -> usize {
+        self.addresses.len()
+    }
+}
+
+/// [`fresh_items`] handing out again the copies of an `earlier` call that their receiver let
+/// go of and left unchanged, checked against the shape each item had when copied (one walk of
+/// the copy, none of the item); returns the copies and what this call handed out, for a later
+/// call. Raises `ValueError` unless one flag per item.
+#[pyfunction]
+#[pyo3(signature = (items, deep, earlier = None))]
+pub fn hand_out<'py>(
+    items: &Bound<'py, PyList>,
+    deep: &Bound<'py, PyList>,
+    earlier: Option<&Bound<'py, Handout>>,
+) -> PyResult<(Bound<'py, PyList>, Handout)> {
+    if deep.len() != items.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "deep has {} flags for {} items; expected one per item",
+            deep.len(),
+            items.len()
+        )));
+    }
+    let py = items.py();
+    let earlier = earlier.map(|h| h.get());
+    let finder = earlier.map(|h| Finder::new(&h.addresses));
+    let n = items.len();
+    let mut out = Vec::with_capacity(n);
+    let mut kept = Vec::with_capacity(n);
+    let mut addresses = Vec::with_capacity(n);
+    let mut words = Vec::with_capacity(earlier.map_or(n * 8, |h| h.words.len() + 64));
+    let mut starts = Vec::with_capacity(n + 1);
+    for (item, flag) in items.iter().zip(deep.iter()) {
+        let address = item.as_ptr() as usize;
+        starts.push(words.len());
+        addresses.push(address);
+        if let (Some(h), Some(finder)) = (earlier, &finder) {
+            if let Some(j) = finder.find(address) {
+                let (from, to) = (h.starts[j], h.starts[j + 1]);
+                let shape = &h.words[from..to];
+                let copy = h.copies.bind(py).get_item(j)?;
+                let mut at = 0;
+                if fits(&copy, shape, &mut at)? && at == shape.len() {
+                    words.extend_from_slice(shape);
+                    out.push(copy);
+                    kept.push(item);
+                    continue;
+                }
+            }
+        }
+        let copy = if flag.is_truthy()? {
+            copied(&item, 0)?
+        } else if item.is_exact_instance_of::<PyDict>() {
+            Some(item.cast::<PyDict>()?.copy()?.into_any())
+        } else {
+            copied(&item, 0)?
+        };
+        let copy = copy.unwrap_or_else(|| item.clone());
+        // the shape of the copy just made (in cache), whose keys and leaves are the item's
+        shape(&copy, 0, &mut words)?;
+        out.push(copy);
+        kept.push(item);
+    }
+    starts.push(words.len());
+    let copies = PyList::new(py, &out)?.unbind();
+    let handout = Handout {
+        items: PyList::new(py, kept)?.unbind(),
+        copies,
+        addresses,
+        words,
+        starts,
+    };
+    Ok((PyList::new(py, out)?, handout))
+}
+
+/// The position of an item of an earlier call by its address: in order first (a render keeps
+/// most of the previous one's messages, in the same order, after dropping a few), by an index
+/// of all the addresses when that fails.
+struct Finder<'a> {
+    addresses: &'a [usize],
+    next: Cell<usize>,
+    index: OnceCell<HashMap<usize, usize, ahash::RandomState>>,
+}
+
+impl<'a> Finder<'a> {
+    fn new(addresses: &'a [usize]) -> Self {
+        Self {
+            addresses,
+            next: Cell::new(0),
+            index: OnceCell::new(),
+        }
+    }
+
+    fn find(&self, address: usize) -> Option<usize> {
+        let from = self.next.get();
+        let ahead = self.addresses.get(from..).unwrap_or_default();
+        let j = match ahead.iter().take(LOOKAHEAD).position(|&a| a == address) {
+            Some(k) => from + k,
+            // past the earlier call's last item: the items appended since (a warm render's
+            // new messages), copied without indexing every address for them
+            None if ahead.is_empty() => return None,
+            None => *self
+                .index
+                .get_or_init(|| {
+                    let mut at = HashMap::with_capacity_and_hasher(
+                        self.addresses.len(),
+                        ahash::RandomState::new(),
+                    );
+                    for (j, &a) in self.addresses.iter().enumerate() {
+                        at.insert(a, j);
+                    }
+                    at
+                })
+                .get(&address)?,
+        };
+        self.next.set(j + 1);
+        Some(j)
+    }
+}
