@@ -206,3 +206,27 @@ def test_a_process_that_froze_objects_keeps_them_frozen() -> None:
         assert id(made[0]) not in old
     finally:
         gc.unfreeze()
+
+
+def test_a_function_paused_as_a_decorator_pauses_per_call_even_when_it_recurses_or_raises() -> None:
+    seen: list[bool] = []
+
+    @paused_collector()
+    def step(n: int) -> int:
+        seen.append(gc.isenabled())
+        if n == 0:
+            raise KeyError("done")
+        return step(n - 1)
+
+    assert gc.isenabled()
+    with pytest.raises(KeyError):
+        step(3)
+    assert seen == [False] * 4 and gc.isenabled()
+    assert step.__name__ == "step"
+    gc.disable()
+    try:  # the collector was not running: it is not started either
+        with pytest.raises(KeyError):
+            step(0)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -6,6 +6,7 @@ whichever summarizer wrote its prose, so a summarizer cannot lose them.
 
 from __future__ import annotations
 
+import functools
 import gc
 import re
 import sys
@@ -174,6 +175,7 @@ class Seen:
 
 
 _T = TypeVar("_T")
+F = TypeVar("F", bound=Callable[..., Any])
 _SCOPE: ContextVar[dict[int, Seen] | None] = ContextVar("ctxengine_compaction", default=None)
 #: What a :func:`message_scope` derived from a whole stretch of messages (keys name the step
 #: and hold the messages' identities; see :func:`stretch_memo`).
@@ -198,8 +200,33 @@ def message_scope() -> Iterator[None]:
         _SCOPE.reset(token)
 
 
-@contextmanager
-def paused_collector() -> Iterator[None]:
+class _Paused:
+    """:func:`paused_collector`'s context manager: a class, not a generator (a render enters
+    several, and a generator's context manager cost more than the rest of the pause)."""
+
+    __slots__ = ("_paused",)
+
+    def __enter__(self) -> None:
+        self._paused = gc.isenabled()
+        if self._paused:
+            gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._paused:
+            resume_collector()
+
+    def __call__(self, fn: F) -> F:
+        """``fn`` run with the collector paused (as a decorator: a pause per call)."""
+
+        @functools.wraps(fn)
+        def paused(*args: Any, **kwargs: Any) -> Any:
+            with _Paused():
+                return fn(*args, **kwargs)
+
+        return paused  # type: ignore[return-value]
+
+
+def paused_collector() -> _Paused:
     """Pause the cyclic garbage collector (when it runs) for a synchronous step that makes
     many long-lived objects and frees none: a step of compaction reading a long stretch,
     loading a long transcript (``ctxengine.state.bulk`` is this function), or a render's
@@ -211,14 +238,7 @@ def paused_collector() -> Iterator[None]:
     them, scanned the whole heap three times (1 s of a cold 100k-message render) finding
     nothing to free. The collector runs again at the end of the step as before, even on an
     error. Never held across an ``await``: no other task runs without the collector."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        resume_collector()
+    return _Paused()
 
 
 def resume_collector() -> None:
