@@ -488,9 +488,11 @@ pub fn hand_out<'py>(
         starts.push(words.len());
         addresses.push(address);
         if let (Some(h), Some(finder)) = (earlier, &finder) {
-            if let Some(j) = finder.find(address) {
-                let (from, to) = (h.starts[j], h.starts[j + 1]);
-                let shape = &h.words[from..to];
+            let found = finder.find(address).and_then(|j| {
+                let (&from, &to) = h.starts.get(j).zip(h.starts.get(j + 1))?;
+                Some((j, h.words.get(from..to)?))
+            });
+            if let Some((j, shape)) = found {
                 let copy = h.copies.bind(py).get_item(j)?;
                 let mut at = 0;
                 if fits(&copy, shape, &mut at)? && at == shape.len() {
