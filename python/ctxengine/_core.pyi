@@ -378,9 +378,12 @@ class Handout:
     each item when copied."""
 
     @property
-    def items(self) -> list[dict[str, Any]]: ...
+    def items(self) -> list[dict[str, Any]]:
+        """The items, in order (a new list)."""
     @property
-    def copies(self) -> list[dict[str, Any]]: ...
+    def copies(self) -> list[dict[str, Any]]:
+        """Their copies, in the same order (a new list: holding it holds the copies, which are
+        then not handed out again)."""
     def __len__(self) -> int: ...
 
 def hand_out(

@@ -303,6 +303,7 @@ def test_hand_out_hands_a_copy_out_again_only_when_let_go_and_unchanged() -> Non
     assert first == items and len(made) == 3
     assert all(a is b for a, b in zip(first, made.copies, strict=True))
     assert not {id(c) for c in _walk(first)} & {id(c) for c in _walk(items)}
+    made.copies.clear()  # a list of its own: the copies handed out are still held
     del first  # the receiver let the copies go, unchanged
     again, remade = hand_out(items, deep, made)
     assert again == items
@@ -414,13 +415,17 @@ async def test_warm_renders_hand_out_again_the_dicts_of_the_payload_two_renders_
             session.extend([Message.user(f"next {k}"), Message.assistant(f"ok {k}")])
             warm = session._state.token_cache.memo.warm
             gens = next(iter(warm.handed.values()))
-            older = gens[0].copies if len(gens) == 2 else []  # the copies of two renders back
-            older_seen += len(older)
+            # what was handed out two renders back (held, not its copies: a copy held is
+            # never handed out again)
+            handout = gens[0] if len(gens) == 2 else None
+            older_seen += len(handout) if handout is not None else 0
             previous = out.payload
             out = await session.render()
             mine = _walk(out.payload)
             assert not {id(c) for c in mine} & {id(c) for c in _walk(previous)}
+            older = handout.copies if handout is not None else []
             rehanded += sum(1 for m in out.payload["messages"] if any(m is o for o in older))
+            del older
             fresh = render(out.transcript, "openai", hygiene=False)
             assert json.dumps(out.payload) == json.dumps(fresh.payload)
             if k:  # all but the 4 messages new in this render and the one before

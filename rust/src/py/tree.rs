@@ -439,16 +439,17 @@ pub struct Handout {
 
 #[pymethods]
 impl Handout {
-    /// The items handed out, in order.
+    /// The items handed out, in order (a new list: the one kept is never changed).
     #[getter]
-    fn items<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
-        self.items.bind(py).clone()
+    fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, self.items.bind(py).iter())
     }
 
-    /// Their copies, in the same order (a list of its own, not the one returned).
+    /// Their copies, in the same order (a new list: the one kept is never changed, and the
+    /// one returned by [`hand_out`] is its receiver's).
     #[getter]
-    fn copies<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
-        self.copies.bind(py).clone()
+    fn copies<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, self.copies.bind(py).iter())
     }
 
     fn __len__(&self) -> usize {
