@@ -195,6 +195,13 @@ class Plan:
     def history_order(self) -> list[str]:
         """Rendered history items (``KIND_MESSAGE``, ``KIND_TOOL_RESULT``) in seq order, with
         ``hist.removed`` where hard trim removed turns."""
+    def history_after(self, prev: Plan, max_head: int) -> tuple[int, int, list[str]] | None:
+        """Where :attr:`history_order` continues ``prev``'s: ``(head, k, fresh)`` when
+        ``history_order[head:end]`` holds the node ids of ``prev.history_order[k:]`` in order
+        (``end = head + len(prev.history_order) - k``), after ``head < max_head`` new ones
+        (the first ``head`` whose node id ``prev`` holds decides); ``fresh``: the node ids
+        before ``head`` and from ``end`` on. None otherwise. Found on the core's vectors,
+        without making either list."""
     @property
     def replacements(self) -> dict[str, str]:
         """node_id -> text rendered instead (trimmed, cleared, stand-in, ``hist.removed``)."""

@@ -296,3 +296,41 @@ async def test_a_caller_editing_a_warm_payload_does_not_change_the_next(provider
             fresh = render(out.transcript, provider, **PROVIDERS[provider])
             assert _dump(out.payload) == _dump(fresh.payload)
         assert session._state.token_cache.memo.warm.reused >= 3
+
+
+def _after(order: list[str], before: list[str], max_head: int) -> Any:
+    """``Plan.history_after`` by its definition, on the two ``history_order`` lists."""
+    for head in range(min(max_head, len(order))):
+        if order[head] not in before:
+            continue
+        k = before.index(order[head])
+        end = head + len(before) - k
+        if order[head:end] != before[k:]:
+            return None
+        return head, k, order[:head] + order[end:]
+    return None
+
+
+@pytest.mark.anyio
+async def test_history_after_answers_what_comparing_the_history_orders_does() -> None:
+    """The plans of a session whose history grows, drops turns (a tight budget) and compacts:
+    each plan against the ones before and after it, the answer of the two lists."""
+    engine = ContextEngine("gpt-4o", Budget(total=3_000))
+    plans: list[Any] = []
+    async with engine.session("after") as session:
+        for i in range(40):
+            session.extend(
+                [Message.user(f"question {i} " + "word " * 80), Message.assistant(f"answer {i}")]
+            )
+            await session.render()
+            plans.append(session._state.token_cache.memo.composed.plan)
+    orders = [p.history_order for p in plans]
+    shapes = set()
+    for i, plan in enumerate(plans):
+        for j in (i - 3, i - 1, i, i + 1):
+            if 0 <= j < len(plans):
+                for max_head in (0, 1, 4):
+                    want = _after(orders[i], orders[j], max_head)
+                    assert plan.history_after(plans[j], max_head) == want
+                    shapes.add(None if want is None else (want[0] > 0, want[1] > 0))
+    assert None in shapes and (False, True) in shapes  # some continue after a drop, some not

@@ -181,19 +181,6 @@ def _changed(new: list[Any], old: list[Any]) -> set[int]:
             return out
 
 
-def _kept(order: list[str], prev: Composed) -> tuple[int, int, int] | None:
-    """``(head, k, end)``: ``order[head:end]`` is ``prev.order[k:]``, after at most a few new
-    nodes; None when the plan did not keep the previous history that way."""
-    for head in range(min(_HEAD, len(order))):
-        try:
-            k = prev.order.index(order[head])
-        except ValueError:
-            continue
-        end = head + len(prev.order) - k
-        return (head, k, end) if order[head:end] == prev.order[k:] else None
-    return None
-
-
 def _history(state: SessionState, plan: Any) -> list[Message]:
     """The kept history as messages. The previous render's messages are reused for the nodes
     it also kept, when their texts and replacements are unchanged (a few C-level passes over
@@ -202,20 +189,28 @@ def _history(state: SessionState, plan: Any) -> list[Message]:
     A node's item is looked up once, when it is new to the window: an item is made once per
     node id (ids are never reused) and is only ever deleted, never replaced; its text may
     change in place, only in a sync (a prune), which lists the node in ``state.retexted``."""
-    order: list[str] = plan.history_order  # a new list on every access
     rep = plan.replacements
-    replacements = list(map(rep.get, order)) if rep else [None] * len(order)
     memo = state.token_cache.memo
     prev: Composed | None = memo.composed
-    kept = _kept(order, prev) if prev is not None and order else None
+    # where the plan's history continues the previous one's, found by the core on its own
+    # vectors: the window's node ids are not made into a list for every render
+    after = plan.history_after(prev.plan, _HEAD) if prev is not None else None
     retexted = state.retexted
-    if prev is None or kept is None:
+    if prev is None or after is None:
+        order: list[str] = plan.history_order  # a new list on every access
+        replacements = list(map(rep.get, order)) if rep else [None] * len(order)
         items = list(map(state.items.get, order))
         messages = _messages(state, order, items, replacements)
         grains = item_grains(items)
         holes = sum(1 for i in items if i is None)
     else:
-        head, k, end = kept
+        head, k, fresh_ids = after
+        end = head + len(prev.order) - k
+        # the previous history is forgotten first, so that a failure below leaves none half
+        # changed for the next render; its order is taken over (the new ids put in place)
+        memo.composed = None
+        order = splice(prev.order, k, fresh_ids, head)
+        replacements = list(map(rep.get, order)) if rep else [None] * len(order)
         get = state.items.get
         fresh = [*range(head), *range(end, len(order))]
         new_items = [get(order[j]) for j in fresh]
@@ -227,9 +222,7 @@ def _history(state: SessionState, plan: Any) -> list[Message]:
         holes = prev.holes - sum(1 for g in islice(prev.grains, k) if g is None)
         holes += sum(1 for g in new_grains if g is None)
         # the previous lists are taken over, their dropped head cut and the new nodes put at
-        # either end in place (no copy of the window): the previous history is forgotten
-        # first, so that a failure below leaves none half changed for the next render
-        memo.composed = None
+        # either end in place (no copy of the window)
         items = splice(prev.items, k, new_items, head)
         messages = splice(prev.messages, k, make, head)
         grains = splice(prev.grains, k, new_grains, head)

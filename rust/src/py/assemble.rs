@@ -420,6 +420,49 @@ impl PyPlan {
         self.ids(py, &self.plan.history_order)
     }
 
+    /// Where this plan's history continues `prev`'s: `(head, k, fresh)` when
+    /// `history_order[head:end]` holds the node ids of `prev.history_order[k:]`, in order
+    /// (`end = head + len(prev.history_order) - k`), after `head < max_head` nodes new at the
+    /// front (the first `head` for which `history_order[head]` is in `prev`'s order decides);
+    /// `fresh` the node ids before `head` and from `end` on. None otherwise. The answer of
+    /// comparing the two `history_order` lists, without making them.
+    fn history_after<'py>(
+        &self,
+        py: Python<'py>,
+        prev: PyRef<'py, PyPlan>,
+        max_head: usize,
+    ) -> PyResult<Option<(usize, usize, Bound<'py, PyList>)>> {
+        let (order, before) = (&self.plan.history_order, &prev.plan.history_order);
+        // a slot's node id as `history_order` gives it
+        fn name(p: &Plan, slot: u32) -> &str {
+            p.node_ids
+                .get(slot as usize)
+                .map_or(assemble::PLACEHOLDER_ID, |id| id)
+        }
+        // the same node id: the same shared string (the usual case), or equal ones
+        let same = |a: u32, b: u32| {
+            let (x, y) = (name(&self.plan, a), name(&prev.plan, b));
+            (std::ptr::eq(x.as_ptr(), y.as_ptr()) && x.len() == y.len()) || x == y
+        };
+        for head in 0..max_head.min(order.len()) {
+            let Some(k) = before.iter().position(|&s| same(order[head], s)) else {
+                continue;
+            };
+            let end = head + before.len() - k;
+            if end > order.len()
+                || !order[head..end]
+                    .iter()
+                    .zip(&before[k..])
+                    .all(|(&a, &b)| same(a, b))
+            {
+                return Ok(None);
+            }
+            let fresh: Vec<u32> = order[..head].iter().chain(&order[end..]).copied().collect();
+            return Ok(Some((head, k, self.ids(py, &fresh)?)));
+        }
+        Ok(None)
+    }
+
     /// node_id -> replacement text (trimmed, cleared, stand-in, placeholder).
     #[getter]
     fn replacements<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
