@@ -12,6 +12,7 @@ import dataclasses
 import json
 import logging
 import math
+import operator
 import threading
 import time
 import warnings
@@ -575,10 +576,12 @@ class Session:
         #: Whether messages and snapshots go to the engine's store (False for a restore).
         self.persist = True
         self._unsaved: list[Message] = []
-        #: The last append (a save or a truncation's rewrite) that failed otherwise than
-        #: refused (a timeout, a dropped connection, a server that died): the store may have
-        #: applied it before its reply was lost, so the next refused save looks for it.
-        self._doubtful: _Doubtful | None = None
+        #: The appends (saves, a truncation's rewrite) that failed otherwise than refused (a
+        #: timeout, a dropped connection, a server that died) since :attr:`leaf_id` last
+        #: moved, oldest first: the store may have applied one of them before its reply was
+        #: lost (one at most: each was a compare-and-append on that leaf), so the next refused
+        #: save looks for them.
+        self._doubtful: list[_Doubtful] = []
         self._save_lock = CrossLoopLock()
         self._closing = False
         self._config: RenderConfig | None = None  # a smaller budget while run() recovers
@@ -903,17 +906,16 @@ class Session:
                 lambda: record_messages(store, self.id, batch, expected_leaf=expected)
             )
         except StoreConflictError as exc:
-            if self._doubtful is not None and await self._found_applied(store):
+            if self._doubtful and await self._found_applied(store):
                 return await self._save(store)  # the rest, after them
             exc.unsaved = tuple(batch)  # still queued as well: nothing of them is lost
             if exc.actual is None and expected is not None:
                 raise self._lost(exc, batch) from exc
             raise
         except StoreError:
-            # applied or not: the next refused save finds out
-            self._doubtful = _Doubtful(expected, None, batch, len(batch))
+            self._doubt(expected, batch)  # applied or not: the next refused save finds out
             raise
-        self._doubtful = None
+        self._doubtful = []
         del self._unsaved[: len(batch)]
         if entries:
             # A store without an atomic append_if is checked before the append, not with it:
@@ -922,60 +924,64 @@ class Session:
                 self._conflict(entries[0].parent_id)
             self.leaf_id = entries[-1].id
 
+    def _doubt(self, expected: str | None, batch: list[Message]) -> None:
+        """Keep a save of ``batch`` on ``expected`` that failed otherwise than refused. A save
+        retried with more queued after the last one that failed so (the same leaf, its batch
+        first) is one candidate that may have been applied at either length."""
+        last = self._doubtful[-1] if self._doubtful else None
+        if (
+            last is not None
+            and last.marker is None
+            and last.parent == expected
+            and len(last.messages) <= len(batch)
+            and all(map(operator.is_, last.messages, batch))
+        ):
+            last.messages, last.queued = batch, len(batch)
+            if last.sizes[-1] != len(batch):
+                last.sizes.append(len(batch))
+            return
+        self._doubtful.append(_Doubtful(expected, None, batch, len(batch), [len(batch)]))
+
     async def _found_applied(self, store: Store) -> bool:
-        """Whether the append that failed last (:attr:`_doubtful`) was applied all the same
-        (its reply lost): the store's branch goes on after its parent with its entries, in
-        order (a store writes an append whole or not at all; another writer's entries may
-        follow them). Its queued messages are then taken as saved, and the session's leaf
-        moves to the last of its entries. A rewrite counts only when found whole: its
-        marker, then every message it wrote."""
-        doubtful, self._doubtful = self._doubtful, None
-        if doubtful is None:
+        """Whether one of the appends that failed (:attr:`_doubtful`) was applied all the same
+        (its reply lost): the store's branch goes on after its parent with all its entries, in
+        order (a store writes an append whole or not at all, so a part of one is another
+        writer's; another writer's entries may follow them). Its queued messages are then
+        taken as saved, and the session's leaf moves to the last of its entries. A rewrite
+        counts when found whole: its marker, then every message it wrote."""
+        doubtful, self._doubtful = self._doubtful, []
+        if not doubtful:
             return False
-
-        def read() -> list[Entry]:
-            branch = store.branch(self.id)
-            ids = [e.id for e in branch]
-            parent = doubtful.parent
-            if parent is not None and parent not in ids:
-                return []
-            after = branch[ids.index(parent) + 1 :] if parent is not None else branch
-            found: list[Entry] = []
-            if doubtful.marker is not None:
-                if not after or after[0].kind != REWRITE or after[0].data != doubtful.marker:
-                    return []
-                found.append(after[0])
-            rest = after[len(found) :]
-            for entry, message in zip(rest, doubtful.messages, strict=False):
-                if entry.kind != MESSAGE or entry.data.get("message") != _as_stored(message):
-                    break
-                found.append(entry)
-            return found
-
         try:
-            found = await anyio.to_thread.run_sync(read)
+            branch = await anyio.to_thread.run_sync(lambda: store.branch(self.id))
         except StoreError:
             self._doubtful = doubtful  # still to be found out, at the next refusal
             raise
-        written = len(found) - (doubtful.marker is not None)
-        if written <= 0 or (doubtful.marker is not None and written < len(doubtful.messages)):
-            return False
-        # the queued ones are its last messages, still queued as they were (no rewrite since)
-        taken = doubtful.messages[len(doubtful.messages) - doubtful.queued : written]
-        held = self._unsaved[: len(taken)]
-        if len(held) != len(taken) or not all(a is b for a, b in zip(held, taken, strict=True)):
-            return False
-        del self._unsaved[: len(taken)]
-        self.leaf_id = found[-1].id
-        _log.info(
-            "ctxengine store: session %r: the %s that failed before was applied (its reply "
-            "was lost): %d entries, up to entry %r",
-            self.id,
-            "save" if doubtful.marker is None else "rewrite",
-            len(found),
-            self.leaf_id,
-        )
-        return True
+        for candidate in reversed(doubtful):  # the newest first: at most one was applied
+            found = _applied(branch, candidate)
+            if not found:
+                continue
+            # the queued ones are its last messages, still queued as they were (no rewrite
+            # since; a truncation that failed after it put their cut forms in their place)
+            written = len(found) - (candidate.marker is not None)
+            taken = candidate.messages[written - min(candidate.queued, written) : written]
+            held = self._unsaved[: len(taken)]
+            if candidate.held is not None:
+                taken = candidate.held[: len(taken)]
+            if len(held) != len(taken) or not all(map(operator.is_, held, taken)):
+                continue
+            del self._unsaved[: len(taken)]
+            self.leaf_id = found[-1].id
+            _log.info(
+                "ctxengine store: session %r: the %s that failed before was applied (its "
+                "reply was lost): %d entries, up to entry %r",
+                self.id,
+                "save" if candidate.marker is None else "rewrite",
+                len(found),
+                self.leaf_id,
+            )
+            return True
+        return False
 
     def _lost(self, refused: StoreConflictError, batch: list[Message]) -> StoreConflictError:
         """The refusal of a save to a store that holds nothing of the session any more,
@@ -1045,10 +1051,10 @@ class Session:
             # The store lost the session (deleted, flushed, a server restarted empty): what it
             # held is only here now. Re-reading it would give nothing and drop all of it.
             self._unsaved = list(self._state.messages)
-            self._doubtful = None
+            self._doubtful = []
             self.leaf_id = None
             self._last_snapshot = None
-        elif stored_leaf != self.leaf_id and self._doubtful is not None:
+        elif stored_leaf != self.leaf_id and self._doubtful:
             # the append that failed last may be what moved the leaf (its reply lost):
             # re-reading the branch with it and appending its messages again stores them twice
             await self._found_applied(store)
@@ -1359,7 +1365,14 @@ class Session:
         store = self.engine.store
         if store is None or not self.persist:
             return True
-        unsaved = len(self._unsaved)
+        if self._doubtful:
+            # an append whose reply was lost may have moved the leaf: found, the rewrite goes
+            # on after it (its queued messages, replaced by their cut forms below, would else
+            # no longer be known as its own, and stored twice)
+            with contextlib.suppress(StoreError):  # not found out: kept, for the next save
+                await self._found_applied(store)
+        queue = list(self._unsaved)
+        unsaved = len(queue)
         details = {"max_chars": limit, "messages": cut}
         expected = self.leaf_id
         planned: list[_Doubtful] = []
@@ -1367,11 +1380,12 @@ class Session:
         def write() -> list[Entry]:
             parent, kept = _truncation_start(store, self.id, old.messages, first, unsaved, expected)
             marker = json.loads(compact_json({"reason": TRUNCATION, **details}))
-            planned.append(_Doubtful(parent, marker, messages[kept:], unsaved))
+            rewritten = messages[kept:]
+            planned.append(_Doubtful(parent, marker, rewritten, unsaved, [len(rewritten)]))
             return record_rewrite(
                 store,
                 self.id,
-                messages[kept:],
+                rewritten,
                 parent_id=parent,
                 reason=TRUNCATION,
                 details=details,
@@ -1384,13 +1398,20 @@ class Session:
             # The unsaved messages go later as the session now holds them (cut).
             if unsaved:
                 self._unsaved[:unsaved] = messages[len(messages) - unsaved :]
+                cut_forms = dict(zip(map(id, queue), self._unsaved[:unsaved], strict=True))
+                for earlier in self._doubtful:  # their queued messages are now held cut
+                    queued = (
+                        earlier.held or earlier.messages[len(earlier.messages) - earlier.queued :]
+                    )
+                    earlier.held = [cut_forms.get(id(m), m) for m in queued]
             if planned and not isinstance(exc, StoreConflictError):
                 # applied or not (its reply lost): the next refused save finds out
-                self._doubtful = planned[0]
+                self._doubtful.append(planned[0])
             self._store_fault("rewrite", exc)
         else:
             del self._unsaved[:unsaved]  # the rewrite holds them
             self.leaf_id = entries[-1].id
+            self._doubtful = []  # written on the session's leaf: none of them was applied
         return True
 
     def transcript(self) -> Transcript:
@@ -1534,6 +1555,34 @@ class _Doubtful:
     messages: list[Message]
     #: How many of them, the last ones, were queued unsaved when it failed.
     queued: int
+    #: The lengths it may have been written with: the saves that failed on one leaf, each
+    #: retried with more queued after it, are one candidate (a rewrite: its messages' length).
+    sizes: list[int]
+    #: What the queue holds in place of its queued messages, when a truncation that failed
+    #: after it put their cut forms there (None: the messages themselves).
+    held: list[Message] | None = None
+
+
+def _applied(branch: Sequence[Entry], doubtful: _Doubtful) -> list[Entry]:
+    """The entries of ``doubtful`` in ``branch``, found whole after its parent at one of the
+    lengths it may have been written with (``[]``: not there)."""
+    start = 0
+    if doubtful.parent is not None:
+        ids = [e.id for e in branch]
+        if doubtful.parent not in ids:
+            return []
+        start = ids.index(doubtful.parent) + 1
+    after = branch[start:]
+    marked = doubtful.marker is not None
+    if marked and (not after or after[0].kind != REWRITE or after[0].data != doubtful.marker):
+        return []
+    matched = 0
+    for entry, message in zip(after[marked:], doubtful.messages, strict=False):
+        if entry.kind != MESSAGE or entry.data.get("message") != _as_stored(message):
+            break
+        matched += 1
+    size = max((n for n in doubtful.sizes if 0 < n <= matched), default=0)
+    return list(after[: marked + size]) if size else []
 
 
 def _as_stored(message: Message) -> Any:

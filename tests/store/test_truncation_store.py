@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ctxengine import Budget, ContextEngine, Session
-from ctxengine.errors import StoreError
+from ctxengine.errors import StoreConflictError, StoreError
 from ctxengine.store import FileStore
 from ctxengine.store.codec import message_to_json
 from ctxengine.transcript import Message, ToolCall
@@ -309,3 +309,127 @@ async def test_a_rewrite_applied_before_its_reply_was_lost_is_found_not_refused(
     assert again is not None and _json(again.messages) == _json(live)
     assert again.leaf_id == s.leaf_id
     assert [e.kind for e in reopened.branch("r")].count("rewrite") == 1
+
+
+class LostThenDown(LostReply):
+    """:class:`LostReply` whose appends also fail while ``failing`` is set (the server still
+    down after the one that lost its reply)."""
+
+    def append_if(self, *args: Any, **kwargs: Any) -> Any:
+        self._check()
+        return super().append_if(*args, **kwargs)
+
+
+async def test_a_rewrite_whose_reply_was_lost_is_found_after_a_save_failed_too(
+    tmp_path: Path,
+) -> None:
+    """The server writes the rewrite and dies before replying, and the message after it is
+    saved while the server is still down (a second failure). The session kept only the
+    last failed append to look for, the save, which went on after the leaf before the
+    rewrite and is not in the store: the rewrite was never found, every later save was
+    refused as another writer's, and ``rebase()`` stored the queued request a second time."""
+    store = LostThenDown(tmp_path)
+    engine = _engine(store)
+    async with engine.session("d") as s:
+        await _fill(s)
+        s.extend([Message.user("FINAL REQUEST: sum up file_4.py")])
+        store.armed = True
+        with pytest.warns(RuntimeWarning, match="connection lost"):
+            assert await s._truncate_results(BUDGET, [])
+        store.failing = True
+        with pytest.warns(RuntimeWarning, match="No space left"):
+            await s.user_message("asked while the store was down")
+        store.failing = False
+        await s.user_message("asked after it came back")
+        assert s.unsaved == 0
+        await s.rebase()
+        live = list(s.messages)
+        assert [m.text for m in live].count("FINAL REQUEST: sum up file_4.py") == 1
+    engine.close()
+    reopened = FileStore(tmp_path)
+    again = await _engine(reopened).load("d")
+    assert again is not None and _json(again.messages) == _json(live)
+    assert [e.kind for e in reopened.branch("d")].count("rewrite") == 1
+
+
+class LostThenUnread(LostReply):
+    """:class:`LostReply` whose reads fail while ``failing`` is set."""
+
+    def branch(self, *args: Any, **kwargs: Any) -> Any:
+        self._check()
+        return self.inner.branch(*args, **kwargs)
+
+
+@pytest.mark.parametrize("reads", ["work", "fail"])
+async def test_a_save_whose_reply_was_lost_is_found_after_a_truncation(
+    tmp_path: Path, reads: str
+) -> None:
+    """A tool result's save is written and its reply lost, then the session truncates the
+    result (its rewrite refused: the store's leaf moved) and queues its cut form in its
+    place. The next save looked for the failed one's messages in the queue, found the cut
+    form there instead, and was refused as another writer's; ``rebase()`` then stored the
+    result twice (as written, then cut, an orphan). The truncation now finds the save first
+    and writes its rewrite after it; when the store cannot be read then, the next save
+    finds it, the cut form standing for the result in the queue (the store keeps the
+    result as written, as after any rewrite that failed)."""
+    store = LostThenUnread(tmp_path)
+    engine = _engine(store)
+    async with engine.session("t") as s:
+        await _fill(s, 3)
+        await s.assistant_message("", [ToolCall("big", "read", {"path": "big.log"})])
+        store.armed = True
+        with pytest.warns(RuntimeWarning, match="connection lost"):
+            await s.tool_result("big", BIG, name="read")
+        assert s.unsaved == 1
+        store.failing = reads == "fail"
+        if reads == "fail":
+            with pytest.warns(RuntimeWarning, match="No space left"):
+                assert await s._truncate_results(BUDGET, [])
+        else:
+            assert await s._truncate_results(BUDGET, [])
+        store.failing = False
+        await s.user_message("next")
+        assert s.unsaved == 0
+        await s.rebase()
+        live = list(s.messages)
+        assert [m.role for m in live].count("tool") == 4
+        assert _longest_result(live) < len(BIG)
+    engine.close()
+    again = await _engine(FileStore(tmp_path)).load("t")
+    assert again is not None and [m.role for m in again.messages] == [m.role for m in live]
+    if reads == "work":
+        assert _json(again.messages) == _json(live)
+
+
+async def test_a_failed_save_is_not_taken_for_another_writers_equal_messages(
+    tmp_path: Path,
+) -> None:
+    """A save fails before the store writes it; another writer then appends a message equal
+    to its first one (a "yes"), and one that differs. A store writes an append whole or not
+    at all, so that part of the save is another writer's; it was taken for the save's own
+    (its "yes" dropped from the queue), and the rebase after the refusal stored only the
+    rest."""
+    store = Flaky(tmp_path)
+    engine = _engine(store)
+    async with engine.session("w") as a:
+        await a.user_message("hello")
+        await a.assistant_message("hi")
+        a.extend([Message.user("yes"), Message.assistant("answer A")])
+        store.failing = True
+        with pytest.raises(StoreError):
+            await a.save()
+        store.failing = False
+        other = _engine(FileStore(tmp_path))
+        async with other.session("w") as b:
+            await b.user_message("yes")
+            await b.assistant_message("answer B")
+        other.close()
+        with pytest.raises(StoreConflictError):
+            await a.save()
+        assert a.unsaved == 2
+        await a.rebase()
+        texts = ["hello", "hi", "yes", "answer B", "yes", "answer A"]
+        assert [m.text for m in a.messages] == texts
+    engine.close()
+    again = await _engine(FileStore(tmp_path)).load("w")
+    assert again is not None and [m.text for m in again.messages] == texts
