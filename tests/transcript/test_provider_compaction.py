@@ -19,7 +19,8 @@ from anthropic.types.beta import BetaCompactionBlockParam, BetaMessageParam
 from openai.types.responses import ResponseCompactionItemParamParam, ResponseInputItemParam
 from pydantic import TypeAdapter
 
-from ctxengine.transcript import Compaction, load
+from ctxengine.errors import TranscriptError
+from ctxengine.transcript import Compaction, Message, Transcript, load, render
 from ctxengine.transcript.model import compaction_of
 
 ENCRYPTED = "gAAAAABo" + "Zq9" * 200
@@ -110,3 +111,36 @@ def test_bad_compaction_fields_name_the_value() -> None:
     bad = [{"role": "assistant", "content": [{"type": "compaction", "content": 7}]}]
     with pytest.raises(TranscriptError, match="7"):
         load(bad, format="anthropic")
+
+
+@pytest.mark.parametrize(
+    ("provider", "item"),
+    [
+        ("openai-responses", {}),
+        ("openai-responses", {"type": "compaction"}),
+        ("openai-responses", {"type": "message", "encrypted_content": ENCRYPTED}),
+        ("anthropic", {}),
+        ("anthropic", {"type": "compaction", "content": 3}),
+        ("anthropic", ["compaction"]),
+    ],
+)
+def test_a_compaction_without_its_providers_item_is_refused_naming_it(
+    provider: str, item: Any
+) -> None:
+    """A provider's compaction is sent back to it as the item it returned: one built without
+    that item rendered with a bare ``KeyError: 'type'`` (outside the error tree) for its own
+    provider, or with Anthropic cache breakpoints."""
+    with pytest.raises(TranscriptError, match=rf"Compaction for '{provider}': item is .*expected"):
+        Compaction("", provider, item)
+
+
+def test_a_compaction_with_its_providers_item_renders_for_it() -> None:
+    anthropic = Compaction(SUMMARY, "anthropic", {"type": "compaction", "content": None})
+    responses = Compaction("", "openai-responses", {"type": "compaction", "encrypted_content": "x"})
+    assert compaction_of(Message("assistant", (anthropic,))) is anthropic
+    for block, provider in ((anthropic, "anthropic"), (responses, "openai-responses")):
+        t = Transcript(
+            (Message.user("hi"), Message("assistant", (block,)), Message.user("go on")), "x"
+        )
+        assert render(t, provider)
+    assert Compaction("a summary", "").item == {}  # no provider: nothing to send back

@@ -65,6 +65,39 @@ class Compaction(Text):
     provider: str = ""
     item: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
+    def __post_init__(self) -> None:
+        # sent back verbatim to its provider: without a compaction item there, the render
+        # raised a bare KeyError
+        what = _COMPACTION_ITEMS.get(self.provider)
+        if what is None:
+            return
+        item = self.item
+        key, kinds, expected = what
+        if (
+            not isinstance(item, Mapping)
+            or item.get("type") != "compaction"
+            or not isinstance(item.get(key), kinds)
+        ):
+            raise TranscriptError(
+                f"Compaction for {self.provider!r}: item is {item!r:.80}; expected {expected}, "
+                "as the provider returned it"
+            )
+
+
+#: Provider -> the key a compaction item of it must hold, its types, and how to say it.
+_COMPACTION_ITEMS: Final[dict[str, tuple[str, tuple[type, ...], str]]] = {
+    "anthropic": (
+        "content",
+        (str, type(None)),
+        "a 'compaction' content block ({'type': 'compaction', 'content': <summary or None>})",
+    ),
+    "openai-responses": (
+        "encrypted_content",
+        (str,),
+        "a 'compaction' input item ({'type': 'compaction', 'encrypted_content': <str>})",
+    ),
+}
+
 
 def compaction_of(message: Message) -> Compaction | None:
     """The provider :class:`Compaction` ``message`` holds, or None."""
