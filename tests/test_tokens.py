@@ -111,6 +111,39 @@ tricky = st.text(alphabet=st.sampled_from(" \t\n\r'sStTdDmMlLvVreRE1234567890.,/
 texts = st.lists(st.one_of(st.text(), tricky, st.sampled_from(SPECIALS)), max_size=8).map("".join)
 
 
+#: The codepoints Unicode 17.0 assigned or re-classed (U+0295: Lo to Ll): tiktoken 0.14.0's
+#: regex engine classes them by Unicode 16.0 (unassigned: neither letter, number nor space).
+UNICODE_17 = (
+    (0x0295, 0x0295), (0x088F, 0x088F), (0x0C5C, 0x0C5C), (0x0CDC, 0x0CDC),
+    (0x1ACF, 0x1ADD), (0x1AE0, 0x1AEB), (0xA7CE, 0xA7CF), (0xA7D2, 0xA7D2),
+    (0xA7D4, 0xA7D4), (0xA7F1, 0xA7F1), (0x10940, 0x10959), (0x10EC5, 0x10EC7),
+    (0x10EFA, 0x10EFB), (0x11B60, 0x11B67), (0x11DB0, 0x11DDB), (0x11DE0, 0x11DE9),
+    (0x16EA0, 0x16EB8), (0x16EBB, 0x16ED3), (0x16FF2, 0x16FF6), (0x187F8, 0x187FF),
+    (0x18D09, 0x18D1E), (0x18D80, 0x18DF2), (0x1E6C0, 0x1E6F5), (0x1E6FE, 0x1E6FF),
+    (0x2B73A, 0x2B73F), (0x2CEA2, 0x2CEAD), (0x323B0, 0x33479),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_letters_unicode_17_added_split_as_tiktoken_splits_them(name: str) -> None:
+    """The class tables came from a regex module of Unicode 17.0: its new letters (an
+    ideograph of CJK Extension J, U+323B0, before ``/A``) were split as letters where
+    tiktoken, on Unicode 16.0, splits them with the symbols after them, so 4,644 codepoints
+    counted apart from it. Each is tried where a letter, a number, a space, a case and a
+    contraction would split differently."""
+    tk, ours = _tk(name), ctxengine.get_tokenizer(name)
+    shapes = ("{c}/A", "A{c}b", "1{c}2", " {c}", "\n{c}x", "{c}{c} a", "a'{c}", "Ab{c}cD")
+    texts = [
+        shape.format(c=chr(cp))
+        for lo, hi in UNICODE_17
+        for cp in range(lo, hi + 1)
+        for shape in shapes
+    ]
+    assert len(texts) > 8 * 4_644
+    differ = [t for t in texts if ours.encode(t) != tk.encode_ordinary(t)]
+    assert not differ, [ascii(t) for t in differ[:5]]
+
+
 @pytest.mark.parametrize("name", ENCODINGS)
 @given(text=texts)
 @example(text="<|endoftext|>")
