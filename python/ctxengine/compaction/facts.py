@@ -612,6 +612,8 @@ _shell_files: Final = TextMemo(_read_shell_files, 4_000_000)
 
 
 def _argument_paths(args: dict[str, Any]) -> list[str]:
+    if args.keys().isdisjoint(_PATH_KEYS):
+        return []  # no path argument (a shell command's): asked of the keys at C speed
     paths = []
     for key in _PATH_KEYS:
         value = args.get(key)
@@ -645,23 +647,29 @@ def _call_ops(call: ToolCall) -> list[_FileOp]:
     """The file steps of one tool call (see :data:`_FileOp`): what it reads and modifies, then
     the current file it leaves (its first path argument)."""
     name = call.name.lower()
-    args = call.arguments if isinstance(call.arguments, dict) else {}
-    raw = call.arguments if isinstance(call.arguments, str) else ""
-    paths = _argument_paths(args)
-    ops: list[_FileOp] = []
+    args = call.arguments
+    if isinstance(args, dict):
+        raw = ""
+        paths = _argument_paths(args)
+    else:
+        raw = args if isinstance(args, str) else ""
+        args, paths = {}, []
+    ops: list[_FileOp]
     if name in _SHELL_TOOLS:
         read, modified = _shell_files(_shell_command(call))
-        ops += [("R", read), ("W", modified)]
+        ops = [("R", read), ("W", modified)]
     elif name in _EDITOR_TOOLS:
         sub = str(args.get("command", ""))
-        ops.append(("R", paths) if sub in _EDITOR_READ else ("W", paths))
+        ops = [("R", paths) if sub in _EDITOR_READ else ("W", paths)]
     elif name in {"apply_patch", "patch"} or "*** Begin Patch" in raw:
         text = raw or str(args.get("input", args.get("patch", "")))
-        ops.append(("W", [p for p in _PATCH_FILE.findall(text) if p != "/dev/null"]))
+        ops = [("W", [p for p in _PATCH_FILE.findall(text) if p != "/dev/null"])]
     elif name in _WRITE_TOOLS:
-        ops.append(("W", paths) if paths else ("WC", None))
+        ops = [("W", paths) if paths else ("WC", None)]
     elif name in _READ_TOOLS:
-        ops.append(("R", paths))
+        ops = [("R", paths)]
+    else:
+        ops = []
     if paths:
         ops.append(("C", paths[0]))
     return ops
@@ -720,14 +728,10 @@ def _replay(steps: Iterable[list[_FileOp]]) -> tuple[list[str], list[str], str |
     shown = False
     for ops in steps:
         if ops:  # most messages have none: no step changes anything
-            current = _file_steps(ops, current, read, read_seen, modified, modified_seen)
-            shown = shown or _shows_open(ops)
+            current, shown = _file_steps(
+                ops, current, shown, read, read_seen, modified, modified_seen
+            )
     return read, modified, current if shown else None
-
-
-def _shows_open(ops: Iterable[_FileOp]) -> bool:
-    """Whether ``ops`` hold the harness's own word on the open file (an ``O`` step)."""
-    return any(kind == "O" for kind, _ in ops)
 
 
 def _carried_open(carried: dict[str, list[str]]) -> list[_FileOp]:
@@ -740,23 +744,27 @@ def _carried_open(carried: dict[str, list[str]]) -> list[_FileOp]:
 def _file_steps(
     ops: Iterable[_FileOp],
     current: str | None,
+    shown: bool,
     read: list[str],
     read_seen: set[str],
     modified: list[str],
     modified_seen: set[str],
-) -> str | None:
+) -> tuple[str | None, bool]:
     """Apply one message's file operations to the read and modified lists (each once, oldest
-    first); returns the file open after them (SWE-agent's current file)."""
+    first); returns the file open after them (SWE-agent's current file), and whether the
+    harness showed an open file so far (``shown``, or an ``O`` step among ``ops``)."""
     for kind, value in ops:
-        if kind == "C" or kind == "O":
+        if kind == "C":
             current = value
+        elif kind == "O":
+            current, shown = value, True
         elif kind == "R":
             _add(read, value, read_seen)
         elif kind == "W":
             _add(modified, value, modified_seen)
         elif current:
             _add(modified, [current], modified_seen)
-    return current
+    return current, shown
 
 
 def files_touched(messages: Sequence[Message]) -> tuple[list[str], list[str]]:
@@ -1322,37 +1330,53 @@ def _read(m: Message, text: str) -> _MessageFacts:
     if m.meta.get(SUMMARY_META) or (role == "user" and text.startswith(_SUMMARY_HEAD)):
         # an earlier summary (:func:`is_summary`)
         return _MessageFacts(text, carried=parse_sections(text))
-    # _file_ops, when it can find anything: tool calls, a fenced action, an opened file
-    files: list[_FileOp]
-    if role == "assistant":
-        calls = m.tool_calls
-        files = _file_ops(m, text) if calls or "```" in text or "(Open file: " in text else []
-    elif role == "tool":
-        results = m.tool_results
-        one = len(results) == 1 and "(Open file: " not in results[0].text[-400:]
-        files = [] if one else _file_ops(m, text)
-    else:
-        files = [] if "(Open file: " not in text else _file_ops(m, text)
-    facts = _MessageFacts(text, files=files)
+    # each role's own path, and _file_ops only when it can find anything: tool calls, a
+    # fenced action, an opened file (a message of each kind is read once per landing, so
+    # this is the cold render's cost per message)
     if role == "tool":
+        results = m.tool_results
+        if len(results) == 1:  # nearly every result: no tuples built by comprehensions
+            result = results[0]
+            output = result.text
+            facts = _MessageFacts(
+                text, files=None if "(Open file: " not in output[-400:] else _file_ops(m, text)
+            )
+            if result.is_error:
+                facts.errors = ((result.call_id, result.name, output),)
+            else:
+                facts.succeeded = (result.call_id,)
+            return facts
+        facts = _MessageFacts(text, files=_file_ops(m, text))
         facts.errors = tuple([(r.call_id, r.name, r.text) for r in results if r.is_error])
         facts.succeeded = tuple([r.call_id for r in results if not r.is_error])
         return facts
-    if role == "system" or (role == "user" and not text.strip()):
-        return facts
-    idents = _identifiers(text)
     if role == "assistant":
+        calls = m.tool_calls
+        if "```" in text or "(Open file: " in text:
+            files = _file_ops(m, text)
+        elif not calls:
+            files = []
+        elif len(calls) == 1:  # _file_ops of a message whose text holds no action
+            files = _call_ops(calls[0])
+        else:
+            files = [op for call in calls for op in _call_ops(call)]
+        facts = _MessageFacts(text, files=files)
+        idents = _identifiers(text) if text else ()  # a call's message often has no text
         if calls:
             facts.calls = tuple([(c.id, c.name) for c in calls])
             for c in calls:
                 found = _identifiers(c.arguments_json)
                 if found:
                     idents += found
-    else:
-        # an observation or the harness's text is read for its identifiers and files, never
-        # listed as a request (see ctxengine.compaction.requests)
-        facts.request = request_text(text, m.meta)
-    facts.idents = idents
+        facts.idents = idents
+        return facts
+    facts = _MessageFacts(text, files=None if "(Open file: " not in text else _file_ops(m, text))
+    if role == "system" or not text.strip():
+        return facts
+    facts.idents = _identifiers(text)
+    # an observation or the harness's text is read for its identifiers and files, never
+    # listed as a request (see ctxengine.compaction.requests)
+    facts.request = request_text(text, m.meta)
     return facts
 
 
@@ -1638,10 +1662,9 @@ class _Scan:
             if mf.succeeded:
                 succeeded += mf.succeeded
             if mf.files:
-                current = _file_steps(
-                    mf.files, current, files_read, read_seen, files_modified, modified_seen
+                current, shown = _file_steps(
+                    mf.files, current, shown, files_read, read_seen, files_modified, modified_seen
                 )
-                shown = shown or _shows_open(mf.files)
         self.current, self.shown = current, shown
 
     def facts(self, max_identifiers: int) -> KeyFacts:
