@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import cache
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -163,3 +164,25 @@ def test_edge_cases_take_every_path() -> None:
     assert any(mf.errors for mf in read) and any(mf.succeeded for mf in read)
     assert any(len(mf.calls) > 1 for mf in read) and any(mf.carried for mf in read)
     assert F._replay([mf.files for mf in read])[2] is not None
+
+
+def test_text_that_is_not_ascii_is_read_as_python_reads_it_by_either_path() -> None:
+    """``_mixed_identifiers`` reads the ASCII pieces in one native call when the words around
+    the other characters hold no identifier, else piece by piece: on every text of the shared
+    sessions that is not ASCII (message texts and call arguments) and on hand-made ones, each
+    path is taken and gives the Python reading."""
+    texts = {
+        t
+        for _, messages in _sessions()
+        for m in messages
+        for t in (m.text, *(c.arguments_json for c in m.tool_calls))
+        if not t.isascii()
+    }
+    texts |= {"→ see src/a.py", "fixed é/a.py and b/c.py", "ok ✓\nPROJ-12 → deadbeef1 done"}
+    paths = set()
+    for text in sorted(texts):
+        with mock.patch.object(F, "read_identifiers", wraps=F.read_identifiers) as joined:
+            got = F._mixed_identifiers(text)
+        assert got == F._scanned_identifiers(text), text[:80]
+        paths.add(joined.called)
+    assert paths == {True, False}

@@ -1038,7 +1038,8 @@ def _mixed_identifiers(text: str) -> tuple[str, ...]:
     text can be read in pieces cut at whitespace. Such texts (code with an arrow or a check
     mark in a comment: a few words of hundreds) took as long in Python as all the ASCII ones
     natively; a text in another script is still read in Python, in one piece."""
-    kinds: tuple[list[str], ...] = ([], [], [], [], [])
+    plain: list[str] = []  # the ASCII pieces, read natively
+    other: list[tuple[list[str], ...]] = []  # the readings of the pieces between them
     done = 0  # the text before it is read
     for m in _OTHER_RUN.finditer(text):
         if m.end() <= done:
@@ -1048,12 +1049,24 @@ def _mixed_identifiers(text: str) -> tuple[str, ...]:
         # more are read in Python, alike) to the whitespace after its last word
         start = max(text.rfind(" ", done, at), text.rfind("\n", done, at), done - 1) + 1
         end = _WORD_TAIL.match(text, m.end()).end()  # type: ignore[union-attr]
-        if start > done:
-            _add_kinds(kinds, text[done:start])  # ASCII: read natively
-        _add_kinds(kinds, text[start:end])
+        plain.append(text[done:start])
+        other.append(_scanned_kinds(text[start:end]))
         done = end
-    if done < len(text):
-        _add_kinds(kinds, text[done:])
+    plain.append(text[done:])
+    if not any(chain.from_iterable(other)):
+        # the words around the characters that are not ASCII hold no identifier (nearly
+        # always: an arrow, a check mark, a box-drawing line): the identifiers are those of
+        # the ASCII pieces, each kind in text order, so those of the pieces joined by spaces
+        # (no identifier spans whitespace), read in one native call instead of one a piece
+        native = read_identifiers(" ".join(plain))
+        if native is not None:
+            return native
+    kinds: tuple[list[str], ...] = ([], [], [], [], [])
+    for piece, found in zip(plain, other, strict=False):
+        _add_kinds(kinds, piece)
+        for kind, items in zip(kinds, found, strict=True):
+            kind += items
+    _add_kinds(kinds, plain[-1])
     return tuple(chain.from_iterable(kinds))
 
 
