@@ -121,6 +121,12 @@ _EDGE: list[Message] = [
     ),
     Message("assistant", (ToolCall("c7", "shell", {"cmd": ["sed", "-i", "s/a/b/", "j.py"]}),)),
     Message("assistant", (Text(""),)),
+    # an aider edit block (aider's SEARCH/REPLACE format), and fenced text without one
+    Message(
+        "assistant",
+        (Text("src/x.py\n```python\n<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n```"),),
+    ),
+    Message("assistant", (Text("y.py\n```\nplain code\n```"),)),
     Message("assistant", (Text("see https://x.org/k and 0123abcd → ünï/l.py"),)),
     # one result that shows the open file, one that failed, several
     Message("tool", (ToolResult("c1", (Text("done\n(Open file: /r/m.py)\n"),)),)),
@@ -186,3 +192,14 @@ def test_text_that_is_not_ascii_is_read_as_python_reads_it_by_either_path() -> N
         assert got == F._scanned_identifiers(text), text[:80]
         paths.add(joined.called)
     assert paths == {True, False}
+
+
+def test_aider_edit_blocks_are_read_where_the_pattern_finds_them() -> None:
+    """The aider pattern runs only on text holding its marker: every fenced assistant text of
+    the shared sessions and the edge cases gives the pattern's files as its last ``W`` step."""
+    texts = [m.text for _, ms in _sessions() for m in ms if m.role == "assistant"]
+    fenced = [t for t in [*texts, *(m.text for m in _EDGE)] if "```" in t]
+    for text in fenced:
+        ops = F._file_ops(Message("assistant", (Text(text),)), text)
+        assert [v for k, v in ops if k == "W"][-1] == F._AIDER_EDIT.findall(text)
+    assert any(F._AIDER_EDIT.findall(t) for t in fenced)

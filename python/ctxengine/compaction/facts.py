@@ -706,7 +706,8 @@ def _file_ops(m: Message, text: str) -> list[_FileOp]:
                     ops += [("W", [target]), ("C", target)]
                 elif action in {"edit", "insert"}:
                     ops.append(("WC", None))
-            ops.append(("W", _AIDER_EDIT.findall(text)))
+            # an aider edit block holds its marker (a search for it is cheaper than the pattern's)
+            ops.append(("W", _AIDER_EDIT.findall(text) if "<<<<<<< SEARCH" in text else []))
     opened = _OPEN_FILE.findall(text) if m.role != "tool" and "(Open file: " in text else []
     for result in m.tool_results:
         tail = result.text[-400:]
