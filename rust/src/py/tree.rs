@@ -6,6 +6,7 @@
 //! tool call's arguments), so every container it receives must be its own. Copying them here
 //! costs one allocation per container and no Python-level loop.
 
+use std::borrow::Cow;
 use std::cell::{Cell, OnceCell};
 use std::collections::HashMap;
 
@@ -196,9 +197,7 @@ const LOOKAHEAD: usize = 32;
 /// dropping a few), by an index of all the addresses when that fails.
 struct Handed<'py> {
     copies: Bound<'py, PyList>,
-    addresses: Vec<usize>,
-    next: Cell<usize>,
-    index: OnceCell<HashMap<usize, usize, ahash::RandomState>>,
+    finder: Finder<'static>,
 }
 
 impl<'py> Handed<'py> {
@@ -210,39 +209,11 @@ impl<'py> Handed<'py> {
                 items.len()
             )));
         }
+        let addresses = items.iter().map(|item| item.as_ptr() as usize).collect();
         Ok(Self {
             copies: copies.clone(),
-            addresses: items.iter().map(|item| item.as_ptr() as usize).collect(),
-            next: Cell::new(0),
-            index: OnceCell::new(),
+            finder: Finder::new(Cow::Owned(addresses)),
         })
-    }
-
-    /// The position of the item at `address` in the earlier call.
-    fn find(&self, address: usize) -> Option<usize> {
-        let from = self.next.get();
-        let ahead = self.addresses.get(from..).unwrap_or_default();
-        let j = match ahead.iter().take(LOOKAHEAD).position(|&a| a == address) {
-            Some(k) => from + k,
-            // past the earlier call's last item: the items appended since (a warm render's
-            // new messages), copied without indexing every address for them
-            None if ahead.is_empty() => return None,
-            None => *self
-                .index
-                .get_or_init(|| {
-                    let mut at = HashMap::with_capacity_and_hasher(
-                        self.addresses.len(),
-                        ahash::RandomState::new(),
-                    );
-                    for (j, &a) in self.addresses.iter().enumerate() {
-                        at.insert(a, j);
-                    }
-                    at
-                })
-                .get(&address)?,
-        };
-        self.next.set(j + 1);
-        Some(j)
     }
 
     /// The copy of `item` this generation handed out, when it can be handed out again
@@ -252,7 +223,7 @@ impl<'py> Handed<'py> {
         item: &Bound<'py, PyAny>,
         deep: bool,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let Some(j) = self.find(item.as_ptr() as usize) else {
+        let Some(j) = self.finder.find(item.as_ptr() as usize) else {
             return Ok(None);
         };
         let copy = self.copies.get_item(j)?;
@@ -477,7 +448,7 @@ pub fn hand_out<'py>(
     }
     let py = items.py();
     let earlier = earlier.map(|h| h.get());
-    let finder = earlier.map(|h| Finder::new(&h.addresses));
+    let finder = earlier.map(|h| Finder::new(Cow::Borrowed(&h.addresses)));
     let n = items.len();
     let mut out = Vec::with_capacity(n);
     let mut kept = Vec::with_capacity(n);
@@ -533,13 +504,13 @@ pub fn hand_out<'py>(
 /// most of the previous one's messages, in the same order, after dropping a few), by an index
 /// of all the addresses when that fails.
 struct Finder<'a> {
-    addresses: &'a [usize],
+    addresses: Cow<'a, [usize]>,
     next: Cell<usize>,
     index: OnceCell<HashMap<usize, usize, ahash::RandomState>>,
 }
 
 impl<'a> Finder<'a> {
-    fn new(addresses: &'a [usize]) -> Self {
+    fn new(addresses: Cow<'a, [usize]>) -> Self {
         Self {
             addresses,
             next: Cell::new(0),
@@ -547,6 +518,7 @@ impl<'a> Finder<'a> {
         }
     }
 
+    /// The position of the item at `address` in the earlier call.
     fn find(&self, address: usize) -> Option<usize> {
         let from = self.next.get();
         let ahead = self.addresses.get(from..).unwrap_or_default();
