@@ -379,6 +379,7 @@ def fresh_tree(value: _T) -> _T:
     subclass as a plain ``dict`` or ``list``; every other value shared): a payload a caller may
     edit anywhere without touching the dicts it was made from."""
 
+@final
 class Handout:
     """What one call of :func:`hand_out` handed out, for a later call to hand out again: the
     items (held: their addresses name them), their copies (a list of its own) and the shape of
