@@ -475,8 +475,10 @@ def truncate_tokens(
         ) from exc
 
 
-def _message_strings(message: Mapping[str, Any]) -> tuple[list[str], int]:
-    """Strings counted for one message, and the fixed overhead it adds."""
+def message_strings(message: Mapping[str, Any], model: str | None = None) -> tuple[list[str], int]:
+    """The strings counted for one chat message and the fixed tokens it adds (the per-message
+    split every chat counter shares); given ``model``, those add what OpenAI's rule for the
+    size of its inline images adds to their flat count (:func:`chat_image_delta`)."""
     strings: list[str] = []
     overhead = TOKENS_PER_MESSAGE
     for key, value in message.items():
@@ -517,6 +519,8 @@ def _message_strings(message: Mapping[str, Any]) -> tuple[list[str], int]:
                     overhead += input_audio_tokens(part)
         else:
             strings.append(json.dumps(value, ensure_ascii=False, sort_keys=True))
+    if model is not None:
+        overhead += chat_image_delta(message, model)
     return strings, overhead
 
 
@@ -607,13 +611,3 @@ def input_audio_tokens(part: Mapping[str, Any]) -> int:
     audio = part.get("input_audio")
     data = audio.get("data") if isinstance(audio, Mapping) else None
     return audio_tokens(data) if isinstance(data, str) else 0
-
-
-def message_strings(message: Mapping[str, Any], model: str | None = None) -> tuple[list[str], int]:
-    """The strings counted for one chat message and the fixed tokens it adds (the per-message
-    split every chat counter shares); given ``model``, those add what OpenAI's rule for the
-    size of its inline images adds to their flat count (:func:`chat_image_delta`)."""
-    strings, overhead = _message_strings(message)
-    if model is not None:
-        overhead += chat_image_delta(message, model)
-    return strings, overhead
