@@ -41,6 +41,8 @@ __all__ = (
 _TOOL_CALL: Final[int] = _core.FLAG_HAS_TOOL_CALL
 _TEXT: Final = attrgetter("text")
 _KIND_MESSAGE: Final[int] = _core.KIND_MESSAGE
+_TOOL_RESULT: Final = KIND["tool_result"]
+_ASSISTANT: Final = ROLE["assistant"]
 
 CONTEXT_OVERHEAD = 2  # separator between grains in the system message
 HISTORY_PRIORITY = 100
@@ -145,10 +147,6 @@ def media_overhead(item: HistoryItem, provider: str, model: str) -> int:
         sent = sum(count_many(list(item.placeholders), model=model)) + len(item.placeholders)
         return sent - item.media
     return image_overhead(item, provider, model) if item.images else 0
-
-
-_TOOL_RESULT: Final = KIND["tool_result"]
-_ASSISTANT: Final = ROLE["assistant"]
 
 
 def _recount_thinking(state: SessionState, provider: str, items: list[HistoryItem]) -> None:

@@ -31,6 +31,7 @@ _SKIP_KEYS: Final = frozenset(
 _GRAIN: Final = attrgetter("grain")
 _MESSAGE_OVERHEAD: Final = 4
 _REPLY_PRIMING: Final = 3
+_TOOL_RESULT: Final = KIND["tool_result"]
 
 
 def is_summary_grain(grain: ContextGrain | None) -> bool:
@@ -143,9 +144,6 @@ def _messages(
                 continue
         append(_message(state, node_id, item, text))
     return out
-
-
-_TOOL_RESULT: Final = KIND["tool_result"]
 
 
 @dataclasses.dataclass(slots=True)
