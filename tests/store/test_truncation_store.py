@@ -81,6 +81,13 @@ def _longest_result(messages: list[Message]) -> int:
     return max(len(m.text) for m in messages if m.role == "tool")
 
 
+async def _reopened(store: Any, session_id: str) -> Session:
+    """Session ``session_id`` loaded anew from ``store`` (another process's view of it)."""
+    again = await _engine(store).load(session_id)
+    assert again is not None
+    return again
+
+
 async def test_a_truncation_with_unsaved_messages_is_stored_as_the_live_session_holds_it(
     tmp_path: Path,
 ) -> None:
@@ -108,8 +115,8 @@ async def test_a_truncation_with_unsaved_messages_is_stored_as_the_live_session_
         live = list(s.messages)
         assert _longest_result(live) < len(BIG)  # the live session holds the cut result
     engine.close()
-    again = await _engine(FileStore(tmp_path)).load("t")
-    assert again is not None and _json(again.messages) == _json(live)
+    again = await _reopened(FileStore(tmp_path), "t")
+    assert _json(again.messages) == _json(live)
     assert again.leaf_id == s.leaf_id
 
 
@@ -134,8 +141,8 @@ async def test_a_truncation_over_a_message_left_out_on_resume_is_stored(tmp_path
         assert not [f for f in out.report.faults if f["hook"] == "rewrite"]
     engine.close()
     store = FileStore(tmp_path)
-    again = await _engine(store).load("m")
-    assert again is not None and _json(again.messages) == _json(live)
+    again = await _reopened(store, "m")
+    assert _json(again.messages) == _json(live)
     rewrites = [e for e in store.branch("m") if e.kind == "rewrite"]
     assert [e.data["reason"] for e in rewrites] == ["truncate_tool_results"]
     assert rewrites[0].parent_id == store.entries("m")[0].id  # from the last message both hold
@@ -185,8 +192,8 @@ async def test_a_rewrite_or_rebase_waits_for_a_save_of_the_session_in_progress(
             texts = [m.text for m in live]
             assert texts[-2:] == ["the other writer's message", "queued while the save runs"]
     engine.close()
-    again = await _engine(FileStore(tmp_path)).load("w")
-    assert again is not None and _json(again.messages) == _json(live)
+    again = await _reopened(FileStore(tmp_path), "w")
+    assert _json(again.messages) == _json(live)
 
 
 async def test_a_message_added_while_a_truncation_waits_is_stored(tmp_path: Path) -> None:
@@ -214,8 +221,8 @@ async def test_a_message_added_while_a_truncation_waits_is_stored(tmp_path: Path
         assert live[-1].text == "added while the rewrite waited"
         assert _longest_result(live) < len(BIG)
     engine.close()
-    again = await _engine(FileStore(tmp_path)).load("w")
-    assert again is not None and _json(again.messages) == _json(live)
+    again = await _reopened(FileStore(tmp_path), "w")
+    assert _json(again.messages) == _json(live)
 
 
 @pytest.mark.parametrize("cut", ["inside a line", "at a line's end"])
@@ -253,8 +260,7 @@ async def test_a_truncation_cut_short_on_disk_reopens_on_the_branch_before_it(
         await s.user_message("one more")  # saved after the branch it holds
         assert s.unsaved == 0
     engine.close()
-    again = await _engine(FileStore(tmp_path)).load("k")
-    assert again is not None
+    again = await _reopened(FileStore(tmp_path), "k")
     assert _json(again.messages) == _json([*before, Message.user("one more")])
 
 
@@ -305,8 +311,8 @@ async def test_a_rewrite_applied_before_its_reply_was_lost_is_found_not_refused(
         assert said == ["rewrite"], out.report.faults  # the lost reply, no refusal after it
     engine.close()
     reopened = FileStore(tmp_path)
-    again = await _engine(reopened).load("r")
-    assert again is not None and _json(again.messages) == _json(live)
+    again = await _reopened(reopened, "r")
+    assert _json(again.messages) == _json(live)
     assert again.leaf_id == s.leaf_id
     assert [e.kind for e in reopened.branch("r")].count("rewrite") == 1
 
@@ -347,8 +353,8 @@ async def test_a_rewrite_whose_reply_was_lost_is_found_after_a_save_failed_too(
         assert [m.text for m in live].count("FINAL REQUEST: sum up file_4.py") == 1
     engine.close()
     reopened = FileStore(tmp_path)
-    again = await _engine(reopened).load("d")
-    assert again is not None and _json(again.messages) == _json(live)
+    again = await _reopened(reopened, "d")
+    assert _json(again.messages) == _json(live)
     assert [e.kind for e in reopened.branch("d")].count("rewrite") == 1
 
 
@@ -395,8 +401,8 @@ async def test_a_save_whose_reply_was_lost_is_found_after_a_truncation(
         assert [m.role for m in live].count("tool") == 4
         assert _longest_result(live) < len(BIG)
     engine.close()
-    again = await _engine(FileStore(tmp_path)).load("t")
-    assert again is not None and [m.role for m in again.messages] == [m.role for m in live]
+    again = await _reopened(FileStore(tmp_path), "t")
+    assert [m.role for m in again.messages] == [m.role for m in live]
     if reads == "work":
         assert _json(again.messages) == _json(live)
 
@@ -431,5 +437,5 @@ async def test_a_failed_save_is_not_taken_for_another_writers_equal_messages(
         texts = ["hello", "hi", "yes", "answer B", "yes", "answer A"]
         assert [m.text for m in a.messages] == texts
     engine.close()
-    again = await _engine(FileStore(tmp_path)).load("w")
-    assert again is not None and [m.text for m in again.messages] == texts
+    again = await _reopened(FileStore(tmp_path), "w")
+    assert [m.text for m in again.messages] == texts
