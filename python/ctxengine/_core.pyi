@@ -43,7 +43,6 @@ __all__ = [
     "cache_info",
     "clear_cache",
     "differing",
-    "fresh_items",
     "fresh_tree",
     "fuse",
     "hand_out",
@@ -399,20 +398,9 @@ def hand_out(
     deep: list[bool],
     earlier: Handout | None = None,
 ) -> tuple[list[dict[str, Any]], Handout]:
-    """:func:`fresh_items`, handing out again the copies of the ``earlier`` call that only its
-    :class:`Handout` holds now and that still have the shape their item had when copied (same
-    keys, order and objects at every depth: the copy is walked, the item is not, so an item
-    must not be changed once handed out). Returns the copies and what this call handed out.
-    Raises ``ValueError`` unless one flag per item."""
-
-def fresh_items(
-    items: list[dict[str, Any]],
-    deep: list[bool],
-    earlier: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None,
-) -> list[dict[str, Any]]:
     """``[fresh_tree(d) if deep[i] else d.copy() for i, d in enumerate(items)]`` (a dict not
-    ``deep`` must hold no dict or list). ``earlier``: the ``items`` of an earlier call, still
-    alive, and the list it returned; a copy of the same item that only that list holds now and
-    that is unchanged at every depth (same keys, order and objects) is returned again instead
-    of a new copy. Raises ``ValueError`` unless one flag per item and one copy per earlier
-    item."""
+    ``deep`` must hold no dict or list), handing out again the copies of the ``earlier`` call
+    that only its :class:`Handout` holds now and that still have the shape their item had when
+    copied (same keys, order and objects at every depth: the copy is walked, the item is not,
+    so an item must not be changed once handed out). Returns the copies and what this call
+    handed out. Raises ``ValueError`` unless one flag per item."""

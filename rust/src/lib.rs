@@ -32,7 +32,7 @@ mod _core {
     #[pymodule_export]
     use crate::py::tokens::{bare_model, cache_info, clear_cache, set_cache_capacity, PyTokenizer};
     #[pymodule_export]
-    use crate::py::tree::{fresh_items, fresh_tree, hand_out, Handout};
+    use crate::py::tree::{fresh_tree, hand_out, Handout};
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ctxengine import Budget, ContextEngine
-from ctxengine._core import fresh_items, fresh_tree, hand_out
+from ctxengine._core import fresh_tree, hand_out
 from ctxengine.inject.memo import RenderMemo
 from ctxengine.inject.render import render
 from ctxengine.transcript import Message, Text, ToolCall, ToolResult, Transcript
@@ -139,18 +139,18 @@ def test_fresh_tree_copies_every_container_and_shares_the_rest() -> None:
     assert copied is not deep and copied[0] is not deep[0]
 
 
-def test_fresh_items_copies_deep_dicts_deeply_and_the_others_as_they_are() -> None:
+def test_hand_out_copies_deep_dicts_deeply_and_the_others_as_they_are() -> None:
     flat = {"role": "user", "content": "hi"}
     nested = {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f"}}]}
     items = [flat, nested, flat]
-    out = fresh_items(items, [False, True, False])
+    out, _ = hand_out(items, [False, True, False])
     assert out == items and out is not items
     assert all(a is not b for a, b in zip(out, items, strict=True))
     assert out[1]["tool_calls"] is not nested["tool_calls"]
     assert out[1]["tool_calls"][0]["function"] is not nested["tool_calls"][0]["function"]
     assert out[0]["content"] is flat["content"]
     with pytest.raises(ValueError, match="deep has 1 flags for 3 items"):
-        fresh_items(items, [True])
+        hand_out(items, [True])
 
 
 def _walk(value: Any) -> list[Any]:
@@ -175,17 +175,19 @@ def _items() -> tuple[list[dict[str, Any]], list[bool]]:
     return [plain, nested, parts], [False, True, True]
 
 
-def test_fresh_items_hands_a_copy_out_again_only_when_let_go_and_unchanged() -> None:
+def test_hand_out_hands_a_copy_out_again_only_when_let_go_and_unchanged() -> None:
     items, deep = _items()
-    first = fresh_items(items, deep)
-    kept = list(first)
+    first, made = hand_out(items, deep)
+    assert first == items and len(made) == 3
+    assert all(a is b for a, b in zip(first, made.copies, strict=True))
+    assert not {id(c) for c in _walk(first)} & {id(c) for c in _walk(items)}
+    made.copies.clear()  # a list of its own: the copies handed out are still held
     del first  # the receiver let the copies go, unchanged
-    again = fresh_items(items, deep, (items, kept))
+    again, remade = hand_out(items, deep, made)
     assert again == items
-    assert all(a is b for a, b in zip(again, kept, strict=True))
+    assert all(a is b for a, b in zip(again, made.copies, strict=True))
     # a copy still held by its receiver is never handed out again
-    held = list(again)
-    third = fresh_items(items, deep, (items, held))
+    third, _ = hand_out(items, deep, remade)
     assert third == items
     assert not {id(c) for c in _walk(third)} & {id(c) for c in _walk(again)}
 
@@ -214,104 +216,6 @@ def _edit(payload: list[dict[str, Any]], how: str) -> int:
         parts["content"].insert(0, {"type": "text", "text": "new"})
         return 2
     return 0
-
-
-@pytest.mark.parametrize(
-    "how",
-    ["value", "key", "order", "equal-object", "deep-value", "deep-append", "part", "part-add"],
-)
-def test_fresh_items_copies_again_what_its_receiver_edited(how: str) -> None:
-    items, deep = _items()
-    before = json.dumps(items)
-    first = fresh_items(items, deep)
-    kept = list(first)
-    edited = _edit(first, how)
-    del first
-    again = fresh_items(items, deep, (items, kept))
-    assert json.dumps(again) == before  # key order included
-    assert again[edited] is not kept[edited]
-    # the copies left alone are handed out again
-    assert all(again[i] is kept[i] for i in range(3) if i != edited)
-
-
-def test_fresh_items_copies_again_a_copy_whose_part_is_still_held() -> None:
-    items, deep = _items()
-    first = fresh_items(items, deep)
-    kept = list(first)
-    calls = first[1]["tool_calls"]  # the receiver keeps a part of one copy
-    text_part = first[2]["content"][0]
-    del first
-    again = fresh_items(items, deep, (items, kept))
-    assert again[0] is kept[0]
-    assert again[1] is not kept[1] and again[1]["tool_calls"] is not calls
-    assert again[2] is not kept[2] and again[2]["content"][0] is not text_part
-    calls.append("later edit")
-    text_part["text"] = "later edit"
-    assert again == items
-
-
-def test_fresh_items_never_hands_one_copy_out_twice() -> None:
-    plain = {"role": "user", "content": "same"}
-    items = [plain, plain]
-    for deep in ([False, False], [True, True]):
-        first = fresh_items(items, deep)
-        kept = list(first)
-        del first
-        again = fresh_items(items, deep, (items, kept))
-        assert again[0] is not again[1]
-        assert any(a is b for a in again for b in kept)
-        assert again == items
-
-
-def test_fresh_items_copies_the_items_appended_since_and_hands_the_others_out_again() -> None:
-    """A warm render's new messages come after every item of the earlier call: they are
-    copied (no index of the earlier addresses is built for them), the earlier items' copies
-    handed out again. When the order moved, an item found ahead is handed out again and those
-    after the earlier call's last are copied: never wrong, only a copy more."""
-    items, deep = _items()
-    first = fresh_items(items[:2], deep[:2])
-    kept = list(first)
-    del first
-    again = fresh_items(items, deep, (items[:2], kept))
-    assert again == items
-    assert again[0] is kept[0] and again[1] is kept[1]
-    assert again[2] is not items[2] and again[2]["content"] is not items[2]["content"]
-    # the same items rotated: every one equal to its original and none in two payloads
-    rotated, flags = [items[2], items[0], items[1]], [deep[2], deep[0], deep[1]]
-    held = list(again)
-    turned = fresh_items(rotated, flags, (items, held))
-    assert turned == rotated
-    assert not {id(c) for c in _walk(turned)} & {id(c) for c in _walk(again)}
-    del again, turned
-    turned = fresh_items(rotated, flags, (items, held))
-    assert turned == rotated and turned[0] is held[2]
-    assert turned[1] is not held[0] and turned[2] is not held[1]
-
-
-def test_fresh_items_names_a_mismatched_earlier_call() -> None:
-    items, deep = _items()
-    with pytest.raises(ValueError, match="earlier call has 1 copies of 3 items"):
-        fresh_items(items, deep, (items, [{}]))
-
-
-# -- hand_out: the copies checked against the shapes their items had -------------------------
-
-
-def test_hand_out_hands_a_copy_out_again_only_when_let_go_and_unchanged() -> None:
-    items, deep = _items()
-    first, made = hand_out(items, deep)
-    assert first == items and len(made) == 3
-    assert all(a is b for a, b in zip(first, made.copies, strict=True))
-    assert not {id(c) for c in _walk(first)} & {id(c) for c in _walk(items)}
-    made.copies.clear()  # a list of its own: the copies handed out are still held
-    del first  # the receiver let the copies go, unchanged
-    again, remade = hand_out(items, deep, made)
-    assert again == items
-    assert all(a is b for a, b in zip(again, made.copies, strict=True))
-    # a copy still held by its receiver is never handed out again
-    third, _ = hand_out(items, deep, remade)
-    assert third == items
-    assert not {id(c) for c in _walk(third)} & {id(c) for c in _walk(again)}
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@
 //! tool call's arguments), so every container it receives must be its own. Copying them here
 //! costs one allocation per container and no Python-level loop.
 
-use std::borrow::Cow;
 use std::cell::{Cell, OnceCell};
 use std::collections::HashMap;
 
@@ -112,8 +111,8 @@ pub fn fresh_tree<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>>
     Ok(copied(value, 0)?.unwrap_or_else(|| value.clone()))
 }
 
-/// References a copy handed out before holds when nobody but the walk of [`untouched`] and the
-/// container it sits in (its parent, or the caller's list of copies) refers to it.
+/// References a copy handed out before holds when nobody but the walk of [`fits`] and the
+/// container it sits in (its parent, or the list of copies) refers to it.
 const UNSHARED: isize = 2;
 
 /// The reference count of `value`. PyO3 deprecates its safe accessor in favour of the raw
@@ -125,168 +124,8 @@ fn references(value: &Bound<'_, PyAny>) -> isize {
     value.get_refcnt()
 }
 
-/// Whether `copy`, a copy [`fresh_tree`] made of `original` and handed out by an earlier
-/// call, can be handed out again: referred to by nobody else ([`UNSHARED`]: the caller let it
-/// go, and kept no container of it), and unchanged at every depth: the same keys in the same
-/// order and the same objects as `original`, or containers themselves untouched. A copy
-/// deeper than [`RECURSION`] levels is not looked at (it is copied again).
-fn untouched(copy: &Bound<'_, PyAny>, original: &Bound<'_, PyAny>, depth: usize) -> PyResult<bool> {
-    if depth >= RECURSION || references(copy) != UNSHARED {
-        return Ok(false);
-    }
-    let same = |c: &Bound<'_, PyAny>, o: &Bound<'_, PyAny>| -> PyResult<bool> {
-        if o.is_exact_instance_of::<PyDict>() || o.is_exact_instance_of::<PyList>() {
-            untouched(c, o, depth + 1)
-        } else {
-            Ok(c.is(o))
-        }
-    };
-    if original.is_exact_instance_of::<PyDict>() {
-        if !copy.is_exact_instance_of::<PyDict>() {
-            return Ok(false);
-        }
-        return same_dict(copy.cast()?, original.cast()?, same);
-    }
-    if original.is_exact_instance_of::<PyList>() {
-        if !copy.is_exact_instance_of::<PyList>() {
-            return Ok(false);
-        }
-        let (c, o) = (copy.cast::<PyList>()?, original.cast::<PyList>()?);
-        if c.len() != o.len() {
-            return Ok(false);
-        }
-        for (cv, ov) in c.iter().zip(o.iter()) {
-            if !same(&cv, &ov)? {
-                return Ok(false);
-            }
-        }
-        return Ok(true);
-    }
-    Ok(false)
-}
-
-/// Whether two dicts hold the same keys (the same objects) in the same order, bound to values
-/// `same` finds the same.
-fn same_dict(
-    copy: &Bound<'_, PyDict>,
-    original: &Bound<'_, PyDict>,
-    same: impl Fn(&Bound<'_, PyAny>, &Bound<'_, PyAny>) -> PyResult<bool>,
-) -> PyResult<bool> {
-    if copy.len() != original.len() {
-        return Ok(false);
-    }
-    for ((ck, cv), (ok, ov)) in copy.iter().zip(original.iter()) {
-        if !ck.is(&ok) || !same(&cv, &ov)? {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// Whether `copy`, a copy of a dict holding no container, is unchanged: the same keys in the
-/// same order, bound to the same objects.
-fn flat_same(copy: &Bound<'_, PyAny>, original: &Bound<'_, PyAny>) -> PyResult<bool> {
-    same_dict(copy.cast()?, original.cast()?, |c, o| Ok(c.is(o)))
-}
-
 /// Items looked at ahead of the expected one before the copies are indexed by address.
 const LOOKAHEAD: usize = 32;
-
-/// The copies an earlier call handed out, found by the address of the item each was made from:
-/// in order first (a render keeps most of the previous one's messages, in the same order, after
-/// dropping a few), by an index of all the addresses when that fails.
-struct Handed<'py> {
-    copies: Bound<'py, PyList>,
-    finder: Finder<'static>,
-}
-
-impl<'py> Handed<'py> {
-    fn new(items: &Bound<'py, PyList>, copies: &Bound<'py, PyList>) -> PyResult<Self> {
-        if items.len() != copies.len() {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "the earlier call has {} copies of {} items; expected one copy per item",
-                copies.len(),
-                items.len()
-            )));
-        }
-        let addresses = items.iter().map(|item| item.as_ptr() as usize).collect();
-        Ok(Self {
-            copies: copies.clone(),
-            finder: Finder::new(Cow::Owned(addresses)),
-        })
-    }
-
-    /// The copy of `item` this generation handed out, when it can be handed out again
-    /// (`deep`: `item` may hold containers, looked at in depth; else a flat dict).
-    fn reusable(
-        &self,
-        item: &Bound<'py, PyAny>,
-        deep: bool,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let Some(j) = self.finder.find(item.as_ptr() as usize) else {
-            return Ok(None);
-        };
-        let copy = self.copies.get_item(j)?;
-        let ok = if deep {
-            untouched(&copy, item, 0)?
-        } else {
-            references(&copy) == UNSHARED
-                && copy.is_exact_instance_of::<PyDict>()
-                && flat_same(&copy, item)?
-        };
-        Ok(ok.then_some(copy))
-    }
-}
-
-/// `[fresh_tree(d) if deep[i] else d.copy() for i, d in enumerate(items)]`, in one native
-/// loop: the dicts a caller knows hold no container are copied without looking inside.
-///
-/// `earlier` is an earlier call's `(items, copies)`: its items, still alive (the caller holds
-/// them, so that their addresses name them), and the list it returned, which only the caller's
-/// own list of it holds now. A copy of the same item that its receiver let go of and left
-/// unchanged ([`untouched`], [`flat_same`]) is handed out again instead of a new copy: no
-/// object is ever in two results someone else holds, and an edit of one never shows in
-/// another.
-#[pyfunction]
-#[pyo3(signature = (items, deep, earlier = None))]
-pub fn fresh_items<'py>(
-    items: &Bound<'py, PyList>,
-    deep: &Bound<'py, PyList>,
-    earlier: Option<(Bound<'py, PyList>, Bound<'py, PyList>)>,
-) -> PyResult<Bound<'py, PyList>> {
-    if deep.len() != items.len() {
-        return Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "deep has {} flags for {} items; expected one per item",
-            deep.len(),
-            items.len()
-        )));
-    }
-    let handed = match &earlier {
-        Some((items, copies)) => Some(Handed::new(items, copies)?),
-        None => None,
-    };
-    let mut out = Vec::with_capacity(items.len());
-    for (item, flag) in items.iter().zip(deep.iter()) {
-        let deep = flag.is_truthy()?;
-        // handing a copy out again allocates nothing: a new copy, even of a flat dict, counts
-        // towards the collector's next pass, whose cost grows with the session's heap
-        if let Some(handed) = &handed {
-            if let Some(copy) = handed.reusable(&item, deep)? {
-                out.push(copy);
-                continue;
-            }
-        }
-        let copy = if deep {
-            copied(&item, 0)?
-        } else if item.is_exact_instance_of::<PyDict>() {
-            Some(item.cast::<PyDict>()?.copy()?.into_any())
-        } else {
-            copied(&item, 0)?
-        };
-        out.push(copy.unwrap_or(item));
-    }
-    PyList::new(items.py(), out)
-}
 
 /// Tag bits of a word of a [`Handout`]'s shapes. An object's address (a leaf, or a dict key)
 /// has them clear: Python objects are aligned to at least 8 bytes.
@@ -428,7 +267,9 @@ impl Handout {
     }
 }
 
-/// [`fresh_items`] handing out again the copies of an `earlier` call that their receiver let
+/// `[fresh_tree(d) if deep[i] else d.copy() for i, d in enumerate(items)]`, in one native
+/// loop (the dicts a caller knows hold no container are copied without looking inside),
+/// handing out again the copies of an `earlier` call that their receiver let
 /// go of and left unchanged, checked against the shape each item had when copied (one walk of
 /// the copy, none of the item); returns the copies and what this call handed out, for a later
 /// call. Raises `ValueError` unless one flag per item.
@@ -448,7 +289,7 @@ pub fn hand_out<'py>(
     }
     let py = items.py();
     let earlier = earlier.map(|h| h.get());
-    let finder = earlier.map(|h| Finder::new(Cow::Borrowed(&h.addresses)));
+    let finder = earlier.map(|h| Finder::new(&h.addresses));
     let n = items.len();
     let mut out = Vec::with_capacity(n);
     let mut kept = Vec::with_capacity(n);
@@ -504,13 +345,13 @@ pub fn hand_out<'py>(
 /// most of the previous one's messages, in the same order, after dropping a few), by an index
 /// of all the addresses when that fails.
 struct Finder<'a> {
-    addresses: Cow<'a, [usize]>,
+    addresses: &'a [usize],
     next: Cell<usize>,
     index: OnceCell<HashMap<usize, usize, ahash::RandomState>>,
 }
 
 impl<'a> Finder<'a> {
-    fn new(addresses: Cow<'a, [usize]>) -> Self {
+    fn new(addresses: &'a [usize]) -> Self {
         Self {
             addresses,
             next: Cell::new(0),
