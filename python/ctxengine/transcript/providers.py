@@ -299,31 +299,35 @@ def image_slots(message: Message, provider: str) -> list[tuple[int, int]]:
     are not images).
 
     These are the images a provider's per-request limit counts (:data:`IMAGE_LIMITS`)."""
-    if provider != "gemini" and message.role == "assistant":
+    if not takes_images(message.role, provider):
         return []
-    tool_results = provider != "openai"  # OpenAI Chat tool messages take text only
     out: list[tuple[int, int]] = []
     for i, b in enumerate(message.blocks):
         if isinstance(b, Image):
             if _image_part(b, provider):
                 out.append((i, -1))
-        elif isinstance(b, ToolResult) and tool_results:
+        elif isinstance(b, ToolResult):
             for k, c in enumerate(b.content):
                 if isinstance(c, Image) and _image_part(c, provider):
                     out.append((i, k))
     return out
 
 
+def takes_images(role: str, provider: str) -> bool:
+    """Whether ``provider`` takes image parts in a message of ``role``: not in a system
+    message (text only), nor in an assistant turn but Gemini's, nor in an OpenAI Chat tool
+    message (text only); its exporter sends a text placeholder for each there."""
+    if role == "assistant":
+        return provider == "gemini"
+    if role == "tool":
+        return provider != "openai"
+    return role != "system"
+
+
 def image_count(message: Message, provider: str) -> int:
-    """``len(image_slots(message, provider))``, told by the role alone where it can be (a
-    system message holds text only; an assistant turn but Gemini's, and an OpenAI Chat tool
-    message, take no image part) and for a message of one text."""
-    role = message.role
-    if (
-        role == "system"
-        or (role == "assistant" and provider != "gemini")
-        or (role == "tool" and provider == "openai")
-    ):
+    """``len(image_slots(message, provider))``, told by the role alone where it can be
+    (:func:`takes_images`) and for a message of one text."""
+    if not takes_images(message.role, provider):
         return 0
     blocks = message.blocks
     if len(blocks) == 1 and type(blocks[0]) is Text:
