@@ -790,7 +790,7 @@ def _first_estimate(
     if state.summary is not None:
         return guess
     k = land.first(room - guess, smallest)
-    messages, pinned = _stretch(state, land, k, protected)
+    messages, pinned = _stretch(state, land, land.indices(k), protected)
     if not messages:
         return guess
     settings = replace(config.compaction, memory_dir=None)
@@ -885,7 +885,7 @@ async def _summarize(
     passes the room whole) runs once more inside :func:`shorten_latest`: else no summary was
     written and the render dropped that request without a trace."""
     indices = land.indices(k)
-    messages, pinned = _stretch(state, land, k, protected)
+    messages, pinned = _stretch(state, land, indices, protected)
     cap, room = _cap(state, config, land.held(k, plan), plan)
     latest = _latest_request(state, indices)
     continued = None if latest else _continued_request(state, indices, land.live(state))
@@ -919,14 +919,14 @@ async def _summarize(
 
 
 def _stretch(
-    state: SessionState, land: _Landing, k: int, protected: Sequence[ContextGrain]
+    state: SessionState, land: _Landing, indices: list[int], protected: Sequence[ContextGrain]
 ) -> tuple[list[Message], list[str]]:
-    """What a summary of choice ``k`` of ``land`` reads: the earlier summary and the messages
-    of its items (as :func:`_read` gives them), and the texts of the ``protected`` grains."""
+    """What a summary of a choice of ``land`` reads: the earlier summary and the messages at
+    ``indices`` (the choice's :meth:`_Landing.indices`, as :func:`_read` gives them), and the
+    texts of the ``protected`` grains."""
     if land.inputs is None:  # the same for every trial; one message object, read once
         land.inputs = (_previous(state), _protected(state, protected))
     previous, pinned = land.inputs
-    indices = land.indices(k)
     if state.redaction is None:  # _read of each, at C level (a list of a long history)
         return previous + list(map(state.messages.__getitem__, indices)), pinned
     return previous + [_read(state, i) for i in indices], pinned
