@@ -793,9 +793,8 @@ def _first_estimate(
     messages, pinned = _stretch(state, land, land.indices(k), protected)
     if not messages:
         return guess
-    settings = replace(config.compaction, memory_dir=None)
     sections = sections_tokens(
-        messages, count=config.tokenizer.count, protected=pinned, config=settings
+        messages, count=config.tokenizer.count, protected=pinned, config=config.compaction
     )
     cap, _ = _cap(state, config, land.held(k, plan), plan)
     if sections > cap:  # the summary is cut to its cap, by how much its sections do not say
