@@ -433,10 +433,9 @@ def _carried_failures(items: list[str], succeeded: list[ToolCall]) -> _Carried:
         elif m:
             out.unfixed_more += int(m.group(1))
         else:
-            head = None if not succeeded else _UNFIXED_HEAD.match(item)
             if _FIXED_HEAD.match(item):
                 out.fixed.append("- " + item)
-            elif head is not None:
+            elif succeeded and (head := _UNFIXED_HEAD.match(item)) is not None:
                 newly.append((item, (head["tool"], head["call"] or ""), head))
             else:  # unfixed, and no call to fix it (or a line whose head the cap cut)
                 out.unfixed.append("- " + item)
