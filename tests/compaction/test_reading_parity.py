@@ -127,8 +127,13 @@ def test_generated_ascii_is_read_alike(text: str) -> None:
     _same(text)
 
 
+def _any_ascii(max_size: int) -> st.SearchStrategy[str]:
+    """Any ASCII text (control characters included) of at most ``max_size`` characters."""
+    return st.text(st.characters(max_codepoint=127), max_size=max_size)
+
+
 @settings(max_examples=300)
-@given(st.text(st.characters(max_codepoint=127), max_size=300))
+@given(_any_ascii(300))
 def test_any_ascii_is_read_alike(text: str) -> None:
     _same(text)
 
@@ -265,6 +270,6 @@ def test_generated_commands_read_the_same_files(command: str) -> None:
 
 
 @settings(max_examples=300)
-@given(st.text(st.characters(max_codepoint=127), max_size=200))
+@given(_any_ascii(200))
 def test_any_ascii_command_reads_the_same_files(command: str) -> None:
     _same_shell_files(command)
