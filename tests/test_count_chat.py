@@ -15,9 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxengine import count_messages, get_tokenizer
-from ctxengine.tokens import REPLY_PRIMING, message_strings
+from ctxengine.tokens import REPLY_PRIMING, file_part_tokens, message_strings, pdf_tokens
 from ctxengine.transcript import load, render
 from offline_tiktoken import TRANSCRIPTS
+from pdf_bytes import pdf_compressed
 
 REAL = sorted(
     p
@@ -103,6 +104,24 @@ def test_an_image_part_and_a_name_add_their_fixed_tokens() -> None:
     expected = [_python_rule([image]), _python_rule([named])]
     assert TOKENIZER.count_chat([[image], [named]]) == expected
     assert TOKENIZER.count_chat([[image]])[0] == 3 + 765 + TOKENIZER.count("user")
+
+
+def test_a_pdf_file_part_counts_its_pages_natively_and_by_the_python_rule() -> None:
+    """The native walk leaves a ``file`` part to :func:`file_part_tokens`; both ways count
+    the PDF by its pages (:func:`pdf_tokens`), not as an image."""
+    url = "data:application/pdf;base64," + pdf_compressed(3)
+    m = {
+        "role": "user",
+        "content": [{"type": "text", "text": "read"}, {"type": "file", "file": {"file_data": url}}],
+    }
+    texts, overhead = message_strings(m, "gpt-4o")
+    python = overhead + sum(TOKENIZER.count_many(texts))
+    native = TOKENIZER.count_chat([[m]])[0]
+    assert native is not None and native + file_part_tokens(m, "gpt-4o") == python
+    assert count_messages([m], model="gpt-4o") == REPLY_PRIMING + python
+    assert python - _python_rule(
+        [{"role": "user", "content": [{"type": "text", "text": "read"}]}]
+    ) == pdf_tokens(url, "openai", "gpt-4o")
 
 
 def test_lone_surrogates_are_an_encoding_error() -> None:

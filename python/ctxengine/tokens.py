@@ -30,6 +30,7 @@ from . import _core
 from ._core import Tokenizer, cache_info, set_cache_capacity
 from .errors import ConfigTypeError
 from .imagesize import image_size
+from .pdfpages import clear_pages, pdf_pages
 
 __all__ = (
     "Tokenizer",
@@ -54,6 +55,9 @@ def on_clear_cache(clear: Callable[[], None]) -> None:
     _CLEARERS.append(clear)
 
 
+on_clear_cache(clear_pages)
+
+
 def clear_cache() -> None:
     """Empty every cache of what was read from texts, and reset the count cache's counters:
     the count cache (``cache_info``) and the caches of the compaction's reading. Afterwards a
@@ -70,7 +74,8 @@ REPLY_PRIMING = 3
 #: it), or whose header could not be read (:func:`~ctxengine.imagesize.image_size`). It is
 #: OpenAI's tile rule for a high-detail image that fills 2 x 2 tiles of 512 px (85 + 4 x 170),
 #: a 1024 x 1024 image, and not a bound: a larger image costs more (see :func:`image_tokens`).
-#: A PDF part counts as much (a floor for a document of many pages).
+#: A PDF given by URL or file id counts as much (its pages are not known); an inline PDF counts
+#: by its pages (:func:`pdf_tokens`).
 IMAGE_TOKENS = 765
 #: Tokens charged per second of audio: Gemini's documented rate for audio input (32 per
 #: second), the highest of the providers that take audio (gpt-4o audio input costs about 10).
@@ -102,13 +107,19 @@ def audio_tokens(data: str) -> int:
     return seconds * AUDIO_TOKENS_PER_SECOND
 
 
-def media_tokens(media_type: str, data: str | None) -> int:
-    """Tokens charged for one media item whose count does not depend on the provider: audio
-    given inline by :func:`audio_tokens`, anything else (a PDF, media by URL, an image of
-    unknown size) as :data:`IMAGE_TOKENS`. An inline image of a known size counts by
-    :func:`image_tokens` instead."""
-    if data is not None and media_type.startswith("audio/"):
-        return audio_tokens(data)
+def media_tokens(
+    media_type: str, data: str | None, provider: str | None = None, model: str | None = None
+) -> int:
+    """Tokens charged for one media item but an inline image of a known size (which counts by
+    :func:`image_tokens`): audio given inline by :func:`audio_tokens`, an inline PDF by its
+    pages (:func:`pdf_tokens` for ``provider`` and ``model``; without a provider, the largest
+    count of the providers), anything else (media by URL, an image of unknown size) as
+    :data:`IMAGE_TOKENS`."""
+    if data is not None:
+        if media_type.startswith("audio/"):
+            return audio_tokens(data)
+        if media_type == _PDF:
+            return pdf_tokens(data, provider, model)
     return IMAGE_TOKENS
 
 
@@ -356,6 +367,106 @@ def chat_image_delta(message: Mapping[str, Any], model: str | None) -> int:
 _CHAT_IMAGE_PARTS: Final = frozenset({"image_url", "input_image", "image"})
 
 
+# --- PDFs, by their pages --------------------------------------------------------------------
+#
+# Each provider reads an inline PDF page by page and bills every page; the pages are the
+# document's own (:func:`~ctxengine.pdfpages.pdf_pages`: its page tree's ``/Count``). The rules
+# below are the providers' documented ones; where the documentation gives a range or leaves a
+# choice open, the larger count is taken, as for images. A PDF given by URL or file id counts
+# :data:`IMAGE_TOKENS`: its bytes, so its pages, are not known here.
+
+_PDF: Final = "application/pdf"
+#: The text of a page. Anthropic (Claude "PDF support", "Estimate your costs"): each page is
+#: sent as its extracted text and as an image; the text "typically" costs 1,500-3,000 tokens
+#: a page, by its density: the larger figure. OpenAI ("File inputs", how it works) puts "both
+#: the extracted text and an image of each page" into the model's context, with no figure for
+#: the text: the same one is taken.
+PDF_TEXT_TOKENS = 3000
+#: The image of a page: an A4 page (210 x 297 mm; taller than US Letter, so it covers more of
+#: OpenAI's tiles, 6 against 4) at 300 dpi, larger than any provider takes, so that each image
+#: rule scales it down to its largest size: Anthropic's long edge (1568 px, or 2576 px from
+#: Claude Opus 4.7 on: 1,600 or 5,000 tokens), OpenAI's tiles at high detail (1105 tokens).
+PDF_PAGE_PIXELS: Final = (2480, 3508)
+#: Gemini up to 2.x (Gemini API "Document understanding", technical details): "Each document
+#: page is equivalent to 258 tokens", its text included.
+GEMINI_PDF_PAGE_TOKENS = 258
+#: Gemini 3 and after (Gemini API "Media resolution", token counts): a PDF page costs its
+#: ``media_resolution``'s tokens, 560 at the default for PDFs (medium). A model name that is not
+#: a Gemini one is charged the larger of both rules, as for images
+#: (:data:`GEMINI_3_IMAGE_TOKENS`).
+GEMINI_3_PDF_PAGE_TOKENS = 560
+
+
+@lru_cache(maxsize=256)
+def pdf_page_tokens(provider: str | None, model: str | None = None) -> int:
+    """Tokens ``provider`` bills for one page of an inline PDF sent to ``model``: for
+    Anthropic and OpenAI the page's text (:data:`PDF_TEXT_TOKENS`) and its image
+    (:data:`PDF_PAGE_PIXELS` by the provider's image rule), for Gemini its page rate. An
+    OpenAI-shaped request to a Claude or Gemini model counts the larger of OpenAI's rule and
+    that vendor's (as :func:`provider_image_tokens`); without a provider, the largest of
+    all three.
+
+    >>> pdf_page_tokens("anthropic", "claude-sonnet-4-5")  # 3,000 of text, a 1,600-token image
+    4600
+    """
+    if provider is None:
+        return max(pdf_page_tokens(p, model) for p in ("anthropic", "openai", "gemini"))
+    if provider == "anthropic":
+        return PDF_TEXT_TOKENS + anthropic_image_tokens(*PDF_PAGE_PIXELS, model=model)
+    if provider == "gemini":
+        found = _GEMINI_VERSION.search(_bare(model))
+        if found is None or int(found[1]) >= 3:
+            return GEMINI_3_PDF_PAGE_TOKENS
+        return GEMINI_PDF_PAGE_TOKENS
+    tokens = PDF_TEXT_TOKENS + openai_image_tokens(*PDF_PAGE_PIXELS, model=model)
+    name = _bare(model)
+    if name.startswith("claude"):
+        return max(tokens, pdf_page_tokens("anthropic", model))
+    if name.startswith("gemini"):
+        return max(tokens, pdf_page_tokens("gemini", model))
+    return tokens
+
+
+def pdf_tokens(data: str, provider: str | None = None, model: str | None = None) -> int:
+    """Tokens ``provider`` bills for the PDF whose base64 text (or ``data:`` URL) is
+    ``data``, sent to ``model``: its pages (:func:`~ctxengine.pdfpages.pdf_pages`) times
+    :func:`pdf_page_tokens`; without a provider, the largest count of the providers."""
+    return pdf_pages(data) * pdf_page_tokens(provider, model)
+
+
+_FILE_PARTS: Final = frozenset({"document", "file", "input_file"})
+
+
+def part_file_tokens(part: Mapping[str, Any], provider: str, model: str | None) -> int:
+    """Tokens of an exported PDF part (Anthropic ``document``, Chat ``file``, Responses
+    ``input_file``) for ``provider``: an inline PDF (a ``base64`` source, ``file_data`` as a
+    ``data:application/pdf`` URL or as base64 of a PDF) by :func:`pdf_tokens`, any other
+    (a URL, a file id, a text document, another file type) :data:`IMAGE_TOKENS`."""
+    kind = part.get("type")
+    data: Any = None
+    if kind == "document":
+        source = part.get("source")
+        if (
+            isinstance(source, Mapping)
+            and source.get("type") == "base64"
+            and source.get("media_type", _PDF) == _PDF
+        ):
+            data = source.get("data")
+            if isinstance(data, str):
+                return pdf_tokens(data, provider, model)
+        return IMAGE_TOKENS
+    if kind == "file":
+        file = part.get("file")
+        data = file.get("file_data") if isinstance(file, Mapping) else None
+    elif kind == "input_file":
+        data = part.get("file_data")
+    if isinstance(data, str) and (
+        data.startswith("data:application/pdf;") or data.startswith("JVBER")  # "%PDF"
+    ):
+        return pdf_tokens(data, provider, model)
+    return IMAGE_TOKENS
+
+
 @lru_cache(maxsize=256)
 def get_tokenizer(model_or_encoding: str) -> Tokenizer:
     """Return a reusable tokenizer for a model or encoding name.
@@ -513,8 +624,10 @@ def message_strings(message: Mapping[str, Any], model: str | None = None) -> tup
                     continue
                 if isinstance(part.get("text"), str):
                     strings.append(part["text"])
-                elif part.get("type") in {"image_url", "input_image", "image", "file"}:
+                elif part.get("type") in {"image_url", "input_image", "image"}:
                     overhead += IMAGE_TOKENS
+                elif part.get("type") == "file":
+                    overhead += part_file_tokens(part, "openai", model)
                 elif part.get("type") == "input_audio":
                     overhead += input_audio_tokens(part)
         else:
@@ -582,9 +695,10 @@ def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
 
 def file_part_tokens(message: Mapping[str, Any], model: str | None = None) -> int:
     """What the native chat counter leaves out of ``message``: its ``file`` parts (a PDF),
-    each counted as :data:`IMAGE_TOKENS`, as an image part is and as the plan counts it, its
-    ``input_audio`` parts, by :func:`audio_tokens`, and, given ``model``, what OpenAI's rule
-    for the size of its inline images adds to their flat count (:func:`chat_image_delta`)."""
+    each by OpenAI's rule for its pages (:func:`part_file_tokens`; :data:`IMAGE_TOKENS` for
+    one by file id), as the plan counts it, its ``input_audio`` parts, by :func:`audio_tokens`,
+    and, given ``model``, what OpenAI's rule for the size of its inline images adds to their
+    flat count (:func:`chat_image_delta`)."""
     content = (
         message.get("content")
         if type(message) is dict or isinstance(message, Mapping)  # a dict: no ABC check
@@ -597,7 +711,7 @@ def file_part_tokens(message: Mapping[str, Any], model: str | None = None) -> in
         if isinstance(p, Mapping):
             kind = p.get("type")
             if kind == "file":
-                total += IMAGE_TOKENS
+                total += part_file_tokens(p, "openai", model)
             elif kind == "input_audio":
                 total += input_audio_tokens(p)
     if model is not None:

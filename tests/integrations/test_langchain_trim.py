@@ -34,7 +34,7 @@ from langchain_core.tools import BaseTool
 
 from ctxengine.integrations._lc_trim import is_type
 from ctxengine.integrations.langchain import trim_messages
-from ctxengine.tokens import count_messages
+from ctxengine.tokens import count_messages, pdf_page_tokens
 from ctxengine.transcript import load
 from offline_tiktoken import TRANSCRIPTS, encoding
 
@@ -998,7 +998,8 @@ def test_a_text_document_is_counted_by_its_text_as_the_engine_reads_it() -> None
         "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="},
     }
     small = [HumanMessage(content=[{"type": "text", "text": "read"}, pdf]), AIMessage("ok")]
-    assert trim_messages(small, max_tokens=2000, token_counter="gpt-4o", strategy="last") == small
+    room = 2000 + pdf_page_tokens("openai", "gpt-4o")  # a PDF of one page, as media
+    assert trim_messages(small, max_tokens=room, token_counter="gpt-4o", strategy="last") == small
 
 
 #: A call whose arguments did not parse, as LangChain's parsers keep it (``invalid_tool_calls``,

@@ -287,7 +287,7 @@ def test_a_pdf_name_survives_a_session_state_snapshot() -> None:
     from ctxengine import Budget, ContextEngine, Session
 
     async def run() -> None:
-        engine = ContextEngine("gpt-4o", Budget(total=8000))
+        engine = ContextEngine("gpt-4o", Budget(total=20_000))  # a page: 8,000 for anthropic
         async with engine.session("named") as s:
             s.extend([Message("user", (Text("Read."), NAMED))])
             before = await s.render("anthropic")

@@ -1,5 +1,5 @@
 """PDFs (``Image("application/pdf")``) are sent as the document part each API takes, not as
-a text placeholder, and count as an image does."""
+a text placeholder, and count by their pages (``tests/test_pdf_tokens.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ctxengine.inject.payload import payload_tokens
-from ctxengine.tokens import IMAGE_TOKENS, count_messages
+from ctxengine.tokens import IMAGE_TOKENS, count_messages, pdf_tokens
 from ctxengine.transcript import Image, Message, Text, ToolCall, ToolResult, Transcript, load
 
 from .helpers import PROVIDERS, assert_sdk_valid
@@ -144,23 +144,23 @@ def placeholder_tokens(provider: str) -> int:
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_a_pdf_counts_as_an_image_and_no_less_than_its_placeholder(provider: str) -> None:
-    png = Image("image/png", data="iVBORw0KGgo=")
+def test_a_pdf_counts_its_pages_and_no_less_than_its_placeholder(provider: str) -> None:
+    """``DATA`` is a PDF's header alone: one page, by its size."""
     tokens: dict[str, int] = {}
-    for name, media in (("pdf", PDF), ("png", png)):
-        t = Transcript((Message("user", (Text("Read."), media)),), "anthropic", {})
+    for name, media in (("pdf", (PDF,)), ("none", ())):
+        t = Transcript((Message("user", (Text("Read."), *media)),), "anthropic", {})
         tokens[name] = payload_tokens(t.to(provider), provider, "gpt-4o")
-    assert tokens["pdf"] == tokens["png"]
-    assert tokens["pdf"] >= IMAGE_TOKENS > placeholder_tokens(provider)
+    assert tokens["pdf"] - tokens["none"] == pdf_tokens(DATA, provider, "gpt-4o")
+    assert tokens["pdf"] > placeholder_tokens(provider)
 
 
-def test_openai_count_messages_counts_a_file_part_as_an_image() -> None:
-    def msg(part: dict[str, Any]) -> list[dict[str, Any]]:
-        return [{"role": "user", "content": [{"type": "text", "text": "Read."}, part]}]
+def test_openai_count_messages_counts_a_file_part_by_its_pages() -> None:
+    def msg(*part: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": [{"type": "text", "text": "Read."}, *part]}]
 
     file = {"type": "file", "file": {"file_data": DATA_URL, "filename": "document.pdf"}}
-    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
-    assert count_messages(msg(file), model="gpt-4o") == count_messages(msg(image), model="gpt-4o")
+    added = count_messages(msg(file), model="gpt-4o") - count_messages(msg(), model="gpt-4o")
+    assert added == pdf_tokens(DATA, "openai", "gpt-4o") > IMAGE_TOKENS
 
 
 def test_engine_renders_pdf_sessions_valid_for_every_provider() -> None:
@@ -169,11 +169,11 @@ def test_engine_renders_pdf_sessions_valid_for_every_provider() -> None:
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_engine_out_tokens_count_pdfs_as_the_plan_does(provider: str) -> None:
-    """``out.tokens`` (cold and warm renders) counts the PDF as the plan counts an image."""
+    """``out.tokens`` (cold and warm renders) counts the PDF as the plan counts it."""
     from ctxengine import Budget, ContextEngine
 
     async def run() -> list[int]:
-        engine = ContextEngine("gpt-4o", Budget(total=8000))
+        engine = ContextEngine("gpt-4o", Budget(total=20_000))
         async with engine.session("pdf") as s:
             s.extend([Message("user", (Text("Read."), PDF))])
             cold = (await s.render(provider)).tokens
@@ -181,4 +181,4 @@ def test_engine_out_tokens_count_pdfs_as_the_plan_does(provider: str) -> None:
             return [cold, (await s.render(provider)).tokens]
 
     cold, warm = asyncio.run(run())
-    assert cold >= IMAGE_TOKENS and warm > cold
+    assert cold >= pdf_tokens(DATA, provider, "gpt-4o") and warm > cold

@@ -19,7 +19,8 @@ from .. import _core
 from ..collect.namespaces import node_suffix
 from ..grain import ContextGrain
 from ..imagesize import image_size
-from ..tokens import IMAGE_TOKENS, media_tokens
+from ..pdfpages import pdf_pages
+from ..tokens import IMAGE_TOKENS, media_tokens, pdf_page_tokens
 from ..transcript.model import (
     Block,
     Compaction,
@@ -135,19 +136,35 @@ def _placeholder_texts(blocks: Sequence[Block]) -> tuple[str, ...]:
     return tuple(image_placeholder(b).text for b in blocks if isinstance(b, Image))
 
 
-def _media(blocks: Sequence[Block], sizes: list[ImageSize]) -> int:
+def _media(blocks: Sequence[Block], sizes: list[ImageSize], pdfs: list[int]) -> int:
     """The tokens of the media among ``blocks``, the sizes of its sized images added to
-    ``sizes`` (each counted as :data:`~ctxengine.tokens.IMAGE_TOKENS` here)."""
+    ``sizes`` (each counted as :data:`~ctxengine.tokens.IMAGE_TOKENS` here) and the pages of
+    its inline PDFs to ``pdfs`` (each counted for no provider here: the largest count of the
+    providers, :func:`~ctxengine.tokens.pdf_tokens`)."""
     media = 0
     for b in blocks:
         if isinstance(b, Image):
             size = sized_image(b)
             if size is None:
                 media += media_tokens(b.media_type, b.data)
+                if b.data is not None and b.media_type == _PDF:
+                    pdfs.append(pdf_pages(b.data))
             else:
                 sizes.append(size)
                 media += IMAGE_TOKENS
     return media
+
+
+_PDF: Final = "application/pdf"
+
+
+def pdf_overhead(pdfs: tuple[int, ...], provider: str, model: str) -> int:
+    """What ``provider`` bills for the inline PDFs of ``pdfs`` pages sent to ``model`` over
+    the count for no provider an item's overhead holds for them (0 or less): the plan counts
+    each PDF as the payload sent to ``provider`` does."""
+    if not pdfs:
+        return 0
+    return sum(pdfs) * (pdf_page_tokens(provider, model) - pdf_page_tokens(None))
 
 
 @dataclass(slots=True)
@@ -186,6 +203,9 @@ class HistoryItem:
     #: (:func:`~ctxengine.assemble.sync.media_overhead`)
     media: int = 0
     placeholders: tuple[str, ...] = ()
+    #: The pages of each inline PDF: :attr:`overhead` counts each for no provider (the
+    #: largest count), and a render counts them by its provider's rule (:func:`pdf_overhead`)
+    pdfs: tuple[int, ...] = ()
     # :attr:`grain`, once made (not compared: an item equals itself before and after)
     made_grain: ContextGrain | None = field(default=None, compare=False, repr=False)
 
@@ -357,6 +377,7 @@ class HistoryBuilder:
                 flags |= _STRUCTURAL_FLAG
         media = 0
         sizes: list[ImageSize] | None = None  # made only for blocks of more kinds
+        pdfs: list[int] | None = None
         thinking: tuple[Thinking, ...] = ()
         n = len(blocks)
         first = type(blocks[0]) if n else None
@@ -366,7 +387,7 @@ class HistoryBuilder:
             # text then one call (what ``Message.assistant`` builds): the join of one string
             text = blocks[0].text  # type: ignore[union-attr]
         else:
-            sizes = []
+            sizes, pdfs = [], []
             strings: list[str] = []
             signed: list[Thinking] = []
             images = 0
@@ -375,7 +396,7 @@ class HistoryBuilder:
                     strings.append(b.text)
                 elif isinstance(b, Image):
                     images += 1
-                    media += _media((b,), sizes)
+                    media += _media((b,), sizes, pdfs)
                 elif isinstance(b, Thinking) and (b.text or b.signature):
                     # Thinking goes back only to the provider that signed it (``exportable``):
                     # counted for the renders that send it (never trimmed alone: the turn's
@@ -431,6 +452,8 @@ class HistoryBuilder:
         )
         if sizes:
             item.images = tuple(sizes)
+        if pdfs:
+            item.pdfs = tuple(pdfs)
         if media:
             item.media = media
             if role == "assistant":  # the only message a provider gets its media as text in
@@ -477,13 +500,16 @@ class HistoryBuilder:
         name = result.name or self.tool_names.get(call_id, "tool")
         content = result.content
         sizes: tuple[ImageSize, ...] = ()
+        pdfs: tuple[int, ...] = ()
         if len(content) == 1 and type(content[0]) is Text:
             images, media, source = 0, 0, content[0].text
         else:
             images = sum(isinstance(b, Image) for b in content)
             sized: list[ImageSize] = []
-            media = _media(content, sized)
+            pages: list[int] = []
+            media = _media(content, sized, pages)
             sizes = tuple(sized)
+            pdfs = tuple(pages)
             source = "\n".join(b.text for b in content if isinstance(b, Text))
         if call_id.isascii() and call_id.isalnum():  # safe as it is (:func:`node_suffix`)
             base = "act.tool_result." + call_id
@@ -521,4 +547,5 @@ class HistoryBuilder:
             sizes,
             media,
             _placeholder_texts(content) if media else (),
+            pdfs,
         )

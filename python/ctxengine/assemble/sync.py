@@ -21,6 +21,7 @@ from .history import (
     ROLE,
     HistoryItem,
     call_texts,
+    pdf_overhead,
     tool_result_node_id,
 )
 from .redact import Redaction
@@ -146,7 +147,7 @@ def media_overhead(item: HistoryItem, provider: str, model: str) -> int:
     ):
         sent = sum(count_many(list(item.placeholders), model=model)) + len(item.placeholders)
         return sent - item.media
-    return image_overhead(item, provider, model) if item.images else 0
+    return image_overhead(item, provider, model) + pdf_overhead(item.pdfs, provider, model)
 
 
 def _recount_thinking(state: SessionState, provider: str, items: list[HistoryItem]) -> None:

@@ -16,6 +16,7 @@ from ..tokens import (
     input_audio_tokens,
     media_tokens,
     message_strings,
+    part_file_tokens,
     part_image_tokens,
 )
 from ..transcript.importers.gemini import response_text
@@ -53,8 +54,9 @@ _MESSAGE_OVERHEAD: Final = 4
 _REPLY_PRIMING: Final = 3
 #: Part types (Anthropic, Responses, Chat) and Gemini part keys that carry an image: counted by
 #: the provider's rule for the image's size (:func:`~ctxengine.tokens.part_image_tokens`), not
-#: by the text of their data or URL. A PDF part (``document``, ``file``, ``input_file``) counts
-#: :data:`~ctxengine.tokens.IMAGE_TOKENS`, as the plan counts it; audio (a Chat
+#: by the text of their data or URL. A PDF part (``document``, ``file``, ``input_file``, Gemini
+#: inline ``application/pdf`` data) by the provider's rule for its pages
+#: (:func:`~ctxengine.tokens.part_file_tokens`), as the plan counts it; audio (a Chat
 #: ``input_audio`` part, Gemini inline audio) by :func:`~ctxengine.tokens.audio_tokens`, as the
 #: plan counts it too.
 _IMAGE_TYPES: Final = frozenset({"image", "input_image", "image_url"})
@@ -63,7 +65,8 @@ _MEDIA_KEYS: Final = frozenset({"inline_data", "file_data", "inlineData", "fileD
 _FUNCTION_RESPONSE: Final = frozenset({"functionResponse", "function_response"})
 
 
-#: How an image part is counted: (the part or Gemini media value, Gemini or not) → tokens.
+#: How an image or PDF part is counted: (the part or Gemini media value, Gemini or not) →
+#: tokens.
 ImageRule = Callable[[Mapping[str, Any], bool], int]
 
 
@@ -74,17 +77,20 @@ def _flat(part: Mapping[str, Any], gemini: bool) -> int:
 
 @lru_cache(maxsize=64)
 def _image_rule(provider: str, model: str) -> ImageRule:
-    """Images counted for ``provider`` and ``model`` (:func:`~ctxengine.tokens.image_tokens`)."""
+    """Images and PDFs counted for ``provider`` and ``model``
+    (:func:`~ctxengine.tokens.image_tokens`, :func:`~ctxengine.tokens.pdf_tokens`)."""
 
     def rule(part: Mapping[str, Any], gemini: bool) -> int:
         if not gemini:
+            if part.get("type") in _FILE_TYPES:
+                return part_file_tokens(part, provider, model)
             return part_image_tokens(part, provider, model)
         mime = part.get("mimeType", part.get("mime_type"))
         data = part.get("data")
         if isinstance(mime, str) and isinstance(data, str):
             if mime.startswith("image/"):
                 return image_tokens(data, provider, model=model)
-            return media_tokens(mime, data)
+            return media_tokens(mime, data, provider, model)
         return IMAGE_TOKENS
 
     return rule
@@ -122,11 +128,8 @@ def _strings(value: Any, key: str = "", images: ImageRule = _flat) -> Iterator[s
             return
         kind = value.get("type")
         if isinstance(kind, str):  # else a part passed through as it came: all of it is read
-            if kind in _IMAGE_TYPES:
+            if kind in _IMAGE_TYPES or kind in _FILE_TYPES:
                 yield images(value, False)
-                return
-            if kind in _FILE_TYPES:
-                yield IMAGE_TOKENS
                 return
             if kind == "input_audio":
                 yield input_audio_tokens(value)

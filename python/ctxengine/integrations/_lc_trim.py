@@ -36,7 +36,9 @@ from ..tokens import (
     get_tokenizer,
     image_tokens,
     input_audio_tokens,
+    part_file_tokens,
     part_image_tokens,
+    pdf_tokens,
 )
 from ..transcript.importers.anthropic import document_block
 from ..transcript.importers.common import Loc
@@ -62,7 +64,8 @@ _ROLE: Final = {"human": "user", "ai": "assistant", "system": "system", "tool": 
 #: PDF part: OpenAI's ``image_url`` / ``file`` (and the Responses names), LangChain's standard
 #: ``image`` / ``file`` blocks (url, base64 or id), Anthropic's ``image`` / ``document`` (any
 #: source). An image with inline data counts by OpenAI's rule for its size
-#: (:func:`~ctxengine.tokens.image_tokens`), any other :data:`~ctxengine.tokens.IMAGE_TOKENS`.
+#: (:func:`~ctxengine.tokens.image_tokens`), an inline PDF by its rule for its pages
+#: (:func:`~ctxengine.tokens.pdf_tokens`), any other :data:`~ctxengine.tokens.IMAGE_TOKENS`.
 _MEDIA_BLOCKS: Final = frozenset(
     {"image", "image_url", "input_image", "file", "input_file", "document"}
 )
@@ -196,11 +199,12 @@ def _document_text(block: dict[str, Any]) -> str | None:
 
 def _media_tokens(block: dict[str, Any], model: str | None = None) -> int:
     """What ``ctxengine.count_messages`` charges for a media block of LangChain content sent
-    to ``model``: an image with inline data by OpenAI's rule for its size, another image or a
-    file (PDF) :data:`~ctxengine.tokens.IMAGE_TOKENS`, audio by its duration (OpenAI's
-    ``input_audio``, LangChain's ``audio`` with base64 data; audio by url or id as an image);
-    0 for any other block (a tool call in the content, reasoning: counted elsewhere or not at
-    all)."""
+    to ``model``: an image with inline data by OpenAI's rule for its size, an inline PDF by
+    OpenAI's rule for its pages (LangChain's ``file`` block with base64 data, OpenAI's
+    ``file`` / ``input_file``, Anthropic's ``document``), another image or file
+    :data:`~ctxengine.tokens.IMAGE_TOKENS`, audio by its duration (OpenAI's ``input_audio``,
+    LangChain's ``audio`` with base64 data; audio by url or id as an image); 0 for any other
+    block (a tool call in the content, reasoning: counted elsewhere or not at all)."""
     kind = block.get("type")
     if kind in _IMAGE_BLOCKS:
         data = block.get("base64")  # LangChain's v1 block; v0: ``source_type`` base64
@@ -210,6 +214,13 @@ def _media_tokens(block: dict[str, Any], model: str | None = None) -> int:
             return image_tokens(data, "openai", model=model)
         return part_image_tokens(block, "openai", model)
     if kind in _MEDIA_BLOCKS:
+        data = block.get("base64", block.get("data"))  # LangChain's file block, v1 or v0
+        if not isinstance(data, str):
+            return part_file_tokens(block, "openai", model)
+        # as the importer reads it: the type a data URL or ``mime_type`` gives, else a PDF
+        mime = data[5:].partition(";")[0] if data.startswith("data:") else block.get("mime_type")
+        if mime in (None, "", "application/pdf"):
+            return pdf_tokens(data, "openai", model)
         return IMAGE_TOKENS
     if kind == "input_audio":
         return input_audio_tokens(block)

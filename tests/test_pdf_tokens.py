@@ -1,0 +1,234 @@
+"""Inline PDFs counted by their pages, per provider (``ctxengine.pdfpages``,
+``ctxengine.tokens.pdf_tokens``).
+
+A PDF counted a flat 765 tokens whatever its length: a 40-page document, which a provider
+reads as 40 pages of text and 40 page images (tens of thousands of tokens), passed a
+32,000-token budget, and the request was refused as too long. The documents here are real PDF
+files written by ``pdf_bytes`` (plain objects, and a PDF 1.5 object stream compressed by zlib);
+the expected counts are the providers' documented figures, worked out here.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+
+from ctxengine import Budget, ContextEngine, count_messages
+from ctxengine.inject.payload import payload_tokens
+from ctxengine.integrations.langchain import trim_messages
+from ctxengine.pdfpages import BYTES_PER_PAGE, MAX_PAGES, pdf_pages
+from ctxengine.tokens import IMAGE_TOKENS, media_tokens, pdf_page_tokens, pdf_tokens
+from ctxengine.transcript import Image, Message, Text
+from pdf_bytes import pdf_compressed, pdf_compressed_bytes, pdf_plain, pdf_plain_bytes
+
+PROVIDERS = ["openai", "openai-responses", "anthropic", "gemini"]
+
+# -- the page count ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pages", [1, 7, 40, 123])
+@pytest.mark.parametrize("tree", [False, True])
+@pytest.mark.parametrize("write", [pdf_plain, pdf_compressed], ids=["plain", "compressed"])
+def test_the_pages_are_read_from_the_page_tree(write: Any, tree: bool, pages: int) -> None:
+    data = write(pages, tree=tree)
+    assert pdf_pages(data) == pages
+    assert pdf_pages(f"data:application/pdf;base64,{data}") == pages
+
+
+@pytest.mark.parametrize("write", [pdf_plain, pdf_compressed], ids=["plain", "compressed"])
+def test_without_a_count_the_page_objects_are_counted(write: Any) -> None:
+    assert pdf_pages(write(13, tree=True, count=False)) == 13
+
+
+def test_a_compressed_document_holds_no_page_in_its_own_text() -> None:
+    """The object stream is what is read: the file's text says nothing of its pages."""
+    raw = pdf_compressed_bytes(9)
+    assert b"/Page" not in raw and b"/Count" not in raw
+    assert pdf_pages(base64.b64encode(raw).decode()) == 9
+
+
+def test_an_incremental_update_counts_its_largest_page_tree() -> None:
+    """A revision appended to a file (ISO 32000-1, 7.5.6) rewrites the page tree's root with
+    the pages it adds; the older root stays in the file."""
+    raw = pdf_plain_bytes(3)
+    update = b"2 0 obj\n<< /Type /Pages /Kids [4 0 R 5 0 R 6 0 R 20 0 R] /Count 4 >>\nendobj\n"
+    update += b"20 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] >>\nendobj\n"
+    assert pdf_pages(base64.b64encode(raw + update).decode()) == 4
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        "",
+        "not base64 at all: %%%",
+        base64.b64encode(b"%PDF-1.7\n").decode(),
+        base64.b64encode(
+            b"%PDF-1.5\n1 0 obj << /Type /ObjStm /Filter /FlateDecode /First 4 >>"
+            b"\nstream\nnot zlib\nendstream"
+        ).decode(),
+        base64.b64encode(b"%PDF-1.4\n1 0 obj << /Type /Pages /Count " + b"9" * 5000).decode(),
+    ],
+    ids=["empty", "not-base64", "header-only", "bad-zlib", "huge-count"],
+)
+def test_a_malformed_document_counts_at_least_one_page_and_never_raises(data: str) -> None:
+    assert 1 <= pdf_pages(data) <= MAX_PAGES
+
+
+def test_a_document_whose_pages_cannot_be_read_is_counted_by_its_size() -> None:
+    noise = os.urandom(20 * BYTES_PER_PAGE)
+    assert pdf_pages(base64.b64encode(noise).decode()) == 20
+    huge = os.urandom((MAX_PAGES + 5) * BYTES_PER_PAGE)
+    assert pdf_pages(base64.b64encode(huge).decode()) == MAX_PAGES
+
+
+def test_a_truncated_document_still_counts_the_pages_it_shows() -> None:
+    """An upload cut short: the page tree read before the cut still counts; cut before it,
+    the document is counted by its size, at least one page."""
+    data = pdf_plain(40)  # the page tree is its second object
+    assert pdf_pages(data[: len(data) * 3 // 4 - 1]) == 40  # cut inside a base64 quantum too
+    assert pdf_pages(data[:40]) == 1  # the header alone
+
+
+# -- tokens per page, by the providers' documentation -----------------------------------------
+
+#: Anthropic: 3,000 tokens of text a page (the top of "1,500-3,000"), and the page image at the
+#: long edge of the model's tier: 1,600 tokens before Claude Opus 4.7, 5,000 from it on (and for
+#: a name that is not a Claude model's). OpenAI: the same text, and an A4 page by the tile rule
+#: at high detail (2048 box, then 768 px on the short side: 768 x 1086, 2 x 3 tiles).
+#: Gemini: 258 a page up to 2.x, 560 (medium resolution) from Gemini 3 on.
+A4_TILES = 85 + 170 * 2 * 3
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "per_page"),
+    [
+        ("anthropic", "claude-sonnet-4-5", 3000 + 1600),
+        ("anthropic", "claude-opus-4-7", 3000 + 5000),
+        ("anthropic", "gpt-4o", 3000 + 5000),
+        ("openai", "gpt-4o", 3000 + A4_TILES),
+        ("openai-responses", "gpt-4.1", 3000 + A4_TILES),
+        ("openai", "claude-sonnet-4-5", 3000 + 1600),  # billed by Claude: the larger
+        ("gemini", "gemini-2.5-flash", 258),
+        ("gemini", "gemini-3-pro-preview", 560),
+        ("gemini", "gpt-4o", 560),
+        (None, None, 3000 + 5000),
+    ],
+)
+def test_a_page_costs_the_documented_tokens(
+    provider: str | None, model: str | None, per_page: int
+) -> None:
+    assert pdf_page_tokens(provider, model) == per_page
+    assert pdf_tokens(pdf_plain(40), provider, model) == 40 * per_page
+
+
+def test_the_count_without_a_provider_is_the_largest() -> None:
+    for model in ("gpt-4o", "claude-sonnet-4-5", "gemini-2.5-flash", None):
+        each = [pdf_page_tokens(p, model) for p in PROVIDERS]
+        assert pdf_page_tokens(None, model) == max(each)
+    data = pdf_compressed(5)
+    assert media_tokens("application/pdf", data) == pdf_tokens(data) == 5 * (3000 + 5000)
+
+
+def test_a_pdf_by_url_keeps_the_flat_count() -> None:
+    """Its bytes are not known here, so neither are its pages."""
+    assert media_tokens("application/pdf", None) == IMAGE_TOKENS
+
+
+# -- renders: the plan, the payload and the budget agree --------------------------------------
+
+
+async def _render(provider: str, pdf: str | None, budget: int, model: str = "gpt-4o") -> Any:
+    engine = ContextEngine(model, Budget(total=budget))
+    async with engine.session("pdf") as s:
+        media = (Image("application/pdf", data=pdf, name="report.pdf"),) if pdf else ()
+        s.extend([Message("user", (Text("Summarize the report."), *media))])
+        s.extend([Message.assistant("It covers Q3.")])
+        await s.user_message("And the risks?")
+        return await s.render(provider)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_forty_page_pdf_is_not_sent_in_a_budget_it_does_not_fit(provider: str) -> None:
+    """Counted 765, the 40-page report was sent within 32,000 tokens; by its pages it needs
+    40 x 4,105 (OpenAI), 40 x 8,000 (Anthropic, a model of the larger image tier) or
+    40 x 560 (Gemini 3's default), and a render sends it only where that fits."""
+    data = pdf_plain(40)
+    out = await _render(provider, data, 32_000)
+    sent = data in str(out.payload)
+    assert sent == (40 * pdf_page_tokens(provider, "gpt-4o") < 32_000)
+    assert out.tokens <= 32_000 and out.report.fits
+    assert out.tokens == payload_tokens(out.payload, provider, "gpt-4o")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4-5", "gemini-2.5-flash"])
+async def test_the_plan_and_the_payload_count_a_pdf_by_its_pages(provider: str, model: str) -> None:
+    data = pdf_compressed(3)
+    with_pdf = await _render(provider, data, 100_000, model)
+    without = await _render(provider, None, 100_000, model)
+    assert data in str(with_pdf.payload)
+    assert with_pdf.tokens - without.tokens == 3 * pdf_page_tokens(provider, model)
+    assert with_pdf.tokens == payload_tokens(with_pdf.payload, provider, model)
+    assert abs(with_pdf.report.tokens_estimated - with_pdf.tokens) <= 20  # the plan agrees
+
+
+@pytest.mark.anyio
+async def test_one_session_rendered_for_each_provider_counts_the_pdf_for_each() -> None:
+    engine = ContextEngine("gpt-4o", Budget(total=60_000))
+    async with engine.session("turns") as s:
+        pdf = Image("application/pdf", data=pdf_plain(4))
+        s.extend([Message("user", (Text("Read this."), pdf)), Message.assistant("Read.")])
+        await s.user_message("What does page 2 say?")
+        for provider in ("openai", "anthropic", "gemini", "openai-responses", "openai"):
+            out = await s.render(provider)
+            assert out.tokens == payload_tokens(out.payload, provider, "gpt-4o")
+            assert abs(out.report.tokens_estimated - out.tokens) <= 20, provider
+            assert out.tokens > 4 * pdf_page_tokens(provider, "gpt-4o"), provider
+
+
+# -- the chat counters ------------------------------------------------------------------------
+
+
+def _chat(*parts: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": [{"type": "text", "text": "read"}, *parts]}]
+
+
+def test_count_messages_counts_a_file_part_by_its_pages() -> None:
+    url = "data:application/pdf;base64," + pdf_plain(3)
+    file = {"type": "file", "file": {"file_data": url, "filename": "a.pdf"}}
+    plain = count_messages(_chat(), model="gpt-4o")
+    assert count_messages(_chat(file), model="gpt-4o") - plain == 3 * (3000 + A4_TILES)
+    by_id = {"type": "file", "file": {"file_id": "file-1"}}  # its pages are not known
+    assert count_messages(_chat(by_id), model="gpt-4o") - plain == IMAGE_TOKENS
+
+
+def test_the_langchain_trim_counts_a_pdf_by_its_pages() -> None:
+    """LangChain's standard file block, v1 (``base64``) and v0 (``source_type``), OpenAI's
+    ``file`` part and Anthropic's ``document``: a 40-page PDF does not pass a 32,000-token
+    trim, as the engine would not send it."""
+    data = pdf_plain(40)
+    blocks = [
+        {"type": "file", "base64": data, "mime_type": "application/pdf"},
+        {"type": "file", "source_type": "base64", "data": data, "mime_type": "application/pdf"},
+        {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{data}"}},
+        {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": data},
+        },
+    ]
+    for block in blocks:
+        messages = [
+            HumanMessage(content=[{"type": "text", "text": "summarize"}, block]),
+            AIMessage("ok"),
+            HumanMessage("and?"),
+        ]
+        kept = trim_messages(messages, max_tokens=32_000, token_counter="gpt-4o", strategy="last")
+        assert kept == messages[1:], block["type"]
+        kept = trim_messages(messages, max_tokens=200_000, token_counter="gpt-4o", strategy="last")
+        assert kept == messages, block["type"]
