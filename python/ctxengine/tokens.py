@@ -60,8 +60,8 @@ on_clear_cache(clear_pages)
 
 def clear_cache() -> None:
     """Empty every cache of what was read from texts, and reset the count cache's counters:
-    the count cache (``cache_info``) and the caches of the compaction's reading. Afterwards a
-    render reads and counts everything anew, as in a new process."""
+    the count cache (``cache_info``), the caches of the compaction's reading and the pages of
+    the PDFs read. Afterwards a render reads and counts everything anew, as in a new process."""
     _core.clear_cache()
     for clear in _CLEARERS:
         clear()
