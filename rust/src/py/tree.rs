@@ -203,7 +203,7 @@ fn fits(copy: &Bound<'_, PyAny>, words: &[usize], at: &mut usize) -> PyResult<bo
                     return Ok(false);
                 }
                 *at += 1;
-                if !fits(&v, words, at)? {
+                if !fits_child(&v, words, at)? {
                     return Ok(false);
                 }
             }
@@ -218,7 +218,7 @@ fn fits(copy: &Bound<'_, PyAny>, words: &[usize], at: &mut usize) -> PyResult<bo
                 return Ok(false);
             }
             for v in list.iter() {
-                if !fits(&v, words, at)? {
+                if !fits_child(&v, words, at)? {
                     return Ok(false);
                 }
             }
@@ -226,6 +226,19 @@ fn fits(copy: &Bound<'_, PyAny>, words: &[usize], at: &mut usize) -> PyResult<bo
         }
         OPAQUE => Ok(false),
         _ => Ok(copy.as_ptr() as usize == word),
+    }
+}
+
+/// [`fits`] of a container's child, a leaf (most of them: the strings of a message) compared
+/// here without a call.
+#[inline(always)]
+fn fits_child(child: &Bound<'_, PyAny>, words: &[usize], at: &mut usize) -> PyResult<bool> {
+    match words.get(*at) {
+        Some(&word) if word & TAG == 0 => {
+            *at += 1;
+            Ok(child.as_ptr() as usize == word)
+        }
+        _ => fits(child, words, at),
     }
 }
 
@@ -292,11 +305,10 @@ pub fn hand_out<'py>(
     let finder = earlier.map(|h| Finder::new(&h.addresses));
     let n = items.len();
     let mut out = Vec::with_capacity(n);
-    let mut kept = Vec::with_capacity(n);
     let mut addresses = Vec::with_capacity(n);
     let mut words = Vec::with_capacity(earlier.map_or(n * 8, |h| h.words.len() + 64));
     let mut starts = Vec::with_capacity(n + 1);
-    for (item, flag) in items.iter().zip(deep.iter()) {
+    for (i, item) in items.iter().enumerate() {
         let address = item.as_ptr() as usize;
         starts.push(words.len());
         addresses.push(address);
@@ -311,34 +323,33 @@ pub fn hand_out<'py>(
                 if fits(&copy, shape, &mut at)? && at == shape.len() {
                     words.extend_from_slice(shape);
                     out.push(copy);
-                    kept.push(item);
                     continue;
                 }
             }
         }
-        let copy = if flag.is_truthy()? {
+        let copy = if deep.get_item(i)?.is_truthy()? {
             copied(&item, 0)?
         } else if item.is_exact_instance_of::<PyDict>() {
             Some(item.cast::<PyDict>()?.copy()?.into_any())
         } else {
             copied(&item, 0)?
         };
-        let copy = copy.unwrap_or_else(|| item.clone());
+        let copy = copy.unwrap_or(item);
         // the shape of the copy just made (in cache), whose keys and leaves are the item's
         shape(&copy, 0, &mut words)?;
         out.push(copy);
-        kept.push(item);
     }
     starts.push(words.len());
-    let copies = PyList::new(py, &out)?.unbind();
+    let handed = PyList::new(py, out)?;
     let handout = Handout {
-        items: PyList::new(py, kept)?.unbind(),
-        copies,
+        // every item, in order: held so that their addresses name them
+        items: items.get_slice(0, n).unbind(),
+        copies: handed.get_slice(0, n).unbind(),
         addresses,
         words,
         starts,
     };
-    Ok((PyList::new(py, out)?, handout))
+    Ok((handed, handout))
 }
 
 /// The position of an item of an earlier call by its address: in order first (a render keeps
@@ -362,6 +373,11 @@ impl<'a> Finder<'a> {
     /// The position of the item at `address` in the earlier call.
     fn find(&self, address: usize) -> Option<usize> {
         let from = self.next.get();
+        if self.addresses.get(from) == Some(&address) {
+            // the common case: the earlier call's items in the same order
+            self.next.set(from + 1);
+            return Some(from);
+        }
         let ahead = self.addresses.get(from..).unwrap_or_default();
         let j = match ahead.iter().take(LOOKAHEAD).position(|&a| a == address) {
             Some(k) => from + k,
