@@ -414,11 +414,11 @@ class Warm:
             flat, deep = prev.flat, prev.deep
             if dropped:
                 nlead = sum(map(len, lead_pieces))
-                flat = flat[:nlead] + flat[nlead + dropped :]
-                deep = deep[:nlead] + deep[nlead + dropped :]
-            added = len(flat)
-            flat.extend(chain.from_iterable(new_pieces))
-            deep.extend(map(is_tracked, islice(flat, added, None)))
+                del flat[nlead : nlead + dropped]
+                del deep[nlead : nlead + dropped]
+            added = list(chain.from_iterable(new_pieces))
+            flat += added
+            deep += map(is_tracked, added)
             prev.flat = None  # taken over (extended in place)
         if replaced:
             ids = list(map(id, msgs))
