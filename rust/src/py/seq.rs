@@ -21,16 +21,8 @@ fn in_range(t: &Bound<'_, PyTuple>, start: usize, count: usize, name: &str) -> P
     Ok(())
 }
 
-/// The address of `t[i]`, read from the tuple's item array.
-#[cfg(not(feature = "abi3"))]
-fn address(t: &Bound<'_, PyTuple>, i: usize) -> PyResult<usize> {
-    t.as_slice()
-        .get(i)
-        .map(|item| item.as_ptr() as usize)
-        .ok_or_else(|| PyValueError::new_err(format!("index {i} is out of range")))
-}
-
-/// The address of `t[i]` (the stable ABI has no item array to read: one call per item).
+/// The address of `t[i]` (the stable ABI has no item array to read: one call per item; the
+/// full API's item arrays are compared directly in [`differing`]).
 #[cfg(feature = "abi3")]
 fn address(t: &Bound<'_, PyTuple>, i: usize) -> PyResult<usize> {
     Ok(t.get_borrowed_item(i)?.as_ptr() as usize)
@@ -52,6 +44,31 @@ pub fn differing(
     in_range(new, new_start, count, "new")?;
     in_range(old, old_start, count, "old")?;
     let mut out = Vec::new();
+    #[cfg(not(feature = "abi3"))]
+    {
+        // the two runs of item arrays, side by side: a tight loop to each mismatch
+        let (Some(a), Some(b)) = (
+            new.as_slice().get(new_start..new_start + count),
+            old.as_slice().get(old_start..old_start + count),
+        ) else {
+            return Err(PyValueError::new_err("a run is out of its tuple's range"));
+        };
+        let mut j = 0;
+        while let Some(k) = a
+            .get(j..)
+            .unwrap_or_default()
+            .iter()
+            .zip(b.get(j..).unwrap_or_default())
+            .position(|(x, y)| x.as_ptr() != y.as_ptr())
+        {
+            if out.len() == limit {
+                return Ok(None);
+            }
+            out.push(j + k);
+            j += k + 1;
+        }
+    }
+    #[cfg(feature = "abi3")]
     for j in 0..count {
         if address(new, new_start + j)? != address(old, old_start + j)? {
             if out.len() == limit {
