@@ -293,4 +293,6 @@ def compose(state: SessionState, plan: Any, by_id: Mapping[str, ContextGrain]) -
         before, after = islice(history, at + 1), islice(history, at + 1, None)
         # one copy of the window, into the transcript's tuple
         return trusted_transcript((*messages, *before, summary, *after), "render")
+    if not messages:  # one copy of the window into a tuple, no list built on the way
+        return trusted_transcript(tuple(history), "render")
     return trusted_transcript((*messages, *history), "render")
