@@ -47,8 +47,11 @@ def align(new: Sequence[Message], old: Sequence[Message], lead: int = 0) -> Alig
         return 0, 0, []
     last = old[-1]
     size = len(new)
-    end = next((size - k for k in range(min(_TAIL, size - lead)) if new[size - 1 - k] is last), 0)
-    if not end:
+    for k in range(min(_TAIL, size - lead)):
+        if new[size - 1 - k] is last:
+            end = size - k
+            break
+    else:
         return None
     for cut in range(lead, min(lead + _HEAD, end)):
         start = len(old) - (end - cut)
@@ -153,15 +156,17 @@ class Aligned(Generic[V]):
             cut, start, replaced = got
             old = self.values
             end = cut + len(old) - start
-            head = list(map(make, ms[:cut]))
-            tail = list(map(make, ms[end:]))
-            again = [make(ms[i]) for i in replaced]
+            new = list(map(make, ms[:cut])) if cut else []
+            new += map(make, ms[end:])
+            again = [make(ms[i]) for i in replaced] if replaced else ()
             # everything made: the previous list is taken over (its dropped head cut and the
             # new values put at either end in place, no copy of the window) only now, so that
             # a ``make`` that raises leaves the values of the last sequence as they were
             if total is not None:
-                total += sum(head) + sum(tail) - sum(islice(old, start))  # type: ignore[arg-type]
-            values = splice(old, start, [*head, *tail], cut)
+                total += sum(new)  # type: ignore[arg-type]
+                if start:
+                    total -= sum(islice(old, start))  # type: ignore[arg-type]
+            values = splice(old, start, new, cut)
             for i, v in zip(replaced, again, strict=True):
                 if total is not None:
                     total += v - values[i]  # type: ignore[operator]
@@ -174,6 +179,7 @@ def splice(column: list[V], k: int, new: list[V], head: int) -> list[V]:
     """``column`` (changed in place: a render takes over the previous one's list, no copy of
     the window) less its first ``k`` values, between the first ``head`` values of ``new`` and
     the rest of them."""
-    column[:k] = new[:head]
-    column += new[head:]
+    if k or head:
+        column[:k] = new[:head]
+    column += new[head:] if head else new
     return column
