@@ -65,6 +65,19 @@ impl Ids {
         }
     }
 
+    /// Which chunks `self` shares with `other` (one was cloned from the other and neither has
+    /// written them since): a slot in a shared chunk holds the same id in both, found without
+    /// reading either id.
+    pub fn shared_with(&self, other: &Ids) -> Shared {
+        Shared(
+            self.chunks
+                .iter()
+                .zip(&other.chunks)
+                .map(|(a, b)| Arc::ptr_eq(a, b))
+                .collect(),
+        )
+    }
+
     /// The ids in slot order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<str>> {
         self.chunks.iter().flat_map(|chunk| chunk.iter())
@@ -78,6 +91,17 @@ impl Ids {
             .filter(|(_, &k)| k)
             .map(|(id, _)| Arc::clone(id))
             .collect()
+    }
+}
+
+/// The chunks two [`Ids`] share ([`Ids::shared_with`]).
+#[derive(Debug)]
+pub struct Shared(Vec<bool>);
+
+impl Shared {
+    /// Whether slot `i` is in a shared chunk: then it holds the same id in both.
+    pub fn slot(&self, i: usize) -> bool {
+        self.0.get(i / CHUNK).copied().unwrap_or(false)
     }
 }
 
@@ -128,6 +152,22 @@ mod tests {
         let all: Vec<String> = a.iter().map(|s| s.to_string()).collect();
         assert_eq!(all.len(), a.len());
         assert_eq!(all[CHUNK + 1], format!("hist.{}", CHUNK + 1));
+    }
+
+    #[test]
+    fn shared_chunks_hold_the_same_ids_in_both() {
+        let mut a = ids(2 * CHUNK + 3);
+        let held = a.clone();
+        let shared = a.shared_with(&held);
+        assert!((0..a.len()).all(|i| shared.slot(i)));
+        assert!(!shared.slot(a.len() + CHUNK));
+        a.push(Arc::from("new")); // writes the last chunk only
+        assert!(a.set(1, Arc::from("moved"))); // and the first
+        let shared = a.shared_with(&held);
+        assert!(!shared.slot(0) && !shared.slot(1) && !shared.slot(2 * CHUNK));
+        assert!((CHUNK..2 * CHUNK).all(|i| shared.slot(i) && a[i] == held[i]));
+        let fresh = ids(2 * CHUNK + 3); // equal ids, made apart: nothing shared
+        assert!((0..fresh.len()).all(|i| !fresh.shared_with(&held).slot(i)));
     }
 
     #[test]

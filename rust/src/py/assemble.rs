@@ -439,8 +439,13 @@ impl PyPlan {
                 .get(slot as usize)
                 .map_or(assemble::PLACEHOLDER_ID, |id| id)
         }
-        // the same node id: the same shared string (the usual case), or equal ones
+        // the same node id: the same slot of a chunk both plans share (the usual case: the
+        // assembly wrote only its last chunks in between), the same shared string, or equal ones
+        let shared = self.plan.node_ids.shared_with(&prev.plan.node_ids);
         let same = |a: u32, b: u32| {
+            if a == b && shared.slot(a as usize) {
+                return true;
+            }
             let (x, y) = (name(&self.plan, a), name(&prev.plan, b));
             (std::ptr::eq(x.as_ptr(), y.as_ptr()) && x.len() == y.len()) || x == y
         };
