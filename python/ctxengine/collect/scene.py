@@ -127,7 +127,8 @@ class ContextScene:
         task_id: str | None = None,
         raw_user_message: str | None = None,
     ) -> None:
-        if isinstance(transcript, TranscriptView):
+        # a session's messages are a list: no ABC check for it (a few of them per render)
+        if type(transcript) is not list and isinstance(transcript, TranscriptView):
             view = transcript
         else:  # a Transcript object exposes its messages as ``.messages``
             view = TranscriptView(getattr(transcript, "messages", transcript))

@@ -479,8 +479,10 @@ def _no_trailing_space(t: Transcript, provider: str) -> Transcript:
 
 def _tree(state: SessionState, a: Assembled) -> list[ContextGrain]:
     by_id = a.by_id
-    context = [by_id[n] for n in a.plan.context_order if n in by_id]
     history = history_grains(state, a.plan)  # a new list: the tree when there is no context
+    if not by_id:  # no context grain (the plan's context order is not made)
+        return history
+    context = [by_id[n] for n in a.plan.context_order if n in by_id]
     if not context:
         return history
     context += history
@@ -507,6 +509,12 @@ def _replan_cut(state: SessionState, config: RenderConfig, plan: Any, cut: int, 
     return min(budget - FRAMING_TOKENS - min(scaled, by_target), max(most, 0))
 
 
+#: The names of the core's timings in a render's report, made once.
+_CORE_TIMINGS: Final = {
+    k: f"core.{k}" for k in ("allocate", "soft", "hard", "fold", "compaction", "order")
+}
+
+
 async def inject(
     state: SessionState,
     config: RenderConfig,
@@ -516,7 +524,9 @@ async def inject(
     log: TurnLog,
 ) -> RenderedContext:
     """The inject phase: the plan becomes the provider payload, counted and reported."""
-    request.timings.update({f"core.{k}": v for k, v in assembled.plan.timings.items()})
+    request.timings.update(
+        {_CORE_TIMINGS.get(k) or f"core.{k}": v for k, v in assembled.plan.timings.items()}
+    )
     memo = state.token_cache.memo
     cut, budget = 0, config.tokens_total
     options = request.options
@@ -558,9 +568,9 @@ async def inject(
     if state.redaction is not None:  # a payload redactor that raised this render
         log.faults.extend(state.redaction.take_faults())
     report = _report(state, config, assembled, tokens, request, log, unsent)
-    info = rendered.to_dict()
-    report.hygiene = _with_changes(info.get("hygiene", {}), dropped)
-    report.cache_breakpoints = info.get("cache_breakpoints", [])
+    # the parts of ``rendered.to_dict()`` the report takes, without the rest of it
+    report.hygiene = _with_changes(rendered.report.to_dict(), dropped)
+    report.cache_breakpoints = [b.to_dict() for b in rendered.breakpoints]
     out = RenderedContext(payload, tokens, _tree(state, assembled), report, transcript)
     if plugins.registry.has_hook("on_after_render"):
         event = AfterRender(copy_data(payload), tokens, report.copy())
