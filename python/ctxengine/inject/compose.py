@@ -208,9 +208,14 @@ def _history(state: SessionState, plan: Any) -> list[Message]:
         # changed for the next render; its order is taken over (the new ids put in place)
         memo.composed = None
         order = splice(prev.order, k, fresh_ids, head)
-        replacements = list(map(rep.get, order)) if rep else [None] * len(order)
-        get = state.items.get
         fresh = [*range(head), *range(end, len(order))]
+        if rep:
+            replacements = list(map(rep.get, order))
+        elif prev.replaced:
+            replacements = [None] * len(order)
+        else:  # no text replaced now nor then: the previous list of Nones, taken over
+            replacements = splice(prev.replacements, k, [None] * len(fresh), head)
+        get = state.items.get
         new_items = [get(order[j]) for j in fresh]
         make = [
             _message(state, order[j], i, replacements[j])
