@@ -245,6 +245,11 @@ _ALLOWED: Final[Mapping[str, tuple[type, ...]]] = {
 }
 
 
+#: The roles whose messages may hold a :class:`Text` block (a one-text message is checked in
+#: one step: the most common message by far).
+_TEXT_ROLES: Final = frozenset(r for r, allowed in _ALLOWED.items() if issubclass(Text, allowed))
+
+
 def lone_surrogate(text: str) -> int | None:
     """The position of the first lone surrogate in ``text`` (what UTF-8 cannot hold), or None
     when it holds none."""
@@ -317,6 +322,15 @@ class Message:
         if not isinstance(self.blocks, tuple):
             object.__setattr__(self, "blocks", tuple(self.blocks))
         blocks = self.blocks
+        if (
+            len(blocks) == 1
+            and type(blocks[0]) is Text
+            and type(blocks[0].text) is str
+            and self.role in _TEXT_ROLES
+        ):  # one text: no call, no result, nothing else to check
+            object.__setattr__(self, "_calls", ())
+            object.__setattr__(self, "_results", ())
+            return
         object.__setattr__(self, "_calls", tuple(b for b in blocks if isinstance(b, ToolCall)))
         object.__setattr__(self, "_results", tuple(b for b in blocks if isinstance(b, ToolResult)))
         allowed = _ALLOWED.get(self.role)
