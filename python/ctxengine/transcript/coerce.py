@@ -65,6 +65,10 @@ def to_messages(messages: object) -> list[Message]:
         TranscriptError: an item has an unknown shape, or a foreign run does not load; the
             message names the item's index and value.
     """
+    if type(messages) is list or type(messages) is tuple:  # no ABC check for the usual shape
+        items = list(messages)
+        if {*map(type, items)} == {Message}:  # neutral messages already
+            return items
     if isinstance(messages, Transcript):
         return list(messages.messages)
     if isinstance(messages, Mapping):  # a request payload
