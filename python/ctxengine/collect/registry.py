@@ -417,6 +417,8 @@ class Registry:
 
     def entries(self) -> list[PluginEntry]:
         """Registered plugins, ordered by priority then registration order."""
+        if not self._entries:  # no plugin (asked several times a render): nothing to sort
+            return []
         return sorted(self._entries.values(), key=lambda e: (e.priority, e.index))
 
     def providers(self, *, enabled_only: bool = True) -> list[Any]:
