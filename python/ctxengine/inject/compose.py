@@ -295,9 +295,10 @@ def compose(state: SessionState, plan: Any, by_id: Mapping[str, ContextGrain]) -
         at = -1
         if state.builder.newest_compaction is not None:
             at = next((k for k in range(len(history) - 1, -1, -1) if compaction_of(history[k])), -1)
-        before, after = islice(history, at + 1), islice(history, at + 1, None)
-        # one copy of the window, into the transcript's tuple
-        return trusted_transcript((*messages, *before, summary, *after), "render")
+        if at < 0:  # the summary first (list spreads: C-level copies, no iterator per item)
+            return trusted_transcript((*messages, summary, *history), "render")
+        k = at + 1
+        return trusted_transcript((*messages, *history[:k], summary, *history[k:]), "render")
     if not messages:  # one copy of the window into a tuple, no list built on the way
         return trusted_transcript(tuple(history), "render")
     return trusted_transcript((*messages, *history), "render")

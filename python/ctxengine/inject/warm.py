@@ -402,10 +402,11 @@ class Warm:
                 lead_pieces = [*lead_pieces, pieces(provider, boot, None, names)]
         dropped = sum(map(len, islice(prev.pieces, first)))
         hist_pieces = splice(prev.pieces, first, new_pieces, head)  # taken over
-        hist = msgs[lead:]
-        for h in replaced:
-            m = hist[h]
-            hist_pieces[h] = pieces(provider, m, family(m), _names_before(hist, h))
+        if replaced:
+            hist = msgs[lead:]  # a copy of the window when ``lead``: only for what it needs
+            for h in replaced:
+                m = hist[h]
+                hist_pieces[h] = pieces(provider, m, family(m), _names_before(hist, h))
         hoff = serial - head
         flat = None
         deep: list[bool] = []
@@ -466,9 +467,9 @@ class Warm:
     ) -> None:
         provider = rec.key[0]
         hoff = rec.hoff
-        hist = rec.hist()
         # the new head's turns, then the previous ones, then the tail's (the first of which may
-        # continue the previous last turn)
+        # continue the previous last turn): the previous record's lists are taken over (it is
+        # superseded), their dropped head cut in place, no copy of the window
         h_start: list[int] = []
         h_turns: list[dict[str, Any]] = []
         h_users: list[int] = []
@@ -476,11 +477,12 @@ class Warm:
             _add_turn(provider, h_turns, h_start, m, rec.pieces[h], h + hoff)
             if m.role == "user":
                 h_users.append(h + hoff)
-        tstart = h_start + prev.tstart[tk:]
-        turns = h_turns + prev.turns[tk:]
-        uk = bisect.bisect_left(prev.users, hoff + head)
-        users = h_users + prev.users[uk:]
-        base = len(hist) - len(tail)
+        tstart, turns, users = prev.tstart, prev.turns, prev.users
+        uk = bisect.bisect_left(users, hoff + head)
+        tstart[:tk] = h_start
+        turns[:tk] = h_turns
+        users[:uk] = h_users
+        base = len(rec.src.messages) - rec.lead - len(tail)
         copied = False
         for j, m in enumerate(tail):
             h = base + j
