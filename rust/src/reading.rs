@@ -123,42 +123,178 @@ pub fn identifier_kinds(text: &str) -> Option<[Vec<&str>; 5]> {
     if !text.is_ascii() {
         return None;
     }
-    let (url, uuid, hash) = (URL.as_ref()?, UUID.as_ref()?, HASH.as_ref()?);
-    let (path, ticket) = (PATH.as_ref()?, TICKET.as_ref()?);
-    let bytes = text.as_bytes();
+    let url = URL.as_ref()?;
+    let patterns = Patterns {
+        uuid: UUID.as_ref()?,
+        hash: HASH.as_ref()?,
+        path: PATH.as_ref()?,
+        ticket: TICKET.as_ref()?,
+    };
     let mut found: Vec<&str> = Vec::new();
-    // the text outside its URLs (Python blanks each URL with a space: the words and the hints
-    // are those of these pieces, none spans a blank)
-    let mut pieces: Vec<&str> = Vec::new();
+    let mut kinds: [Vec<&str>; 4] = Default::default();
+    // the text outside its URLs (Python blanks each URL with a space: the words are those of
+    // these pieces, none spans a blank)
     if text.contains("://") {
         let mut last = 0;
-        for m in url.find_iter(bytes) {
+        for m in url.find_iter(text.as_bytes()) {
             found.push(piece(text, m.start(), m.end()).trim_end_matches(URL_TAIL));
-            pieces.push(piece(text, last, m.start()));
+            read_words(piece(text, last, m.start()), &patterns, &mut kinds);
             last = m.end();
         }
-        pieces.push(piece(text, last, text.len()));
+        read_words(piece(text, last, text.len()), &patterns, &mut kinds);
     } else {
-        pieces.push(text);
+        read_words(text, &patterns, &mut kinds);
     }
-    let hexes = pieces.iter().any(|p| hex_runs(p.as_bytes()).1 >= 7);
-    let ticketed = pieces.iter().any(|p| ticket_hint(p.as_bytes()));
-    if !hexes && !ticketed && !pieces.iter().any(|p| p.contains('/')) {
-        return Some([found, vec![], vec![], vec![], vec![]]);
+    let [uuids, hashes, paths, tickets] = kinds;
+    Some([found, uuids, hashes, paths, tickets])
+}
+
+/// The patterns a word is searched with, once its hints say it may hold a match.
+struct Patterns<'p> {
+    uuid: &'p Regex,
+    hash: &'p Regex,
+    path: &'p Regex,
+    ticket: &'p Regex,
+}
+
+/// Byte classes of [`CLASS`]: Python's whitespace (`is_space`), a lowercase hex digit (a
+/// hash's), a hex digit of either case (a UUID's), a letter, a digit, an uppercase letter.
+const SPACE_BIT: u8 = 1;
+const LOWER_HEX: u8 = 2;
+const ANY_HEX: u8 = 4;
+const ALPHA: u8 = 8;
+const DIGIT: u8 = 16;
+const UPPER: u8 = 32;
+
+/// Each byte's classes (an ASCII text's: every byte a character).
+static CLASS: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0usize;
+    while b < 256 {
+        let c = b as u8;
+        let mut bits = 0;
+        if matches!(c, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | 0x1C..=0x1F | b' ') {
+            bits |= SPACE_BIT;
+        }
+        if c.is_ascii_digit() {
+            bits |= LOWER_HEX | ANY_HEX | DIGIT;
+        }
+        if matches!(c, b'a'..=b'f') {
+            bits |= LOWER_HEX;
+        }
+        if c.is_ascii_hexdigit() {
+            bits |= ANY_HEX;
+        }
+        if c.is_ascii_alphabetic() {
+            bits |= ALPHA;
+        }
+        if c.is_ascii_uppercase() {
+            bits |= UPPER;
+        }
+        table[b] = bits;
+        b += 1;
     }
-    let (mut uuids, mut hashes, mut paths, mut tickets) = (vec![], vec![], vec![], vec![]);
-    for word in pieces.iter().flat_map(|p| words(p)) {
+    table
+};
+
+/// What a word holds that its patterns need ([`read_words`] reads it in its one pass).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Hints {
+    /// The longest run of lowercase hex digits (a hash's) and of hex digits of either case
+    /// (a UUID's, read case-insensitively): [`hex_runs`].
+    lower: usize,
+    any: usize,
+    /// Every byte a letter (`str.isalpha`).
+    alpha: bool,
+    slash: bool,
+    dot: bool,
+    dash: bool,
+    /// `[A-Z0-9]-[0-9]` or `#[0-9][0-9]`: [`ticket_hint`].
+    ticket: bool,
+}
+
+/// The end of the word of `bytes` starting at `start` (at the first whitespace byte after it,
+/// or the end) and its [`Hints`].
+fn scan_word(bytes: &[u8], start: usize) -> (usize, Hints) {
+    let mut hints = Hints::default();
+    let (mut lower_run, mut any_run) = (0usize, 0usize);
+    // the classes every byte has so far (of ALPHA); the two bytes before and their classes
+    // (for the ticket's three), none at the start
+    let mut all = ALPHA;
+    let (mut before, mut last) = (0u8, 0u8);
+    let (mut before_byte, mut last_byte) = (0u8, 0u8);
+    let mut at = start;
+    while let Some(&b) = bytes.get(at) {
+        let class = CLASS[usize::from(b)];
+        if class & SPACE_BIT != 0 {
+            break;
+        }
+        all &= class;
+        lower_run = if class & LOWER_HEX != 0 {
+            lower_run + 1
+        } else {
+            0
+        };
+        any_run = if class & ANY_HEX != 0 { any_run + 1 } else { 0 };
+        hints.lower = hints.lower.max(lower_run);
+        hints.any = hints.any.max(any_run);
+        match b {
+            b'/' => hints.slash = true,
+            b'.' => hints.dot = true,
+            b'-' => hints.dash = true,
+            _ => {}
+        }
+        // `[A-Z0-9]-[0-9]` or `#[0-9][0-9]` ending here
+        if class & DIGIT != 0
+            && ((last_byte == b'-' && before & (UPPER | DIGIT) != 0)
+                || (last & DIGIT != 0 && before_byte == b'#'))
+        {
+            hints.ticket = true;
+        }
+        (before, last, before_byte, last_byte) = (last, class, last_byte, b);
+        at += 1;
+    }
+    hints.alpha = all != 0 && at > start;
+    (at, hints)
+}
+
+/// The identifiers of the words of `text` (ASCII, no URL) other than URLs, added to `kinds`
+/// (UUIDs, hashes, paths, ticket ids), each kind in text order.
+///
+/// One pass over the bytes finds each word (`str.split()`) and its [`Hints`]. A word is
+/// searched with a pattern only when it holds what that pattern needs, as `_scanned_kinds`
+/// does (its hints for the whole text are implied by each word's own: a word with a run of
+/// 7 hex digits is a text with one). Most words of code or JSON are searched with none.
+fn read_words<'t>(text: &'t str, patterns: &Patterns<'_>, kinds: &mut [Vec<&'t str>; 4]) {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    loop {
+        while bytes
+            .get(at)
+            .is_some_and(|&b| CLASS[usize::from(b)] & SPACE_BIT != 0)
+        {
+            at += 1;
+        }
+        if at >= bytes.len() {
+            return;
+        }
+        let start = at;
+        let hints;
+        (at, hints) = scan_word(bytes, start);
+        let word = piece(text, start, at);
         let raw = word.as_bytes();
-        if hexes && raw.len() >= 7 && !raw.iter().all(u8::is_ascii_alphabetic) {
+        if raw.len() >= 7 && !hints.alpha {
             // most such words (code, JSON) hold no run of hex digits long enough for either
             // pattern: they are not searched (each search has a cost of its own)
-            let (lower, any) = hex_runs(raw);
-            if any >= 8 && raw.len() >= 36 && word.contains('-') {
-                uuids.extend(uuid.find_iter(raw).map(|m| piece(word, m.start(), m.end())));
+            if hints.any >= 8 && raw.len() >= 36 && hints.dash {
+                let uuids = patterns.uuid.find_iter(raw);
+                kinds[0].extend(uuids.map(|m| piece(word, m.start(), m.end())));
             }
-            if lower >= 7 {
-                hashes.extend(
-                    hash.find_iter(raw)
+            if hints.lower >= 7 {
+                kinds[1].extend(
+                    patterns
+                        .hash
+                        .find_iter(raw)
                         .map(|m| piece(word, m.start(), m.end()))
                         .filter(|h| {
                             h.bytes().any(|b| b.is_ascii_digit())
@@ -167,38 +303,19 @@ pub fn identifier_kinds(text: &str) -> Option<[Vec<&str>; 5]> {
                 );
             }
         }
-        if word.contains('/') && word.contains('.') {
-            paths.extend(captured(path, word, path_starts));
+        if hints.slash && hints.dot {
+            kinds[2].extend(captured(patterns.path, word, path_starts));
         }
-        if ticketed && ticket_hint(raw) {
-            tickets.extend(captured(ticket, word, ticket_starts));
+        if hints.ticket {
+            kinds[3].extend(captured(patterns.ticket, word, ticket_starts));
         }
     }
-    Some([found, uuids, hashes, paths, tickets])
-}
-
-/// The words of an ASCII `text` (`str.split()`), found a byte at a time (splitting at
-/// characters took a third of the reading of code-heavy text).
-fn words(text: &str) -> impl Iterator<Item = &str> {
-    let bytes = text.as_bytes();
-    let mut at = 0;
-    std::iter::from_fn(move || {
-        while bytes.get(at).is_some_and(|&b| is_space(b)) {
-            at += 1;
-        }
-        if at >= bytes.len() {
-            return None;
-        }
-        let start = at;
-        while bytes.get(at).is_some_and(|&b| !is_space(b)) {
-            at += 1;
-        }
-        Some(piece(text, start, at))
-    })
 }
 
 /// The longest runs in `word` of lowercase hex digits (what a hash is made of) and of hex
-/// digits of either case (a UUID's, read case-insensitively).
+/// digits of either case (a UUID's, read case-insensitively): what [`read_words`] finds of
+/// each word in its pass, written alone (the reference its tests hold it to).
+#[cfg(test)]
 fn hex_runs(word: &[u8]) -> (usize, usize) {
     let (mut lower, mut any, mut lower_run, mut any_run) = (0, 0, 0, 0);
     for &b in word {
@@ -219,7 +336,8 @@ fn hex_runs(word: &[u8]) -> (usize, usize) {
 }
 
 /// Whether `text` holds `[A-Z0-9]-[0-9]` or `#[0-9][0-9]` (`_TICKET_HINT`): what a ticket id
-/// needs (in the text, and in its word).
+/// needs (in the text, and in its word); [`read_words`] finds it of each word in its pass.
+#[cfg(test)]
 fn ticket_hint(word: &[u8]) -> bool {
     word.windows(3).any(|w| match w {
         [a, b'-', d] => (a.is_ascii_uppercase() || a.is_ascii_digit()) && d.is_ascii_digit(),
@@ -502,6 +620,61 @@ mod tests {
         assert_eq!(all.len(), 6 + 36 + 216 + 1296);
         for text in all {
             assert_eq!(ticket_hint(&text), hint.is_match(&text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn the_byte_classes_are_the_predicates_they_stand_for() {
+        for b in 0..=255u8 {
+            let class = CLASS[usize::from(b)];
+            assert_eq!(class & SPACE_BIT != 0, is_space(b), "{b:#04x}");
+            assert_eq!(
+                class & LOWER_HEX != 0,
+                matches!(b, b'0'..=b'9' | b'a'..=b'f'),
+                "{b:#04x}"
+            );
+            assert_eq!(class & ANY_HEX != 0, b.is_ascii_hexdigit(), "{b:#04x}");
+            assert_eq!(class & ALPHA != 0, b.is_ascii_alphabetic(), "{b:#04x}");
+            assert_eq!(class & DIGIT != 0, b.is_ascii_digit(), "{b:#04x}");
+            assert_eq!(class & UPPER != 0, b.is_ascii_uppercase(), "{b:#04x}");
+        }
+    }
+
+    #[test]
+    fn a_word_scan_finds_its_hints_in_one_pass() {
+        // every word of 1 to 5 bytes of the classes the hints tell apart, then a space: its
+        // end and hints are those of the functions that each read the word alone
+        let alphabet = b"Aa0-#/.g F";
+        let (mut all, mut words): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (vec![], vec![vec![]]);
+        for _ in 0..5 {
+            words = words
+                .iter()
+                .flat_map(|t| alphabet.iter().map(move |&b| [t.as_slice(), &[b]].concat()))
+                .collect();
+            all.extend(words.iter().cloned());
+        }
+        for text in all {
+            let text = [text.as_slice(), b" x"].concat();
+            let start = text
+                .iter()
+                .position(|&b| !is_space(b))
+                .unwrap_or(text.len());
+            if start >= text.len() - 2 {
+                continue; // no word before the one added
+            }
+            let end = start + text[start..].iter().position(|&b| is_space(b)).unwrap_or(0);
+            let word = &text[start..end];
+            let (lower, any) = hex_runs(word);
+            let expected = Hints {
+                lower,
+                any,
+                alpha: word.iter().all(u8::is_ascii_alphabetic),
+                slash: word.contains(&b'/'),
+                dot: word.contains(&b'.'),
+                dash: word.contains(&b'-'),
+                ticket: ticket_hint(word),
+            };
+            assert_eq!(scan_word(&text, start), (end, expected), "{text:?}");
         }
     }
 
