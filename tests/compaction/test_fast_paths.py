@@ -25,7 +25,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ctxengine import Budget, BudgetError, ContextEngine, clear_cache
+from ctxengine import Budget, BudgetError, ContextEngine, cache_info, clear_cache
 from ctxengine.assemble.history import transcript_grain
 from ctxengine.compaction import (
     ExtractiveSummarizer,
@@ -316,6 +316,61 @@ def test_the_count_loop_takes_as_one_part_what_one_part_finds() -> None:
             pipeline.message_tokens(messages, tokenizer.count)
             joined = [F.scoped(m).joined is None for m in messages]  # type: ignore[union-attr]
         assert joined == [pipeline._one_part(m, m.text) is not None for m in messages]
+
+
+def test_a_calls_arguments_counted_by_the_session_are_not_counted_again() -> None:
+    # the session counted the call's name and arguments when the message entered the plan
+    # (sync_history); compaction counts the message as its head plus those arguments, taken
+    # from the cache, and gets the whole message's count
+    tokenizer = get_tokenizer("o200k_base")
+    opaque = lambda text: tokenizer.count(text, cache=False)  # noqa: E731
+    calls = [
+        ToolCall("c1", "edit", {"path": "src/app.py", "new": "x = 1\n" * 400}),
+        ToolCall("c2", "bash", {"command": "pytest -x tests/compaction tests/assemble && echo ok"}),
+    ]
+    messages = [
+        Message.user("fix the parser"),
+        Message.assistant("on it", calls[:1]),
+        Message.assistant("", calls[1:]),
+        Message.assistant("both", calls),
+    ]
+    clear_cache()
+    tokenizer.count_many([c.arguments_json for c in calls])
+    hits = cache_info()["hits"]
+    with F.message_scope():
+        counts = pipeline.message_tokens(messages, tokenizer.count)
+    assert counts == pipeline.message_tokens(messages, opaque)
+    # the last call's arguments of each message (each 64 bytes or more: cached)
+    assert cache_info()["hits"] - hits == 3
+
+
+_ARGUMENT = st.sampled_from(
+    [*"{}[]\"'a1 :,/_-#\n\t\r", '{"', '"path', "é", "→", "\x01", "\x1c", "'s", "ab", " {"]
+)
+
+
+@settings(max_examples=400)
+@given(
+    st.lists(_ARGUMENT, min_size=1, max_size=12).map("".join),
+    st.sampled_from(["read", "Bash", "str_replace_editor", "x_", "tool.v2", "9", "é"]),
+    st.sampled_from(["", "ok", "done.", "see /tmp"]),
+    st.sampled_from(ENCODINGS),
+)
+@example('{"path": "a.py"}', "read", "ok", "o200k_base")
+@example('"path', "read", "", "cl100k_base")
+@example("'s", "x_", "", "cl100k_base")
+def test_a_call_is_counted_as_its_head_and_its_arguments(
+    args: str, name: str, text: str, encoding: str
+) -> None:
+    tokenizer = get_tokenizer(encoding)
+    message = Message.assistant(text, [ToolCall("c1", name, args)])
+    joined = pipeline._joined(message, message.text)
+    lead = pipeline._lead(args)
+    if lead is not None:
+        head = joined[: len(joined) - len(args) - 1]
+        assert head + " " + args == joined
+        (n,) = pipeline._called([head], [args], [lead], tokenizer)
+        assert n == tokenizer.count(joined, cache=False), (head, args, lead)
 
 
 def test_a_message_of_one_part_is_its_text_or_its_one_result() -> None:

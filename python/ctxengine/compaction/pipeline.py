@@ -366,6 +366,13 @@ def _message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
     one_entries: list[Seen] = []
     parts: list[str] = []
     roles: list[str] = []
+    # the messages ending with a call's arguments: positions, entries, what comes before the
+    # arguments (the space between left out), the arguments and their first pre-tokens
+    head_at: list[int] = []
+    head_entries: list[Seen] = []
+    heads: list[str] = []
+    arguments: list[str] = []
+    leads: list[str] = []
     get = memo.get
     for i, m in enumerate(messages):
         seen = get(id(m))
@@ -388,6 +395,19 @@ def _message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
         joined = seen.joined
         if joined is None:
             joined = seen.joined = _joined(m, seen.text)
+        if exact is not None and not m.tool_results and m.tool_calls:
+            # ends with a space and its last call's arguments (_joined): the arguments are
+            # counted as the session counted them, a cache hit (see _called)
+            call = m.tool_calls[-1]
+            args = call.arguments_json
+            lead = _lead(args) if call.name and not call.name[-1].isspace() else None
+            if lead is not None:
+                head_at.append(i)
+                head_entries.append(seen)
+                heads.append(joined[: len(joined) - len(args) - 1])
+                arguments.append(args)
+                leads.append(lead)
+                continue
         if exact is not None and len(joined) > _BATCH_CHARS:
             n = seen.tokens = _tokens(m, seen.text, count, exact) + 4
             seen.count = count
@@ -406,7 +426,63 @@ def _message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
         for i, seen, role, n in zip(one_at, one_entries, roles, counted, strict=True):
             out[i] = seen.tokens = lines[role] + n + 4
             seen.count = count
+    if heads and exact is not None:
+        called = _called(heads, arguments, leads, exact)
+        for i, seen, n in zip(head_at, head_entries, called, strict=True):
+            out[i] = seen.tokens = n + 4
+            seen.count = count
     return out
+
+
+def _called(
+    heads: list[str], arguments: list[str], leads: list[str], exact: Tokenizer
+) -> list[int]:
+    """The exact counts of ``head + " " + args`` for each head, arguments and their
+    :func:`_lead`: the head's, plus the arguments' alone (the session counted them when the
+    message entered the plan: a cache hit), less their first pre-token's, plus that
+    pre-token's with the space before it.
+
+    The pre-tokenizer never joins a non-space character to a space after it, so the head
+    and the rest are counted apart; in the rest the space joins only the first pre-token of
+    the arguments (:func:`_lead`), after which both are split alike. A tool call's JSON
+    arguments were counted twice by a cold render, once by the session and once joined to
+    their message here: a third of the tokens of the real 914-message session's history."""
+    joins = {lead: exact.count(" " + lead) - exact.count(lead) for lead in set(leads)}
+    counted = exact.count_many(arguments, cache=True)
+    return list(
+        map(
+            int.__add__,
+            exact.count_many(heads, cache=False),
+            map(int.__add__, counted, map(joins.__getitem__, leads)),
+        )
+    )
+
+
+#: ASCII punctuation: what ``[^\s\p{L}\p{N}]`` matches among printable ASCII.
+_PUNCTUATION: Final = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+
+
+def _lead(args: str) -> str | None:
+    """The first pre-token of ``args`` when it is a run of ASCII punctuation which a space
+    put before ``args`` joins and nothing else changes: the run (``{"`` of a JSON object)
+    is followed by an ASCII letter, digit, space or tab, or ends ``args``, and is longer
+    than one character or not followed by a letter (a single mark before a letter starts a
+    word, ``"path``, which a space before it would not join). None for any other
+    arguments (counted whole with the message then)."""
+    n = 0
+    for ch in args:
+        if ch not in _PUNCTUATION:
+            break
+        n += 1
+    if n == 0:
+        return None
+    if n < len(args):
+        after = args[n]
+        if not after.isascii() or not (after.isalnum() or after in " \t"):
+            return None
+        if n == 1 and after.isalpha():
+            return None
+    return args[:n]
 
 
 def _one_part(m: Message, text: str) -> str | None:
