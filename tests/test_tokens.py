@@ -617,6 +617,25 @@ def test_repeated_count_is_a_cache_hit() -> None:
 
 
 @pytest.mark.usefixtures("token_cache")
+def test_a_large_batch_of_cached_and_new_texts_counts_each_once() -> None:
+    # past the parallel threshold, the texts whose counts the cache holds are answered as
+    # they are read and the others counted by the pool: each text's count, in its place,
+    # one hit or one miss each, and short texts (never cached) neither
+    tok = ctxengine.get_tokenizer("o200k_base")
+    known = [f"{i} {LONG}" for i in range(0, 400, 2)]
+    assert sum(map(len, known)) > 64 * 1024  # the batch of hits alone is a parallel one
+    tok.count_many(known)
+    batch = [f"{i} {LONG}" for i in range(400)] + ["short", ""]
+    info = ctxengine.cache_info()
+    counts = tok.count_many(batch)
+    assert counts == [len(_tk("o200k_base").encode_ordinary(t)) for t in batch]
+    after = ctxengine.cache_info()
+    assert (after["hits"] - info["hits"], after["misses"] - info["misses"]) == (200, 200)
+    assert tok.count_many(known) == counts[:400:2]
+    assert tok.count_many(batch, cache=False) == counts
+
+
+@pytest.mark.usefixtures("token_cache")
 def test_uncached_and_short_counts_bypass_the_cache() -> None:
     tok = ctxengine.get_tokenizer("cl100k_base")
     tok.count(LONG, cache=False)

@@ -325,6 +325,14 @@ impl Counter {
         self.scale(base)
     }
 
+    /// The cached count of `text` (estimated for non-OpenAI families), `None` when the cache
+    /// holds none (a text shorter than [`MIN_CACHED_BYTES`] never is held). A hit counts as
+    /// one, as in [`Counter::count`]; a miss is counted when the text is.
+    pub fn cached(&self, text: &str) -> Option<usize> {
+        let base = TokenCache::global().lookup(self.encoding, text)?;
+        Some(self.scale(base))
+    }
+
     /// Counts of many texts in parallel on every core.
     pub fn count_many<S: AsRef<str> + Sync>(&self, texts: &[S], cached: bool) -> Vec<usize> {
         let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
@@ -435,15 +443,30 @@ impl TokenCache {
         &GLOBAL_CACHE
     }
 
+    fn key(encoding: Encoding, text: &str) -> Key {
+        (
+            xxhash_rust::xxh3::xxh3_128(text.as_bytes()),
+            encoding.index() as u8,
+        )
+    }
+
+    /// The count of `text` with `encoding` when the same content was counted and is still
+    /// held (a hit, counted as one); `None` otherwise, counting nothing.
+    pub fn lookup(&self, encoding: Encoding, text: &str) -> Option<usize> {
+        if text.len() < MIN_CACHED_BYTES {
+            return None;
+        }
+        let n = *self.inner.lock().map.get(&Self::key(encoding, text))?;
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Some(n as usize)
+    }
+
     /// Count `text` with `encoding`, answering from the cache when the same content was seen.
     pub fn count(&self, encoding: Encoding, text: &str) -> usize {
         if text.len() < MIN_CACHED_BYTES {
             return encoding.count_uncached(text);
         }
-        let key = (
-            xxhash_rust::xxh3::xxh3_128(text.as_bytes()),
-            encoding.index() as u8,
-        );
+        let key = Self::key(encoding, text);
         if let Some(&n) = self.inner.lock().map.get(&key) {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return n as usize;
@@ -672,6 +695,20 @@ mod tests {
             assert!(text.starts_with(cut));
             assert!(c.count(cut, false) <= max);
         }
+    }
+
+    #[test]
+    fn a_lookup_finds_what_was_counted_and_counts_only_its_hits() {
+        let cache = TokenCache::new(4);
+        let text = "a text long enough to be cached, as every text of 64 bytes or more is";
+        assert_eq!(cache.lookup(Encoding::O200kBase, text), None);
+        assert_eq!(cache.stats().misses, 0); // a lookup that finds nothing counts nothing
+        let n = cache.count(Encoding::O200kBase, text);
+        assert_eq!(cache.lookup(Encoding::O200kBase, text), Some(n));
+        assert_eq!(cache.lookup(Encoding::Cl100kBase, text), None); // its own encoding's
+        assert_eq!(cache.lookup(Encoding::O200kBase, "short"), None); // never held
+        let stats = cache.stats();
+        assert_eq!((stats.hits, stats.misses), (1, 1));
     }
 
     #[test]

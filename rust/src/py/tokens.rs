@@ -104,6 +104,11 @@ impl Stream {
 /// on 2 cores). Instead, runs of converted texts (~16 KB each) are published as they are
 /// ready to `cores - 1` pool workers, and this thread, once it has converted the last text,
 /// releases the GIL and counts beside them: one counting thread per core.
+///
+/// With `cache`, a text whose count the cache holds is answered as it is converted, and only
+/// the others are published for counting: a batch of texts counted before (a compaction's
+/// message counts after the session counted the same texts) wakes no worker, which cost
+/// more than its hashing.
 fn count_streamed(
     py: Python<'_>,
     counter: Counter,
@@ -136,10 +141,17 @@ fn count_streamed(
                     break;
                 }
             };
-            bytes += text.len();
-            total += text.len();
-            // Set once, here, before any published run covers `i`.
-            let _ = stream.texts[i].set(text);
+            match if cache { counter.cached(&text) } else { None } {
+                // a count the cache holds is answered here: its text, left unset, is skipped
+                // by the run that covers it (a batch of hits wakes no worker)
+                Some(n) => stream.counts[i].store(n, Ordering::Relaxed),
+                None => {
+                    bytes += text.len();
+                    total += text.len();
+                    // Set once, here, before any published run covers `i`.
+                    let _ = stream.texts[i].set(text);
+                }
+            }
             if bytes >= RUN_BYTES || i + 1 - start >= RUN_TEXTS || i + 1 == n {
                 let _ = stream.runs[runs].set((start, i + 1));
                 runs += 1;
