@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from ctxengine import _core
 from ctxengine.compaction import extractive
 from ctxengine.compaction import facts as F
-from ctxengine.transcript import load_all
+from ctxengine.transcript import Message, load_all
 
 from .helpers import all_files
 
@@ -165,12 +165,59 @@ _OTHER_PIECES = st.sampled_from(
 )
 
 
+#: Decision phrases beside what is not ASCII: folded case (``ſ`` is ``s`` to ``re.I``), a
+#: phrase spaced by Unicode whitespace, line breaks only Python's ``splitlines`` knows.
+_OTHER_PROSE = st.sampled_from(
+    [
+        "ſwitch to",
+        "the fix\u00a0is",
+        "let\u2003me",
+        "\u2028",
+        "\u2029",
+        "\x85",
+        "I'll é",
+        "→ I will",
+    ]
+)
+
+
 @settings(max_examples=600)
 @given(st.lists(st.one_of(_PIECES, _OTHER_PIECES), max_size=50).map("".join))
 @example("see https://x.io/é and PROJ-12 at src/app/main.py → 3f2a9c1d #45")
 @example("é\u00a0src/a.py\u2003deadbeef1\u3000X-12")
 def test_generated_other_text_is_read_as_python_reads_it(text: str) -> None:
     assert F._read_identifiers(text) == F._scanned_identifiers(text)
+
+
+def test_other_text_has_the_prose_python_reads_in_it() -> None:
+    # its ASCII lines natively, the others in Python (extractive._mixed_prose): every text of
+    # the transcripts that is not ASCII, and each of its lines
+    other = [t for t in TEXTS if not t.isascii()]
+    lines = sorted({ln for t in other for ln in t.splitlines() if ln.strip()})
+    for text in [*other, *lines]:
+        assert extractive._prose(Message.assistant(text), text) == _python_prose(text), text[:80]
+
+
+def test_other_text_has_its_ascii_lines_read_natively(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each run of ASCII lines in one native call, the line with an arrow in Python
+    runs: list[str] = []
+    read_prose = _core.read_prose
+    monkeypatch.setattr(extractive, "read_prose", lambda t, n: runs.append(t) or read_prose(t, n))
+    text = "I decided to keep the parser.\nIt reads it all.\nThe fix is → a retry.\nWe will ship."
+    assert extractive._prose(Message.assistant(text), text) == (
+        ("I decided to keep the parser.", "The fix is → a retry.", "We will ship."),
+        "I decided to keep the parser.",
+    )
+    assert runs == ["I decided to keep the parser.\nIt reads it all.", "We will ship."]
+
+
+@settings(max_examples=600)
+@given(st.lists(st.one_of(_PIECES, _OTHER_PIECES, _OTHER_PROSE), max_size=50).map("".join))
+@example("I will keep the parser → it works\n```\nI decided é\n```\n- we'll ship ✓ today")
+@example("é\u2028I decided to use a queue here\x85the fix is a retry loop")
+@example("x " * 150 + "\nThat decision holds → for the parser module.\n")
+def test_generated_other_text_has_the_prose_python_reads_in_it(text: str) -> None:
+    assert extractive._prose(Message.assistant(text), text) == _python_prose(text)
 
 
 def test_identifier_kinds_are_the_identifiers_by_kind() -> None:

@@ -73,8 +73,57 @@ def _prose(m: Message, text: str) -> tuple[tuple[str, ...], str]:
     fences blanked) of 12 to 240 characters that state a decision, whitespace collapsed, and
     :func:`~ctxengine.compaction.facts.first_line`. An ASCII text is read natively
     (``_core.read_prose``), any other by :func:`_scanned_prose`, the reference."""
-    native = read_prose(text, MAX_LINE) if text.isascii() else None  # (see _read_identifiers)
+    if not text.isascii():  # (see _read_identifiers)
+        return _mixed_prose(text)
+    native = read_prose(text, MAX_LINE)
     return native if native is not None else _scanned_prose(text)
+
+
+def _mixed_prose(text: str) -> tuple[tuple[str, ...], str]:
+    """:func:`_scanned_prose` of a text that is not ASCII: its lines that are not ASCII in
+    Python, each run of ASCII lines between them natively (``_core.read_prose``, one call a
+    run: such texts are mostly ASCII, an arrow or a check mark in a few lines).
+
+    A line states a decision whatever the lines around it (once the fences are blanked,
+    which is done first here too), and a run of lines, joined by newlines, splits back into
+    the same lines natively (no ASCII line holds a line break), so the decisions are those
+    of the whole text, in order. The first line is read as :func:`_scanned_prose` reads it."""
+    fenced = "```" in text
+    prose = _FENCE.sub(" ", text) if fenced else text
+    if not _may_decide(prose):
+        return _scanned_prose(text)  # the first line alone
+    first: str | None = None
+    found: list[str] = []
+    run: list[str] = []  # ASCII lines not read yet
+    for raw in prose.splitlines():
+        if first is None:
+            line = " ".join(raw.split())
+            first = line or None
+        if raw.isascii():
+            run.append(raw)
+            continue
+        if run:
+            found += _run_decisions(run)
+            run = []
+        line = " ".join(raw.split())
+        if (
+            12 <= len(line) <= 240
+            and not raw.startswith(("    ", "\t", "|", ">"))
+            and _DECISION.search(line)
+        ):
+            found.append(unlisted(line))
+    if run:
+        found += _run_decisions(run)
+    if fenced or first is None:
+        return tuple(found), unlisted(first_line(text))
+    return tuple(found), _clipped(unlisted(first))
+
+
+def _run_decisions(lines: list[str]) -> tuple[str, ...]:
+    """The decision lines of ASCII ``lines`` (no fence among them), read natively."""
+    text = "\n".join(lines)
+    native = read_prose(text, MAX_LINE)
+    return (native if native is not None else _scanned_prose(text))[0]
 
 
 def _scanned_prose(text: str) -> tuple[tuple[str, ...], str]:
