@@ -400,7 +400,9 @@ def _message_tokens(messages: Sequence[Message], count: Count) -> list[int]:
             # counted as the session counted them, a cache hit (see _called)
             call = m.tool_calls[-1]
             args = call.arguments_json
-            lead = _lead(args) if call.name and not call.name[-1].isspace() else None
+            name = call.name
+            cached = len(args) >= _CACHED_CHARS and name and not name[-1].isspace()
+            lead = _lead(args) if cached else None
             if lead is not None:
                 head_at.append(i)
                 head_entries.append(seen)
@@ -458,6 +460,10 @@ def _called(
     )
 
 
+#: The length from which the token cache keeps a text's count (the core's
+#: ``MIN_CACHED_BYTES``; a text of that many characters has at least that many bytes):
+#: shorter arguments are counted with their message (apart, they would be counted anew).
+_CACHED_CHARS: Final = 64
 #: ASCII punctuation: what ``[^\s\p{L}\p{N}]`` matches among printable ASCII.
 _PUNCTUATION: Final = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
