@@ -278,6 +278,9 @@ class Assembly:
     def __len__(self) -> int: ...
     def tokens(self, node_id: str) -> int | None:
         """Tokens of a live item (count + overhead), or None."""
+    def tokens_of(self, node_ids: Sequence[str]) -> list[int]:
+        """Tokens of each of ``node_ids`` (count + overhead), 0 for one that is no live
+        item: :meth:`tokens` of each, in one call."""
     def protected_tokens(self) -> int:
         """Tokens of the protected items (PROTECTED flag, the latest user message's turn): the
         least budget ``plan`` accepts."""

@@ -294,6 +294,17 @@ def test_protected_items_over_budget_raise_budget_error() -> None:
         asm.plan(100)
 
 
+def test_tokens_of_many_items_are_each_ones_tokens() -> None:
+    # in one call: a live item's tokens, 0 for a node id that is none (removed, or never one)
+    asm = assembly()
+    upsert(asm, [Item("sys.rules", "be brief", overhead=3), *session(2, 2)])
+    asm.remove(["hist.1"])
+    ids = ["hist.3", "sys.rules", "hist.1", "nope", "hist.3", "hist.2"]
+    assert asm.tokens_of(ids) == [asm.tokens(n) or 0 for n in ids]
+    assert asm.tokens_of(ids)[1] == 2 + 3 and asm.tokens_of(ids)[2:4] == [0, 0]
+    assert asm.tokens_of([]) == [] and asm.tokens_of(("sys.rules",)) == [2 + 3]  # a tuple too
+
+
 def test_protected_tokens_is_the_least_budget_a_plan_accepts() -> None:
     """The protected grains and the latest user turn (here turn 2: its question, call and
     result), never the other turns: a plan can take exactly that budget and no less."""

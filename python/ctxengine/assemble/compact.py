@@ -230,7 +230,7 @@ def _apply(
         reason = f"summarized into {SUMMARY_ID} with {len(result.replaced)} earlier messages"
         # the turn: a whole turn is what backfill could have given back
         item_turns = list(map(_TURN, doomed))
-        tokens = [n or 0 for n in map(state.asm.tokens, ids)]  # before the items leave
+        tokens = state.asm.tokens_of(ids)  # before the items leave
         log.extra.append(
             LazyDecisions(
                 partial(_summarized, ids, config.budget.window_of, reason, item_turns, tokens)
@@ -316,7 +316,7 @@ def _leads(m: Message) -> bool:
 
 
 def _tokens(state: SessionState, node_ids: Sequence[str]) -> int:
-    return sum(filter(None, map(state.asm.tokens, node_ids)))  # None: not in the plan (0)
+    return sum(state.asm.tokens_of(node_ids))  # 0: not in the plan
 
 
 _INDEX: Final = attrgetter("index")
@@ -618,8 +618,7 @@ def _landing(
         taken -= {newest.turn, answers.get(newest.turn)}
     forced = sorted(taken)
     order = sorted(t for t in by_turn if t not in taken) if plan is not None else []
-    tokens = state.asm.tokens
-    size = _turn_sums(by_turn, [n or 0 for n in map(tokens, _ids(by_turn))])  # None: not in it
+    size = _turn_sums(by_turn, state.asm.tokens_of(list(_ids(by_turn))))  # 0: not in it
     old = _tokens(state, [SUMMARY_ID]) if state.summary is not None else 0
     total = plan.total_before if plan is not None else 0
     base = total - old - sum(size[t] for t in forced)

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::assemble::{self, Assembly, AssemblyConfig, ItemSpec, Plan, Reason, Status};
@@ -260,6 +261,17 @@ impl PyAssembly {
     /// Tokens of a live item (count + overhead), or None.
     fn tokens(&self, node_id: &str) -> Option<u32> {
         self.inner.lock().tokens(node_id)
+    }
+
+    /// Tokens of each of `node_ids` (count + overhead), 0 for one that is no live item:
+    /// [`tokens`](Self::tokens) of each, in one call under one lock (a compaction weighs
+    /// every history item it may summarize).
+    fn tokens_of(&self, node_ids: Vec<PyBackedStr>) -> Vec<u32> {
+        let inner = self.inner.lock();
+        node_ids
+            .iter()
+            .map(|id| inner.tokens(id).unwrap_or(0))
+            .collect()
     }
 
     /// Tokens of the protected items (PROTECTED flag, the latest user message's turn group):
