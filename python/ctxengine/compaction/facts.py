@@ -1607,10 +1607,9 @@ class _Scan:
         out.plain = self.plain[: mark.plain]
         out.read = self.read[: mark.plain]
         out.with_calls = self.with_calls[: bisect_left(self.with_calls, mark.plain)]
-        names = out.names
-        for mf in out.read:
-            if mf.calls:
-                names.update(mf.calls)
+        names, read = out.names, out.read
+        for i in out.with_calls:  # the messages with calls, not every one read
+            names.update(read[i].calls)
         out.carried = {name: self.carried[name][:n] for name, n in mark.carried.items()}
         out.carried_seen = {name: set(lines) for name, lines in out.carried.items()}
         out.summaries, out.summarized = mark.summaries, mark.summarized
