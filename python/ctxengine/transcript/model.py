@@ -235,6 +235,9 @@ class Thinking:
     redacted: bool = False
 
 
+#: Blocks that hold no :class:`Text` (none derives from it): a message of one of them alone,
+#: a tool message's result or an assistant's call, has no text.
+_NO_TEXT: Final = (ToolResult, ToolCall)
 Block = Union[Text, Image, ToolCall, ToolResult, Thinking]  # noqa: UP007 (runtime alias on 3.10)
 _BLOCK_TYPES: Final = (Text, Image, ToolCall, ToolResult, Thinking)
 _ALLOWED: Final[Mapping[str, tuple[type, ...]]] = {
@@ -360,6 +363,8 @@ class Message:
             # one text (then a tool call, as an assistant's): what the join gives for one
             # item, the str itself
             return blocks[0].text
+        if n == 1 and type(blocks[0]) in _NO_TEXT:
+            return ""  # one tool result, or one call: the join of nothing
         return "\n".join(b.text for b in blocks if isinstance(b, Text))
 
     @property
