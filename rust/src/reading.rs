@@ -158,17 +158,23 @@ struct Patterns<'p> {
 }
 
 /// Byte classes of [`CLASS`]: Python's whitespace (`is_space`), a lowercase hex digit (a
-/// hash's), a hex digit of either case (a UUID's), a letter, a digit, an uppercase letter.
-const SPACE_BIT: u8 = 1;
-const LOWER_HEX: u8 = 2;
-const ANY_HEX: u8 = 4;
-const ALPHA: u8 = 8;
-const DIGIT: u8 = 16;
-const UPPER: u8 = 32;
+/// hash's), a hex digit of either case (a UUID's), a letter, a digit, an uppercase letter,
+/// a hex letter `a`-`f`, and the marks the patterns look for: `/`, `.`, `-`, `#`.
+const SPACE_BIT: u16 = 1;
+const LOWER_HEX: u16 = 2;
+const ANY_HEX: u16 = 4;
+const ALPHA: u16 = 8;
+const DIGIT: u16 = 16;
+const UPPER: u16 = 32;
+const HEX_LETTER: u16 = 64;
+const SLASH: u16 = 128;
+const DOT: u16 = 256;
+const DASH: u16 = 512;
+const POUND: u16 = 1024;
 
 /// Each byte's classes (an ASCII text's: every byte a character).
-static CLASS: [u8; 256] = {
-    let mut table = [0u8; 256];
+static CLASS: [u16; 256] = {
+    let mut table = [0u16; 256];
     let mut b = 0usize;
     while b < 256 {
         let c = b as u8;
@@ -180,7 +186,7 @@ static CLASS: [u8; 256] = {
             bits |= LOWER_HEX | ANY_HEX | DIGIT;
         }
         if matches!(c, b'a'..=b'f') {
-            bits |= LOWER_HEX;
+            bits |= LOWER_HEX | HEX_LETTER;
         }
         if c.is_ascii_hexdigit() {
             bits |= ANY_HEX;
@@ -191,80 +197,75 @@ static CLASS: [u8; 256] = {
         if c.is_ascii_uppercase() {
             bits |= UPPER;
         }
+        bits |= match c {
+            b'/' => SLASH,
+            b'.' => DOT,
+            b'-' => DASH,
+            b'#' => POUND,
+            _ => 0,
+        };
         table[b] = bits;
         b += 1;
     }
     table
 };
 
-/// What a word holds that its patterns need ([`read_words`] reads it in its one pass).
+/// Which patterns a word is searched with: those it holds what they need for a match.
 #[derive(Debug, Default, PartialEq, Eq)]
-struct Hints {
-    /// The longest run of lowercase hex digits (a hash's) and of hex digits of either case
-    /// (a UUID's, read case-insensitively): [`hex_runs`].
-    lower: usize,
-    any: usize,
-    /// Every byte a letter (`str.isalpha`).
-    alpha: bool,
-    slash: bool,
-    dot: bool,
-    dash: bool,
-    /// `[A-Z0-9]-[0-9]` or `#[0-9][0-9]`: [`ticket_hint`].
+struct Searches {
+    uuid: bool,
+    hash: bool,
+    path: bool,
     ticket: bool,
 }
 
 /// The end of the word of `bytes` starting at `start` (at the first whitespace byte after it,
-/// or the end) and its [`Hints`].
-fn scan_word(bytes: &[u8], start: usize) -> (usize, Hints) {
-    let mut hints = Hints::default();
-    let (mut lower_run, mut any_run) = (0usize, 0usize);
-    // the classes every byte has so far (of ALPHA); the two bytes before and their classes
-    // (for the ticket's three), none at the start
-    let mut all = ALPHA;
-    let (mut before, mut last) = (0u8, 0u8);
-    let (mut before_byte, mut last_byte) = (0u8, 0u8);
+/// or the end) and the [`Searches`] it needs.
+///
+/// One pass gathers the classes its bytes hold (any and all); the runs of hex digits
+/// ([`hex_runs`]) and the ticket's three ([`ticket_hint`]) are read again only of a word
+/// those classes leave a match possible in: a UUID needs 36 bytes and a dash, a hash a
+/// digit and a letter `a`-`f` (the match must hold both), a ticket id a digit and a `-` or
+/// `#`. Most words of code and JSON are read once.
+fn scan_word(bytes: &[u8], start: usize) -> (usize, Searches) {
+    let (mut any, mut all) = (0u16, ALPHA);
     let mut at = start;
     while let Some(&b) = bytes.get(at) {
         let class = CLASS[usize::from(b)];
         if class & SPACE_BIT != 0 {
             break;
         }
+        any |= class;
         all &= class;
-        lower_run = if class & LOWER_HEX != 0 {
-            lower_run + 1
-        } else {
-            0
-        };
-        any_run = if class & ANY_HEX != 0 { any_run + 1 } else { 0 };
-        hints.lower = hints.lower.max(lower_run);
-        hints.any = hints.any.max(any_run);
-        match b {
-            b'/' => hints.slash = true,
-            b'.' => hints.dot = true,
-            b'-' => hints.dash = true,
-            _ => {}
-        }
-        // `[A-Z0-9]-[0-9]` or `#[0-9][0-9]` ending here
-        if class & DIGIT != 0
-            && ((last_byte == b'-' && before & (UPPER | DIGIT) != 0)
-                || (last & DIGIT != 0 && before_byte == b'#'))
-        {
-            hints.ticket = true;
-        }
-        (before, last, before_byte, last_byte) = (last, class, last_byte, b);
         at += 1;
     }
-    hints.alpha = all != 0 && at > start;
-    (at, hints)
+    let word = bytes.get(start..at).unwrap_or_default();
+    let mut searches = Searches {
+        path: any & SLASH != 0 && any & DOT != 0,
+        ..Searches::default()
+    };
+    // `str.isalpha` words are never searched for either (Python's `not word.isalpha()`)
+    if word.len() >= 7 && all == 0 {
+        let uuid = word.len() >= 36 && any & DASH != 0;
+        let hash = any & DIGIT != 0 && any & HEX_LETTER != 0;
+        if uuid || hash {
+            let (lower, either) = hex_runs(word);
+            searches.uuid = uuid && either >= 8;
+            searches.hash = hash && lower >= 7;
+        }
+    }
+    if any & DIGIT != 0 && any & (DASH | POUND) != 0 {
+        searches.ticket = ticket_hint(word);
+    }
+    (at, searches)
 }
 
 /// The identifiers of the words of `text` (ASCII, no URL) other than URLs, added to `kinds`
 /// (UUIDs, hashes, paths, ticket ids), each kind in text order.
 ///
-/// One pass over the bytes finds each word (`str.split()`) and its [`Hints`]. A word is
-/// searched with a pattern only when it holds what that pattern needs, as `_scanned_kinds`
-/// does (its hints for the whole text are implied by each word's own: a word with a run of
-/// 7 hex digits is a text with one). Most words of code or JSON are searched with none.
+/// One pass over the bytes finds each word (`str.split()`) and the [`Searches`] it needs, as
+/// `_scanned_kinds` does (its hints for the whole text are implied by each word's own: a word
+/// with a run of 7 hex digits is a text with one). Most words of code or JSON need none.
 fn read_words<'t>(text: &'t str, patterns: &Patterns<'_>, kinds: &mut [Vec<&'t str>; 4]) {
     let bytes = text.as_bytes();
     let mut at = 0;
@@ -279,43 +280,37 @@ fn read_words<'t>(text: &'t str, patterns: &Patterns<'_>, kinds: &mut [Vec<&'t s
             return;
         }
         let start = at;
-        let hints;
-        (at, hints) = scan_word(bytes, start);
+        let searches;
+        (at, searches) = scan_word(bytes, start);
         let word = piece(text, start, at);
         let raw = word.as_bytes();
-        if raw.len() >= 7 && !hints.alpha {
-            // most such words (code, JSON) hold no run of hex digits long enough for either
-            // pattern: they are not searched (each search has a cost of its own)
-            if hints.any >= 8 && raw.len() >= 36 && hints.dash {
-                let uuids = patterns.uuid.find_iter(raw);
-                kinds[0].extend(uuids.map(|m| piece(word, m.start(), m.end())));
-            }
-            if hints.lower >= 7 {
-                kinds[1].extend(
-                    patterns
-                        .hash
-                        .find_iter(raw)
-                        .map(|m| piece(word, m.start(), m.end()))
-                        .filter(|h| {
-                            h.bytes().any(|b| b.is_ascii_digit())
-                                && h.bytes().any(|b| matches!(b, b'a'..=b'f'))
-                        }),
-                );
-            }
+        if searches.uuid {
+            let uuids = patterns.uuid.find_iter(raw);
+            kinds[0].extend(uuids.map(|m| piece(word, m.start(), m.end())));
         }
-        if hints.slash && hints.dot {
+        if searches.hash {
+            kinds[1].extend(
+                patterns
+                    .hash
+                    .find_iter(raw)
+                    .map(|m| piece(word, m.start(), m.end()))
+                    .filter(|h| {
+                        h.bytes().any(|b| b.is_ascii_digit())
+                            && h.bytes().any(|b| matches!(b, b'a'..=b'f'))
+                    }),
+            );
+        }
+        if searches.path {
             kinds[2].extend(captured(patterns.path, word, path_starts));
         }
-        if hints.ticket {
+        if searches.ticket {
             kinds[3].extend(captured(patterns.ticket, word, ticket_starts));
         }
     }
 }
 
 /// The longest runs in `word` of lowercase hex digits (what a hash is made of) and of hex
-/// digits of either case (a UUID's, read case-insensitively): what [`read_words`] finds of
-/// each word in its pass, written alone (the reference its tests hold it to).
-#[cfg(test)]
+/// digits of either case (a UUID's, read case-insensitively).
 fn hex_runs(word: &[u8]) -> (usize, usize) {
     let (mut lower, mut any, mut lower_run, mut any_run) = (0, 0, 0, 0);
     for &b in word {
@@ -336,8 +331,7 @@ fn hex_runs(word: &[u8]) -> (usize, usize) {
 }
 
 /// Whether `text` holds `[A-Z0-9]-[0-9]` or `#[0-9][0-9]` (`_TICKET_HINT`): what a ticket id
-/// needs (in the text, and in its word); [`read_words`] finds it of each word in its pass.
-#[cfg(test)]
+/// needs (in the text, and in its word).
 fn ticket_hint(word: &[u8]) -> bool {
     word.windows(3).any(|w| match w {
         [a, b'-', d] => (a.is_ascii_uppercase() || a.is_ascii_digit()) && d.is_ascii_digit(),
@@ -637,13 +631,22 @@ mod tests {
             assert_eq!(class & ALPHA != 0, b.is_ascii_alphabetic(), "{b:#04x}");
             assert_eq!(class & DIGIT != 0, b.is_ascii_digit(), "{b:#04x}");
             assert_eq!(class & UPPER != 0, b.is_ascii_uppercase(), "{b:#04x}");
+            assert_eq!(
+                class & HEX_LETTER != 0,
+                matches!(b, b'a'..=b'f'),
+                "{b:#04x}"
+            );
+            for (bit, mark) in [(SLASH, b'/'), (DOT, b'.'), (DASH, b'-'), (POUND, b'#')] {
+                assert_eq!(class & bit != 0, b == mark, "{b:#04x}");
+            }
         }
     }
 
     #[test]
-    fn a_word_scan_finds_its_hints_in_one_pass() {
-        // every word of 1 to 5 bytes of the classes the hints tell apart, then a space: its
-        // end and hints are those of the functions that each read the word alone
+    fn a_word_is_searched_with_the_patterns_it_may_match() {
+        // every word of 1 to 5 bytes of the classes the searches tell apart, then a space,
+        // and words long enough for a UUID or a hash: its end, and the searches a word read
+        // whole asks for (a hash's with a digit and a letter a-f in its run)
         let alphabet = b"Aa0-#/.g F";
         let (mut all, mut words): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (vec![], vec![vec![]]);
         for _ in 0..5 {
@@ -652,6 +655,20 @@ mod tests {
                 .flat_map(|t| alphabet.iter().map(move |&b| [t.as_slice(), &[b]].concat()))
                 .collect();
             all.extend(words.iter().cloned());
+        }
+        for long in [
+            "123e4567-e89b-12d3-a456-426614174000",
+            "ABCDEF12-ABCD-ABCD-ABCD-ABCDEFABCDEF",
+            "abcdefab-abcd-abcd-abcd-abcdefabcdef",
+            "deadbeef",
+            "deadbee1",
+            "1234567",
+            "x3f2a9c1Z",
+            "PROJ-12/a.b",
+            "##12#3",
+        ] {
+            all.push(long.as_bytes().to_vec());
+            all.push([b"z".as_slice(), long.as_bytes()].concat());
         }
         for text in all {
             let text = [text.as_slice(), b" x"].concat();
@@ -665,13 +682,15 @@ mod tests {
             let end = start + text[start..].iter().position(|&b| is_space(b)).unwrap_or(0);
             let word = &text[start..end];
             let (lower, any) = hex_runs(word);
-            let expected = Hints {
-                lower,
-                any,
-                alpha: word.iter().all(u8::is_ascii_alphabetic),
-                slash: word.contains(&b'/'),
-                dot: word.contains(&b'.'),
-                dash: word.contains(&b'-'),
+            let searched = word.len() >= 7 && !word.iter().all(u8::is_ascii_alphabetic);
+            let has = |p: fn(&u8) -> bool| word.iter().any(p);
+            let expected = Searches {
+                uuid: searched && any >= 8 && word.len() >= 36 && word.contains(&b'-'),
+                hash: searched
+                    && lower >= 7
+                    && has(u8::is_ascii_digit)
+                    && has(|b| matches!(b, b'a'..=b'f')),
+                path: word.contains(&b'/') && word.contains(&b'.'),
                 ticket: ticket_hint(word),
             };
             assert_eq!(scan_word(&text, start), (end, expected), "{text:?}");
