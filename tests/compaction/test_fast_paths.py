@@ -454,6 +454,48 @@ def test_exact_counts_add_up_at_the_split_points(text: str, encoding: str) -> No
         assert count(text) == count(text[:q]) + count(text[q:]), (text[:q], text[q:])
 
 
+def _reference_failure_line(text: str) -> tuple[int | None, str]:
+    """A failed tool's exit code and first error line, read as first written (``re.I``)."""
+    match = F._EXIT.search(text)
+    code = int(match.group(1)) if match else None
+    first = ""
+    for raw in text.splitlines():
+        if not raw.strip():
+            continue
+        ln = " ".join(raw.split())
+        first = first or ln
+        if F._ERRORISH.search(ln) and not F._EXIT.fullmatch(ln):
+            first = ln
+            break
+    else:
+        first = first or "(no output)"
+    return code, first if len(first) <= F.MAX_LINE else first[: F.MAX_LINE - 1] + "…"
+
+
+def test_every_tool_output_has_the_failure_line_of_the_definition() -> None:
+    outputs = {r.text for _, messages in SESSIONS for m in messages for r in m.tool_results}
+    assert sum(F._EXIT.search(t) is not None for t in outputs) >= 5  # exit codes among them
+    for text in outputs:
+        assert F._read_failure_line(text) == _reference_failure_line(text), text[:80]
+
+
+_FAILED = st.sampled_from(
+    [
+        *(" ", "\n", "\t", ":", "=", "-", "ok", "x" * 50, "İ", "ſ", "é", "\u2028", "ınvalid"),
+        *("EXIT CODE 1", "Exited with status 2", "ReturnCode=3", "exit_code: -4", "FAİL"),
+        *("ERROR", "Not  Found", "no\tsuch file", "CAN'T", "Traceback", "fatal", "Exit Code 5 é"),
+    ]
+)
+
+
+@settings(max_examples=400)
+@given(st.lists(_FAILED, max_size=20).map("".join))
+@example("Command exited with code 1\nError: ENOENT")
+@example("EXİT CODE 7\nFAİLED")
+def test_a_failure_line_is_read_as_the_definition_reads_it(text: str) -> None:
+    assert F._read_failure_line(text) == _reference_failure_line(text)
+
+
 def _reference_prose(text: str) -> tuple[tuple[str, ...], str]:
     """The extractive summary's reading of an assistant text, as first written (two passes)."""
     lines = []

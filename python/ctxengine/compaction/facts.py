@@ -136,6 +136,10 @@ _ERRORISH: Final = re.compile(
     r"error|fail|exception|traceback|denied|not found|no such|cannot|can't|fatal|invalid|refused",
     re.I,
 )
+#: :data:`_EXIT` and :data:`_ERRORISH` without ``re.I`` (their letters are all lowercase),
+#: for ASCII text lowered (:func:`_read_failure_line`).
+_EXIT_LOWER: Final = re.compile(_EXIT.pattern)
+_ERRORISH_LOWER: Final = re.compile(_ERRORISH.pattern)
 _URL: Final = re.compile(r"https?://[^\s<>\"'`)\]]+")
 _HASH: Final = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b")
 _UUID: Final = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
@@ -782,16 +786,23 @@ def _failure(name: str, call_id: str, text: str) -> Failure:
 
 def _read_failure_line(text: str) -> tuple[int | None, str]:
     """The exit code a failed tool's output states, and its first error line (else its first
-    line). Only lines up to the first error-looking one are collapsed, not the whole output."""
-    match = _EXIT.search(text)
-    code = int(match.group(1)) if match else None
+    line). Only lines up to the first error-looking one are collapsed, not the whole output.
+
+    An ASCII output is searched lowered, with the patterns' case-sensitive forms
+    (:data:`_EXIT_LOWER`, :data:`_ERRORISH_LOWER`): on ASCII text ``re.I`` matches exactly
+    what they match in it lowered, at the same offsets, several times faster (a search with
+    ``re.I`` tried every position)."""
+    plain = text.isascii()
+    match = _EXIT_LOWER.search(text.lower()) if plain else _EXIT.search(text)
+    code = int(match.group(1)) if match else None  # digits: the same lowered
+    errorish = _ERRORISH_LOWER.search if plain else _ERRORISH.search
     first = ""
     for raw in text.splitlines():
         if not raw.strip():
             continue
         ln = " ".join(raw.split())
         first = first or ln
-        if _ERRORISH.search(ln) and not _EXIT.fullmatch(ln):
+        if errorish(ln.lower() if plain else ln) and not _EXIT.fullmatch(ln):
             first = ln
             break
     else:
