@@ -221,6 +221,9 @@ class Plan:
     ) -> tuple[list[str], list[int], list[int], list[str], list[int], list[int], list[int]]:
         """Columns for every live item: node_ids, status, stage, reason, tokens_before,
         tokens_after, window."""
+    def tokens_after_of(self, node_ids: Sequence[str]) -> list[int]:
+        """The ``tokens_after`` of :meth:`decisions` of each of ``node_ids`` (0 for one that
+        is no live item of the plan), without making the other columns."""
     def changed(self) -> list[str]:
         """node_ids whose status is not kept."""
 

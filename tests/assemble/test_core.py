@@ -305,6 +305,22 @@ def test_tokens_of_many_items_are_each_ones_tokens() -> None:
     assert asm.tokens_of([]) == [] and asm.tokens_of(("sys.rules",)) == [2 + 3]  # a tuple too
 
 
+@pytest.mark.parametrize("budget", [90, 150, 10_000])
+def test_a_plans_tokens_after_by_node_id_are_its_decisions(budget: int) -> None:
+    # what the plan left each item (trimmed, dropped or kept), asked for by node id: many at
+    # once, or a few, as decisions() gives it; 0 for a node id that is no live item
+    asm = assembly()
+    upsert(asm, [Item("sys.rules", "be brief " * 8), *session(6, 3)])
+    asm.remove(["hist.2"])
+    plan = asm.plan(budget)
+    ids, _, _, _, before, after, _ = plan.decisions()
+    assert budget > 1_000 or after != before  # the ladder cut something
+    assert plan.tokens_after_of([*ids, "nope", "hist.2"]) == [*after, 0, 0]
+    assert plan.tokens_after_of(ids[::-1]) == after[::-1]
+    assert plan.tokens_after_of(ids[:2]) == after[:2]
+    assert plan.tokens_after_of(("nope",)) == [0] and plan.tokens_after_of([]) == []
+
+
 def test_protected_tokens_is_the_least_budget_a_plan_accepts() -> None:
     """The protected grains and the latest user turn (here turn 2: its question, call and
     result), never the other turns: a plan can take exactly that budget and no less."""

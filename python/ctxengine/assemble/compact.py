@@ -14,7 +14,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from itertools import accumulate, chain, repeat
+from itertools import accumulate, chain
 from operator import attrgetter, itemgetter, methodcaller, sub
 from typing import TYPE_CHECKING, Any, Final
 
@@ -410,8 +410,8 @@ class _Landing:
         over its turns are those over the items)."""
         after, size = self.after, self.size
         if not after:
-            get = _after(plan).get
-            after.update(_turn_sums(self.by_turn, list(map(get, _ids(self.by_turn), repeat(0)))))
+            left = plan.tokens_after_of(list(_ids(self.by_turn)))
+            after.update(_turn_sums(self.by_turn, left))
             self.sums = None
         sums = self.sums
         if sums is None:  # once per landing: each trial's sums from prefix sums over order
@@ -824,14 +824,13 @@ def _cap(
     low = _low(config, plan)
     cap = int(max(share, low - rest))
     # what stays takes what the plan left it (soft trims stand when the summary needs room)
-    stays = plan.total_after - after - _after(plan).get(SUMMARY_ID, 0)
+    stays = plan.total_after - after - plan.tokens_after_of([SUMMARY_ID])[0]
     room = max(plan.target - rest - SUMMARY_SLACK, plan.target - stays - SUMMARY_SLACK)
     # earlier requests take at most half the target: past it the oldest are dropped (with
     # their count), so the newest turns stay verbatim however many requests a session had
     return cap, max(cap, min(room, int(plan.target * REQUESTS_ROOM)))
 
 
-_AFTER: list[tuple[Any, dict[str, int]]] = []
 _DECISIONS: list[tuple[Any, Any]] = []
 
 
@@ -844,18 +843,6 @@ def _decisions(plan: Any) -> Any:
     columns = plan.decisions()
     _DECISIONS[:] = [(plan, columns)]
     return columns
-
-
-def _after(plan: Any) -> dict[str, int]:
-    """Node id → the tokens ``plan`` left the item (read once per plan: the trials of a
-    landing ask for the same)."""
-    entry = _AFTER[0] if _AFTER else None
-    if entry is not None and entry[0] is plan:
-        return entry[1]
-    ids, _, _, _, _, after, _ = _decisions(plan)
-    table = dict(zip(ids, after, strict=True))
-    _AFTER[:] = [(plan, table)]
-    return table
 
 
 async def _summarize(

@@ -3,6 +3,8 @@
 //! Columns cross the boundary as lists of primitives; the items stay in Rust between renders,
 //! and a `Plan` keeps Rust vectors, turning them into Python objects only when asked.
 
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -18,6 +20,9 @@ use crate::tokens::{counter_for_encoding, counter_for_model, Counter, Encoding};
 /// released.
 const DETACH_ITEMS: usize = 16;
 const DETACH_BYTES: usize = 8 * 1024;
+/// `Plan.tokens_after_of` reads the rows once for each of this many node ids or fewer, and
+/// makes a table of them for more.
+const FEW_IDS: usize = 4;
 
 fn resolve(model_or_encoding: &str) -> PyResult<Counter> {
     let name = model_or_encoding.trim();
@@ -570,6 +575,40 @@ impl PyPlan {
             pick(&p.tokens_after),
             live.iter().map(|&s| p.window[s as usize]).collect(),
         ))
+    }
+
+    /// The `tokens_after` of `decisions` of each of `node_ids` (0 for one that is no live
+    /// item of the plan), without making the other columns: a compaction's landing weighs
+    /// the items it may summarize by what the plan left them.
+    fn tokens_after_of(&self, node_ids: Vec<PyBackedStr>) -> Vec<u32> {
+        let p = &self.plan;
+        // each live item's node id (as `decisions` names it) and tokens after, in row order
+        let rows = p.live.iter().map(|&s| {
+            let id = p
+                .node_ids
+                .get(s as usize)
+                .map_or(assemble::PLACEHOLDER_ID, |id| id);
+            (id, p.tokens_after.get(s as usize).copied().unwrap_or(0))
+        });
+        if node_ids.len() <= FEW_IDS {
+            // a few (the summary's): the rows read for each, the last of a node id standing
+            return node_ids
+                .iter()
+                .map(|id| {
+                    let id: &str = id;
+                    rows.clone()
+                        .rev()
+                        .find(|&(n, _)| n == id)
+                        .map_or(0, |(_, t)| t)
+                })
+                .collect();
+        }
+        // a later row of an id replaces it
+        let after: HashMap<&str, u32, BuildHasherDefault<ahash::AHasher>> = rows.collect();
+        node_ids
+            .iter()
+            .map(|id| after.get(&**id).copied().unwrap_or(0))
+            .collect()
     }
 
     /// node_ids whose status is not kept.
