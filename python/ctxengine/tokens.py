@@ -113,14 +113,54 @@ def media_tokens(
     """Tokens charged for one media item but an inline image of a known size (which counts by
     :func:`image_tokens`): audio given inline by :func:`audio_tokens`, an inline PDF by its
     pages (:func:`pdf_tokens` for ``provider`` and ``model``; without a provider, the largest
-    count of the providers), anything else (media by URL, an image of unknown size) as
-    :data:`IMAGE_TOKENS`."""
+    count of the providers), an inline text file sent to Gemini by its text
+    (:func:`text_media_tokens`), anything else (media by URL, an image of unknown size, a text
+    file without a provider: its placeholder elsewhere) as :data:`IMAGE_TOKENS`."""
     if data is not None:
         if media_type.startswith("audio/"):
             return audio_tokens(data)
         if media_type == _PDF:
             return pdf_tokens(data, provider, model)
+        if provider == "gemini" and is_text_media(media_type):
+            return text_media_tokens(data, model)
     return IMAGE_TOKENS
+
+
+# --- Text files, by their text ---------------------------------------------------------------
+#
+# Gemini takes a text file inline (``inlineData``) and reads it as its text: "plain-text
+# documents are tokenized as text" (Google Cloud, Gemini "Document understanding", which lists
+# text/plain, text/csv, text/html, text/css, text/md, text/rtf, text/xml, text/javascript,
+# application/x-javascript, text/x-python and application/x-python); the Gemini API's
+# "Document understanding" guide: a document other than a PDF is seen "as pure text". The other
+# providers take no such file inline: their exporters send its text placeholder.
+
+#: The media types besides ``text/*`` read as text.
+_TEXT_MEDIA: Final = frozenset(
+    {"application/x-javascript", "application/x-python", "application/json", "application/xml"}
+)
+
+
+def is_text_media(media_type: str) -> bool:
+    """Whether ``media_type`` names a text file (``text/*``, JSON, XML, script source)."""
+    return media_type.startswith("text/") or media_type in _TEXT_MEDIA
+
+
+def text_media_tokens(data: str, model: str | None = None) -> int:
+    """Tokens of the text file whose base64 text (or ``data:`` URL) is ``data``, sent to
+    ``model``: its text, decoded as UTF-8 (a byte that is not becomes U+FFFD), counted by the
+    model's tokenizer. Text that is not base64 is counted as it is (the provider refuses it)."""
+    if data.startswith("data:"):
+        data = data.partition(",")[2]
+    try:
+        raw = binascii.a2b_base64(data)
+    except (binascii.Error, ValueError):
+        body = data.strip()
+        try:
+            raw = binascii.a2b_base64(body[: len(body) // 4 * 4])
+        except (binascii.Error, ValueError):  # not valid text either: a lone surrogate is "?"
+            return _resolve(model, None).count(data.encode("utf-8", "replace").decode())
+    return _resolve(model, None).count(raw.decode("utf-8", "replace"))
 
 
 # --- Images, by their size -------------------------------------------------------------------

@@ -20,7 +20,13 @@ from ..collect.namespaces import node_suffix
 from ..grain import ContextGrain
 from ..imagesize import image_size
 from ..pdfpages import pdf_pages
-from ..tokens import IMAGE_TOKENS, media_tokens, pdf_page_tokens
+from ..tokens import (
+    IMAGE_TOKENS,
+    is_text_media,
+    media_tokens,
+    pdf_page_tokens,
+    text_media_tokens,
+)
 from ..transcript.model import (
     Block,
     Compaction,
@@ -136,11 +142,12 @@ def _placeholder_texts(blocks: Sequence[Block]) -> tuple[str, ...]:
     return tuple(image_placeholder(b).text for b in blocks if isinstance(b, Image))
 
 
-def _media(blocks: Sequence[Block], sizes: list[ImageSize], pdfs: list[int]) -> int:
+def _media(blocks: Sequence[Block], sizes: list[ImageSize], pdfs: list[int | str]) -> int:
     """The tokens of the media among ``blocks``, the sizes of its sized images added to
     ``sizes`` (each counted as :data:`~ctxengine.tokens.IMAGE_TOKENS` here) and the pages of
     its inline PDFs to ``pdfs`` (each counted for no provider here: the largest count of the
-    providers, :func:`~ctxengine.tokens.pdf_tokens`)."""
+    providers, :func:`~ctxengine.tokens.pdf_tokens`), and the data of its inline text files
+    (each counted as :data:`~ctxengine.tokens.IMAGE_TOKENS` here: :func:`pdf_overhead`)."""
     media = 0
     for b in blocks:
         if isinstance(b, Image):
@@ -149,6 +156,8 @@ def _media(blocks: Sequence[Block], sizes: list[ImageSize], pdfs: list[int]) -> 
                 media += media_tokens(b.media_type, b.data)
                 if b.data is not None and b.media_type == _PDF:
                     pdfs.append(pdf_pages(b.data))
+                elif b.data is not None and is_text_media(b.media_type):
+                    pdfs.append(b.data)
             else:
                 sizes.append(size)
                 media += IMAGE_TOKENS
@@ -158,13 +167,23 @@ def _media(blocks: Sequence[Block], sizes: list[ImageSize], pdfs: list[int]) -> 
 _PDF: Final = "application/pdf"
 
 
-def pdf_overhead(pdfs: tuple[int, ...], provider: str, model: str) -> int:
-    """What ``provider`` bills for the inline PDFs of ``pdfs`` pages sent to ``model`` over
-    the count for no provider an item's overhead holds for them (0 or less): the plan counts
-    each PDF as the payload sent to ``provider`` does."""
+def pdf_overhead(pdfs: tuple[int | str, ...], provider: str, model: str) -> int:
+    """What ``provider`` bills for the inline documents of ``pdfs`` sent to ``model`` over
+    the count for no provider an item's overhead holds for them: a PDF of that many pages by
+    the provider's rule for its pages (0 or less), a text file (its base64 data) by its text
+    for Gemini, which reads it so (:func:`~ctxengine.tokens.text_media_tokens`), 0 elsewhere
+    (its placeholder is sent). The plan counts each as the payload sent to ``provider`` does."""
     if not pdfs:
         return 0
-    return sum(pdfs) * (pdf_page_tokens(provider, model) - pdf_page_tokens(None))
+    pages, extra = 0, 0
+    for p in pdfs:
+        if isinstance(p, int):
+            pages += p
+        elif provider == "gemini":
+            extra += text_media_tokens(p, model) - IMAGE_TOKENS
+    if pages:
+        extra += pages * (pdf_page_tokens(provider, model) - pdf_page_tokens(None))
+    return extra
 
 
 @dataclass(slots=True)
@@ -203,9 +222,10 @@ class HistoryItem:
     #: (:func:`~ctxengine.assemble.sync.media_overhead`)
     media: int = 0
     placeholders: tuple[str, ...] = ()
-    #: The pages of each inline PDF: :attr:`overhead` counts each for no provider (the
-    #: largest count), and a render counts them by its provider's rule (:func:`pdf_overhead`)
-    pdfs: tuple[int, ...] = ()
+    #: The pages of each inline PDF, and the base64 data of each inline text file:
+    #: :attr:`overhead` counts each for no provider (a PDF by the largest count, a text file as
+    #: an image), and a render counts them by its provider's rule (:func:`pdf_overhead`)
+    pdfs: tuple[int | str, ...] = ()
     # :attr:`grain`, once made (not compared: an item equals itself before and after)
     made_grain: ContextGrain | None = field(default=None, compare=False, repr=False)
 
@@ -377,7 +397,7 @@ class HistoryBuilder:
                 flags |= _STRUCTURAL_FLAG
         media = 0
         sizes: list[ImageSize] | None = None  # made only for blocks of more kinds
-        pdfs: list[int] | None = None
+        pdfs: list[int | str] | None = None
         thinking: tuple[Thinking, ...] = ()
         n = len(blocks)
         first = type(blocks[0]) if n else None
@@ -500,13 +520,13 @@ class HistoryBuilder:
         name = result.name or self.tool_names.get(call_id, "tool")
         content = result.content
         sizes: tuple[ImageSize, ...] = ()
-        pdfs: tuple[int, ...] = ()
+        pdfs: tuple[int | str, ...] = ()
         if len(content) == 1 and type(content[0]) is Text:
             images, media, source = 0, 0, content[0].text
         else:
             images = sum(isinstance(b, Image) for b in content)
             sized: list[ImageSize] = []
-            pages: list[int] = []
+            pages: list[int | str] = []
             media = _media(content, sized, pages)
             sizes = tuple(sized)
             pdfs = tuple(pages)
