@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from ctxengine import Budget, ContextEngine, count_messages
+from ctxengine import Budget, ContextEngine, count_messages, pdfpages
 from ctxengine.inject.payload import payload_tokens
 from ctxengine.integrations.langchain import trim_messages
 from ctxengine.pdfpages import BYTES_PER_PAGE, MAX_PAGES, pdf_pages
@@ -232,3 +232,40 @@ def test_the_langchain_trim_counts_a_pdf_by_its_pages() -> None:
         assert kept == messages[1:], block["type"]
         kept = trim_messages(messages, max_tokens=200_000, token_counter="gpt-4o", strategy="last")
         assert kept == messages, block["type"]
+
+
+# -- the read: once per document --------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_pdf_is_read_once_by_the_plan_and_the_payload(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan reads the image's base64 data, the OpenAI exporters send it in a ``data:``
+    URL: both are the same document, read once (a 20 MB PDF takes half a second a read)."""
+    reads: list[int] = []
+    count = pdfpages._count
+
+    def counted(raw: bytes) -> int | None:
+        reads.append(len(raw))
+        return count(raw)
+
+    monkeypatch.setattr(pdfpages, "_count", counted)
+    pdfpages.clear_pages()
+    data = pdf_plain(5, tree=True)
+    for _ in range(2):
+        out = await _render(provider, data, 100_000)
+        assert data in str(out.payload)
+    assert len(reads) == 1
+    assert pdf_pages("data:application/pdf;base64," + data) == 5
+    assert len(reads) == 1
+
+
+def test_a_data_url_inside_a_data_url_is_read_as_it_is() -> None:
+    """Only the outer ``data:`` prefix is taken off: what follows is read as the document
+    (here not a PDF: counted by its size, its base64 letters ``data`` decoded), however many
+    prefixes it repeats."""
+    size = len(base64.b64decode("data" * 4999))
+    assert pdf_pages("data:," * 5000) == -(-size // BYTES_PER_PAGE) > 1
+    assert pdf_pages("data:application/pdf;base64,data:,JVBER") == 1

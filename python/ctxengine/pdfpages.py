@@ -77,15 +77,24 @@ def pdf_pages(data: str) -> int:
     key = (len(data), hash(data))
     pages = _READ.get(key)
     if pages is None:
-        if len(_READ) >= _READ_MAX:
+        # a data: URL: the document the plan read as base64, sent as a URL, read once
+        url = data.startswith("data:")
+        pages = _READ[key] = _cached(data.partition(",")[2]) if url else _cached(data, key)
+    return pages
+
+
+def _cached(data: str, key: tuple[int, int] | None = None) -> int:
+    """The pages of base64 ``data``, read once."""
+    key = key or (len(data), hash(data))
+    pages = _READ.get(key)
+    if pages is None:
+        if len(_READ) >= _READ_MAX - 1:
             _READ.clear()
         pages = _READ[key] = _pages(data)
     return pages
 
 
 def _pages(data: str) -> int:
-    if data.startswith("data:"):
-        data = data.partition(",")[2]
     raw = _decode(data)
     if raw is None:  # not base64: counted by the size it would have
         return _by_size(len(data) * 3 // 4)
