@@ -22,7 +22,7 @@ from ctxengine.inject.payload import payload_tokens
 from ctxengine.integrations.langchain import trim_messages
 from ctxengine.pdfpages import BYTES_PER_PAGE, MAX_PAGES, pdf_pages
 from ctxengine.tokens import IMAGE_TOKENS, media_tokens, pdf_page_tokens, pdf_tokens
-from ctxengine.transcript import Image, Message, Text
+from ctxengine.transcript import Image, Message, Text, load
 from pdf_bytes import pdf_compressed, pdf_compressed_bytes, pdf_plain, pdf_plain_bytes
 
 PROVIDERS = ["openai", "openai-responses", "anthropic", "gemini"]
@@ -206,6 +206,27 @@ def test_count_messages_counts_a_file_part_by_its_pages() -> None:
     assert count_messages(_chat(file), model="gpt-4o") - plain == 3 * (3000 + A4_TILES)
     by_id = {"type": "file", "file": {"file_id": "file-1"}}  # its pages are not known
     assert count_messages(_chat(by_id), model="gpt-4o") - plain == IMAGE_TOKENS
+
+
+@pytest.mark.anyio
+async def test_count_messages_reads_bare_base64_file_data_as_the_engine_does() -> None:
+    """``file_data`` as bare base64 (not a ``data:`` URL) is a PDF to the importer
+    (``file_from_data``: the one document type the providers take), whatever its first bytes:
+    here a PDF whose header comes after a line break, as PDF readers take it (ISO 32000-1,
+    7.5.2: the header may follow other bytes), whose base64 does not open with ``JVBER``. The
+    engine counts its pages: ``count_messages`` counted 765."""
+    data = base64.b64encode(b"\n" + pdf_plain_bytes(12)).decode()
+    part = {"type": "file", "file": {"file_data": data, "filename": "scan.pdf"}}
+    messages = _chat(part)
+    transcript = load(messages, "openai")
+    engine = ContextEngine("gpt-4o", Budget(total=120_000))
+    async with engine.session("bare") as s:
+        s.extend(transcript.messages)
+        await s.user_message("and?")
+        rendered = (await s.render("openai")).tokens
+    plain = count_messages(_chat(), model="gpt-4o")
+    assert count_messages(messages, model="gpt-4o") - plain == 12 * pdf_page_tokens("openai")
+    assert 0 < rendered - count_messages(messages, model="gpt-4o") < 20  # "and?" added
 
 
 def test_the_langchain_trim_counts_a_pdf_by_its_pages() -> None:

@@ -480,10 +480,12 @@ _FILE_PARTS: Final = frozenset({"document", "file", "input_file"})
 def part_file_tokens(part: Mapping[str, Any], provider: str, model: str | None) -> int:
     """Tokens of an exported PDF part (Anthropic ``document``, Chat ``file``, Responses
     ``input_file``) for ``provider``: an inline PDF (a ``base64`` source, ``file_data`` as a
-    ``data:application/pdf`` URL or as base64 of a PDF) by :func:`pdf_tokens`, any other
-    (a URL, a file id, a text document, another file type) :data:`IMAGE_TOKENS`."""
+    ``data:application/pdf`` URL or as bare base64 not named as an image) by
+    :func:`pdf_tokens`, any other (a URL, a file id, a text document, another file type)
+    :data:`IMAGE_TOKENS`."""
     kind = part.get("type")
     data: Any = None
+    name: Any = None
     if kind == "document":
         source = part.get("source")
         if (
@@ -497,14 +499,26 @@ def part_file_tokens(part: Mapping[str, Any], provider: str, model: str | None) 
         return IMAGE_TOKENS
     if kind == "file":
         file = part.get("file")
-        data = file.get("file_data") if isinstance(file, Mapping) else None
+        if isinstance(file, Mapping):
+            data, name = file.get("file_data"), file.get("filename")
     elif kind == "input_file":
-        data = part.get("file_data")
+        data, name = part.get("file_data"), part.get("filename")
     if isinstance(data, str) and (
-        data.startswith("data:application/pdf;") or data.startswith("JVBER")  # "%PDF"
+        data.startswith("data:application/pdf;")
+        or (not data.startswith("data:") and _pdf_named(name))
     ):
         return pdf_tokens(data, provider, model)
     return IMAGE_TOKENS
+
+
+_IMAGE_NAMES: Final = (".png", ".gif", ".webp", ".jpg", ".jpeg")
+
+
+def _pdf_named(name: object) -> bool:
+    """Whether bare base64 file data under the file name ``name`` is a PDF, as the importers
+    read it (:func:`~ctxengine.transcript.importers.common.file_from_data`: a PDF, the one
+    document type the providers take, unless the name is an image's)."""
+    return not (isinstance(name, str) and name.lower().endswith(_IMAGE_NAMES))
 
 
 @lru_cache(maxsize=256)
