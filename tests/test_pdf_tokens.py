@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import base64
 import os
+import tracemalloc
+import zlib
 from typing import Any
 
 import pytest
@@ -290,3 +292,54 @@ def test_a_data_url_inside_a_data_url_is_read_as_it_is() -> None:
     size = len(base64.b64decode("data" * 4999))
     assert pdf_pages("data:," * 5000) == -(-size // BYTES_PER_PAGE) > 1
     assert pdf_pages("data:application/pdf;base64,data:,JVBER") == 1
+
+
+def _object_stream(objects: list[bytes]) -> bytes:
+    """A PDF 1.5 file whose objects (numbered from 1) are all in one zlib object stream."""
+    header, body = bytearray(), bytearray()
+    for number, obj in enumerate(objects, 1):
+        header += b"%d %d " % (number, len(body))
+        body += obj + b"\n"
+    data = zlib.compress(bytes(header) + bytes(body))
+    return (
+        (
+            b"%%PDF-1.5\n%d 0 obj\n<< /Type /ObjStm /N %d /First %d /Filter /FlateDecode >>\n"
+            b"stream\n" % (len(objects) + 1, len(objects), len(header))
+        )
+        + data
+        + b"\nendstream\nendobj\n%%%%EOF\n"
+    )
+
+
+def test_the_objects_read_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """64 KB of zlib inflates to millions of one-byte objects (the 64 MiB of MAX_INFLATED):
+    each is read (a few regular expressions), so such a file took 12 s and 1.9 GB. At most
+    MAX_OBJECTS objects are read (here lowered to 1,000), and a document read in part counts
+    the pages it showed, at least its size's."""
+    reads: list[int] = []
+    read = pdfpages._Tally.read
+
+    def counted(self: Any, buf: bytes, number: int, start: int, end: int) -> Any:
+        reads.append(number)
+        return read(self, buf, number, start, end)
+
+    monkeypatch.setattr(pdfpages._Tally, "read", counted)
+    monkeypatch.setattr(pdfpages, "MAX_OBJECTS", 1_000, raising=False)
+    raw = _object_stream([b"<< /Type /Page /MediaBox [0 0 595 842] >>"] * 5_000)
+    pages = pdf_pages(base64.b64encode(raw).decode())
+    assert len(reads) <= 1_000
+    assert 990 <= pages >= -(-len(raw) // BYTES_PER_PAGE)
+
+
+def test_the_objects_are_read_one_at_a_time() -> None:
+    """A file of 100,000 object headers (800 KB) is read without holding them all: the
+    memory the read takes stays within a few times the document's size."""
+    raw = b"%PDF-1.4\n" + b"1 0 obj " * 100_000
+    data = base64.b64encode(raw).decode()
+    tracemalloc.start()
+    try:
+        pdf_pages(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * len(raw)

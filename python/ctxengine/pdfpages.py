@@ -13,7 +13,9 @@ objects of the file itself hold no ``/Count`` of a page tree, those streams are 
 most :data:`MAX_INFLATED` bytes in all) and their objects read the same way.
 
 Every step is bounded: the file is read object by object, each object's dictionary once (up to
-its ``stream`` keyword), so the work is linear in the file's size. A file that is not base64,
+its ``stream`` keyword), so the work is linear in the file's size, one object held at a time,
+and at most :data:`MAX_OBJECTS` objects are read (an object stream inflates to far more than
+the file holds). A file that is not base64,
 not a PDF, truncated, or whose pages cannot be found, is counted by its size
 (:data:`BYTES_PER_PAGE`): counting never raises.
 """
@@ -26,7 +28,7 @@ import re
 import zlib
 from typing import Final
 
-__all__ = ("BYTES_PER_PAGE", "MAX_INFLATED", "MAX_PAGES", "clear_pages", "pdf_pages")
+__all__ = ("BYTES_PER_PAGE", "MAX_INFLATED", "MAX_OBJECTS", "MAX_PAGES", "clear_pages", "pdf_pages")
 
 #: The most pages a count gives. No provider takes a longer document (Gemini reads up to
 #: 1,000 pages, Anthropic up to 600 per request), and at every provider's rate 10,000 pages
@@ -40,6 +42,12 @@ MAX_PAGES: Final = 10_000
 BYTES_PER_PAGE: Final = 2_000
 #: The most bytes inflated from a document's object streams (a zip bomb stops there).
 MAX_INFLATED: Final = 64 * 2**20
+#: The most objects read from a document, its own and those of its object streams: a page
+#: takes a few (its page object, its content stream, its resources), so a document of
+#: :data:`MAX_PAGES` pages holds some tens of thousands; 64 KB of zlib can inflate to millions
+#: of one-byte objects. A document read in part counts the pages it showed, and at least its
+#: size's (:data:`BYTES_PER_PAGE`).
+MAX_OBJECTS: Final = 1_000_000
 
 #: The end of a PDF name: whitespace or a delimiter (ISO 32000-1, 7.2.2 "Character Set").
 _END: Final = rb"(?![^\s()<>\[\]{}/%])"
@@ -99,11 +107,13 @@ def _pages(data: str) -> int:
     if raw is None:  # not base64: counted by the size it would have
         return _by_size(len(data) * 3 // 4)
     try:
-        found = _count(raw)
+        found, whole = _count(raw)
     except (ValueError, IndexError, zlib.error, MemoryError):  # defensive: never raise
-        found = None
+        found, whole = None, False
     if found is None:
         return _by_size(len(raw))
+    if not whole:  # read in part: not counted fewer pages than its size gives
+        return max(_by_size(len(raw)), min(MAX_PAGES, found))
     return min(MAX_PAGES, max(1, found))
 
 
@@ -122,43 +132,55 @@ def _decode(data: str) -> bytes | None:
 
 
 class _Tally:
-    """What the objects read so far say: the ``/Count`` of each page tree node, and the
-    numbers of the page objects (an object rewritten by an update counts once)."""
+    """What the objects read so far say: the largest ``/Count`` of a page tree node, and the
+    numbers of the page objects (an object rewritten by an update counts once); and how many
+    more objects may be read (:data:`MAX_OBJECTS`)."""
 
-    __slots__ = ("counts", "pages")
+    __slots__ = ("count", "pages", "room")
 
     def __init__(self) -> None:
-        self.counts: list[int] = []
+        self.count = 0
         self.pages: set[int] = set()
+        self.room = MAX_OBJECTS
+
+    def spend(self) -> bool:
+        """Take one object of :data:`MAX_OBJECTS`: False when none is left."""
+        self.room -= 1
+        return self.room >= 0
 
     def read(self, buf: bytes, number: int, start: int, end: int) -> None:
         """Read the dictionary of object ``number``, ``buf[start:end]``."""
         if _PAGES.search(buf, start, end):
-            self.counts += [int(m[1]) for m in _COUNT.finditer(buf, start, end)]
+            for m in _COUNT.finditer(buf, start, end):
+                self.count = max(self.count, int(m[1]))
         elif _PAGE.search(buf, start, end):
             self.pages.add(number)
 
     def result(self) -> int | None:
-        if self.counts:
-            return max(self.counts)
-        return len(self.pages) or None
+        return self.count or len(self.pages) or None
 
 
-def _count(raw: bytes) -> int | None:
-    """The pages ``raw`` says it has, or None when it says nothing of them."""
+def _count(raw: bytes) -> tuple[int | None, bool]:
+    """The pages ``raw`` says it has, or None when it says nothing of them; and whether every
+    object was read (not past :data:`MAX_OBJECTS`)."""
     tally = _Tally()
-    heads = list(_OBJECT.finditer(raw))
     streams: list[tuple[int, int, int]] = []  # (dictionary start and end, object end)
-    for i, head in enumerate(heads):
+    heads = _OBJECT.finditer(raw)  # one at a time: a file may hold millions of them
+    head = next(heads, None)
+    while head is not None:
+        following = next(heads, None)
         start = head.end()
-        end = heads[i + 1].start() if i + 1 < len(heads) else len(raw)
+        end = following.start() if following is not None else len(raw)
         found = _STREAM.search(raw, start, end)
         dict_end = found.start() if found else end
+        if not tally.spend():
+            return tally.result(), False
         tally.read(raw, int(head[1]), start, dict_end)
         if found and _OBJSTM.search(raw, start, dict_end) and _FLATE.search(raw, start, dict_end):
             streams.append((start, dict_end, end))
-    if tally.counts or not streams:
-        return tally.result()
+        head = following
+    if tally.count or not streams:
+        return tally.result(), True
     budget = MAX_INFLATED
     for start, dict_end, end in streams:
         if budget <= 0:
@@ -172,17 +194,25 @@ def _count(raw: bytes) -> int | None:
         except zlib.error:  # damaged: what it held is not read
             continue
         budget -= len(content)
-        _read_stream(content, int(first[1]), tally)
-    return tally.result()
+        if not _read_stream(content, int(first[1]), tally):
+            return tally.result(), False
+    return tally.result(), True
 
 
-def _read_stream(content: bytes, first: int, tally: _Tally) -> None:
+def _read_stream(content: bytes, first: int, tally: _Tally) -> bool:
     """Read the objects of an inflated object stream: its first ``first`` bytes are pairs of
-    an object number and the object's offset after them, in order (7.5.7)."""
-    numbers = [int(m[0]) for m in _INT.finditer(content, 0, min(first, len(content)))]
-    pairs = list(zip(numbers[::2], numbers[1::2], strict=False))
-    for k, (number, offset) in enumerate(pairs):
-        start = first + offset
-        end = first + pairs[k + 1][1] if k + 1 < len(pairs) else len(content)
+    an object number and the object's offset after them, in order (7.5.7). False once the
+    objects read reach :data:`MAX_OBJECTS`."""
+    ints = _INT.finditer(content, 0, min(first, len(content)))
+    pairs = zip(ints, ints, strict=False)  # one pair at a time: /First may span megabytes
+    pair = next(pairs, None)
+    while pair is not None:
+        following = next(pairs, None)
+        number, start = int(pair[0][0]), first + int(pair[1][0])
+        end = first + int(following[1][0]) if following is not None else len(content)
+        if not tally.spend():
+            return False
         if start < end <= len(content):
             tally.read(content, number, start, end)
+        pair = following
+    return True
