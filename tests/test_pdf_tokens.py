@@ -23,11 +23,18 @@ from ctxengine import Budget, ContextEngine, count_messages, pdfpages
 from ctxengine.inject.payload import payload_tokens
 from ctxengine.integrations.langchain import trim_messages
 from ctxengine.pdfpages import BYTES_PER_PAGE, MAX_PAGES, pdf_pages
-from ctxengine.tokens import IMAGE_TOKENS, media_tokens, pdf_page_tokens, pdf_tokens
+from ctxengine.tokens import (
+    IMAGE_TOKENS,
+    count_tokens,
+    media_tokens,
+    pdf_page_tokens,
+    pdf_tokens,
+)
 from ctxengine.transcript import Image, Message, Text, load
 from pdf_bytes import pdf_compressed, pdf_compressed_bytes, pdf_plain, pdf_plain_bytes
 
 PROVIDERS = ["openai", "openai-responses", "anthropic", "gemini"]
+_PDF = "application/pdf"
 
 # -- the page count ---------------------------------------------------------------------------
 
@@ -343,3 +350,37 @@ def test_the_objects_are_read_one_at_a_time() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 4 * len(raw)
+
+
+def test_count_messages_counts_every_shape_of_a_pdf_part() -> None:
+    """The PDF parts the LangChain trim counter and the importers read (Anthropic's
+    ``document``, Responses' ``input_file``, LangChain's standard ``file`` block) count by
+    their pages in ``count_messages`` too: they counted 0 (a part with no text) or 765."""
+    data = pdf_plain(40)
+    url = f"data:application/pdf;base64,{data}"
+    parts = [
+        {"type": "document", "source": {"type": "base64", "media_type": _PDF, "data": data}},
+        {"type": "input_file", "file_data": url, "filename": "a.pdf"},
+        {"type": "file", "base64": data, "mime_type": _PDF},
+        {"type": "file", "source_type": "base64", "data": data, "mime_type": _PDF},
+    ]
+    plain = count_messages(_chat(), model="gpt-4o")
+    for part in parts:
+        added = count_messages(_chat(part), model="gpt-4o") - plain
+        assert added == 40 * pdf_page_tokens("openai", "gpt-4o"), part["type"]
+
+
+def test_count_messages_counts_a_text_document_by_its_text() -> None:
+    """An Anthropic ``document`` whose source is text is read as its text by the importer
+    (and by the LangChain trim counter): ``count_messages`` counts that text, not 0."""
+    text = "The quarterly figures, region by region. " * 500
+    part = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": text},
+        "title": "Q3",
+    }
+    read = load([{"role": "user", "content": [part]}], "anthropic").messages[0].blocks[0]
+    assert isinstance(read, Text)
+    plain = count_messages(_chat(), model="gpt-4o")
+    added = count_messages(_chat(part), model="gpt-4o") - plain
+    assert added == count_tokens(read.text, model="gpt-4o")

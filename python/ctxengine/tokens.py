@@ -501,6 +501,11 @@ def part_file_tokens(part: Mapping[str, Any], provider: str, model: str | None) 
         file = part.get("file")
         if isinstance(file, Mapping):
             data, name = file.get("file_data"), file.get("filename")
+        else:  # LangChain's standard file block: ``base64`` (v1) or ``data`` (v0)
+            data = part.get("base64", part.get("data"))
+            mime = part.get("mime_type")
+            if isinstance(data, str) and not data.startswith("data:") and mime in (None, "", _PDF):
+                return pdf_tokens(data, provider, model)
     elif kind == "input_file":
         data, name = part.get("file_data"), part.get("filename")
     if isinstance(data, str) and (
@@ -512,6 +517,27 @@ def part_file_tokens(part: Mapping[str, Any], provider: str, model: str | None) 
 
 
 _IMAGE_NAMES: Final = (".png", ".gif", ".webp", ".jpg", ".jpeg")
+
+
+def document_text(part: Mapping[str, Any]) -> str | None:
+    """The text an Anthropic ``document`` part with a ``text`` (or ``content``) source is read
+    as, as the importer reads it (its title, then its text); None for any other part (a PDF
+    is media) and for one the importer refuses."""
+    source = part.get("source")
+    if part.get("type") != "document" or not isinstance(source, Mapping):
+        return None
+    if source.get("type") not in ("text", "content"):
+        return None
+    from .errors import TranscriptError  # imported for such a part only
+    from .transcript.importers.anthropic import document_block
+    from .transcript.importers.common import Loc
+    from .transcript.model import Text
+
+    try:
+        read = document_block(part, Loc("content"))
+    except TranscriptError:
+        return None
+    return read.text if isinstance(read, Text) else None
 
 
 def _pdf_named(name: object) -> bool:
@@ -680,8 +706,12 @@ def message_strings(message: Mapping[str, Any], model: str | None = None) -> tup
                     strings.append(part["text"])
                 elif part.get("type") in {"image_url", "input_image", "image"}:
                     overhead += IMAGE_TOKENS
-                elif part.get("type") == "file":
-                    overhead += part_file_tokens(part, "openai", model)
+                elif part.get("type") in _FILE_PARTS:
+                    text = document_text(part)
+                    if text is None:
+                        overhead += part_file_tokens(part, "openai", model)
+                    else:
+                        strings.append(text)
                 elif part.get("type") == "input_audio":
                     overhead += input_audio_tokens(part)
         else:
@@ -708,8 +738,11 @@ def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
     name and JSON arguments; content parts from their text, an image part by OpenAI's rule
     for its size and ``detail`` (:func:`openai_image_tokens`; for a Claude or Gemini model,
     which bills it by its own rule, the larger of both: :func:`provider_image_tokens`) when its
-    inline data gives the size, else as :data:`IMAGE_TOKENS` (an image by URL). Non-OpenAI
-    models get the same rule over their estimator (``exact=False``).
+    inline data gives the size, else as :data:`IMAGE_TOKENS` (an image by URL); an inline PDF
+    part (Chat ``file``, Responses ``input_file``, Anthropic ``document``, LangChain's ``file``
+    block) by OpenAI's rule for its pages (:func:`part_file_tokens`), an Anthropic
+    ``document`` with a text source by its text, as the importer reads it. Non-OpenAI models
+    get the same rule over their estimator (``exact=False``).
 
     Raises:
         EncodingError: ``model`` is unknown.
@@ -748,9 +781,11 @@ def count_messages(messages: Iterable[Mapping[str, Any]], *, model: str) -> int:
 
 
 def file_part_tokens(message: Mapping[str, Any], model: str | None = None) -> int:
-    """What the native chat counter leaves out of ``message``: its ``file`` parts (a PDF),
-    each by OpenAI's rule for its pages (:func:`part_file_tokens`; :data:`IMAGE_TOKENS` for
-    one by file id), as the plan counts it, its ``input_audio`` parts, by :func:`audio_tokens`,
+    """What the native chat counter leaves out of ``message``: its ``file``, ``input_file``
+    and ``document`` parts (a PDF), each by OpenAI's rule for its pages
+    (:func:`part_file_tokens`; :data:`IMAGE_TOKENS` for one by file id), as the plan counts
+    it, or by its text (a text ``document``, :func:`document_text`), its ``input_audio`` parts,
+    by :func:`audio_tokens`,
     and, given ``model``, what OpenAI's rule for the size of its inline images adds to their
     flat count (:func:`chat_image_delta`)."""
     content = (
@@ -764,8 +799,12 @@ def file_part_tokens(message: Mapping[str, Any], model: str | None = None) -> in
     for p in content:
         if isinstance(p, Mapping):
             kind = p.get("type")
-            if kind == "file":
-                total += part_file_tokens(p, "openai", model)
+            if kind in _FILE_PARTS:
+                text = document_text(p)
+                if text is None:
+                    total += part_file_tokens(p, "openai", model)
+                else:
+                    total += _resolve(model, None).count(text)
             elif kind == "input_audio":
                 total += input_audio_tokens(p)
     if model is not None:
