@@ -18,7 +18,9 @@ from ctxengine.guard import (
     truncate_tool_results,
 )
 from ctxengine.hygiene import validate
+from ctxengine.tokens import pdf_tokens
 from ctxengine.transcript import Image, Message, Text, ToolCall, ToolResult, Transcript
+from pdf_bytes import pdf_plain
 
 LINES = "".join(f"line {i:05d} of the output\n" for i in range(20_000))  # ~500k chars
 
@@ -228,3 +230,20 @@ def test_limit_keeps_last_n_user_turns_and_system() -> None:
     assert limit_history_turns(t, 3)[0] is t
     with pytest.raises(ValueError, match="n is 0"):
         limit_history_turns(t, 0)
+
+
+def test_a_pdf_counts_its_pages_in_the_size_estimate() -> None:
+    """Every provider bills an inline PDF by its pages (``tokens.pdf_tokens``): the pruner's
+    estimate counts a 20-page report as its tokens at ``chars_per_token``, where it counted
+    one image's 8,000 characters and left a context the report filled unpruned."""
+    data = pdf_plain(20)
+    base = _session([5_000] * 6)
+    report = Message("user", (Text("and this report"), Image("application/pdf", data=data)))
+    t = Transcript((*base.messages[:4], report, *base.messages[4:]))
+    added = estimate_chars(t) - estimate_chars(base)
+    assert added == len("and this report") + pdf_tokens(data) * 4
+    assert estimate_chars(t, chars_per_token=2) - estimate_chars(base) == 15 + pdf_tokens(data) * 2
+    window = 200_000  # the report alone is 160,000 tokens: the context is over 80 % full
+    assert prune_tool_results(base, window)[0] is base
+    out, changes = prune_tool_results(t, window)
+    assert out is not t and changes.of("soft_trim")

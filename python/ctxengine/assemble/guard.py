@@ -31,6 +31,7 @@ from .. import _core
 from ..errors import ConfigError
 from ..grain import ContextGrain
 from ..splitter import TextSplitter
+from ..tokens import pdf_tokens
 from ..transcript.changes import Change, Report
 from ..transcript.model import (
     Block,
@@ -252,7 +253,8 @@ class PruneSettings:
             this many user turns of the history (what :func:`limit_history_turns` does); the
             dropped items are reported with stage ``max_turns``.
         chars_per_token: Characters per token for the size estimate.
-        image_chars: Characters one image counts for.
+        image_chars: Characters one image counts for (an inline PDF counts its pages' tokens at
+            ``chars_per_token``: :func:`estimate_chars`).
 
     Raises:
         ValueError: a ratio is outside (0, 1], hard_clear_ratio < soft_trim_ratio, or a size is
@@ -326,20 +328,29 @@ class PruneSettings:
         return not self.allow or any(fnmatchcase(low, g.lower()) for g in self.allow)
 
 
-def _block_chars(b: Block, image_chars: int) -> int:
+def _block_chars(b: Block, image_chars: int, chars_per_token: float) -> int:
     if isinstance(b, (Text, Thinking)):
         return len(b.text)
     if isinstance(b, Image):
+        if b.data is not None and b.media_type == _PDF:  # billed by its pages, not as an image
+            return round(pdf_tokens(b.data) * chars_per_token)
         return image_chars
     if isinstance(b, ToolCall):
         args = b.arguments if isinstance(b.arguments, str) else json.dumps(b.arguments)
         return len(b.name) + len(args)
-    return sum(_block_chars(c, image_chars) for c in b.content)
+    return sum(_block_chars(c, image_chars, chars_per_token) for c in b.content)
 
 
-def estimate_chars(t: Transcript, *, image_chars: int = IMAGE_CHARS) -> int:
-    """Size of the transcript in characters (text, call arguments, results; images fixed)."""
-    return sum(_block_chars(b, image_chars) for m in t.messages for b in m.blocks)
+_PDF: Final = "application/pdf"
+
+
+def estimate_chars(
+    t: Transcript, *, image_chars: int = IMAGE_CHARS, chars_per_token: float = CHARS_PER_TOKEN
+) -> int:
+    """Size of the transcript in characters (text, call arguments, results; images fixed; an
+    inline PDF its tokens for no provider, :func:`~ctxengine.tokens.pdf_tokens`, at
+    ``chars_per_token``)."""
+    return sum(_block_chars(b, image_chars, chars_per_token) for m in t.messages for b in m.blocks)
 
 
 def _prunable(t: Transcript, s: PruneSettings) -> list[tuple[int, int, ToolResult]]:
@@ -411,7 +422,7 @@ def plan_prune(
     if s.ttl_seconds is not None and cache_age is not None and cache_age < s.ttl_seconds:
         return {}, []
     window_chars = window_tokens * s.chars_per_token
-    total = estimate_chars(t, image_chars=s.image_chars)
+    total = estimate_chars(t, image_chars=s.image_chars, chars_per_token=s.chars_per_token)
     pruner = _Pruner(s, total, window_chars)
     if s.ttl_turns is not None:
         starts = turn_starts(t.messages)
