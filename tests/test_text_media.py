@@ -100,3 +100,19 @@ async def test_a_text_file_that_is_not_base64_is_counted_without_an_error(data: 
         out = await s.render("gemini")
     assert out.tokens == payload_tokens(out.payload, "gemini", "gpt-4o")
     assert abs(out.report.tokens_estimated - out.tokens) <= 20
+
+
+def test_the_payload_counts_a_text_document_by_its_text() -> None:
+    """An Anthropic ``document`` with a text source in a payload counted as it came (as
+    ``count_messages`` and the LangChain trim counter read it: its text), not as a flat 765."""
+    part = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": TEXT},
+        "title": "rows",
+    }
+    payload = {"messages": [{"role": "user", "content": [{"type": "text", "text": "sum"}, part]}]}
+    bare = {"messages": [{"role": "user", "content": [{"type": "text", "text": "sum"}]}]}
+    added = payload_tokens(payload, "anthropic", "gpt-4o") - payload_tokens(
+        bare, "anthropic", "gpt-4o"
+    )
+    assert added == count_tokens("[document: rows]\n" + TEXT, model="gpt-4o")

@@ -10,6 +10,7 @@ from typing import Any, Final
 from ..tokens import (
     IMAGE_TOKENS,
     count_messages,
+    document_text,
     file_part_tokens,
     get_tokenizer,
     image_tokens,
@@ -129,7 +130,9 @@ def _strings(value: Any, key: str = "", images: ImageRule = _flat) -> Iterator[s
         kind = value.get("type")
         if isinstance(kind, str):  # else a part passed through as it came: all of it is read
             if kind in _IMAGE_TYPES or kind in _FILE_TYPES:
-                yield images(value, False)
+                # a document with a text source is read as its text (:func:`document_text`)
+                text = document_text(value) if kind == "document" else None
+                yield images(value, False) if text is None else text
                 return
             if kind == "input_audio":
                 yield input_audio_tokens(value)
