@@ -384,3 +384,11 @@ def test_count_messages_counts_a_text_document_by_its_text() -> None:
     plain = count_messages(_chat(), model="gpt-4o")
     added = count_messages(_chat(part), model="gpt-4o") - plain
     assert added == count_tokens(read.text, model="gpt-4o")
+
+
+def test_a_count_below_the_page_objects_does_not_hide_pages() -> None:
+    """A page tree whose ``/Count`` says fewer pages than the document's page objects (a
+    damaged or hand-edited file): a reader that walks ``/Kids`` shows, and bills, every page,
+    so the larger of both is taken."""
+    raw = pdf_plain_bytes(12).replace(b"/Count 12", b"/Count  1")
+    assert pdf_pages(base64.b64encode(raw).decode()) == 12

@@ -5,7 +5,8 @@ many it has: the root of its page tree is a ``/Type /Pages`` dictionary whose ``
 number of pages under it (ISO 32000-1, 7.7.3.2 "Page Tree Nodes"), and each page is a ``/Type
 /Page`` dictionary (7.7.3.3 "Page Objects"). :func:`pdf_pages` takes the largest ``/Count`` of
 any ``/Type /Pages`` dictionary (the root's, also in a file updated incrementally, whose
-older revisions stay in it), else the number of ``/Type /Page`` objects.
+older revisions stay in it), or the number of ``/Type /Page`` objects when that is larger (a
+damaged ``/Count``: a reader walking the tree's ``/Kids`` finds every page).
 
 From PDF 1.5 on, a writer may keep these dictionaries inside compressed object streams
 (``/Type /ObjStm``, 7.5.7 "Object Streams"; ``/Filter /FlateDecode``, a zlib stream): when the
@@ -133,7 +134,8 @@ def _decode(data: str) -> bytes | None:
 
 class _Tally:
     """What the objects read so far say: the largest ``/Count`` of a page tree node, and the
-    numbers of the page objects (an object rewritten by an update counts once); and how many
+    numbers of the page objects (an object rewritten by an update counts once), the larger of
+    both counted; and how many
     more objects may be read (:data:`MAX_OBJECTS`)."""
 
     __slots__ = ("count", "pages", "room")
@@ -157,7 +159,8 @@ class _Tally:
             self.pages.add(number)
 
     def result(self) -> int | None:
-        return self.count or len(self.pages) or None
+        # a /Count below the page objects (a damaged file): a reader walking /Kids finds them
+        return max(self.count, len(self.pages)) or None
 
 
 def _count(raw: bytes) -> tuple[int | None, bool]:
