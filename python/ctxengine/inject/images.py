@@ -30,9 +30,17 @@ from typing import TYPE_CHECKING, Final
 
 from ..errors import AdapterError
 from ..imagesize import image_size
+from ..pdfpages import pdf_pages
 from ..transcript.changes import Change
-from ..transcript.model import Image, Message, ToolResult, Transcript
-from ..transcript.providers import IMAGE_LIMITS, image_count, image_placeholder, image_slots
+from ..transcript.model import Image, Message, Text, ToolResult, Transcript
+from ..transcript.providers import (
+    IMAGE_LIMITS,
+    PDF,
+    image_count,
+    image_placeholder,
+    image_slots,
+    takes_images,
+)
 from .warm import trusted_transcript
 
 if TYPE_CHECKING:
@@ -43,6 +51,7 @@ __all__ = (
     "MANY_IMAGES_PX",
     "MAX_PX",
     "MEDIA_BYTES",
+    "PAGES_COUNTED",
     "RULE",
     "check_max_images",
     "count_images",
@@ -50,6 +59,7 @@ __all__ = (
     "image_limit",
     "kept_images",
     "limit_images",
+    "pdf_placeholder",
 )
 
 #: The ``rule`` of the changes :func:`limit_images` reports (their ``action``: ``image_omitted``).
@@ -143,6 +153,8 @@ def limit_images(
     if provider == "anthropic" and total:
         messages, counts, refused = _without_refused(messages, counts, memo)
         total = sum(counts)
+    if _pdf_total(t.messages, provider, memo):  # a PDF weighs its pages and its data too
+        return _limit_media(t, messages, refused, provider, max_images, memo)
     why = None
     cut = total - kept_images(total, limit) if total > limit else 0
     # the images that must go for the request size, whenever they do not all fit (not only
@@ -448,5 +460,229 @@ def _placeholders(m: Message, slots: list[tuple[int, int]]) -> Message:
             image = content[k]
             if isinstance(image, Image):
                 content[k] = image_placeholder(image)
+            blocks[i] = dataclasses.replace(b, content=tuple(content))
+    return dataclasses.replace(m, blocks=tuple(blocks))
+
+
+# --- PDFs: their pages and their data count with the images ----------------------------------
+
+#: The providers that count a request's document pages with its images against one limit
+#: (:func:`image_limit`). Anthropic: "Maximum pages per request: 600 (100 when the request's
+#: context window is under 1M tokens)", "Both limits are on the entire request payload,
+#: including any other content sent alongside PDFs" (PDF support, "Check PDF requirements"),
+#: the numbers of its image limit; the API answers one count of both, "Too much media: 0
+#: document pages + 102 images > 100" (anthropics/claude-code issue 19822). OpenAI and
+#: Gemini document no page limit per request shared with images: their PDFs weigh only their
+#: data (:data:`MEDIA_BYTES`).
+PAGES_COUNTED: Final = frozenset({"anthropic"})
+
+
+def _is_pdf(b: object) -> bool:
+    """Whether ``b`` is an inline PDF (its pages and data are known; one by URL is not)."""
+    return isinstance(b, Image) and b.media_type == PDF and b.data is not None
+
+
+def _pdf_slots(m: Message, provider: str) -> list[tuple[int, int]]:
+    """Where ``m`` holds an inline PDF ``provider``'s exporter sends as a document part, in
+    block order, as :func:`image_slots` places an image (a PDF where the provider takes no
+    media is already a placeholder)."""
+    if not takes_images(m.role, provider):
+        return []
+    blocks = m.blocks
+    if len(blocks) == 1 and type(blocks[0]) is Text:
+        return []
+    out: list[tuple[int, int]] = []
+    for i, b in enumerate(blocks):
+        if _is_pdf(b):
+            out.append((i, -1))
+        elif isinstance(b, ToolResult):
+            out += [(i, k) for k, c in enumerate(b.content) if _is_pdf(c)]
+    return out
+
+
+def _pdf_total(messages: tuple[Message, ...], provider: str, memo: RenderMemo | None) -> int:
+    """The inline PDFs ``provider``'s payload of ``messages`` carries (with ``memo``, counted
+    along a session's renders as the image counts are)."""
+
+    def count(m: Message) -> int:
+        return len(_pdf_slots(m, provider))
+
+    if memo is None:
+        return sum(map(count, messages))
+    key = ("pdfs", provider)
+    table = memo.table(*key)
+    return memo.aligned(*key).counted(messages, count, lambda: table.many(messages, count))[1]
+
+
+def pdf_placeholder(image: Image, pages: int) -> Text:
+    """The text standing in for an inline PDF a render does not send: the image placeholder
+    (:func:`~ctxengine.transcript.providers.image_placeholder`) with its pages."""
+    name = f" {image.name!r}" if image.name else ""
+    unit = "page" if pages == 1 else "pages"
+    return Text(f"[{image.media_type} attachment{name} of {pages} {unit} omitted]")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Part:
+    """One media part of a request: its message, its place there, whether a PDF, the slots of
+    the count limit it takes (an image 1, a PDF its pages or, where pages do not count, 0), a
+    PDF's pages, its base64 characters, and its order among the parts of its kind in its message."""
+
+    index: int
+    slot: tuple[int, int]
+    image: Image
+    pdf: bool
+    weight: int
+    pages: int
+    size: int
+    nth: int
+    of: int
+
+
+def _parts(messages: tuple[Message, ...], provider: str) -> list[_Part]:
+    """The image and PDF parts of ``provider``'s payload of ``messages``, oldest first."""
+    weighs = provider in PAGES_COUNTED
+    out: list[_Part] = []
+    for i, m in enumerate(messages):
+        images, pdfs = image_slots(m, provider), _pdf_slots(m, provider)
+        if not images and not pdfs:
+            continue
+        found = [(slot, False, n, len(images)) for n, slot in enumerate(images)]
+        found += [(slot, True, n, len(pdfs)) for n, slot in enumerate(pdfs)]
+        for slot, pdf, nth, of in sorted(found):
+            b = m.blocks[slot[0]]
+            media = b.content[slot[1]] if isinstance(b, ToolResult) else b
+            if not isinstance(media, Image):
+                continue
+            size = len(media.data or "")
+            pages = pdf_pages(media.data or "") if pdf else 0
+            weight = (pages if weighs else 0) if pdf else 1
+            out.append(_Part(i, slot, media, pdf, weight, pages, size, nth, of))
+    return out
+
+
+def _limit_media(
+    t: Transcript,
+    messages: tuple[Message, ...],
+    refused: tuple[Change, ...],
+    provider: str,
+    max_images: int | None,
+    memo: RenderMemo | None,
+) -> tuple[Transcript, tuple[Change, ...]]:
+    """:func:`limit_images` of a request that carries PDFs: images and PDFs are parts of one
+    request, each PDF cut as a whole. A PDF that alone passes a limit (more pages than the
+    count limit, where pages count, or more characters than :data:`MEDIA_BYTES`) is sent as
+    its placeholder whatever else the request holds; then the oldest parts go, by the steps
+    of :func:`kept_images`, until the images and pages left are within the count limit and
+    their data within :data:`MEDIA_BYTES` (Anthropic's many-image rule applied last, as for
+    images alone). A cut PDF becomes :func:`pdf_placeholder`, one change each."""
+    limit = image_limit(provider, max_images)
+    room = MEDIA_BYTES[provider]
+    parts = _parts(messages, provider)
+    why: dict[int, str] = {}  # the reason each cut part was cut, by its order in ``parts``
+    for n, p in enumerate(parts):
+        if p.pdf and p.weight > limit:
+            why[n] = (
+                f"a PDF of {p.weight} pages, and {provider} takes at most {limit} images and "
+                "document pages per request"
+                if max_images is None
+                else f"a PDF of {p.weight} pages, over max_images={limit}"
+            )
+        elif p.pdf and p.size > room:
+            why[n] = (
+                f"a PDF of {p.size:,} characters of base64, and {provider} takes at most "
+                f"{room:,} characters of inline images and documents"
+            )
+    left = [n for n in range(len(parts)) if n not in why]
+    step = cut_step(limit)
+    # the count: the oldest parts that take slots, by whole steps of slots
+    counted = [n for n in left if parts[n].weight]
+    held = sum(parts[n].weight for n in counted)
+    if held > limit:
+        need = min(held, -(-(held - limit) // step) * step)
+        what = "images and document pages" if provider in PAGES_COUNTED else "images"
+        reason = (
+            f"{provider} takes at most {limit} {what} per request"
+            if max_images is None
+            else f"max_images={limit}"
+        )
+        gone = 0
+        for n in counted:
+            if gone >= need:
+                break
+            why[n] = reason
+            gone += parts[n].weight
+    # the request size: the oldest parts, by steps of a tenth of those held (as _bytes_cut)
+    sizes = [parts[n].size for n in left]
+    cut = held_bytes = 0
+    for k, size in enumerate(sizes, 1):
+        held_bytes += size
+        while held_bytes > room:
+            end = min(k, cut + cut_step(k - cut))
+            held_bytes -= sum(sizes[cut:end])
+            cut = end
+    for n in left[:cut]:
+        why.setdefault(
+            n, f"{provider} takes at most {room:,} characters of inline images and documents"
+        )
+    images = [n for n, p in enumerate(parts) if not p.pdf]
+    kept = [n for n in images if n not in why]
+    if (
+        provider == "anthropic"
+        and len(kept) > MANY_IMAGES
+        and limit > MANY_IMAGES
+        and any(_side(parts[n].image) > MANY_IMAGES_PX for n in kept)
+    ):
+        for n in images[: len(images) - kept_images(len(images), MANY_IMAGES)]:
+            why.setdefault(n, MANY_IMAGES_WHY)
+    if not why:
+        return (_sent(t, messages, memo), refused) if refused else (t, ())
+    out = list(messages)
+    changes: list[Change] = []
+    by_message: dict[int, dict[tuple[int, int], Text]] = {}
+    for n in sorted(why):
+        p = parts[n]
+        if p.pdf:
+            by_message.setdefault(p.index, {})[p.slot] = pdf_placeholder(p.image, p.pages)
+            what = (
+                f"PDF {p.nth + 1} of {p.of} in this message ({p.pages} pages, "
+                f"{p.size:,} characters)"
+            )
+        else:
+            by_message.setdefault(p.index, {})[p.slot] = image_placeholder(p.image)
+            what = f"image {p.nth + 1} of {p.of} in this message"
+        detail = (
+            why[n]
+            if why[n].startswith("a PDF of")
+            else (
+                f"the request holds more media than the limit ({why[n]}); its oldest are sent "
+                f"as placeholders, {step} more at a time, so the next requests' prefix stays "
+                "the same"
+            )
+        )
+        changes.append(
+            Change(RULE, "image_omitted", p.index, f"{what} sent as a text placeholder: {detail}")
+        )
+    for i, slots in by_message.items():
+        out[i] = _replaced(messages[i], slots)
+    return _sent(t, tuple(out), memo), _in_order(refused, tuple(changes))
+
+
+def _side(image: Image) -> int:
+    """The longer side of ``image`` by its header (0 where it cannot be read)."""
+    size = image_size(image.data) if image.data else None
+    return max(size) if size else 0
+
+
+def _replaced(m: Message, slots: dict[tuple[int, int], Text]) -> Message:
+    """``m`` with the media at each of ``slots`` replaced by its text."""
+    blocks = list(m.blocks)
+    for (i, k), text in slots.items():
+        b = blocks[i]
+        if k < 0:
+            blocks[i] = text
+        elif isinstance(b, ToolResult):
+            content = list(b.content)
+            content[k] = text
             blocks[i] = dataclasses.replace(b, content=tuple(content))
     return dataclasses.replace(m, blocks=tuple(blocks))

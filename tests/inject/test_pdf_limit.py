@@ -1,0 +1,185 @@
+"""A request's PDFs count with its images against the provider's media limits.
+
+Anthropic counts the pages of a request's documents and its images against one limit ("Too
+much media: 0 document pages + 102 images > 100", anthropics/claude-code issue 19822; PDF
+support, "Maximum pages per request": 100 below a 1M-token window, "Both limits are on the
+entire request payload, including any other content sent alongside PDFs"), and every provider
+holds the request's size, the PDF's base64 included (Anthropic's 32 MB, OpenAI's 50 MB, Gemini's
+20 MB). PDFs were left out of both counts: three 40-page reports, or a 25 MB PDF beside
+screenshots, went out and were refused on every turn after. The PDFs are real files of the
+chosen pages (``pdf_bytes``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from ctxengine import Budget, ContextEngine
+from ctxengine.inject.images import MEDIA_BYTES, pdf_placeholder
+from ctxengine.inject.payload import payload_tokens
+from ctxengine.tokens import pdf_page_tokens
+from ctxengine.transcript import Image, Message, Text, Transcript, render
+from ctxengine.transcript.providers import IMAGE_LIMITS
+from pdf_bytes import pdf_plain, pdf_plain_bytes
+from screenshots import data, image_parts, screenshots
+from transcript.helpers import assert_sdk_valid
+
+PROVIDERS = ["openai", "openai-responses", "anthropic", "gemini"]
+
+
+def report(i: int, pages: int, pdf: str | None = None) -> Message:
+    """A user turn sending report ``i``, a PDF of ``pages`` pages."""
+    doc = Image("application/pdf", pdf or pdf_plain(pages), name=f"report{i}.pdf")
+    return Message("user", (Text(f"Read report {i}."), doc))
+
+
+def reports(*pages: int) -> list[Message]:
+    out: list[Message] = []
+    for i, n in enumerate(pages):
+        out += [report(i, n), Message.assistant(f"Read report {i}.")]
+    return out
+
+
+def pdfs_sent(payload: dict[str, Any], n: int) -> list[int]:
+    """The reports (of ``0 .. n-1``) the payload carries: not as their placeholder."""
+    text = json.dumps(payload)
+    return [i for i in range(n) if f"'report{i}.pdf' of " not in text]
+
+
+def media_sent(payload: dict[str, Any], pages: dict[int, int]) -> int:
+    """Images and document pages the payload carries (``pages``: each report's pages)."""
+    return image_parts(payload) + sum(pages[i] for i in pdfs_sent(payload, len(pages)))
+
+
+def test_a_pdf_placeholder_says_its_pages() -> None:
+    doc = Image("application/pdf", pdf_plain(40), name="q3.pdf")
+    assert (
+        pdf_placeholder(doc, 40).text == "[application/pdf attachment 'q3.pdf' of 40 pages omitted]"
+    )
+    assert pdf_placeholder(Image("application/pdf", "JVBE"), 1).text == (
+        "[application/pdf attachment of 1 page omitted]"
+    )
+
+
+def test_three_forty_page_pdfs_keep_the_newest_within_anthropics_hundred() -> None:
+    t = Transcript((*reports(40, 40, 40), Message.user("Compare them.")))
+    out = render(t, "anthropic")
+    assert_sdk_valid(out.payload, "anthropic")
+    assert pdfs_sent(out.payload, 3) == [1, 2]  # the oldest goes, as a whole
+    assert media_sent(out.payload, {0: 40, 1: 40, 2: 40}) <= IMAGE_LIMITS["anthropic"]
+    text = json.dumps(out.payload)
+    assert "[application/pdf attachment 'report0.pdf' of 40 pages omitted]" in text
+    changes = out.report.of("image_omitted")
+    assert [c.index for c in changes] == [0]
+    assert "PDF 1 of 1" in changes[0].detail and "40 pages" in changes[0].detail
+    assert "100 images and document pages" in changes[0].detail
+
+
+@pytest.mark.parametrize("pdf_first", [True, False], ids=["pdf-oldest", "pdf-newest"])
+def test_images_and_a_pdf_together_stay_within_the_limit(pdf_first: bool) -> None:
+    """70 screenshots and a 40-page report are 110 media: the oldest go by steps of ten
+    slots; a PDF older than the images goes whole, images older than it go by the step."""
+    shots = screenshots(70, "tool")
+    doc = [report(0, 40), Message.assistant("Read.")]
+    t = Transcript((Message.user("Go."), *(doc + shots if pdf_first else shots + doc)))
+    out = render(t, "anthropic")
+    assert_sdk_valid(out.payload, "anthropic")
+    assert media_sent(out.payload, {0: 40}) <= 100
+    text = json.dumps(out.payload)
+    if pdf_first:
+        assert pdfs_sent(out.payload, 1) == [] and image_parts(out.payload) == 70
+    else:
+        assert pdfs_sent(out.payload, 1) == [0]
+        assert [i for i in range(70) if data(i) in text] == list(range(10, 70))
+
+
+@pytest.mark.anyio
+async def test_a_session_does_not_charge_the_pdf_it_cuts() -> None:
+    """Three 34-page reports are 102 pages: a session's render for Anthropic sends the newest
+    two and counts the payload as sent, the cut report as its placeholder (the plan, made
+    before the render's provider limits, still counts it, as it does a cut image)."""
+    engine = ContextEngine("gpt-4.1", Budget(total=1_000_000))
+    async with engine.session("reports") as s:
+        s.extend(reports(34, 34, 34))
+        await s.user_message("Compare them.")
+        out = await s.render("anthropic")
+    assert pdfs_sent(out.payload, 3) == [1, 2]
+    page = pdf_page_tokens("anthropic", "gpt-4.1")
+    assert out.tokens == payload_tokens(out.payload, "anthropic", "gpt-4.1")
+    assert 2 * 34 * page < out.tokens < 2 * 34 * page + 1_000
+    assert out.report.tokens_estimated >= out.tokens
+
+
+def _large_pdf(size: int) -> str:
+    """Base64 of a 2-page PDF of ``size`` characters: the file, then bytes after its end."""
+    head = pdf_plain_bytes(2)
+    head += b" " * (-len(head) % 3)
+    text = base64.b64encode(head).decode()
+    return text + "A" * (size - len(text))
+
+
+def _inline_data(value: Any) -> int:
+    """The characters of inline media data in a payload, in every provider's shape."""
+    if isinstance(value, list):
+        return sum(_inline_data(v) for v in value)
+    if not isinstance(value, dict):
+        return 0
+    total = 0
+    for v in value.values():
+        if isinstance(v, str) and len(v) > 100_000:
+            total += len(v.partition(",")[2] if v.startswith("data:") else v)
+        else:
+            total += _inline_data(v)
+    return total
+
+
+def _megabyte_shots(n: int) -> list[Message]:
+    out: list[Message] = []
+    for i in range(n):
+        image = Image("image/png", data(i) + "A" * 1_000_000, name=f"shot{i}.png")
+        out += [Message.user(f"Step {i}."), Message("user", (image,)), Message.assistant("Ok.")]
+    return out
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_large_pdf_and_screenshots_stay_within_the_request_size(provider: str) -> None:
+    """A 25 MB PDF and 30 screenshots of 1 MB are 55 MB of base64: past every provider's
+    request size. The PDF counts toward it like an image."""
+    pdf = _large_pdf(25_000_000)
+    t = Transcript((report(0, 2, pdf), Message.assistant("Read."), *_megabyte_shots(30)))
+    out = render(t, provider)
+    assert _inline_data(out.payload) <= MEDIA_BYTES[provider]
+    assert pdf not in json.dumps(out.payload)  # the oldest, and the largest, goes first
+    assert "'report0.pdf' of 2 pages omitted" in json.dumps(out.payload)
+    assert any("characters" in c.detail for c in out.report.of("image_omitted"))
+
+
+def test_a_pdf_over_the_limit_alone_is_sent_as_its_placeholder_naming_both() -> None:
+    t = Transcript((*reports(150), *screenshots(5, "tool"), Message.user("Summarize.")))
+    out = render(t, "anthropic")
+    assert pdfs_sent(out.payload, 1) == [] and image_parts(out.payload) == 5
+    (change,) = out.report.of("image_omitted")
+    assert "150 pages" in change.detail and "at most 100" in change.detail
+
+
+def test_a_pdf_larger_than_the_request_size_alone_names_its_size_and_the_limit() -> None:
+    pdf = _large_pdf(40_000_000)
+    t = Transcript((report(0, 2, pdf), Message.assistant("Read."), Message.user("And?")))
+    out = render(t, "anthropic")
+    assert pdf not in json.dumps(out.payload)
+    (change,) = out.report.of("image_omitted")
+    assert f"{40_000_000:,}" in change.detail and f"{MEDIA_BYTES['anthropic']:,}" in change.detail
+
+
+@pytest.mark.parametrize("provider", ["openai", "openai-responses", "gemini"])
+def test_pages_do_not_count_where_the_provider_documents_no_page_limit(provider: str) -> None:
+    """OpenAI and Gemini document no per-request page limit shared with images: three 40-page
+    reports and 70 screenshots are all sent (well within their request sizes)."""
+    t = Transcript((*reports(40, 40, 40), *screenshots(70, "user"), Message.user("Go.")))
+    out = render(t, provider)
+    assert pdfs_sent(out.payload, 3) == [0, 1, 2] and image_parts(out.payload) == 70
+    assert not out.report.of("image_omitted")
