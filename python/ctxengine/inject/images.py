@@ -18,6 +18,10 @@ grows stale as the agent acts: the newest are what the model needs (the choice o
 computer-use reference loop, ``_maybe_filter_to_n_most_recent_images`` in
 anthropics/anthropic-quickstarts ``computer-use-demo/computer_use_demo/loop.py``). A transcript
 within the limit is returned as it is.
+
+An inline PDF is media of the request too (:func:`_limit_media`): Anthropic counts its pages
+with the images against the same limit, and every provider's request size holds its base64;
+a cut PDF goes as a whole, as :func:`pdf_placeholder`.
 """
 
 from __future__ import annotations
