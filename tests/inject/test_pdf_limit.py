@@ -114,6 +114,27 @@ async def test_a_session_does_not_charge_the_pdf_it_cuts() -> None:
     assert out.report.tokens_estimated >= out.tokens
 
 
+@pytest.mark.anyio
+async def test_a_screenshot_session_after_a_report_stays_within_the_limit_turn_by_turn() -> None:
+    """A 30-page report, then screenshots turn by turn: each render for Anthropic sends at
+    most 100 images and pages, the report goes whole once they pass it, and stays cut."""
+    engine = ContextEngine("gpt-4.1", Budget(total=1_000_000))
+    async with engine.session("browse") as s:
+        s.extend([Message.user("Read it, then check the pages."), *reports(30)])
+        s.extend(screenshots(60, "tool"))
+        cut_at = None
+        for step in range(60, 90):
+            s.extend(screenshots(1, "tool", start=step))
+            out = await s.render("anthropic")
+            assert media_sent(out.payload, {0: 30}) <= 100, step
+            assert out.tokens == payload_tokens(out.payload, "anthropic", "gpt-4.1")
+            if cut_at is None and not pdfs_sent(out.payload, 1):
+                cut_at = step
+            if cut_at is not None:
+                assert not pdfs_sent(out.payload, 1), step
+    assert cut_at == 70  # 30 pages and 71 screenshots: the report, the oldest, goes first
+
+
 def _large_pdf(size: int) -> str:
     """Base64 of a 2-page PDF of ``size`` characters: the file, then bytes after its end."""
     head = pdf_plain_bytes(2)
