@@ -506,13 +506,18 @@ def _pdf_slots(m: Message, provider: str) -> list[tuple[int, int]]:
 
 def _pdf_total(messages: tuple[Message, ...], provider: str, memo: RenderMemo | None) -> int:
     """The inline PDFs ``provider``'s payload of ``messages`` carries (with ``memo``, counted
-    along a session's renders as the image counts are)."""
+    along a session's renders as the image counts are); without ``memo``, 1 when it carries
+    one, else 0."""
 
     def count(m: Message) -> int:
         return len(_pdf_slots(m, provider))
 
-    if memo is None:
-        return sum(map(count, messages))
+    if memo is None:  # whether there is one: most requests hold none, and most messages text
+        for m in messages:
+            blocks = m.blocks
+            if (len(blocks) != 1 or type(blocks[0]) is not Text) and count(m):
+                return 1
+        return 0
     key = ("pdfs", provider)
     table = memo.table(*key)
     return memo.aligned(*key).counted(messages, count, lambda: table.many(messages, count))[1]
