@@ -91,9 +91,10 @@ def render(
             other providers, whose prompt caching is automatic.
         cache_ttl: Anthropic only: ``"5m"`` or ``"1h"`` for the markers (default: the API's).
         id_mode: Force tool-call id sanitizing (``"strict"`` or ``"strict9"``).
-        max_images: With hygiene, the most image parts the payload carries (None: the
-            provider's limit, :data:`~ctxengine.transcript.providers.IMAGE_LIMITS`); the
-            newest are kept, older ones become a text placeholder, each reported
+        max_images: With hygiene, the most image parts the payload carries, and for
+            Anthropic its inline PDFs' pages with them (None: the provider's limit,
+            :data:`~ctxengine.transcript.providers.IMAGE_LIMITS`); the newest are kept, older
+            ones become a text placeholder (a PDF as a whole), each reported
             (:func:`~ctxengine.inject.images.limit_images`). It replaces the provider's limit:
             lower it for a gateway that takes fewer, raise it for a model that takes more.
         memo: A session's per-message memo: checks and exported dicts of messages rendered

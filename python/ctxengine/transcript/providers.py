@@ -271,7 +271,9 @@ def sent_as_image(image: Image) -> bool:
 #: - Anthropic: 100 (docs.claude.com, vision, "General limits": 100 images per request for
 #:   models with a 200k-token context window, 600 for the others; a model of the larger kind
 #:   takes ``max_images=600``). Every image block counts, "including images from earlier
-#:   conversation turns that you resend and images nested inside ``tool_result`` content".
+#:   conversation turns that you resend and images nested inside ``tool_result`` content",
+#:   and the pages of the request's PDFs count with them (PDF support: "Maximum pages per
+#:   request", the same 100 and 600; :data:`ctxengine.inject.images.PAGES_COUNTED`).
 #: - Gemini: 3,000 (Vertex AI, image understanding: "Maximum images per prompt: 3,000" for
 #:   Gemini 2.5 Pro and Flash; image generation models take far fewer, 3 to 14).
 IMAGE_LIMITS: Final[dict[str, int]] = {
