@@ -167,3 +167,58 @@ async def test_a_reopened_session_with_a_call_id_used_again_renders_the_same(
     live = await run(tmp_path / "live", None)
     for at in (13, 15):
         assert await run(tmp_path / f"reopened-{at}", at) == live
+
+
+def _steps() -> list[list[Message]]:
+    """Batches of messages a session takes between renders: calls answered in the next batch,
+    a call left unanswered, two calls in one turn, a tool message answering both."""
+    return [
+        [Message.user("read the two modules"), Message.assistant("on it")],
+        [Message.assistant("", [ToolCall("c1", "read", {"path": "a.py"})])],
+        [Message.tool("c1", "def a():\n    return 1\n"), Message.assistant("a is fine")],
+        [
+            Message.user("and b, c?"),
+            Message.assistant(
+                "both",
+                [ToolCall("c2", "read", {"path": "b.py"}), ToolCall("c3", "read", {"p": 3})],
+            ),
+        ],
+        [Message.tool("c2", "def b(): ..."), Message.tool("c3", "def c(): ...")],
+        [Message.user("one more question")],
+    ]
+
+
+async def _sessions(few: int, provider: str, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    monkeypatch.setattr(sync, "_FEW", few)
+    engine = ContextEngine("gpt-4o", Budget(total=10_000))
+    seen = []
+    async with engine.session("few") as s:
+        s.add(ContextGrain("sys.rules", content="be brief"))
+        for batch in _steps():
+            s.extend(batch)
+            out = await s.render(provider)
+            state = s._state
+            ids = sorted(state.items)
+            seen.append(
+                (
+                    out.payload,
+                    out.report.tokens_estimated,
+                    ids,
+                    state.asm.tokens_of(ids),
+                    dict(state.unanswered),
+                )
+            )
+    return seen
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_few_changed_items_are_upserted_as_the_columns_of_many_are(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm render's few new items take their own upsert path (``_FEW``): the assembly holds
+    the same counts, overheads and waiting calls as when every batch goes by columns."""
+    by_columns = await _sessions(0, provider, monkeypatch)
+    few = await _sessions(8, provider, monkeypatch)
+    assert few == by_columns
+    assert by_columns[1][4]  # the call of the second batch waits for its result
+    assert not by_columns[2][4]

@@ -48,6 +48,9 @@ _ASSISTANT: Final = ROLE["assistant"]
 CONTEXT_OVERHEAD = 2  # separator between grains in the system message
 HISTORY_PRIORITY = 100
 
+#: Changed items up to this many are upserted by :func:`_upsert_few`.
+_FEW: Final = 8
+
 
 def item_text(state: SessionState, item: HistoryItem) -> str:
     """The text an item renders with: what the prune options left, else a plugin override's,
@@ -241,11 +244,15 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
     items, texts = _changed_items(state, scan)
     _recount_thinking(state, provider, items)
     _answered(state, items)
-    texts.extend(item_text(state, i) for i in items[len(texts) :])
+    if len(texts) < len(items):
+        texts.extend(item_text(state, i) for i in items[len(texts) :])
     if not items:
         state.pending.clear()
         state.dirty.clear()
         state.counted_for = provider
+        return
+    if len(items) <= _FEW:
+        _upsert_few(state, config, provider, items, texts)
         return
     plain = state.redaction is None  # then an item without thinking carries its calls' texts
     extras = [
@@ -319,6 +326,92 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
         if item.text is not text:
             item.text = text
             retexted.add(item.node_id)
+
+
+def _upsert_few(
+    state: SessionState,
+    config: RenderConfig,
+    provider: str,
+    items: list[HistoryItem],
+    texts: list[str],
+) -> None:
+    """:func:`_sync_history`'s upsert for a few items (a warm render's new messages): the same
+    columns and counts, made in one loop over the items. The column-wise path's comprehensions
+    and per-kind lookups pay for themselves on a cold render's thousands of items; for two
+    items their setup cost more than the work."""
+    model = config.model
+    plain = state.redaction is None  # then an item without thinking carries its calls' texts
+    extras: list[tuple[str, ...]] = []
+    flat: list[str] = []
+    for item in items:
+        e = (
+            item.overhead_texts
+            if plain and not item.thinking and item.compaction is None
+            else _overhead_texts(state, item, provider)
+        )
+        extras.append(e)
+        if e:
+            flat += e
+    extra = count_many(flat, model=model) if flat else None
+    windows, window_of = config.window_index, config.budget.window_of
+    context = KIND["context"]
+    tool_call = FLAG["tool_call"]
+    node_ids: list[str] = []
+    win: list[int] = []
+    pri: list[int] = []
+    seqs: list[int] = []
+    kinds: list[int] = []
+    overheads: list[int] = []
+    k = 0
+    synthetic = 0
+    for item, e in zip(items, extras, strict=True):
+        overhead = item.overhead
+        if e and extra is not None:
+            n = len(e)
+            overhead += sum(extra[k : k + n])
+            k += n
+        if item.media:
+            overhead += media_overhead(item, provider, model)
+        flags = item.flags
+        waits = _unanswered(state, item) if flags & tool_call else None
+        if waits:
+            if not synthetic:
+                synthetic = config.tokenizer.count(SYNTHETIC_RESULT_TEXT) + MESSAGE_OVERHEAD
+            ids = count_many([c for c, _ in waits], model=model)
+            overhead += synthetic * len(waits) + sum(ids)
+            for _, node in waits:
+                state.unanswered[node] = item.node_id
+        overheads.append(overhead)
+        node_id, kind, result = item.node_id, item.kind, item.result
+        node_ids.append(node_id)
+        kinds.append(kind)
+        win.append(windows[window_of(node_id)])
+        pri.append(0 if kind == context else HISTORY_PRIORITY)
+        seqs.append(item.index * 1024 + (result if result > 0 else 0))  # result -1: 0
+    count = len(items)
+    upsert(
+        state.asm,
+        node_ids=node_ids,
+        texts=texts,
+        windows=win,
+        priorities=pri,
+        ranks=[0] * count,
+        seqs=seqs,
+        kinds=kinds,
+        roles=[i.role for i in items],
+        turns=[i.turn for i in items],
+        flags=[i.flags for i in items],
+        overheads=overheads,
+        labels=[i.label for i in items],
+        summaries=[None] * count,
+    )
+    state.pending.clear()
+    state.dirty.clear()
+    state.counted_for = provider
+    for item, text in zip(items, texts, strict=True):
+        if item.text is not text:
+            item.text = text
+            state.retexted.add(item.node_id)
 
 
 def context_key(state: SessionState, registry: Registry, grain: ContextGrain) -> tuple[Any, ...]:
