@@ -115,9 +115,6 @@ class Record:
     replaced: list[int] = field(default_factory=list)  # reused positions with a new message
     _strings: Callable[[Any], Iterable[str | int]] = field(default=lambda v: (), repr=False)
 
-    def hist(self) -> tuple[Message, ...]:
-        return self.src.messages[self.lead :]
-
     def items(self) -> int:
         """Items of the payload's message list."""
         p = self.payload
