@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import ctxengine.inject.turn as turn_module
+import ctxengine.inject.warm as warm_module
 from ctxengine import Budget, ContextEngine
 from ctxengine.hygiene import validate
 from ctxengine.inject.memo import RenderMemo
@@ -215,3 +216,28 @@ async def test_composed_messages_equal_one_lookup_per_node(path: Path) -> None:
             sum(g is state.messages[i.index] for g, i in zip(got, items, strict=True) if i)
             > len(got) // 2
         )
+
+
+@pytest.mark.anyio
+async def test_warm_renders_count_new_messages_with_one_tokenizer_handle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A warm render counts the messages new since the last one with the tokenizer handle the
+    records keep per model (``get_tokenizer`` makes a new handle on every call), and counts
+    what a count of the whole payload does, leading messages dropped or not."""
+    made: list[str] = []
+    real = warm_module.get_tokenizer
+
+    def counting(model: str) -> Any:
+        made.append(model)
+        return real(model)
+
+    monkeypatch.setattr(warm_module, "get_tokenizer", counting)
+    engine = ContextEngine("gpt-4o", Budget(total=1_200))
+    async with engine.session("one-handle") as session:
+        for k in range(40):
+            session.extend([Message.user(f"question {k} " * 8), Message.assistant(f"answer {k}")])
+            out = await session.render()
+            assert out.tokens == payload_tokens(out.payload, "openai", "gpt-4o")
+        assert out.transcript.messages[0].text != "question 0 " * 8  # the head was dropped
+    assert made.count("gpt-4o") <= 1

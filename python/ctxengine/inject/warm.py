@@ -26,7 +26,7 @@ from itertools import chain, islice
 from operator import attrgetter, is_not
 from typing import Any, Final
 
-from .._core import Handout, fresh_tree, hand_out
+from .._core import Handout, Tokenizer, fresh_tree, hand_out
 from ..tokens import file_part_tokens, get_tokenizer, message_strings
 from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, Transcript
@@ -60,6 +60,18 @@ Pieces = list[dict[str, Any]]
 #: only while one thread at a time runs Python (a free-threaded interpreter without its GIL
 #: splits them per thread), so there every payload is copied anew.
 _REHAND: Final = getattr(sys, "_is_gil_enabled", lambda: True)()
+
+
+#: The tokenizer of each model a record counted for (:func:`get_tokenizer` makes a new handle
+#: on every call): a warm render counts its few new messages with it.
+_TOKENIZERS: Final[dict[str, Tokenizer]] = {}
+
+
+def _tokenizer(model: str) -> Tokenizer:
+    tok = _TOKENIZERS.get(model)
+    if tok is None:
+        tok = _TOKENIZERS[model] = get_tokenizer(model)
+    return tok
 
 
 def trusted_transcript(messages: tuple[Message, ...], source_format: str | None) -> Transcript:
@@ -142,11 +154,16 @@ class Record:
         lead: int | None = None
         if parent is not None and pc is not None:
             head, first, n = self.reused
-            new = list(range(head)) + list(range(head + n, len(self.src.messages) - self.lead))
-            counted = self._count_pieces(model, [self.pieces[i] for i in new])
+            ps, end = self.pieces, len(self.src.messages) - self.lead
+            # the new messages: the ``head`` before the kept ones and those after them
+            counted = self._count_pieces(
+                model, ps[:head] + ps[head + n : end] if head else ps[n:end]
+            )
             # the parent's history from ``first`` on is kept, to its end: its list is taken
             # over (the parent is let go below), its dropped head cut in place
-            hist = pc[2] - sum(islice(pc[1], first)) + sum(counted)
+            hist = pc[2] + sum(counted)
+            if first:
+                hist -= sum(islice(pc[1], first))
             per = splice(pc[1], first, counted, head)
             if self.replaced:
                 again = self._count_pieces(model, [self.pieces[h] for h in self.replaced])
@@ -169,7 +186,7 @@ class Record:
 
     def _count_pieces(self, model: str, pieces: Sequence[Pieces]) -> list[int]:
         if self.key[0] == "openai":
-            got = get_tokenizer(model).count_chat(pieces)  # the exported shapes, natively
+            got = _tokenizer(model).count_chat(pieces)  # the exported shapes, natively
             odd = []
             for i, c in enumerate(got):
                 if c is None:
@@ -209,7 +226,7 @@ class Record:
     def _count_strings(model: str, groups: Sequence[Sequence[str | int]]) -> list[int]:
         """Tokens of each group of leaves: a text is counted, an int is its count already."""
         flat = [s for g in groups for s in g if type(s) is str]
-        counts = iter(get_tokenizer(model).count_many(flat)) if flat else iter(())
+        counts = iter(_tokenizer(model).count_many(flat)) if flat else iter(())
         return [sum(s if type(s) is int else next(counts) for s in g) for g in groups]
 
 
