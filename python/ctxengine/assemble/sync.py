@@ -361,7 +361,11 @@ def _upsert_few(
     pri: list[int] = []
     seqs: list[int] = []
     kinds: list[int] = []
+    roles: list[int] = []
+    turns: list[int] = []
+    flags: list[int] = []
     overheads: list[int] = []
+    labels: list[str] = []
     k = 0
     synthetic = 0
     for item, e in zip(items, extras, strict=True):
@@ -372,8 +376,8 @@ def _upsert_few(
             k += n
         if item.media:
             overhead += media_overhead(item, provider, model)
-        flags = item.flags
-        waits = _unanswered(state, item) if flags & tool_call else None
+        flag = item.flags
+        waits = _unanswered(state, item) if flag & tool_call else None
         if waits:
             if not synthetic:
                 synthetic = config.tokenizer.count(SYNTHETIC_RESULT_TEXT) + MESSAGE_OVERHEAD
@@ -381,13 +385,17 @@ def _upsert_few(
             overhead += synthetic * len(waits) + sum(ids)
             for _, node in waits:
                 state.unanswered[node] = item.node_id
-        overheads.append(overhead)
         node_id, kind, result = item.node_id, item.kind, item.result
         node_ids.append(node_id)
-        kinds.append(kind)
         win.append(windows[window_of(node_id)])
         pri.append(0 if kind == context else HISTORY_PRIORITY)
         seqs.append(item.index * 1024 + (result if result > 0 else 0))  # result -1: 0
+        kinds.append(kind)
+        roles.append(item.role)
+        turns.append(item.turn)
+        flags.append(flag)
+        overheads.append(overhead)
+        labels.append(item.label)
     count = len(items)
     upsert(
         state.asm,
@@ -398,11 +406,11 @@ def _upsert_few(
         ranks=[0] * count,
         seqs=seqs,
         kinds=kinds,
-        roles=[i.role for i in items],
-        turns=[i.turn for i in items],
-        flags=[i.flags for i in items],
+        roles=roles,
+        turns=turns,
+        flags=flags,
         overheads=overheads,
-        labels=[i.label for i in items],
+        labels=labels,
         summaries=[None] * count,
     )
     state.pending.clear()
