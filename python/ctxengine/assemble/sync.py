@@ -299,6 +299,54 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
     context = KIND["context"]
     pri = [0 if kind == context else HISTORY_PRIORITY for kind in kinds]
     seqs = [i.index * 1024 + (i.result if i.result > 0 else 0) for i in items]  # result -1: 0
+    _upsert_columns(
+        state,
+        provider,
+        items,
+        texts,
+        (
+            node_ids,
+            win,
+            pri,
+            seqs,
+            kinds,
+            [i.role for i in items],
+            [i.turn for i in items],
+            [i.flags for i in items],
+            overheads,
+            [i.label for i in items],
+        ),
+    )
+
+
+#: The columns of history items for :func:`_upsert_columns`: node ids, windows, priorities,
+#: seqs, kinds, roles, turns, flags, overheads, labels.
+_Columns = tuple[
+    list[str],
+    list[int],
+    list[int],
+    list[int],
+    list[int],
+    list[int],
+    list[int],
+    list[int],
+    list[int],
+    list[str],
+]
+
+
+def _upsert_columns(
+    state: SessionState,
+    provider: str,
+    items: list[HistoryItem],
+    texts: list[str],
+    columns: _Columns,
+) -> None:
+    """Upsert ``items`` given as their ``columns`` (node ids, windows, priorities, seqs, kinds,
+    roles, turns, flags, overheads, labels), then mark them synced: the pending and dirty sets
+    cleared (only once the assembly took them), each item's new text kept and listed in
+    ``state.retexted``."""
+    node_ids, win, pri, seqs, kinds, roles, turns, flags, overheads, labels = columns
     count = len(items)
     upsert(
         state.asm,
@@ -309,11 +357,11 @@ def _sync_history(state: SessionState, config: RenderConfig, scan: bool, provide
         ranks=[0] * count,
         seqs=seqs,
         kinds=kinds,
-        roles=[i.role for i in items],
-        turns=[i.turn for i in items],
-        flags=[i.flags for i in items],
+        roles=roles,
+        turns=turns,
+        flags=flags,
         overheads=overheads,
-        labels=[i.label for i in items],
+        labels=labels,
         summaries=[None] * count,
     )
     state.pending.clear()
@@ -396,30 +444,13 @@ def _upsert_few(
         flags.append(flag)
         overheads.append(overhead)
         labels.append(item.label)
-    count = len(items)
-    upsert(
-        state.asm,
-        node_ids=node_ids,
-        texts=texts,
-        windows=win,
-        priorities=pri,
-        ranks=[0] * count,
-        seqs=seqs,
-        kinds=kinds,
-        roles=roles,
-        turns=turns,
-        flags=flags,
-        overheads=overheads,
-        labels=labels,
-        summaries=[None] * count,
+    _upsert_columns(
+        state,
+        provider,
+        items,
+        texts,
+        (node_ids, win, pri, seqs, kinds, roles, turns, flags, overheads, labels),
     )
-    state.pending.clear()
-    state.dirty.clear()
-    state.counted_for = provider
-    for item, text in zip(items, texts, strict=True):
-        if item.text is not text:
-            item.text = text
-            state.retexted.add(item.node_id)
 
 
 def context_key(state: SessionState, registry: Registry, grain: ContextGrain) -> tuple[Any, ...]:
