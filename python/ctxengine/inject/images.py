@@ -318,7 +318,12 @@ def _bytes_cut(
         for i in compress(range(len(counts)), counts)
         for size in _read(messages[i], read, memo, key)
     ]
-    room = MEDIA_BYTES[provider]
+    return _oldest_cut(sizes, MEDIA_BYTES[provider])
+
+
+def _oldest_cut(sizes: list[int], room: int) -> int:
+    """How many of the oldest ``sizes`` to cut, by steps of a tenth of those held
+    (:func:`cut_step`), so that the rest add up to at most ``room``."""
     cut = held = 0
     for k, size in enumerate(sizes, 1):
         held += size
@@ -622,14 +627,7 @@ def _limit_media(
             why[n] = reason
             gone += parts[n].weight
     # the request size: the oldest parts, by steps of a tenth of those held (as _bytes_cut)
-    sizes = [parts[n].size for n in left]
-    cut = held_bytes = 0
-    for k, size in enumerate(sizes, 1):
-        held_bytes += size
-        while held_bytes > room:
-            end = min(k, cut + cut_step(k - cut))
-            held_bytes -= sum(sizes[cut:end])
-            cut = end
+    cut = _oldest_cut([parts[n].size for n in left], room)
     for n in left[:cut]:
         why.setdefault(
             n, f"{provider} takes at most {room:,} characters of inline images and documents"
