@@ -9,7 +9,8 @@ import pytest
 from ctxengine import Budget, ContextEngine, count_messages
 from ctxengine.errors import ConfigError, ConfigTypeError, ContextOverflowError
 from ctxengine.inject.images import kept_images
-from ctxengine.transcript import ToolCall
+from ctxengine.transcript import Image, Message, Text, ToolCall
+from pdf_bytes import pdf_plain
 from screenshots import data, image_parts, screenshots
 
 pytestmark = pytest.mark.anyio
@@ -300,3 +301,37 @@ async def test_a_gateway_that_keeps_refusing_gets_its_error_back() -> None:
         with pytest.raises(RuntimeError, match="exceeding the maximum of 7"):
             await s.run(refuses, provider="openai")  # OpenAI Chat: no image part to take out
         assert sent == [0]
+
+
+async def test_a_refusal_counting_pages_is_answered_with_the_pages_counted() -> None:
+    """Anthropic refuses a request by one count of document pages and images ("Too much
+    media: 0 document pages + 102 images > 100", anthropics/claude-code issue 19822), and the
+    render's limit counts both (``PAGES_COUNTED``): the retry's limit is what was sent, pages
+    included, less the excess, so a gateway that takes 60 gets 60 and not 60 less the pages."""
+    sent: list[tuple[int, int]] = []
+
+    async def gateway(payload: dict[str, Any]) -> str:
+        images = image_parts(payload["messages"])
+        pages = 20 * str(payload["messages"]).count("'type': 'document'")
+        sent.append((pages, images))
+        if pages + images > 60:
+            raise RuntimeError(
+                'Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":'
+                f'"Too much media: {pages} document pages + {images} images > 60"}}}}'
+            )
+        return "ok"
+
+    engine = ContextEngine("gpt-4.1", Budget(total=400_000))
+    async with engine.session("pdf and shots") as s:
+        s.extend([Message("user", (Text("Fill in the form from this."), _pdf_part()))])
+        s.extend(screenshots(50, "tool"))
+        await s.user_message("Is it submitted?")
+        answer, out = await s.run(gateway, provider="anthropic")
+        steps = out.report.recovery
+        assert answer == "ok" and sent[0] == (20, 50)
+        assert (steps[0]["images"], steps[0]["max_images"]) == (70, 60)
+        assert sent[1] == (0, 50)  # the oldest part, the PDF, went whole; every image stayed
+
+
+def _pdf_part() -> Image:
+    return Image("application/pdf", data=pdf_plain(20), name="form.pdf")

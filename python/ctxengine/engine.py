@@ -1199,8 +1199,9 @@ class Session:
 
         On ``too_many_images`` (a provider or gateway that takes fewer images than the render
         sent): render again with fewer images, up to :data:`MAX_IMAGE_STEPS` times (step
-        ``fewer_images``, its error entry adding ``"images"``, what was sent, and
-        ``"max_images"``, the new limit). Nothing needs compacting: the newest images stay,
+        ``fewer_images``, its error entry adding ``"images"``, what was sent (for Anthropic,
+        which counts them together, the pages of inline PDFs too), and ``"max_images"``, the
+        new limit). Nothing needs compacting: the newest images stay,
         older ones become their text placeholder. The new limit is what the error says
         (sent less the excess it names, else its maximum, else half of what was sent) and is
         kept for this session's later :meth:`run` calls to ``provider``. When no image is

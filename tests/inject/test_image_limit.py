@@ -18,8 +18,9 @@ import pytest
 
 from ctxengine import Budget, ContextEngine, fit
 from ctxengine.errors import AdapterError, ConfigError, ConfigTypeError
-from ctxengine.inject.images import count_images
+from ctxengine.inject.images import PAGES_COUNTED, count_images
 from ctxengine.inject.payload import payload_tokens
+from ctxengine.pdfpages import pdf_pages
 from ctxengine.transcript import Image, Message, Text, ToolCall, ToolResult, Transcript, render
 from ctxengine.transcript.changes import Change
 from ctxengine.transcript.providers import IMAGE_LIMITS
@@ -337,9 +338,12 @@ def _mixed() -> Transcript:
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_the_images_counted_are_the_image_parts_of_the_payload(provider: str) -> None:
+    """What the image limit bounds: the image parts, and for Anthropic, which counts them
+    together ("0 document pages + 102 images > 100"), the pages of the documents too."""
     t = _mixed()
     payload = t.to(provider, max_images=100)
-    assert count_images(t, provider) == image_parts(payload)
+    pages = sum(map(pdf_pages, _documents(payload))) if provider in PAGES_COUNTED else 0
+    assert count_images(t, provider) == image_parts(payload) + pages
     fewer = t.to(provider, max_images=1)
     assert image_parts(fewer) == 1 and data(5) in json.dumps(fewer)  # the newest
 
@@ -369,3 +373,14 @@ async def test_a_bad_render_max_images_is_refused_before_the_render(value: Any) 
         with pytest.raises(AdapterError, match="expected None"):
             await s.render("openai", max_images=value)
         assert s.turn == 0  # refused before the render ran
+
+
+def _documents(value: Any) -> list[str]:
+    """The base64 data of the inline document parts of an Anthropic payload."""
+    if isinstance(value, list):
+        return [d for v in value for d in _documents(v)]
+    if not isinstance(value, dict):
+        return []
+    if value.get("type") == "document" and isinstance(value.get("source"), dict):
+        return [value["source"]["data"]] if value["source"].get("type") == "base64" else []
+    return [d for v in value.values() for d in _documents(v)]

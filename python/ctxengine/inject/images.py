@@ -119,8 +119,12 @@ def image_limit(provider: str, max_images: int | None) -> int:
 
 def count_images(t: Transcript, provider: str) -> int:
     """The image parts ``provider``'s payload of ``t`` carries (as rendered, without hygiene,
-    which only removes)."""
-    return sum(image_count(m, provider) for m in t.messages)
+    which only removes), and the pages of its inline PDFs where the provider counts them with
+    the images (:data:`PAGES_COUNTED`): what :func:`image_limit` bounds."""
+    n = sum(image_count(m, provider) for m in t.messages)
+    if provider in PAGES_COUNTED:
+        n += sum(p.weight for p in _parts(t.messages, provider) if p.pdf)
+    return n
 
 
 def limit_images(
