@@ -204,3 +204,22 @@ def test_pages_do_not_count_where_the_provider_documents_no_page_limit(provider:
     out = render(t, provider)
     assert pdfs_sent(out.payload, 3) == [0, 1, 2] and image_parts(out.payload) == 70
     assert not out.report.of("image_omitted")
+
+
+def test_a_pdf_by_url_takes_a_slot_of_anthropics_count() -> None:
+    """Anthropic fetches a PDF given by URL and counts its pages with the images, one at least:
+    100 screenshots beside one are "1 document pages + 100 images > 100", refused on every turn
+    after. The PDF weighs the page it has at least; cut, it becomes the placeholder naming its
+    URL (its pages are not known)."""
+    url = "https://example.com/q3.pdf"
+    doc = Image("application/pdf", url=url, name="q3.pdf")
+    shots = screenshots(100, "tool")
+    t = Transcript((Message("user", (Text("Read this."), doc)), Message.assistant("Read."), *shots))
+    out = render(t, "anthropic")
+    assert_sdk_valid(out.payload, "anthropic")
+    documents = json.dumps(out.payload).count('"type": "document"')
+    assert image_parts(out.payload) + documents <= IMAGE_LIMITS["anthropic"]
+    assert f"[application/pdf attachment 'q3.pdf' {url} omitted]" in json.dumps(out.payload)
+    changes = out.report.of("image_omitted")
+    assert len(changes) == 101 - image_parts(out.payload) - documents
+    assert "by URL" in changes[0].detail and "100 images and document pages" in changes[0].detail

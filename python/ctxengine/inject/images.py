@@ -119,8 +119,8 @@ def image_limit(provider: str, max_images: int | None) -> int:
 
 def count_images(t: Transcript, provider: str) -> int:
     """The image parts ``provider``'s payload of ``t`` carries (as rendered, without hygiene,
-    which only removes), and the pages of its inline PDFs where the provider counts them with
-    the images (:data:`PAGES_COUNTED`): what :func:`image_limit` bounds."""
+    which only removes), and the pages of its PDFs where the provider counts them with the
+    images (:data:`PAGES_COUNTED`; one by URL weighs one): what :func:`image_limit` bounds."""
     n = sum(image_count(m, provider) for m in t.messages)
     if provider in PAGES_COUNTED:
         n += sum(p.weight for p in _parts(t.messages, provider) if p.pdf)
@@ -490,26 +490,34 @@ def _placeholders(m: Message, slots: list[tuple[int, int]]) -> Message:
 PAGES_COUNTED: Final = frozenset({"anthropic"})
 
 
-def _is_pdf(b: object) -> bool:
-    """Whether ``b`` is an inline PDF (its pages and data are known; one by URL is not)."""
-    return isinstance(b, Image) and b.media_type == PDF and b.data is not None
+def _is_pdf(b: object, by_url: bool) -> bool:
+    """Whether ``b`` is an inline PDF (its pages and data are known), or, with ``by_url``, a
+    PDF by URL (the provider fetches it: its pages are not known here)."""
+    return (
+        isinstance(b, Image)
+        and b.media_type == PDF
+        and (b.data is not None or (by_url and bool(b.url)))
+    )
 
 
 def _pdf_slots(m: Message, provider: str) -> list[tuple[int, int]]:
     """Where ``m`` holds an inline PDF ``provider``'s exporter sends as a document part, in
     block order, as :func:`image_slots` places an image (a PDF where the provider takes no
-    media is already a placeholder)."""
+    media is already a placeholder). Where pages count (:data:`PAGES_COUNTED`), a PDF by URL
+    too: the provider fetches it and counts its pages, at least one (Anthropic sends it as a
+    ``url`` document source)."""
     if not takes_images(m.role, provider):
         return []
     blocks = m.blocks
     if len(blocks) == 1 and type(blocks[0]) is Text:
         return []
+    by_url = provider in PAGES_COUNTED
     out: list[tuple[int, int]] = []
     for i, b in enumerate(blocks):
-        if _is_pdf(b):
+        if _is_pdf(b, by_url):
             out.append((i, -1))
         elif isinstance(b, ToolResult):
-            out += [(i, k) for k, c in enumerate(b.content) if _is_pdf(c)]
+            out += [(i, k) for k, c in enumerate(b.content) if _is_pdf(c, by_url)]
     return out
 
 
@@ -573,7 +581,8 @@ def _parts(messages: tuple[Message, ...], provider: str) -> list[_Part]:
             if not isinstance(media, Image):
                 continue
             size = len(media.data or "")
-            pages = pdf_pages(media.data or "") if pdf else 0
+            # a PDF by URL: its pages are not known here, and it has one at least
+            pages = (pdf_pages(media.data) if media.data is not None else 1) if pdf else 0
             weight = (pages if weighs else 0) if pdf else 1
             out.append(_Part(i, slot, media, pdf, weight, pages, size, nth, of))
     return out
@@ -600,11 +609,12 @@ def _limit_media(
     why: dict[int, str] = {}  # the reason each cut part was cut, by its order in ``parts``
     for n, p in enumerate(parts):
         if p.pdf and p.weight > limit:
+            pages = f"{p.weight} pages" if p.image.data is not None else "at least 1 page"
             why[n] = (
-                f"a PDF of {p.weight} pages, and {provider} takes at most {limit} images and "
+                f"a PDF of {pages}, and {provider} takes at most {limit} images and "
                 "document pages per request"
                 if max_images is None
-                else f"a PDF of {p.weight} pages, over max_images={limit}"
+                else f"a PDF of {pages}, over max_images={limit}"
             )
         elif p.pdf and p.size > room:
             why[n] = (
@@ -653,7 +663,10 @@ def _limit_media(
     by_message: dict[int, dict[tuple[int, int], Text]] = {}
     for n in sorted(why):
         p = parts[n]
-        if p.pdf:
+        if p.pdf and p.image.data is None:  # by URL: its pages are not known, its URL is
+            by_message.setdefault(p.index, {})[p.slot] = image_placeholder(p.image)
+            what = f"PDF {p.nth + 1} of {p.of} in this message (by URL, at least 1 page)"
+        elif p.pdf:
             by_message.setdefault(p.index, {})[p.slot] = pdf_placeholder(p.image, p.pages)
             what = (
                 f"PDF {p.nth + 1} of {p.of} in this message ({p.pages} pages, "
