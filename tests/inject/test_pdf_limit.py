@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 import pytest
 
 from ctxengine import Budget, ContextEngine
-from ctxengine.inject.images import MEDIA_BYTES, pdf_placeholder
+from ctxengine.inject.images import MANY_IMAGES, MEDIA_BYTES, cut_step, pdf_placeholder
 from ctxengine.inject.payload import payload_tokens
 from ctxengine.tokens import pdf_page_tokens
-from ctxengine.transcript import Image, Message, Text, Transcript, render
+from ctxengine.transcript import Image, Message, Text, ToolCall, ToolResult, Transcript, render
+from ctxengine.transcript.changes import Change
 from ctxengine.transcript.providers import IMAGE_LIMITS
+from image_bytes import png
 from pdf_bytes import pdf_plain, pdf_plain_bytes
 from screenshots import data, image_parts, screenshots
 from transcript.helpers import assert_sdk_valid
@@ -223,3 +226,35 @@ def test_a_pdf_by_url_takes_a_slot_of_anthropics_count() -> None:
     changes = out.report.of("image_omitted")
     assert len(changes) == 101 - image_parts(out.payload) - documents
     assert "by URL" in changes[0].detail and "100 images and document pages" in changes[0].detail
+
+
+def _steps(changes: tuple[Change, ...]) -> set[int]:
+    """The steps the changes say their cut goes by ("N more at a time")."""
+    return {int(m.group(1)) for c in changes if (m := re.search(r"(\d+) more at a time", c.detail))}
+
+
+def test_each_cut_beside_a_pdf_names_the_step_it_goes_by() -> None:
+    """Each change says the step its own limit cuts by: Anthropic's many-image rule keeps 20
+    images, 2 at a time (as a render without the PDF says), and the request size goes by a
+    tenth of the parts it keeps; the changes beside a PDF said the count's step, a tenth of
+    100, for every reason."""
+    pre = (report(0, 2), Message.assistant("Read."))
+    large: list[Message] = []
+    for i in range(25):  # computer-use screenshots larger than 2000 px
+        call = ToolCall(f"call{i}", "computer", {"action": "screenshot"})
+        image = Image("image/png", png(2560, 1440 + i), name=f"shot{i}.png")
+        large += [
+            Message("assistant", (call,)),
+            Message("tool", (ToolResult(f"call{i}", (image,)),)),
+        ]
+    plain = render(Transcript((Message.user("Go."), *large)), "anthropic")
+    out = render(Transcript((*pre, *large)), "anthropic")
+    assert (
+        _steps(out.report.of("image_omitted"))
+        == _steps(plain.report.of("image_omitted"))
+        == {cut_step(MANY_IMAGES)}
+    )
+    out = render(Transcript((*pre, *_megabyte_shots(40))), "anthropic")
+    kept = image_parts(out.payload) + len(pdfs_sent(out.payload, 1))
+    assert out.report.of("image_omitted")
+    assert _steps(out.report.of("image_omitted")) == {cut_step(kept)}

@@ -642,10 +642,12 @@ def _limit_media(
             gone += parts[n].weight
     # the request size: the oldest parts, by steps of a tenth of those held (as _bytes_cut)
     cut = _oldest_cut([parts[n].size for n in left], room)
+    size_why = f"{provider} takes at most {room:,} characters of inline images and documents"
     for n in left[:cut]:
-        why.setdefault(
-            n, f"{provider} takes at most {room:,} characters of inline images and documents"
-        )
+        why.setdefault(n, size_why)
+    # the step each reason cuts by, as its change says: the size's a tenth of the parts held
+    # (as limit_images says it of the images kept), the many-image rule's that of its 20
+    steps = {size_why: cut_step(len(left) - cut), MANY_IMAGES_WHY: cut_step(MANY_IMAGES)}
     images = [n for n, p in enumerate(parts) if not p.pdf]
     kept = [n for n in images if n not in why]
     if (
@@ -680,8 +682,8 @@ def _limit_media(
             if why[n].startswith("a PDF of")
             else (
                 f"the request holds more media than the limit ({why[n]}); its oldest are sent "
-                f"as placeholders, {step} more at a time, so the next requests' prefix stays "
-                "the same"
+                f"as placeholders, {steps.get(why[n], step)} more at a time, so the next "
+                "requests' prefix stays the same"
             )
         )
         changes.append(
