@@ -127,7 +127,7 @@ def sessions(draw: Any) -> tuple[str, dict[str, Any], list[Transcript]]:
                 [
                     *["append"] * 3,
                     *["drop"] * 2,
-                    *["head", "replace", "trim", "system", "rewind"],
+                    *["head", "head_turn", "replace", "trim", "system", "rewind"],
                 ]
             )
         )
@@ -143,6 +143,18 @@ def sessions(draw: Any) -> tuple[str, dict[str, Any], list[Transcript]]:
                 history += draw(_steps(serial + 5, hostile))
         elif edit == "head":
             history = [Message.user(f"[{serial} earlier turns removed]"), *history[1:]]
+        elif edit == "head_turn":
+            # the earlier turns summed up as a turn of their own, a tool call and its result,
+            # put before the first kept user message (a window that slides by whole turns)
+            k = next((j for j, m in enumerate(history) if j and m.role == "user"), None)
+            if k is not None:
+                cid = f"id{serial}h"
+                history = [
+                    Message.user(f"[{serial} earlier turns removed]"),
+                    Message.assistant("", [ToolCall(cid, "recall", {"n": serial})]),
+                    Message.tool(cid, f"summary {serial}"),
+                    *history[k:],
+                ]
         elif edit == "replace" and len(history) > 2:
             i = draw(st.integers(1, len(history) - 2))
             history[i] = draw(_message(serial, hostile))[0]
@@ -288,6 +300,30 @@ def test_gemini_results_in_call_order_on_warm_renders() -> None:
             "c3",
         ]
     assert memo.warm.reused == len(steps) - 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_new_head_ending_with_results_before_a_kept_user_message(provider: str) -> None:
+    """New head messages ending with a tool result, then the kept history from a user
+    message: Anthropic and Gemini send the results and that user text as one user turn (as a
+    render from scratch does), not as two user turns in a row."""
+    system = Message.system("sys")
+    kept = [Message.user("u2"), Message.assistant("a2"), Message.user("u3")]
+    memo = RenderMemo()
+    first = Transcript((system, Message.user("u1"), Message.assistant("a1"), *kept), "render")
+    render(first, provider, memo=memo)
+    memo.end_render()
+    head = (
+        Message.user("h0"),
+        Message.assistant("", [ToolCall("x1", "read", {})]),
+        Message.tool("x1", "res"),
+    )
+    second = Transcript((system, *head, *kept, Message.assistant("a3")), "render")
+    fast = render(second, provider, memo=memo)
+    slow = render(second, provider)
+    assert _dump(fast.payload) == _dump(slow.payload)
+    assert fast.report == slow.report
+    assert _tokens(memo, fast) == payload_tokens(slow.payload, provider, MODEL)
 
 
 def test_reuse_refused_when_the_end_is_dropped() -> None:

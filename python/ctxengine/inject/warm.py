@@ -378,6 +378,8 @@ class Warm:
             strict = provider in STRICT_ALTERNATION
             if strict and pm.role == check.prev and pm.role in ("user", "assistant"):
                 return None
+            if strict and check.prev == "tool" and pm.role == "user":
+                return None  # one user turn with the head's last results (_add_turn)
             head_ids = check.new_ids
         check = _Checker(provider, keep, (prev.calls, head_ids), family, pmsgs[-1].role)
         if not all(check.ok(m) for m in tail) or not check.done():
