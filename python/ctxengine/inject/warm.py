@@ -26,7 +26,7 @@ from itertools import chain, islice
 from operator import attrgetter, is_not
 from typing import Any, Final
 
-from .._core import Handout, Tokenizer, fresh_tree, hand_out
+from .._core import Handout, fresh_tree, hand_out
 from ..tokens import file_part_tokens, get_tokenizer, message_strings
 from ..transcript.changes import Change, Report
 from ..transcript.model import Message, Text, Transcript
@@ -60,18 +60,6 @@ Pieces = list[dict[str, Any]]
 #: only while one thread at a time runs Python (a free-threaded interpreter without its GIL
 #: splits them per thread), so there every payload is copied anew.
 _REHAND: Final = getattr(sys, "_is_gil_enabled", lambda: True)()
-
-
-#: The tokenizer of each model a record counted for (:func:`get_tokenizer` makes a new handle
-#: on every call): a warm render counts its few new messages with it.
-_TOKENIZERS: Final[dict[str, Tokenizer]] = {}
-
-
-def _tokenizer(model: str) -> Tokenizer:
-    tok = _TOKENIZERS.get(model)
-    if tok is None:
-        tok = _TOKENIZERS[model] = get_tokenizer(model)
-    return tok
 
 
 def trusted_transcript(messages: tuple[Message, ...], source_format: str | None) -> Transcript:
@@ -186,7 +174,7 @@ class Record:
 
     def _count_pieces(self, model: str, pieces: Sequence[Pieces]) -> list[int]:
         if self.key[0] == "openai":
-            got = _tokenizer(model).count_chat(pieces)  # the exported shapes, natively
+            got = get_tokenizer(model).count_chat(pieces)  # the exported shapes, natively
             odd = []
             for i, c in enumerate(got):
                 if c is None:
@@ -226,7 +214,7 @@ class Record:
     def _count_strings(model: str, groups: Sequence[Sequence[str | int]]) -> list[int]:
         """Tokens of each group of leaves: a text is counted, an int is its count already."""
         flat = [s for g in groups for s in g if type(s) is str]
-        counts = iter(_tokenizer(model).count_many(flat)) if flat else iter(())
+        counts = iter(get_tokenizer(model).count_many(flat)) if flat else iter(())
         return [sum(s if type(s) is int else next(counts) for s in g) for g in groups]
 
 
