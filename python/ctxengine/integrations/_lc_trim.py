@@ -29,10 +29,11 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately
 
-from ..errors import ConfigError, EncodingError, TranscriptError
+from ..errors import ConfigError, EncodingError
 from ..tokens import (
     IMAGE_TOKENS,
     audio_tokens,
+    document_text,
     get_tokenizer,
     image_tokens,
     input_audio_tokens,
@@ -40,9 +41,7 @@ from ..tokens import (
     part_image_tokens,
     pdf_tokens,
 )
-from ..transcript.importers.anthropic import document_block
-from ..transcript.importers.common import Loc
-from ..transcript.model import Text, copy_data
+from ..transcript.model import copy_data
 
 __all__ = (
     "Counter",
@@ -165,7 +164,7 @@ def _exact_strings(m: BaseMessage, model: str | None = None) -> tuple[list[str],
                 strings.append(block)
             elif isinstance(block.get("text"), str):
                 strings.append(block["text"])
-            elif (text := _document_text(block)) is not None:
+            elif (text := document_text(block)) is not None:
                 strings.append(text)
             else:
                 overhead += _media_tokens(block, model)
@@ -180,21 +179,6 @@ def _exact_strings(m: BaseMessage, model: str | None = None) -> tuple[list[str],
     elif isinstance(m, ToolMessage):
         strings.append(m.tool_call_id)
     return strings, overhead
-
-
-def _document_text(block: dict[str, Any]) -> str | None:
-    """The text an Anthropic ``document`` block with a text (or content) source is read as,
-    as the engine reads and counts it; None for any other block (a PDF is media)."""
-    source = block.get("source")
-    if block.get("type") != "document" or not isinstance(source, dict):
-        return None
-    if source.get("type") not in ("text", "content"):
-        return None
-    try:
-        read = document_block(block, Loc("content"))
-    except TranscriptError:  # malformed: the importer refuses it, the count charges media
-        return None
-    return read.text if isinstance(read, Text) else None
 
 
 def _media_tokens(block: dict[str, Any], model: str | None = None) -> int:
