@@ -18,7 +18,14 @@ from rich.progress import Progress
 
 from ctxengine import count_messages
 from ctxengine.cli import main
-from ctxengine.cli_replay import DEMO_BUDGET, _print, _run, extends, middle_ellipsis
+from ctxengine.cli_replay import (
+    DEMO_BUDGET,
+    CallRow,
+    _print,
+    _run,
+    extends,
+    middle_ellipsis,
+)
 from ctxengine.replay import demo_transcript_path
 from ctxengine.transcript import load, load_all
 from descriptors import open_descriptors
@@ -150,6 +157,100 @@ def test_extends_is_the_prompt_cache_prefix_rule() -> None:
     assert not extends(edited, before)  # an already-sent turn changed
     assert extends({"contents": [1, 2]}, {"contents": [1]})  # gemini's turns
     assert not extends({"input": [1], "tools": []}, {"input": [1]})  # a field appeared
+
+
+def test_a_last_turn_grown_by_blocks_keeps_the_prefix() -> None:
+    """Anthropic and Gemini merge a user message sent after a user turn (a second question,
+    a tool result then a remark) into that turn: its blocks grow at the end, and the prompt
+    up to its old last block is the one cached."""
+    q = {"type": "text", "text": "/mode"}
+    r = {"type": "text", "text": "read theme.md"}
+    before = {
+        "messages": [{"role": "assistant", "content": "hi"}, {"role": "user", "content": [q]}]
+    }
+    merged = {"messages": [before["messages"][0], {"role": "user", "content": [q, r]}]}
+    assert extends(merged, before)
+    assert extends(
+        {"contents": [{"role": "user", "parts": [1, 2]}]},
+        {"contents": [{"role": "user", "parts": [1]}]},
+    )
+    # a block replaced, inserted before the old ones, a role or another key changed: broken
+    assert not extends(
+        {"messages": [merged["messages"][0], {"role": "user", "content": [r]}]}, before
+    )
+    assert not extends(
+        {"messages": [merged["messages"][0], {"role": "user", "content": [r, q]}]}, before
+    )
+    assert not extends(
+        {"messages": [merged["messages"][0], {"role": "assistant", "content": [q, r]}]}, before
+    )
+    flagged = {"role": "user", "content": [q, r], "name": "x"}
+    assert not extends({"messages": [merged["messages"][0], flagged]}, before)
+    # only the last turn may grow: an earlier one growing changes what follows it
+    grown_first = {"messages": [{"role": "assistant", "content": "hi!"}, before["messages"][1]]}
+    assert not extends(grown_first, before)
+    two = {"messages": [{"role": "user", "content": [q]}, {"role": "assistant", "content": [q]}]}
+    assert not extends({"messages": [{"role": "user", "content": [q, r]}, two["messages"][1]]}, two)
+    # a string content grown is not a block added: the text of the turn changed
+    assert not extends(
+        {"messages": [{"role": "user", "content": "ab"}]},
+        {"messages": [{"role": "user", "content": "a"}]},
+    )
+
+
+def _row(**kw: Any) -> CallRow:
+    fields = dict(
+        call=1,
+        messages=2,
+        tokens=10,
+        kept=2,
+        folded=0,
+        dropped=0,
+        windows={},
+        compactions=[],
+        ms=1.0,
+    )
+    return CallRow(**{**fields, **kw})
+
+
+def test_each_break_is_given_its_cause() -> None:
+    kept, before = _row(), _row(media_placeholders=10)
+    assert kept.break_cause(None) is None
+    assert _row(prefix_kept=False, after_clear=True, compactions=[{}]).break_cause(None) == "clear"
+    assert (
+        _row(prefix_kept=False, compactions=[{}], past_mark=True).break_cause(None) == "compaction"
+    )
+    assert _row(prefix_kept=False, past_mark=True).break_cause(before) == "mark"
+    assert _row(prefix_kept=False, media_placeholders=20).break_cause(before) == "media_limit"
+    # the same placeholders as the call before, under the mark, no compaction: no reason
+    assert _row(prefix_kept=False, media_placeholders=10).break_cause(before) == "elsewhere"
+    assert _row(prefix_kept=False).break_cause(None) == "elsewhere"
+
+
+@pytest.mark.parametrize("budget", [16_000, 64_000])
+def test_a_real_session_sent_to_anthropic_breaks_its_prefix_only_where_there_is_a_cause(
+    budget: int,
+) -> None:
+    """The pi session has user messages sent after a user turn (a tool result, then the user
+    typing on): Anthropic merges them into the turn before, whose blocks grow at the end. That
+    keeps the prefix; it was counted as 15 breaks at each budget."""
+    session = TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl"
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("sys.stdout", out)
+        args = ["replay", str(session), "--budget", str(budget), "--provider", "anthropic"]
+        assert main([*args, "--json"]) == 0
+    data = json.loads(out.getvalue())
+    summary, causes = data["summary"], [c["prefix_break"] for c in data["calls"]]
+    assert summary["prefix_breaks_elsewhere"] == 0 and "elsewhere" not in causes
+    assert summary["prefix_breaks"] == sum(c is not None for c in causes)
+    assert (
+        summary["prefix_breaks"]
+        == summary["prefix_breaks_at_compaction"]
+        + summary["prefix_breaks_at_mark"]
+        + summary["prefix_breaks_at_media_limit"]
+    )
+    assert summary["prefix_breaks_at_compaction"] >= 1
 
 
 def test_middle_ellipsis_keeps_both_ends() -> None:

@@ -80,6 +80,12 @@ class CallRow:
     #: The first call after the recording emptied its conversation (aider's ``/clear``): the
     #: replay starts a new session there, so a break of the prefix is the recording's.
     after_clear: bool = False
+    #: The render's demand passed its high-water mark, so the ladder cut it down to its target:
+    #: a low-water-mark trim (the room up to the mark is what the next calls add into).
+    past_mark: bool = False
+    #: Media parts (images, PDFs) sent as text placeholders for the provider's per-request
+    #: limits; they change only by the limit's steps (:mod:`ctxengine.inject.images`).
+    media_placeholders: int = 0
 
     @classmethod
     def of(cls, step: ReplayStep, prefix_kept: bool = True) -> CallRow:
@@ -97,7 +103,29 @@ class CallRow:
             ms=1e3 * report.timings.get("total", 0.0),
             prefix_kept=prefix_kept,
             after_clear=step.after_clear,
+            past_mark=report.high_water is not None
+            and sum(int(w["demand"]) for w in report.windows) > report.high_water,
+            media_placeholders=int(report.hygiene.get("counts", {}).get("image_omitted", 0)),
         )
+
+    def break_cause(self, before: CallRow | None) -> str | None:
+        """Why this call's payload does not extend the previous one (``before``'s), or None
+        when it does: ``"compaction"``, ``"mark"`` (a low-water-mark trim: the render passed
+        its high-water mark and was cut down to its target), ``"media_limit"`` (a step of a
+        provider's per-request media limit), ``"clear"`` (the recording emptied its
+        conversation) or ``"elsewhere"`` (none of these: a break the engine has no reason
+        for)."""
+        if self.prefix_kept:
+            return None
+        if self.after_clear:
+            return "clear"
+        if self.compactions:
+            return "compaction"
+        if self.past_mark:
+            return "mark"
+        if before is not None and self.media_placeholders != before.media_placeholders:
+            return "media_limit"
+        return "elsewhere"
 
     def to_dict(self, budget: int) -> dict[str, Any]:
         out = {name: getattr(self, name) for name in self.__slots__}
@@ -138,22 +166,28 @@ class Run:
         """The ``n`` grains that lost the most tokens in one render, largest first."""
         return sorted(self.cuts.values(), key=lambda c: (-_cut(c[1]), c[0]))[:n]
 
+    def break_causes(self) -> list[str | None]:
+        """:meth:`CallRow.break_cause` of each call, in order."""
+        return [r.break_cause(self.rows[n - 1] if n else None) for n, r in enumerate(self.rows)]
+
     def compactions(self) -> list[tuple[CallRow, dict[str, Any]]]:
         return [(row, c) for row in self.rows for c in row.compactions]
 
     def summary(self) -> dict[str, Any]:
         peak = max((r.tokens for r in self.rows), default=0)
+        causes = self.break_causes()
         # a break after a clear is the recording's (it emptied the conversation), not the engine's
-        breaks = [r for r in self.rows if not r.prefix_kept and not r.after_clear]
+        breaks = [c for c in causes if c is not None and c != "clear"]
         return {
             "calls": len(self.rows),
             "peak_tokens": peak,
             "compactions": len(self.compactions()),
             "prefix_breaks": len(breaks),
-            "prefix_breaks_at_compaction": sum(1 for r in breaks if r.compactions),
-            "prefix_breaks_at_clear": sum(
-                1 for r in self.rows if not r.prefix_kept and r.after_clear
-            ),
+            "prefix_breaks_at_compaction": breaks.count("compaction"),
+            "prefix_breaks_at_mark": breaks.count("mark"),
+            "prefix_breaks_at_media_limit": breaks.count("media_limit"),
+            "prefix_breaks_elsewhere": breaks.count("elsewhere"),
+            "prefix_breaks_at_clear": causes.count("clear"),
             "within_budget": all(r.tokens <= self.budget for r in self.rows),
             "seconds": round(self.seconds, 3),
         }
@@ -173,7 +207,10 @@ class Run:
             "provider": self.provider,
             "budget": self.budget,
             "summary": self.summary(),
-            "calls": [r.to_dict(self.budget) for r in self.rows],
+            "calls": [
+                {**r.to_dict(self.budget), "prefix_break": cause}
+                for r, cause in zip(self.rows, self.break_causes(), strict=True)
+            ],
             "largest_cuts": [{"call": c, **g.to_dict()} for c, g in self.largest_cuts()],
             "last_report": None if self.last is None else self.last.rendered.report.to_dict(),
         }
@@ -185,8 +222,9 @@ _TURNS: Final = ("messages", "input", "contents")
 
 def extends(payload: dict[str, Any], before: dict[str, Any]) -> bool:
     """Whether ``payload`` is ``before`` with turns added at the end: its system part (and any
-    other field) unchanged and its turns starting with all of ``before``'s. Anything else breaks
-    the provider's prompt-cache prefix."""
+    other field) unchanged and its turns starting with all of ``before``'s, the last of them
+    possibly grown by blocks at its end (:func:`_grown`). Anything else breaks the provider's
+    prompt-cache prefix."""
     key = next((k for k in _TURNS if k in payload), None)
     if key is None or key not in before:
         return payload == before
@@ -195,11 +233,49 @@ def extends(payload: dict[str, Any], before: dict[str, Any]) -> bool:
     ):
         return False
     turns, old = payload[key], before[key]
-    return len(turns) >= len(old) and turns[: len(old)] == old
+    if len(turns) < len(old):
+        return False
+    last = len(old) - 1
+    return turns[:last] == old[:last] and (
+        last < 0 or turns[last] == old[last] or _grown(turns[last], old[last])
+    )
+
+
+def _grown(turn: Any, old: Any) -> bool:
+    """Whether ``turn`` is ``old`` with blocks added after its own (Anthropic's ``content``,
+    Gemini's ``parts``): a message of the same role sent after ``old`` merged into its turn.
+    The providers cache a prompt by its blocks in order, so the prefix through ``old``'s last
+    block is kept, as when a turn is added."""
+    if not isinstance(turn, dict) or not isinstance(old, dict) or turn.keys() != old.keys():
+        return False
+    field = next((k for k in ("content", "parts") if k in old), None)
+    if field is None:
+        return False
+    blocks, before = turn[field], old[field]
+    return (
+        isinstance(blocks, list)
+        and isinstance(before, list)
+        and blocks[: len(before)] == before
+        and all(turn[k] == v for k, v in old.items() if k != field)
+    )
 
 
 def _cut(g: GrainDecision) -> int:
     return g.tokens_before - g.tokens_after
+
+
+def _break_causes(summary: dict[str, Any]) -> str:
+    """Where a replay's prefix breaks fell, for its summary line: at a compaction always, the
+    other causes where there were some."""
+    parts = [f"{summary['prefix_breaks_at_compaction']} at a compaction"]
+    for key, what in (
+        ("prefix_breaks_at_mark", "at the high-water mark"),
+        ("prefix_breaks_at_media_limit", "at a media limit's step"),
+        ("prefix_breaks_elsewhere", "elsewhere"),
+    ):
+        if summary[key]:
+            parts.append(f"{summary[key]} {what}")
+    return ", ".join(parts)
 
 
 def middle_ellipsis(text: str, width: int) -> str:
@@ -365,8 +441,7 @@ def _summary_line(run: Run) -> Text:
     text = Text(
         f"{s['calls']} calls · peak {peak:,} tokens ({100 * peak / run.budget:.0f}% of "
         f"{run.budget:,}) · {s['compactions']} compactions · {s['seconds']:.1f} s\n"
-        f"{s['prefix_breaks']} prefix breaks "
-        f"({s['prefix_breaks_at_compaction']} at a compaction)"
+        f"{s['prefix_breaks']} prefix breaks ({_break_causes(s)})"
         + (
             f"; {s['prefix_breaks_at_clear']} more where the recording cleared its conversation"
             if s["prefix_breaks_at_clear"]
