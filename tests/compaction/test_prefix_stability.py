@@ -2,8 +2,10 @@
 
 Compaction runs past a high-water mark (``render_high_water``, 1.1 of the plan's target) and
 goes down to the low-water mark (``render_low_water``, 0.98 of the target), so the trim ladder
-never has to soft-trim, hard-trim or placeholder a message already sent: each payload is the
-previous one plus what was added at its end, and a provider's prompt cache keeps hitting.
+never has to soft-trim, hard-trim or placeholder a message already sent (unless the protected
+tail alone outgrows the target: then the ladder cuts it down to the target, a low-water-mark
+trim, which ``ctxengine replay`` counts as a break at the mark): each payload is the previous
+one plus what was added at its end, and a provider's prompt cache keeps hitting.
 Checked on a long synthetic session and on a replayed real Claude Code session at 16k and 64k
 for Anthropic and OpenAI, against a sliding last-N window (the newest messages that fit the
 same budget, LangChain ``trim_messages(strategy="last")``), which breaks the prefix on every
