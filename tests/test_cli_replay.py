@@ -21,6 +21,7 @@ from ctxengine.cli import main
 from ctxengine.cli_replay import (
     DEMO_BUDGET,
     CallRow,
+    _break_causes,
     _print,
     _run,
     extends,
@@ -225,6 +226,21 @@ def test_each_break_is_given_its_cause() -> None:
     # the same placeholders as the call before, under the mark, no compaction: no reason
     assert _row(prefix_kept=False, media_placeholders=10).break_cause(before) == "elsewhere"
     assert _row(prefix_kept=False).break_cause(None) == "elsewhere"
+
+
+def test_the_summary_line_names_each_cause_it_saw() -> None:
+    counts = dict.fromkeys(
+        (
+            "prefix_breaks_at_compaction",
+            "prefix_breaks_at_mark",
+            "prefix_breaks_at_media_limit",
+            "prefix_breaks_elsewhere",
+        ),
+        0,
+    )
+    assert _break_causes(counts) == "0 at a compaction"
+    counts.update(prefix_breaks_at_compaction=4, prefix_breaks_at_mark=2, prefix_breaks_elsewhere=1)
+    assert _break_causes(counts) == "4 at a compaction, 2 at the high-water mark, 1 elsewhere"
 
 
 @pytest.mark.parametrize("budget", [16_000, 64_000])
