@@ -258,3 +258,80 @@ def test_each_cut_beside_a_pdf_names_the_step_it_goes_by() -> None:
     kept = image_parts(out.payload) + len(pdfs_sent(out.payload, 1))
     assert out.report.of("image_omitted")
     assert _steps(out.report.of("image_omitted")) == {cut_step(kept)}
+
+
+async def _cold(messages: list[Message], provider: str, max_images: int | None) -> Any:
+    """A render of ``messages`` by a new engine's new session (nothing of earlier renders)."""
+    engine = ContextEngine("gpt-4.1", Budget(total=1_000_000))
+    async with engine.session("cold") as s:
+        s.extend(messages)
+        return await s.render(provider, max_images=max_images)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("max_images", [None, 12])
+async def test_turn_by_turn_renders_with_pdfs_are_those_of_a_new_session(
+    provider: str, max_images: int | None
+) -> None:
+    """A session holding PDFs and growing by screenshots, another report and a PDF by URL,
+    rendered turn after turn (the sums per message kept between renders tell most of them
+    that nothing is cut): each payload is the one a new session renders of the same
+    messages, before and after its media pass a limit (Anthropic's 100 images and pages;
+    ``max_images`` for every provider)."""
+    by_url = Image("application/pdf", url="https://example.com/spec.pdf", name="spec.pdf")
+    steps: list[list[Message]] = [
+        [Message.user("Read them, then check the pages."), *reports(6, 2)],
+        *[screenshots(1, "tool", start=k) for k in range(4)],
+        [Message("user", (Text("And this one."), by_url)), Message.assistant("Read it.")],
+        *[screenshots(1, "tool", start=k) for k in range(4, 8)],
+        [report(2, 40), Message.assistant("Read report 2.")],
+        *[screenshots(25, "tool", start=8 + 25 * k) for k in range(3)],
+    ]
+    engine = ContextEngine("gpt-4.1", Budget(total=1_000_000))
+    cut = False
+    async with engine.session("warm") as s:
+        sent: list[Message] = []
+        for step in steps:
+            s.extend(step)
+            sent += step
+            out = await s.render(provider, max_images=max_images)
+            cold = await _cold(sent, provider, max_images)
+            assert out.payload == cold.payload, len(sent)
+            assert out.tokens == cold.tokens
+            cut = cut or "omitted]" in json.dumps(out.payload)
+    # the last steps pass the limit (without max_images, only Anthropic's is that low)
+    assert cut or (max_images is None and provider != "anthropic")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_a_warm_render_beside_a_pdf_reads_only_the_new_messages_media(
+    monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+    """A report at the start of a 1,000-message session: a render after one more exchange
+    looks for PDFs in the new messages, not in all of them again (the render stays flat in
+    the session's length, as without the PDF)."""
+    import ctxengine.inject.images as images
+
+    looked: list[Message] = []
+    pdf_slots = images._pdf_slots
+
+    def counted(m: Message, p: str) -> list[tuple[int, int]]:
+        looked.append(m)
+        return pdf_slots(m, p)
+
+    monkeypatch.setattr(images, "_pdf_slots", counted)
+    history: list[Message] = [Message.user("Keep this in mind."), *reports(3)]
+    for i in range(500):
+        history += [Message.user(f"Question {i}?"), Message.assistant(f"Answer {i}.")]
+    engine = ContextEngine("gpt-4.1", Budget(total=1_000_000))
+    async with engine.session("long") as s:
+        s.extend(history)
+        await s.render(provider)
+        for i in range(3):
+            s.extend([Message.user(f"More {i}?"), Message.assistant(f"Yes {i}.")])
+            looked.clear()
+            out = await s.render(provider)
+            assert pdfs_sent(out.payload, 1) == [0]
+            assert len(looked) <= 8, len(looked)

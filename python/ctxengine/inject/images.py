@@ -30,7 +30,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Iterator
 from itertools import compress
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import AdapterError
 from ..imagesize import image_size
@@ -162,6 +162,8 @@ def limit_images(
         messages, counts, refused = _without_refused(messages, counts, memo)
         total = sum(counts)
     if _pdf_total(t.messages, provider, memo):  # a PDF weighs its pages and its data too
+        if memo is not None and _no_media_cut(messages, total, provider, max_images, memo):
+            return (_sent(t, messages, memo), refused) if refused else (t, ())
         return _limit_media(t, messages, refused, provider, max_images, memo)
     why = None
     cut = total - kept_images(total, limit) if total > limit else 0
@@ -567,25 +569,81 @@ class _Part:
 
 def _parts(messages: tuple[Message, ...], provider: str) -> list[_Part]:
     """The image and PDF parts of ``provider``'s payload of ``messages``, oldest first."""
-    weighs = provider in PAGES_COUNTED
     out: list[_Part] = []
     for i, m in enumerate(messages):
-        images, pdfs = image_slots(m, provider), _pdf_slots(m, provider)
-        if not images and not pdfs:
-            continue
-        found = [(slot, False, n, len(images)) for n, slot in enumerate(images)]
-        found += [(slot, True, n, len(pdfs)) for n, slot in enumerate(pdfs)]
-        for slot, pdf, nth, of in sorted(found):
-            b = m.blocks[slot[0]]
-            media = b.content[slot[1]] if isinstance(b, ToolResult) else b
-            if not isinstance(media, Image):
-                continue
-            size = len(media.data or "")
-            # a PDF by URL: its pages are not known here, and it has one at least
-            pages = (pdf_pages(media.data) if media.data is not None else 1) if pdf else 0
-            weight = (pages if weighs else 0) if pdf else 1
-            out.append(_Part(i, slot, media, pdf, weight, pages, size, nth, of))
+        out += _message_parts(i, m, provider)
     return out
+
+
+def _message_parts(i: int, m: Message, provider: str) -> list[_Part]:
+    """The image and PDF parts of ``provider``'s payload of ``m``, at index ``i``, in block
+    order."""
+    images, pdfs = image_slots(m, provider), _pdf_slots(m, provider)
+    if not images and not pdfs:
+        return []
+    weighs = provider in PAGES_COUNTED
+    found = [(slot, False, n, len(images)) for n, slot in enumerate(images)]
+    found += [(slot, True, n, len(pdfs)) for n, slot in enumerate(pdfs)]
+    out: list[_Part] = []
+    for slot, pdf, nth, of in sorted(found):
+        b = m.blocks[slot[0]]
+        media = b.content[slot[1]] if isinstance(b, ToolResult) else b
+        if not isinstance(media, Image):
+            continue
+        size = len(media.data or "")
+        # a PDF by URL: its pages are not known here, and it has one at least
+        pages = (pdf_pages(media.data) if media.data is not None else 1) if pdf else 0
+        weight = (pages if weighs else 0) if pdf else 1
+        out.append(_Part(i, slot, media, pdf, weight, pages, size, nth, of))
+    return out
+
+
+def _no_media_cut(
+    messages: tuple[Message, ...],
+    images: int,
+    provider: str,
+    max_images: int | None,
+    memo: RenderMemo,
+) -> bool:
+    """Whether :func:`_limit_media` cuts nothing from ``messages`` (``images``: their image
+    parts), told from sums per message kept along a session's renders, so that a warm render
+    of a session holding a PDF looks at its new messages only: no PDF alone over a limit, the
+    images and pages within the count limit, their data within :data:`MEDIA_BYTES`, and no
+    more images than Anthropic's many-image rule allows (past it, the whole check runs)."""
+    if provider == "anthropic" and images > MANY_IMAGES:
+        return False
+    limit, room = image_limit(provider, max_images), MEDIA_BYTES[provider]
+    parts = memo.table("media parts", provider)
+
+    def read(m: Message) -> list[_Part]:
+        return parts.get(m, lambda m: _message_parts(0, m, provider))  # type: ignore[no-any-return]
+
+    def alone(m: Message) -> int:
+        return sum(1 for p in read(m) if p.pdf and (p.weight > limit or p.size > room))
+
+    def pages(m: Message) -> int:
+        return sum(p.weight for p in read(m) if p.pdf)
+
+    def size(m: Message) -> int:
+        return sum(p.size for p in read(m))
+
+    return (
+        _kept_sum(memo, ("pdfs alone over", provider, limit, room), messages, alone) == 0
+        and _kept_sum(memo, ("pdf pages", provider), messages, pages) <= limit - images
+        and _kept_sum(memo, ("media size", provider), messages, size) <= room
+    )
+
+
+def _kept_sum(
+    memo: RenderMemo,
+    key: tuple[Any, ...],
+    messages: tuple[Message, ...],
+    make: Callable[[Message], int],
+) -> int:
+    """The sum of ``make`` over ``messages``, kept along a session's renders (the values of
+    the messages kept from the render before are not made again)."""
+    table = memo.table(*key)
+    return memo.aligned(*key).counted(messages, make, lambda: table.many(messages, make))[1]
 
 
 def _limit_media(
