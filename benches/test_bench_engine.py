@@ -27,8 +27,9 @@ import pytest
 from langchain_core.messages import convert_to_messages, trim_messages
 
 from ctxengine import Budget, ContextEngine, clear_cache
-from ctxengine.transcript import Message, ToolCall, Transcript, load
+from ctxengine.transcript import Image, Message, Text, ToolCall, Transcript, load
 from offline_tiktoken import TRANSCRIPTS, encoding
+from pdf_bytes import pdf_plain
 from screenshots import screenshots
 
 SESSION = TRANSCRIPTS / "pi-openclaw-session" / "large-session.jsonl"
@@ -352,3 +353,39 @@ def test_ctxengine_warm_past_the_image_limit(benchmark, runner) -> None:  # type
 def test_ctxengine_warm_within_the_image_limit(benchmark, runner) -> None:  # type: ignore[no-untyped-def]
     benchmark.extra_info.update(impl="ctxengine render (warm, no image cut)", baseline=True)
     _bench_warm_images(benchmark, runner, 100_000)
+
+
+#: Rounds of each side of the warm renders beside a PDF.
+PDF_ROUNDS = 100
+
+
+def _bench_warm_pdf(benchmark, runner, pdf: bool) -> None:  # type: ignore[no-untyped-def]
+    """Warm renders of the 1k synthetic session for Anthropic, all of it within a 1M budget,
+    with or without a 3-page report sent at its start."""
+    head = [Message("user", (Text("Keep this report."), Image("application/pdf", pdf_plain(3))))]
+    messages = [*(head if pdf else [Message.user("Keep this in mind.")]), *_synthetic(1_000)]
+    engine = ContextEngine("gpt-4.1", Budget(total=1_000_000))
+    cm, session = runner.call(_open, engine, messages)
+    runner.call(session.render, "anthropic")
+
+    async def warm():  # type: ignore[no-untyped-def]
+        session.extend([Message.assistant("ok"), Message.user("one more question")])
+        return await session.render("anthropic")
+
+    out = _rounds(benchmark, runner.call, PDF_ROUNDS, warm)
+    assert ('"document"' in str(out.payload).replace("'", '"')) == pdf
+    runner.call(cm.__aexit__, None, None, None)
+
+
+@pytest.mark.benchmark(group="render-warm-pdf")
+def test_ctxengine_warm_beside_a_pdf(benchmark, runner) -> None:  # type: ignore[no-untyped-def]
+    """A warm render of a session holding a PDF, beside the same session without it (its
+    baseline): the PDF's media check looks at the new messages only, so the two are level."""
+    benchmark.extra_info.update(impl="ctxengine render (warm, a PDF in the session)")
+    _bench_warm_pdf(benchmark, runner, True)
+
+
+@pytest.mark.benchmark(group="render-warm-pdf")
+def test_ctxengine_warm_without_a_pdf(benchmark, runner) -> None:  # type: ignore[no-untyped-def]
+    benchmark.extra_info.update(impl="ctxengine render (warm, no PDF)", baseline=True)
+    _bench_warm_pdf(benchmark, runner, False)
