@@ -56,6 +56,26 @@ def test_files_modified_the_cap_left_out_are_still_counted() -> None:
     assert nxt.modified == [] and nxt.modified_more == 3
 
 
+def test_files_read_the_cap_left_out_are_still_counted() -> None:
+    """The cap drops the files read first of the file lists, in halves, counting them; when it
+    dropped the last one the count went with the ``Read:`` line, and the next summary carried
+    nothing of them. The pi session (``pi-openclaw-session/large-session.jsonl``) replayed at
+    4,000 tokens lost ``Read: packages/tui/src, ... (and 8 more)`` so at its 39th compaction of 174
+    and 136 summaries after it said nothing of the files it read before; at 8,000 tokens 17
+    of 108, from the 92nd on."""
+    pinned = ["keep this fact " * 40]
+    read = [f"packages/tui/src/components/a_rather_long_component_name_{i}.ts" for i in range(4)]
+    bare = SummaryParts(messages=5, pinned=pinned, modified=["src/a.py"], read_more=4).render()
+    assert "Read: (and 4 more)" in bare
+    parts = SummaryParts(messages=5, pinned=pinned, modified=["src/a.py"], read=read)
+    _, text, _ = capped_parts(parts, COUNT(bare), COUNT)
+    assert text == bare
+    carried = extract_facts([summary_message(text, 5), Message.user("go on")])
+    nxt = build_parts(carried, "", 2)
+    assert nxt.read == [] and nxt.read_more == 4
+    assert "Read: (and 4 more)" in nxt.render()
+
+
 # -- the file open where a summary ends --------------------------------------------------------
 
 

@@ -260,15 +260,17 @@ def _failures_lines(p: SummaryParts) -> tuple[list[str], int]:
 
 
 def _files_lines(p: SummaryParts) -> tuple[list[str], int]:
-    # files modified the cap left out altogether are still counted ("Modified: (and 3
-    # more)"): the reader, and the next summary, know files were changed
+    # files modified or read the cap left out altogether are still counted ("Modified: (and
+    # 3 more)", "Read: (and 8 more)"): the reader, and the next summary, know files were
+    # changed or read
     modified = p.modified or p.modified_more
-    if not modified and not p.read and not p.open_file:
+    read = p.read or p.read_more
+    if not modified and not read and not p.open_file:
         return [], -1
     out = ["", "## Files"]
     out += [_joined("Modified", p.modified, p.modified_more)] if modified else []
     read_at = -1
-    if p.read:
+    if read:
         read_at = len(out)
         out.append(_joined("Read", p.read, p.read_more))
     out += [OPEN_LABEL + p.open_file] if p.open_file else []
