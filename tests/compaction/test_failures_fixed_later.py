@@ -142,6 +142,34 @@ def test_a_later_failure_of_the_same_call_replaces_the_earlier_one() -> None:
     assert "[c0]" not in summary
 
 
+def test_a_failure_of_a_carried_call_replaces_its_line_in_the_summary_of_summaries() -> None:
+    """A call that failed before a summary and fails again after it is one failure, the newest,
+    as within one stretch: a summary of summaries no longer stacks a line per stretch, each
+    read as not fixed later. The Claude Code session (``claude-code-spotter/ae4a77f8…``)
+    replayed at 4,000 tokens stacked four lines of one ``git commit`` its pre-commit hook
+    refused, six messages apart, beside the newest (that command is cut in its line:
+    a cut call is no call's, and stays). A file tool's line names its file only, another
+    call of the same file may have other arguments: it stays too."""
+    first = [Message.user("make the build green")]
+    first += _bash("a0", "mix  test", "1 test, 1 failure\nexit code 1", failed=True)
+    first += _bash("a1", "mix credo", "3 issues\nexit code 4", failed=True)
+    first += _failed_edit("a2", "lib/otel.ex", "defp setup", "defp do_setup")
+    _, message = _summary(first)
+    second = [message, Message.user("go on")]
+    second += _bash("b0", "mix test", "2 tests, 1 failure\nexit code 1", failed=True)
+    second += _failed_edit("b1", "lib/otel.ex", "defp  setup", "defp do_setup")
+    summary, third = _summary(second)
+    lines = _failure_lines(summary)
+    assert _ids(lines) == ["a1", "a2", "b0", "b1"]
+    assert " fixed_by=" not in summary
+    messages = [*first, *second[2:]]  # one reading of both stretches: the same failures
+    assert sorted(f.call_id for f in extract_facts(messages).failures) == ["a1", "a2", "b0", "b1"]
+    # the summary after it reads the line back, and the call failing again replaces it again
+    later = [third, Message.user("and again")]
+    later += _bash("c0", "mix test", "exit code 1", failed=True)
+    assert _ids(_failure_lines(_summary(later)[0])) == ["a1", "a2", "b1", "c0"]
+
+
 def test_a_summary_of_summaries_keeps_what_the_earlier_one_marked() -> None:
     """The first summary's failures are carried into the second by their lines: the unfixed
     one stays ahead of the new failures' fixed ones, the fixed one keeps its mark, and the

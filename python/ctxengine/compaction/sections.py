@@ -22,6 +22,7 @@ from typing import Any, Final
 from ..tokens import Tokenizer
 from ..transcript import ToolCall
 from .facts import (
+    _SHELL_TOOLS,
     LATEST_LINE,
     OPEN_LABEL,
     SECTION_HEADING,
@@ -455,6 +456,38 @@ def _carried_failures(items: list[str], succeeded: list[ToolCall]) -> _Carried:
     return out
 
 
+def _line_key(name: str, call: str) -> tuple[str, str] | None:
+    """What names the call of a failure line ``call`` of tool ``name`` as a whole: a shell
+    tool's command, another tool's arguments (JSON), each whole; None for a file tool's
+    file (another call may name the same file with other arguments), a call cut to
+    :data:`~ctxengine.compaction.facts.CALL_CHARS` (ending in "…") or none."""
+    tool = name.lower()
+    if not call or call.endswith("…"):
+        return None
+    if tool in _SHELL_TOOLS or call[:1] in "{[":
+        return tool, call
+    return None
+
+
+def _superseded(lines: list[str], new: list[Failure]) -> list[str]:
+    """``lines`` (an earlier summary's failures not fixed later) without those of a call that
+    failed again among the newer messages (``new``): a later failure of the same call
+    replaces the earlier one, one line, the newest, as
+    :func:`~ctxengine.compaction.facts.settle_failures` keeps within one stretch. Before, a
+    command that failed in two stretches compacted apart had a line in each, both read as
+    not fixed later, and a summary of summaries stacked them up, each taking one of the
+    lines kept for the failures not fixed later."""
+    again = {k for f in new if (k := _line_key(f.name, f.call)) is not None}
+    if not again:
+        return lines
+    out = []
+    for line in lines:
+        m = _UNFIXED_HEAD.match(line.removeprefix("- "))
+        if m is None or _line_key(m["tool"], m["call"] or "") not in again:
+            out.append(line)
+    return out
+
+
 def _first_lines(requests: list[str]) -> list[str]:
     """:func:`first_line` of each request, each text's once per message scope (the trials of
     a landing build the parts of overlapping stretches: mostly the same requests)."""
@@ -490,6 +523,7 @@ def build_parts(
     carried = facts.carried
     before = _carried_failures(carried.get("Tool Failures", []), facts.succeeded_calls)
     new = [f for f in facts.failures if f.call_id not in before.ids]
+    before.unfixed = _superseded(before.unfixed, new)
     # an earlier summary's failure stays as it marked it, or is marked fixed now when a
     # call after it matches its line (its arguments are not in the summary: its tool and
     # what it did are)
