@@ -6,8 +6,9 @@ summaries of summaries. Every render is checked against the messages fed so far:
   independent tiktoken count);
 - a protected grain (a pinned rule) is there verbatim, and once a summary exists so are the
   sections of the rules file (``CompactionConfig.rules_file``);
-- every file modified so far is named, every failed call is there by its id (or counted in
-  the summary's ``...and N more``) and the newest request is findable. "So far" is what one
+- every file modified so far is named, every file read is named or counted (``Read: (and N
+  more)``), every failed call is there by its id (or counted in the summary's ``...and N
+  more``) and the newest request is findable. "So far" is what one
   reading of all the messages fed finds (:func:`~ctxengine.compaction.facts.extract_facts`):
   the chain of summaries must hold what a single summary of the whole day would;
 - every failed call not fixed later (:func:`~.helpers.failed_calls`, read from all the
@@ -104,6 +105,15 @@ def _problems(
     found += [f"empty section {h!r}" for h in EMPTY_SECTION.findall(summary)]
     found += [f"rules line {r!r}" for r in RULE_LINES if rules and r not in text]
     found += [f"modified file {p!r}" for p in facts.files_modified if p not in text]
+    # a file read is named, or by its first 79 characters (the short form a file read put
+    # back by the cap takes), or counted on the Read line
+    read = re.search(r"(?m)^Read: (.*?)(?: ?\(and (\d+) more\))?$", summary)
+    cut = [x[:-1] for x in read.group(1).split(", ") if x.endswith("…")] if read else []
+    unread = [
+        p for p in facts.files_read if p not in text and not any(p.startswith(c) for c in cut)
+    ]
+    if len(unread) > (int(read.group(2) or 0) if read else 0):
+        found.append(f"{len(unread)} files read, {read and read.group(2)} counted: {unread[:3]}")
     failed = failed_calls(fed)
     unseen = [c for c, _ in failed if c not in text]
     more = sum(int(m.group(1)) for m in re.finditer(r"(?m)^\.\.\.and (\d+) more", summary))
