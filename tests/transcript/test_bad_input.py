@@ -8,7 +8,17 @@ from pathlib import Path
 import pytest
 
 from ctxengine.errors import TranscriptError
-from ctxengine.transcript import FORMATS, Message, Text, ToolCall, Transcript, load
+from ctxengine.transcript import (
+    FORMATS,
+    Image,
+    Message,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    Transcript,
+    load,
+)
 from deep_values import nested_dict, recursion_limit
 
 from .helpers import AIDER, CC_MAIN, DATA, OPENHANDS, PI, SWE_FC
@@ -162,12 +172,48 @@ def test_a_markdown_file_without_aider_markers_is_not_an_aider_log(tmp_path: Pat
         (lambda: Message.tool("c", None), r"tool output for 'c' is NoneType"),
         (lambda: Message.tool(7, "out"), r"ToolResult call_id is int 7"),
         (lambda: Message.tool("c", [Text(b"x")]), r"a Text item's text is bytes"),
+        (lambda: Image(5, "AAAA"), r"Image.media_type is int 5"),  # type: ignore[arg-type]
+        (lambda: Image("image/png", b"\x89PNG"), r"Image \('image/png'\) data is bytes"),  # type: ignore[arg-type]
+        (lambda: Image("application/pdf", url=7), r"url is int 7"),  # type: ignore[arg-type]
+        (lambda: ToolResult("c", None), r"ToolResult 'c': content is NoneType None"),  # type: ignore[arg-type]
+        (lambda: ToolResult("c", "out"), r"ToolResult 'c': content is str 'out'"),  # type: ignore[arg-type]
+        (
+            lambda: Message("assistant", (Thinking("t", 5), Text("x"))),  # type: ignore[arg-type]
+            r"assistant message block 0: Thinking.signature is int 5",
+        ),
+        (lambda: Message("user", (Text("x"),), meta=None), r"'user' message meta is NoneType"),  # type: ignore[arg-type]
     ],
 )
 def test_a_hand_built_message_with_a_field_of_the_wrong_type_is_refused(make, why) -> None:  # type: ignore[no-untyped-def]
     # they were taken, then failed deep inside a render (AttributeError, TypeError)
     with pytest.raises(TranscriptError, match=why):
         make()
+
+
+@pytest.mark.parametrize("provider", ["openai", "openai-responses", "anthropic", "gemini"])
+def test_hand_built_media_thinking_and_meta_of_the_wrong_type_never_reach_a_render(
+    provider: str,
+) -> None:
+    """Each was taken by ``Session.extend`` and then failed inside the render, outside the
+    error tree: ``Image(5, ...)`` (AttributeError: ``media_type.startswith``), a signature that
+    is no str (AttributeError: ``isascii``), ``meta=None`` (TypeError in the OpenAI exporters);
+    ``ToolResult(content=None)`` failed when built, with a TypeError."""
+    from ctxengine import ContextEngine
+    from ctxengine.errors import CtxEngineError
+
+    bad = [
+        lambda: [Message("user", (Text("look"), Image(5, "AAAA")))],  # type: ignore[arg-type]
+        lambda: [Message("assistant", (Thinking("t", 5), Text("x")))],  # type: ignore[arg-type]
+        lambda: [Message("assistant", (Text("x"),), meta=None)],  # type: ignore[arg-type]
+        lambda: [Message("tool", (ToolResult("c1", None),))],  # type: ignore[arg-type]
+    ]
+    for make in bad:
+        s = ContextEngine("gpt-4o", 1000).session_sync("bad-field")
+        s.extend([Message.user("first")])
+        with pytest.raises(CtxEngineError):
+            s.extend([Message.user("go"), *make()])
+        assert [m.text for m in s.messages] == ["first"]
+        assert s.render(provider).tokens > 0
 
 
 def test_tool_arguments_that_are_not_json_are_refused_and_a_session_adds_nothing() -> None:

@@ -122,6 +122,21 @@ class Image:
     detail: str | None = None
 
     def __post_init__(self) -> None:
+        # a hand-built field of another type failed deep inside a render (``media_type.startswith``)
+        # or went out as its repr (bytes in a ``data:`` URL)
+        if type(self.media_type) is not str:
+            raise TranscriptError(
+                f"Image.media_type is {type(self.media_type).__name__} {self.media_type!r:.60}; "
+                "expected a str such as 'image/png'"
+            )
+        for name in ("data", "url", "name", "detail"):
+            value = getattr(self, name)
+            if value is not None and type(value) is not str:
+                raise TranscriptError(
+                    f"Image ({self.media_type!r}) {name} is {type(value).__name__} "
+                    f"{value!r:.60}; expected a str or None"
+                    + (" (base64 text, not bytes)" if name == "data" else "")
+                )
         # a data URL given as ``data`` (``"data:image/png;base64,iVBOR..."``, as a browser's
         # canvas or an OpenAI ``image_url`` holds it) is its base64 and its media type: each
         # exporter writes ``data`` as base64 (OpenAI behind its own ``data:`` prefix), and
@@ -191,8 +206,14 @@ class ToolResult:
     name: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.content, tuple):
-            object.__setattr__(self, "content", tuple(self.content))
+        content = self.content
+        if not isinstance(content, tuple):
+            if isinstance(content, (str, bytes, Mapping)) or not isinstance(content, Iterable):
+                raise TranscriptError(
+                    f"ToolResult {self.call_id!r:.60}: content is {type(content).__name__} "
+                    f"{content!r:.60}; expected a sequence of Text or Image items"
+                )
+            object.__setattr__(self, "content", tuple(content))
         if not isinstance(self.call_id, str):
             raise TranscriptError(
                 f"ToolResult call_id is {type(self.call_id).__name__} {self.call_id!r:.60}; "
@@ -286,6 +307,9 @@ def _bad_field(block: Block) -> str | None:
         if not isinstance(block.text, str):
             got = f"{type(block.text).__name__} {block.text!r:.60}"
             return f"{type(block).__name__}.text is {got}; expected a str"
+        if isinstance(block, Thinking) and not isinstance(block.signature, (str, type(None))):
+            got = f"{type(block.signature).__name__} {block.signature!r:.60}"
+            return f"Thinking.signature is {got}; expected a str or None"
     elif isinstance(block, ToolCall):
         for name in ("id", "name"):
             value = getattr(block, name)
@@ -322,6 +346,13 @@ class Message:
     _results: tuple[ToolResult, ...] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
+        meta = self.meta
+        if type(meta) is not dict and not isinstance(meta, Mapping):
+            # ``meta=None`` was taken, then failed inside the OpenAI exporters
+            raise TranscriptError(
+                f"{self.role!r:.20} message meta is {type(meta).__name__} {meta!r:.60}; "
+                "expected a mapping (a dict)"
+            )
         if not isinstance(self.blocks, tuple):
             object.__setattr__(self, "blocks", tuple(self.blocks))
         blocks = self.blocks
