@@ -3,7 +3,7 @@ ContextMiddleware: every model call is within budget and its tool calls are pair
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from langchain.agents import create_agent
@@ -322,6 +322,24 @@ def test_the_model_receives_the_callers_own_unchanged_messages() -> None:
     fitted = mw.fit(request)  # the same session, warm
     assert fitted.system_message is system
     assert all(a is b for a, b in zip(fitted.messages, [*history, thanks], strict=True))
+    mw.close()
+
+
+def test_a_turn_with_redacted_thinking_is_handed_back_as_it_came() -> None:
+    """Claude may return a ``redacted_thinking`` block, which ChatAnthropic keeps in the
+    ``AIMessage`` content: the middleware refused the whole history (``TranscriptError``:
+    "content block type is 'redacted_thinking'"), so the agent's next model call failed."""
+    from langchain.agents.middleware import ModelRequest
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    history = _thinking_history()
+    blocks = list(cast("list[Any]", history[1].content))
+    blocks.insert(1, {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"})
+    history[1] = history[1].model_copy(update={"content": blocks})
+    mw = ContextMiddleware(ContextEngine("claude-sonnet-4-5", 20_000))
+    model = GenericFakeChatModel(messages=iter([]))
+    fitted = mw.fit(ModelRequest(model=model, messages=list(history), system_message=None))
+    assert all(a is b for a, b in zip(fitted.messages, history, strict=True))
     mw.close()
 
 

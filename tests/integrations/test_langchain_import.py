@@ -175,3 +175,90 @@ def test_of_invalid_tool_calls_only_those_with_an_id_are_read() -> None:
     assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
     assert [c["function"]["name"] for c in sent[1]["tool_calls"]] == ["unknown"]
     assert sent[1]["tool_calls"][0]["id"] == "bad1"
+
+
+# -- thinking -----------------------------------------------------------------------------------
+# ChatAnthropic keeps the API's blocks in ``AIMessage.content`` (langchain_anthropic
+# ``_format_output``: ``data.model_dump()["content"]``), ``response_metadata`` naming
+# ``model_provider: "anthropic"``; with ``output_version="v1"`` thinking is a ``reasoning``
+# block with the signature in ``extras`` and redacted thinking a ``non_standard`` block holding
+# the API's (langchain_core ``block_translators/anthropic.py``; langchain_anthropic ``_compat``
+# sends both back as they were). ChatGoogleGenerativeAI writes ``thinking`` blocks with a
+# ``signature`` too (``block_translators/google_genai.py``).
+
+SIGNED = {"type": "thinking", "thinking": "Call the weather tool.", "signature": "EqQBCkgIARAB"}
+REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}
+USE = {"type": "tool_use", "id": "toolu_01", "name": "weather", "input": {"c": "Paris"}}
+CALLS = [{"name": "weather", "args": {"c": "Paris"}, "id": "toolu_01"}]
+
+
+def _exchange(blocks: list[Any], provider: str | None) -> list[Any]:
+    meta = {"model_provider": provider} if provider else {}
+    return [
+        HumanMessage("What's the weather in Paris?"),
+        AIMessage(blocks, tool_calls=CALLS, response_metadata=meta),
+        ToolMessage("18C, cloudy", tool_call_id="toolu_01"),
+    ]
+
+
+def _sent(payload: dict[str, Any], provider: str) -> list[dict[str, Any]]:
+    """The blocks (parts) of the payload's one assistant (model) message."""
+    if provider == "gemini":
+        return next(c for c in payload["contents"] if c["role"] == "model")["parts"]  # type: ignore[no-any-return]
+    return next(m for m in payload["messages"] if m["role"] == "assistant")["content"]  # type: ignore[no-any-return]
+
+
+V1_REASONING = {
+    "type": "reasoning",
+    "reasoning": SIGNED["thinking"],
+    "extras": {"signature": SIGNED["signature"]},
+}
+
+
+@pytest.mark.parametrize(
+    "blocks",
+    [[SIGNED, REDACTED, USE], [V1_REASONING, {"type": "non_standard", "value": REDACTED}]],
+    ids=["v0", "v1"],
+)
+def test_chat_anthropic_thinking_and_redacted_thinking_go_back_to_anthropic(
+    blocks: list[Any],
+) -> None:
+    # a redacted_thinking block was refused ("content block type is 'redacted_thinking'"), so
+    # was the v1 non_standard one, and a v1 reasoning block lost its signature (then Anthropic
+    # got the tool-use turn without its thinking, which it refuses with thinking enabled)
+    from transcript.helpers import assert_sdk_valid
+
+    out = ctxengine.fit(
+        _exchange(blocks, "anthropic"), model="claude-sonnet-4-5", budget=5000, provider="anthropic"
+    )
+    assert_sdk_valid(out.payload, "anthropic")
+    assert _sent(out.payload, "anthropic") == [SIGNED, REDACTED, USE]
+
+
+def test_thinking_goes_back_only_to_the_provider_that_signed_it() -> None:
+    # ChatAnthropic's signature went to Gemini as a thoughtSignature of its own, and
+    # ChatGoogleGenerativeAI's to Anthropic as a thinking block's: each refuses the other's
+    gemini_thought = {"type": "thinking", "thinking": "Look it up.", "signature": "Q2lSc2ln"}
+    cases = [("anthropic", SIGNED, "anthropic"), ("google_genai", gemini_thought, "gemini")]
+    for model_provider, block, signer in cases:
+        messages = _exchange([block, USE], model_provider)
+        for provider in ("anthropic", "gemini"):
+            out = ctxengine.fit(messages, model="gpt-4.1", budget=5000, provider=provider)
+            sent = str(_sent(out.payload, provider))
+            assert (block["signature"] in sent) == (provider == signer), (model_provider, provider)
+    # a message that names no provider is sent as before, to any that takes thinking
+    for provider in ("anthropic", "gemini"):
+        out = ctxengine.fit(
+            _exchange([SIGNED, USE], None), model="gpt-4.1", budget=5000, provider=provider
+        )
+        assert SIGNED["signature"] in str(_sent(out.payload, provider))
+
+
+def test_an_older_chat_anthropic_message_is_told_by_its_model_name() -> None:
+    """Releases before ``model_provider`` keep the API's ``model`` in ``response_metadata``."""
+    messages = _exchange([SIGNED, USE], None)
+    messages[1].response_metadata = {"model": "claude-3-7-sonnet-20250219"}
+    gemini = ctxengine.fit(messages, model="gpt-4.1", budget=5000, provider="gemini")
+    assert SIGNED["signature"] not in str(gemini.payload)
+    anthropic = ctxengine.fit(messages, model="gpt-4.1", budget=5000, provider="anthropic")
+    assert _sent(anthropic.payload, "anthropic")[0] == SIGNED

@@ -115,12 +115,68 @@ def _blocks(content: object, loc: Loc, *, role: str) -> list[Block]:
             out.append(document_block(block, loc.at(i)))
         elif kind in ("thinking", "reasoning") and role == "assistant":
             text = block.get("thinking", block.get("reasoning", ""))
-            out.append(Thinking(str(text or ""), block.get("signature")))
+            out.append(Thinking(str(text or ""), _signature(block)))
+        elif kind == "redacted_thinking" and role == "assistant":
+            out.append(Thinking("", loc.at(i).need(block, "data", str), redacted=True))
+        elif kind == "non_standard" and role == "assistant" and _redacted(block.get("value")):
+            out.append(Thinking("", block["value"]["data"], redacted=True))
         elif kind in _CALL_BLOCKS and role == "assistant":
             continue  # carried by tool_calls
         else:
             loc.at(i).fail("content block type", kind, f"a block a {role} message can hold")
     return out
+
+
+def _signature(block: Mapping[str, Any]) -> str | None:
+    """The signature of a thinking block: its own ``signature`` (ChatAnthropic's and
+    ChatGoogleGenerativeAI's ``thinking`` blocks), or the one a v1 ``reasoning`` block keeps in
+    its ``extras`` (langchain_core ``block_translators``; langchain_anthropic ``_compat`` sends
+    it back from there)."""
+    sig = block.get("signature")
+    if isinstance(sig, str):
+        return sig
+    extras = block.get("extras")
+    sig = extras.get("signature") if isinstance(extras, Mapping) else None
+    return sig if isinstance(sig, str) else None
+
+
+def _redacted(value: object) -> bool:
+    """Whether a v1 ``non_standard`` block's ``value`` is an Anthropic ``redacted_thinking``
+    block (how ChatAnthropic's v1 output carries one, and sends it back as it is)."""
+    return (
+        isinstance(value, Mapping)
+        and value.get("type") == "redacted_thinking"
+        and isinstance(value.get("data"), str)
+    )
+
+
+#: ``response_metadata["model_provider"]`` of an ``AIMessage`` -> the provider whose signatures
+#: its thinking blocks carry (the only one that takes them back).
+_SIGNERS: Final = {"anthropic": "anthropic", "google_genai": "gemini", "google_vertexai": "gemini"}
+#: The start of a model name -> that provider, for messages of integrations that name no
+#: ``model_provider`` (older releases keep the API's ``model`` or a ``model_name``).
+_MODEL_SIGNERS: Final = (("claude", "anthropic"), ("gemini", "gemini"))
+
+
+def _thinking_family(message: Any) -> dict[str, Any]:
+    """``provider_family`` of an ``AIMessage`` holding thinking: the provider that signed it,
+    read from its ``response_metadata`` (ChatAnthropic and ChatGoogleGenerativeAI both write a
+    ``thinking`` block with a ``signature``: only the metadata tells them apart). Empty when it
+    names none, as before."""
+    meta = getattr(message, "response_metadata", None)
+    if not isinstance(meta, Mapping):
+        return {}
+    provider = meta.get("model_provider")
+    if isinstance(provider, str):
+        family = _SIGNERS.get(provider)
+        return {"provider_family": family} if family else {}
+    for key in ("model_name", "model"):
+        name = meta.get(key)
+        if isinstance(name, str):
+            for prefix, family in _MODEL_SIGNERS:
+                if name.startswith(prefix):
+                    return {"provider_family": family}
+    return {}
 
 
 def _tool(message: Any, loc: Loc) -> Message:
@@ -169,6 +225,11 @@ def _one(message: Any, loc: Loc) -> Message:
             at = loc.at("tool_calls").at(j)
             blocks.append(tool_call(call.get("id"), call.get("name"), call.get("args"), at))
         blocks += _invalid_calls(message, loc.at("invalid_tool_calls"))
+        if any(isinstance(b, Thinking) for b in blocks):
+            # a signature goes back to the provider that made it only: Gemini was sent
+            # ChatAnthropic's (and Anthropic ChatGoogleGenerativeAI's) as its own
+            meta = _thinking_family(message)
+            return Message("assistant", tuple(blocks), getattr(message, "id", None), meta=meta)
     return Message(role, tuple(blocks), getattr(message, "id", None))  # type: ignore[arg-type]
 
 
