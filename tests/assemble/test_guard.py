@@ -206,6 +206,35 @@ def test_settings_validate(kwargs: dict[str, float]) -> None:
         PruneSettings(**kwargs)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"soft_trim_ratio": "0.3"}, "soft_trim_ratio is str '0.3'"),
+        ({"ttl_seconds": "300"}, "ttl_seconds is str '300'"),
+        ({"ttl_seconds": float("nan")}, "ttl_seconds is float nan"),
+        ({"keep_last_assistants": None}, "keep_last_assistants is NoneType None"),
+        ({"soft_trim_max_chars": 4000.5}, "soft_trim_max_chars is float 4000.5"),
+        ({"max_turns": 1.5}, "max_turns is float 1.5"),
+        ({"max_turns": "3"}, "max_turns is str '3'"),
+        ({"allow": "bash"}, "allow is str 'bash'"),
+        ({"deny": None}, "deny is NoneType None"),
+        ({"deny": ["read*", 5]}, "deny holds int 5"),
+        ({"placeholder": None}, "placeholder is NoneType None"),
+    ],
+)
+def test_settings_of_the_wrong_kind_are_refused_naming_them(
+    kwargs: dict[str, object], named: str
+) -> None:
+    """Each was taken: a str or None where a number goes, and a float count (the Rust ladder
+    takes an int), failed inside the render with a bare TypeError; globs given as one str
+    (``allow="bash"``: one glob per character) pruned nothing without a word; a glob or a
+    placeholder of another kind waited to fail until a result was pruned."""
+    from ctxengine.errors import ConfigTypeError
+
+    with pytest.raises(ConfigTypeError, match=re.escape(named)):
+        PruneSettings(**kwargs)  # type: ignore[arg-type]
+
+
 # -- limit_history_turns -----------------------------------------------------------------------
 
 

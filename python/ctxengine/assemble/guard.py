@@ -28,7 +28,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Final
 
 from .. import _core
-from ..errors import ConfigError
+from ..errors import ConfigError, ConfigTypeError
 from ..grain import ContextGrain
 from ..splitter import TextSplitter
 from ..tokens import pdf_tokens
@@ -228,6 +228,35 @@ def truncate_tool_results(
 # -- pruning ---------------------------------------------------------------------------------
 
 
+#: :class:`PruneSettings` fields that are counts (characters, turns), and the turns of them
+#: that may be None.
+_COUNTS: Final = (
+    "min_prunable_chars",
+    "soft_trim_max_chars",
+    "soft_trim_head_chars",
+    "soft_trim_tail_chars",
+    "keep_last_assistants",
+    "image_chars",
+    "ttl_turns",
+    "max_turns",
+)
+_TURNS: Final = frozenset({"ttl_turns", "max_turns"})
+#: :class:`PruneSettings` fields that are numbers (``ttl_seconds`` may be None).
+_REALS: Final = ("soft_trim_ratio", "hard_clear_ratio", "chars_per_token", "ttl_seconds")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def _kind(value: object) -> str:
+    return f"{type(value).__name__} {value!r:.60}"
+
+
 @dataclass(frozen=True, slots=True)
 class PruneSettings:
     """Thresholds of :func:`prune_tool_results` (defaults from seed 001 / OpenClaw).
@@ -278,6 +307,7 @@ class PruneSettings:
     image_chars: int = IMAGE_CHARS
 
     def __post_init__(self) -> None:
+        self._check_kinds()
         for name in ("soft_trim_ratio", "hard_clear_ratio"):
             value = getattr(self, name)
             if not 0 < value <= 1:
@@ -307,6 +337,35 @@ class PruneSettings:
             raise ConfigError(f"chars_per_token is {self.chars_per_token}; expected > 0")
         object.__setattr__(self, "allow", tuple(self.allow))
         object.__setattr__(self, "deny", tuple(self.deny))
+
+    def _check_kinds(self) -> None:
+        """Raise :class:`ConfigTypeError` for a field of the wrong kind: a number given as a
+        str, a float where a count goes to the Rust ladder, globs given as one str (taken as
+        one glob per character) failed inside a render, or quietly pruned nothing."""
+        for name in _COUNTS:
+            value = getattr(self, name)
+            if not _is_int(value) and not (name in _TURNS and value is None):
+                none = " or None" if name in _TURNS else ""
+                raise ConfigTypeError(f"{name} is {_kind(value)}; expected an int{none}")
+        for name in _REALS:
+            value = getattr(self, name)
+            if not _is_real(value) and not (name == "ttl_seconds" and value is None):
+                none = " or None" if name == "ttl_seconds" else ""
+                raise ConfigTypeError(
+                    f"{name} is {_kind(value)}; expected a number (not NaN){none}"
+                )
+        if not isinstance(self.placeholder, str):
+            raise ConfigTypeError(f"placeholder is {_kind(self.placeholder)}; expected a str")
+        for name in ("allow", "deny"):
+            globs = getattr(self, name)
+            if isinstance(globs, (str, bytes)) or not isinstance(globs, Collection):
+                raise ConfigTypeError(
+                    f"{name} is {_kind(globs)}; expected a tuple of tool-name globs such as "
+                    "('read*', 'bash')"
+                )
+            bad = next((g for g in globs if not isinstance(g, str)), None)
+            if bad is not None:
+                raise ConfigTypeError(f"{name} holds {_kind(bad)}; expected tool-name globs (str)")
 
     @property
     def in_render(self) -> bool:
