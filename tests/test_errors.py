@@ -145,6 +145,43 @@ def test_a_setting_out_of_range_is_a_config_error_naming_the_value(
     assert "expected" in str(info.value) or "must" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"window_tokens": "128k"}, "window_tokens is str '128k'"),
+        ({"timeout": None}, "timeout is NoneType None"),
+        ({"low_water": "0.5"}, "low_water is str '0.5'"),
+        ({"tail_ratio": "x"}, "tail_ratio is str 'x'"),
+        ({"keep_assistant_turns": 1.5}, "keep_assistant_turns is float 1.5"),
+        ({"max_identifiers": "40"}, "max_identifiers is str '40'"),
+        ({"rules_sections": "Red Lines"}, "rules_sections is str 'Red Lines'"),
+        ({"instructions": None}, "instructions is NoneType None"),
+        ({"fallback_note": "no"}, "fallback_note is str 'no'"),
+    ],
+)
+def test_a_compaction_setting_of_the_wrong_kind_is_a_config_type_error(
+    kwargs: dict[str, Any], named: str
+) -> None:
+    """Each was taken: a str or None where a number goes failed with a bare TypeError, some
+    only inside a render that compacted (``max_identifiers="40"``); ``tail_ratio="x"`` and
+    ``fallback_note="no"`` (true) were used as they were; headings given as one str were read
+    one per character."""
+    from ctxengine.compaction import CompactionConfig
+
+    with pytest.raises(errors.ConfigTypeError, match=re.escape(named)) as info:
+        CompactionConfig(**kwargs)
+    assert isinstance(info.value, TypeError)
+
+
+@pytest.mark.parametrize("kwargs", [{"tail_ratio": -1}, {"tail_ratio": 5}, {"max_identifiers": -3}])
+def test_a_compaction_setting_out_of_its_range_is_a_config_error(kwargs: dict[str, Any]) -> None:
+    from ctxengine.compaction import CompactionConfig
+
+    ((name, value),) = kwargs.items()
+    with pytest.raises(ctxengine.ConfigError, match=f"{name}={value}; expected"):
+        CompactionConfig(**kwargs)
+
+
 def test_a_summarizer_without_summarize_is_a_config_type_error() -> None:
     from ctxengine.compaction.protocol import call_summarizer
 

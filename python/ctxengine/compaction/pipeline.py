@@ -18,7 +18,7 @@ import hashlib
 import json
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 import anyio
 
-from ..errors import ConfigError, CtxEngineError, SummarizerError
+from ..errors import ConfigError, ConfigTypeError, CtxEngineError, SummarizerError
 from ..grain import ContextGrain
 from ..tokens import Tokenizer
 from ..transcript import Message, Text, ToolResult
@@ -167,6 +167,7 @@ class CompactionConfig:
     clock: Callable[[], datetime] = datetime.now
 
     def __post_init__(self) -> None:
+        self._check_kinds()
         if self.window_tokens <= 0 or self.timeout <= 0:
             raise ConfigError(
                 f"window_tokens={self.window_tokens}, timeout={self.timeout}; both must be > 0"
@@ -182,6 +183,61 @@ class CompactionConfig:
             raise ConfigError(
                 f"chunk_retries={self.chunk_retries}, backoff={self.backoff}; both must be >= 0"
             )
+        if not 0 <= self.tail_ratio <= 1:
+            raise ConfigError(f"tail_ratio={self.tail_ratio}; expected a fraction in [0, 1]")
+        for name in ("keep_assistant_turns", "max_identifiers"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)}; expected a count >= 0")
+
+    def _check_kinds(self) -> None:
+        """Raise :class:`ConfigTypeError` for a field of the wrong kind: a number given as a
+        str or None failed here with a bare TypeError, or later, inside a render that
+        compacted (``max_identifiers="40"``, ``tail_ratio="x"``); a bare str of section headings
+        was read one heading per character."""
+        for name in _CONFIG_COUNTS:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigTypeError(f"{name} is {_kind(value)}; expected an int")
+        for name in _CONFIG_REALS:
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
+                raise ConfigTypeError(f"{name} is {_kind(value)}; expected a number (not NaN)")
+        sections = self.rules_sections
+        if (
+            isinstance(sections, (str, bytes))
+            or not isinstance(sections, Collection)
+            or not all(isinstance(h, str) for h in sections)
+        ):
+            raise ConfigTypeError(
+                f"rules_sections is {_kind(sections)}; expected a tuple of headings (str) such "
+                "as ('Red Lines',)"
+            )
+        if not isinstance(self.instructions, str):
+            raise ConfigTypeError(f"instructions is {_kind(self.instructions)}; expected a str")
+        if not isinstance(self.fallback_note, bool):
+            raise ConfigTypeError(f"fallback_note is {_kind(self.fallback_note)}; expected a bool")
+        if not callable(self.clock):
+            raise ConfigTypeError(f"clock is {_kind(self.clock)}; expected a callable")
+
+
+#: :class:`CompactionConfig` fields that are counts, and those that are numbers.
+_CONFIG_COUNTS: Final = (
+    "window_tokens",
+    "chunk_retries",
+    "keep_assistant_turns",
+    "max_identifiers",
+)
+_CONFIG_REALS: Final = (
+    "timeout",
+    "backoff",
+    "low_water",
+    "render_low_water",
+    "tail_ratio",
+)  # and render_high_water, whose check says its range as well
+
+
+def _kind(value: object) -> str:
+    return f"{type(value).__name__} {value!r:.60}"
 
 
 @dataclass(frozen=True, slots=True)
