@@ -262,3 +262,31 @@ def test_an_older_chat_anthropic_message_is_told_by_its_model_name() -> None:
     assert SIGNED["signature"] not in str(gemini.payload)
     anthropic = ctxengine.fit(messages, model="gpt-4.1", budget=5000, provider="anthropic")
     assert _sent(anthropic.payload, "anthropic")[0] == SIGNED
+
+
+def test_gemini_call_signatures_go_back_on_their_calls() -> None:
+    """ChatGoogleGenerativeAI (langchain-google-genai 4) keeps each function call's thought
+    signature in ``additional_kwargs["__gemini_function_call_thought_signatures__"]`` (call id
+    -> base64) and sends it back on the call's ``functionCall`` part; Gemini 3 refuses the
+    calls of the current turn without it. They were dropped; no other provider is sent them."""
+    from transcript.helpers import assert_sdk_valid
+
+    signatures = {"__gemini_function_call_thought_signatures__": {"c1": "Q2lSc2lnbmF0dXJl"}}
+    calls = [
+        {"name": "weather", "args": {"c": "Paris"}, "id": "c1"},
+        {"name": "weather", "args": {"c": "Rome"}, "id": "c2"},
+    ]
+    messages = [
+        HumanMessage("Weather in Paris and Rome?"),
+        AIMessage("", tool_calls=calls, additional_kwargs=signatures),
+        ToolMessage("18C", tool_call_id="c1"),
+        ToolMessage("25C", tool_call_id="c2"),
+    ]
+    gemini = ctxengine.fit(messages, model="gpt-4.1", budget=5000, provider="gemini")
+    assert_sdk_valid(gemini.payload, "gemini")
+    parts = _sent(gemini.payload, "gemini")
+    assert [p.get("thoughtSignature") for p in parts] == ["Q2lSc2lnbmF0dXJl", None]
+    assert [p["functionCall"]["id"] for p in parts] == ["c1", "c2"]
+    for provider in ("openai", "openai-responses", "anthropic"):
+        out = ctxengine.fit(messages, model="gpt-4.1", budget=5000, provider=provider)
+        assert "Q2lSc2lnbmF0dXJl" not in str(out.payload), provider

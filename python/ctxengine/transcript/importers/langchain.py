@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ..model import Block, Image, Message, Text, Thinking, ToolResult
+from ..model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
 from .anthropic import document_block, image_block
 from .common import PDF, Loc, file_from_data, image_from_url, tool_call
 
@@ -179,6 +179,34 @@ def _thinking_family(message: Any) -> dict[str, Any]:
     return {}
 
 
+#: Where ChatGoogleGenerativeAI (langchain-google-genai 4) keeps the thought signature of each
+#: function call of an ``AIMessage``: ``additional_kwargs[KEY]``, call id -> base64 signature;
+#: it sends each back on its ``functionCall`` part, which Gemini 3 requires of the calls of
+#: the current turn.
+GEMINI_CALL_SIGNATURES: Final = "__gemini_function_call_thought_signatures__"
+
+
+def _call_signatures(message: Any) -> dict[str, str]:
+    """The thought signature of each tool call of ``message`` (call id -> signature)."""
+    extra = getattr(message, "additional_kwargs", None)
+    found = extra.get(GEMINI_CALL_SIGNATURES) if isinstance(extra, Mapping) else None
+    if not isinstance(found, Mapping):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str) and v}
+
+
+def _with_call_signatures(blocks: list[Block], signed: Mapping[str, str]) -> list[Block]:
+    """``blocks`` with each signed call led by an empty thinking block holding its signature:
+    how the Gemini importer reads a signed ``functionCall`` part, and what the Gemini exporter
+    puts back on the part that follows it."""
+    out: list[Block] = []
+    for b in blocks:
+        if isinstance(b, ToolCall) and b.id in signed:
+            out.append(Thinking("", signed[b.id]))
+        out.append(b)
+    return out
+
+
 def _tool(message: Any, loc: Loc) -> Message:
     parts = _blocks(message.content, loc.at("content"), role="user")
     content = tuple(p for p in parts if isinstance(p, (Text, Image)))
@@ -225,10 +253,13 @@ def _one(message: Any, loc: Loc) -> Message:
             at = loc.at("tool_calls").at(j)
             blocks.append(tool_call(call.get("id"), call.get("name"), call.get("args"), at))
         blocks += _invalid_calls(message, loc.at("invalid_tool_calls"))
+        signed = _call_signatures(message)
+        if signed:
+            blocks = _with_call_signatures(blocks, signed)
         if any(isinstance(b, Thinking) for b in blocks):
             # a signature goes back to the provider that made it only: Gemini was sent
             # ChatAnthropic's (and Anthropic ChatGoogleGenerativeAI's) as its own
-            meta = _thinking_family(message)
+            meta = _thinking_family(message) or ({"provider_family": "gemini"} if signed else {})
             return Message("assistant", tuple(blocks), getattr(message, "id", None), meta=meta)
     return Message(role, tuple(blocks), getattr(message, "id", None))  # type: ignore[arg-type]
 
