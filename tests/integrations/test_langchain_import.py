@@ -254,10 +254,19 @@ def test_thinking_goes_back_only_to_the_provider_that_signed_it() -> None:
         assert SIGNED["signature"] in str(_sent(out.payload, provider))
 
 
-def test_an_older_chat_anthropic_message_is_told_by_its_model_name() -> None:
-    """Releases before ``model_provider`` keep the API's ``model`` in ``response_metadata``."""
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"model": "claude-3-7-sonnet-20250219"},  # releases before model_provider
+        {"model_provider": "google_vertexai", "model_name": "claude-sonnet-4-5@20250929"},
+        {"model_provider": "bedrock_converse", "model_name": "us.anthropic.claude-sonnet-4-5"},
+    ],
+)
+def test_a_claude_message_is_told_by_its_model_name(metadata: dict[str, str]) -> None:
+    """Claude served elsewhere (Vertex AI, Bedrock), or by a release that names no
+    ``model_provider``: its thinking still goes to Anthropic only."""
     messages = _exchange([SIGNED, USE], None)
-    messages[1].response_metadata = {"model": "claude-3-7-sonnet-20250219"}
+    messages[1].response_metadata = metadata
     gemini = ctxengine.fit(messages, model="gpt-4.1", budget=5000, provider="gemini")
     assert SIGNED["signature"] not in str(gemini.payload)
     anthropic = ctxengine.fit(messages, model="gpt-4.1", budget=5000, provider="anthropic")

@@ -150,33 +150,33 @@ def _redacted(value: object) -> bool:
     )
 
 
-#: ``response_metadata["model_provider"]`` of an ``AIMessage`` -> the provider whose signatures
-#: its thinking blocks carry (the only one that takes them back).
-_SIGNERS: Final = {"anthropic": "anthropic", "google_genai": "gemini", "google_vertexai": "gemini"}
-#: The start of a model name -> that provider, for messages of integrations that name no
-#: ``model_provider`` (older releases keep the API's ``model`` or a ``model_name``).
+#: A word of a model name -> the provider whose signatures that model's thinking carries (a
+#: Claude model's, wherever it is served: Anthropic, Vertex AI, Bedrock).
 _MODEL_SIGNERS: Final = (("claude", "anthropic"), ("gemini", "gemini"))
+#: ``response_metadata["model_provider"]`` -> that provider, for a message that names no model:
+#: only integrations serving one family (Vertex AI serves Claude too).
+_SIGNERS: Final = {"anthropic": "anthropic", "google_genai": "gemini"}
 
 
 def _thinking_family(message: Any) -> dict[str, Any]:
     """``provider_family`` of an ``AIMessage`` holding thinking: the provider that signed it,
     read from its ``response_metadata`` (ChatAnthropic and ChatGoogleGenerativeAI both write a
-    ``thinking`` block with a ``signature``: only the metadata tells them apart). Empty when it
-    names none, as before."""
+    ``thinking`` block with a ``signature``: only the metadata tells them apart), by the model
+    it names (``model_name``, or the API's ``model`` that older releases keep), else by its
+    ``model_provider``. Empty when it names neither, as before."""
     meta = getattr(message, "response_metadata", None)
     if not isinstance(meta, Mapping):
         return {}
-    provider = meta.get("model_provider")
-    if isinstance(provider, str):
-        family = _SIGNERS.get(provider)
-        return {"provider_family": family} if family else {}
     for key in ("model_name", "model"):
         name = meta.get(key)
         if isinstance(name, str):
-            for prefix, family in _MODEL_SIGNERS:
-                if name.startswith(prefix):
+            low = name.lower()
+            for word, family in _MODEL_SIGNERS:
+                if word in low:
                     return {"provider_family": family}
-    return {}
+    provider = meta.get("model_provider")
+    signer = _SIGNERS.get(provider) if isinstance(provider, str) else None
+    return {"provider_family": signer} if signer else {}
 
 
 #: Where ChatGoogleGenerativeAI (langchain-google-genai 4) keeps the thought signature of each
