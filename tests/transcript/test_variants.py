@@ -524,6 +524,47 @@ def test_pi_gemini_call_keeps_its_thought_signature(write: Write) -> None:
     engine_payloads_valid(t)
 
 
+def test_a_gemini_call_signature_from_the_openai_compatible_endpoint_goes_back_to_gemini(
+    write: Write,
+) -> None:
+    """Gemini's OpenAI-compatible endpoint gives each function call its thought signature in
+    ``tool_calls[].extra_content.google.thought_signature`` (and Gemini 3 refuses a call of
+    the current turn sent back without it): kept for Gemini, as the Gemini importer keeps a
+    signed ``functionCall`` part, and sent to no other provider."""
+    messages = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "f1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+                    "extra_content": {"google": {"thought_signature": "Q2lSc2ln"}},
+                },
+                {
+                    "id": "f2",
+                    "type": "function",
+                    "function": {"name": "time", "arguments": "{}"},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "f1", "content": "sunny"},
+        {"role": "tool", "tool_call_id": "f2", "content": "noon"},
+    ]
+    t = load(write("compat.json", json.dumps({"messages": messages})))
+    assert t[1].blocks == (
+        Thinking("", "Q2lSc2ln"),
+        ToolCall("f1", "weather", {"city": "Paris"}),
+        ToolCall("f2", "time", {}),
+    )
+    parts = t.to("gemini")["contents"][1]["parts"]
+    assert parts[0]["thoughtSignature"] == "Q2lSc2ln" and "thoughtSignature" not in parts[1]
+    assert "Q2lSc2ln" not in json.dumps(t.to("anthropic")) + json.dumps(t.to("openai"))
+    engine_payloads_valid(t)
+
+
 # -- SWE-agent ---------------------------------------------------------------------------------
 
 

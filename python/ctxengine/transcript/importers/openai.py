@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..model import Block, Image, Message, Text, ToolResult
+from ..model import Block, Image, Message, Text, Thinking, ToolResult
 from ..providers import AUDIO_MEDIA_TYPES
 from .common import Loc, file_from_data, image_from_url, skip_block, tool_call
 
@@ -70,15 +70,32 @@ def _assistant(m: Mapping[str, Any], index: int, loc: Loc) -> Message:
     if refusal:
         blocks.append(Text(refusal))
     calls = loc.at("tool_calls").items(m.get("tool_calls") or [])
+    family = "openai"
     for j, raw in enumerate(calls):
         at = loc.at("tool_calls").at(j)
         fn = at.need(at.obj(raw), "function", Mapping)
+        signature = _gemini_signature(raw)
+        if signature is not None:
+            # Gemini's own signature of its call: sent back to Gemini only (its exporter puts
+            # an empty thinking block's signature on the functionCall part after it)
+            blocks.append(Thinking("", signature))
+            family = "gemini"
         blocks.append(tool_call(raw.get("id"), fn.get("name"), fn.get("arguments"), at))
     legacy = m.get("function_call")
     if isinstance(legacy, Mapping):
         at = loc.at("function_call")
         blocks.append(tool_call(f"call_{index}", legacy.get("name"), legacy.get("arguments"), at))
-    return Message("assistant", tuple(blocks), meta=_named({"provider_family": "openai"}, m))
+    return Message("assistant", tuple(blocks), meta=_named({"provider_family": family}, m))
+
+
+def _gemini_signature(call: Mapping[str, Any]) -> str | None:
+    """The thought signature Gemini's OpenAI-compatible endpoint gives a tool call
+    (``extra_content.google.thought_signature``; Gemini 3 refuses a function call of the
+    current turn sent back without it), or None."""
+    extra = call.get("extra_content")
+    google = extra.get("google") if isinstance(extra, Mapping) else None
+    signature = google.get("thought_signature") if isinstance(google, Mapping) else None
+    return signature if isinstance(signature, str) and signature else None
 
 
 def _named(meta: dict[str, Any], m: Mapping[str, Any]) -> dict[str, Any]:
