@@ -332,6 +332,33 @@ def test_render_errors_are_adapter_errors() -> None:
         t.to("openai", id_mode="x")
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("cache_breakpoints", True, "cache_breakpoints is True"),
+        ("hygiene", "no", r"hygiene is 'no' \(str\); expected True or False"),
+        ("hygiene", 0, r"hygiene is 0 \(int\); expected True or False"),
+    ],
+)
+async def test_render_options_of_the_wrong_kind_are_refused_naming_them(
+    option: str, value: Any, message: str
+) -> None:
+    """``hygiene="no"`` is truthy and ran hygiene; ``cache_breakpoints=True`` placed one
+    marker: both were taken as given, by a transcript's render and by a session's."""
+    from ctxengine import Budget, ContextEngine
+
+    t = Transcript((Message.user("x"),))
+    with pytest.raises(AdapterError, match=message):
+        t.to("anthropic", **{option: value})
+    engine = ContextEngine("gpt-4o", Budget(total=1_000))
+    async with engine.session("s") as s:
+        s.extend([Message.user("x")])
+        with pytest.raises(AdapterError, match=message):
+            await s.render("anthropic", **{option: value})
+        assert (await s.render("anthropic")).payload["messages"]  # the session renders on
+
+
 @pytest.mark.parametrize("kind", [{"text": "hi"}, ["text"]])
 def test_a_part_type_that_is_no_string_is_named_not_a_type_error(kind: Any) -> None:
     import ctxengine

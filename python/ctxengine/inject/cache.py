@@ -93,7 +93,7 @@ def candidates_at(
 
 def check_breakpoints(n: object) -> None:
     """Raise :class:`AdapterError` unless ``n`` is a valid ``cache_breakpoints`` value."""
-    if not isinstance(n, int) or not 0 <= n <= MAX_BREAKPOINTS:
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_BREAKPOINTS:
         raise AdapterError(
             f"cache_breakpoints is {n!r}; expected an int from 0 to {MAX_BREAKPOINTS}"
         )

@@ -105,6 +105,7 @@ def render(
             left invalid; the message lists the problems.
     """
     check_provider(provider)
+    check_hygiene(hygiene)
     if cache_ttl not in (None, "5m", "1h"):
         raise AdapterError(f"cache_ttl is {cache_ttl!r}; expected None, '5m' or '1h'")
     if id_mode not in (None, "strict", "strict9"):
@@ -255,13 +256,27 @@ def _recheck(cleaned: Transcript, original: Transcript, report: Report) -> bool:
     return any(c.action not in _REMOVALS for c in report.changes)
 
 
+def check_hygiene(hygiene: object) -> None:
+    """Raise :class:`AdapterError` unless ``hygiene`` is True or False (a string such as
+    ``"no"`` is truthy, and ran hygiene)."""
+    if type(hygiene) is not bool:
+        raise AdapterError(
+            f"hygiene is {hygiene!r} ({type(hygiene).__name__}); expected True or False"
+        )
+
+
 def check_options(options: dict[str, Any]) -> None:
     """Raise :class:`AdapterError` for an option :func:`render` does not know (or a
-    ``max_images`` that is not None or an int >= 0)."""
+    ``max_images`` that is not None or an int >= 0, a ``hygiene`` that is not a bool, a
+    ``cache_breakpoints`` that is not an int from 0 to 4)."""
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise AdapterError(f"unknown option(s) {unknown}; expected any of {list(OPTIONS)}")
     check_max_images(options.get("max_images"))
+    if "hygiene" in options:
+        check_hygiene(options["hygiene"])
+    if "cache_breakpoints" in options:
+        check_breakpoints(options["cache_breakpoints"])
 
 
 def _payload(t: Transcript, provider: str, options: dict[str, Any]) -> dict[str, Any]:
