@@ -13,6 +13,7 @@ same file with the right one). Nothing else is.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Any
 
 import anyio
@@ -24,6 +25,7 @@ from ctxengine.compaction.sections import (
     MAX_FAILURE_LINES,
     MAX_UNFIXED_LINES,
     SummaryParts,
+    _short_failure,
     capped_summary,
 )
 from ctxengine.tokens import get_tokenizer
@@ -50,6 +52,11 @@ def _failed_edit(call_id: str, path: str, old: str, new: str) -> list[Message]:
 
 def _bash(call_id: str, command: str, output: str = "ok", failed: bool = False) -> list[Message]:
     return _call(call_id, "bash", {"command": command}, output, failed)
+
+
+def _digest(call: str) -> str:
+    """The digest a failure line gives after a cut call: SHA-256 of the whole, 6 hex digits."""
+    return hashlib.sha256(call.encode()).hexdigest()[:6]
 
 
 def _summary(messages: list[Message], max_tokens: int = 6_000) -> tuple[str, Message]:
@@ -306,7 +313,8 @@ def test_a_failure_line_names_what_the_call_did() -> None:
     assert lines[:4] == [
         "bash [c1] status=error exit=1: `npm run build` “Command exited with code 1”",
         "bash [c2] status=error exit=2: `echo 'date' \"now\"` “Command exited with code 2”",
-        f"bash [c3] status=error exit=3: `{long[:59]}…` “Command exited with code 3”",
+        f"bash [c3] status=error exit=3: `{long[:59]}…` #{_digest(long)} "
+        "“Command exited with code 3”",
         "edit [e1] status=error: `src/app.py` “old text not found”",
     ]
     assert lines[4] == 'web_search [s1] status=error: `{"query": "ruff E501"}` “rate limited”'
@@ -340,7 +348,8 @@ def test_a_failure_an_earlier_summary_carries_is_fixed_by_a_call_after_it() -> N
     in every summary after, however often the call succeeded since). The summary's line is
     all that is left of the call, so it is matched by what the line says: the same tool
     and command (whitespace collapsed), the same file for a file tool's edit; a call cut in
-    its line, another command or a shell edit of the file fixes nothing."""
+    its line (by the digest of the whole after it) too; another command or a shell edit of
+    the file fixes nothing."""
     long = "pytest tests/integration/test_payments_end_to_end.py -k refund --maxfail=1"
     first = [Message.user("make the build green")]
     first += _bash("a0", "pytest -x tests", "E   assert 1 == 2\nexit code 1", failed=True)
@@ -355,7 +364,7 @@ def test_a_failure_an_earlier_summary_carries_is_fixed_by_a_call_after_it() -> N
     second = [message, Message.user("go on")]
     second += _bash("b0", "ruff check src")  # another command: a1 stays
     second += _bash("b1", "pytest  -x   tests")  # a0's command, spaced otherwise
-    second += _bash("b2", long)  # a2's, but its line holds only a cut of it
+    second += _bash("b2", long)  # a2's: its line holds a cut of it, and its digest
     second += _bash("b3", "sed -i 's/x = 1/x = 2/' src/cart.py")  # no file tool's edit
     second += _call(
         "b4",
@@ -369,18 +378,19 @@ def test_a_failure_an_earlier_summary_carries_is_fixed_by_a_call_after_it() -> N
     lines = _failure_lines(again)
     unfixed = [ln for ln in lines if " fixed_by=" not in ln]
     fixed = [ln for ln in lines if " fixed_by=" in ln]
-    assert _ids(unfixed) == ["a1", "a2", "a4", "b5"]  # the carried ones, then the new one
-    assert _ids(fixed) == ["a0", "a3"]
+    assert _ids(unfixed) == ["a1", "a4", "b5"]  # the carried ones, then the new one
+    assert _ids(fixed) == ["a0", "a2", "a3"]
     assert fixed[0] == (
         "bash [a0] status=error exit=1 fixed_by=b1: `pytest -x tests` “E assert 1 == 2”"
     )
-    assert fixed[1].startswith("Edit [a3] status=error fixed_by=b4: `src/pay.py` ")
+    assert fixed[1].startswith(f"bash [a2] status=error exit=1 fixed_by=b2: `{long[:59]}…` ")
+    assert fixed[2].startswith("Edit [a3] status=error fixed_by=b4: `src/pay.py` ")
     # read back by the summary after: the marks stay, nothing is marked twice
     later = [third, Message.user("and the docs")]
     later += _bash("c0", "pytest -x tests")
     lines = _failure_lines(_summary(later)[0])
-    assert [ln for ln in lines if " fixed_by=" in ln][:2] == fixed
-    assert sum(ln.count(" fixed_by=") for ln in lines) == len(_ids(lines)) - 3
+    assert [ln for ln in lines if " fixed_by=" in ln][:3] == fixed
+    assert sum(ln.count(" fixed_by=") for ln in lines) == len(_ids(lines)) - 2
 
 
 @pytest.mark.parametrize(
@@ -409,3 +419,131 @@ def test_a_carried_failure_no_call_fixed_stays_unfixed_whatever_its_head(line: s
     lines = _failure_lines(summary)
     assert "fixed later" not in summary, lines
     assert lines[0] == line, lines  # the oldest failure not fixed later, first
+
+
+#: Claude Code's commit in the spotter session (``claude-code-spotter/ae4a77f8…``), which its
+#: pre-commit hook refused: two of its commits share their first 59 characters.
+COMMIT = 'git add -A && git commit -m "feat: add OTEL dependencies, bump the exporter{}"'
+REFUSED = "Pre-commit validation failed:\n\n[FORMAT] Code is not formatted.\nexit code 1"
+#: An absolute path longer than a failure line's call, as the same session's ``Edit`` calls.
+LONG_PATH = "/home/USER/projects/spotter-worktrees/spotter-4te/lib/spotter/telemetry/otel.ex"
+
+
+def _claude_bash(
+    call_id: str, command: str, output: str = "ok", failed: bool = False
+) -> list[Message]:
+    return _call(call_id, "Bash", {"command": command, "description": "Commit"}, output, failed)
+
+
+def test_a_cut_call_failed_before_a_summary_is_fixed_by_the_same_call_after_it() -> None:
+    """A call longer than a line's 60 characters is written cut, and its digest after it: a
+    summary of summaries knows it again by the digest. Before, a cut line was no call's, and
+    the spotter session replayed at 4,000 tokens listed a failure fixed since as not fixed
+    later in 104 of its 121 summaries (the commit its hook refused, run again once
+    formatted; an ``Edit`` of a long absolute path whose ``old_string`` was not found, then
+    another ``Edit`` of that file)."""
+    commit = COMMIT.format(" and wire the spans")
+    first = [Message.user("commit the OTEL work")]
+    first += _claude_bash("a0", commit, REFUSED, failed=True)
+    first += _failed_edit("a1", LONG_PATH, "defp setup", "defp do_setup")
+    summary, message = _summary(first)
+    lines = _failure_lines(summary)
+    assert lines == [
+        f"Bash [a0] status=error exit=1: `{commit[:59]}…` #{_digest(commit)} "
+        "“Pre-commit validation failed:”",
+        f"Edit [a1] status=error: `{LONG_PATH[:59]}…` #{_digest(LONG_PATH)} "
+        "“<tool_use_error>String to replace not found in file.</tool_use_error>”",
+    ]
+    second = [message, Message.user("formatted, commit again")]
+    second += _claude_bash("b0", "mix format")
+    second += _claude_bash("b1", commit)
+    second += _call(
+        "b2",
+        "Edit",
+        {"file_path": LONG_PATH, "old_string": "def setup", "new_string": "def do_setup"},
+        "The file has been updated.",
+        False,
+    )
+    lines = _failure_lines(_summary(second)[0])
+    assert [ln for ln in lines if " fixed_by=" not in ln] == []
+    assert lines == [
+        f"Bash [a0] status=error exit=1 fixed_by=b1: `{commit[:59]}…` #{_digest(commit)} "
+        "“Pre-commit validation failed:”",
+        f"Edit [a1] status=error fixed_by=b2: `{LONG_PATH[:59]}…` #{_digest(LONG_PATH)} "
+        "“<tool_use_error>String to replace not found in file.</tool_use_error>”",
+    ]
+
+
+def test_two_calls_sharing_the_cut_are_not_confused() -> None:
+    """Two commits alike in their first 59 characters are written with the same cut: the
+    digest tells them apart. One succeeding after the summary fixes only its own line, and
+    one failing again replaces only its own (matching on the cut alone would do both)."""
+    one, two = COMMIT.format(" (1/2)"), COMMIT.format(" (2/2)")
+    assert one[:59] == two[:59] and _digest(one) != _digest(two)
+    first = [Message.user("commit in two steps")]
+    first += _claude_bash("a0", one, REFUSED, failed=True)
+    first += _claude_bash("a1", two, REFUSED, failed=True)
+    _, message = _summary(first)
+    second = [message, Message.user("go on")]
+    second += _claude_bash("b0", two)  # the second one succeeds: a1 is fixed, a0 is not
+    lines = _failure_lines(_summary(second)[0])
+    assert [(i, " fixed_by=b0" in ln) for i, ln in zip(_ids(lines), lines, strict=True)] == [
+        ("a0", False),
+        ("a1", True),
+    ]
+    third = [message, Message.user("go on")]
+    third += _claude_bash("c0", one, REFUSED, failed=True)  # the first fails again
+    lines = _failure_lines(_summary(third)[0])
+    assert _ids(lines) == ["a1", "c0"] and " fixed_by=" not in "\n".join(lines)
+
+
+def test_a_line_without_a_digest_still_parses_and_stays_no_calls() -> None:
+    """A summary written before digests were (or a line a summarizer copied without one):
+    a cut call without a digest is still no call's and stays as written, not fixed by the
+    call it might be the start of, while a digested line of the same cut beside it is; a
+    line naming its call whole is fixed as before."""
+    commit = COMMIT.format("")
+    cut = f"`{commit[:59]}…`"
+    old = [
+        f"- Bash [o0] status=error exit=1: {cut} “Pre-commit validation failed:”",
+        f"- Bash [o1] status=error exit=1: {cut} #{_digest(commit)} "
+        "“Pre-commit validation failed:”",
+        "- Bash [o2] status=error exit=2: `mix credo --strict` “3 issues”",
+    ]
+    text = OLD.format(lines="\n".join(old)).replace("...and 3 more\n", "")
+    messages = [Message.user(text), Message.user("go on")]
+    messages += _claude_bash("n0", commit)
+    messages += _claude_bash("n1", "mix  credo --strict")
+    lines = _failure_lines(_summary(messages)[0])
+    assert lines == [
+        old[0][2:],
+        f"Bash [o1] status=error exit=1 fixed_by=n0: {cut} #{_digest(commit)} "
+        "“Pre-commit validation failed:”",
+        "Bash [o2] status=error exit=2 fixed_by=n1: `mix credo --strict` “3 issues”",
+    ]
+
+
+def test_a_call_the_cap_cuts_is_known_again_by_its_digest() -> None:
+    """The cap shortens failure lines, their calls first: a call it cuts gets the digest of
+    the whole (one cut at 60 characters keeps its own), so a summary of summaries written
+    at a small budget still marks it fixed when it succeeds after."""
+    command = "mix test test/spotter/telemetry_test.exs --trace"  # whole in its line
+    line = f"bash [a0] status=error exit=1: `{command}` “{'1 test, 1 failure ' * 8}”"
+    short = _short_failure("- " + line, 90)
+    assert len(short) <= 90 and f"` #{_digest(command)} “1 test" in short
+    call = short.split("`")[1]
+    assert call.endswith("…") and command.startswith(call[:-1])
+    long = COMMIT.format(" and wire the spans")
+    cut = f"- bash [a1] status=error: `{long[:59]}…` #{_digest(long)} “{'x' * 60}”"
+    assert f"…` #{_digest(long)} “x" in _short_failure(cut, 90)  # its own digest, kept
+    earlier = (
+        "[Summary of the earlier conversation: 4 messages]\n\n## Goal\ngo\n\n"
+        f"## Tool Failures\n```text\n{short}\n{_short_failure(cut, 90)}\n```"
+    )
+    messages = [Message("user", (Text(earlier),), meta={SUMMARY_META: True, "replaced": 4})]
+    messages += _bash("s0", command) + _bash("s1", long)
+    lines = _failure_lines(_summary(messages)[0])
+    assert [ln.split(": `")[0] for ln in lines] == [
+        "bash [a0] status=error exit=1 fixed_by=s0",
+        "bash [a1] status=error fixed_by=s1",
+    ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -201,9 +202,26 @@ def _reference_settled(plain: Sequence[Message], failures: list[F.Failure]) -> l
             by_id[c],
             fixed_by=fix or None,
             call=F.call_summary(made[c]) if c in made else "",
+            digest=_whole_digest(made[c]) if c in made else "",
         )
         for c, fix in failed_calls(plain)
     ]
+
+
+def _whole_digest(call: ToolCall) -> str:
+    """The digest a failure line gives after ``call`` when its summary is cut: SHA-256 of
+    the whole summary (the file a file tool named, a shell command, else the arguments;
+    whitespace collapsed, backticks and curly quotes made plain), 6 hex digits."""
+    if call.name.lower() in F._SHELL_TOOLS and F._shell_command(call).strip():
+        text = F._shell_command(call)
+    else:
+        args = call.arguments
+        paths = F._argument_paths(args) if isinstance(args, dict) else []
+        text = paths[0] if paths else call.arguments_json
+    text = " ".join(text.split()).translate(str.maketrans({"`": "'", "“": '"', "”": '"'}))
+    if len(text) <= F.CALL_CHARS:
+        return ""
+    return hashlib.sha256(text.encode()).hexdigest()[:6]
 
 
 def _stretches(messages: list[Message]) -> Iterator[list[Message]]:

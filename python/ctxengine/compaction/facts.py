@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import hashlib
 import re
 import sys
 import threading
@@ -330,7 +331,8 @@ class Failure:
 
     ``fixed_by``: the id of a later call that fixed it (:func:`settle_failures`), None while
     nothing did. ``call``: what the call did (:func:`call_summary`: its command, or the file
-    it named), empty when its message is not among those read."""
+    it named), empty when its message is not among those read. ``digest``: when ``call`` is
+    cut (ending in "…"), the :func:`call_digest` of what it names whole, else empty."""
 
     name: str
     call_id: str
@@ -339,6 +341,7 @@ class Failure:
     line: str
     fixed_by: str | None = None
     call: str = ""
+    digest: str = ""
 
 
 @dataclass(slots=True)
@@ -917,8 +920,9 @@ def settle_failures(
             fixes += later
         fix = max(fixes, default=_NEVER)
         made = calls.get(f.call_id)
-        what = call_summary(made[1]) if made is not None else f.call
-        out.append(replace(f, fixed_by=fix[2] if fix[0] > at else f.fixed_by, call=what))
+        what, digest = named_call(made[1]) if made is not None else (f.call, f.digest)
+        fixed_by = fix[2] if fix[0] > at else f.fixed_by
+        out.append(replace(f, fixed_by=fixed_by, call=what, digest=digest))
     return out
 
 
@@ -932,12 +936,46 @@ def call_summary(call: ToolCall) -> str:
     made plain (the line quotes it in backticks, the tool's output in curly quotes), cut to
     :data:`CALL_CHARS` characters. A failure line without it read "bash [c7] status=error
     exit=1: “Command exited with code 1”": which command, the summary no longer said."""
+    return named_call(call)[0]
+
+
+def named_call(call: ToolCall) -> tuple[str, str]:
+    """:func:`call_summary` of ``call``, and, when it is cut, the :func:`call_digest` of
+    what it names whole (else "")."""
+    return cut_call(_call_text(call))
+
+
+def _call_text(call: ToolCall) -> str:
+    """:func:`call_summary` of ``call`` before it is cut."""
     text = _shell_command(call) if call.name.lower() in _SHELL_TOOLS else ""
     if not text.strip():
         paths = _argument_paths(call.arguments) if isinstance(call.arguments, dict) else []
         text = paths[0] if paths else call.arguments_json
-    text = " ".join(text.split()).translate(_PLAIN_QUOTES)
-    return text if len(text) <= CALL_CHARS else text[: CALL_CHARS - 1] + "…"
+    return " ".join(text.split()).translate(_PLAIN_QUOTES)
+
+
+def cut_call(text: str, width: int = CALL_CHARS) -> tuple[str, str]:
+    """``text`` (what a failure line names, whole) as the line gives it: whole when it has
+    at most ``width`` characters, with no digest; else its first ``width - 1`` and "…",
+    with its :func:`call_digest`."""
+    if len(text) <= width:
+        return text, ""
+    return text[: width - 1] + "…", call_digest(text)
+
+
+#: How many hex digits of :func:`call_digest` a failure line gives after a cut call: fewer
+#: than the 7 from which a hex run is read as a hash identifier.
+DIGEST_CHARS: Final = 6
+
+
+def call_digest(text: str) -> str:
+    """The first :data:`DIGEST_CHARS` hex digits of the SHA-256 of ``text`` (UTF-8): what a
+    failure line whose call is cut writes after it (`` `git commit -m "fe…` #3fa9c2``), so
+    that a summary of summaries still tells that call from another with the same first
+    characters, and knows it again when it succeeds or fails after the summary
+    (:func:`carried_fixes`). With the cut text it is matched with, two calls are confused
+    only when they share their first characters and these 24 bits."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
 
 
 #: Backticks and curly double quotes as plain quotes (:func:`call_summary`).
@@ -977,39 +1015,69 @@ def _succeeded_calls(
 
 
 def carried_fixes(
-    failed: Iterable[tuple[str, str]], succeeded: Sequence[ToolCall]
-) -> dict[tuple[str, str], str]:
-    """Which failures carried by an earlier summary a later call fixed: ``(tool, call)`` →
-    the id of the newest call of ``succeeded`` (the calls whose results succeeded, in their
-    order, all made after the summary) that fixed it, for each ``(tool, call)`` of
-    ``failed`` it fixed (``call``: the :func:`call_summary` its line gives).
+    failed: Iterable[tuple[str, str, str]], succeeded: Sequence[ToolCall]
+) -> dict[tuple[str, str, str], str]:
+    """Which failures carried by an earlier summary a later call fixed: ``(tool, call,
+    digest)`` → the id of the newest call of ``succeeded`` (the calls whose results
+    succeeded, in their order, all made after the summary) that fixed it, for each of
+    ``failed`` it fixed (``call``: the :func:`call_summary` its line gives; ``digest``: the
+    :func:`call_digest` the line gives after a cut call, else "").
 
     A summary keeps a failed call by its line only (tool, id, and what it did, cut to
     :data:`CALL_CHARS`), so "fixed later" reads that line, as :func:`settle_failures` reads a
     call: a later call of the same tool whose summary is the same (for a shell tool its
     command, whitespace collapsed; for a file tool the file; for another tool its
     arguments) or, when the failed tool is a file tool that writes, a file tool's write of
-    that file. A summary cut (ending in "…") is no call's: it stays unfixed."""
-    wanted = {(name.lower(), call) for name, call in failed if call and not call.endswith("…")}
-    if not wanted or not succeeded:
+    that file. A cut summary (ending in "…") names its call by its digest: a later call
+    whose whole summary starts with the cut text and has that digest. A cut summary without
+    one (a line written before digests were) is no call's: it stays unfixed."""
+    whole: set[tuple[str, str]] = set()  # (tool, call) of the lines naming their call whole
+    cut: dict[tuple[str, str], list[str]] = {}  # (tool, digest) → the cut calls
+    for name, call, digest in failed:
+        if not call.endswith("…"):
+            if call:
+                whole.add((name.lower(), call))
+        elif digest:
+            cut.setdefault((name.lower(), digest), []).append(call)
+    if not (whole or cut) or not succeeded:
         return {}
-    names = {name for name, _ in wanted}
+    names = {name for name, _ in whole} | {name for name, _ in cut}
     writers: dict[str, list[str]] = {}  # a file → the file tools whose write of it failed
-    for name, call in wanted:
+    for name, call in whole:
         if name in _WRITE_TOOLS or name in _EDITOR_TOOLS:
             writers.setdefault(call, []).append(name)
-    found: dict[tuple[str, str], str] = {}
+    cut_writers: dict[str, list[tuple[str, str]]] = {}  # digest → (tool, cut file)
+    for (name, digest), calls in cut.items():
+        if name in _WRITE_TOOLS or name in _EDITOR_TOOLS:
+            cut_writers.setdefault(digest, []).extend((name, c) for c in calls)
+    found: dict[tuple[str, str, str], str] = {}
     for made in succeeded:  # oldest first: the newest fix stays
         name = made.name.lower()
         if name in names:
-            key = (name, call_summary(made))
-            if key in wanted:
-                found[key] = made.id
-        if writers and _writes(made):
+            text = _call_text(made)
+            if len(text) <= CALL_CHARS and (name, text) in whole:
+                found[(name, text, "")] = made.id
+            if cut:
+                digest = call_digest(text)
+                for c in cut.get((name, digest), ()):
+                    if text.startswith(c[:-1]):
+                        found[(name, c, digest)] = made.id
+        if (writers or cut_writers) and _writes(made):
             for path in _identity(made)[1]:
                 for tool in writers.get(path, ()):
-                    found[(tool, path)] = made.id
-    return {(n, c): found[(n.lower(), c)] for n, c in failed if (n.lower(), c) in found}
+                    found[(tool, path, "")] = made.id
+                if cut_writers:
+                    plain = " ".join(path.split()).translate(_PLAIN_QUOTES)
+                    digest = call_digest(plain)
+                    for tool, c in cut_writers.get(digest, ()):
+                        if plain.startswith(c[:-1]):
+                            found[(tool, c, digest)] = made.id
+    out: dict[tuple[str, str, str], str] = {}
+    for name, call, digest in failed:
+        fix = found.get((name.lower(), call, digest if call.endswith("…") else ""))
+        if fix is not None:
+            out[(name, call, digest)] = fix
+    return out
 
 
 #: No success at all (before every position).
