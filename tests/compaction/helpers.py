@@ -68,7 +68,7 @@ def failed_calls(messages: Sequence[Message]) -> list[tuple[str, str | None]]:
         return " ".join(text.split())
 
     def writes(c: ToolCall) -> list[str] | None:  # None: a write without a path
-        if c.name.lower() in F._SHELL_TOOLS:
+        if c.name.lower() in F.SHELL_TOOLS:
             return []
         ops = F._call_ops(c)
         if any(kind == "WC" for kind, _ in ops):
@@ -78,7 +78,7 @@ def failed_calls(messages: Sequence[Message]) -> list[tuple[str, str | None]]:
     def same(a: ToolCall, b: ToolCall) -> bool:
         if a.name.lower() != b.name.lower() or writes(a) is None or writes(b) is None:
             return False
-        if a.name.lower() in F._SHELL_TOOLS:
+        if a.name.lower() in F.SHELL_TOOLS:
             return command(a) == command(b)
         return a.arguments_json == b.arguments_json
 

@@ -212,7 +212,7 @@ def _whole_digest(call: ToolCall) -> str:
     """The digest a failure line gives after ``call`` when its summary is cut: SHA-256 of
     the whole summary (the file a file tool named, a shell command, else the arguments;
     whitespace collapsed, backticks and curly quotes made plain), 6 hex digits."""
-    if call.name.lower() in F._SHELL_TOOLS and F._shell_command(call).strip():
+    if call.name.lower() in F.SHELL_TOOLS and F._shell_command(call).strip():
         text = F._shell_command(call)
     else:
         args = call.arguments

@@ -105,7 +105,9 @@ _WRITE_TOOLS: Final = frozenset(
 )
 _EDITOR_TOOLS: Final = frozenset({"str_replace_editor", "str_replace_based_edit_tool", "editor"})
 _EDITOR_READ: Final = frozenset({"view"})
-_SHELL_TOOLS: Final = frozenset(
+#: Tools that run a shell command (a failure line names their command; the summary of
+#: summaries knows such a call again by it).
+SHELL_TOOLS: Final = frozenset(
     {"bash", "execute_bash", "shell", "run_terminal_cmd", "terminal", "exec", "run_command"}
     | {"run_shell_command", "local_shell", "cmd", "sh"}
 )
@@ -662,7 +664,7 @@ def _call_ops(call: ToolCall) -> list[_FileOp]:
         raw = args if isinstance(args, str) else ""
         args, paths = {}, []
     ops: list[_FileOp]
-    if name in _SHELL_TOOLS:
+    if name in SHELL_TOOLS:
         read, modified = _shell_files(_shell_command(call))
         ops = [("R", read), ("W", modified)]
     elif name in _EDITOR_TOOLS:
@@ -846,7 +848,7 @@ def _call_identity(call: ToolCall) -> tuple[str | None, tuple[str, ...]]:
     tool that writes (an edit, a write, an editor's command other than ``view``, a patch: the
     paths :func:`_call_ops` finds), not a shell command."""
     name = call.name.lower()
-    if name in _SHELL_TOOLS:
+    if name in SHELL_TOOLS:
         command = " ".join(_shell_command(call).split())
         if command:  # else (no command argument) its arguments, as another tool's
             return f"{name}\0{command}", ()
@@ -947,7 +949,7 @@ def named_call(call: ToolCall) -> tuple[str, str]:
 
 def _call_text(call: ToolCall) -> str:
     """:func:`call_summary` of ``call`` before it is cut."""
-    text = _shell_command(call) if call.name.lower() in _SHELL_TOOLS else ""
+    text = _shell_command(call) if call.name.lower() in SHELL_TOOLS else ""
     if not text.strip():
         paths = _argument_paths(call.arguments) if isinstance(call.arguments, dict) else []
         text = paths[0] if paths else call.arguments_json

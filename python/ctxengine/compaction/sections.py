@@ -22,11 +22,11 @@ from typing import Any, Final
 from ..tokens import Tokenizer
 from ..transcript import ToolCall
 from .facts import (
-    _SHELL_TOOLS,
     DIGEST_CHARS,
     LATEST_LINE,
     OPEN_LABEL,
     SECTION_HEADING,
+    SHELL_TOOLS,
     Failure,
     KeyFacts,
     call_digest,
@@ -475,7 +475,7 @@ def _line_key(name: str, call: str) -> tuple[str, str] | None:
     tool's command, another tool's arguments (JSON), each whole or cut; None for a file
     tool's file (another call may name the same file with other arguments) or none."""
     tool = name.lower()
-    if call and (tool in _SHELL_TOOLS or call[:1] in "{["):
+    if call and (tool in SHELL_TOOLS or call[:1] in "{["):
         return tool, call
     return None
 
