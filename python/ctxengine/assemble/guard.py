@@ -317,17 +317,12 @@ class PruneSettings:
                 f"hard_clear_ratio ({self.hard_clear_ratio}) is below soft_trim_ratio "
                 f"({self.soft_trim_ratio}); expected hard >= soft"
             )
-        for name in (
-            "min_prunable_chars",
-            "soft_trim_max_chars",
-            "soft_trim_head_chars",
-            "soft_trim_tail_chars",
-            "keep_last_assistants",
-            "image_chars",
-        ):
-            if getattr(self, name) < 0:
+        for name in _COUNTS:
+            if name not in _TURNS and getattr(self, name) < 0:
                 raise ConfigError(f"{name} is {getattr(self, name)}; expected a value >= 0")
-        for name in ("ttl_turns", "max_turns"):
+        for name in (
+            n for n in _COUNTS if n in _TURNS
+        ):  # in order: the first named is the first bad
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"{name} is {value}; expected None or at least 1 user turn")
