@@ -320,9 +320,8 @@ class PruneSettings:
         for name in _COUNTS:
             if name not in _TURNS and getattr(self, name) < 0:
                 raise ConfigError(f"{name} is {getattr(self, name)}; expected a value >= 0")
-        for name in (
-            n for n in _COUNTS if n in _TURNS
-        ):  # in order: the first named is the first bad
+        # in _COUNTS' order (a set's is not fixed): the first bad field is the one named
+        for name in (n for n in _COUNTS if n in _TURNS):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"{name} is {value}; expected None or at least 1 user turn")
