@@ -200,3 +200,21 @@ def test_the_library_raises_no_bare_value_or_type_error() -> None:
         if re.search(r"raise (ValueError|TypeError)\(", line) and "# internal" not in line
     ]
     assert not bare, bare
+
+
+def test_a_compaction_config_takes_numpy_numbers_and_iterators_as_plain_values() -> None:
+    """numpy counts and ratios, and headings given as a generator, were taken before the
+    config checked its kinds; they are stored as plain values (and the config hashes)."""
+    import numpy as np
+
+    from ctxengine.compaction import CompactionConfig
+
+    config = CompactionConfig(
+        window_tokens=np.int64(100_000),
+        tail_ratio=np.float32(0.5),
+        rules_sections=(h for h in ["Red Lines"]),
+    )
+    assert type(config.window_tokens) is int and config.window_tokens == 100_000
+    assert type(config.tail_ratio) is float and config.tail_ratio == 0.5
+    assert config.rules_sections == ("Red Lines",)
+    assert hash(config.rules_sections)

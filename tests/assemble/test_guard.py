@@ -276,3 +276,26 @@ def test_a_pdf_counts_its_pages_in_the_size_estimate() -> None:
     assert prune_tool_results(base, window)[0] is base
     out, changes = prune_tool_results(t, window)
     assert out is not t and changes.of("soft_trim")
+
+
+def test_settings_take_numpy_numbers_and_iterators_as_the_plain_values() -> None:
+    """A count or a ratio from numpy (a value read from an array, a config loaded with it)
+    and globs given as a generator were taken before the settings checked their kinds: they
+    still are, stored as the plain int, float and tuple the Rust ladder and the matching
+    read."""
+    import numpy as np
+
+    s = PruneSettings(
+        max_turns=np.int64(2),
+        soft_trim_max_chars=np.int64(200),
+        soft_trim_ratio=np.float32(0.25),
+        allow=(g for g in ["read*", "bash"]),
+    )
+    assert type(s.max_turns) is int and s.max_turns == 2
+    assert type(s.soft_trim_max_chars) is int and s.soft_trim_max_chars == 200
+    assert type(s.soft_trim_ratio) is float and s.soft_trim_ratio == 0.25
+    assert s.allow == ("read*", "bash")
+    from ctxengine.errors import ConfigTypeError
+
+    with pytest.raises(ConfigTypeError, match="max_turns is bool np.True_; expected an int"):
+        PruneSettings(max_turns=np.bool_(True))  # type: ignore[arg-type]

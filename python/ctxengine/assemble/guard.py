@@ -28,6 +28,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Final
 
 from .. import _core
+from .._values import as_count, as_names, as_real, first_not_str, kind
 from ..errors import ConfigError, ConfigTypeError
 from ..grain import ContextGrain
 from ..splitter import TextSplitter
@@ -245,18 +246,6 @@ _TURNS: Final = frozenset({"ttl_turns", "max_turns"})
 _REALS: Final = ("soft_trim_ratio", "hard_clear_ratio", "chars_per_token", "ttl_seconds")
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_real(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
-
-
-def _kind(value: object) -> str:
-    return f"{type(value).__name__} {value!r:.60}"
-
-
 @dataclass(frozen=True, slots=True)
 class PruneSettings:
     """Thresholds of :func:`prune_tool_results` (defaults from seed 001 / OpenClaw).
@@ -329,8 +318,6 @@ class PruneSettings:
             raise ConfigError(f"ttl_seconds is {self.ttl_seconds}; expected None or >= 0")
         if self.chars_per_token <= 0:
             raise ConfigError(f"chars_per_token is {self.chars_per_token}; expected > 0")
-        object.__setattr__(self, "allow", tuple(self.allow))
-        object.__setattr__(self, "deny", tuple(self.deny))
 
     def _check_kinds(self) -> None:
         """Raise :class:`ConfigTypeError` for a field of the wrong kind: a number given as a
@@ -338,28 +325,32 @@ class PruneSettings:
         one glob per character) failed inside a render, or quietly pruned nothing."""
         for name in _COUNTS:
             value = getattr(self, name)
-            if not _is_int(value) and not (name in _TURNS and value is None):
+            count = as_count(value)
+            if count is None and not (name in _TURNS and value is None):
                 none = " or None" if name in _TURNS else ""
-                raise ConfigTypeError(f"{name} is {_kind(value)}; expected an int{none}")
+                raise ConfigTypeError(f"{name} is {kind(value)}; expected an int{none}")
+            object.__setattr__(self, name, count)
         for name in _REALS:
             value = getattr(self, name)
-            if not _is_real(value) and not (name == "ttl_seconds" and value is None):
+            real = as_real(value)
+            if real is None and not (name == "ttl_seconds" and value is None):
                 none = " or None" if name == "ttl_seconds" else ""
-                raise ConfigTypeError(
-                    f"{name} is {_kind(value)}; expected a number (not NaN){none}"
-                )
+                raise ConfigTypeError(f"{name} is {kind(value)}; expected a number (not NaN){none}")
+            object.__setattr__(self, name, real)
         if not isinstance(self.placeholder, str):
-            raise ConfigTypeError(f"placeholder is {_kind(self.placeholder)}; expected a str")
+            raise ConfigTypeError(f"placeholder is {kind(self.placeholder)}; expected a str")
         for name in ("allow", "deny"):
             globs = getattr(self, name)
-            if isinstance(globs, (str, bytes)) or not isinstance(globs, Collection):
+            names = as_names(globs)
+            if names is None:
                 raise ConfigTypeError(
-                    f"{name} is {_kind(globs)}; expected a tuple of tool-name globs such as "
+                    f"{name} is {kind(globs)}; expected a tuple of tool-name globs such as "
                     "('read*', 'bash')"
                 )
-            bad = next((g for g in globs if not isinstance(g, str)), None)
+            bad = first_not_str(names)
             if bad is not None:
-                raise ConfigTypeError(f"{name} holds {_kind(bad)}; expected tool-name globs (str)")
+                raise ConfigTypeError(f"{name} holds {kind(bad)}; expected tool-name globs (str)")
+            object.__setattr__(self, name, names)
 
     @property
     def in_render(self) -> bool:

@@ -18,7 +18,7 @@ import hashlib
 import json
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Collection, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 import anyio
 
+from .._values import as_count, as_names, as_real, first_not_str, kind
 from ..errors import ConfigError, ConfigTypeError, CtxEngineError, SummarizerError
 from ..grain import ContextGrain
 from ..tokens import Tokenizer
@@ -196,28 +197,29 @@ class CompactionConfig:
         was read one heading per character."""
         for name in _CONFIG_COUNTS:
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ConfigTypeError(f"{name} is {_kind(value)}; expected an int")
+            count = as_count(value)
+            if count is None:
+                raise ConfigTypeError(f"{name} is {kind(value)}; expected an int")
+            object.__setattr__(self, name, count)
         for name in _CONFIG_REALS:
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
-                raise ConfigTypeError(f"{name} is {_kind(value)}; expected a number (not NaN)")
-        sections = self.rules_sections
-        if (
-            isinstance(sections, (str, bytes))
-            or not isinstance(sections, Collection)
-            or not all(isinstance(h, str) for h in sections)
-        ):
+            real = as_real(value)
+            if real is None:
+                raise ConfigTypeError(f"{name} is {kind(value)}; expected a number (not NaN)")
+            object.__setattr__(self, name, real)
+        sections = as_names(self.rules_sections)
+        if sections is None or first_not_str(sections) is not None:
             raise ConfigTypeError(
-                f"rules_sections is {_kind(sections)}; expected a tuple of headings (str) such "
-                "as ('Red Lines',)"
+                f"rules_sections is {kind(self.rules_sections)}; expected a tuple of headings "
+                "(str) such as ('Red Lines',)"
             )
+        object.__setattr__(self, "rules_sections", sections)
         if not isinstance(self.instructions, str):
-            raise ConfigTypeError(f"instructions is {_kind(self.instructions)}; expected a str")
+            raise ConfigTypeError(f"instructions is {kind(self.instructions)}; expected a str")
         if not isinstance(self.fallback_note, bool):
-            raise ConfigTypeError(f"fallback_note is {_kind(self.fallback_note)}; expected a bool")
+            raise ConfigTypeError(f"fallback_note is {kind(self.fallback_note)}; expected a bool")
         if not callable(self.clock):
-            raise ConfigTypeError(f"clock is {_kind(self.clock)}; expected a callable")
+            raise ConfigTypeError(f"clock is {kind(self.clock)}; expected a callable")
 
 
 #: :class:`CompactionConfig` fields that are counts, and those that are numbers.
@@ -234,10 +236,6 @@ _CONFIG_REALS: Final = (
     "render_low_water",
     "tail_ratio",
 )  # and render_high_water, whose check says its range as well
-
-
-def _kind(value: object) -> str:
-    return f"{type(value).__name__} {value!r:.60}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,42 @@
+"""The kinds of value the settings classes take, read alike everywhere: a count is any
+integral number but a bool (numpy's ints too), a number any real but a bool or NaN, a list of
+names any iterable but a bare str (which would be read one name per character)."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable
+
+
+def kind(value: object) -> str:
+    """``value``'s type and repr, for an error naming it."""
+    return f"{type(value).__name__} {value!r:.60}"
+
+
+def as_count(value: object) -> int | None:
+    """``value`` as an int when it is an integral number (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return None
+    return int(value)
+
+
+def as_real(value: object) -> int | float | None:
+    """``value`` when it is an int or a float (not a bool, not NaN), another real number
+    (numpy's, a Fraction) as a float, else None."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    out = value if isinstance(value, (int, float)) else float(value)
+    return None if out != out else out
+
+
+def as_names(value: object) -> tuple[object, ...] | None:
+    """``value`` as a tuple when it is an iterable other than a str or bytes (an iterator is
+    read once, here), else None; what it holds is the caller's to check."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        return None
+    return tuple(value)
+
+
+def first_not_str(values: tuple[object, ...]) -> object | None:
+    """The first of ``values`` that is not a str, or None when all are."""
+    return next((v for v in values if not isinstance(v, str)), None)
