@@ -985,3 +985,10 @@ def test_an_output_naming_a_closed_descriptor_is_refused_before_the_replay(
         f"error: --out {path}: file descriptor {number} is not open; expected a path to a "
         "file, or to an open descriptor\n"
     )
+
+
+def test_a_payload_extends_one_with_no_turns() -> None:
+    before = {"system": "s", "messages": []}
+    two = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    assert extends({"system": "s", "messages": two}, before)
+    assert not extends({"system": "t", "messages": two}, before)

@@ -233,11 +233,13 @@ def extends(payload: dict[str, Any], before: dict[str, Any]) -> bool:
     ):
         return False
     turns, old = payload[key], before[key]
+    if not old:
+        return True
     if len(turns) < len(old):
         return False
     last = len(old) - 1
     return turns[:last] == old[:last] and (
-        last < 0 or turns[last] == old[last] or _grown(turns[last], old[last])
+        turns[last] == old[last] or _grown(turns[last], old[last])
     )
 
 

@@ -346,3 +346,15 @@ def test_a_pi_session_with_no_message_yet_loads_as_an_empty_transcript(tmp_path:
     for fmt in ("auto", "pi"):
         t = load(path, format=fmt)
         assert t.messages == () and t.source_format == "pi"
+
+
+def test_an_image_takes_a_str_subclass_as_its_media_type() -> None:
+    """A ``StrEnum`` member is a str: refused by a type-identity check, where it rendered."""
+    import enum
+
+    class Media(str, enum.Enum):
+        PNG = "image/png"
+
+    image = Image(Media.PNG, data="iVBORw0KGgo=")
+    payload = Transcript((Message("user", (Text("see"), image)),)).to("anthropic")
+    assert payload["messages"][0]["content"][1]["source"]["media_type"] == "image/png"

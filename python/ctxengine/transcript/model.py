@@ -124,14 +124,14 @@ class Image:
     def __post_init__(self) -> None:
         # a hand-built field of another type failed deep inside a render (``media_type.startswith``)
         # or went out as its repr (bytes in a ``data:`` URL)
-        if type(self.media_type) is not str:
+        if not isinstance(self.media_type, str):
             raise TranscriptError(
                 f"Image.media_type is {type(self.media_type).__name__} {self.media_type!r:.60}; "
                 "expected a str such as 'image/png'"
             )
         for name in ("data", "url", "name", "detail"):
             value = getattr(self, name)
-            if value is not None and type(value) is not str:
+            if value is not None and not isinstance(value, str):
                 raise TranscriptError(
                     f"Image ({self.media_type!r}) {name} is {type(value).__name__} "
                     f"{value!r:.60}; expected a str or None"
