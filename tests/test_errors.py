@@ -218,3 +218,21 @@ def test_a_compaction_config_takes_numpy_numbers_and_iterators_as_plain_values()
     assert type(config.tail_ratio) is float and config.tail_ratio == 0.5
     assert config.rules_sections == ("Red Lines",)
     assert hash(config.rules_sections)
+
+
+def test_a_budget_takes_numpy_numbers_as_plain_values() -> None:
+    """As the settings do: ``Budget(total=np.int64(32000))`` (a budget read from an array)
+    was refused as "not a positive int"."""
+    import numpy as np
+
+    from ctxengine import Budget
+    from ctxengine.errors import BudgetError
+
+    b = Budget(
+        total=np.int64(32_000), output_reserve=np.int32(1_000), pretrim_ratio=np.float64(0.5)
+    )
+    assert (type(b.total), type(b.output_reserve), type(b.pretrim_ratio)) == (int, int, float)
+    assert (b.total, b.output_reserve, b.pretrim_ratio) == (32_000, 1_000, 0.5)
+    for bad in (np.bool_(True), np.float64(3.5), True):
+        with pytest.raises(BudgetError, match="total must be a positive int"):
+            Budget(total=bad)  # type: ignore[arg-type]

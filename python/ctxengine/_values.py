@@ -22,10 +22,13 @@ def as_count(value: object) -> int | None:
 
 def as_real(value: object) -> int | float | None:
     """``value`` when it is an int or a float (not a bool, not NaN), another real number
-    (numpy's, a Fraction) as a float, else None."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    (numpy's, even a subclass of float, a Fraction) as a float, else None."""
+    real = isinstance(value, numbers.Real)  # (kept apart: the check would narrow ``value``)
+    if isinstance(value, bool) or not real:
         return None
-    out = value if isinstance(value, (int, float)) else float(value)
+    if type(value) is int:
+        return value
+    out = float(value)  # type: ignore[arg-type]  # a Real; numpy's float64 made a plain float
     return None if out != out else out
 
 

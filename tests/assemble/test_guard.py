@@ -297,5 +297,7 @@ def test_settings_take_numpy_numbers_and_iterators_as_the_plain_values() -> None
     assert s.allow == ("read*", "bash")
     from ctxengine.errors import ConfigTypeError
 
-    with pytest.raises(ConfigTypeError, match="max_turns is bool np.True_; expected an int"):
+    with pytest.raises(
+        ConfigTypeError, match=re.escape("max_turns is bool np.True_; expected an int")
+    ):
         PruneSettings(max_turns=np.bool_(True))  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Final
 
 from .. import _core
+from .._values import as_count, as_real
 from ..errors import BudgetError
 
 __all__ = ("DEFAULT_PREFIXES", "DEFAULT_WINDOWS", "Budget", "context_window")
@@ -103,28 +104,23 @@ class Budget:
     pretrim_ratio: float = 0.8
 
     def __post_init__(self) -> None:
-        if self.total is not None and (
-            isinstance(self.total, bool)
-            or not isinstance(self.total, int)
-            or not 0 < self.total <= MAX_TOKENS
-        ):
+        # numpy's ints and floats are taken as the plain values (as the settings take them)
+        total = None if self.total is None else as_count(self.total)
+        if self.total is not None and (total is None or not 0 < total <= MAX_TOKENS):
             raise BudgetError(
                 f"total must be a positive int <= {MAX_TOKENS:,} or None; got {self.total!r}"
             )
-        if (
-            isinstance(self.output_reserve, bool)
-            or not isinstance(self.output_reserve, int)
-            or not 0 <= self.output_reserve <= MAX_TOKENS
-        ):
+        reserve = as_count(self.output_reserve)
+        if reserve is None or not 0 <= reserve <= MAX_TOKENS:
             raise BudgetError(
                 f"output_reserve must be an int in [0, {MAX_TOKENS:,}]; got {self.output_reserve!r}"
             )
-        if (
-            isinstance(self.pretrim_ratio, bool)
-            or not isinstance(self.pretrim_ratio, (int, float))
-            or not 0 < self.pretrim_ratio <= 1
-        ):
+        ratio = as_real(self.pretrim_ratio)
+        if ratio is None or not 0 < ratio <= 1:
             raise BudgetError(f"pretrim_ratio must be in (0, 1]; got {self.pretrim_ratio!r}")
+        object.__setattr__(self, "total", total)
+        object.__setattr__(self, "output_reserve", reserve)
+        object.__setattr__(self, "pretrim_ratio", ratio)
         if self.model is not None and not isinstance(self.model, str):
             raise BudgetError(f"model must be a str or None; got {self.model!r:.60}")
         for name, value in (("windows", self.windows), ("prefixes", self.prefixes)):
