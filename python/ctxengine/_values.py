@@ -7,6 +7,8 @@ from __future__ import annotations
 import numbers
 from collections.abc import Iterable
 
+from .errors import ConfigTypeError
+
 
 def kind(value: object) -> str:
     """``value``'s type and repr, for an error naming it."""
@@ -43,3 +45,31 @@ def as_names(value: object) -> tuple[object, ...] | None:
 def first_not_str(values: tuple[object, ...]) -> object | None:
     """The first of ``values`` that is not a str, or None when all are."""
     return next((v for v in values if not isinstance(v, str)), None)
+
+
+def checked_count(name: str, value: object, *, optional: bool = False) -> int | None:
+    """Setting ``name``'s ``value`` as an int (:func:`as_count`); None when ``optional`` and
+    None.
+
+    Raises:
+        ConfigTypeError: naming the setting and its value.
+    """
+    count = as_count(value)
+    if count is None and not (optional and value is None):
+        none = " or None" if optional else ""
+        raise ConfigTypeError(f"{name} is {kind(value)}; expected an int{none}")
+    return count
+
+
+def checked_real(name: str, value: object, *, optional: bool = False) -> int | float | None:
+    """Setting ``name``'s ``value`` as a number (:func:`as_real`); None when ``optional`` and
+    None.
+
+    Raises:
+        ConfigTypeError: naming the setting and its value.
+    """
+    real = as_real(value)
+    if real is None and not (optional and value is None):
+        none = " or None" if optional else ""
+        raise ConfigTypeError(f"{name} is {kind(value)}; expected a number (not NaN){none}")
+    return real

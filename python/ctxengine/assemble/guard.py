@@ -28,7 +28,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Final
 
 from .. import _core
-from .._values import as_count, as_names, as_real, first_not_str, kind
+from .._values import as_names, checked_count, checked_real, first_not_str, kind
 from ..errors import ConfigError, ConfigTypeError
 from ..grain import ContextGrain
 from ..splitter import TextSplitter
@@ -241,7 +241,7 @@ _COUNTS: Final = (
     "ttl_turns",
     "max_turns",
 )
-_TURNS: Final = frozenset({"ttl_turns", "max_turns"})
+_TURNS: Final = ("ttl_turns", "max_turns")
 #: :class:`PruneSettings` fields that are numbers (``ttl_seconds`` may be None).
 _REALS: Final = ("soft_trim_ratio", "hard_clear_ratio", "chars_per_token", "ttl_seconds")
 
@@ -309,8 +309,7 @@ class PruneSettings:
         for name in _COUNTS:
             if name not in _TURNS and getattr(self, name) < 0:
                 raise ConfigError(f"{name} is {getattr(self, name)}; expected a value >= 0")
-        # in _COUNTS' order (a set's is not fixed): the first bad field is the one named
-        for name in (n for n in _COUNTS if n in _TURNS):
+        for name in _TURNS:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"{name} is {value}; expected None or at least 1 user turn")
@@ -324,18 +323,10 @@ class PruneSettings:
         str, a float where a count goes to the Rust ladder, globs given as one str (taken as
         one glob per character) failed inside a render, or quietly pruned nothing."""
         for name in _COUNTS:
-            value = getattr(self, name)
-            count = as_count(value)
-            if count is None and not (name in _TURNS and value is None):
-                none = " or None" if name in _TURNS else ""
-                raise ConfigTypeError(f"{name} is {kind(value)}; expected an int{none}")
+            count = checked_count(name, getattr(self, name), optional=name in _TURNS)
             object.__setattr__(self, name, count)
         for name in _REALS:
-            value = getattr(self, name)
-            real = as_real(value)
-            if real is None and not (name == "ttl_seconds" and value is None):
-                none = " or None" if name == "ttl_seconds" else ""
-                raise ConfigTypeError(f"{name} is {kind(value)}; expected a number (not NaN){none}")
+            real = checked_real(name, getattr(self, name), optional=name == "ttl_seconds")
             object.__setattr__(self, name, real)
         if not isinstance(self.placeholder, str):
             raise ConfigTypeError(f"placeholder is {kind(self.placeholder)}; expected a str")

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 import anyio
 
-from .._values import as_count, as_names, as_real, first_not_str, kind
+from .._values import as_names, checked_count, checked_real, first_not_str, kind
 from ..errors import ConfigError, ConfigTypeError, CtxEngineError, SummarizerError
 from ..grain import ContextGrain
 from ..tokens import Tokenizer
@@ -196,17 +196,9 @@ class CompactionConfig:
         compacted (``max_identifiers="40"``, ``tail_ratio="x"``); a bare str of section headings
         was read one heading per character."""
         for name in _CONFIG_COUNTS:
-            value = getattr(self, name)
-            count = as_count(value)
-            if count is None:
-                raise ConfigTypeError(f"{name} is {kind(value)}; expected an int")
-            object.__setattr__(self, name, count)
+            object.__setattr__(self, name, checked_count(name, getattr(self, name)))
         for name in _CONFIG_REALS:
-            value = getattr(self, name)
-            real = as_real(value)
-            if real is None:
-                raise ConfigTypeError(f"{name} is {kind(value)}; expected a number (not NaN)")
-            object.__setattr__(self, name, real)
+            object.__setattr__(self, name, checked_real(name, getattr(self, name)))
         sections = as_names(self.rules_sections)
         if sections is None or first_not_str(sections) is not None:
             raise ConfigTypeError(
