@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model import Block, Compaction, Image, Message, Text, Thinking, ToolResult, copy_data
-from .common import Loc, skip_block, tool_call
+from .common import Loc, redacted_thinking, skip_block, tool_call
 
 __all__ = (
     "COMPACTION_HEAD",
@@ -191,7 +191,7 @@ def assistant_blocks(content: object, loc: Loc) -> list[Block]:
                 Thinking(at.need(block, "thinking", str), sig if isinstance(sig, str) else None)
             )
         elif kind == "redacted_thinking":
-            out.append(Thinking("", at.need(block, "data", str), redacted=True))
+            out.append(redacted_thinking(block, at))
         elif kind == "tool_use":
             out.append(tool_call(block.get("id"), block.get("name"), block.get("input"), at))
         elif kind == "image":

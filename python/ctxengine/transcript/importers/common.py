@@ -28,6 +28,7 @@ __all__ = (
     "parse_arguments",
     "read_jsonl",
     "read_text",
+    "redacted_thinking",
     "short",
     "skip_block",
     "text_of",
@@ -357,6 +358,16 @@ def tool_call(call_id: object, name: object, arguments: object, loc: Loc) -> Too
     return ToolCall(call_id, name, parse_arguments(arguments, loc))
 
 
+def redacted_thinking(block: Mapping[str, Any], loc: Loc) -> Thinking:
+    """An Anthropic ``redacted_thinking`` block (as the API, LiteLLM and ChatAnthropic keep
+    it): its encrypted ``data``, sent back as it came.
+
+    Raises:
+        TranscriptError: the block has no ``data`` string.
+    """
+    return Thinking("", loc.need(block, "data", str), redacted=True)
+
+
 def litellm_thinking(message: Mapping[str, Any], loc: Loc) -> list[Thinking]:
     """The reasoning of an assistant message as LiteLLM gives it (OpenHands, SWE-agent):
     ``thinking_blocks`` (Anthropic ``thinking`` with its ``signature``, or
@@ -370,7 +381,7 @@ def litellm_thinking(message: Mapping[str, Any], loc: Loc) -> list[Thinking]:
         at = loc.at("thinking_blocks").at(i)
         b = at.obj(raw)
         if b.get("type") == "redacted_thinking":
-            out.append(Thinking("", at.need(b, "data", str), redacted=True))
+            out.append(redacted_thinking(b, at))
         else:
             sig = b.get("signature")
             out.append(Thinking(at.need(b, "thinking", str), sig if isinstance(sig, str) else None))

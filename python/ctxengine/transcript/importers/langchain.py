@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from ..model import Block, Image, Message, Text, Thinking, ToolCall, ToolResult
 from .anthropic import document_block, image_block
-from .common import PDF, Loc, file_from_data, image_from_url, tool_call
+from .common import PDF, Loc, file_from_data, image_from_url, redacted_thinking, tool_call
 
 __all__ = ("is_langchain_message", "load_langchain")
 
@@ -117,7 +117,7 @@ def _blocks(content: object, loc: Loc, *, role: str) -> list[Block]:
             text = block.get("thinking", block.get("reasoning", ""))
             out.append(Thinking(str(text or ""), _signature(block)))
         elif kind == "redacted_thinking" and role == "assistant":
-            out.append(Thinking("", loc.at(i).need(block, "data", str), redacted=True))
+            out.append(redacted_thinking(block, loc.at(i)))
         elif kind == "non_standard" and role == "assistant" and _redacted(block.get("value")):
             out.append(Thinking("", block["value"]["data"], redacted=True))
         elif kind in _CALL_BLOCKS and role == "assistant":
