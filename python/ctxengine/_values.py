@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Iterable
+from typing import TypeVar
 
 from .errors import ConfigTypeError
+
+T = TypeVar("T")
 
 
 def kind(value: object) -> str:
@@ -54,11 +57,7 @@ def checked_count(name: str, value: object, *, optional: bool = False) -> int | 
     Raises:
         ConfigTypeError: naming the setting and its value.
     """
-    count = as_count(value)
-    if count is None and not (optional and value is None):
-        none = " or None" if optional else ""
-        raise ConfigTypeError(f"{name} is {kind(value)}; expected an int{none}")
-    return count
+    return _checked(name, value, as_count(value), "an int", optional)
 
 
 def checked_real(name: str, value: object, *, optional: bool = False) -> int | float | None:
@@ -68,8 +67,13 @@ def checked_real(name: str, value: object, *, optional: bool = False) -> int | f
     Raises:
         ConfigTypeError: naming the setting and its value.
     """
-    real = as_real(value)
-    if real is None and not (optional and value is None):
+    return _checked(name, value, as_real(value), "a number (not NaN)", optional)
+
+
+def _checked(name: str, value: object, read: T | None, expected: str, optional: bool) -> T | None:
+    """``read`` (``value`` read as its kind, None when it is not of it), unless None where
+    ``value`` is not an allowed None."""
+    if read is None and not (optional and value is None):
         none = " or None" if optional else ""
-        raise ConfigTypeError(f"{name} is {kind(value)}; expected a number (not NaN){none}")
-    return real
+        raise ConfigTypeError(f"{name} is {kind(value)}; expected {expected}{none}")
+    return read
